@@ -1,0 +1,73 @@
+# Magnetar — `make help` lists the targets. `make run` and `make test` set everything up first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMPS := .stamps
+PROTOS := $(wildcard proto/magnetar/v1/*.proto)
+PROTO_OUT := services/magnetar/proto/v1
+ZK_JAR := /usr/share/java/zookeeper.jar
+PYTEST_ARGS ?=
+
+.PHONY: help setup run test test-unit test-integration lint proto bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto ## Install everything (apt ZooKeeper, virtualenv, gRPC stubs); idempotent
+
+$(STAMPS)/apt:
+	@mkdir -p $(STAMPS)
+	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null; then \
+	  echo ">> installing ZooKeeper and Java from Debian packages"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+	    --no-install-recommends zookeeper default-jre-headless >/dev/null; \
+	fi
+	@test -f $(ZK_JAR) || { echo "ZooKeeper is missing: apt-get install zookeeper"; exit 1; }
+	@touch $@
+
+$(STAMPS)/venv: pyproject.toml requirements.lock
+	@mkdir -p $(STAMPS)
+	@echo ">> creating the virtualenv in $(VENV)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -r requirements.lock
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(STAMPS)/proto: $(STAMPS)/venv $(PROTOS)
+	@$(MAKE) --no-print-directory proto
+	@touch $@
+
+proto: ## Generate the gRPC stubs into services/magnetar/proto/v1
+	@echo ">> generating gRPC stubs"
+	@rm -rf $(PROTO_OUT) build/proto && mkdir -p $(PROTO_OUT) build/proto
+	@$(PY) -m grpc_tools.protoc -Iproto --python_out=build/proto --pyi_out=build/proto \
+	  --grpc_python_out=build/proto $(PROTOS)
+	@# protoc imports by the proto's path (magnetar.v1); the stubs live in magnetar.proto.v1.
+	@for f in build/proto/magnetar/v1/*; do \
+	  sed -e 's/^from magnetar\.v1 import/from magnetar.proto.v1 import/' "$$f" > $(PROTO_OUT)/$$(basename $$f); done
+	@touch $(PROTO_OUT)/__init__.py
+
+run: setup ## Start ZooKeeper and 3 bookies on this machine (data under ./data); Ctrl-C stops
+	$(VENV)/bin/magnetar standalone --data-dir ./data
+
+test: setup ## Run the whole test suite (unit + integration, real ZooKeeper and processes)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup ## Run the unit tests only
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: setup ## Run the integration tests only
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+lint: setup ## ruff + mypy
+	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/mypy
+
+bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
+	$(PY) bench/bookie_add.py
+
+clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
+	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build

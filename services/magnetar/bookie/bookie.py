@@ -1,0 +1,343 @@
+"""The bookie core: validates and journals adds, serves reads, fences, deletes.
+
+Knows nothing of gRPC or ZooKeeper: the server adapts requests to these methods, and
+the registration follows :attr:`Bookie.read_only` through ``on_read_only_change``.
+Everything here runs on one event loop; blocking file work goes to worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from magnetar import __version__
+from magnetar.bookie.config import BookieConfig
+from magnetar.bookie.journal import Journal, replay
+from magnetar.bookie.ledgerstorage import LedgerState, LedgerStorage
+from magnetar.bookie.record import HEADER_SIZE, encode_add, header_of
+from magnetar.common.errors import (
+    BookieReadOnly,
+    EntryTooLarge,
+    InvalidArgument,
+    LedgerFenced,
+    MagnetarError,
+    NoSuchEntry,
+    NoSuchLedger,
+    ServiceClosed,
+)
+
+log = logging.getLogger(__name__)
+
+DiskUsage = Callable[[str], Any]  # shutil.disk_usage's shape: .free, .total
+
+
+class AddEntryLike(Protocol):
+    """What an add needs; the gRPC ``AddEntry`` message has exactly these fields."""
+
+    ledger_id: int
+    entry_id: int
+    last_add_confirmed: int
+    payload: bytes
+
+
+class StoredEntry(NamedTuple):
+    entry_id: int
+    lac: int
+    payload: bytes
+
+
+class Bookie:
+    def __init__(self, config: BookieConfig, bookie_id: str, disk_usage: DiskUsage = shutil.disk_usage) -> None:
+        self.config = config
+        self.bookie_id = bookie_id
+        self.data_dir = Path(config.data_dir)
+        journal_dir = Path(config.journal_dir) if config.journal_dir else self.data_dir / "journal"
+        self.journal = Journal(journal_dir, config.journal_max_file_bytes, config.journal_max_group_bytes)
+        self.storage = LedgerStorage(self.data_dir, config.entry_log_max_bytes, config.index_map_bytes)
+        self._disk_usage = disk_usage
+        self.read_only = False
+        self.on_read_only_change: Callable[[bool], Any] | None = None
+        self._max_entry = config.max_entry_bytes
+        self._flush_lock = asyncio.Lock()
+        self._flush_wanted = asyncio.Event()
+        self._flushed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------
+    async def start(self) -> None:
+        """Open storage, replay the journal from the LastLogMark, start background tasks."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.storage.open)
+        replayed = await asyncio.to_thread(self._replay)
+        self.journal.start(asyncio.get_running_loop())
+        self._check_disk()
+        log.info(
+            "bookie %s started: %d ledgers, %d journal records replayed from %s",
+            self.bookie_id, len(self.storage.ledgers), replayed, tuple(self.storage.lastmark.position),
+        )
+        self._tasks = [
+            asyncio.create_task(self._flush_loop(), name="bookie-flush"),
+            asyncio.create_task(self._periodic(self.config.gc_interval_s, self.collect_garbage), name="bookie-gc"),
+            asyncio.create_task(self._periodic(self.config.disk_check_interval_s, self._check_disk_async), name="bookie-disk-check"),
+        ]
+
+    def _replay(self) -> int:
+        st = self.storage
+        n = 0
+        for _pos, rec in replay(self.journal.directory, st.lastmark.position):
+            if rec.ledger_id in st.deleted:
+                continue
+            st.cache.put((rec.ledger_id, rec.entry_id), encode_add(rec.ledger_id, rec.entry_id, rec.lac, rec.payload))
+            state = st.ledgers.get(rec.ledger_id)
+            if state is None:
+                state = st.ledgers[rec.ledger_id] = LedgerState()
+            if rec.lac > state.lac:
+                state.lac = rec.lac
+            if rec.entry_id > state.last_entry:
+                state.last_entry = rec.entry_id
+            n += 1
+        return n
+
+    async def close(self) -> None:
+        """Stop background tasks, flush what is cached, close the journal and storage."""
+        if self._closed:
+            return
+        self._closed = True
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.journal.close()
+        try:
+            await self.flush()
+        finally:
+            await asyncio.to_thread(self.storage.close)
+
+    # -- writes ------------------------------------------------------------
+    def add_entries(self, entries: Iterable[AddEntryLike]) -> tuple[asyncio.Future[None] | None, list[tuple[int, int, MagnetarError]]]:
+        """Accept a batch of adds. Returns a future that completes once every accepted
+        entry is fsynced in the journal (None if none was accepted) and the rejected
+        entries as (ledger id, entry id, error). Must run on the event loop.
+
+        Raises:
+            BookieReadOnly: the bookie takes no writes now.
+        """
+        if self.read_only:
+            raise BookieReadOnly(f"bookie {self.bookie_id} is read-only (free disk below the threshold)")
+        if self._closed:
+            raise ServiceClosed("bookie is shutting down")
+        st = self.storage
+        ledgers, deleted, cache = st.ledgers, st.deleted, st.cache
+        records: list[bytes] = []
+        failed: list[tuple[int, int, MagnetarError]] = []
+        max_entry = self._max_entry
+        for e in entries:
+            lid, eid, payload = e.ledger_id, e.entry_id, e.payload
+            if lid < 0 or eid < 0:
+                failed.append((lid, eid, InvalidArgument(f"negative ledger or entry id: ledger {lid} entry {eid}")))
+                continue
+            if len(payload) > max_entry:
+                failed.append((lid, eid, EntryTooLarge(len(payload), max_entry)))
+                continue
+            state = ledgers.get(lid)
+            if state is None:
+                if lid in deleted:
+                    failed.append((lid, eid, NoSuchLedger(lid, f"{self.bookie_id} (deleted)")))
+                    continue
+                state = ledgers[lid] = LedgerState()
+            elif state.fenced:
+                failed.append((lid, eid, LedgerFenced(lid)))
+                continue
+            lac = e.last_add_confirmed
+            rec = encode_add(lid, eid, lac, payload)
+            cache.put((lid, eid), rec)
+            if lac > state.lac:
+                state.lac = lac
+            if eid > state.last_entry:
+                state.last_entry = eid
+            records.append(rec)
+        if cache.active_bytes >= self.config.write_cache_max_bytes:
+            self._flush_wanted.set()
+        return (self.journal.append(records) if records else None), failed
+
+    async def wait_for_cache_room(self) -> None:
+        """Back-pressure: wait while the write cache holds twice its limit."""
+        while self.storage.cache.active_bytes >= 2 * self.config.write_cache_max_bytes and not self._closed:
+            self._flush_wanted.set()
+            self._flushed.clear()
+            await self._flushed.wait()
+
+    async def fence(self, ledger_id: int) -> int:
+        """Durably fence a ledger (created if unknown); returns its LAC."""
+        self._check_id(ledger_id)
+        st = self.storage
+        if ledger_id in st.deleted:
+            raise NoSuchLedger(ledger_id, f"{self.bookie_id} (deleted)")
+        state = st.ledgers.get(ledger_id)
+        if state is None:
+            state = st.ledgers[ledger_id] = LedgerState()
+        if not state.fenced:
+            state.fenced = True
+            await asyncio.to_thread(st.persist_ledger, ledger_id)
+            log.info("ledger %d fenced", ledger_id)
+        return state.lac
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        self._check_id(ledger_id)
+        st = self.storage
+        if ledger_id not in st.ledgers:
+            raise NoSuchLedger(ledger_id, self.bookie_id)
+        del st.ledgers[ledger_id]
+        st.cache.drop_ledger(ledger_id)
+        await asyncio.to_thread(st.delete_ledger, ledger_id)
+        log.info("ledger %d deleted", ledger_id)
+
+    # -- reads -------------------------------------------------------------
+    def _state(self, ledger_id: int) -> LedgerState:
+        self._check_id(ledger_id)
+        state = self.storage.ledgers.get(ledger_id)
+        if state is None:
+            raise NoSuchLedger(ledger_id, self.bookie_id)
+        return state
+
+    def read_lac(self, ledger_id: int) -> int:
+        return self._state(ledger_id).lac
+
+    def last_entry(self, ledger_id: int) -> int:
+        """The highest entry id stored for the ledger (-1: none)."""
+        return self._state(ledger_id).last_entry
+
+    async def read_entry(self, ledger_id: int, entry_id: int, fence: bool = False) -> StoredEntry:
+        if fence:
+            await self.fence(ledger_id)
+        self._check_id(entry_id, "entry")
+        found = await self.read_entries(ledger_id, entry_id, entry_id)
+        if not found:
+            raise NoSuchEntry(ledger_id, entry_id, self.bookie_id)
+        return found[0]
+
+    async def read_entries(self, ledger_id: int, first: int, last: int, fence: bool = False, max_bytes: int = 0) -> list[StoredEntry]:
+        """Stored entries first..last (last -1: up to the last stored), in order,
+        stopping once ``max_bytes`` of payload is gathered (0: no limit)."""
+        if fence:
+            await self.fence(ledger_id)
+        state = self._state(ledger_id)
+        self._check_id(first, "first entry")
+        if last < 0:
+            last = state.last_entry
+        if last < first:
+            return []
+        cache = self.storage.cache
+        wanted = range(first, last + 1)
+        records: dict[int, bytes] = {}
+        missing: list[int] = []
+        for eid in wanted:
+            rec = cache.get((ledger_id, eid))
+            if rec is None:
+                missing.append(eid)
+            else:
+                records[eid] = rec
+        if missing:
+            records.update(await asyncio.to_thread(self.storage.read_stored, ledger_id, missing))
+        out: list[StoredEntry] = []
+        size = 0
+        for eid in wanted:
+            rec = records.get(eid)
+            if rec is None:
+                continue
+            _, _, lac = header_of(rec)
+            out.append(StoredEntry(eid, lac, rec[HEADER_SIZE:]))
+            size += len(rec) - HEADER_SIZE
+            if max_bytes and size >= max_bytes:
+                break
+        return out
+
+    def list_ledgers(self) -> list[int]:
+        return sorted(self.storage.ledgers)
+
+    def info(self) -> dict[str, Any]:
+        usage = self._disk_usage(str(self.data_dir))
+        return {
+            "bookie_id": self.bookie_id,
+            "version": __version__,
+            "read_only": self.read_only,
+            "disk_free_bytes": usage.free,
+            "disk_total_bytes": usage.total,
+            "ledger_count": len(self.storage.ledgers),
+            "journal_records": self.journal.records,
+            "journal_fsyncs": self.journal.fsyncs,
+            "journal_bytes": self.journal.bytes_written,
+        }
+
+    @staticmethod
+    def _check_id(value: int, what: str = "ledger") -> None:
+        if value < 0:
+            raise InvalidArgument(f"{what} id must not be negative, got {value}")
+
+    # -- background work ---------------------------------------------------
+    async def flush(self) -> None:
+        """Checkpoint: write the cache to the entry log and index, advance the LastLogMark,
+        and drop journal files the mark has passed."""
+        async with self._flush_lock:
+            st = self.storage
+            mark = self.journal.synced_position  # read before the swap: see ledgerstorage
+            batch = st.cache.swap()
+            try:
+                moved = await asyncio.to_thread(st.flush, batch, mark)
+            except BaseException:
+                # Keep the records readable and flushable: put back what is not newer.
+                for key, rec in batch.items():
+                    st.cache.active.setdefault(key, rec)
+                st.cache.active_bytes = sum(len(r) for r in st.cache.active.values())
+                raise
+            finally:
+                st.cache.drop_flushing()
+                self._flushed.set()
+            if moved:
+                await asyncio.to_thread(self.journal.remove_before, mark)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._flush_wanted.wait(), self.config.flush_interval_s)
+            except TimeoutError:
+                pass
+            self._flush_wanted.clear()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("flush failed; will retry")
+                await asyncio.sleep(self.config.flush_interval_s)
+
+    async def collect_garbage(self) -> list[int]:
+        removed = await asyncio.to_thread(self.storage.collect_garbage)
+        if removed:
+            log.info("garbage collection removed entry logs %s", [f"{i:08x}" for i in removed])
+        return removed
+
+    async def _periodic(self, interval: float, fn: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await fn()
+            except Exception:
+                log.exception("%s failed; will retry", getattr(fn, "__name__", fn))
+
+    def _check_disk(self) -> None:
+        free = self._disk_usage(str(self.data_dir)).free
+        read_only = free < self.config.min_free_disk_bytes
+        if read_only != self.read_only:
+            self.read_only = read_only
+            log.warning(
+                "bookie is now %s: %d bytes free, threshold %d",
+                "READ-ONLY" if read_only else "writable", free, self.config.min_free_disk_bytes,
+            )
+            if self.on_read_only_change is not None:
+                self.on_read_only_change(read_only)
+
+    async def _check_disk_async(self) -> None:
+        self._check_disk()

@@ -1,0 +1,202 @@
+"""The bookie's gRPC adapter (``magnetar.v1.Bookie``) and the process around it:
+core + gRPC server + health + ZooKeeper registration, with graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from magnetar.bookie.bookie import Bookie
+from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
+from magnetar.common.errors import MagnetarError
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
+from magnetar.common.metrics import serve_metrics
+from magnetar.metadata.bookies import ZkBookieRegistry
+from magnetar.metadata.session import ZkSession
+from magnetar.proto.v1 import bookie_pb2 as pb
+from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
+from magnetar.proto.v1 import common_pb2
+
+log = logging.getLogger(__name__)
+
+_MAX_PENDING_REQUESTS = 256
+_DEFAULT_READ_CHUNK = 1024 * 1024
+
+
+def _error(exc: MagnetarError) -> common_pb2.Error:
+    return common_pb2.Error(code=exc.code, message=exc.message, retriable=exc.retriable)
+
+
+class BookieServicer(pb_grpc.BookieServicer):
+    def __init__(self, bookie: Bookie) -> None:
+        self.bookie = bookie
+
+    async def AddEntries(
+        self, request_iterator: AsyncIterator[pb.AddRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.AddResponse]:
+        bookie = self.bookie
+        pending: asyncio.Queue[tuple[int, asyncio.Future[None] | None, list[pb.AddResult]] | None] = asyncio.Queue(
+            _MAX_PENDING_REQUESTS
+        )
+
+        async def receive() -> None:
+            try:
+                async for req in request_iterator:
+                    await bookie.wait_for_cache_room()
+                    try:
+                        fut, rejected = bookie.add_entries(req.entries)
+                        failed = [pb.AddResult(ledger_id=l, entry_id=e, error=_error(x)) for l, e, x in rejected]
+                    except MagnetarError as exc:  # the whole request is refused
+                        fut = None
+                        err = _error(exc)
+                        failed = [pb.AddResult(ledger_id=e.ledger_id, entry_id=e.entry_id, error=err) for e in req.entries]
+                    await pending.put((req.request_id, fut, failed))
+            finally:
+                await pending.put(None)
+
+        receiver = asyncio.create_task(receive())
+        try:
+            while (item := await pending.get()) is not None:
+                request_id, fut, failed = item
+                if fut is not None:
+                    try:
+                        await fut
+                    except MagnetarError as exc:
+                        await abort(context, exc)
+                yield pb.AddResponse(request_id=request_id, failed=failed)
+            await receiver  # surfaces a receive error
+        finally:
+            receiver.cancel()
+
+    @rpc_errors
+    async def ReadEntry(self, request: pb.ReadEntryRequest, context: grpc.aio.ServicerContext) -> pb.ReadEntryResponse:
+        e = await self.bookie.read_entry(request.ledger_id, request.entry_id, fence=request.fence)
+        return pb.ReadEntryResponse(
+            entry=pb.Entry(ledger_id=request.ledger_id, entry_id=e.entry_id, last_add_confirmed=e.lac, payload=e.payload)
+        )
+
+    async def ReadEntries(
+        self, request: pb.ReadEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ReadEntriesResponse]:
+        lid = request.ledger_id
+        chunk = request.max_bytes_per_response or _DEFAULT_READ_CHUNK
+        first, last = request.first_entry_id, request.last_entry_id
+        try:
+            if request.fence:
+                await self.bookie.fence(lid)
+            if last < 0:
+                last = self.bookie.last_entry(lid)
+            while first <= last:
+                found = await self.bookie.read_entries(lid, first, last, max_bytes=chunk)
+                if not found:
+                    break
+                yield pb.ReadEntriesResponse(
+                    entries=[pb.Entry(ledger_id=lid, entry_id=e.entry_id, last_add_confirmed=e.lac, payload=e.payload) for e in found]
+                )
+                first = found[-1].entry_id + 1
+        except MagnetarError as exc:
+            await abort(context, exc)
+
+    @rpc_errors
+    async def ReadLac(self, request: pb.ReadLacRequest, context: grpc.aio.ServicerContext) -> pb.ReadLacResponse:
+        return pb.ReadLacResponse(last_add_confirmed=self.bookie.read_lac(request.ledger_id))
+
+    @rpc_errors
+    async def Fence(self, request: pb.FenceRequest, context: grpc.aio.ServicerContext) -> pb.FenceResponse:
+        return pb.FenceResponse(last_add_confirmed=await self.bookie.fence(request.ledger_id))
+
+    @rpc_errors
+    async def DeleteLedger(self, request: pb.DeleteLedgerRequest, context: grpc.aio.ServicerContext) -> pb.DeleteLedgerResponse:
+        await self.bookie.delete_ledger(request.ledger_id)
+        return pb.DeleteLedgerResponse()
+
+    @rpc_errors
+    async def ListLedgers(self, request: pb.ListLedgersRequest, context: grpc.aio.ServicerContext) -> pb.ListLedgersResponse:
+        return pb.ListLedgersResponse(ledger_ids=self.bookie.list_ledgers())
+
+    @rpc_errors
+    async def GetInfo(self, request: pb.GetInfoRequest, context: grpc.aio.ServicerContext) -> pb.BookieInfo:
+        return pb.BookieInfo(**self.bookie.info())
+
+
+class BookieServer:
+    """One bookie process: storage core, gRPC server, health, registration."""
+
+    def __init__(self, config: BookieConfig) -> None:
+        self.config = config
+        self.port = config.port or DEFAULT_PORT
+        self.bookie_id = config.advertised_address or f"{config.host}:{self.port}"
+        self.bookie = Bookie(config, self.bookie_id)
+        self.health = HealthServicer()
+        self.server: grpc.aio.Server | None = None
+        self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
+        self.registry = ZkBookieRegistry(self.zk)
+        self._registration_tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        await self.bookie.start()
+        server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        pb_grpc.add_BookieServicer_to_server(BookieServicer(self.bookie), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (pb.DESCRIPTOR.services_by_name["Bookie"].full_name, reflection.SERVICE_NAME), server
+        )
+        bound = server.add_insecure_port(f"{self.config.host}:{self.port}")
+        if not bound:
+            raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
+        await server.start()
+        self.server = server
+        try:
+            await self.zk.start()
+            await self.registry.register(self.bookie_id, self._registration_info(), read_only=self.bookie.read_only)
+        except BaseException:
+            await server.stop(0)
+            await self.bookie.close()
+            await self.zk.close()
+            raise
+        self.bookie.on_read_only_change = self._read_only_changed
+        serve_metrics(self.config.host, self.config.metrics_port)
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set("magnetar.v1.Bookie", health_pb2.HealthCheckResponse.SERVING)
+        log.info("bookie %s serving (data %s)", self.bookie_id, self.config.data_dir)
+
+    def _registration_info(self) -> dict[str, object]:
+        return {"address": self.bookie_id, "version": self.bookie.info()["version"]}
+
+    def _read_only_changed(self, read_only: bool) -> None:
+        task = asyncio.create_task(self.registry.set_read_only(self.bookie_id, read_only))
+        self._registration_tasks.add(task)
+        task.add_done_callback(self._registration_tasks.discard)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop taking requests, finish in-flight ones (up to ``grace_s``), flush, leave ZooKeeper."""
+        await self.health.enter_graceful_shutdown()
+        for task in list(self._registration_tasks):
+            task.cancel()
+        try:
+            await self.registry.unregister(self.bookie_id)
+        except MagnetarError as exc:
+            log.warning("could not unregister: %s", exc)
+        if self.server is not None:
+            await self.server.stop(grace_s)
+        await self.bookie.close()
+        await self.zk.close()
+        log.info("bookie %s stopped", self.bookie_id)
+
+    async def run_until_signalled(self) -> None:
+        """Start, serve until SIGINT/SIGTERM, then stop gracefully."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("signal received; shutting down")
+        await self.stop()

@@ -1,0 +1,34 @@
+"""The ``magnetar`` command: one entry point for every service and tool."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "standalone": ("magnetar.standalone", "ZooKeeper and bookies on this machine (data under ./data)"),
+    "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
+    "shell": ("magnetar.shell", "bookie and ledger tools: listbookies, bookiesanity, bookie-write, readledger"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: magnetar COMMAND [options]   (magnetar COMMAND --help for details)", "", "commands:"]
+    lines += [f"  {name:<12} {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if argv[0] not in COMMANDS:
+        print(f"magnetar: unknown command {argv[0]!r}\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

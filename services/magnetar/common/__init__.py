@@ -1,0 +1,1 @@
+"""What two or more services share: errors, config, logging, metrics, names."""

@@ -1,0 +1,96 @@
+"""Typed service configuration: defaults < TOML file < environment < command-line flags.
+
+Each service defines one subclass with its own env prefix (``MAGNETAR_BOOKIE_`` …) and
+builds it once in its entry point with :meth:`ServiceConfig.load`; core code receives
+the object and never reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import tomllib
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from magnetar.common.errors import InvalidArgument
+
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "magnetar_config_file", default=None
+)
+
+
+class _TomlFileSource(PydanticBaseSettingsSource):
+    """Reads the TOML file named by the ``load`` call in progress."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = _config_file.get()
+        if path is None:
+            return {}
+        try:
+            with open(path, "rb") as fh:
+                return tomllib.load(fh)
+        except FileNotFoundError as exc:
+            raise InvalidArgument(f"config file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidArgument(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+class ServiceConfig(BaseSettings):
+    """Keys every service has."""
+
+    model_config = SettingsConfigDict(extra="forbid", validate_default=True)
+
+    zookeeper: str = "127.0.0.1:2181"
+    """ZooKeeper connect string, host:port[,host:port...]."""
+    zk_root: str = "/magnetar"
+    """Root znode under which all Magnetar metadata lives."""
+    zk_session_timeout_s: float = 10.0
+    """ZooKeeper session timeout; ephemeral registrations vanish this long after a crash."""
+    host: str = "127.0.0.1"
+    """Address the gRPC server binds."""
+    port: int = 0
+    """gRPC port (0: the service's default)."""
+    advertised_address: str = ""
+    """host:port other processes use to reach this one (default: host:port)."""
+    metrics_port: int = 0
+    """Prometheus /metrics port; 0 disables the endpoint."""
+    log_level: str = "INFO"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlFileSource(settings_cls))
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Self:
+        """Build the config; ``overrides`` (command-line flags) that are None are ignored.
+
+        Raises:
+            InvalidArgument: the file is missing or invalid, or a value is wrong.
+        """
+        token = _config_file.set(Path(config_file) if config_file else None)
+        try:
+            return cls(**{k: v for k, v in overrides.items() if v is not None})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidArgument(f"invalid configuration: {problems}") from exc
+        finally:
+            _config_file.reset(token)
+
+    def address(self, default_port: int) -> str:
+        """The host:port peers should use to reach this service."""
+        return self.advertised_address or f"{self.host}:{self.port or default_port}"

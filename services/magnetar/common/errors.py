@@ -1,0 +1,147 @@
+"""The one error tree of Magnetar.
+
+    MagnetarError
+    ├── InvalidArgument          bad input from a caller; nothing was changed
+    │   └── EntryTooLarge
+    ├── NotFound
+    │   ├── NoSuchLedger
+    │   └── NoSuchEntry
+    ├── LedgerFenced             the ledger was fenced; the writer lost ownership
+    ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
+    ├── NotEnoughBookies
+    ├── MetadataError            ZooKeeper trouble
+    │   └── MetadataVersionConflict
+    ├── Timeout
+    ├── NotConnected
+    └── ServiceClosed
+
+Every class has a stable ``code`` (sent over the wire), a ``retriable`` flag and a
+``grpc_status`` name that servers map to ``grpc.StatusCode`` (this module imports no
+grpc). ``from_code`` rebuilds the typed error on the client side.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class MagnetarError(Exception):
+    """Root of every error Magnetar raises on purpose."""
+
+    code: ClassVar[str] = "INTERNAL"
+    grpc_status: ClassVar[str] = "INTERNAL"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__class__.__name__)
+        self.message = message or self.__class__.__name__
+
+
+class InvalidArgument(MagnetarError):
+    code = "INVALID_ARGUMENT"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class EntryTooLarge(InvalidArgument):
+    code = "ENTRY_TOO_LARGE"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"entry of {size} bytes is larger than the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class NotFound(MagnetarError):
+    code = "NOT_FOUND"
+    grpc_status = "NOT_FOUND"
+
+
+class NoSuchLedger(NotFound):
+    code = "NO_SUCH_LEDGER"
+
+    def __init__(self, ledger_id: int, where: str = "") -> None:
+        super().__init__(f"no such ledger: {ledger_id}" + (f" on {where}" if where else ""))
+        self.ledger_id = ledger_id
+
+
+class NoSuchEntry(NotFound):
+    code = "NO_SUCH_ENTRY"
+
+    def __init__(self, ledger_id: int, entry_id: int, where: str = "") -> None:
+        super().__init__(
+            f"no such entry: ledger {ledger_id} entry {entry_id}" + (f" on {where}" if where else "")
+        )
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+
+
+class LedgerFenced(MagnetarError):
+    code = "LEDGER_FENCED"
+    grpc_status = "FAILED_PRECONDITION"
+
+    def __init__(self, ledger_id: int) -> None:
+        super().__init__(f"ledger {ledger_id} is fenced: another writer has recovered it")
+        self.ledger_id = ledger_id
+
+
+class BookieReadOnly(MagnetarError):
+    code = "BOOKIE_READ_ONLY"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+class NotEnoughBookies(MagnetarError):
+    code = "NOT_ENOUGH_BOOKIES"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+    def __init__(self, needed: int, found: int) -> None:
+        super().__init__(f"not enough writable bookies: needed {needed}, found {found}")
+        self.needed = needed
+        self.found = found
+
+
+class MetadataError(MagnetarError):
+    code = "METADATA_ERROR"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+class MetadataVersionConflict(MetadataError):
+    code = "METADATA_VERSION_CONFLICT"
+    grpc_status = "ABORTED"
+
+
+class Timeout(MagnetarError):
+    code = "TIMEOUT"
+    grpc_status = "DEADLINE_EXCEEDED"
+    retriable = True
+
+
+class NotConnected(MagnetarError):
+    code = "NOT_CONNECTED"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+class ServiceClosed(MagnetarError):
+    code = "SERVICE_CLOSED"
+    grpc_status = "UNAVAILABLE"
+    retriable = True
+
+
+def _all_subclasses(cls: type[MagnetarError]) -> list[type[MagnetarError]]:
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+def from_code(code: str, message: str) -> MagnetarError:
+    """Rebuild the typed error a peer reported by its stable code."""
+    for cls in _all_subclasses(MagnetarError):
+        if cls.code == code:
+            err = MagnetarError.__new__(cls)
+            MagnetarError.__init__(err, message)
+            return err
+    return MagnetarError(message)

@@ -1,0 +1,82 @@
+"""gRPC boundary helpers: MagnetarError ⇄ gRPC status, shared by every server and client.
+
+Servers report a MagnetarError as its ``grpc_status`` with the message, and put the
+stable error code in the trailing metadata key ``magnetar-error-code``; clients turn
+any ``grpc.RpcError`` back into the typed error with :func:`from_rpc_error`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from magnetar.common.errors import (
+    InvalidArgument,
+    MagnetarError,
+    NotConnected,
+    ServiceClosed,
+    Timeout,
+    from_code,
+)
+
+log = logging.getLogger(__name__)
+
+ERROR_CODE_KEY = "magnetar-error-code"
+T = TypeVar("T")
+
+# Large entries travel in batches: allow messages well above one max-size entry.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: MagnetarError) -> None:
+    """End the RPC with the error's status, message and code. Never returns."""
+    context.set_trailing_metadata(((ERROR_CODE_KEY, exc.code),))
+    await context.abort(grpc.StatusCode[exc.grpc_status], exc.message)
+
+
+def rpc_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Decorate a unary servicer method: MagnetarError → its status; anything else →
+    INTERNAL with a short message (the traceback goes to the log, not the caller)."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+        try:
+            return await fn(self, request, context)
+        except MagnetarError as exc:
+            await abort(context, exc)
+        except (grpc.aio.AbortError, grpc.aio.UsageError):
+            raise
+        except Exception as exc:
+            log.exception("%s failed", fn.__name__)
+            await abort(context, MagnetarError(f"internal error in {fn.__name__}: {type(exc).__name__}: {exc}"))
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
+    """The typed MagnetarError for a failed call."""
+    where = f" ({target})" if target else ""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
+    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == ERROR_CODE_KEY:
+            return from_code(str(value), details)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return NotConnected(f"cannot reach{where or ' the server'}: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Timeout(f"call timed out{where}")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(details)
+    if code == grpc.StatusCode.CANCELLED:
+        return ServiceClosed(f"call cancelled{where}: {details}")
+    return MagnetarError(f"{code.name if code else 'error'}{where}: {details}")

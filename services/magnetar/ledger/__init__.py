@@ -1,0 +1,1 @@
+"""The ledger client: talks to bookies and (next) turns them into replicated ledgers."""

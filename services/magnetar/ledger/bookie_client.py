@@ -1,0 +1,168 @@
+"""A client for one bookie's gRPC service, with a pipelined add stream.
+
+Adds from any number of coroutines share one ``AddEntries`` stream: each request gets
+an id, responses arrive in order and complete the matching futures. A broken stream
+fails every pending add with the translated error; the next add opens a new stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from typing import NamedTuple
+
+import grpc
+
+from magnetar.common.errors import MagnetarError, NotConnected, from_code
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.proto.v1 import bookie_pb2 as pb
+from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
+
+
+class Entry(NamedTuple):
+    ledger_id: int
+    entry_id: int
+    last_add_confirmed: int
+    payload: bytes
+
+
+AddFailure = tuple[int, int, MagnetarError]
+
+
+class BookieClient:
+    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = pb_grpc.BookieStub(self._channel)
+        self._ids = itertools.count(1)
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._pending: dict[int, asyncio.Future[list[AddFailure]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._write_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        self._fail_pending(NotConnected(f"client for bookie {self.address} closed"))
+        await self._channel.close()
+
+    async def __aenter__(self) -> BookieClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- adds ---------------------------------------------------------------
+    async def add_entries(self, entries: Sequence[Entry]) -> list[AddFailure]:
+        """Add a batch; returns the entries the bookie rejected (empty: all durable)."""
+        return await (await self.send_add(entries))
+
+    async def send_add(self, entries: Sequence[Entry]) -> asyncio.Future[list[AddFailure]]:
+        """Send a batch on the shared stream without waiting for its answer; the returned
+        future completes with the rejected entries once the bookie answered."""
+        request = pb.AddRequest(
+            request_id=next(self._ids),
+            entries=[
+                pb.AddEntry(ledger_id=e[0], entry_id=e[1], last_add_confirmed=e[2], payload=e[3]) for e in entries
+            ],
+        )
+        return await self.send_add_request(request)
+
+    async def send_add_request(self, request: pb.AddRequest) -> asyncio.Future[list[AddFailure]]:
+        """Like :meth:`send_add` for a prebuilt request (its request_id is replaced)."""
+        fut: asyncio.Future[list[AddFailure]] = asyncio.get_running_loop().create_future()
+        async with self._write_lock:
+            call = self._ensure_stream()
+            request.request_id = next(self._ids)
+            self._pending[request.request_id] = fut
+            try:
+                await call.write(request)
+            except grpc.RpcError as exc:
+                self._pending.pop(request.request_id, None)
+                raise from_rpc_error(exc, self.address) from exc
+            except asyncio.InvalidStateError as exc:
+                self._pending.pop(request.request_id, None)
+                raise NotConnected(f"add stream to bookie {self.address} is closed") from exc
+        return fut
+
+    def _ensure_stream(self) -> grpc.aio.StreamStreamCall:
+        if self._call is None or self._call.done():
+            self._call = self._stub.AddEntries()
+            self._reader = asyncio.create_task(self._read_responses(self._call))
+        return self._call
+
+    async def _read_responses(self, call: grpc.aio.StreamStreamCall) -> None:
+        try:
+            while True:
+                resp = await call.read()
+                if resp is grpc.aio.EOF:
+                    self._fail_pending(NotConnected(f"bookie {self.address} closed the add stream"))
+                    return
+                fut = self._pending.pop(resp.request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(
+                        [(r.ledger_id, r.entry_id, from_code(r.error.code, r.error.message)) for r in resp.failed]
+                    )
+        except grpc.RpcError as exc:
+            self._fail_pending(from_rpc_error(exc, self.address))
+        except asyncio.CancelledError:
+            raise
+        finally:
+            if self._call is call:
+                self._call = None
+
+    def _fail_pending(self, exc: MagnetarError) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+
+    # -- unary calls --------------------------------------------------------
+    async def _unary(self, method: str, request: object) -> object:
+        try:
+            return await getattr(self._stub, method)(request, timeout=self.timeout_s)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self.address) from exc
+
+    async def read_entry(self, ledger_id: int, entry_id: int, fence: bool = False) -> Entry:
+        resp = await self._unary("ReadEntry", pb.ReadEntryRequest(ledger_id=ledger_id, entry_id=entry_id, fence=fence))
+        e = resp.entry  # type: ignore[attr-defined]
+        return Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload)
+
+    async def read_entries(
+        self, ledger_id: int, first: int = 0, last: int = -1, fence: bool = False
+    ) -> AsyncIterator[Entry]:
+        """Stored entries first..last (last -1: to the end), in order."""
+        call = self._stub.ReadEntries(
+            pb.ReadEntriesRequest(ledger_id=ledger_id, first_entry_id=first, last_entry_id=last, fence=fence),
+            timeout=self.timeout_s * 6,
+        )
+        try:
+            async for resp in call:
+                for e in resp.entries:
+                    yield Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self.address) from exc
+
+    async def read_lac(self, ledger_id: int) -> int:
+        resp = await self._unary("ReadLac", pb.ReadLacRequest(ledger_id=ledger_id))
+        return int(resp.last_add_confirmed)  # type: ignore[attr-defined]
+
+    async def fence(self, ledger_id: int) -> int:
+        resp = await self._unary("Fence", pb.FenceRequest(ledger_id=ledger_id))
+        return int(resp.last_add_confirmed)  # type: ignore[attr-defined]
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        await self._unary("DeleteLedger", pb.DeleteLedgerRequest(ledger_id=ledger_id))
+
+    async def list_ledgers(self) -> list[int]:
+        resp = await self._unary("ListLedgers", pb.ListLedgersRequest())
+        return list(resp.ledger_ids)  # type: ignore[attr-defined]
+
+    async def info(self) -> pb.BookieInfo:
+        return await self._unary("GetInfo", pb.GetInfoRequest())  # type: ignore[return-value]

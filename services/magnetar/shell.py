@@ -1,0 +1,140 @@
+"""``magnetar shell``: BookKeeper-shell-style commands for operators and tests.
+
+Each command prints plain lines (kept stable: tests and scripts parse them), and exits
+0 on success or 1 with one readable line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from magnetar.common.errors import MagnetarError
+from magnetar.ledger.bookie_client import BookieClient, Entry
+
+# Ledger ids from 2^62 up are never handed out by ZooKeeper: bookiesanity uses them.
+SANITY_LEDGER_BASE = 1 << 62
+_WRITE_WINDOW = 64
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def numbered_payload(entry_id: int, size: int) -> bytes:
+    """The entry id in decimal, repeated (and cut) to ``size`` bytes."""
+    digits = str(entry_id).encode()
+    return (digits * (size // len(digits) + 1))[:size]
+
+
+async def listbookies(args: argparse.Namespace) -> int:
+    from magnetar.metadata.bookies import ZkBookieRegistry
+    from magnetar.metadata.session import ZkSession
+
+    session = ZkSession(args.zookeeper, args.zk_root)
+    await session.start()
+    try:
+        registry = ZkBookieRegistry(session)
+        bookies = await (registry.list_read_only() if args.readonly else registry.list_writable())
+    finally:
+        await session.close()
+    for b in bookies:
+        _out(b)
+    return 0
+
+
+async def bookiesanity(args: argparse.Namespace) -> int:
+    ledger_id = SANITY_LEDGER_BASE + random.getrandbits(32)
+    async with BookieClient(args.bookie) as client:
+        entries = [Entry(ledger_id, e, e - 1, numbered_payload(e, 64)) for e in range(args.entries)]
+        failed = await client.add_entries(entries)
+        if failed:
+            raise failed[0][2]
+        got = [e async for e in client.read_entries(ledger_id, 0, args.entries - 1)]
+        if [(e.entry_id, e.payload) for e in got] != [(e.entry_id, e.payload) for e in entries]:
+            raise MagnetarError(f"read back {len(got)} entries that differ from the {args.entries} written")
+        await client.delete_ledger(ledger_id)
+    _out("OK")
+    return 0
+
+
+async def bookie_write(args: argparse.Namespace) -> int:
+    """Entries 0..N-1 with up to a window in flight; ``acked E`` after each in-order ack."""
+    async with BookieClient(args.bookie) as client:
+        in_flight: deque[tuple[int, asyncio.Future[list[tuple[int, int, MagnetarError]]]]] = deque()
+        next_entry = 0
+        while next_entry < args.entries or in_flight:
+            while next_entry < args.entries and len(in_flight) < _WRITE_WINDOW:
+                e = next_entry
+                fut = await client.send_add([Entry(args.ledger, e, e - 1, numbered_payload(e, args.size))])
+                in_flight.append((e, fut))
+                next_entry += 1
+            e, fut = in_flight.popleft()
+            failed = await fut
+            if failed:
+                raise failed[0][2]
+            _out(f"acked {e}")
+    return 0
+
+
+async def readledger(args: argparse.Namespace) -> int:
+    async with BookieClient(args.bookie) as client:
+        async for e in client.read_entries(args.ledger, args.from_entry, args.to_entry):
+            head = e.payload[:20].decode("utf-8", "backslashreplace")
+            _out(f"{e.entry_id}\t{len(e.payload)}\t{head}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="magnetar shell", description="Bookie and ledger tools.")
+    parser.add_argument("--zookeeper", default="127.0.0.1:2181", help="ZooKeeper HOST:PORT")
+    parser.add_argument("--zk-root", dest="zk_root", default="/magnetar", help="root znode")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("listbookies", help="registered writable bookies, one host:port per line")
+    p.add_argument("--readonly", action="store_true", help="list read-only bookies instead")
+    p.set_defaults(run=listbookies)
+
+    p = sub.add_parser("bookiesanity", help="write, read back and delete a few entries on one bookie")
+    p.add_argument("--bookie", required=True, help="HOST:PORT")
+    p.add_argument("--entries", type=int, default=10)
+    p.set_defaults(run=bookiesanity)
+
+    p = sub.add_parser("bookie-write", help="write numbered entries to one bookie, printing acks")
+    p.add_argument("--bookie", required=True, help="HOST:PORT")
+    p.add_argument("--ledger", type=int, required=True)
+    p.add_argument("--entries", type=int, required=True)
+    p.add_argument("--size", type=int, default=100, help="payload bytes per entry")
+    p.set_defaults(run=bookie_write)
+
+    p = sub.add_parser("readledger", help="print entries stored on one bookie: id, length, first 20 bytes")
+    p.add_argument("--ledger", type=int, required=True)
+    p.add_argument("--bookie", required=True, help="HOST:PORT")
+    p.add_argument("--from", dest="from_entry", type=int, default=0)
+    p.add_argument("--to", dest="to_entry", type=int, default=-1)
+    p.set_defaults(run=readledger)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("entries", "size", "ledger", "from_entry"):
+        if getattr(args, name, 0) is not None and getattr(args, name, 0) < 0:
+            print(f"magnetar shell: --{name.replace('_entry', '')} must not be negative", file=sys.stderr)
+            return 2
+    run: Callable[[argparse.Namespace], Awaitable[int]] = args.run
+    try:
+        return asyncio.run(run(args))
+    except MagnetarError as exc:
+        print(f"magnetar shell {args.command}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"magnetar shell {args.command}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,206 @@
+"""The bookie core in process (no gRPC, no ZooKeeper): storage, fencing, LAC, GC, read-only."""
+
+from collections import namedtuple
+
+import pytest
+
+from magnetar.bookie.bookie import Bookie
+from magnetar.bookie.config import BookieConfig
+from magnetar.common.errors import (
+    BookieReadOnly,
+    EntryTooLarge,
+    InvalidArgument,
+    LedgerFenced,
+    NoSuchEntry,
+    NoSuchLedger,
+)
+
+E = namedtuple("E", "ledger_id entry_id last_add_confirmed payload")
+Usage = namedtuple("Usage", "total used free")
+
+
+class FakeDisk:
+    def __init__(self, free):
+        self.free = free
+
+    def __call__(self, path):
+        return Usage(100 << 30, (100 << 30) - self.free, self.free)
+
+
+def make(tmp_path, disk=None, **cfg):
+    config = BookieConfig.load(
+        data_dir=str(tmp_path), min_free_disk_bytes=1 << 20, flush_interval_s=3600, gc_interval_s=3600,
+        disk_check_interval_s=3600, entry_log_max_bytes=4096, index_map_bytes=1 << 26, **cfg,
+    )
+    return Bookie(config, "127.0.0.1:1", disk_usage=disk or FakeDisk(10 << 30))
+
+
+async def add(b, entries):
+    fut, failed = b.add_entries(entries)
+    if fut is not None:
+        await fut
+    return failed
+
+
+def payload(lid, eid):
+    return f"{lid}:{eid}:".encode() * 10
+
+
+async def fill(b, lid, n, start=0):
+    failed = await add(b, [E(lid, e, e - 1, payload(lid, e)) for e in range(start, start + n)])
+    assert failed == []
+
+
+async def stored(b, lid):
+    return [(e.entry_id, e.payload) for e in await b.read_entries(lid, 0, -1)]
+
+
+async def test_entries_readable_from_cache_then_from_entry_log_then_after_restart(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    await fill(b, 1, 50)
+    await fill(b, 2, 20)
+    want1 = [(e, payload(1, e)) for e in range(50)]
+    assert await stored(b, 1) == want1
+    await b.flush()
+    assert b.storage.cache.active == {}
+    assert await stored(b, 1) == want1
+    assert len(b.storage.entry_logs.log_ids()) > 1  # 4 KiB logs rolled
+    await b.close()
+    b = make(tmp_path)
+    await b.start()
+    assert await stored(b, 1) == want1
+    assert await stored(b, 2) == [(e, payload(2, e)) for e in range(20)]
+    assert b.list_ledgers() == [1, 2]
+    await b.close()
+
+
+async def test_unflushed_adds_come_back_from_the_journal(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    await fill(b, 3, 30)
+    await b.flush()
+    await fill(b, 3, 30, start=30)
+    # Simulate a crash: no flush, no close — only the journal has entries 30..59.
+    await b.journal.close()
+    b.storage.close()
+    b2 = make(tmp_path)
+    await b2.start()
+    assert await stored(b2, 3) == [(e, payload(3, e)) for e in range(60)]
+    assert b2.read_lac(3) == 58
+    await b2.close()
+
+
+async def test_lac_is_the_highest_seen(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    await add(b, [E(4, 0, -1, b"a"), E(4, 1, 7, b"b"), E(4, 2, 3, b"c")])
+    assert b.read_lac(4) == 7
+    entry = await b.read_entry(4, 2)
+    assert (entry.lac, entry.payload) == (3, b"c")
+    await b.close()
+
+
+async def test_fence_rejects_later_adds_and_survives_restart(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    await fill(b, 5, 3)
+    assert await b.fence(5) == 1
+    failed = await add(b, [E(5, 3, 2, b"late"), E(6, 0, -1, b"other ledger")])
+    assert [(l, e, type(x)) for l, e, x in failed] == [(5, 3, LedgerFenced)]
+    assert await stored(b, 6) == [(0, b"other ledger")]
+    await b.journal.close()  # crash without a flush: the fence was made durable at once
+    b.storage.close()
+    b = make(tmp_path)
+    await b.start()
+    failed = await add(b, [E(5, 3, 2, b"late")])
+    assert isinstance(failed[0][2], LedgerFenced)
+    assert [e for e, _ in await stored(b, 5)] == [0, 1, 2]
+    await b.close()
+
+
+async def test_fencing_read_and_unknown_ledger(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    with pytest.raises(NoSuchEntry):
+        await b.read_entry(8, 0, fence=True)  # fences even a ledger it never saw
+    assert isinstance((await add(b, [E(8, 0, -1, b"x")]))[0][2], LedgerFenced)
+    with pytest.raises(NoSuchLedger):
+        b.read_lac(999)
+    with pytest.raises(NoSuchLedger):
+        await b.read_entry(999, 0)
+    await b.close()
+
+
+async def test_delete_and_garbage_collection(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    await fill(b, 10, 200)  # ~18 KiB: several 4 KiB logs hold only ledger 10
+    await b.flush()
+    await fill(b, 11, 5)
+    await b.flush()
+    logs_before = b.storage.entry_logs.log_ids()
+    assert await b.collect_garbage() == []  # nothing deleted yet
+    await b.delete_ledger(10)
+    with pytest.raises(NoSuchLedger):
+        await b.read_entries(10, 0, -1)
+    removed = await b.collect_garbage()
+    assert removed, "logs holding only the deleted ledger are removed"
+    logs_after = b.storage.entry_logs.log_ids()
+    assert set(logs_after) == set(logs_before) - set(removed)
+    assert await stored(b, 11) == [(e, payload(11, e)) for e in range(5)]
+    failed = await add(b, [E(10, 201, 200, b"x")])
+    assert isinstance(failed[0][2], NoSuchLedger)
+    await b.close()
+    b = make(tmp_path)
+    await b.start()
+    assert b.list_ledgers() == [11]
+    await b.close()
+
+
+async def test_deleted_ledger_is_not_resurrected_by_journal_replay(tmp_path):
+    b = make(tmp_path)
+    await b.start()
+    await fill(b, 12, 10)  # only in the journal
+    await b.delete_ledger(12)
+    await b.journal.close()
+    b.storage.close()
+    b = make(tmp_path)
+    await b.start()
+    assert b.list_ledgers() == []
+    await b.close()
+
+
+async def test_read_only_when_disk_is_low_and_writable_again(tmp_path):
+    disk = FakeDisk(10 << 30)
+    changes = []
+    b = make(tmp_path, disk)
+    await b.start()
+    b.on_read_only_change = changes.append
+    await fill(b, 20, 2)
+    disk.free = 1000
+    b._check_disk()
+    assert b.read_only and b.info()["read_only"]
+    with pytest.raises(BookieReadOnly, match="read-only"):
+        b.add_entries([E(20, 2, 1, b"x")])
+    assert [e for e, _ in await stored(b, 20)] == [0, 1]  # reads still work
+    disk.free = 10 << 30
+    b._check_disk()
+    assert not b.read_only
+    await fill(b, 20, 1, start=2)
+    assert changes == [True, False]
+    await b.close()
+
+
+async def test_bad_input_is_rejected_and_changes_nothing(tmp_path):
+    b = make(tmp_path, max_entry_bytes=100)
+    await b.start()
+    failed = await add(b, [E(-1, 0, -1, b"x"), E(1, -5, -1, b"x"), E(1, 0, -1, b"y" * 101)])
+    assert [type(x) for _, _, x in failed] == [InvalidArgument, InvalidArgument, EntryTooLarge]
+    assert b.list_ledgers() == []
+    assert b.journal.records == 0
+    with pytest.raises(InvalidArgument):
+        await b.read_entry(-3, 0)
+    with pytest.raises(InvalidArgument):
+        await b.fence(-1)
+    await b.close()
