@@ -1,0 +1,38 @@
+import pytest
+
+from magnetar.bookie.config import BookieConfig
+from magnetar.common.errors import InvalidArgument
+
+
+def test_sample_config_matches_the_defaults():
+    # conf/bookie.toml documents every key with its default value.
+    assert BookieConfig.load("conf/bookie.toml").model_dump() == BookieConfig.load().model_dump() | {
+        "port": 3181
+    }
+    with open("conf/bookie.toml") as fh:
+        assert set(BookieConfig.model_fields) <= set(fh.read().split())
+
+
+def test_flags_beat_env_beat_file(tmp_path, monkeypatch):
+    f = tmp_path / "b.toml"
+    f.write_text('data_dir = "/from/file"\nport = 1\nflush_interval_s = 2.5\n')
+    monkeypatch.setenv("MAGNETAR_BOOKIE_PORT", "2")
+    monkeypatch.setenv("MAGNETAR_BOOKIE_DATA_DIR", "/from/env")
+    cfg = BookieConfig.load(f, data_dir="/from/flag", port=None)
+    assert (cfg.data_dir, cfg.port, cfg.flush_interval_s) == ("/from/flag", 2, 2.5)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("port = 'x'", "port"), ("nonsense = 1", "nonsense"), ("flush_interval_s = 0", "flush_interval_s"), ("[[", "TOML")],
+)
+def test_bad_config_gives_a_clear_error(tmp_path, content, message):
+    f = tmp_path / "b.toml"
+    f.write_text(content)
+    with pytest.raises(InvalidArgument, match=message):
+        BookieConfig.load(f)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InvalidArgument, match="not found"):
+        BookieConfig.load(tmp_path / "nope.toml")
