@@ -96,6 +96,20 @@ def raw_loop(directory: Path, record_size: int, group: int, seconds: float) -> d
     return {"adds_per_s": n / elapsed, "mb_per_s": n * (record_size - HEADER_SIZE) / elapsed / 1e6}
 
 
+async def run_all(address: str, work: Path, seconds: float) -> list[dict]:
+    results = []
+    for i, size in enumerate(SIZES):
+        await bookie_run(address, size, min(1.0, seconds), ledger_id=1000 + i)  # warm-up
+        b = await bookie_run(address, size, seconds, ledger_id=2000 + i)
+        group = max(1, round(b["group_size"]))
+        r = raw_loop(work, size + HEADER_SIZE, group, seconds)
+        ratio = b["adds_per_s"] / r["adds_per_s"]
+        results.append({"entry_bytes": size, "bookie": b, "raw": r, "ratio": ratio})
+        print(f"{size:>7} {b['adds_per_s']:>14,.0f} {b['mb_per_s']:>7.1f} {group:>6} "
+              f"{r['adds_per_s']:>11,.0f} {r['mb_per_s']:>9.1f} {ratio:>6.2f}", flush=True)
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each run")
@@ -123,16 +137,7 @@ def main() -> int:
         fs = subprocess.run(["df", "-h", str(work)], capture_output=True, text=True).stdout.splitlines()[-1]
         print(f"disk: {fs}")
         print(f"{'entry':>7} {'bookie adds/s':>14} {'MB/s':>7} {'group':>6} {'raw adds/s':>11} {'raw MB/s':>9} {'ratio':>6}")
-        results = []
-        for i, size in enumerate(SIZES):
-            asyncio.run(bookie_run(address, size, min(1.0, args.seconds), ledger_id=1000 + i))  # warm-up
-            b = asyncio.run(bookie_run(address, size, args.seconds, ledger_id=2000 + i))
-            group = max(1, round(b["group_size"]))
-            r = raw_loop(work, size + HEADER_SIZE, group, args.seconds)
-            ratio = b["adds_per_s"] / r["adds_per_s"]
-            results.append({"entry_bytes": size, "bookie": b, "raw": r, "ratio": ratio})
-            print(f"{size:>7} {b['adds_per_s']:>14,.0f} {b['mb_per_s']:>7.1f} {group:>6} "
-                  f"{r['adds_per_s']:>11,.0f} {r['mb_per_s']:>9.1f} {ratio:>6.2f}", flush=True)
+        results = asyncio.run(run_all(address, work, args.seconds))
         one_k = next(x for x in results if x["entry_bytes"] == 1024)
         ok = one_k["bookie"]["adds_per_s"] >= 30_000 and one_k["ratio"] >= 0.5
         print(f"target (1 KiB: >= 30,000 adds/s and >= 50% of raw): {'MET' if ok else 'NOT MET'}")

@@ -148,6 +148,8 @@ class BookieServer:
         reflection.enable_server_reflection(
             (pb.DESCRIPTOR.services_by_name["Bookie"].full_name, reflection.SERVICE_NAME), server
         )
+        # grpc's HealthServicer starts with "" SERVING: say NOT_SERVING until registered.
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         bound = server.add_insecure_port(f"{self.config.host}:{self.port}")
         if not bound:
             raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")

@@ -1,0 +1,216 @@
+"""A child process with its output in a log file, a readiness wait and a clean stop.
+
+Used by tests (real ZooKeeper, bookies, brokers) and by ``magnetar standalone``. On
+Linux every child asks the kernel to SIGKILL it when its parent dies
+(``PR_SET_PDEATHSIG``), so a test run killed with -9 leaves no orphans behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from magnetar.common.errors import MagnetarError, Timeout
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ChildNotReady(Timeout):
+    """A child process did not become ready in time, or exited while starting."""
+
+    code: ClassVar[str] = "CHILD_NOT_READY"
+
+    def __init__(self, name: str, reason: str, returncode: int | None, log_path: Path, tail: str):
+        exited = f"; it exited with code {returncode}" if returncode is not None else ""
+        super().__init__(
+            f"{name} {reason}{exited}. Its log is {log_path}; last lines:\n{tail}".rstrip()
+        )
+        self.name = name
+        self.exited = returncode is not None
+        self.returncode = returncode
+        self.log_path = log_path
+        self.tail = tail
+
+
+def _death_signal_preexec() -> Callable[[], None] | None:
+    """Build, in the parent, the function the child runs between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        # Best effort: if the parent already died before prctl took effect, leave now.
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+class ChildProcess:
+    """One external process, its stdout and stderr appended to ``log_path``.
+
+    The kernel's parent-death signal fires when the *thread* that started the child
+    exits, so call :meth:`start` from a long-lived thread (the main thread, not a
+    short-lived executor thread).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        *,
+        own_process_group: bool = False,
+    ) -> None:
+        """Describe the process; nothing runs until :meth:`start`.
+
+        Args:
+            name: short name used in messages ("zookeeper", "bookie-0").
+            argv: program and arguments.
+            log_path: file the child's stdout and stderr are appended to.
+            env: full environment of the child (default: this process's).
+            cwd: working directory of the child.
+            own_process_group: put the child in a process group of its own so a Ctrl-C
+                in a terminal reaches only the parent, which then stops children in order.
+        """
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = Path(log_path)
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.own_process_group = own_process_group
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the current (or last) run."""
+        return self._proc.pid if self._proc else None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit code once the process ended (negative: killed by that signal), else None."""
+        return self._proc.poll() if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the process (again, after it ended).
+
+        Raises:
+            MagnetarError: it is already running, or the program cannot be executed.
+        """
+        if self.alive:
+            raise MagnetarError(f"{self.name} is already running (pid {self.pid})")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log.write(f"=== {stamp} starting {self.name}: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            try:
+                self._proc = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    cwd=self.cwd,
+                    preexec_fn=_death_signal_preexec(),
+                    process_group=0 if self.own_process_group else None,
+                )
+            except OSError as exc:
+                raise MagnetarError(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
+
+    def wait_ready(self, check: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
+        """Poll ``check`` until it returns True.
+
+        Raises:
+            ChildNotReady: (a :class:`Timeout`) the process exited, or ``check`` did not
+                pass within ``timeout`` seconds; the message carries the log tail.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.alive:
+                raise self._not_ready("exited before it was ready")
+            if check():
+                return
+            if time.monotonic() >= deadline:
+                raise self._not_ready(f"was not ready within {timeout:g} s")
+            time.sleep(interval)
+
+    def _not_ready(self, reason: str) -> ChildNotReady:
+        return ChildNotReady(self.name, reason, self.returncode, self.log_path, self.log_tail())
+
+    def kill(self, sig: int = signal.SIGKILL, wait: bool | None = None) -> None:
+        """Send ``sig`` (default SIGKILL); a no-op when the process is not running.
+
+        Args:
+            sig: the signal; SIGSTOP/SIGCONT pause and resume.
+            wait: wait for the exit (default: only for SIGKILL).
+        """
+        if not self.alive or self._proc is None:
+            return
+        try:
+            self._proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        if wait if wait is not None else sig == signal.SIGKILL:
+            self._proc.wait()
+
+    def terminate(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL; return the exit code."""
+        if self._proc is None:
+            return None
+        if self.alive:
+            self.kill(signal.SIGTERM, wait=False)
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill(signal.SIGKILL)
+        return self._proc.wait()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the process to exit and return its exit code.
+
+        Raises:
+            Timeout: still running after ``timeout`` seconds.
+            MagnetarError: it was never started.
+        """
+        if self._proc is None:
+            raise MagnetarError(f"{self.name} was never started")
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise Timeout(f"{self.name} still runs after {timeout:g} s") from exc
+
+    def log_tail(self, lines: int = 80) -> str:
+        """The last ``lines`` lines of the log ('' if there is none yet)."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 256 * 1024))
+                data = fh.read()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+    def __repr__(self) -> str:
+        return f"ChildProcess({self.name!r}, pid={self.pid}, returncode={self.returncode})"

@@ -1,0 +1,20 @@
+"""Client side of the standard gRPC health check (grpc.health.v1.Health/Check)."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "") -> bool:
+    """True when the gRPC server at ``host:port`` reports SERVING for ``service``.
+
+    Any failure (nothing listening, not serving yet, no health service) is False.
+    """
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)

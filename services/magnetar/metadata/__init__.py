@@ -1,0 +1,1 @@
+"""ZooKeeper metadata through kazoo: znode paths, JSON codecs, versioned writes, registrations."""

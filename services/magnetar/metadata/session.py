@@ -1,0 +1,351 @@
+"""One ZooKeeper session for an asyncio service, over kazoo.
+
+Every call uses kazoo's ``*_async`` API; its completion, which runs on a kazoo thread,
+is handed to the event loop with ``loop.call_soon_threadsafe``, so no call blocks the
+loop or holds an executor thread. Kazoo errors become Magnetar errors
+(:mod:`magnetar.metadata.errors`). After the session expires, kazoo connects again
+with a new session and the session-renewed hooks run (ephemeral znodes are re-created
+there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import RolledBackError
+from kazoo.retry import KazooRetry
+
+from magnetar.common.errors import MagnetarError, NotConnected, Timeout
+from magnetar.metadata.bridge import call_soon, wait_result
+from magnetar.metadata.errors import is_connection_error, translate
+from magnetar.metadata.nodes import NodeStat, Op, SessionState
+from magnetar.metadata.paths import ZkPaths
+
+log = logging.getLogger(__name__)
+
+StateListener = Callable[[SessionState], None]
+RenewalHook = Callable[[], Awaitable[None]]
+
+
+class ZkSession:
+    """A kazoo client bound to one event loop and one metadata root."""
+
+    def __init__(
+        self,
+        connect: str,
+        root: str = "/magnetar",
+        session_timeout_s: float = 10.0,
+        *,
+        op_timeout_s: float = 30.0,
+    ) -> None:
+        """Args:
+        connect: ZooKeeper connect string ``host:port[,host:port…]``.
+        root: the root znode all paths live under (created by :meth:`start`).
+        session_timeout_s: requested session timeout; ephemeral znodes of a crashed
+            process vanish this long after it stopped answering.
+        op_timeout_s: longest wait for one operation's answer.
+        """
+        self.connect = connect
+        self.paths = ZkPaths(root)
+        self.session_timeout_s = session_timeout_s
+        self.op_timeout_s = op_timeout_s
+        self._client: KazooClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._state = SessionState.SUSPENDED
+        self._lost = False
+        self._generation = 0
+        self._session_ids: set[int] = set()
+        self._listeners: list[StateListener] = []
+        self._hooks: list[RenewalHook] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self, timeout_s: float = 30.0) -> None:
+        """Connect and make sure the root znode exists.
+
+        Raises:
+            NotConnected: ZooKeeper could not be reached within ``timeout_s``.
+        """
+        if self._client is not None or self._closed:
+            raise NotConnected("a ZkSession can be started only once")
+        self._loop = asyncio.get_running_loop()
+        client = KazooClient(
+            hosts=self.connect,
+            timeout=self.session_timeout_s,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+        )
+        client.add_listener(lambda state: self._on_kazoo_state(client, state))
+        try:
+            await asyncio.to_thread(client.start, timeout_s)
+        except Exception as exc:
+            await asyncio.to_thread(client.stop)
+            client.close()
+            raise NotConnected(
+                f"could not connect to ZooKeeper at {self.connect} within {timeout_s:g} s "
+                f"({type(exc).__name__}: {exc}); check that ZooKeeper is running and "
+                "reachable at that address and that the zookeeper setting is right"
+            ) from exc
+        self._client = client
+        try:
+            await self.ensure_path(self.paths.root)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Cancel hooks in progress and close the session (its ephemeral znodes go)."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        client, self._client = self._client, None
+        if client is not None:
+            await asyncio.to_thread(client.stop)
+            client.close()
+
+    async def __aenter__(self) -> ZkSession:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def state(self) -> SessionState:
+        """The last state kazoo reported."""
+        return self._state
+
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        """The current (session id, password), None when not connected."""
+        return self._client.client_id if self._client else None
+
+    @property
+    def session_id(self) -> int | None:
+        """The current session id, None when not connected."""
+        client_id = self.client_id
+        return client_id[0] if client_id else None
+
+    def owns(self, ephemeral_owner: int) -> bool:
+        """True when ``ephemeral_owner`` is this session or one of its expired predecessors."""
+        return ephemeral_owner != 0 and ephemeral_owner in self._session_ids
+
+    # -- state changes (kazoo thread -> loop) ---------------------------------------
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        """Call ``listener(state)`` on the event loop at every state change."""
+        self._listeners.append(listener)
+
+    def remove_state_listener(self, listener: StateListener) -> None:
+        """Undo :meth:`add_state_listener`."""
+        self._listeners.remove(listener)
+
+    def add_renewal_hook(self, hook: RenewalHook) -> None:
+        """Run ``await hook()`` each time a new session replaces an expired one.
+
+        A failing hook is logged and retried with backoff until it succeeds, the
+        session expires again, or the session is closed.
+        """
+        self._hooks.append(hook)
+
+    def remove_renewal_hook(self, hook: RenewalHook) -> None:
+        """Undo :meth:`add_renewal_hook`."""
+        self._hooks.remove(hook)
+
+    def _on_kazoo_state(self, client: KazooClient, state: str) -> None:
+        client_id = client.client_id if state == "CONNECTED" else None
+        if self._loop is not None:
+            call_soon(self._loop, self._dispatch_state, SessionState(state), client_id)
+
+    def _dispatch_state(self, state: SessionState, client_id: tuple[int, bytes] | None) -> None:
+        if self._closed:
+            return
+        self._state = state
+        if client_id:
+            self._session_ids.add(client_id[0])
+        if state is SessionState.LOST:
+            log.warning("ZooKeeper session expired; waiting for a new one")
+            self._lost = True
+            self._generation += 1
+        elif state is SessionState.CONNECTED and self._lost:
+            self._lost = False
+            log.info("new ZooKeeper session after expiry; running renewal hooks")
+            task = asyncio.ensure_future(self._run_hooks(self._generation))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        for listener in list(self._listeners):
+            try:
+                listener(state)
+            except Exception:
+                log.exception("ZooKeeper state listener failed")
+
+    async def _run_hooks(self, generation: int) -> None:
+        for hook in list(self._hooks):
+            delay = 0.2
+            while not self._closed and self._generation == generation:
+                try:
+                    await hook()
+                    break
+                except Exception:
+                    log.warning("session-renewed hook failed; retrying", exc_info=True)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+
+    # -- operations --------------------------------------------------------------
+
+    def _require_client(self) -> KazooClient:
+        if self._client is None:
+            state = "closed" if self._closed else "not started"
+            raise NotConnected(f"the ZooKeeper session to {self.connect} is {state}")
+        return self._client
+
+    async def _call(
+        self, op: str, path: str, begin: Callable[[KazooClient], Any], *, idempotent: bool = False
+    ) -> Any:
+        """Run one kazoo ``*_async`` call; ``idempotent`` ones ride out a reconnection."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.op_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    return await wait_result(begin(self._require_client()))
+            except TimeoutError as exc:
+                raise Timeout(
+                    f"ZooKeeper {op} of {path} got no answer within {self.op_timeout_s:g} s"
+                ) from exc
+            except MagnetarError:
+                raise
+            except Exception as exc:
+                if not (idempotent and is_connection_error(exc) and not self._closed):
+                    raise translate(exc, op, path) from exc
+                if loop.time() + delay >= deadline:
+                    raise translate(exc, op, path) from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def get(self, path: str) -> tuple[bytes, NodeStat]:
+        """Data and stat of ``path``. Raises: NotFound."""
+        data, stat = await self._call("read", path, lambda c: c.get_async(path), idempotent=True)
+        return data, NodeStat.from_kazoo(stat)
+
+    async def exists(self, path: str) -> NodeStat | None:
+        """Stat of ``path``, None when it does not exist."""
+        stat = await self._call("exists", path, lambda c: c.exists_async(path), idempotent=True)
+        return NodeStat.from_kazoo(stat) if stat else None
+
+    async def children(self, path: str) -> list[str]:
+        """Names of ``path``'s children (unsorted). Raises: NotFound."""
+        names = await self._call(
+            "list", path, lambda c: c.get_children_async(path), idempotent=True
+        )
+        return list(names)
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        makepath: bool = True,
+    ) -> str:
+        """Create ``path`` (and missing parents when ``makepath``); return its real path.
+
+        Raises:
+            NodeExists: (a MetadataVersionConflict) it exists already.
+        """
+        return str(
+            await self._call(
+                "create",
+                path,
+                lambda c: c.create_async(
+                    path, data, ephemeral=ephemeral, sequence=sequential, makepath=makepath
+                ),
+            )
+        )
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> NodeStat:
+        """Replace the data if the version still is ``version`` (-1: any); return the new stat.
+
+        Raises:
+            MetadataVersionConflict: the znode changed since ``version``.
+            NotFound: it does not exist.
+        """
+        stat = await self._call("write", path, lambda c: c.set_async(path, data, version))
+        return NodeStat.from_kazoo(stat)
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        """Delete ``path`` if its version is ``version`` (-1: any), children too if ``recursive``.
+
+        Raises:
+            NotFound, MetadataVersionConflict, MetadataError (children, not recursive).
+        """
+        if not recursive:
+            await self._call("delete", path, lambda c: c.delete_async(path, version))
+            return
+        client = self._require_client()
+        try:
+            await asyncio.to_thread(client.delete, path, version, True)
+        except Exception as exc:
+            raise translate(exc, "delete", path) from exc
+
+    async def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its parents as empty znodes where missing."""
+        await self._call("create", path, lambda c: c.ensure_path_async(path), idempotent=True)
+
+    async def multi(self, ops: Sequence[Op]) -> list[Any]:
+        """Apply ``ops`` atomically: all or none.
+
+        Returns:
+            One result per op: the created path, True (delete/check) or a NodeStat (set).
+
+        Raises:
+            The translated error of the first op that failed (NotFound, NodeExists …).
+        """
+
+        def begin(client: KazooClient) -> Any:
+            txn = client.transaction()
+            for op in ops:
+                op.add_to(txn)
+            return txn.commit_async()
+
+        where = ", ".join(op.path for op in ops)
+        results = await self._call("multi-operation", where, begin)
+        for op, result in zip(ops, results, strict=True):
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise translate(result, op.kind, op.path) from result
+        return [
+            NodeStat.from_kazoo(r) if op.kind == "set" else r
+            for op, r in zip(ops, results, strict=True)
+        ]
+
+    async def wait_gone(self, path: str, timeout_s: float) -> bool:
+        """Wait until ``path`` does not exist; False if it still does after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+
+        def watch(_event: Any) -> None:
+            call_soon(loop, changed.set)
+
+        deadline = loop.time() + timeout_s
+        while True:
+            changed.clear()
+            stat = await self._call(
+                "exists", path, lambda c: c.exists_async(path, watch=watch), idempotent=True
+            )
+            if stat is None:
+                return True
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await changed.wait()
+            except TimeoutError:
+                return False

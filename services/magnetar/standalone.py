@@ -1,0 +1,236 @@
+"""``magnetar standalone``: ZooKeeper and bookies as child processes of one command.
+
+Components start in tiers (ZooKeeper, then the bookies; broker, auditor and gateway
+join as later tiers) and stop in reverse order on SIGINT/SIGTERM. Every child runs in
+a process group of its own, so a Ctrl-C in the terminal reaches only this process,
+which then stops the children in order. Children's output goes to <data-dir>/logs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from types import FrameType
+from typing import Protocol
+
+from magnetar.common.childproc import ChildNotReady, ChildProcess
+from magnetar.common.errors import MagnetarError
+from magnetar.common.healthcheck import grpc_health_serving
+from magnetar.common.netutil import can_connect, port_is_free
+from magnetar.common.zkserver import ZooKeeperServer
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+
+
+class Component(Protocol):
+    """A process standalone mode runs."""
+
+    name: str
+    address: str
+    log_path: Path
+
+    def launch(self) -> None: ...
+
+    def wait_ready(self, timeout: float) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+
+class _ZooKeeper:
+    def __init__(self, server: ZooKeeperServer) -> None:
+        self.server = server
+        self.name = "zookeeper"
+        self.address = server.connect_string
+        self.log_path = server.log_path
+        self.launch = server.launch
+        self.wait_ready = server.wait_ready
+        self.stop = server.stop
+
+    @property
+    def alive(self) -> bool:
+        return self.server.alive
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.returncode
+
+
+class _Service:
+    """A ``python -m magnetar.<service>`` child, ready when ``ready()`` says so."""
+
+    def __init__(self, name: str, address: str, process: ChildProcess, ready: Callable[[], bool]):
+        self.name = name
+        self.address = address
+        self.process = process
+        self.log_path = process.log_path
+        self._ready = ready
+
+    def launch(self) -> None:
+        self.process.start()
+
+    def wait_ready(self, timeout: float) -> None:
+        self.process.wait_ready(self._ready, timeout)
+
+    def stop(self, timeout: float) -> None:
+        self.process.terminate(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.alive
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+
+class _Failure(Exception):
+    """Ends the run with exit code 1 and this one-line message."""
+
+
+class _StopRequested(BaseException):
+    """Raised from the SIGINT/SIGTERM handler."""
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """Options of ``magnetar standalone`` (added to ``parser`` when given)."""
+    parser = parser or argparse.ArgumentParser(
+        prog="magnetar standalone",
+        description="Run ZooKeeper and bookies on this machine; Ctrl-C stops them.",
+    )
+    parser.add_argument("--data-dir", default="./data", help="where all data and logs go")
+    parser.add_argument("--bookies", type=int, default=3, help="number of bookies (default 3)")
+    parser.add_argument("--zookeeper", help="use this ZooKeeper HOST:PORT instead of a private one")
+    parser.add_argument("--zk-port", type=int, default=2181, help="private ZooKeeper's port")
+    parser.add_argument("--zk-root", default="/magnetar", help="root znode (default /magnetar)")
+    parser.add_argument(
+        "--bookie-port", type=int, default=3181, help="first bookie's port; the next get +1, +2 …"
+    )
+    return parser
+
+
+def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component]]:
+    """The tiers to start, in order."""
+    logs = data_dir / "logs"
+    tiers: list[list[Component]] = []
+    zk_connect = args.zookeeper
+    if not zk_connect:
+        server = ZooKeeperServer(
+            data_dir / "zookeeper", args.zk_port, HOST,
+            log_path=logs / "zookeeper.log", own_process_group=True,
+        )  # fmt: skip
+        tiers.append([_ZooKeeper(server)])
+        zk_connect = server.connect_string
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    bookies: list[Component] = []
+    for i in range(args.bookies):
+        name, address = f"bookie-{i}", f"{HOST}:{args.bookie_port + i}"
+        argv = [
+            sys.executable, "-m", "magnetar.bookie", "--zookeeper", zk_connect,
+            "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.bookie_port + i),
+            "--data-dir", str(data_dir / name),
+        ]  # fmt: skip
+        process = ChildProcess(name, argv, logs / f"{name}.log", env=env, own_process_group=True)
+        bookies.append(_Service(name, address, process, partial(grpc_health_serving, address)))
+    tiers.append(bookies)
+    return tiers
+
+
+def _check_ports(args: argparse.Namespace) -> None:
+    wanted = [] if args.zookeeper else [("ZooKeeper", args.zk_port, "--zk-port")]
+    wanted += [(f"bookie-{i}", args.bookie_port + i, "--bookie-port") for i in range(args.bookies)]
+    for what, port, flag in wanted:
+        if not port_is_free(HOST, port):
+            raise _Failure(
+                f"port {port} on {HOST} (for {what}) is already in use: stop whatever uses it "
+                f"(another standalone?) or choose other ports with {flag}"
+            )
+    if args.zookeeper and not can_connect(args.zookeeper):
+        raise _Failure(
+            f"cannot reach ZooKeeper at {args.zookeeper}: start it, or leave out --zookeeper "
+            "to run a private one"
+        )
+
+
+def _not_ready_message(exc: ChildNotReady) -> str:
+    what = f"exited with code {exc.returncode}" if exc.exited else "did not become ready in time"
+    last = next((line for line in reversed(exc.tail.splitlines()) if line.strip()), "")
+    hint = f' (last log line: "{last.strip()[:200]}")' if last else ""
+    return f"{exc.name} {what} while starting; see {exc.log_path}{hint}"
+
+
+def _run(args: argparse.Namespace) -> None:
+    if args.bookies < 1:
+        raise _Failure("--bookies must be at least 1")
+    _check_ports(args)
+    data_dir = Path(args.data_dir).absolute()
+    tiers = _components(args, data_dir)
+    started: list[Component] = []
+    try:
+        for tier in tiers:
+            for component in tier:
+                component.launch()
+                started.append(component)
+            for component in tier:
+                component.wait_ready(READY_TIMEOUT_S)
+        for component in started:
+            print(f"{component.name:<10} {component.address}", flush=True)
+        if args.zookeeper:
+            print(f"{'zookeeper':<10} {args.zookeeper} (external)", flush=True)
+        print(f"data and logs under {data_dir}", flush=True)
+        print("Magnetar standalone is running; Ctrl-C to stop.", flush=True)
+        while True:
+            time.sleep(0.5)
+            for component in started:
+                if not component.alive:
+                    raise _Failure(
+                        f"{component.name} stopped unexpectedly (exit code "
+                        f"{component.returncode}); see {component.log_path}"
+                    )
+    except ChildNotReady as exc:
+        raise _Failure(_not_ready_message(exc)) from exc
+    finally:
+        # Stop in reverse order: bookies first (they unregister), ZooKeeper last.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        for component in reversed(started):
+            component.stop(STOP_TIMEOUT_S)
+
+
+def _request_stop(signum: int, frame: FrameType | None) -> None:
+    raise _StopRequested()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run standalone mode until SIGINT/SIGTERM; 0 on a requested stop, 1 on failure."""
+    args = build_parser().parse_args(argv)
+    previous = {sig: signal.signal(sig, _request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _run(args)
+    except _StopRequested:
+        print("Magnetar standalone stopped.", flush=True)
+        return 0
+    except (_Failure, MagnetarError) as exc:
+        print(f"magnetar standalone: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

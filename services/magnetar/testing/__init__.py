@@ -1,0 +1,1 @@
+"""Test support: real ZooKeeper and service processes as pytest fixtures (``magnetar.testing``)."""

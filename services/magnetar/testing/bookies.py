@@ -1,0 +1,181 @@
+"""Real bookie processes for tests: ``python -m magnetar.bookie`` on a fixed loopback port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from magnetar.bookie.config import BookieConfig
+from magnetar.common.childproc import ChildProcess
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.healthcheck import grpc_health_serving
+from magnetar.common.netutil import free_port
+
+ENV_PREFIX = "MAGNETAR_BOOKIE_"
+
+
+def config_env(config: Mapping[str, Any]) -> dict[str, str]:
+    """Turn ``{"flush_interval_s": 0.1}`` into ``{"MAGNETAR_BOOKIE_FLUSH_INTERVAL_S": "0.1"}``.
+
+    Raises:
+        InvalidArgument: a key is not a field of :class:`BookieConfig`.
+    """
+    fields = BookieConfig.model_fields
+    env = {}
+    for key, value in config.items():
+        if key not in fields:
+            raise InvalidArgument(
+                f"{key!r} is not a bookie setting; known: {', '.join(sorted(fields))}"
+            )
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        env[ENV_PREFIX + key.upper()] = text
+    return env
+
+
+class BookieProcess:
+    """One bookie child process; its port and data dir stay the same across restarts,
+    so its bookie id (``127.0.0.1:PORT``) does too."""
+
+    def __init__(
+        self,
+        zk_connect: str,
+        zk_root: str,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        log_path: Path | None = None,
+        extra_args: Sequence[str] = (),
+        config: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        """Describe the bookie; nothing runs until :meth:`start`.
+
+        Args:
+            zk_connect: ZooKeeper connect string.
+            zk_root: metadata root.
+            data_dir: the bookie's data directory.
+            port: gRPC port (default: a free one, picked now).
+            log_path: output file (default: ``<data_dir>/../<name>.log``).
+            extra_args: more command-line arguments.
+            config: more settings, passed as ``MAGNETAR_BOOKIE_<KEY>`` variables.
+            name: name in messages (default ``bookie-PORT``).
+        """
+        self.port = port or free_port()
+        self.data_dir = Path(data_dir)
+        self.name = name or f"bookie-{self.port}"
+        argv = [
+            sys.executable, "-m", "magnetar.bookie",
+            "--zookeeper", zk_connect, "--zk-root", zk_root,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--data-dir", str(self.data_dir),
+            *extra_args,
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+        env.update(config_env(config or {}))
+        env["PYTHONUNBUFFERED"] = "1"
+        log = Path(log_path) if log_path else self.data_dir.parent / f"{self.name}.log"
+        self.process = ChildProcess(self.name, argv, log, env=env)
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:PORT``, also the bookie id."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        """The bookie's output file (all runs appended)."""
+        return self.process.log_path
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.process.alive
+
+    def log_tail(self, lines: int = 80) -> str:
+        """The last lines of the bookie's output."""
+        return self.process.log_tail(lines)
+
+    def is_serving(self) -> bool:
+        """True when the gRPC health check answers SERVING."""
+        return grpc_health_serving(self.address, timeout_s=1.0)
+
+    def start(self, timeout: float = 30.0) -> BookieProcess:
+        """Start and wait until the health check answers SERVING.
+
+        Raises:
+            Timeout: (ChildNotReady) it exited or was not serving in time; with its log tail.
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process.start()
+        try:
+            self.process.wait_ready(self.is_serving, timeout)
+        except BaseException:
+            self.process.kill()
+            raise
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL and wait (a crash: nothing is flushed or unregistered)."""
+        self.process.kill(signal.SIGKILL)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """Graceful stop: SIGTERM, SIGKILL after ``timeout`` s; return the exit code."""
+        return self.process.terminate(timeout)
+
+    def restart(self, timeout: float = 30.0, *, hard: bool = False) -> BookieProcess:
+        """Stop (SIGKILL when ``hard``, else SIGTERM) and start again on the same port."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        return self.start(timeout)
+
+    def __repr__(self) -> str:
+        return f"BookieProcess({self.address}, pid={self.process.pid})"
+
+
+class BookieFactory:
+    """Starts bookies for one test; :meth:`kill_all` at the end."""
+
+    def __init__(
+        self,
+        zk_connect: str,
+        zk_root: str,
+        base_dir: Path,
+        on_create: Callable[[BookieProcess], None] | None = None,
+    ) -> None:
+        """Args: on_create: called with each new bookie (the pytest plugin tracks its log)."""
+        self.zk_connect = zk_connect
+        self.zk_root = zk_root
+        self.base_dir = Path(base_dir)
+        self.bookies: list[BookieProcess] = []
+        self._on_create = on_create
+
+    def create(self, *, extra_args: Sequence[str] = (), **config: Any) -> BookieProcess:
+        """A new bookie (not started) with its own data dir under ``base_dir``."""
+        index = len(self.bookies)
+        bookie = BookieProcess(
+            self.zk_connect,
+            self.zk_root,
+            self.base_dir / f"bookie-{index}",
+            extra_args=extra_args,
+            config=config,
+            name=f"bookie-{index}",
+        )
+        self.bookies.append(bookie)
+        if self._on_create is not None:
+            self._on_create(bookie)
+        return bookie
+
+    def __call__(self, *, timeout: float = 30.0, **config: Any) -> BookieProcess:
+        """Start a new bookie with the given settings and wait until it serves."""
+        return self.create(**config).start(timeout)
+
+    def kill_all(self) -> None:
+        """SIGKILL every bookie this factory made."""
+        for bookie in self.bookies:
+            bookie.kill()

@@ -1,0 +1,132 @@
+"""pytest fixtures for tests against real ZooKeeper and real Magnetar processes.
+
+Enable with ``pytest_plugins = ["magnetar.testing.pytest_plugin"]`` in the top
+conftest. Fixtures:
+
+- ``zk_server``: one ZooKeeper for the whole run (session scope).
+- ``zk_connect``: its connect string; ``zk_root``: a fresh root per test.
+- ``zk_session``: a started :class:`ZkSession` on ``zk_root`` (async fixture).
+- ``bookie_factory``: ``bookie_factory(**settings)`` starts a bookie process.
+
+When a test fails, the log tails of the processes it used are added to its report.
+A fixture that starts another kind of process calls :func:`track_process` with it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Generator, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+import pytest_asyncio
+
+from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.metadata.session import ZkSession
+from magnetar.testing.bookies import BookieFactory
+
+
+class LoggedProcess(Protocol):
+    """Anything with a name and a log tail."""
+
+    name: str
+
+    def log_tail(self, lines: int = 80) -> str: ...
+
+
+_TRACKED = pytest.StashKey[list[LoggedProcess]]()
+
+
+def track_process(item: pytest.Item, process: LoggedProcess) -> None:
+    """Print ``process``'s log tail if the test ``item`` fails."""
+    tracked = item.stash.setdefault(_TRACKED, [])
+    if all(p is not process for p in tracked):
+        tracked.append(process)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for process in item.stash.get(_TRACKED, []):
+            try:
+                tail = process.log_tail(80)
+            except Exception as exc:
+                tail = f"(log unavailable: {exc})"
+            report.sections.append((f"{process.name} log (last 80 lines)", tail or "(empty)"))
+    return report
+
+
+class _ZooKeeperLogs:
+    """The shared ZooKeeper as a tracked process (its name says which one)."""
+
+    def __init__(self, server: ZooKeeperServer) -> None:
+        self.name = f"zookeeper {server.connect_string}"
+        self._server = server
+
+    def log_tail(self, lines: int = 80) -> str:
+        return self._server.log_tail(lines)
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper (no fsync) shared by every test of the run."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), force_sync=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_connect(zk_server: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
+    """Connect string of the shared ZooKeeper (restarted if a test killed it)."""
+    if not zk_server.alive:
+        zk_server.start()
+    track_process(request.node, _ZooKeeperLogs(zk_server))
+    return zk_server.connect_string
+
+
+@pytest.fixture
+def zk_root() -> str:
+    """A metadata root of this test's own, so tests never see each other's znodes."""
+    return f"/test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest_asyncio.fixture
+async def zk_session(zk_connect: str, zk_root: str) -> AsyncIterator[ZkSession]:
+    """A started ZkSession on ``zk_root``; closed after the test."""
+    session = ZkSession(zk_connect, zk_root)
+    await session.start()
+    try:
+        yield session
+    finally:
+        await session.close()
+
+
+@pytest.fixture
+def bookie_factory(
+    zk_connect: str,
+    zk_root: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[BookieFactory]:
+    """``bookie_factory(**settings)`` starts a bookie on ``zk_root``; all killed after the test.
+
+    Settings are BookieConfig fields (``flush_interval_s=0.1``); ``extra_args=[...]``
+    adds command-line arguments; ``bookie_factory.create(...)`` makes one unstarted.
+    """
+    factory = BookieFactory(
+        zk_connect,
+        zk_root,
+        tmp_path / "bookies",
+        on_create=lambda bookie: track_process(request.node, bookie),
+    )
+    try:
+        yield factory
+    finally:
+        factory.kill_all()

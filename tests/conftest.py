@@ -1,0 +1,3 @@
+"""Shared pytest setup: the fixtures of magnetar.testing (real ZooKeeper, processes)."""
+
+pytest_plugins = ["magnetar.testing.pytest_plugin"]

@@ -1,0 +1,127 @@
+"""``magnetar standalone`` as a user runs it: start, print addresses, stop on a signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from magnetar.common.healthcheck import grpc_health_serving
+from magnetar.common.netutil import free_port, port_is_free
+from magnetar.common.zkserver import four_letter_word
+
+pytestmark = pytest.mark.integration
+
+
+def consecutive_free_ports(n: int) -> int:
+    for _ in range(100):
+        first = free_port()
+        if first + n < 65536 and all(port_is_free("127.0.0.1", first + i) for i in range(n)):
+            return first
+    raise AssertionError("no run of free ports")
+
+
+def launch(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "magnetar.standalone", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_until_running(proc: subprocess.Popen[str], timeout: float = 90) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"standalone ended early (code {proc.returncode}): {lines} {err}")
+        lines.append(line.rstrip("\n"))
+        if "Magnetar standalone is running" in line:
+            return lines
+    pytest.fail(f"standalone did not come up: {lines}")
+
+
+def pids_with_arg(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
+    zk_port, bookie_port = free_port(), consecutive_free_ports(2)
+    data = tmp_path / "data"
+    proc = launch("--data-dir", str(data), "--bookies", "2", "--zk-port", str(zk_port),
+                  "--bookie-port", str(bookie_port))  # fmt: skip
+    try:
+        lines = read_until_running(proc)
+        assert f"zookeeper  127.0.0.1:{zk_port}" in lines
+        assert f"bookie-0   127.0.0.1:{bookie_port}" in lines
+        assert f"bookie-1   127.0.0.1:{bookie_port + 1}" in lines
+        assert four_letter_word("127.0.0.1", zk_port, "ruok") == "imok"
+        assert grpc_health_serving(f"127.0.0.1:{bookie_port + 1}")
+        assert {p.name for p in (data / "logs").iterdir()} >= {
+            "zookeeper.log", "bookie-0.log", "bookie-1.log"
+        }  # fmt: skip
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped" in out and "Traceback" not in err
+    assert port_is_free("127.0.0.1", zk_port) and port_is_free("127.0.0.1", bookie_port)
+    assert "signal received; shutting down" in (data / "logs" / "bookie-0.log").read_text()
+
+
+def test_busy_port_is_one_readable_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        busy = blocker.getsockname()[1]
+        proc = launch("--data-dir", str(tmp_path), "--bookies", "1", "--zk-port", str(busy))
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"port {busy}" in err and "already in use" in err and "--zk-port" in err
+
+
+def test_unreachable_external_zookeeper(tmp_path: Path) -> None:
+    proc = launch("--data-dir", str(tmp_path), "--zookeeper", f"127.0.0.1:{free_port()}",
+                  "--bookie-port", str(consecutive_free_ports(3)))  # fmt: skip
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "cannot reach ZooKeeper" in err and err.count("\n") == 1
+
+
+def test_a_dying_bookie_stops_everything_with_exit_1(tmp_path: Path) -> None:
+    zk_port, bookie_port = free_port(), consecutive_free_ports(1)
+    proc = launch("--data-dir", str(tmp_path), "--bookies", "1", "--zk-port", str(zk_port),
+                  "--bookie-port", str(bookie_port))  # fmt: skip
+    try:
+        read_until_running(proc)
+        (bookie,) = [p for p in pids_with_arg(f"--port {bookie_port}") if p != proc.pid]
+        os.kill(bookie, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 1
+    assert "bookie-0 stopped unexpectedly" in err and "bookie-0.log" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert port_is_free("127.0.0.1", zk_port)  # ZooKeeper was stopped too

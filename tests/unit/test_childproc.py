@@ -1,0 +1,143 @@
+"""ChildProcess: readiness, exit reporting, kill/terminate, log tail, parent-death signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from magnetar.common.childproc import ChildNotReady, ChildProcess
+from magnetar.common.errors import MagnetarError, Timeout
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_start_ready_and_kill(tmp_path: Path) -> None:
+    code = "print('RE' + 'ADY', flush=True); import time; time.sleep(60)"
+    child = ChildProcess("sleeper", python(code), tmp_path / "out.log")
+    child.start()
+    child.wait_ready(lambda: "READY" in child.log_tail(), timeout=10)
+    assert child.alive and child.returncode is None
+    with pytest.raises(MagnetarError, match="already running"):
+        child.start()
+    child.kill()
+    assert not child.alive
+    assert child.returncode == -signal.SIGKILL
+
+
+def test_wait_ready_reports_exit_code_and_log(tmp_path: Path) -> None:
+    child = ChildProcess(
+        "crasher", python("import sys; print('disk on fire'); sys.exit(3)"), tmp_path / "c.log"
+    )
+    child.start()
+    with pytest.raises(ChildNotReady) as info:
+        child.wait_ready(lambda: False, timeout=10)
+    err = info.value
+    assert isinstance(err, Timeout)
+    assert err.exited and err.returncode == 3
+    assert "disk on fire" in err.tail and "disk on fire" in str(err)
+    assert "exited with code 3" in str(err)
+
+
+def test_wait_ready_times_out_while_running(tmp_path: Path) -> None:
+    child = ChildProcess("slow", python("import time; time.sleep(60)"), tmp_path / "s.log")
+    child.start()
+    try:
+        with pytest.raises(ChildNotReady) as info:
+            child.wait_ready(lambda: False, timeout=0.3)
+        assert not info.value.exited and info.value.returncode is None
+        assert "not ready within 0.3 s" in str(info.value)
+    finally:
+        child.kill()
+
+
+def test_terminate_escalates_to_sigkill(tmp_path: Path) -> None:
+    code = """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print('IGN' + 'ORING', flush=True)
+        time.sleep(60)
+    """
+    child = ChildProcess("stubborn", python(code), tmp_path / "t.log")
+    child.start()
+    child.wait_ready(lambda: "IGNORING" in child.log_tail(), timeout=10)
+    started = time.monotonic()
+    assert child.terminate(timeout=0.5) == -signal.SIGKILL
+    assert time.monotonic() - started < 5
+
+
+def test_terminate_graceful(tmp_path: Path) -> None:
+    child = ChildProcess("polite", python("import time; time.sleep(60)"), tmp_path / "p.log")
+    child.start()
+    assert child.terminate(timeout=10) == -signal.SIGTERM
+
+
+def test_log_appends_across_restarts_and_tail_limits_lines(tmp_path: Path) -> None:
+    child = ChildProcess(
+        "counter", python("for i in range(200): print(f'line {i}')"), tmp_path / "n.log"
+    )
+    for _ in range(2):
+        child.start()
+        assert child.wait(timeout=10) == 0
+    text = (tmp_path / "n.log").read_text()
+    assert text.count("starting counter") == 2
+    tail = child.log_tail(5).splitlines()
+    assert tail == [f"line {i}" for i in range(195, 200)]
+    assert ChildProcess("none", ["true"], tmp_path / "missing.log").log_tail() == ""
+
+
+def test_wait(tmp_path: Path) -> None:
+    child = ChildProcess("sleeper", python("import time; time.sleep(60)"), tmp_path / "w.log")
+    with pytest.raises(MagnetarError, match="never started"):
+        child.wait()
+    child.start()
+    with pytest.raises(Timeout, match="still runs"):
+        child.wait(0.1)
+    child.kill()
+    assert child.wait() == -signal.SIGKILL
+
+
+def test_missing_program_is_a_clear_error(tmp_path: Path) -> None:
+    child = ChildProcess("ghost", ["/nonexistent/prog"], tmp_path / "g.log")
+    with pytest.raises(MagnetarError, match="cannot start ghost"):
+        child.start()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_child_dies_with_its_parent(tmp_path: Path) -> None:
+    # An intermediate process starts a grandchild through ChildProcess, then is killed
+    # with SIGKILL (no cleanup runs): the kernel must take the grandchild down too.
+    log = str(tmp_path / "gc.log")
+    code = f"""
+        import sys, time
+        from pathlib import Path
+        from magnetar.common.childproc import ChildProcess
+        c = ChildProcess("grandchild", [sys.executable, "-c", "import time; time.sleep(60)"],
+                         Path({log!r}))
+        c.start()
+        print(c.pid, flush=True)
+        time.sleep(60)
+    """
+    with subprocess.Popen(python(code), stdout=subprocess.PIPE, text=True) as parent:
+        try:
+            assert parent.stdout is not None
+            grandchild = int(parent.stdout.readline())
+            os.kill(grandchild, 0)  # alive
+        finally:
+            parent.kill()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(grandchild, signal.SIGKILL)
+    pytest.fail("the grandchild outlived its parent")
