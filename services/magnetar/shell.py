@@ -68,17 +68,23 @@ async def bookie_write(args: argparse.Namespace) -> int:
     async with BookieClient(args.bookie) as client:
         in_flight: deque[tuple[int, asyncio.Future[list[tuple[int, int, MagnetarError]]]]] = deque()
         next_entry = 0
-        while next_entry < args.entries or in_flight:
-            while next_entry < args.entries and len(in_flight) < _WRITE_WINDOW:
-                e = next_entry
-                fut = await client.send_add([Entry(args.ledger, e, e - 1, numbered_payload(e, args.size))])
-                in_flight.append((e, fut))
-                next_entry += 1
-            e, fut = in_flight.popleft()
-            failed = await fut
-            if failed:
-                raise failed[0][2]
-            _out(f"acked {e}")
+        try:
+            while next_entry < args.entries or in_flight:
+                while next_entry < args.entries and len(in_flight) < _WRITE_WINDOW:
+                    e = next_entry
+                    fut = await client.send_add([Entry(args.ledger, e, e - 1, numbered_payload(e, args.size))])
+                    in_flight.append((e, fut))
+                    next_entry += 1
+                e, fut = in_flight.popleft()
+                failed = await fut
+                if failed:
+                    raise failed[0][2]
+                _out(f"acked {e}")
+        finally:
+            for _, fut in in_flight:  # answers we no longer wait for
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
+                fut.cancel()
     return 0
 
 

@@ -64,7 +64,7 @@ def rpc_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
 
 def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
     """The typed MagnetarError for a failed call."""
-    where = f" ({target})" if target else ""
+    where = f" {target}" if target else ""
     code = exc.code() if hasattr(exc, "code") else None
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
     trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
@@ -74,9 +74,9 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
     if code == grpc.StatusCode.UNAVAILABLE:
         return NotConnected(f"cannot reach{where or ' the server'}: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return Timeout(f"call timed out{where}")
+        return Timeout(f"call to{where or ' the server'} timed out")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(details)
     if code == grpc.StatusCode.CANCELLED:
-        return ServiceClosed(f"call cancelled{where}: {details}")
-    return MagnetarError(f"{code.name if code else 'error'}{where}: {details}")
+        return ServiceClosed(f"call to{where or ' the server'} cancelled: {details}")
+    return MagnetarError(f"{code.name if code else 'error'} from{where or ' the server'}: {details}")

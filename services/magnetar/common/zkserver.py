@@ -73,6 +73,7 @@ class ZooKeeperServer:
         java: str | None = None,
         classpath: str | None = None,
         max_heap: str = "256m",
+        tick_time_ms: int = 2000,
         own_process_group: bool = False,
     ) -> None:
         """Describe the server; nothing runs until :meth:`start`.
@@ -86,6 +87,8 @@ class ZooKeeperServer:
             java: the java binary (default: found on PATH).
             classpath: class path (default: :func:`default_classpath`).
             max_heap: the JVM's -Xmx.
+            tick_time_ms: ZooKeeper's tick; session timeouts range from 2 to 300 ticks
+                (tests use a short tick so a killed process's registration expires fast).
             own_process_group: see :class:`ChildProcess` (``magnetar standalone`` sets it).
         """
         self.data_dir = Path(data_dir).absolute()
@@ -97,6 +100,7 @@ class ZooKeeperServer:
         self._java = java
         self._classpath = classpath
         self._max_heap = max_heap
+        self._tick_time_ms = tick_time_ms
         self._own_process_group = own_process_group
         self._process: ChildProcess | None = None
 
@@ -136,7 +140,7 @@ class ZooKeeperServer:
             f"clientPort={self.port}",
             f"clientPortAddress={self.host}",
             "admin.enableServer=false",
-            "tickTime=2000",
+            f"tickTime={self._tick_time_ms}",
             "maxSessionTimeout=600000",
             "4lw.commands.whitelist=ruok,srvr,mntr",
             "maxClientCnxns=0",

@@ -33,6 +33,7 @@ AddFailure = tuple[int, int, MagnetarError]
 class BookieClient:
     def __init__(self, address: str, timeout_s: float = 10.0) -> None:
         self.address = address
+        self._target = f"bookie {address}"
         self.timeout_s = timeout_s
         self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)
@@ -82,12 +83,13 @@ class BookieClient:
             self._pending[request.request_id] = fut
             try:
                 await call.write(request)
-            except grpc.RpcError as exc:
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
                 self._pending.pop(request.request_id, None)
-                raise from_rpc_error(exc, self.address) from exc
-            except asyncio.InvalidStateError as exc:
-                self._pending.pop(request.request_id, None)
-                raise NotConnected(f"add stream to bookie {self.address} is closed") from exc
+                if fut.done():  # already failed by the response reader
+                    fut.exception()
+                fut.cancel()
+                why = exc.details() if isinstance(exc, grpc.RpcError) else "stream closed"  # type: ignore[attr-defined]
+                raise NotConnected(f"the add stream to {self._target} broke ({why}): is the bookie up?") from exc
         return fut
 
     def _ensure_stream(self) -> grpc.aio.StreamStreamCall:
@@ -109,7 +111,7 @@ class BookieClient:
                         [(r.ledger_id, r.entry_id, from_code(r.error.code, r.error.message)) for r in resp.failed]
                     )
         except grpc.RpcError as exc:
-            self._fail_pending(from_rpc_error(exc, self.address))
+            self._fail_pending(from_rpc_error(exc, self._target))
         except asyncio.CancelledError:
             raise
         finally:
@@ -127,7 +129,7 @@ class BookieClient:
         try:
             return await getattr(self._stub, method)(request, timeout=self.timeout_s)
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, self.address) from exc
+            raise from_rpc_error(exc, self._target) from exc
 
     async def read_entry(self, ledger_id: int, entry_id: int, fence: bool = False) -> Entry:
         resp = await self._unary("ReadEntry", pb.ReadEntryRequest(ledger_id=ledger_id, entry_id=entry_id, fence=fence))
@@ -147,7 +149,7 @@ class BookieClient:
                 for e in resp.entries:
                     yield Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload)
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, self.address) from exc
+            raise from_rpc_error(exc, self._target) from exc
 
     async def read_lac(self, ledger_id: int) -> int:
         resp = await self._unary("ReadLac", pb.ReadLacRequest(ledger_id=ledger_id))

@@ -74,7 +74,8 @@ class _ZooKeeperLogs:
 @pytest.fixture(scope="session")
 def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """One real ZooKeeper (no fsync) shared by every test of the run."""
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), force_sync=False)
+    # A 500 ms tick allows 1 s sessions: a SIGKILLed bookie's registration expires fast.
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), force_sync=False, tick_time_ms=500)
     server.start()
     try:
         yield server
