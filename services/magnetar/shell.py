@@ -11,7 +11,8 @@ import asyncio
 import random
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from magnetar.common.errors import MagnetarError
 from magnetar.ledger.bookie_client import BookieClient, Entry
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name, 0) is not None and getattr(args, name, 0) < 0:
             print(f"magnetar shell: --{name.replace('_entry', '')} must not be negative", file=sys.stderr)
             return 2
-    run: Callable[[argparse.Namespace], Awaitable[int]] = args.run
+    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
     try:
         return asyncio.run(run(args))
     except MagnetarError as exc:

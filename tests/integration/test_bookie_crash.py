@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import threading
 import time

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.metadata.bookies import ZkBookieRegistry

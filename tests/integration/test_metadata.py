@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
+
 from magnetar.common.errors import (
     MetadataError,
     MetadataVersionConflict,

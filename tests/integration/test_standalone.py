@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.common.netutil import free_port, port_is_free
 from magnetar.common.zkserver import four_letter_word

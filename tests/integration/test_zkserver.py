@@ -6,6 +6,7 @@ import socket
 from pathlib import Path
 
 import pytest
+
 from magnetar.common.childproc import ChildNotReady
 from magnetar.common.netutil import free_port
 from magnetar.common.zkserver import ZooKeeperServer, four_letter_word

@@ -107,7 +107,7 @@ async def test_fence_rejects_later_adds_and_survives_restart(tmp_path):
     await fill(b, 5, 3)
     assert await b.fence(5) == 1
     failed = await add(b, [E(5, 3, 2, b"late"), E(6, 0, -1, b"other ledger")])
-    assert [(l, e, type(x)) for l, e, x in failed] == [(5, 3, LedgerFenced)]
+    assert [(lid, e, type(x)) for lid, e, x in failed] == [(5, 3, LedgerFenced)]
     assert await stored(b, 6) == [(0, b"other ledger")]
     await b.journal.close()  # crash without a flush: the fence was made durable at once
     b.storage.close()

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from magnetar.common.childproc import ChildNotReady, ChildProcess
 from magnetar.common.errors import MagnetarError, Timeout
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from magnetar.common.errors import InvalidArgument, MetadataError
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import CorruptMetadata

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+
 from magnetar.common.netutil import can_connect, free_port, port_is_free, split_host_port
 
 

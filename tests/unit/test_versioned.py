@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from magnetar.common.errors import MetadataVersionConflict, NotFound
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import NodeExists

@@ -52,7 +52,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                     await bookie.wait_for_cache_room()
                     try:
                         fut, rejected = bookie.add_entries(req.entries)
-                        failed = [pb.AddResult(ledger_id=l, entry_id=e, error=_error(x)) for l, e, x in rejected]
+                        failed = [pb.AddResult(ledger_id=lid, entry_id=e, error=_error(x)) for lid, e, x in rejected]
                     except MagnetarError as exc:  # the whole request is refused
                         fut = None
                         err = _error(exc)
