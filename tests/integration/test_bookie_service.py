@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -18,6 +19,7 @@ from magnetar.common.errors import (
     NoSuchEntry,
     NoSuchLedger,
 )
+from magnetar.common.netutil import free_port
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.testing.shell import magnetar, parse_readledger
 
@@ -159,3 +161,17 @@ def test_shell_commands(bookie_factory, zk_connect, zk_root):
     assert down.returncode == 1 and "127.0.0.1:1" in down.stderr and "Traceback" not in down.stderr
     bad = magnetar(*shell, "bookie-write", "--bookie", first.address, "--ledger", "1", "--entries", "-4")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+async def test_prometheus_metrics_endpoint(bookie_factory):
+    port = free_port()
+    bookie = bookie_factory(metrics_port=port)
+    async with BookieClient(bookie.address) as c:
+        assert await c.add_entries(entries(1, 0, 3) + entries(2, 0, 4)) == []
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("magnetar_bookie_"))
+    assert float(samples["magnetar_bookie_journal_records_total"]) == 7
+    assert float(samples["magnetar_bookie_journal_fsyncs_total"]) >= 1
+    assert float(samples["magnetar_bookie_ledgers"]) == 2
+    assert float(samples["magnetar_bookie_read_only"]) == 0

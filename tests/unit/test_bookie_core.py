@@ -28,10 +28,11 @@ class FakeDisk:
 
 
 def make(tmp_path, disk=None, **cfg):
-    config = BookieConfig.load(
+    settings = dict(
         data_dir=str(tmp_path), min_free_disk_bytes=1 << 20, flush_interval_s=3600, gc_interval_s=3600,
-        disk_check_interval_s=3600, entry_log_max_bytes=4096, index_map_bytes=1 << 26, **cfg,
+        disk_check_interval_s=3600, entry_log_max_bytes=4096, index_map_bytes=1 << 26,
     )
+    config = BookieConfig.load(**(settings | cfg))
     return Bookie(config, "127.0.0.1:1", disk_usage=disk or FakeDisk(10 << 30))
 
 
@@ -203,4 +204,19 @@ async def test_bad_input_is_rejected_and_changes_nothing(tmp_path):
         await b.read_entry(-3, 0)
     with pytest.raises(InvalidArgument):
         await b.fence(-1)
+    await b.close()
+
+
+async def test_range_reads_cross_windows_and_stop_at_max_bytes(tmp_path):
+    b = make(tmp_path, entry_log_max_bytes=1 << 20)
+    await b.start()
+    await fill(b, 30, 1500)
+    await b.flush()
+    await fill(b, 30, 300, start=1500)  # the tail is still in the cache
+    got = await b.read_entries(30, 0, -1)
+    assert [e.entry_id for e in got] == list(range(1800))
+    assert all(e.payload == payload(30, e.entry_id) for e in got)
+    some = await b.read_entries(30, 700, -1, max_bytes=len(payload(30, 700)) * 3)
+    assert [e.entry_id for e in some] == [700, 701, 702]
+    assert [e.entry_id for e in await b.read_entries(30, 1495, 1505)] == list(range(1495, 1506))
     await b.close()

@@ -32,7 +32,8 @@ from magnetar.common.errors import (
 
 log = logging.getLogger(__name__)
 
-DiskUsage = Callable[[str], Any]  # shutil.disk_usage's shape: .free, .total
+DiskUsage = Callable[[str], Any]
+_READ_WINDOW = 512  # shutil.disk_usage's shape: .free, .total
 
 
 class AddEntryLike(Protocol):
@@ -67,6 +68,7 @@ class Bookie:
         self._flushed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
+        self.flushes = 0
 
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
@@ -232,28 +234,31 @@ class Bookie:
         if last < first:
             return []
         cache = self.storage.cache
-        wanted = range(first, last + 1)
-        records: dict[int, bytes] = {}
-        missing: list[int] = []
-        for eid in wanted:
-            rec = cache.get((ledger_id, eid))
-            if rec is None:
-                missing.append(eid)
-            else:
-                records[eid] = rec
-        if missing:
-            records.update(await asyncio.to_thread(self.storage.read_stored, ledger_id, missing))
         out: list[StoredEntry] = []
         size = 0
-        for eid in wanted:
-            rec = records.get(eid)
-            if rec is None:
-                continue
-            _, _, lac = header_of(rec)
-            out.append(StoredEntry(eid, lac, rec[HEADER_SIZE:]))
-            size += len(rec) - HEADER_SIZE
-            if max_bytes and size >= max_bytes:
-                break
+        # Windows keep each step's work bounded: a chunked read of a long ledger stops
+        # after max_bytes instead of looking up every remaining entry first.
+        for start in range(first, last + 1, _READ_WINDOW):
+            wanted = range(start, min(last, start + _READ_WINDOW - 1) + 1)
+            records: dict[int, bytes] = {}
+            missing: list[int] = []
+            for eid in wanted:
+                rec = cache.get((ledger_id, eid))
+                if rec is None:
+                    missing.append(eid)
+                else:
+                    records[eid] = rec
+            if missing:
+                records.update(await asyncio.to_thread(self.storage.read_stored, ledger_id, missing))
+            for eid in wanted:
+                rec = records.get(eid)
+                if rec is None:
+                    continue
+                _, _, lac = header_of(rec)
+                out.append(StoredEntry(eid, lac, rec[HEADER_SIZE:]))
+                size += len(rec) - HEADER_SIZE
+                if max_bytes and size >= max_bytes:
+                    return out
         return out
 
     def list_ledgers(self) -> list[int]:
@@ -297,6 +302,7 @@ class Bookie:
             finally:
                 st.cache.drop_flushing()
                 self._flushed.set()
+            self.flushes += 1
             if moved:
                 await asyncio.to_thread(self.journal.remove_before, mark)
 

@@ -12,9 +12,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import REGISTRY
 
 from magnetar.bookie.bookie import Bookie
 from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
+from magnetar.bookie.metrics import BookieCollector
 from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
@@ -164,7 +166,9 @@ class BookieServer:
             await self.zk.close()
             raise
         self.bookie.on_read_only_change = self._read_only_changed
-        serve_metrics(self.config.host, self.config.metrics_port)
+        if self.config.metrics_port:
+            REGISTRY.register(BookieCollector(self.bookie))
+            serve_metrics(self.config.host, self.config.metrics_port)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("magnetar.v1.Bookie", health_pb2.HealthCheckResponse.SERVING)
         log.info("bookie %s serving (data %s)", self.bookie_id, self.config.data_dir)
