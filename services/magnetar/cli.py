@@ -8,7 +8,7 @@ import sys
 COMMANDS = {
     "standalone": ("magnetar.standalone", "ZooKeeper and bookies on this machine (data under ./data)"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
-    "shell": ("magnetar.shell", "bookie and ledger tools: listbookies, bookiesanity, bookie-write, readledger"),
+    "shell": ("magnetar.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
 }
 
 

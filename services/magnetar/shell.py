@@ -1,5 +1,9 @@
 """``magnetar shell``: BookKeeper-shell-style commands for operators and tests.
 
+Bookie commands talk to one bookie (listbookies, bookiesanity, bookie-write,
+readledger); ledger commands go through the ledger client (simpletest, listledgers,
+ledgermetadata, recover).
+
 Each command prints plain lines (kept stable: tests and scripts parse them), and exits
 0 on success or 1 with one readable line on stderr.
 """
@@ -8,14 +12,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any
 
 from magnetar.common.errors import MagnetarError
 from magnetar.ledger.bookie_client import BookieClient, Entry
+from magnetar.ledger.client import LedgerClient
+from magnetar.metadata.session import ZkSession
 
 # Ledger ids from 2^62 up are never handed out by ZooKeeper: bookiesanity uses them.
 SANITY_LEDGER_BASE = 1 << 62
@@ -33,19 +41,63 @@ def numbered_payload(entry_id: int, size: int) -> bytes:
     return (digits * (size // len(digits) + 1))[:size]
 
 
-async def listbookies(args: argparse.Namespace) -> int:
-    from magnetar.metadata.bookies import ZkBookieRegistry
-    from magnetar.metadata.session import ZkSession
-
+@asynccontextmanager
+async def _ledger_client(args: argparse.Namespace) -> AsyncIterator[LedgerClient]:
     session = ZkSession(args.zookeeper, args.zk_root)
     await session.start()
+    client = LedgerClient(session)
     try:
-        registry = ZkBookieRegistry(session)
-        bookies = await (registry.list_read_only() if args.readonly else registry.list_writable())
+        yield client
     finally:
+        await client.close()
         await session.close()
+
+
+async def listbookies(args: argparse.Namespace) -> int:
+    async with _ledger_client(args) as client:
+        registry = client.registry
+        bookies = await (registry.list_read_only() if args.readonly else registry.list_writable())
     for b in bookies:
         _out(b)
+    return 0
+
+
+async def simpletest(args: argparse.Namespace) -> int:
+    """Create a ledger, write N entries (payload: the entry id), read them back."""
+    async with _ledger_client(args) as client:
+        handle = await client.create_ledger(args.ensemble, args.write_quorum, args.ack_quorum)
+        _out(f"ledger {handle.ledger_id}")
+        ids = await asyncio.gather(*(handle.add_entry(str(e).encode()) for e in range(args.entries)))
+        if list(ids) != list(range(args.entries)):
+            raise MagnetarError(f"entries were confirmed as {ids[:5]}…, expected 0..{args.entries - 1}")
+        await handle.close()
+        reader = await client.open_ledger(handle.ledger_id, recovery=False)
+        got = await reader.read(0, args.entries - 1) if args.entries else []
+        bad = [e.entry_id for e in got if e.payload != str(e.entry_id).encode()]
+        if len(got) != args.entries or bad:
+            raise MagnetarError(f"read back {len(got)} entries, {len(bad)} with a wrong payload")
+    _out("OK")
+    return 0
+
+
+async def listledgers(args: argparse.Namespace) -> int:
+    async with _ledger_client(args) as client:
+        for ledger_id in await client.list_ledgers():
+            _out(str(ledger_id))
+    return 0
+
+
+async def ledgermetadata(args: argparse.Namespace) -> int:
+    async with _ledger_client(args) as client:
+        metadata = await client.ledger_metadata(args.ledger)
+    _out(json.dumps(metadata.to_dict(), indent=2))
+    return 0
+
+
+async def recover(args: argparse.Namespace) -> int:
+    async with _ledger_client(args) as client:
+        reader = await client.open_ledger(args.ledger, recovery=True)
+    _out(str(reader.metadata.last_entry_id))
     return 0
 
 
@@ -106,6 +158,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("listbookies", help="registered writable bookies, one host:port per line")
     p.add_argument("--readonly", action="store_true", help="list read-only bookies instead")
     p.set_defaults(run=listbookies)
+
+    p = sub.add_parser("simpletest", help="create a ledger, write N entries, read them back")
+    p.add_argument("--ensemble", type=int, default=3, help="ensemble size E")
+    p.add_argument("--write-quorum", dest="write_quorum", type=int, default=2, help="write quorum Qw")
+    p.add_argument("--ack-quorum", dest="ack_quorum", type=int, default=2, help="ack quorum Qa")
+    p.add_argument("--entries", type=int, default=100)
+    p.set_defaults(run=simpletest)
+
+    p = sub.add_parser("listledgers", help="every ledger id, one per line")
+    p.set_defaults(run=listledgers)
+
+    p = sub.add_parser("ledgermetadata", help="a ledger's metadata as JSON")
+    p.add_argument("--ledger", type=int, required=True)
+    p.set_defaults(run=ledgermetadata)
+
+    p = sub.add_parser("recover", help="fence and close a ledger; prints its last entry id")
+    p.add_argument("--ledger", type=int, required=True)
+    p.set_defaults(run=recover)
 
     p = sub.add_parser("bookiesanity", help="write, read back and delete a few entries on one bookie")
     p.add_argument("--bookie", required=True, help="HOST:PORT")

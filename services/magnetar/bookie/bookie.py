@@ -120,8 +120,10 @@ class Bookie:
             await asyncio.to_thread(self.storage.close)
 
     # -- writes ------------------------------------------------------------
-    def add_entries(self, entries: Iterable[AddEntryLike]) -> tuple[asyncio.Future[None] | None, list[tuple[int, int, MagnetarError]]]:
-        """Accept a batch of adds. Returns a future that completes once every accepted
+    def add_entries(
+        self, entries: Iterable[AddEntryLike], recovery: bool = False
+    ) -> tuple[asyncio.Future[None] | None, list[tuple[int, int, MagnetarError]]]:
+        """Accept a batch of adds (``recovery``: also on a fenced ledger). Returns a future that completes once every accepted
         entry is fsynced in the journal (None if none was accepted) and the rejected
         entries as (ledger id, entry id, error). Must run on the event loop.
 
@@ -151,7 +153,7 @@ class Bookie:
                     failed.append((lid, eid, NoSuchLedger(lid, f"{self.bookie_id} (deleted)")))
                     continue
                 state = ledgers[lid] = LedgerState()
-            elif state.fenced:
+            elif state.fenced and not recovery:
                 failed.append((lid, eid, LedgerFenced(lid)))
                 continue
             lac = e.last_add_confirmed
@@ -259,6 +261,33 @@ class Bookie:
                 size += len(rec) - HEADER_SIZE
                 if max_bytes and size >= max_bytes:
                     return out
+        return out
+
+    async def read_entry_list(self, ledger_id: int, entry_ids: list[int], max_bytes: int = 0) -> list[StoredEntry]:
+        """The stored entries among ``entry_ids``, in that order (missing ones skipped)."""
+        self._state(ledger_id)
+        for eid in entry_ids:
+            self._check_id(eid, "entry")
+        cache = self.storage.cache
+        records: dict[int, bytes] = {}
+        missing = []
+        for eid in entry_ids:
+            rec = cache.get((ledger_id, eid))
+            if rec is None:
+                missing.append(eid)
+            else:
+                records[eid] = rec
+        if missing:
+            records.update(await asyncio.to_thread(self.storage.read_stored, ledger_id, missing))
+        out: list[StoredEntry] = []
+        size = 0
+        for eid in entry_ids:
+            rec = records.get(eid)
+            if rec is not None:
+                out.append(StoredEntry(eid, header_of(rec)[2], rec[HEADER_SIZE:]))
+                size += len(rec) - HEADER_SIZE
+                if max_bytes and size >= max_bytes:
+                    break
         return out
 
     def list_ledgers(self) -> list[int]:

@@ -14,7 +14,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import REGISTRY
 
-from magnetar.bookie.bookie import Bookie
+from magnetar.bookie.bookie import Bookie, StoredEntry
 from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
 from magnetar.bookie.metrics import BookieCollector
 from magnetar.common.errors import MagnetarError
@@ -53,7 +53,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                 async for req in request_iterator:
                     await bookie.wait_for_cache_room()
                     try:
-                        fut, rejected = bookie.add_entries(req.entries)
+                        fut, rejected = bookie.add_entries(req.entries, recovery=req.recovery)
                         failed = [pb.AddResult(ledger_id=lid, entry_id=e, error=_error(x)) for lid, e, x in rejected]
                     except MagnetarError as exc:  # the whole request is refused
                         fut = None
@@ -95,16 +95,27 @@ class BookieServicer(pb_grpc.BookieServicer):
                 await self.bookie.fence(lid)
             if last < 0:
                 last = self.bookie.last_entry(lid)
-            while first <= last:
+            ids = list(request.entry_ids)
+            while ids:
+                found = await self.bookie.read_entry_list(lid, ids, max_bytes=chunk)
+                if not found:
+                    break
+                yield self._entries_response(lid, found)
+                ids = ids[ids.index(found[-1].entry_id) + 1 :]
+            while first <= last and not request.entry_ids:
                 found = await self.bookie.read_entries(lid, first, last, max_bytes=chunk)
                 if not found:
                     break
-                yield pb.ReadEntriesResponse(
-                    entries=[pb.Entry(ledger_id=lid, entry_id=e.entry_id, last_add_confirmed=e.lac, payload=e.payload) for e in found]
-                )
+                yield self._entries_response(lid, found)
                 first = found[-1].entry_id + 1
         except MagnetarError as exc:
             await abort(context, exc)
+
+    @staticmethod
+    def _entries_response(lid: int, found: list[StoredEntry]) -> pb.ReadEntriesResponse:
+        return pb.ReadEntriesResponse(
+            entries=[pb.Entry(ledger_id=lid, entry_id=e.entry_id, last_add_confirmed=e.lac, payload=e.payload) for e in found]
+        )
 
     @rpc_errors
     async def ReadLac(self, request: pb.ReadLacRequest, context: grpc.aio.ServicerContext) -> pb.ReadLacResponse:

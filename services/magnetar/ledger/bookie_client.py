@@ -63,11 +63,12 @@ class BookieClient:
         """Add a batch; returns the entries the bookie rejected (empty: all durable)."""
         return await (await self.send_add(entries))
 
-    async def send_add(self, entries: Sequence[Entry]) -> asyncio.Future[list[AddFailure]]:
+    async def send_add(self, entries: Sequence[Entry], recovery: bool = False) -> asyncio.Future[list[AddFailure]]:
         """Send a batch on the shared stream without waiting for its answer; the returned
-        future completes with the rejected entries once the bookie answered."""
+        future completes with the rejected entries once the bookie answered.
+        ``recovery`` adds are accepted on fenced ledgers (ledger recovery only)."""
         request = pb.AddRequest(
-            request_id=next(self._ids),
+            recovery=recovery,
             entries=[
                 pb.AddEntry(ledger_id=e[0], entry_id=e[1], last_add_confirmed=e[2], payload=e[3]) for e in entries
             ],
@@ -151,6 +152,19 @@ class BookieClient:
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, self._target) from exc
 
+    async def read_entry_list(self, ledger_id: int, entry_ids: Sequence[int]) -> list[Entry]:
+        """The entries among ``entry_ids`` this bookie stores, in that order."""
+        call = self._stub.ReadEntries(
+            pb.ReadEntriesRequest(ledger_id=ledger_id, entry_ids=list(entry_ids)), timeout=self.timeout_s * 6
+        )
+        out: list[Entry] = []
+        try:
+            async for resp in call:
+                out.extend(Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload) for e in resp.entries)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self._target) from exc
+        return out
+
     async def read_lac(self, ledger_id: int) -> int:
         resp = await self._unary("ReadLac", pb.ReadLacRequest(ledger_id=ledger_id))
         return int(resp.last_add_confirmed)  # type: ignore[attr-defined]
@@ -168,3 +182,21 @@ class BookieClient:
 
     async def info(self) -> pb.BookieInfo:
         return await self._unary("GetInfo", pb.GetInfoRequest())  # type: ignore[return-value]
+
+
+class BookiePool:
+    """One shared :class:`BookieClient` per bookie address."""
+
+    def __init__(self, timeout_s: float = 10.0) -> None:
+        self.timeout_s = timeout_s
+        self._clients: dict[str, BookieClient] = {}
+
+    def get(self, address: str) -> BookieClient:
+        client = self._clients.get(address)
+        if client is None:
+            client = self._clients[address] = BookieClient(address, self.timeout_s)
+        return client
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)

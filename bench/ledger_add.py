@@ -1,0 +1,106 @@
+"""Replicated ledger adds: 1 KiB entries, E=Qw=Qa=1 vs E=3 Qw=2 Qa=2, in one run.
+
+Starts a real ZooKeeper and three bookie processes on this machine, then writes 1 KiB
+entries through the ledger client with many adds in flight, for each quorum setting.
+Prints adds/s and the replicated rate as a share of the single-copy rate; writes
+bench/results/ledger_add.json.
+
+Target (issue 3): >= 20,000 adds/s replicated, and replicated >= 60% of single-copy.
+
+    python bench/ledger_add.py [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.ledger.client import LedgerClient
+from magnetar.metadata.session import ZkSession
+from magnetar.testing.bookies import BookieProcess
+
+SETTINGS = ((1, 1, 1), (3, 2, 2))
+IN_FLIGHT = 2000
+SIZE = 1024
+
+
+async def run(zk: str, quorum: tuple[int, int, int], seconds: float) -> dict[str, float]:
+    session = ZkSession(zk, "/bench")
+    await session.start()
+    client = LedgerClient(session)
+    try:
+        handle = await client.create_ledger(*quorum)
+        payload = os.urandom(SIZE)
+        window: list[asyncio.Future[int]] = []
+        confirmed = 0
+        start = time.perf_counter()
+        deadline = start + seconds
+        while time.perf_counter() < deadline:
+            while len(window) < IN_FLIGHT:
+                window.append(handle.add_entry(payload))
+            half = window[: IN_FLIGHT // 2]
+            del window[: IN_FLIGHT // 2]
+            await asyncio.gather(*half)
+            confirmed += len(half)
+        await asyncio.gather(*window)
+        confirmed += len(window)
+        elapsed = time.perf_counter() - start
+        await handle.close()
+        return {"adds_per_s": confirmed / elapsed, "mb_per_s": confirmed * SIZE / elapsed / 1e6}
+    finally:
+        await client.close()
+        await session.close()
+
+
+async def run_all(zk: str, seconds: float) -> list[dict]:
+    results = []
+    for quorum in SETTINGS:
+        await run(zk, quorum, min(1.0, seconds))  # warm-up
+        r = await run(zk, quorum, seconds)
+        results.append({"ensemble": quorum[0], "write_quorum": quorum[1], "ack_quorum": quorum[2], **r})
+        print(f"E={quorum[0]} Qw={quorum[1]} Qa={quorum[2]}  {r['adds_per_s']:>10,.0f} adds/s  {r['mb_per_s']:>6.1f} MB/s", flush=True)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--bookies", type=int, default=3)
+    parser.add_argument("--out", default="bench/results/ledger_add.json")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="magnetar-bench-"))
+    zk = ZooKeeperServer(work / "zk", force_sync=False)
+    bookies: list[BookieProcess] = []
+    try:
+        zk.start()
+        for i in range(args.bookies):
+            b = BookieProcess(zk.connect_string, "/bench", work / f"bookie-{i}",
+                              config={"min_free_disk_bytes": 0, "log_level": "WARNING"})  # fmt: skip
+            bookies.append(b.start(60))
+        print(f"{args.bookies} bookies up; {SIZE} B entries, {IN_FLIGHT} adds in flight, {args.seconds:g} s per run")
+        results = asyncio.run(run_all(zk.connect_string, args.seconds))
+        single, replicated = results[0]["adds_per_s"], results[1]["adds_per_s"]
+        ratio = replicated / single
+        ok = replicated >= 20_000 and ratio >= 0.6
+        print(f"replicated / single-copy: {ratio:.2f}")
+        print(f"target (>= 20,000 adds/s replicated, >= 60% of single-copy): {'MET' if ok else 'NOT MET'}")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"results": results, "ratio": ratio, "target_met": ok}, indent=2))
+        return 0
+    finally:
+        for b in bookies:
+            b.stop()
+        zk.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

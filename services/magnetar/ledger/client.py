@@ -1,0 +1,152 @@
+"""The ledger client: create, open (with or without recovery), read, delete ledgers.
+
+Used by the broker and the auditor. One instance per process, sharing one ZooKeeper
+session and one gRPC client per bookie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchLedger
+from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.handle import LedgerHandle
+from magnetar.ledger.metadata import Fragment, LedgerMetadata, check_quorums
+from magnetar.ledger.placement import choose_ensemble
+from magnetar.ledger.reader import LedgerEntry, decode_entries, read_from_replicas
+from magnetar.ledger.recovery import recover
+from magnetar.metadata.bookies import ZkBookieRegistry
+from magnetar.metadata.ledgers import ZkLedgerMetadataStore
+from magnetar.metadata.session import ZkSession
+
+
+@dataclass(frozen=True)
+class LedgerClientConfig:
+    add_timeout_s: float = 10.0
+    """A bookie that has not answered an add batch by then is replaced."""
+    read_timeout_s: float = 10.0
+    """A read not answered by then moves on to the next replica."""
+    max_entry_bytes: int = 5 * 1024 * 1024 + 64 * 1024 - 8
+    """Largest payload (the bookie's limit less the 8-byte ledger header)."""
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+class LedgerReader:
+    """Reads a ledger: up to its last entry when closed, up to the LAC while open."""
+
+    def __init__(self, client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, last_add_confirmed: int) -> None:
+        self.client = client
+        self.ledger_id = ledger_id
+        self.metadata = metadata
+        self.last_add_confirmed = last_add_confirmed
+
+    @property
+    def last_entry_id(self) -> int:
+        return self.metadata.last_entry_id if self.metadata.is_closed else self.last_add_confirmed
+
+    async def read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Entries first..last, in order.
+
+        Raises:
+            InvalidArgument: the range is empty or reaches past the last readable entry.
+        """
+        if first < 0 or last < first:
+            raise InvalidArgument(f"bad entry range {first}..{last}")
+        if last > self.last_entry_id:
+            raise InvalidArgument(
+                f"ledger {self.ledger_id}: entry {last} is past the last readable entry {self.last_entry_id}"
+            )
+        ids = list(range(first, last + 1))
+        raw = await read_from_replicas(self.client.pool, self.ledger_id, self.metadata, ids, self.client.config.read_timeout_s)
+        return decode_entries(self.ledger_id, raw, ids)
+
+    async def refresh_lac(self) -> int:
+        """Ask the bookies of the last fragment for the LAC (open ledgers)."""
+        if not self.metadata.is_closed:
+            self.last_add_confirmed = max(self.last_add_confirmed, await self.client.read_lac(self.ledger_id, self.metadata))
+        return self.last_entry_id
+
+
+class LedgerClient:
+    def __init__(self, session: ZkSession, config: LedgerClientConfig | None = None) -> None:
+        self.config = config or LedgerClientConfig()
+        self.session = session
+        self.store = ZkLedgerMetadataStore(session)
+        self.registry = ZkBookieRegistry(session)
+        self.pool = BookiePool(timeout_s=self.config.read_timeout_s)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def create_ledger(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, properties: dict[str, str] | None = None
+    ) -> LedgerHandle:
+        """A new open ledger on E writable bookies.
+
+        Raises:
+            InvalidArgument: quorums not E >= Qw >= Qa >= 1.
+            NotEnoughBookies: fewer than E writable bookies.
+        """
+        check_quorums(ensemble_size, write_quorum, ack_quorum)
+        ensemble = choose_ensemble(await self.registry.list_writable(), ensemble_size)
+        metadata = LedgerMetadata(
+            ensemble_size, write_quorum, ack_quorum, fragments=(Fragment(0, tuple(ensemble)),),
+            properties=dict(properties or {}),
+        )
+        ledger_id, version = await self.store.create(metadata)
+        return LedgerHandle(self, ledger_id, metadata, version)
+
+    async def open_ledger(self, ledger_id: int, recovery: bool = True) -> LedgerReader:
+        """Open for reading. With ``recovery`` (the default) an open ledger is fenced and
+        closed first (its writer's later adds fail with LedgerFenced); without, it stays
+        open and is readable up to its LAC.
+
+        Raises:
+            NoSuchLedger, InvalidArgument (negative id), NotEnoughBookies/RecoveryError.
+        """
+        if ledger_id < 0:
+            raise InvalidArgument(f"ledger id must not be negative, got {ledger_id}")
+        if recovery:
+            metadata = await recover(self, ledger_id)
+            return LedgerReader(self, ledger_id, metadata, metadata.last_entry_id)
+        metadata, _ = await self.store.read(ledger_id)
+        lac = metadata.last_entry_id if metadata.is_closed else await self.read_lac(ledger_id, metadata)
+        return LedgerReader(self, ledger_id, metadata, lac)
+
+    async def read_lac(self, ledger_id: int, metadata: LedgerMetadata) -> int:
+        """The highest LAC the bookies of the last fragment report (entries before that
+        fragment were all confirmed when it was made).
+
+        Raises:
+            MagnetarError: no bookie of the fragment answered.
+        """
+        last = metadata.fragments[-1]
+        results = await asyncio.gather(*(self.pool.get(b).read_lac(ledger_id) for b in last.bookies), return_exceptions=True)
+        answers = [r for r in results if isinstance(r, int)]
+        answers += [-1 for r in results if isinstance(r, NoSuchLedger)]
+        if not answers:
+            raise MagnetarError(f"ledger {ledger_id}: no bookie of {', '.join(last.bookies)} answered ReadLac: {results[0]}")
+        return max([last.first_entry - 1, *answers])
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the metadata, then the data on every bookie that holds a fragment
+        (bookies that are down keep theirs until the auditor's garbage collection).
+
+        Raises:
+            NoSuchLedger.
+        """
+        metadata, _ = await self.store.read(ledger_id)
+        await self.store.delete(ledger_id)
+        results = await asyncio.gather(
+            *(self.pool.get(b).delete_ledger(ledger_id) for b in metadata.bookies()), return_exceptions=True
+        )
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, NoSuchLedger | MagnetarError):
+                raise r
+
+    async def list_ledgers(self) -> list[int]:
+        return await self.store.list()
+
+    async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata:
+        return (await self.store.read(ledger_id))[0]

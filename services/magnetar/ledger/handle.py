@@ -1,0 +1,263 @@
+"""Writing a ledger: pipelined, striped, quorum-acknowledged adds with ensemble changes.
+
+``add_entry`` gives the entry the next id (LAP), sends it to its write set and returns a
+future. An entry is confirmed once Qa bookies of its write set acknowledged it, and
+confirmations are delivered strictly in entry order, advancing the LAC (which rides on
+every later add). Adds to one bookie that are made in the same event-loop turn travel
+as one batch on that bookie's add stream.
+
+When a bookie fails or times out, it stops counting at once; confirmations pause; a new
+fragment starting at the first unconfirmed entry (LAC + 1) with a replacement bookie is
+written to ZooKeeper with compare-and-set; then every pending entry is resent to the
+bookies of its new write set it was not already acknowledged by, and confirmations go on.
+A ``LEDGER_FENCED`` answer, or metadata showing recovery began, ends the handle: every
+pending and later add fails with :class:`LedgerFenced`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from magnetar.common.errors import (
+    EntryTooLarge,
+    LedgerFenced,
+    MagnetarError,
+    MetadataVersionConflict,
+    NoSuchLedger,
+    ServiceClosed,
+    Timeout,
+)
+from magnetar.ledger.bookie_client import Entry
+from magnetar.ledger.framing import frame
+from magnetar.ledger.metadata import LedgerMetadata, LedgerState
+from magnetar.ledger.placement import replace_bookies
+
+if TYPE_CHECKING:
+    from magnetar.ledger.client import LedgerClient
+
+log = logging.getLogger(__name__)
+
+
+class PendingAdd:
+    __slots__ = ("entry_id", "data", "length", "future", "acked", "write_set")
+
+    def __init__(self, entry_id: int, data: bytes, length: int, future: asyncio.Future[int]) -> None:
+        self.entry_id = entry_id
+        self.data = data
+        self.length = length
+        self.future = future
+        self.acked: set[str] = set()
+        self.write_set: list[str] = []
+
+
+class _BookieBatcher:
+    """Gathers one turn's adds for one bookie into one request."""
+
+    def __init__(self, handle: LedgerHandle, bookie: str) -> None:
+        self.handle = handle
+        self.bookie = bookie
+        self.queued: list[PendingAdd] = []
+
+    def add(self, p: PendingAdd) -> None:
+        if not self.queued:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self.queued.append(p)
+
+    def _flush(self) -> None:
+        batch, self.queued = self.queued, []
+        if batch:
+            self.handle._spawn(self.handle._send_batch(self.bookie, batch))
+
+
+class LedgerHandle:
+    """The one writer of an open ledger (see the module docstring)."""
+
+    def __init__(self, client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, version: int) -> None:
+        self.client = client
+        self.ledger_id = ledger_id
+        self.metadata = metadata
+        self._version = version
+        self.last_add_pushed = -1
+        self.last_add_confirmed = -1
+        self.length = 0  # of confirmed entries
+        self._pushed_length = 0
+        self._pending: deque[PendingAdd] = deque()
+        self._batchers: dict[str, _BookieBatcher] = {}
+        self._failed_bookies: set[str] = set()
+        self._changing = False
+        self._held: list[PendingAdd] = []
+        self._error: MagnetarError | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- adding --------------------------------------------------------------
+    def add_entry(self, payload: bytes) -> asyncio.Future[int]:
+        """Append ``payload``; the future gives its entry id once Qa bookies have it."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self._error is not None or self._closed:
+            fut.set_exception(self._error or ServiceClosed(f"ledger {self.ledger_id} is closed"))
+            return fut
+        if len(payload) > self.client.config.max_entry_bytes:
+            fut.set_exception(EntryTooLarge(len(payload), self.client.config.max_entry_bytes))
+            return fut
+        self.last_add_pushed += 1
+        self._pushed_length += len(payload)
+        p = PendingAdd(self.last_add_pushed, frame(self._pushed_length, payload), self._pushed_length, fut)
+        self._pending.append(p)
+        if self._changing:
+            self._held.append(p)
+        else:
+            self._send(p, self.metadata.write_set(p.entry_id))
+        return fut
+
+    async def append(self, payload: bytes) -> int:
+        """``add_entry`` and wait for the confirmation."""
+        return await self.add_entry(payload)
+
+    def _send(self, p: PendingAdd, write_set: list[str], only: list[str] | None = None) -> None:
+        p.write_set = write_set
+        for bookie in only if only is not None else write_set:
+            batcher = self._batchers.get(bookie)
+            if batcher is None:
+                batcher = self._batchers[bookie] = _BookieBatcher(self, bookie)
+            batcher.add(p)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
+        lac = self.last_add_confirmed
+        entries = [Entry(self.ledger_id, p.entry_id, lac, p.data) for p in batch]
+        try:
+            answer = await self.client.pool.get(bookie).send_add(entries)
+            failed = await asyncio.wait_for(answer, self.client.config.add_timeout_s)
+        except TimeoutError:
+            self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.client.config.add_timeout_s:g} s"))
+            return
+        except MagnetarError as exc:
+            self._on_bookie_error(bookie, exc)
+            return
+        rejected = {eid: err for _, eid, err in failed}
+        for p in batch:
+            err = rejected.get(p.entry_id)
+            if err is None:
+                if bookie in p.write_set and bookie not in self._failed_bookies:
+                    p.acked.add(bookie)
+            elif isinstance(err, LedgerFenced | NoSuchLedger):
+                self._fail(err)
+                return
+            else:
+                self._on_bookie_error(bookie, err)
+                return
+        self._complete_in_order()
+
+    def _complete_in_order(self) -> None:
+        if self._changing:
+            return
+        qa = self.metadata.ack_quorum
+        pending = self._pending
+        while pending and len(pending[0].acked) >= qa:
+            p = pending.popleft()
+            self.last_add_confirmed = p.entry_id
+            self.length = p.length
+            if not p.future.done():
+                p.future.set_result(p.entry_id)
+
+    # -- failures and ensemble changes --------------------------------------
+    def _on_bookie_error(self, bookie: str, exc: MagnetarError) -> None:
+        if self._error is not None or bookie not in self.metadata.current_ensemble:
+            return
+        if bookie not in self._failed_bookies:
+            log.warning("ledger %d: bookie %s failed (%s); changing the ensemble", self.ledger_id, bookie, exc.message)
+            self._failed_bookies.add(bookie)
+            for p in self._pending:
+                p.acked.discard(bookie)
+        if not self._changing:
+            self._changing = True
+            self._spawn(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while True:
+                failed = self._failed_bookies & set(self.metadata.current_ensemble)
+                if not failed:
+                    break
+                first = self.last_add_confirmed + 1
+                writable = await self.client.registry.list_writable()
+                new_ensemble = tuple(replace_bookies(self.metadata.current_ensemble, failed, writable))
+                await self._write_metadata(self.metadata.with_fragment(first, new_ensemble))
+                log.info("ledger %d: new fragment from entry %d: %s", self.ledger_id, first, ",".join(new_ensemble))
+                for p in self._pending:
+                    if not p.write_set:  # held back, never sent: goes out below
+                        continue
+                    ws = self.metadata.write_set(p.entry_id)
+                    p.acked &= set(ws)
+                    self._send(p, ws, only=[b for b in ws if b not in p.acked and b not in p.write_set])
+        except MagnetarError as exc:
+            self._fail(exc)
+            return
+        finally:
+            self._changing = False
+        held, self._held = self._held, []
+        for p in held:
+            self._send(p, self.metadata.write_set(p.entry_id))
+        self._complete_in_order()
+
+    async def _write_metadata(self, updated: LedgerMetadata) -> None:
+        """Compare-and-set; if somebody else changed it, recovery has begun: fenced."""
+        try:
+            self._version = await self.client.store.write(self.ledger_id, updated, self._version)
+            self.metadata = updated
+        except MetadataVersionConflict as exc:
+            current, _ = await self.client.store.read(self.ledger_id)
+            if current.state is not LedgerState.OPEN:
+                raise LedgerFenced(self.ledger_id) from exc
+            raise
+
+    def _fail(self, exc: MagnetarError) -> None:
+        if self._error is None:
+            self._error = exc
+            log.warning("ledger %d: writer stopped: %s", self.ledger_id, exc.message)
+        pending, self._pending = self._pending, deque()
+        self._held = []
+        for p in pending:
+            if not p.future.done():
+                p.future.set_exception(exc)
+
+    # -- closing -------------------------------------------------------------
+    async def close(self) -> LedgerMetadata:
+        """Wait for pending adds, then mark the ledger CLOSED at the LAC.
+
+        Raises:
+            LedgerFenced: another client recovered the ledger meanwhile.
+        """
+        if self._pending:
+            await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
+        self._closed = True
+        try:
+            if self._error is not None:
+                raise self._error
+            if self.metadata.is_closed:
+                return self.metadata
+            await self._write_metadata(self.metadata.closed(self.last_add_confirmed, self.length))
+            return self.metadata
+        finally:
+            await self._stop_tasks()
+
+    async def abort(self) -> None:
+        """Stop without closing the ledger (what a crashed writer leaves behind)."""
+        self._closed = True
+        self._fail(ServiceClosed(f"ledger {self.ledger_id} handle aborted"))
+        await self._stop_tasks()
+
+    async def _stop_tasks(self) -> None:
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

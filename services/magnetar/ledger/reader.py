@@ -1,0 +1,78 @@
+"""Reading ledger entries from their replicas.
+
+Each wanted entry is asked of the first bookie of its write set; entries are grouped so
+each bookie gets one request for all of its share. An entry a bookie does not have, or
+that it could not serve (error, timeout), is asked of the next replica of its write set,
+until one has it or every replica was tried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from magnetar.common.errors import MagnetarError, NoSuchEntry, NotFound
+from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.framing import unframe
+from magnetar.ledger.metadata import LedgerMetadata
+
+
+class LedgerEntry(NamedTuple):
+    ledger_id: int
+    entry_id: int
+    payload: bytes
+    length: int  # of the ledger through this entry
+
+
+async def read_from_replicas(
+    pool: BookiePool, ledger_id: int, metadata: LedgerMetadata, entry_ids: Sequence[int], timeout_s: float
+) -> dict[int, bytes]:
+    """Raw entry data by id, each from the first replica that has it.
+
+    Raises:
+        NoSuchEntry: no replica stores one of the entries.
+        MagnetarError: the replicas that might store it failed (the last error).
+    """
+    attempt = dict.fromkeys(entry_ids, 0)
+    write_sets = {e: metadata.write_set(e) for e in entry_ids}
+    found: dict[int, bytes] = {}
+    last_error: dict[int, MagnetarError] = {}
+    while attempt:
+        by_bookie: dict[str, list[int]] = defaultdict(list)
+        for e, k in attempt.items():
+            by_bookie[write_sets[e][k]].append(e)
+        bookies = list(by_bookie)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(pool.get(b).read_entry_list(ledger_id, by_bookie[b]), timeout_s) for b in bookies),
+            return_exceptions=True,
+        )
+        for bookie, result in zip(bookies, results, strict=True):
+            ids = by_bookie[bookie]
+            if isinstance(result, BaseException):
+                err = result if isinstance(result, MagnetarError) else MagnetarError(f"bookie {bookie}: {result!r}")
+                if isinstance(result, TimeoutError):
+                    err = MagnetarError(f"bookie {bookie} did not answer reads within {timeout_s:g} s")
+                got: dict[int, bytes] = {}
+            else:
+                got = {x.entry_id: x.payload for x in result}
+                err = NoSuchEntry(ledger_id, -1, bookie)
+            for e in ids:
+                if e in got:
+                    found[e] = got[e]
+                    del attempt[e]
+                    continue
+                last_error[e] = err if not isinstance(err, NotFound) else NoSuchEntry(ledger_id, e, bookie)
+                attempt[e] += 1
+                if attempt[e] >= len(write_sets[e]):
+                    raise last_error[e]
+    return found
+
+
+def decode_entries(ledger_id: int, raw: dict[int, bytes], entry_ids: Sequence[int]) -> list[LedgerEntry]:
+    out = []
+    for e in entry_ids:
+        length, payload = unframe(raw[e])
+        out.append(LedgerEntry(ledger_id, e, payload, length))
+    return out

@@ -1,0 +1,88 @@
+"""Ledger metadata in ZooKeeper: ids, create, read, compare-and-set update, delete, list.
+
+Ledger ids come from a persistent-sequential znode under ``<root>/idgen/ledgers``: the
+sequence counter of the parent only grows (deleted children do not give numbers back),
+so an id is never reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from magnetar.common.errors import MetadataVersionConflict, NoSuchLedger, NotFound
+from magnetar.ledger.metadata import LedgerMetadata
+from magnetar.metadata.codec import decode, encode
+from magnetar.metadata.session import ZkSession
+
+_ID_PREFIX = "ID-"
+
+
+class ZkLedgerMetadataStore:
+    def __init__(self, session: ZkSession) -> None:
+        self._session = session
+        self._paths = session.paths
+
+    async def new_ledger_id(self) -> int:
+        base = self._paths.ledger_id_generator()
+        path = await self._session.create(f"{base}/{_ID_PREFIX}", sequential=True, makepath=True)
+        try:
+            await self._session.delete(path)
+        except NotFound:
+            pass
+        return int(path.rsplit(_ID_PREFIX, 1)[1])
+
+    async def create(self, metadata: LedgerMetadata) -> tuple[int, int]:
+        """Store metadata under a fresh ledger id; returns (ledger id, version)."""
+        ledger_id = await self.new_ledger_id()
+        await self._session.create(self._paths.ledger(ledger_id), encode(metadata.to_dict()), makepath=True)
+        return ledger_id, 0
+
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """Raises NoSuchLedger."""
+        try:
+            data, stat = await self._session.get(self._paths.ledger(ledger_id))
+        except NotFound as exc:
+            raise NoSuchLedger(ledger_id) from exc
+        return LedgerMetadata.from_dict(decode(data, self._paths.ledger(ledger_id))), stat.version
+
+    async def write(self, ledger_id: int, metadata: LedgerMetadata, version: int) -> int:
+        """Replace the metadata if it is still at ``version``; returns the new version.
+
+        Raises:
+            MetadataVersionConflict: somebody else changed it first.
+            NoSuchLedger: it was deleted.
+        """
+        try:
+            stat = await self._session.set(self._paths.ledger(ledger_id), encode(metadata.to_dict()), version)
+        except NotFound as exc:
+            raise NoSuchLedger(ledger_id) from exc
+        return stat.version
+
+    async def update(
+        self, ledger_id: int, fn: Callable[[LedgerMetadata], LedgerMetadata], max_attempts: int = 10
+    ) -> tuple[LedgerMetadata, int]:
+        """Read, apply ``fn`` (pure; may raise to abort), compare-and-set; retried on conflict."""
+        for _ in range(max_attempts):
+            current, version = await self.read(ledger_id)
+            updated = fn(current)
+            if updated == current:
+                return current, version
+            try:
+                return updated, await self.write(ledger_id, updated, version)
+            except MetadataVersionConflict:
+                continue
+        raise MetadataVersionConflict(f"ledger {ledger_id}: metadata kept changing; gave up after {max_attempts} attempts")
+
+    async def delete(self, ledger_id: int) -> None:
+        """Raises NoSuchLedger."""
+        try:
+            await self._session.delete(self._paths.ledger(ledger_id))
+        except NotFound as exc:
+            raise NoSuchLedger(ledger_id) from exc
+
+    async def list(self) -> list[int]:
+        try:
+            names = await self._session.children(self._paths.ledgers())
+        except NotFound:
+            return []
+        return sorted(int(n[1:]) for n in names if n.startswith("L") and n[1:].isdigit())
