@@ -2,8 +2,13 @@
 
 Starts a real ZooKeeper and three bookie processes on this machine, then writes 1 KiB
 entries through the ledger client with many adds in flight, for each quorum setting.
-Prints adds/s and the replicated rate as a share of the single-copy rate; writes
-bench/results/ledger_add.json.
+Each setting runs three times, alternating; medians are compared. Prints adds/s, the disk's write bandwidth during
+each run (from /proc/diskstats), and the replicated rate as a share of the single-copy
+rate; writes bench/results/ledger_add.json.
+
+On one machine all bookies share one disk, and each copy of an entry is written twice
+(journal, then entry log): once single-copy runs at the disk's bandwidth, replication
+can at best halve the rate. The printed disk bandwidth shows when that is the limit.
 
 Target (issue 3): >= 20,000 adds/s replicated, and replicated >= 60% of single-copy.
 
@@ -17,6 +22,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -28,12 +34,27 @@ from magnetar.metadata.session import ZkSession
 from magnetar.testing.bookies import BookieProcess
 
 SETTINGS = ((1, 1, 1), (3, 2, 2))
+
+
+def disk_sectors_written(path: Path) -> int | None:
+    """Sectors written so far to the block device holding ``path`` (Linux), else None."""
+    dev = os.stat(path).st_dev
+    try:
+        with open("/proc/diskstats") as fh:
+            for line in fh:
+                f = line.split()
+                if (int(f[0]), int(f[1])) == (os.major(dev), os.minor(dev)):
+                    return int(f[9])
+    except OSError:
+        pass
+    return None
 IN_FLIGHT = 2000
+ROUNDS = 3
 SIZE = 1024
 
 
-async def run(zk: str, quorum: tuple[int, int, int], seconds: float) -> dict[str, float]:
-    session = ZkSession(zk, "/bench")
+async def run(zk: str, quorum: tuple[int, int, int], seconds: float, root: str = "/bench") -> dict[str, float]:
+    session = ZkSession(zk, root)
     await session.start()
     client = LedgerClient(session)
     try:
@@ -60,13 +81,21 @@ async def run(zk: str, quorum: tuple[int, int, int], seconds: float) -> dict[str
         await session.close()
 
 
-async def run_all(zk: str, seconds: float) -> list[dict]:
+async def run_all(zk: str, seconds: float, data_dir: Path) -> list[dict]:
+    """Each setting ROUNDS times, alternating, so drifting machine load hits both alike."""
     results = []
     for quorum in SETTINGS:
         await run(zk, quorum, min(1.0, seconds))  # warm-up
-        r = await run(zk, quorum, seconds)
-        results.append({"ensemble": quorum[0], "write_quorum": quorum[1], "ack_quorum": quorum[2], **r})
-        print(f"E={quorum[0]} Qw={quorum[1]} Qa={quorum[2]}  {r['adds_per_s']:>10,.0f} adds/s  {r['mb_per_s']:>6.1f} MB/s", flush=True)
+    for _ in range(ROUNDS):
+        for quorum in SETTINGS:
+            before, t0 = disk_sectors_written(data_dir), time.perf_counter()
+            r = await run(zk, quorum, seconds)
+            after = disk_sectors_written(data_dir)
+            disk = (after - before) * 512 / (time.perf_counter() - t0) / 1e6 if before is not None and after is not None else float("nan")
+            r["disk_write_mb_per_s"] = disk
+            results.append({"ensemble": quorum[0], "write_quorum": quorum[1], "ack_quorum": quorum[2], **r})
+            print(f"E={quorum[0]} Qw={quorum[1]} Qa={quorum[2]}  {r['adds_per_s']:>10,.0f} adds/s  "
+                  f"{r['mb_per_s']:>6.1f} MB/s payload  disk writes {disk:>5.0f} MB/s", flush=True)
     return results
 
 
@@ -86,8 +115,10 @@ def main() -> int:
                               config={"min_free_disk_bytes": 0, "log_level": "WARNING"})  # fmt: skip
             bookies.append(b.start(60))
         print(f"{args.bookies} bookies up; {SIZE} B entries, {IN_FLIGHT} adds in flight, {args.seconds:g} s per run")
-        results = asyncio.run(run_all(zk.connect_string, args.seconds))
-        single, replicated = results[0]["adds_per_s"], results[1]["adds_per_s"]
+        results = asyncio.run(run_all(zk.connect_string, args.seconds, work))
+        single = statistics.median(r["adds_per_s"] for r in results if r["ensemble"] == 1)
+        replicated = statistics.median(r["adds_per_s"] for r in results if r["ensemble"] == 3)
+        print(f"median of {ROUNDS}: single-copy {single:,.0f} adds/s, replicated {replicated:,.0f} adds/s")
         ratio = replicated / single
         ok = replicated >= 20_000 and ratio >= 0.6
         print(f"replicated / single-copy: {ratio:.2f}")

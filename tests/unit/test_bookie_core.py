@@ -220,3 +220,14 @@ async def test_range_reads_cross_windows_and_stop_at_max_bytes(tmp_path):
     assert [e.entry_id for e in some] == [700, 701, 702]
     assert [e.entry_id for e in await b.read_entries(30, 1495, 1505)] == list(range(1495, 1506))
     await b.close()
+
+
+async def test_the_inlined_add_path_writes_exactly_the_record_format(tmp_path):
+    from magnetar.bookie.record import encode_add
+
+    b = make(tmp_path)
+    await b.start()
+    await add(b, [E(40, 3, 2, b"payload"), E(40, 4, 3, b"")])
+    assert b.storage.cache.active[(40, 3)] == encode_add(40, 3, 2, b"payload")
+    assert b.storage.cache.active[(40, 4)] == encode_add(40, 4, 3, b"")
+    await b.close()

@@ -31,10 +31,10 @@ from magnetar.common.errors import (
     ServiceClosed,
     Timeout,
 )
-from magnetar.ledger.bookie_client import Entry
 from magnetar.ledger.framing import frame
-from magnetar.ledger.metadata import LedgerMetadata, LedgerState
+from magnetar.ledger.metadata import LedgerMetadata, LedgerState, write_set
 from magnetar.ledger.placement import replace_bookies
+from magnetar.proto.v1 import bookie_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.ledger.client import LedgerClient
@@ -43,11 +43,11 @@ log = logging.getLogger(__name__)
 
 
 class PendingAdd:
-    __slots__ = ("entry_id", "data", "length", "future", "acked", "write_set")
+    __slots__ = ("entry_id", "message", "length", "future", "acked", "write_set")
 
-    def __init__(self, entry_id: int, data: bytes, length: int, future: asyncio.Future[int]) -> None:
+    def __init__(self, entry_id: int, message: pb.AddEntry, length: int, future: asyncio.Future[int]) -> None:
         self.entry_id = entry_id
-        self.data = data
+        self.message = message  # built once, sent to every bookie of the write set
         self.length = length
         self.future = future
         self.acked: set[str] = set()
@@ -93,6 +93,20 @@ class LedgerHandle:
         self._error: MagnetarError | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._write_sets: list[list[str]] = []
+        self._first_of_current = 0
+        self._cache_write_sets()
+
+    def _cache_write_sets(self) -> None:
+        """Entry e of the current fragment goes to ``_write_sets[e % E]``."""
+        m = self.metadata
+        self._first_of_current = m.fragments[-1].first_entry
+        self._write_sets = [write_set(m.current_ensemble, m.write_quorum, e) for e in range(m.ensemble_size)]
+
+    def _write_set(self, entry_id: int) -> list[str]:
+        if entry_id >= self._first_of_current:
+            return self._write_sets[entry_id % len(self._write_sets)]
+        return self.metadata.write_set(entry_id)
 
     # -- adding --------------------------------------------------------------
     def add_entry(self, payload: bytes) -> asyncio.Future[int]:
@@ -106,12 +120,17 @@ class LedgerHandle:
             return fut
         self.last_add_pushed += 1
         self._pushed_length += len(payload)
-        p = PendingAdd(self.last_add_pushed, frame(self._pushed_length, payload), self._pushed_length, fut)
+        entry_id = self.last_add_pushed
+        message = pb.AddEntry(
+            ledger_id=self.ledger_id, entry_id=entry_id, last_add_confirmed=self.last_add_confirmed,
+            payload=frame(self._pushed_length, payload),
+        )
+        p = PendingAdd(entry_id, message, self._pushed_length, fut)
         self._pending.append(p)
         if self._changing:
             self._held.append(p)
         else:
-            self._send(p, self.metadata.write_set(p.entry_id))
+            self._send(p, self._write_set(entry_id))
         return fut
 
     async def append(self, payload: bytes) -> int:
@@ -132,10 +151,9 @@ class LedgerHandle:
         task.add_done_callback(self._tasks.discard)
 
     async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
-        lac = self.last_add_confirmed
-        entries = [Entry(self.ledger_id, p.entry_id, lac, p.data) for p in batch]
+        request = pb.AddRequest(entries=[p.message for p in batch])
         try:
-            answer = await self.client.pool.get(bookie).send_add(entries)
+            answer = await self.client.pool.get(bookie).send_add_request(request)
             failed = await asyncio.wait_for(answer, self.client.config.add_timeout_s)
         except TimeoutError:
             self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.client.config.add_timeout_s:g} s"))
@@ -143,18 +161,21 @@ class LedgerHandle:
         except MagnetarError as exc:
             self._on_bookie_error(bookie, exc)
             return
-        rejected = {eid: err for _, eid, err in failed}
+        if failed:
+            rejected = {eid: err for _, eid, err in failed}
+            for p in batch:
+                err = rejected.get(p.entry_id)
+                if isinstance(err, LedgerFenced | NoSuchLedger):
+                    self._fail(err)
+                    return
+                if err is not None:
+                    self._on_bookie_error(bookie, err)
+                    return
+        if bookie in self._failed_bookies:
+            return
         for p in batch:
-            err = rejected.get(p.entry_id)
-            if err is None:
-                if bookie in p.write_set and bookie not in self._failed_bookies:
-                    p.acked.add(bookie)
-            elif isinstance(err, LedgerFenced | NoSuchLedger):
-                self._fail(err)
-                return
-            else:
-                self._on_bookie_error(bookie, err)
-                return
+            if bookie in p.write_set:  # not an answer from a bookie replaced meanwhile
+                p.acked.add(bookie)
         self._complete_in_order()
 
     def _complete_in_order(self) -> None:
@@ -192,11 +213,12 @@ class LedgerHandle:
                 writable = await self.client.registry.list_writable()
                 new_ensemble = tuple(replace_bookies(self.metadata.current_ensemble, failed, writable))
                 await self._write_metadata(self.metadata.with_fragment(first, new_ensemble))
+                self._cache_write_sets()
                 log.info("ledger %d: new fragment from entry %d: %s", self.ledger_id, first, ",".join(new_ensemble))
                 for p in self._pending:
                     if not p.write_set:  # held back, never sent: goes out below
                         continue
-                    ws = self.metadata.write_set(p.entry_id)
+                    ws = self._write_set(p.entry_id)
                     p.acked &= set(ws)
                     self._send(p, ws, only=[b for b in ws if b not in p.acked and b not in p.write_set])
         except MagnetarError as exc:
@@ -206,7 +228,7 @@ class LedgerHandle:
             self._changing = False
         held, self._held = self._held, []
         for p in held:
-            self._send(p, self.metadata.write_set(p.entry_id))
+            self._send(p, self._write_set(p.entry_id))
         self._complete_in_order()
 
     async def _write_metadata(self, updated: LedgerMetadata) -> None:
