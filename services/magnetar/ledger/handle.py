@@ -17,9 +17,10 @@ pending and later add fails with :class:`LedgerFenced`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from magnetar.common.errors import (
@@ -212,8 +213,11 @@ class LedgerHandle:
                 first = self.last_add_confirmed + 1
                 writable = await self.client.registry.list_writable()
                 new_ensemble = tuple(replace_bookies(self.metadata.current_ensemble, failed, writable))
-                await self._write_metadata(self.metadata.with_fragment(first, new_ensemble))
+                await self._update_metadata(functools.partial(LedgerMetadata.with_fragment, first_entry=first, bookies=new_ensemble))
                 self._cache_write_sets()
+                # Out of the ensemble now, so its late answers are ignored anyway; if it is
+                # picked again later, its acks must count.
+                self._failed_bookies -= failed
                 log.info("ledger %d: new fragment from entry %d: %s", self.ledger_id, first, ",".join(new_ensemble))
                 for p in self._pending:
                     if not p.write_set:  # held back, never sent: goes out below
@@ -231,16 +235,21 @@ class LedgerHandle:
             self._send(p, self._write_set(p.entry_id))
         self._complete_in_order()
 
-    async def _write_metadata(self, updated: LedgerMetadata) -> None:
-        """Compare-and-set; if somebody else changed it, recovery has begun: fenced."""
-        try:
-            self._version = await self.client.store.write(self.ledger_id, updated, self._version)
-            self.metadata = updated
-        except MetadataVersionConflict as exc:
-            current, _ = await self.client.store.read(self.ledger_id)
-            if current.state is not LedgerState.OPEN:
-                raise LedgerFenced(self.ledger_id) from exc
-            raise
+    async def _update_metadata(self, fn: Callable[[LedgerMetadata], LedgerMetadata], attempts: int = 10) -> None:
+        """Compare-and-set ``fn(metadata)``. On a conflict, re-read: a ledger no longer
+        OPEN means recovery has begun (fenced); otherwise apply ``fn`` to the fresh copy."""
+        for _ in range(attempts):
+            updated = fn(self.metadata)
+            try:
+                self._version = await self.client.store.write(self.ledger_id, updated, self._version)
+                self.metadata = updated
+                return
+            except MetadataVersionConflict as exc:
+                current, version = await self.client.store.read(self.ledger_id)
+                if current.state is not LedgerState.OPEN:
+                    raise LedgerFenced(self.ledger_id) from exc
+                self.metadata, self._version = current, version
+        raise MetadataVersionConflict(f"ledger {self.ledger_id}: metadata kept changing; gave up after {attempts} attempts")
 
     def _fail(self, exc: MagnetarError) -> None:
         if self._error is None:
@@ -267,7 +276,8 @@ class LedgerHandle:
                 raise self._error
             if self.metadata.is_closed:
                 return self.metadata
-            await self._write_metadata(self.metadata.closed(self.last_add_confirmed, self.length))
+            lac, length = self.last_add_confirmed, self.length
+            await self._update_metadata(lambda m: m.closed(lac, length))
             return self.metadata
         finally:
             await self._stop_tasks()
