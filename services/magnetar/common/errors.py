@@ -2,12 +2,20 @@
 
     MagnetarError
     ├── InvalidArgument          bad input from a caller; nothing was changed
-    │   └── EntryTooLarge
+    │   ├── EntryTooLarge
+    │   ├── InvalidTopicName
+    │   └── MessageTooBig
+    ├── AlreadyExists            tenant, namespace or topic exists already
     ├── NotFound
     │   ├── NoSuchLedger
-    │   └── NoSuchEntry
+    │   ├── NoSuchEntry
+    │   ├── TenantNotFound, NamespaceNotFound
+    │   └── TopicNotFound
     ├── LedgerFenced             the ledger was fenced; the writer lost ownership
     ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
+    ├── ConsumerBusy             an Exclusive subscription has a consumer already
+    ├── ProducerBusy             a producer with that name is connected already
+    ├── NotOwner                 this broker does not serve the topic (look it up again)
     ├── NotEnoughBookies
     ├── MetadataError            ZooKeeper trouble
     │   └── MetadataVersionConflict
@@ -51,6 +59,24 @@ class EntryTooLarge(InvalidArgument):
         self.limit = limit
 
 
+class InvalidTopicName(InvalidArgument):
+    code = "INVALID_TOPIC_NAME"
+
+
+class MessageTooBig(InvalidArgument):
+    code = "MESSAGE_TOO_BIG"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"message of {size} bytes is larger than the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class AlreadyExists(MagnetarError):
+    code = "ALREADY_EXISTS"
+    grpc_status = "ALREADY_EXISTS"
+
+
 class NotFound(MagnetarError):
     code = "NOT_FOUND"
     grpc_status = "NOT_FOUND"
@@ -73,6 +99,34 @@ class NoSuchEntry(NotFound):
         )
         self.ledger_id = ledger_id
         self.entry_id = entry_id
+
+
+class TenantNotFound(NotFound):
+    code = "TENANT_NOT_FOUND"
+
+
+class NamespaceNotFound(NotFound):
+    code = "NAMESPACE_NOT_FOUND"
+
+
+class TopicNotFound(NotFound):
+    code = "TOPIC_NOT_FOUND"
+
+
+class ConsumerBusy(MagnetarError):
+    code = "CONSUMER_BUSY"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class ProducerBusy(MagnetarError):
+    code = "PRODUCER_BUSY"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class NotOwner(MagnetarError):
+    code = "NOT_OWNER"
+    grpc_status = "FAILED_PRECONDITION"
+    retriable = True
 
 
 class LedgerFenced(MagnetarError):

@@ -4,8 +4,15 @@
 
     <root>/bookies/available/<host:port>   ephemeral, JSON info of a writable bookie
     <root>/bookies/readonly/<host:port>    ephemeral, JSON info of a read-only bookie
-    <root>/ledgers/L<id, 19 digits>        ledger metadata (layout settled by the ledger issue)
+    <root>/ledgers/L<id, 19 digits>        ledger metadata (docs/ledger.md)
     <root>/idgen/ledgers                   ledger id generator
+    <root>/admin/tenants/<tenant>                              tenant info (JSON)
+    <root>/admin/tenants/<tenant>/<namespace>                  namespace policies (JSON)
+    <root>/admin/partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}
+    <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>              ledger list (JSON)
+    <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>/<cursor>     cursor (JSON)
+    <root>/brokers/<host:port>                                 ephemeral, a live broker
+    <root>/ownership/<tenant>/<namespace>/<bundle>             ephemeral, the owning broker
 """
 
 from __future__ import annotations
@@ -67,6 +74,42 @@ class ZkPaths:
     def ledger_id_generator(self) -> str:
         """The znode ledger ids are drawn from."""
         return f"{self.root}/idgen/ledgers"
+
+    # -- tenants, namespaces, partitioned topics --------------------------------
+    def tenants(self) -> str:
+        return f"{self.root}/admin/tenants"
+
+    def tenant(self, tenant: str) -> str:
+        return f"{self.tenants()}/{_check_name('tenant', tenant)}"
+
+    def namespace(self, tenant: str, namespace: str) -> str:
+        return f"{self.tenant(tenant)}/{_check_name('namespace', namespace)}"
+
+    def partitioned_topics(self, tenant: str, namespace: str) -> str:
+        return f"{self.root}/admin/partitioned-topics/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
+
+    def partitioned_topic(self, tenant: str, namespace: str, topic: str) -> str:
+        return f"{self.partitioned_topics(tenant, namespace)}/{_check_name('topic', topic)}"
+
+    # -- managed ledgers and cursors --------------------------------------------
+    def managed_ledgers(self, tenant: str, namespace: str) -> str:
+        return f"{self.root}/managed-ledgers/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}/persistent"
+
+    def managed_ledger(self, tenant: str, namespace: str, topic: str) -> str:
+        return f"{self.managed_ledgers(tenant, namespace)}/{_check_name('topic', topic)}"
+
+    def cursor(self, tenant: str, namespace: str, topic: str, cursor: str) -> str:
+        return f"{self.managed_ledger(tenant, namespace, topic)}/{_check_name('cursor', cursor)}"
+
+    # -- brokers and ownership --------------------------------------------------
+    def brokers(self) -> str:
+        return f"{self.root}/brokers"
+
+    def broker(self, broker_id: str) -> str:
+        return f"{self.brokers()}/{_check_name('broker id', broker_id)}"
+
+    def bundle_owner(self, tenant: str, namespace: str, bundle: str) -> str:
+        return f"{self.root}/ownership/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}/{_check_name('bundle', bundle)}"
 
     def __repr__(self) -> str:
         return f"ZkPaths({self.root!r})"
