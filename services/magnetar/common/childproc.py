@@ -2,14 +2,14 @@
 
 Used by tests (real ZooKeeper, bookies, brokers) and by ``magnetar standalone``. On
 Linux every child asks the kernel to SIGKILL it when its parent dies
-(``PR_SET_PDEATHSIG``), so a test run killed with -9 leaves no orphans behind.
+(``PR_SET_PDEATHSIG``, set by util-linux `setpriv`), so a test run killed with -9
+leaves no orphans behind.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import ClassVar
 
 from magnetar.common.errors import MagnetarError, Timeout
-
-_PR_SET_PDEATHSIG = 1
 
 
 class ChildNotReady(Timeout):
@@ -40,24 +38,18 @@ class ChildNotReady(Timeout):
         self.tail = tail
 
 
-def _death_signal_preexec() -> Callable[[], None] | None:
-    """Build, in the parent, the function the child runs between fork and exec."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
+def _with_death_signal(argv: list[str]) -> list[str]:
+    """Prefix ``argv`` so the child is SIGKILLed when its parent dies (Linux).
 
-    def preexec() -> None:
-        # Best effort: if the parent already died before prctl took effect, leave now.
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
+    util-linux's ``setpriv --pdeathsig`` sets the signal and execs the program. No Python
+    runs in the forked child (a ``preexec_fn`` would, and forking a process that has gRPC
+    or other threads running and then running Python code before exec can deadlock or
+    abort the child).
+    """
+    setpriv = shutil.which("setpriv")
+    if not sys.platform.startswith("linux") or setpriv is None:
+        return argv
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
 
 
 class ChildProcess:
@@ -120,6 +112,8 @@ class ChildProcess:
         """
         if self.alive:
             raise MagnetarError(f"{self.name} is already running (pid {self.pid})")
+        if shutil.which(self.argv[0]) is None:  # setpriv would only fail after the fork
+            raise MagnetarError(f"cannot start {self.name} ({self.argv[0]}): no such executable program")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -127,13 +121,12 @@ class ChildProcess:
             log.flush()
             try:
                 self._proc = subprocess.Popen(
-                    self.argv,
+                    _with_death_signal(self.argv),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=self.env,
                     cwd=self.cwd,
-                    preexec_fn=_death_signal_preexec(),
                     process_group=0 if self.own_process_group else None,
                 )
             except OSError as exc:
