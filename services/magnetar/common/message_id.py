@@ -1,0 +1,149 @@
+"""Message ids: where a message is stored, as ``ledgerId:entryId:partitionIndex:batchIndex``.
+
+``partition`` is -1 on a non-partitioned topic and ``batch_index`` -1 for a message that
+is not in a batch (a batch from a producer is one entry). Ids order like Pulsar's
+``MessageIdAdv.compareTo``: by ledger, entry, partition, then batch index (so the
+entry-only id sorts before the messages of its batch).
+
+Byte form (:meth:`MessageId.serialize`): 24 bytes, big-endian, fixed layout::
+
+    int64 ledger_id | int64 entry_id | int32 partition | int32 batch_index
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from magnetar.common.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from magnetar.proto.v1.broker_pb2 import MessageIdData
+
+_INT64_MAX: Final = 2**63 - 1
+_INT32_MAX: Final = 2**31 - 1
+_STRUCT: Final = struct.Struct(">qqii")
+_INT_RE: Final = re.compile(r"-?[0-9]+", re.ASCII)
+_FORMAT_HINT: Final = (
+    "expected ledgerId:entryId:partitionIndex:batchIndex (e.g. 12:3:-1:-1; "
+    "ledgerId:entryId and ledgerId:entryId:partitionIndex also do), 'earliest' or 'latest'"
+)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageId:
+    """The position of one message: immutable, hashable, ordered.
+
+    Attributes:
+        ledger_id: the ledger holding the entry (-1 only in :attr:`earliest`).
+        entry_id: the entry within the ledger.
+        partition: partition index of the topic, -1 when it is not partitioned.
+        batch_index: index within the entry's batch, -1 when not batched.
+    """
+
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    batch_index: int = -1
+
+    SIZE: ClassVar[int] = _STRUCT.size
+    earliest: ClassVar[MessageId]
+    """Before every message (Pulsar's ``-1:-1:-1:-1``)."""
+    latest: ClassVar[MessageId]
+    """After every message (ledger and entry are Long.MAX_VALUE, as in Pulsar)."""
+
+    def __post_init__(self) -> None:
+        for field, value, high in (
+            ("ledger_id", self.ledger_id, _INT64_MAX),
+            ("entry_id", self.entry_id, _INT64_MAX),
+            ("partition", self.partition, _INT32_MAX),
+            ("batch_index", self.batch_index, _INT32_MAX),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidArgument(
+                    f"message id {field} must be an int, not {type(value).__name__}"
+                )
+            if not -1 <= value <= high:
+                raise InvalidArgument(f"message id {field} must be from -1 to {high}, got {value}")
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}:{self.partition}:{self.batch_index}"
+
+    @classmethod
+    def parse(cls, text: str) -> MessageId:
+        """Parse ``str(message_id)``; missing trailing parts are -1; also "earliest"/"latest".
+
+        Raises:
+            InvalidArgument: ``text`` is not such an id.
+        """
+        if not isinstance(text, str):
+            raise InvalidArgument(f"a message id must be a string, not {type(text).__name__}")
+        if text in ("earliest", "latest"):
+            return cls.earliest if text == "earliest" else cls.latest
+        parts = text.split(":")
+        if not 2 <= len(parts) <= 4 or not all(_INT_RE.fullmatch(p) for p in parts):
+            raise InvalidArgument(f"invalid message id {text!r}: {_FORMAT_HINT}")
+        values = [int(p) for p in parts] + [-1] * (4 - len(parts))
+        try:
+            return cls(*values)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"invalid message id {text!r}: {exc.message}") from exc
+
+    def serialize(self) -> bytes:
+        """The 24-byte form (see the module docstring)."""
+        return _STRUCT.pack(self.ledger_id, self.entry_id, self.partition, self.batch_index)
+
+    @classmethod
+    def deserialize(cls, data: bytes | bytearray | memoryview) -> MessageId:
+        """Inverse of :meth:`serialize`.
+
+        Raises:
+            InvalidArgument: ``data`` is not exactly 24 bytes or holds out-of-range values.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(
+                f"a serialized message id must be bytes, not {type(data).__name__}"
+            )
+        if len(data) != _STRUCT.size:
+            raise InvalidArgument(
+                f"a serialized message id is {_STRUCT.size} bytes, got {len(data)}"
+            )
+        try:
+            return cls(*_STRUCT.unpack(data))
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"corrupt serialized message id {bytes(data).hex()}: {exc.message}"
+            ) from exc
+
+    def entry_id_only(self) -> MessageId:
+        """The same position without the batch index: the id of the whole entry."""
+        return self if self.batch_index == -1 else replace(self, batch_index=-1)
+
+    def to_proto(self) -> MessageIdData:
+        """The wire ``MessageIdData`` (every field set, including -1s)."""
+        from magnetar.proto.v1 import broker_pb2
+
+        return broker_pb2.MessageIdData(
+            ledger_id=self.ledger_id,
+            entry_id=self.entry_id,
+            partition=self.partition,
+            batch_index=self.batch_index,
+        )
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> MessageId:
+        """From a wire ``MessageIdData``.
+
+        Proto3 has no "unset": a field left out reads 0, so senders must set partition
+        and batch_index to -1 explicitly (:meth:`to_proto` does).
+
+        Raises:
+            InvalidArgument: a field is out of range.
+        """
+        return cls(int(msg.ledger_id), int(msg.entry_id), int(msg.partition), int(msg.batch_index))
+
+
+MessageId.earliest = MessageId(-1, -1, -1, -1)
+MessageId.latest = MessageId(_INT64_MAX, _INT64_MAX, -1, -1)

@@ -1,0 +1,529 @@
+"""Topic and namespace names, namespace bundles and key hashing, as Apache Pulsar has them.
+
+Names:
+    A namespace is ``<tenant>/<namespace>``; a topic is ``persistent://<tenant>/<namespace>/<topic>``.
+    ``<tenant>/<namespace>/<topic>`` and a bare ``<topic>`` are short forms (the latter in
+    ``public/default``). Partition ``i`` of a partitioned topic ``t`` is the topic
+    ``t-partition-i``.
+
+Rules (Pulsar's ``NamedEntity`` and ``TopicName``, tightened where ZooKeeper needs it):
+    * tenant and namespace: 1-255 ASCII letters, digits and ``- _ = : .``, but not ``.``
+      or ``..`` (ZooKeeper takes those for relative paths);
+    * topic local name: 1-512 characters, anything but ``/``, control characters,
+      characters ZooKeeper cannot hold in a znode name (U+D800-U+F8FF, U+FFF0-U+FFFF),
+      leading or trailing white space, ``.`` and ``..``;
+    * domain: only ``persistent``; ``non-persistent`` is refused as not supported yet.
+      Pulsar's legacy form with a cluster (``persistent://tenant/cluster/ns/topic``) is
+      not accepted.
+    * A ``-partition-N`` suffix names partition N only when N is a canonical decimal
+      int32 (no sign, no leading zero), as in Pulsar: ``t-partition-01`` is a plain topic.
+
+Hashes, both stable across processes and machines (never Python's ``hash()``):
+    * Bundles: CRC-32 (``zlib.crc32``) of the UTF-8 full topic name, as Pulsar's
+      ``NamespaceBundleFactory`` does with Guava's ``Hashing.crc32()``, so a topic falls
+      in the same bundle range as in Pulsar. Ranges split ``[0, 0xffffffff]`` like
+      Pulsar's ``getBundles(n)``.
+    * Keys to partitions: MurmurHash3 x86 32-bit, seed 0, over the UTF-8 key, with the
+      sign bit cleared, modulo the partition count: Pulsar's ``Murmur3_32Hash``
+      (``HashingScheme.Murmur3_32Hash`` in its clients, and the Key_Shared hash).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any, Final
+
+from magnetar.common.errors import InvalidArgument, InvalidTopicName
+
+PERSISTENT: Final = "persistent"
+NON_PERSISTENT: Final = "non-persistent"
+PUBLIC_TENANT: Final = "public"
+DEFAULT_NAMESPACE: Final = "default"
+PARTITION_SUFFIX: Final = "-partition-"
+
+MAX_SEGMENT_LENGTH: Final = 255
+"""Longest tenant or namespace name, in characters."""
+MAX_LOCAL_NAME_LENGTH: Final = 512
+"""Longest topic local name (partition suffix included), in characters."""
+MAX_PARTITION_INDEX: Final = 2**31 - 1
+MAX_BUNDLES: Final = 65536
+DEFAULT_BUNDLES: Final = 4
+
+_SEGMENT_RE: Final = re.compile(r"[-=:.\w]+", re.ASCII)
+_PARTITION_RE: Final = re.compile(r"-partition-(0|[1-9][0-9]{0,9})\Z")
+# Control characters and what ZooKeeper refuses in a path (PathUtils.validatePath).
+_BAD_LOCAL_CHAR_RE: Final = re.compile("[\x00-\x1f\x7f-\x9f/\ud800-\uf8ff\ufff0-\uffff]")
+
+_TOPIC_HINT: Final = (
+    "a valid topic name looks like persistent://<tenant>/<namespace>/<topic>, "
+    "<tenant>/<namespace>/<topic> or <topic> (in public/default); tenant and namespace use "
+    "letters, digits and - _ = : . only; the topic may use any character but '/' and "
+    "control characters"
+)
+_NAMESPACE_HINT: Final = (
+    "a valid namespace name looks like <tenant>/<namespace>, both made of "
+    "letters, digits and - _ = : . (at most 255 characters each), e.g. public/default"
+)
+
+
+def _segment_problem(kind: str, value: object) -> str | None:
+    """Why ``value`` is not a valid tenant or namespace name, or None when it is."""
+    if not isinstance(value, str):
+        return f"the {kind} must be a string, not {type(value).__name__}"
+    if not value:
+        return f"the {kind} is empty"
+    if len(value) > MAX_SEGMENT_LENGTH:
+        return f"the {kind} is {len(value)} characters long, more than {MAX_SEGMENT_LENGTH}"
+    if not _SEGMENT_RE.fullmatch(value):
+        bad = sorted({c for c in value if not _SEGMENT_RE.fullmatch(c)})
+        return f"the {kind} {value!r} has characters that are not allowed: {''.join(bad)!r}"
+    if value in (".", ".."):
+        return f"the {kind} must not be {value!r}"
+    return None
+
+
+def _local_name_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid topic local name, or None when it is."""
+    if not isinstance(value, str):
+        return f"the topic must be a string, not {type(value).__name__}"
+    if not value or value.isspace():
+        return "the topic (local name) is empty"
+    if len(value) > MAX_LOCAL_NAME_LENGTH:
+        return f"the topic is {len(value)} characters long, more than {MAX_LOCAL_NAME_LENGTH}"
+    match = _BAD_LOCAL_CHAR_RE.search(value)
+    if match:
+        return f"the topic {value!r} has a character that is not allowed: {match.group()!r}"
+    if value != value.strip():
+        return f"the topic {value!r} starts or ends with white space"
+    if value in (".", ".."):
+        return f"the topic must not be {value!r}"
+    return None
+
+
+def validate_tenant(tenant: str) -> str:
+    """Return ``tenant`` if it is a valid tenant name.
+
+    Raises:
+        InvalidArgument: it is empty, too long or has characters outside ``[-=:.\\w]``.
+    """
+    problem = _segment_problem("tenant", tenant)
+    if problem:
+        raise InvalidArgument(f"invalid tenant name: {problem}; {_NAMESPACE_HINT}")
+    return tenant
+
+
+def _partition_index_of(local_name: str) -> int:
+    """The N of a ``-partition-N`` suffix, -1 when there is none (or it is not canonical)."""
+    match = _PARTITION_RE.search(local_name)
+    if match is None:
+        return -1
+    index = int(match.group(1))
+    return index if index <= MAX_PARTITION_INDEX else -1
+
+
+class NamespaceName:
+    """``<tenant>/<namespace>``: immutable, hashable, ordered by (tenant, namespace)."""
+
+    __slots__ = ("tenant", "namespace")
+    tenant: str
+    namespace: str
+
+    def __init__(self, tenant: str, namespace: str) -> None:
+        """Raises: InvalidArgument: either part breaks the naming rules."""
+        for kind, value in (("tenant", tenant), ("namespace", namespace)):
+            problem = _segment_problem(kind, value)
+            if problem:
+                raise InvalidArgument(
+                    f"invalid namespace name {tenant}/{namespace}: {problem}; {_NAMESPACE_HINT}"
+                )
+        object.__setattr__(self, "tenant", tenant)
+        object.__setattr__(self, "namespace", namespace)
+
+    @classmethod
+    def parse(cls, name: str) -> NamespaceName:
+        """Parse ``"tenant/namespace"``.
+
+        Raises:
+            InvalidArgument: not two valid parts separated by one ``/``.
+        """
+        if not isinstance(name, str):
+            raise InvalidArgument(f"a namespace name must be a string, not {type(name).__name__}")
+        parts = name.split("/")
+        if len(parts) != 2:
+            raise InvalidArgument(
+                f"invalid namespace name {name!r}: expected exactly one '/'; {_NAMESPACE_HINT}"
+            )
+        return cls(parts[0], parts[1])
+
+    def topic(self, local_name: str) -> TopicName:
+        """The persistent topic ``local_name`` in this namespace."""
+        return TopicName(tenant=self.tenant, namespace=self.namespace, local_name=local_name)
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+    def __repr__(self) -> str:
+        return f"NamespaceName({str(self)!r})"
+
+    def _key(self) -> tuple[str, str]:
+        return (self.tenant, self.namespace)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NamespaceName) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(("NamespaceName", self.tenant, self.namespace))
+
+    def __lt__(self, other: NamespaceName) -> bool:
+        if not isinstance(other, NamespaceName):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __le__(self, other: NamespaceName) -> bool:
+        if not isinstance(other, NamespaceName):
+            return NotImplemented
+        return self._key() <= other._key()
+
+    def __gt__(self, other: NamespaceName) -> bool:
+        if not isinstance(other, NamespaceName):
+            return NotImplemented
+        return self._key() > other._key()
+
+    def __ge__(self, other: NamespaceName) -> bool:
+        if not isinstance(other, NamespaceName):
+            return NotImplemented
+        return self._key() >= other._key()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"NamespaceName is immutable; cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"NamespaceName is immutable; cannot delete {name}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (NamespaceName, (self.tenant, self.namespace))
+
+
+class TopicName:
+    """A full topic name: immutable, hashable, ordered (partitions numerically after their base).
+
+    Attributes:
+        domain: always ``"persistent"`` for now.
+        tenant: the tenant.
+        namespace_part: the namespace within the tenant (``namespace`` is the NamespaceName).
+        local_name: the topic within the namespace, with the partition suffix if any.
+        partition_index: N for ``<base>-partition-N``, else -1.
+    """
+
+    __slots__ = ("domain", "tenant", "namespace_part", "local_name", "partition_index", "_full")
+    domain: str
+    tenant: str
+    namespace_part: str
+    local_name: str
+    partition_index: int
+    _full: str
+
+    def __init__(
+        self,
+        domain: str = PERSISTENT,
+        tenant: str = "",
+        namespace: str = "",
+        local_name: str = "",
+        partition_index: int = -1,
+    ) -> None:
+        """Build a name from its parts (see :meth:`parse` for strings).
+
+        Args:
+            domain: ``"persistent"`` (the only domain supported).
+            tenant: the tenant.
+            namespace: the namespace within the tenant.
+            local_name: the topic, including a ``-partition-N`` suffix for a partition.
+            partition_index: derived from ``local_name``; when given (not -1) it must
+                agree with it. Use :meth:`partition` to name a partition of a topic.
+
+        Raises:
+            InvalidTopicName: a part breaks the naming rules.
+        """
+        full = f"{domain}://{tenant}/{namespace}/{local_name}"
+        if domain == NON_PERSISTENT:
+            _fail(full, "non-persistent topics are not supported (yet); use persistent://")
+        if domain != PERSISTENT:
+            _fail(full, f"unknown topic domain {domain!r}; the only supported domain is persistent")
+        for problem in (
+            _segment_problem("tenant", tenant),
+            _segment_problem("namespace", namespace),
+            _local_name_problem(local_name),
+        ):
+            if problem:
+                _fail(full, problem)
+        derived = _partition_index_of(local_name)
+        if partition_index != -1 and partition_index != derived:
+            _fail(
+                full,
+                f"partition_index={partition_index!r} does not match the local name "
+                f"(which names {'partition ' + str(derived) if derived >= 0 else 'no partition'}); "
+                "use TopicName.partition(index) to name a partition",
+            )
+        object.__setattr__(self, "domain", domain)
+        object.__setattr__(self, "tenant", tenant)
+        object.__setattr__(self, "namespace_part", namespace)
+        object.__setattr__(self, "local_name", local_name)
+        object.__setattr__(self, "partition_index", derived)
+        object.__setattr__(self, "_full", full)
+
+    @classmethod
+    def parse(cls, name: str | TopicName) -> TopicName:
+        """Parse a full or short topic name.
+
+        Accepts ``persistent://tenant/ns/topic``, ``tenant/ns/topic`` and ``topic``
+        (meaning ``persistent://public/default/topic``). A TopicName is returned as is.
+
+        Raises:
+            InvalidTopicName: the name is malformed; the message says what is wrong.
+        """
+        if isinstance(name, TopicName):
+            return name
+        if not isinstance(name, str):
+            raise InvalidTopicName(
+                f"a topic name must be a string, not {type(name).__name__}; {_TOPIC_HINT}"
+            )
+        if "://" in name:
+            domain, rest = name.split("://", 1)
+        else:
+            domain, rest = PERSISTENT, name
+            if "/" not in name:
+                rest = f"{PUBLIC_TENANT}/{DEFAULT_NAMESPACE}/{name}"
+        if domain not in (PERSISTENT, NON_PERSISTENT):
+            _fail(name, f"unknown topic domain {domain!r}; the only supported domain is persistent")
+        parts = rest.split("/")
+        if len(parts) < 3:
+            _fail(
+                name, f"expected 3 '/'-separated parts (tenant/namespace/topic), got {len(parts)}"
+            )
+        if len(parts) > 3:
+            _fail(
+                name,
+                "too many '/'-separated parts: the topic must not contain '/', and the legacy "
+                "form with a cluster (persistent://tenant/cluster/namespace/topic) is not supported",
+            )
+        return cls(domain=domain, tenant=parts[0], namespace=parts[1], local_name=parts[2])
+
+    # -- parts -----------------------------------------------------------------
+    @property
+    def namespace(self) -> NamespaceName:
+        """The namespace this topic belongs to."""
+        return NamespaceName(self.tenant, self.namespace_part)
+
+    @property
+    def is_partition(self) -> bool:
+        """True when this names one partition (``<base>-partition-N``) of a partitioned topic."""
+        return self.partition_index >= 0
+
+    @property
+    def partitioned_topic_name(self) -> TopicName:
+        """The partitioned topic a partition belongs to; the topic itself when not a partition."""
+        if not self.is_partition:
+            return self
+        base = self.local_name[: self.local_name.rindex(PARTITION_SUFFIX)]
+        return TopicName(self.domain, self.tenant, self.namespace_part, base)
+
+    def partition(self, index: int) -> TopicName:
+        """Partition ``index`` of this topic: ``persistent://tenant/ns/<topic>-partition-<index>``.
+
+        On a partition, the same index gives the partition itself (as Pulsar does).
+
+        Raises:
+            InvalidTopicName: ``index`` is not an int in [0, 2**31-1], this is a different
+                partition already, or the name would be too long.
+        """
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not (0 <= index <= MAX_PARTITION_INDEX)
+        ):
+            raise InvalidTopicName(
+                f"partition index must be an int from 0 to {MAX_PARTITION_INDEX}, got {index!r}"
+            )
+        if self.is_partition:
+            if index == self.partition_index:
+                return self
+            raise InvalidTopicName(
+                f"{self} is partition {self.partition_index} of {self.partitioned_topic_name}; "
+                "name partitions from the partitioned topic"
+            )
+        return TopicName(
+            self.domain,
+            self.tenant,
+            self.namespace_part,
+            f"{self.local_name}{PARTITION_SUFFIX}{index}",
+        )
+
+    # -- value semantics ---------------------------------------------------------
+    def __str__(self) -> str:
+        return self._full
+
+    def __repr__(self) -> str:
+        return f"TopicName({self._full!r})"
+
+    def _key(self) -> tuple[str, str, str, str, int]:
+        base = self.partitioned_topic_name.local_name if self.is_partition else self.local_name
+        return (self.domain, self.tenant, self.namespace_part, base, self.partition_index)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TopicName) and self._full == other._full
+
+    def __hash__(self) -> int:
+        return hash(self._full)
+
+    def __lt__(self, other: TopicName) -> bool:
+        if not isinstance(other, TopicName):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __le__(self, other: TopicName) -> bool:
+        if not isinstance(other, TopicName):
+            return NotImplemented
+        return self._key() <= other._key()
+
+    def __gt__(self, other: TopicName) -> bool:
+        if not isinstance(other, TopicName):
+            return NotImplemented
+        return self._key() > other._key()
+
+    def __ge__(self, other: TopicName) -> bool:
+        if not isinstance(other, TopicName):
+            return NotImplemented
+        return self._key() >= other._key()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TopicName is immutable; cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"TopicName is immutable; cannot delete {name}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TopicName, (self.domain, self.tenant, self.namespace_part, self.local_name))
+
+
+def _fail(name: str, problem: str) -> None:
+    raise InvalidTopicName(f"invalid topic name {name!r}: {problem}; {_TOPIC_HINT}")
+
+
+# -- bundles ----------------------------------------------------------------------
+_HASH_SPACE: Final = 1 << 32
+_LAST_BOUNDARY: Final = _HASH_SPACE - 1
+
+
+def _check_bundles(bundles: int) -> int:
+    if (
+        isinstance(bundles, bool)
+        or not isinstance(bundles, int)
+        or not (1 <= bundles <= MAX_BUNDLES)
+    ):
+        raise InvalidArgument(
+            f"number of bundles must be an int from 1 to {MAX_BUNDLES}, got {bundles!r}"
+        )
+    return bundles
+
+
+def bundle_boundaries(bundles: int = DEFAULT_BUNDLES) -> list[int]:
+    """The ``bundles + 1`` boundaries splitting ``[0, 0xffffffff]`` into equal hash ranges.
+
+    Raises:
+        InvalidArgument: ``bundles`` is not in [1, MAX_BUNDLES].
+    """
+    step = _HASH_SPACE // _check_bundles(bundles)
+    return [i * step for i in range(bundles)] + [_LAST_BOUNDARY]
+
+
+def bundle_ranges(bundles: int = DEFAULT_BUNDLES) -> list[str]:
+    """Names of a namespace's bundles, e.g. ``["0x00000000_0x40000000", …, "0xc0000000_0xffffffff"]``.
+
+    Each range includes its lower bound and excludes its upper one, except the last,
+    which includes 0xffffffff.
+
+    Raises:
+        InvalidArgument: ``bundles`` is not in [1, MAX_BUNDLES].
+    """
+    b = bundle_boundaries(bundles)
+    return [f"0x{b[i]:08x}_0x{b[i + 1]:08x}" for i in range(bundles)]
+
+
+def topic_hash(topic: TopicName | str) -> int:
+    """The unsigned 32-bit bundle hash of a topic: CRC-32 of its UTF-8 full name."""
+    return zlib.crc32(str(TopicName.parse(topic)).encode("utf-8"))
+
+
+def bundle_of(topic: TopicName | str, bundles: int = DEFAULT_BUNDLES) -> str:
+    """The bundle (one of :func:`bundle_ranges`) whose hash range holds ``topic``.
+
+    Each partition of a partitioned topic is hashed by its own full name, so partitions
+    spread over bundles (and brokers).
+
+    Raises:
+        InvalidTopicName: ``topic`` is a malformed string.
+        InvalidArgument: ``bundles`` is not in [1, MAX_BUNDLES].
+    """
+    step = _HASH_SPACE // _check_bundles(bundles)
+    index = min(topic_hash(topic) // step, bundles - 1)
+    upper = _LAST_BOUNDARY if index == bundles - 1 else (index + 1) * step
+    return f"0x{index * step:08x}_0x{upper:08x}"
+
+
+# -- key hashing ------------------------------------------------------------------
+_MASK32: Final = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def _fmix32(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit of ``data`` as an unsigned int (Austin Appleby's reference)."""
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed & _MASK32
+    n = len(data)
+    full = n - n % 4
+    for i in range(0, full, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (_rotl32((k * c1) & _MASK32, 15) * c2) & _MASK32
+        h = (_rotl32(h ^ k, 13) * 5 + 0xE6546B64) & _MASK32
+    if n % 4:
+        k = int.from_bytes(data[full:], "little")
+        h ^= (_rotl32((k * c1) & _MASK32, 15) * c2) & _MASK32
+    return _fmix32(h ^ n)
+
+
+def key_hash(key: str | bytes) -> int:
+    """Pulsar's ``Murmur3_32Hash`` of a message key: murmur3 of UTF-8, sign bit cleared."""
+    if isinstance(key, str):
+        data = key.encode("utf-8")
+    elif isinstance(key, (bytes, bytearray, memoryview)):
+        data = bytes(key)
+    else:
+        raise InvalidArgument(f"a message key must be str or bytes, not {type(key).__name__}")
+    return murmur3_32(data) & 0x7FFFFFFF
+
+
+def partition_for_key(key: str | bytes, partitions: int) -> int:
+    """The partition, in ``[0, partitions)``, that messages with ``key`` go to.
+
+    Stable across processes and machines, and the same as Pulsar clients configured with
+    ``HashingScheme.Murmur3_32Hash``.
+
+    Raises:
+        InvalidArgument: ``partitions`` < 1 or ``key`` is neither str nor bytes.
+    """
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise InvalidArgument(f"number of partitions must be an int >= 1, got {partitions!r}")
+    return key_hash(key) % partitions
