@@ -1,0 +1,631 @@
+"""The managed ledger: a topic partition's log as an ordered list of ledgers.
+
+One ledger is open for writes; adds are pipelined into it and complete in order with
+their :class:`Position`. When it holds ``max_entries_per_ledger`` entries or
+``max_size_per_ledger`` bytes, or is older than ``max_ledger_age_s``, it is closed and
+a new ledger is created and appended to the stored list (compare-and-set); adds made
+meanwhile wait and then go to the new ledger, in order.
+
+Opening a managed ledger whose last ledger was left open (its owner died, or lost the
+topic) recovers that ledger, which fences the old writer, so its next add fails with
+:class:`LedgerFenced`. A failed add (fenced, not enough bookies …) fails every later
+pending add too and leaves the managed ledger failed: later adds fail at once with an
+error of the same class; the owner closes and reopens the topic.
+
+Recently added entries are served from an in-memory cache; older ones, including older
+entries of the open ledger, from the bookies (see :mod:`.reads`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from magnetar.broker.managedledger.config import ManagedLedgerConfig
+from magnetar.broker.managedledger.cursor import ManagedCursor
+from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.broker.managedledger.opening import load_ledger_list, register_new_ledger
+from magnetar.broker.managedledger.position import ManagedLedgerName, Position
+from magnetar.broker.managedledger.reads import Entry, EntryReads
+from magnetar.broker.managedledger.store import ManagedLedgerStore
+from magnetar.common.errors import (
+    EntryTooLarge,
+    InvalidArgument,
+    MagnetarError,
+    MetadataVersionConflict,
+    NoSuchLedger,
+    ServiceClosed,
+)
+
+log = logging.getLogger(__name__)
+
+
+def same_error(exc: MagnetarError) -> MagnetarError:
+    """A fresh error of the same class and fields, caused by ``exc`` (one per future)."""
+    copy = exc.__class__.__new__(exc.__class__)
+    copy.__dict__.update(exc.__dict__)
+    copy.args = exc.args
+    copy.__cause__ = exc
+    return copy
+
+
+class _AddOp:
+    __slots__ = ("data", "future", "ledger_id", "entry_future")
+
+    def __init__(self, data: bytes, future: asyncio.Future[Position]) -> None:
+        self.data = data
+        self.future = future
+        self.ledger_id = -1
+        self.entry_future: asyncio.Future[int] | None = None
+
+
+class ManagedLedger:
+    """A topic partition's log (see the module docstring). Build with :meth:`open`."""
+
+    def __init__(
+        self,
+        name: ManagedLedgerName,
+        client: Any,
+        store: ManagedLedgerStore,
+        config: ManagedLedgerConfig,
+        ledgers: LedgerList,
+        version: int,
+        properties: dict[str, str],
+        clock: Callable[[], float],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._client = client
+        self._store = store
+        self._ledgers = ledgers
+        self._version = version
+        self._properties = properties
+        self._clock = clock
+        self._reads = EntryReads(client, config)
+        self._current: Any = None  # LedgerHandle of the open ledger
+        self._pushed_entries = 0
+        self._pushed_bytes = 0
+        self._inflight: deque[_AddOp] = deque()
+        self._queued: deque[_AddOp] = deque()
+        self._roll_task: asyncio.Task[None] | None = None
+        self._error: MagnetarError | None = None
+        self._closing = False
+        self._closed = False
+        self._meta_lock = asyncio.Lock()
+        self._cursor_lock = asyncio.Lock()
+        self._new_entries = asyncio.Event()
+        self._cursors: dict[str, ManagedCursor] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- opening -----------------------------------------------------------------
+    @classmethod
+    async def open(
+        cls,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        ledger_client: Any,
+        store: ManagedLedgerStore,
+        config: ManagedLedgerConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> ManagedLedger:
+        """Load (or create) the ledger list, recover a ledger left open, open a new one.
+
+        Args:
+            ledger_client: the process's :class:`LedgerClient`.
+            clock: wall-clock seconds (ledger creation times and ages).
+
+        Raises:
+            MetadataVersionConflict: another broker changed the list meanwhile (it took the
+                topic over); nothing was clobbered.
+            NotEnoughBookies, RecoveryError, MetadataError: retriable trouble.
+        """
+        config = config or ManagedLedgerConfig()
+        name = ManagedLedgerName(tenant, namespace, topic)
+        loaded = await load_ledger_list(name, ledger_client, store)
+        ledgers, version, properties, readers = loaded.ledgers, loaded.version, loaded.properties, loaded.readers
+        handle, version = await register_new_ledger(name, ledger_client, store, config, ledgers, version, properties, clock)
+        ml = cls(name, ledger_client, store, config, ledgers, version, properties, clock)
+        await ml._delete_ledgers(loaded.dropped)  # only now that the list without them is stored
+        for ledger_id, reader in readers.items():
+            ml._reads.remember(ledger_id, reader)
+        ml._set_writer(handle)
+        try:
+            await ml._load_cursors()
+        except BaseException:
+            await ml.close()
+            raise
+        ml._spawn(ml._age_timer())
+        log.info("managed ledger %s opened: %d ledgers, %d entries", name, len(ledgers.ledgers), ml.number_of_entries)
+        return ml
+
+    def _set_writer(self, handle: Any) -> None:
+        self._current = handle
+        self._reads.writer = handle
+        self._pushed_entries = 0
+        self._pushed_bytes = 0
+
+    # -- state -------------------------------------------------------------------
+    @property
+    def last_confirmed_position(self) -> Position:
+        """The last stored entry; ``(ledger, -1)`` when the managed ledger is empty."""
+        return self._ledgers.last_confirmed()
+
+    @property
+    def first_position(self) -> Position:
+        """Where the first stored entry is (or the next one will be written)."""
+        return self._ledgers.first_position()
+
+    @property
+    def number_of_entries(self) -> int:
+        """Entries stored in all ledgers of the list."""
+        return self._ledgers.number_of_entries
+
+    @property
+    def total_size(self) -> int:
+        """Payload bytes stored in all ledgers of the list."""
+        return self._ledgers.total_size
+
+    @property
+    def ledgers(self) -> list[LedgerInfo]:
+        """Copies of the ledger list (the open ledger's entries: those confirmed so far)."""
+        return [LedgerInfo(i.ledger_id, i.entries, i.size, i.created_ms) for i in self._ledgers.ledgers]
+
+    @property
+    def current_ledger_id(self) -> int | None:
+        """The ledger open for writes (None while rolling over or closed)."""
+        return self._current.ledger_id if self._current is not None else None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
+
+    @property
+    def is_fenced(self) -> bool:
+        """True once an add failed (the managed ledger accepts no more adds)."""
+        return self._error is not None
+
+    @property
+    def cache(self) -> Any:
+        """The entry cache (size, hits and misses for stats)."""
+        return self._reads.cache
+
+    def next_position(self, p: Position) -> Position:
+        """The position after ``p`` (across ledger boundaries, skipping empty ledgers)."""
+        return self._ledgers.next_position(Position.of(p))
+
+    def contains(self, p: Position) -> bool:
+        """True when ``p`` is a stored entry."""
+        return self._ledgers.contains(p)
+
+    def count_entries(self, first: Position, last: Position) -> int:
+        """Stored entries in ``[first, last]``."""
+        return self._ledgers.count(first, last)
+
+    # -- adding ------------------------------------------------------------------
+    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
+        """Append ``data``; the future gives its position once Qa bookies have it.
+
+        Futures complete in the order of the calls. A failure fails this and every later
+        pending add with the same error class, and every add after it at once.
+        """
+        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        error = self._refuse(data)
+        if error is not None:
+            fut.set_exception(error)
+            return fut
+        op = _AddOp(bytes(data), fut)
+        if self._roll_task is not None or self._current is None:
+            self._queued.append(op)
+        else:
+            self._submit(op)
+            self._maybe_roll()
+        return fut
+
+    def _refuse(self, data: bytes) -> MagnetarError | None:
+        if self._error is not None:
+            return same_error(self._error)
+        if self._closing:
+            return ServiceClosed(f"managed ledger {self.name} is closed")
+        if not isinstance(data, bytes | bytearray | memoryview):
+            return InvalidArgument(f"an entry is bytes, not {type(data).__name__}")
+        limit = self._client.config.max_entry_bytes
+        if len(data) > limit:
+            return EntryTooLarge(len(data), limit)
+        return None
+
+    def _submit(self, op: _AddOp) -> None:
+        handle = self._current
+        op.ledger_id = handle.ledger_id
+        op.entry_future = handle.add_entry(op.data)
+        self._pushed_entries += 1
+        self._pushed_bytes += len(op.data)
+        self._inflight.append(op)
+        op.entry_future.add_done_callback(self._on_entry_done)
+
+    def _on_entry_done(self, fut: asyncio.Future[int]) -> None:
+        if not fut.cancelled():
+            fut.exception()  # retrieved here even when the op was failed already
+        added = False
+        while self._inflight and self._inflight[0].entry_future.done():  # type: ignore[union-attr]
+            op = self._inflight.popleft()
+            ef = op.entry_future
+            assert ef is not None
+            exc = ServiceClosed("add cancelled") if ef.cancelled() else ef.exception()
+            if exc is not None:
+                err = exc if isinstance(exc, MagnetarError) else MagnetarError(f"add failed: {exc!r}")
+                self._fail(err, [op])
+                break
+            position = Position(op.ledger_id, ef.result())
+            info = self._ledgers.find(op.ledger_id)
+            if info is not None:
+                info.entries = position.entry_id + 1
+                info.size += len(op.data)
+            self._reads.cache.put(position, op.data)
+            if not op.future.done():
+                op.future.set_result(position)
+            added = True
+        if added:
+            self._notify()
+
+    def _fail(self, exc: MagnetarError, first: list[_AddOp] | None = None) -> None:
+        """Fail the managed ledger: this and every pending add get ``exc``'s class."""
+        if self._error is None:
+            self._error = exc
+            log.warning("managed ledger %s failed: %s", self.name, exc.message)
+        ops = list(first or []) + list(self._inflight) + list(self._queued)
+        self._inflight.clear()
+        self._queued.clear()
+        for op in ops:
+            if not op.future.done():
+                op.future.set_exception(same_error(exc))
+        self._notify()
+
+    def _notify(self) -> None:
+        event, self._new_entries = self._new_entries, asyncio.Event()
+        event.set()
+
+    async def wait_for_new_entries(self, after: Position, timeout_s: float | None = None) -> bool:
+        """Wait until an entry after ``after`` is stored; False when ``timeout_s`` passed first.
+
+        Raises:
+            ServiceClosed: the managed ledger was closed; or the error that failed it.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        while True:
+            if self.last_confirmed_position > after:
+                return True
+            if self._error is not None:
+                raise same_error(self._error)
+            if self._closing:
+                raise ServiceClosed(f"managed ledger {self.name} is closed")
+            event = self._new_entries
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await event.wait()
+            except TimeoutError:
+                return self.last_confirmed_position > after
+
+    # -- rollover ----------------------------------------------------------------
+    def _should_roll(self) -> bool:
+        if self._pushed_entries == 0:
+            return False
+        if self._pushed_entries >= self.config.max_entries_per_ledger:
+            return True
+        if self._pushed_bytes >= self.config.max_size_per_ledger:
+            return True
+        info = self._ledgers.find(self._current.ledger_id)
+        age_s = self._clock() - (info.created_ms / 1000 if info else 0)
+        return age_s >= self.config.max_ledger_age_s
+
+    def _maybe_roll(self) -> None:
+        if self._roll_task is not None or self._current is None or self._error or self._closing:
+            return
+        if self._should_roll():
+            self._roll_task = asyncio.get_running_loop().create_task(self._rollover())
+
+    async def _rollover(self) -> None:
+        try:
+            await self._roll_once()
+        finally:
+            self._roll_task = None
+        self._submit_queued()
+
+    async def _roll_once(self) -> None:
+        old = self._current
+        try:
+            closed = await old.close()
+        except MagnetarError as exc:
+            self._fail(exc)
+            return
+        self._reads.writer = None
+        self._current = None
+        self._ledgers.open_ledger_id = None
+        info = self._ledgers.find(old.ledger_id)
+        if info is not None:
+            info.entries, info.size = closed.last_entry_id + 1, closed.length
+        log.info("managed ledger %s: ledger %d closed at %d entries", self.name, old.ledger_id, closed.last_entry_id + 1)
+        if self._closing:
+            await self._save_list_quietly()
+            return
+        try:
+            async with self._meta_lock:
+                handle, self._version = await register_new_ledger(
+                    self.name, self._client, self._store, self.config, self._ledgers, self._version,
+                    self._properties, self._clock,
+                )
+        except MagnetarError as exc:
+            self._fail(exc)
+            return
+        self._set_writer(handle)
+
+    def _submit_queued(self) -> None:
+        """Send adds that waited for the new ledger, rolling over again when it fills up."""
+        while self._queued and self._current is not None and self._error is None:
+            if self._roll_task is None and not self._closing and self._should_roll():
+                self._maybe_roll()
+            if self._roll_task is not None:
+                return
+            self._submit(self._queued.popleft())
+        self._maybe_roll()
+
+    async def _age_timer(self) -> None:
+        interval = max(0.05, min(self.config.max_ledger_age_s / 4, 60.0))
+        while True:
+            await asyncio.sleep(interval)
+            self._maybe_roll()
+
+    async def _save_list(self) -> None:
+        async with self._meta_lock:
+            doc = {"ledgers": self._ledgers.to_docs(), "properties": self._properties}
+            self._version = await self._store.update(*self.name, doc, self._version)
+
+    async def _save_list_quietly(self) -> None:
+        try:
+            await self._save_list()
+        except MagnetarError as exc:
+            log.warning("managed ledger %s: could not store the ledger list: %s", self.name, exc.message)
+
+    # -- reading -----------------------------------------------------------------
+    async def read_entries(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
+        """Stored entries from ``start`` on, across ledgers, in order.
+
+        Reads at most ``max_entries`` entries, and stops before an entry that would take
+        the total payload above ``max_bytes`` (the first entry is always returned).
+        A ``start`` past the last stored entry gives an empty list; a ``start`` inside a
+        deleted (trimmed) ledger or before the first one starts at the first entry after.
+
+        Raises:
+            InvalidArgument: a bad position or non-positive limits.
+            ServiceClosed: the managed ledger is closed.
+            NoSuchEntry, MagnetarError: the bookies could not serve an entry.
+        """
+        start = Position.of(start)
+        if max_entries <= 0 or max_bytes <= 0:
+            raise InvalidArgument(f"max_entries and max_bytes must be positive, got {max_entries}, {max_bytes}")
+        if self._closed:
+            raise ServiceClosed(f"managed ledger {self.name} is closed")
+        last = self._ledgers.last_confirmed()
+        p = self._ledgers.normalize(start)
+        out: list[Entry] = []
+        size = 0
+        while p <= last and len(out) < max_entries:
+            info = self._ledgers.find(p.ledger_id)
+            if info is None:
+                break
+            end = last.entry_id if p.ledger_id == last.ledger_id else info.entries - 1
+            n = min(max_entries - len(out), end - p.entry_id + 1)
+            if info.entries > 0 and info.size > 0:  # don't fetch far more than max_bytes
+                average = info.size / info.entries
+                n = min(n, max(1, int((max_bytes - size) / average) + 1))
+            for position, payload in await self._reads.read(p.ledger_id, p.entry_id, p.entry_id + n - 1):
+                if out and size + len(payload) > max_bytes:
+                    return out
+                out.append((position, payload))
+                size += len(payload)
+            p = self._ledgers.next_position(Position(p.ledger_id, p.entry_id + n - 1))
+        return out
+
+    # -- cursors -----------------------------------------------------------------
+    @property
+    def cursors(self) -> dict[str, ManagedCursor]:
+        """The open cursors by name."""
+        return dict(self._cursors)
+
+    async def _load_cursors(self) -> None:
+        for cursor_name in await self._store.list_cursors(*self.name):
+            cursor = await self._take_cursor_over(cursor_name)
+            if cursor is not None:
+                self._cursors[cursor_name] = cursor
+
+    async def _take_cursor_over(self, name: str, attempts: int = 10) -> ManagedCursor | None:
+        """Load a stored cursor and write it back unchanged: that bumps its version, so a
+        previous owner still flushing its copy fails instead of overwriting ours.
+
+        Raises:
+            MetadataVersionConflict: it kept changing under ``attempts`` attempts.
+        """
+        for _ in range(attempts):
+            doc, version = await self._store.get_cursor(*self.name, name)
+            if doc is None:
+                return None
+            cursor = ManagedCursor.from_doc(self, self._store, name, doc, version)
+            try:
+                await cursor.persist()
+            except MetadataVersionConflict:
+                continue  # the previous owner wrote meanwhile: take its newer state
+            return cursor
+        raise MetadataVersionConflict(f"cursor {name} of {self.name} kept changing; could not take it over")
+
+    async def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """The durable cursor ``name``, created when new.
+
+        A new cursor starts at ``"latest"`` (entries added from now on) or ``"earliest"``
+        (every stored entry); an existing one resumes where it was persisted.
+
+        Raises:
+            InvalidArgument: a bad name or initial position.
+            MetadataVersionConflict: another broker created it at the same time.
+        """
+        if initial_position not in ("latest", "earliest"):
+            raise InvalidArgument(f"initial position is 'latest' or 'earliest', not {initial_position!r}")
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a cursor name is a non-empty string, not {name!r}")
+        self._check_open()
+        async with self._cursor_lock:
+            cursor = self._cursors.get(name)
+            if cursor is not None:
+                return cursor
+            cursor = await self._take_cursor_over(name)
+            if cursor is None:
+                if initial_position == "latest":
+                    mark_delete = self.last_confirmed_position
+                else:
+                    first = self.first_position
+                    mark_delete = Position(first.ledger_id, first.entry_id - 1)
+                cursor = ManagedCursor(self, self._store, name, mark_delete)
+                await cursor.persist()
+            self._cursors[name] = cursor
+            return cursor
+
+    async def delete_cursor(self, name: str) -> None:
+        """Forget a cursor and its stored position (nothing to delete is fine)."""
+        async with self._cursor_lock:
+            cursor = self._cursors.pop(name, None)
+            if cursor is not None:
+                await cursor.close(flush=False)
+            await self._store.delete_cursor(*self.name, name)
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise ServiceClosed(f"managed ledger {self.name} is closed")
+
+    # -- trimming ----------------------------------------------------------------
+    async def trim(self, before: Position) -> list[int]:
+        """Delete closed ledgers whose every entry is before ``before``; returns their ids.
+
+        The list is updated (compare-and-set) before any ledger is deleted.
+        """
+        before = Position.of(before)
+        self._check_open()
+        async with self._meta_lock:
+            victims = [
+                i for i in self._ledgers.ledgers
+                if i.ledger_id != self._ledgers.open_ledger_id and Position(i.ledger_id, i.entries - 1) < before
+            ]  # fmt: skip
+            if not victims:
+                return []
+            kept = list(self._ledgers.ledgers)
+            ids = {i.ledger_id for i in victims}
+            self._ledgers.remove(ids)
+            doc = {"ledgers": self._ledgers.to_docs(), "properties": self._properties}
+            try:
+                self._version = await self._store.update(*self.name, doc, self._version)
+            except MagnetarError:
+                self._ledgers.ledgers = kept
+                raise
+        self._reads.forget(ids)
+        await self._delete_ledgers(sorted(ids))
+        log.info("managed ledger %s: trimmed ledgers %s", self.name, sorted(ids))
+        return sorted(ids)
+
+    async def trim_consumed(self) -> list[int]:
+        """Delete ledgers every cursor has acknowledged entirely (none without cursors)."""
+        if not self._cursors:
+            return []
+        slowest = min(c.mark_delete_position for c in self._cursors.values())
+        return await self.trim(Position(slowest.ledger_id, slowest.entry_id + 1))
+
+    async def _delete_ledgers(self, ledger_ids: list[int]) -> None:
+        for ledger_id in ledger_ids:
+            try:
+                await self._client.delete_ledger(ledger_id)
+            except NoSuchLedger:
+                pass
+            except MagnetarError as exc:
+                log.warning("managed ledger %s: could not delete ledger %d: %s", self.name, ledger_id, exc.message)
+
+    # -- closing -----------------------------------------------------------------
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """Persist the cursors, let pending adds finish, close the open ledger, stop."""
+        await self._shutdown(flush_cursors=True)
+
+    async def _shutdown(self, flush_cursors: bool) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._roll_task is not None:
+            await asyncio.gather(self._roll_task, return_exceptions=True)
+        self._submit_queued_anyway()
+        for cursor in list(self._cursors.values()):
+            await cursor.close(flush=flush_cursors)
+        handle, self._current = self._current, None
+        if handle is not None and self._error is None:
+            try:
+                closed = await handle.close()
+            except MagnetarError as exc:
+                log.warning("managed ledger %s: closing ledger %d: %s", self.name, handle.ledger_id, exc.message)
+            else:
+                info = self._ledgers.find(handle.ledger_id)
+                if info is not None:
+                    info.entries, info.size = closed.last_entry_id + 1, closed.length
+                self._ledgers.open_ledger_id = None
+                await self._save_list_quietly()
+        elif handle is not None:
+            await handle.abort()
+        self._fail_remaining(ServiceClosed(f"managed ledger {self.name} is closed"))
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._reads.clear()
+        self._closed = True
+        self._notify()
+        log.info("managed ledger %s closed", self.name)
+
+    def _submit_queued_anyway(self) -> None:
+        """On close, adds still waiting for a rollover go to the open ledger (if any)."""
+        while self._queued and self._current is not None and self._error is None:
+            self._submit(self._queued.popleft())
+
+    def _fail_remaining(self, exc: MagnetarError) -> None:
+        ops = list(self._inflight) + list(self._queued)
+        self._inflight.clear()
+        self._queued.clear()
+        for op in ops:
+            if not op.future.done():
+                op.future.set_exception(same_error(exc))
+
+    async def delete(self) -> None:
+        """Close, then delete every ledger, the cursors and the stored list.
+
+        Raises:
+            LedgerFenced, MetadataVersionConflict: another broker owns the topic now;
+                nothing is deleted.
+        """
+        await self._shutdown(flush_cursors=False)
+        if self._error is not None:
+            raise same_error(self._error)
+        _, version = await self._store.get(*self.name)
+        if version != self._version:
+            raise MetadataVersionConflict(
+                f"managed ledger {self.name} was changed by another broker; not deleting it"
+            )
+        await self._delete_ledgers([i.ledger_id for i in self._ledgers.ledgers])
+        await self._store.delete(*self.name)
+        self._cursors.clear()
+        log.info("managed ledger %s deleted", self.name)
+
+    def __repr__(self) -> str:
+        return f"ManagedLedger({self.name}, ledgers={len(self._ledgers.ledgers)}, last={self.last_confirmed_position})"

@@ -1,0 +1,134 @@
+"""Taking a managed ledger over: load its list, recover a ledger left open, add a new one.
+
+A ledger whose entry count is stored as -1 was open when its owner stopped: it is
+recovered (:meth:`LedgerClient.open_ledger` with recovery fences its bookies, so the old
+owner can no longer add to it, and closes it at the last entry that reached Qa bookies)
+and its real count and size are recorded. Empty ledgers are dropped from the list, and
+deleted once the new list is stored. The new ledger is added with compare-and-set on the
+list's version: if another broker changed the list meanwhile, it owns the topic now, and
+this one gives up without overwriting anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.broker.managedledger.config import ManagedLedgerConfig
+from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.broker.managedledger.position import ManagedLedgerName
+from magnetar.broker.managedledger.store import ManagedLedgerStore
+from magnetar.common.errors import (
+    MagnetarError,
+    MetadataError,
+    MetadataVersionConflict,
+    NoSuchLedger,
+    NotFound,
+    TopicNotFound,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedList:
+    """A ledger list as loaded, with recovered ledgers' counts filled in."""
+
+    ledgers: LedgerList
+    version: int
+    properties: dict[str, str]
+    readers: dict[int, Any] = field(default_factory=dict)
+    """Readers of the ledgers recovered on the way (closed now)."""
+    dropped: list[int] = field(default_factory=list)
+    """Empty ledgers left out of the list, to delete once it is stored."""
+
+
+def _parse(name: ManagedLedgerName, doc: dict[str, Any]) -> tuple[list[LedgerInfo], dict[str, str]]:
+    ledgers = doc.get("ledgers", [])
+    properties = doc.get("properties", {})
+    if not isinstance(ledgers, list) or not isinstance(properties, dict):
+        raise MetadataError(f"managed ledger {name}: stored list is not {{'ledgers': [...], 'properties': {{...}}}}")
+    return [LedgerInfo.from_dict(d) for d in ledgers], {str(k): str(v) for k, v in properties.items()}
+
+
+async def load_ledger_list(name: ManagedLedgerName, client: Any, store: ManagedLedgerStore) -> LoadedList:
+    """Read (or create) the list and recover every ledger stored as open.
+
+    Raises:
+        MetadataVersionConflict: another broker created the list at the same moment.
+        RecoveryError, NotEnoughBookies, MetadataError: recovery could not finish.
+    """
+    doc, version = await store.get(*name)
+    if doc is None:
+        doc = {"ledgers": [], "properties": {}}
+        version = await store.create(*name, doc)
+        log.info("managed ledger %s created", name)
+    infos, properties = _parse(name, doc)
+    loaded = LoadedList(LedgerList([]), version, properties)
+    for info in infos:
+        if info.entries < 0:
+            try:
+                reader = await client.open_ledger(info.ledger_id, recovery=True)
+            except NoSuchLedger:
+                log.warning("managed ledger %s: ledger %d is gone; leaving it out", name, info.ledger_id)
+                continue
+            info.entries = reader.metadata.last_entry_id + 1
+            info.size = reader.metadata.length
+            loaded.readers[info.ledger_id] = reader
+            log.info("managed ledger %s: recovered ledger %d with %d entries", name, info.ledger_id, info.entries)
+        if info.entries == 0:
+            loaded.dropped.append(info.ledger_id)
+            loaded.readers.pop(info.ledger_id, None)
+            continue
+        loaded.ledgers.append(info)
+    return loaded
+
+
+async def register_new_ledger(
+    name: ManagedLedgerName,
+    client: Any,
+    store: ManagedLedgerStore,
+    config: ManagedLedgerConfig,
+    ledgers: LedgerList,
+    version: int,
+    properties: dict[str, str],
+    clock: Callable[[], float],
+) -> tuple[Any, int]:
+    """Create a ledger, append it to ``ledgers`` as the open one and store the list.
+
+    Returns:
+        The new ledger's handle and the list's new version.
+
+    Raises:
+        MetadataVersionConflict: the list changed since ``version`` (another broker took
+            the topic over); the new ledger is deleted again and ``ledgers`` left as it was.
+        TopicNotFound: the list was deleted meanwhile.
+        NotEnoughBookies: too few writable bookies.
+    """
+    handle = await client.create_ledger(
+        config.ensemble_size, config.write_quorum, config.ack_quorum,
+        properties={"topic": str(name), "component": "managed-ledger"},
+    )  # fmt: skip
+    ledgers.append(LedgerInfo(handle.ledger_id, 0, 0, int(clock() * 1000)), is_open=True)
+    doc = {"ledgers": ledgers.to_docs(), "properties": properties}
+    try:
+        new_version = await store.update(*name, doc, version)
+    except MagnetarError as exc:
+        ledgers.remove({handle.ledger_id})
+        await handle.abort()
+        try:
+            await client.delete_ledger(handle.ledger_id)
+        except MagnetarError as cleanup:
+            log.warning("managed ledger %s: could not delete unused ledger %d: %s", name, handle.ledger_id, cleanup.message)
+        if isinstance(exc, MetadataVersionConflict):
+            raise MetadataVersionConflict(
+                f"managed ledger {name} was changed by another broker (it has taken the topic over); "
+                "not overwriting its ledger list"
+            ) from exc
+        if isinstance(exc, NotFound):
+            raise TopicNotFound(f"managed ledger {name} was deleted") from exc
+        raise
+    log.info("managed ledger %s: new ledger %d", name, handle.ledger_id)
+    return handle, new_version
