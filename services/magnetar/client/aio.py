@@ -1,0 +1,215 @@
+"""The asyncio client (``magnetar.asyncio``): Pulsar's Python client API with async methods.
+
+    import magnetar.asyncio as ma
+
+    client = ma.Client("magnetar://localhost:6650")
+    producer = await client.create_producer("orders")
+    msg_id = await producer.send(b"payload", partition_key="user-1")
+    consumer = await client.subscribe("orders", "billing", consumer_type=ma.ConsumerType.Shared)
+    msg = await consumer.receive(timeout_millis=5000)
+    await consumer.acknowledge(msg)
+    await client.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Mapping
+
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.message_id import MessageId
+from magnetar.common.names import TopicName
+
+from .connection import ConnectionPool
+from .consumer import Consumer
+from .message import Message
+from .options import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    ConsumerConfig,
+    ConsumerDeadLetterPolicy,
+    ConsumerType,
+    HashingScheme,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerConfig,
+    Result,
+)
+from .producer import Producer
+from .reader import Reader
+
+__all__ = [
+    "Client",
+    "Consumer",
+    "ConsumerDeadLetterPolicy",
+    "ConsumerType",
+    "HashingScheme",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "Reader",
+    "Result",
+]
+
+
+class Client:
+    """A connection to a Magnetar cluster; creates producers, consumers and readers.
+
+    Args:
+        service_url: ``"magnetar://host:port"``, ``"host:port"``, or several hosts
+            separated by commas (any of them answers lookups).
+        operation_timeout_seconds: limit for lookups, opening producers and
+            subscribing (retriable failures are retried until then).
+        authentication: not supported yet; must be None.
+        connection_timeout_ms: accepted for compatibility (gRPC connects lazily; the
+            operation timeout bounds every wait).
+    """
+
+    def __init__(
+        self,
+        service_url: str,
+        *,
+        authentication: object | None = None,
+        operation_timeout_seconds: float = 30,
+        connection_timeout_ms: int = 10000,
+    ) -> None:
+        if authentication is not None:
+            raise InvalidArgument("authentication is not supported by this client yet")
+        self._pool = ConnectionPool(service_url, operation_timeout_seconds)
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
+        self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()
+
+    @property
+    def service_hosts(self) -> list[str]:
+        return list(self._pool.service_hosts)
+
+    async def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        send_timeout_millis: int = 30000,
+        max_pending_messages: int = 1000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = True,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        hashing_scheme: HashingScheme = HashingScheme.Murmur3_32Hash,
+        properties: Mapping[str, str] | None = None,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> Producer:
+        """Open a producer on ``topic`` (on every partition of a partitioned topic).
+
+        Messages with a partition key go to ``partition_for_key(key, partitions)``
+        (Murmur3, whatever ``hashing_scheme`` says); others round robin by batching
+        window, or all to one random partition with ``UseSinglePartition``.
+
+        Raises:
+            InvalidTopicName, TopicNotFound, ProducerBusy, NotConnected, Timeout.
+        """
+        conf = ProducerConfig(
+            producer_name=producer_name,
+            batching_enabled=batching_enabled,
+            batching_max_messages=batching_max_messages,
+            batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
+            batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            send_timeout_millis=send_timeout_millis,
+            max_pending_messages=max_pending_messages,
+            block_if_queue_full=block_if_queue_full,
+            message_routing_mode=message_routing_mode,
+            hashing_scheme=hashing_scheme,
+            max_message_size=max_message_size,
+            properties=dict(properties or {}),
+        )
+        producer = await Producer.create(self._pool, topic, conf)
+        self._producers.add(producer)
+        return producer
+
+    async def subscribe(
+        self,
+        topic: str,
+        subscription_name: str,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_name: str | None = None,
+        receiver_queue_size: int = 1000,
+        priority_level: int = 0,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        unacked_messages_timeout_ms: int | None = None,
+        enable_retry: bool = False,
+        dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+    ) -> Consumer:
+        """Subscribe to ``topic`` (every partition of a partitioned topic).
+
+        Raises:
+            ConsumerBusy: an Exclusive subscription already has a consumer.
+            InvalidTopicName, TopicNotFound, NotConnected, Timeout.
+        """
+        if not isinstance(topic, str):
+            raise InvalidArgument("subscribe takes one topic name (lists and patterns are not supported yet)")
+        if not subscription_name:
+            raise InvalidArgument("subscription_name must not be empty")
+        conf = ConsumerConfig(
+            subscription_name=subscription_name,
+            consumer_type=ConsumerType(consumer_type),
+            consumer_name=consumer_name,
+            receiver_queue_size=receiver_queue_size,
+            priority_level=priority_level,
+            initial_position=InitialPosition(initial_position),
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms,
+            enable_retry=enable_retry,
+            dead_letter_policy=dead_letter_policy,
+        )
+        consumer = await Consumer.create(self._pool, topic, conf)
+        self._consumers.add(consumer)
+        return consumer
+
+    async def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        reader_name: str | None = None,
+        receiver_queue_size: int = 1000,
+        subscription_role_prefix: str | None = None,
+        start_message_id_inclusive: bool = False,
+    ) -> Reader:
+        """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader` for limits)."""
+        reader = await Reader.create(
+            self._pool,
+            topic,
+            start_message_id,
+            reader_name=reader_name,
+            receiver_queue_size=receiver_queue_size,
+            subscription_role_prefix=subscription_role_prefix,
+            start_message_id_inclusive=start_message_id_inclusive,
+        )
+        self._readers.add(reader)
+        return reader
+
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        """The partitions of ``topic`` (the topic itself when it is not partitioned)."""
+        name = TopicName.parse(topic)
+        count = await self._pool.partitions(str(name))
+        return [str(name)] if count == 0 else [str(name.partition(i)) for i in range(count)]
+
+    async def close(self) -> None:
+        """Close every producer, consumer and reader of this client, then the connections."""
+        closing = [p.close() for p in self._producers]
+        closing += [c.close() for c in self._consumers]
+        closing += [r.close() for r in self._readers]
+        await asyncio.gather(*closing, return_exceptions=True)
+        self._producers.clear()
+        self._consumers.clear()
+        self._readers.clear()
+        await self._pool.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,107 @@
+"""Gathering messages into batches: one ``SendBatch`` carries one serialized EntryBatch."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from magnetar.proto.v1 import broker_pb2 as pb
+
+# A SingleMessage's fields beyond its payload and properties, roughly (for size limits).
+_PER_MESSAGE_OVERHEAD = 32
+
+
+def message_size(msg: pb.SingleMessage) -> int:
+    props = sum(len(k) + len(v) for k, v in msg.properties.items())
+    return len(msg.payload) + props + len(msg.partition_key) + _PER_MESSAGE_OVERHEAD
+
+
+@dataclass
+class OpSendBatch:
+    """One batch in flight: what was sent and who waits for its receipt."""
+
+    request: pb.ProduceRequest  # kind "send"
+    futures: list[asyncio.Future]
+    batched: bool
+    created: float = field(default_factory=time.monotonic)
+    # Which connection epoch last wrote it (-1: not written on the current stream).
+    epoch: int = -1
+    timer: asyncio.TimerHandle | None = None
+
+    @property
+    def request_id(self) -> int:
+        return int(self.request.send.request_id)
+
+    @property
+    def highest_sequence_id(self) -> int:
+        return int(self.request.send.highest_sequence_id)
+
+    @property
+    def num_messages(self) -> int:
+        return len(self.futures)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        for fut in self.futures:
+            if not fut.done():
+                fut.set_exception(exc)
+
+
+def build_op(
+    request_id: int,
+    producer_name: str,
+    messages: list[pb.SingleMessage],
+    futures: list[asyncio.Future],
+    batched: bool,
+) -> OpSendBatch:
+    entry = pb.EntryBatch(
+        producer_name=producer_name,
+        sequence_id=messages[0].sequence_id,
+        publish_time_ms=int(time.time() * 1000),
+        batched=batched,
+        messages=messages,
+    )
+    seqs = [m.sequence_id for m in messages]
+    send = pb.SendBatch(
+        request_id=request_id,
+        entry=entry.SerializeToString(),
+        num_messages=len(messages),
+        highest_sequence_id=max(seqs),
+        lowest_sequence_id=min(seqs),
+    )
+    request = pb.ProduceRequest(send=send)
+    return OpSendBatch(request=request, futures=futures, batched=batched)
+
+
+class BatchContainer:
+    """Messages waiting to become one batch, bounded by count and bytes."""
+
+    def __init__(self, max_messages: int, max_bytes: int) -> None:
+        self.max_messages = max(1, max_messages)
+        self.max_bytes = max(1, max_bytes)
+        self.messages: list[pb.SingleMessage] = []
+        self.futures: list[asyncio.Future] = []
+        self.size = 0
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def has_room_for(self, msg: pb.SingleMessage) -> bool:
+        """An empty container takes any one message; otherwise both limits must hold."""
+        if not self.messages:
+            return True
+        return len(self.messages) < self.max_messages and self.size + message_size(msg) <= self.max_bytes
+
+    def add(self, msg: pb.SingleMessage, fut: asyncio.Future) -> bool:
+        """Add a message; True when the container is now full and should be sent."""
+        self.messages.append(msg)
+        self.futures.append(fut)
+        self.size += message_size(msg)
+        return len(self.messages) >= self.max_messages or self.size >= self.max_bytes
+
+    def drain(self) -> tuple[list[pb.SingleMessage], list[asyncio.Future]]:
+        msgs, futs = self.messages, self.futures
+        self.messages, self.futures, self.size = [], [], 0
+        return msgs, futs

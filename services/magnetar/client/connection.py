@@ -1,0 +1,160 @@
+"""Service URL parsing, shared broker channels, topic lookup and reconnect backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 6650
+_SCHEMES = ("magnetar://", "pulsar://")
+T = TypeVar("T")
+
+
+def parse_service_url(url: str) -> list[str]:
+    """``"magnetar://h1:6650,h2"``, ``"h:6650"`` → ``["h1:6650", "h2:6650"]``."""
+    rest = url.strip()
+    for scheme in _SCHEMES:
+        if rest.startswith(scheme):
+            rest = rest[len(scheme) :]
+            break
+    else:
+        if "://" in rest:
+            raise InvalidArgument(f"unsupported service URL scheme in {url!r}: use magnetar://host:port")
+    rest = rest.rstrip("/")
+    hosts = []
+    for part in rest.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        host, sep, port = part.rpartition(":")
+        if not sep or "]" in port:  # no port (or a bare IPv6 literal)
+            host, port = part, str(DEFAULT_PORT)
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidArgument(f"bad host:port {part!r} in service URL {url!r}")
+        hosts.append(f"{host}:{port}")
+    if not hosts:
+        raise InvalidArgument(f"no broker address in service URL {url!r}")
+    return hosts
+
+
+class Backoff:
+    """Exponential backoff with a little jitter: 0.1 s, 0.2 s, … capped at 5 s."""
+
+    def __init__(self, initial_s: float = 0.1, max_s: float = 5.0, multiplier: float = 2.0) -> None:
+        self.initial_s = initial_s
+        self.max_s = max_s
+        self.multiplier = multiplier
+        self._next = initial_s
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self.max_s, self._next * self.multiplier)
+        return delay * random.uniform(0.9, 1.0)
+
+    def reset(self) -> None:
+        self._next = self.initial_s
+
+
+def is_retriable(exc: BaseException) -> bool:
+    return isinstance(exc, MagnetarError) and exc.retriable
+
+
+class ConnectionPool:
+    """One gRPC channel per broker address, shared by every producer and consumer.
+
+    Channels are created lazily inside the running event loop.
+    """
+
+    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
+        self.service_hosts = parse_service_url(service_url)
+        self.operation_timeout_s = operation_timeout_s
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, pb_grpc.BrokerStub] = {}
+        self._next_host = itertools.count(random.randrange(len(self.service_hosts)))
+        self.closed = False
+
+    def stub(self, address: str) -> pb_grpc.BrokerStub:
+        if self.closed:
+            raise NotConnected("the client is closed")
+        stub = self._stubs.get(address)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channels[address] = channel
+            stub = self._stubs[address] = pb_grpc.BrokerStub(channel)
+        return stub
+
+    async def _on_service_hosts(self, what: str, call: Callable[[pb_grpc.BrokerStub, str], Awaitable[T]]) -> T:
+        """Run a unary call on the service hosts in turn until one answers."""
+        last: MagnetarError | None = None
+        for _ in range(len(self.service_hosts)):
+            host = self.service_hosts[next(self._next_host) % len(self.service_hosts)]
+            try:
+                return await call(self.stub(host), host)
+            except grpc.RpcError as exc:
+                last = from_rpc_error(exc, f"broker {host} ({what})")
+                if not isinstance(last, NotConnected | Timeout):
+                    raise last from exc
+        assert last is not None
+        raise last
+
+    async def lookup(self, topic: str) -> str:
+        """The ``host:port`` of the broker that serves ``topic``."""
+
+        async def call(stub: pb_grpc.BrokerStub, host: str) -> str:
+            resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.operation_timeout_s)
+            return resp.broker_address or host
+
+        return await self._on_service_hosts(f"lookup {topic}", call)
+
+    async def partitions(self, topic: str) -> int:
+        """How many partitions ``topic`` has (0: not partitioned)."""
+
+        async def call(stub: pb_grpc.BrokerStub, host: str) -> int:
+            req = pb.PartitionedTopicMetadataRequest(topic=topic)
+            resp = await stub.GetPartitionedTopicMetadata(req, timeout=self.operation_timeout_s)
+            return int(resp.partitions)
+
+        return await self._on_service_hosts(f"partitions of {topic}", call)
+
+    async def last_message_id(self, topic: str) -> pb.MessageIdData:
+        address = await self.lookup(topic)
+        try:
+            resp = await self.stub(address).GetLastMessageId(
+                pb.GetLastMessageIdRequest(topic=topic), timeout=self.operation_timeout_s
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, f"broker {address}") from exc
+        return resp.message_id
+
+    async def close(self) -> None:
+        self.closed = True
+        channels, self._channels, self._stubs = self._channels, {}, {}
+        await asyncio.gather(*(ch.close() for ch in channels.values()), return_exceptions=True)
+
+
+async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, target: str) -> MagnetarError:
+    """The typed error behind a failed read or write on a stream."""
+    if isinstance(exc, MagnetarError):
+        return exc
+    if isinstance(exc, grpc.RpcError):
+        return from_rpc_error(exc, target)
+    try:  # a write on a finished call: reading raises the status it finished with
+        await asyncio.wait_for(call.read(), 1.0)
+    except grpc.RpcError as rpc_exc:
+        return from_rpc_error(rpc_exc, target)
+    except Exception:
+        pass
+    return NotConnected(f"the stream to {target} broke: {exc!r}")

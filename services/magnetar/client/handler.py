@@ -1,0 +1,171 @@
+"""The stream a producer or consumer keeps to the broker serving its topic.
+
+A handler opens the stream (lookup, then the first request and its answer), reads it
+in an owned task, and when it breaks looks the topic up again and reopens it with
+backoff (0.1 s doubling to 5 s) until it works, the error is fatal, or it is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+
+from magnetar.common.errors import MagnetarError, NotConnected, ServiceClosed, Timeout
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+
+from .connection import Backoff, ConnectionPool, stream_error
+
+log = logging.getLogger(__name__)
+
+
+async def open_stream(
+    call: grpc.aio.StreamStreamCall, first: object, timeout_s: float, target: str
+) -> object:
+    """Write the opening request and return the broker's first answer."""
+    try:
+        await asyncio.wait_for(call.write(first), timeout_s)
+        resp = await asyncio.wait_for(call.read(), timeout_s)
+    except TimeoutError:
+        call.cancel()
+        raise Timeout(f"{target} did not answer within {timeout_s:g} s") from None
+    except Exception as exc:
+        err = await stream_error(call, exc, target)
+        call.cancel()
+        raise err from exc
+    if resp is grpc.aio.EOF:
+        call.cancel()
+        raise NotConnected(f"{target} closed the stream without answering")
+    return resp
+
+
+class ConnectionHandler:
+    """Base of the per-topic producer and consumer: owns one stream and its reconnects."""
+
+    kind = "handler"
+
+    def __init__(self, pool: ConnectionPool, topic: str) -> None:
+        self.pool = pool
+        self.topic = topic
+        self.broker_address = ""
+        self.failed: MagnetarError | None = None
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._closed = False
+        self._released = False  # close() ran: tasks stopped, waiters failed
+        self._task: asyncio.Task[None] | None = None
+        self.reconnects = 0
+
+    # -- what subclasses provide ---------------------------------------------
+    async def _open(self, stub: pb_grpc.BrokerStub, target: str) -> grpc.aio.StreamStreamCall:
+        """Open the stream and complete its handshake; raise a MagnetarError on failure."""
+        raise NotImplementedError
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> MagnetarError:
+        """Read the stream until it breaks; return why."""
+        raise NotImplementedError
+
+    def _connected(self) -> None:
+        """The stream is (again) open: resend, re-grant, flush."""
+
+    def _disconnected(self) -> None:
+        """The stream broke; a reconnect follows unless the error is fatal."""
+
+    def _fail(self, exc: MagnetarError) -> None:
+        """A fatal error: fail every waiter; the handler stays unusable."""
+        raise NotImplementedError
+
+    def _retry_on_reconnect(self, exc: MagnetarError) -> bool:
+        return exc.retriable
+
+    # -- lifecycle ------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        return self._call is not None and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_usable(self) -> None:
+        if self.failed is not None:
+            raise self.failed
+        if self._closed:
+            raise ServiceClosed(f"the {self.kind} on {self.topic} is closed")
+
+    async def _open_once(self) -> grpc.aio.StreamStreamCall:
+        address = await self.pool.lookup(self.topic)
+        self.broker_address = address
+        return await self._open(self.pool.stub(address), f"broker {address} ({self.kind} on {self.topic})")
+
+    async def start(self) -> None:
+        """Open the first stream, retrying retriable errors for the operation timeout."""
+        deadline = time.monotonic() + self.pool.operation_timeout_s
+        backoff = Backoff()
+        while True:
+            try:
+                self._call = await self._open_once()
+                break
+            except MagnetarError as exc:
+                delay = backoff.next()
+                if not exc.retriable or time.monotonic() + delay > deadline:
+                    raise
+                log.debug("%s on %s: open failed (%s); retrying", self.kind, self.topic, exc)
+                await asyncio.sleep(delay)
+        self._connected()
+        self._task = asyncio.create_task(self._run(), name=f"{self.kind}:{self.topic}")
+
+    async def _run(self) -> None:
+        try:
+            await self._run_inner()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("%s on %s: connection task crashed", self.kind, self.topic)
+            self._fail(MagnetarError(f"{self.kind} on {self.topic} crashed: {exc!r}"))
+
+    async def _run_inner(self) -> None:
+        backoff = Backoff()
+        while not self._closed:
+            call = self._call
+            assert call is not None
+            why = await self._read(call)
+            call.cancel()
+            self._call = None
+            self._disconnected()
+            if self._closed:
+                return
+            if not self._retry_on_reconnect(why):
+                self._fail(why)
+                return
+            log.info("%s on %s: stream broke (%s); reconnecting", self.kind, self.topic, why)
+            while True:
+                await asyncio.sleep(backoff.next())
+                if self._closed:
+                    return
+                try:
+                    call = await self._open_once()
+                except MagnetarError as exc:
+                    if self._retry_on_reconnect(exc):
+                        log.debug("%s on %s: reconnect failed (%s)", self.kind, self.topic, exc)
+                        continue
+                    self._fail(exc)
+                    return
+                break
+            backoff.reset()
+            self.reconnects += 1
+            self._call = call
+            log.info("%s on %s: reconnected to %s", self.kind, self.topic, self.broker_address)
+            self._connected()
+
+    async def _stop(self) -> None:
+        """Stop the stream and the connection task (subclasses fail their waiters)."""
+        self._closed = True
+        self._released = True
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

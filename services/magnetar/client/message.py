@@ -1,0 +1,91 @@
+"""Received messages, and unpacking a stored entry (an EntryBatch) into them."""
+
+from __future__ import annotations
+
+from magnetar.common.errors import MagnetarError
+from magnetar.common.message_id import MessageId
+from magnetar.proto.v1 import broker_pb2 as pb
+
+
+class Message:
+    """One message as the application receives it (Pulsar's ``Message``)."""
+
+    __slots__ = ("_id", "_single", "_publish_time_ms", "_redelivery_count", "_topic", "_producer_name")
+
+    def __init__(
+        self,
+        topic: str,
+        message_id: MessageId,
+        single: pb.SingleMessage,
+        publish_time_ms: int,
+        redelivery_count: int = 0,
+        producer_name: str = "",
+    ) -> None:
+        self._topic = topic
+        self._id = message_id
+        self._single = single
+        self._publish_time_ms = publish_time_ms
+        self._redelivery_count = redelivery_count
+        self._producer_name = producer_name
+
+    def data(self) -> bytes:
+        return self._single.payload
+
+    def value(self) -> bytes:
+        """The payload (no schemas yet, so the same as :meth:`data`)."""
+        return self._single.payload
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._single.properties)
+
+    def partition_key(self) -> str:
+        """The key given to ``send`` ("" when none was given)."""
+        return self._single.partition_key
+
+    def has_partition_key(self) -> bool:
+        return self._single.has_partition_key
+
+    def message_id(self) -> MessageId:
+        return self._id
+
+    def redelivery_count(self) -> int:
+        return self._redelivery_count
+
+    def publish_timestamp(self) -> int:
+        """When the producer sent the batch (ms since the epoch)."""
+        return self._publish_time_ms
+
+    def event_timestamp(self) -> int:
+        """The event time given to ``send`` (ms since the epoch; 0 when none)."""
+        return self._single.event_time_ms
+
+    def topic_name(self) -> str:
+        """The topic (for a partitioned topic, the partition) the message came from."""
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._producer_name
+
+    def sequence_id(self) -> int:
+        return self._single.sequence_id
+
+    def __repr__(self) -> str:
+        return f"Message(id={self._id}, topic={self._topic!r}, {len(self._single.payload)} bytes)"
+
+
+def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[list[Message], bool]:
+    """The messages of one delivered entry, and whether the entry is a batch.
+
+    Message i of a batch gets batch index i; an unbatched message gets -1.
+    """
+    batch = pb.EntryBatch()
+    try:
+        batch.ParseFromString(delivery.entry)
+    except Exception as exc:  # protobuf's DecodeError
+        raise MagnetarError(f"undecodable entry {delivery.message_id} on {topic}: {exc}") from exc
+    ledger_id, entry_id = delivery.message_id.ledger_id, delivery.message_id.entry_id
+    out = []
+    for i, single in enumerate(batch.messages):
+        mid = MessageId(ledger_id, entry_id, partition, i if batch.batched else -1)
+        out.append(Message(topic, mid, single, batch.publish_time_ms, delivery.redelivery_count, batch.producer_name))
+    return out, batch.batched

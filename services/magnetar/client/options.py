@@ -1,0 +1,96 @@
+"""The SDK's enums and option objects, named as in Pulsar's Python client."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class ConsumerType(enum.IntEnum):
+    """Subscription type; the values are the wire's ``SubscriptionType``."""
+
+    Exclusive = 0
+    Shared = 1
+    Failover = 2
+    KeyShared = 3
+
+
+class InitialPosition(enum.IntEnum):
+    """Where a new subscription starts; the values are the wire's ``InitialPosition``."""
+
+    Latest = 0
+    Earliest = 1
+
+
+class PartitionsRoutingMode(enum.Enum):
+    """How a producer picks the partition of a message without a partition key."""
+
+    RoundRobinDistribution = "round_robin"
+    UseSinglePartition = "single"
+    # Short aliases.
+    RoundRobinPartition = "round_robin"
+    SinglePartition = "single"
+
+
+class HashingScheme(enum.Enum):
+    """Accepted for compatibility; every scheme uses Magnetar's one stable key hash."""
+
+    BoostHash = 0
+    JavaStringHash = 1
+    Murmur3_32Hash = 2
+
+
+class Result(enum.Enum):
+    """The first argument of a ``send_async`` callback on success (``Result.Ok``).
+
+    On failure the callback gets the :class:`~magnetar.MagnetarError` instead, so
+    ``res == Result.Ok`` reads as in Pulsar and the error keeps its type and message.
+    """
+
+    Ok = 0
+
+
+@dataclass
+class ConsumerDeadLetterPolicy:
+    """Where messages go after too many redeliveries (used by the retry/DLQ feature)."""
+
+    max_redeliver_count: int = 16
+    dead_letter_topic: str | None = None
+    retry_letter_topic: str | None = None
+    initial_subscription_name: str | None = None
+
+
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+
+
+@dataclass
+class ProducerConfig:
+    producer_name: str | None = None
+    batching_enabled: bool = True
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    send_timeout_millis: int = 30000
+    max_pending_messages: int = 1000
+    block_if_queue_full: bool = False
+    message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
+    hashing_scheme: HashingScheme = HashingScheme.Murmur3_32Hash
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ConsumerConfig:
+    subscription_name: str
+    consumer_type: ConsumerType = ConsumerType.Exclusive
+    consumer_name: str | None = None
+    receiver_queue_size: int = 1000
+    priority_level: int = 0
+    initial_position: InitialPosition = InitialPosition.Latest
+    negative_ack_redelivery_delay_ms: int = 60000
+    unacked_messages_timeout_ms: int | None = None
+    enable_retry: bool = False
+    dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    # Acks are grouped: sent every ack_group_time_ms or when this many are pending.
+    ack_group_time_ms: int = 100
+    ack_group_max_size: int = 1000

@@ -1,0 +1,257 @@
+"""The producer of one topic or one partition (the public Producer routes to these).
+
+A partition producer owns a ``Produce`` stream. Sends are gathered into batches
+(see :mod:`.batching`); every batch stays pending until its receipt arrives. When the
+stream breaks the producer reopens it under the same name and resends every pending
+batch, in order, with the same sequence ids, so the broker can drop duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+
+import grpc
+
+from magnetar.common.errors import (
+    MagnetarError,
+    NotConnected,
+    ProducerBusy,
+    ServiceClosed,
+    Timeout,
+    from_code,
+)
+from magnetar.common.grpcutil import from_rpc_error
+from magnetar.common.message_id import MessageId
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+
+from .batching import BatchContainer, OpSendBatch, build_op
+from .connection import ConnectionPool
+from .handler import ConnectionHandler, open_stream
+from .options import ProducerConfig
+
+log = logging.getLogger(__name__)
+
+
+class PartitionProducer(ConnectionHandler):
+    """Produces to one topic or one partition of a partitioned topic."""
+
+    kind = "producer"
+
+    def __init__(self, pool: ConnectionPool, topic: str, partition: int, conf: ProducerConfig) -> None:
+        super().__init__(pool, topic)
+        self.partition = partition
+        self.conf = conf
+        self.name = conf.producer_name or ""
+        self.last_sequence_id = -1  # the highest sequence id the broker confirmed
+        self._loop = asyncio.get_running_loop()
+        self._next_seq = 0
+        self._request_ids = itertools.count(1)
+        self._pending: dict[int, OpSendBatch] = {}  # by request id, in send order
+        self._unsent: deque[OpSendBatch] = deque()
+        self._epoch = 0
+        self._container = BatchContainer(conf.batching_max_messages, conf.batching_max_allowed_size_in_bytes)
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._pending_messages = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    # -- stream ---------------------------------------------------------------
+    async def _open(self, stub: pb_grpc.BrokerStub, target: str) -> grpc.aio.StreamStreamCall:
+        call = stub.Produce()
+        first = pb.ProduceRequest(
+            open=pb.OpenProducer(topic=self.topic, producer_name=self.name, properties=self.conf.properties)
+        )
+        resp = await open_stream(call, first, self.pool.operation_timeout_s, target)
+        if not resp.HasField("opened"):  # type: ignore[attr-defined]
+            call.cancel()
+            raise MagnetarError(f"{target} answered the producer open with {resp}")
+        opened = resp.opened  # type: ignore[attr-defined]
+        self.name = opened.producer_name or self.name
+        self._next_seq = max(self._next_seq, opened.last_sequence_id + 1)
+        self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
+        return call
+
+    def _connected(self) -> None:
+        self._epoch += 1
+        self._unsent = deque(self._pending.values())
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_loop(), name=f"producer-writer:{self.topic}")
+        self._wakeup.set()
+
+    def _retry_on_reconnect(self, exc: MagnetarError) -> bool:
+        # The broker may not have noticed the old stream died yet.
+        return exc.retriable or isinstance(exc, ProducerBusy)
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> MagnetarError:
+        try:
+            while True:
+                resp = await call.read()
+                if resp is grpc.aio.EOF:
+                    return NotConnected(f"broker {self.broker_address} closed the produce stream")
+                if resp.HasField("receipt"):
+                    err = self._on_receipt(resp.receipt)
+                    if err is not None:
+                        return err
+        except grpc.RpcError as exc:
+            return from_rpc_error(exc, f"broker {self.broker_address}")
+
+    def _on_receipt(self, receipt: pb.SendReceipt) -> MagnetarError | None:
+        op = self._pending.get(receipt.request_id)
+        if op is None:  # timed out already, or an answer to a resend we no longer wait for
+            return None
+        if receipt.HasField("error"):
+            exc = from_code(receipt.error.code, receipt.error.message)
+            if exc.retriable or receipt.error.retriable:
+                return exc  # reconnect and resend it with everything after it
+            del self._pending[receipt.request_id]
+            op.fail(exc)
+            return None
+        del self._pending[receipt.request_id]
+        if op.timer is not None:
+            op.timer.cancel()
+        if receipt.HasField("message_id"):
+            ledger_id, entry_id = receipt.message_id.ledger_id, receipt.message_id.entry_id
+        else:  # a duplicate the broker could not place
+            ledger_id, entry_id = -1, -1
+        for i, fut in enumerate(op.futures):
+            if not fut.done():
+                fut.set_result(MessageId(ledger_id, entry_id, self.partition, i if op.batched else -1))
+        self.last_sequence_id = max(self.last_sequence_id, op.highest_sequence_id)
+        return None
+
+    async def _write_loop(self) -> None:
+        """The one writer of the stream: sends unsent batches in order."""
+        while not self._closed:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._unsent and self._call is not None:
+                op = self._unsent[0]
+                if self._pending.get(op.request_id) is not op:  # timed out meanwhile
+                    self._unsent.popleft()
+                    continue
+                epoch, call = self._epoch, self._call
+                try:
+                    await call.write(op.request)
+                except Exception as exc:  # the stream broke; the reader reconnects
+                    log.debug("producer on %s: write failed: %r", self.topic, exc)
+                    break
+                if epoch == self._epoch:
+                    op.epoch = epoch
+                    self._unsent.popleft()
+
+    def _fail(self, exc: MagnetarError) -> None:
+        self.failed = exc
+        self._closed = True
+        log.warning("producer %s on %s failed: %s", self.name, self.topic, exc)
+        self._fail_all(exc)
+
+    def _fail_all(self, exc: MagnetarError) -> None:
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        msgs, futs = self._container.drain()
+        for fut in futs:
+            if not fut.done():
+                fut.set_exception(exc)
+        pending, self._pending = self._pending, {}
+        self._unsent.clear()
+        for op in pending.values():
+            op.fail(exc)
+
+    # -- sending --------------------------------------------------------------
+    def queue_full(self) -> bool:
+        return self._pending_messages >= max(1, self.conf.max_pending_messages)
+
+    async def wait_for_room(self) -> None:
+        while self.queue_full():
+            self._check_usable()
+            self._room.clear()
+            await self._room.wait()
+
+    def _message_done(self, _fut: asyncio.Future) -> None:
+        self._pending_messages -= 1
+        self._room.set()
+
+    def send_message(
+        self, msg: pb.SingleMessage, sequence_id: int | None = None, alone: bool = False
+    ) -> asyncio.Future[MessageId]:
+        """Queue one message; the future completes with its id once stored.
+
+        ``sequence_id``: the caller's own (default: the next of this producer).
+        ``alone``: never batch it (delayed delivery needs an entry of its own).
+        """
+        self._check_usable()
+        if self.queue_full():
+            raise MagnetarError(f"ProducerQueueIsFull: {self._pending_messages} messages pending on {self.topic}")
+        if sequence_id is None:
+            msg.sequence_id = self._next_seq
+            self._next_seq += 1
+        else:
+            msg.sequence_id = sequence_id
+        fut: asyncio.Future[MessageId] = self._loop.create_future()
+        self._pending_messages += 1
+        fut.add_done_callback(self._message_done)
+        if not self.conf.batching_enabled or alone:
+            self.flush_batch()  # keeps send order: earlier batched messages go first
+            self._enqueue(build_op(next(self._request_ids), self.name, [msg], [fut], batched=False))
+            return fut
+        if not self._container.has_room_for(msg):
+            self.flush_batch()
+        if self._container.add(msg, fut):
+            self.flush_batch()
+        elif self._batch_timer is None:
+            delay = max(0, self.conf.batching_max_publish_delay_ms) / 1000
+            self._batch_timer = self._loop.call_later(delay, self.flush_batch)
+        return fut
+
+    def flush_batch(self) -> None:
+        """Turn the messages gathered so far into one batch in flight."""
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        if not len(self._container) or self._closed:
+            return
+        msgs, futs = self._container.drain()
+        self._enqueue(build_op(next(self._request_ids), self.name, msgs, futs, batched=True))
+
+    def _enqueue(self, op: OpSendBatch) -> None:
+        self._pending[op.request_id] = op
+        if self.conf.send_timeout_millis > 0:
+            op.timer = self._loop.call_later(self.conf.send_timeout_millis / 1000, self._expire, op)
+        self._unsent.append(op)
+        self._wakeup.set()
+
+    def _expire(self, op: OpSendBatch) -> None:
+        if self._pending.get(op.request_id) is op:
+            del self._pending[op.request_id]
+            op.timer = None
+            op.fail(Timeout(f"send to {self.topic} not confirmed within {self.conf.send_timeout_millis} ms"))
+
+    async def flush(self) -> None:
+        """Send what is gathered and wait until every pending send has an outcome."""
+        self.flush_batch()
+        futs = [f for op in self._pending.values() for f in op.futures]
+        if futs:
+            await asyncio.gather(*futs, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Send what is pending (waiting at most the send timeout), then stop."""
+        if self._released:
+            return
+        if self.connected:
+            try:
+                timeout = self.conf.send_timeout_millis / 1000 or self.pool.operation_timeout_s
+                await asyncio.wait_for(self.flush(), timeout)
+            except TimeoutError:
+                pass
+        await self._stop()
+        if self._writer is not None:
+            self._writer.cancel()
+            await asyncio.gather(self._writer, return_exceptions=True)
+        self._fail_all(ServiceClosed(f"producer on {self.topic} closed"))

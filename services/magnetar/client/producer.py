@@ -1,0 +1,231 @@
+"""The public producer: builds messages and routes them to partition producers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+
+from magnetar.common.errors import InvalidArgument, MagnetarError, MessageTooBig
+from magnetar.common.message_id import MessageId
+from magnetar.common.names import TopicName, partition_for_key
+from magnetar.proto.v1 import broker_pb2 as pb
+
+from .connection import ConnectionPool
+from .options import PartitionsRoutingMode, ProducerConfig, Result
+from .partition_producer import PartitionProducer
+
+log = logging.getLogger(__name__)
+
+SendCallback = Callable[[object, MessageId | None], None]
+
+
+def build_message(
+    content: bytes,
+    properties: Mapping[str, str] | None,
+    partition_key: str | None,
+    event_timestamp: int | None,
+    deliver_at: int | None,
+    deliver_after: timedelta | None,
+    max_size: int,
+) -> pb.SingleMessage:
+    if not isinstance(content, bytes | bytearray | memoryview):
+        raise TypeError(f"message content must be bytes, not {type(content).__name__}")
+    content = bytes(content)
+    if len(content) > max_size:
+        raise MessageTooBig(len(content), max_size)
+    msg = pb.SingleMessage(payload=content)
+    if properties:
+        for k, v in properties.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidArgument(f"message properties must map str to str, got {k!r}: {v!r}")
+        msg.properties.update(properties)
+    if partition_key is not None:
+        msg.partition_key = partition_key
+        msg.has_partition_key = True
+    if event_timestamp:
+        msg.event_time_ms = int(event_timestamp)
+    if deliver_after is not None:
+        msg.deliver_at_ms = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+    elif deliver_at is not None:
+        msg.deliver_at_ms = int(deliver_at)
+    return msg
+
+
+class Producer:
+    """Sends messages to one topic; on a partitioned topic, to one of its partitions."""
+
+    def __init__(self, topic: str, conf: ProducerConfig, producers: list[PartitionProducer]) -> None:
+        self._topic = topic
+        self._conf = conf
+        self._producers = producers
+        self._rr = itertools.count(random.randrange(1 << 16))
+        self._single = random.randrange(len(producers))
+
+    @classmethod
+    async def create(cls, pool: ConnectionPool, topic: str, conf: ProducerConfig) -> Producer:
+        name = str(TopicName.parse(topic))
+        partitions = await pool.partitions(name)
+        if partitions == 0:
+            first = PartitionProducer(pool, name, -1, conf)
+            await first.start()
+            return cls(name, conf, [first])
+        base = TopicName.parse(name)
+        producers = [PartitionProducer(pool, str(base.partition(i)), i, conf) for i in range(partitions)]
+        try:
+            # Partition 0 first: its (possibly broker-given) name is used on every partition.
+            await producers[0].start()
+            for p in producers[1:]:
+                p.name = producers[0].name
+            await asyncio.gather(*(p.start() for p in producers[1:]))
+        except BaseException:
+            await asyncio.gather(*(p.close() for p in producers), return_exceptions=True)
+            raise
+        return cls(name, conf, producers)
+
+    # -- Pulsar's accessors -----------------------------------------------------
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._producers[0].name
+
+    def last_sequence_id(self) -> int:
+        return max(p.last_sequence_id for p in self._producers)
+
+    def is_connected(self) -> bool:
+        return all(p.connected for p in self._producers)
+
+    @property
+    def partitions(self) -> list[PartitionProducer]:
+        return self._producers
+
+    # -- sending -----------------------------------------------------------------
+    def _choose(self, msg: pb.SingleMessage) -> PartitionProducer:
+        n = len(self._producers)
+        if n == 1:
+            return self._producers[0]
+        if msg.has_partition_key:
+            return self._producers[partition_for_key(msg.partition_key, n)]
+        if self._conf.message_routing_mode is PartitionsRoutingMode.UseSinglePartition:
+            return self._producers[self._single]
+        if self._conf.batching_enabled:
+            # As Pulsar: one partition per batching window, so batches stay full.
+            window = int(time.monotonic() * 1000) // max(1, self._conf.batching_max_publish_delay_ms)
+            return self._producers[(window + self._single) % n]
+        return self._producers[next(self._rr) % n]
+
+    def _route(
+        self,
+        content: bytes,
+        properties: Mapping[str, str] | None,
+        partition_key: str | None,
+        event_timestamp: int | None,
+        deliver_at: int | None,
+        deliver_after: timedelta | None,
+    ) -> tuple[PartitionProducer, pb.SingleMessage, bool]:
+        msg = build_message(
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, self._conf.max_message_size
+        )
+        delayed = deliver_at is not None or deliver_after is not None
+        return self._choose(msg), msg, delayed
+
+    async def send(
+        self,
+        content: bytes,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> MessageId:
+        """Send one message and wait until the broker stored it.
+
+        Raises:
+            MessageTooBig: the content is larger than the maximum message size.
+            Timeout: not confirmed within ``send_timeout_millis``.
+        """
+        fut = await self.enqueue(
+            content, None, properties, partition_key, sequence_id, event_timestamp, deliver_at, deliver_after
+        )
+        return await fut
+
+    def send_async(
+        self,
+        content: bytes,
+        callback: SendCallback | None,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> asyncio.Future[MessageId]:
+        """Queue one message without waiting; bad input raises at once.
+
+        ``callback(Result.Ok, msg_id)`` or ``callback(error, None)`` runs on the event
+        loop once the outcome is known. A full queue raises here even with
+        ``block_if_queue_full`` (which :meth:`send` and the sync client honour).
+        """
+        target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
+        return self._submit(target, msg, delayed, sequence_id, callback)
+
+    async def enqueue(
+        self,
+        content: bytes,
+        callback: SendCallback | None = None,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        sequence_id: int | None = None,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> asyncio.Future[MessageId]:
+        """Like :meth:`send_async`, but first waits for room when ``block_if_queue_full``."""
+        target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
+        if self._conf.block_if_queue_full:
+            await target.wait_for_room()
+        return self._submit(target, msg, delayed, sequence_id, callback)
+
+    @staticmethod
+    def _submit(
+        target: PartitionProducer,
+        msg: pb.SingleMessage,
+        delayed: bool,
+        sequence_id: int | None,
+        callback: SendCallback | None,
+    ) -> asyncio.Future[MessageId]:
+        fut = target.send_message(msg, sequence_id=sequence_id, alone=delayed)
+        if callback is not None:
+            fut.add_done_callback(lambda f: _run_callback(callback, f))
+        return fut
+
+    async def flush(self) -> None:
+        """Send every gathered batch and wait for every pending send's outcome."""
+        await asyncio.gather(*(p.flush() for p in self._producers))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(p.close() for p in self._producers))
+
+
+def _run_callback(callback: SendCallback, fut: asyncio.Future[MessageId]) -> None:
+    if fut.cancelled():
+        res: object = MagnetarError("send cancelled")
+        mid = None
+    elif fut.exception() is not None:
+        res, mid = fut.exception(), None
+    else:
+        res, mid = Result.Ok, fut.result()
+    try:
+        callback(res, mid)
+    except Exception:
+        log.exception("send_async callback failed")

@@ -1,0 +1,162 @@
+"""The client SDK's pure parts: service URLs, ack bookkeeping, batching, the receive queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import magnetar
+from magnetar.client.acks import AckTracker
+from magnetar.client.batching import BatchContainer, build_op
+from magnetar.client.connection import Backoff, parse_service_url
+from magnetar.client.receive_queue import ReceiveQueue
+from magnetar.common.message_id import MessageId
+from magnetar.proto.v1 import broker_pb2 as pb
+
+
+@pytest.mark.parametrize(
+    ("url", "hosts"),
+    [
+        ("magnetar://localhost:6650", ["localhost:6650"]),
+        ("localhost:7000", ["localhost:7000"]),
+        ("magnetar://b1,b2:6651,b3:6652/", ["b1:6650", "b2:6651", "b3:6652"]),
+        ("pulsar://h", ["h:6650"]),
+    ],
+)
+def test_service_urls(url, hosts):
+    assert parse_service_url(url) == hosts
+
+
+@pytest.mark.parametrize("url", ["", "http://h:1", "h:notaport", "magnetar://,", "h:70000"])
+def test_bad_service_urls(url):
+    with pytest.raises(magnetar.InvalidArgument):
+        parse_service_url(url)
+
+
+def test_backoff_doubles_up_to_five_seconds():
+    b = Backoff()
+    delays = [b.next() for _ in range(10)]
+    assert 0.09 <= delays[0] <= 0.1 and 4.5 <= delays[-1] <= 5.0
+    assert all(a <= b_ * 1.12 for a, b_ in zip(delays, delays[1:], strict=False))
+    b.reset()
+    assert b.next() <= 0.1
+
+
+def _mid(entry: int, index: int = -1) -> MessageId:
+    return MessageId(3, entry, -1, index)
+
+
+def test_batch_acked_once_every_message_is():
+    t = AckTracker()
+    t.on_delivery((3, 0), 3, True, 0.0, False)
+    assert not t.ack(_mid(0, 2)) and not t.ack(_mid(0, 0))
+    assert t.is_acked(_mid(0, 0)) and not t.is_acked(_mid(0, 1))
+    assert t.take() == ([], None)
+    assert t.ack(_mid(0, 1))
+    assert t.take() == ([(3, 0)], None)
+
+
+def test_unbatched_ack_is_an_entry_ack():
+    t = AckTracker()
+    t.on_delivery((3, 5), 1, False, 0.0, False)
+    assert t.ack(_mid(5))
+    assert t.pending == 1 and t.take() == ([(3, 5)], None) and t.pending == 0
+
+
+def test_cumulative_ack_inside_a_batch():
+    t = AckTracker()
+    t.on_delivery((3, 4), 1, False, 0.0, False)
+    t.on_delivery((3, 5), 3, True, 0.0, False)
+    t.ack_cumulative(_mid(5, 1))
+    assert t.take() == ([], (3, 4))
+    assert t.is_acked(_mid(4)) and t.is_acked(_mid(5, 0)) and t.is_acked(_mid(5, 1))
+    assert not t.is_acked(_mid(5, 2)) and not t.is_acked(_mid(6))
+    t.ack_cumulative(_mid(5, 2))
+    assert t.take() == ([], (3, 5)) and t.is_acked(_mid(5, 2))
+    t.ack_cumulative(_mid(2))  # going back changes nothing
+    assert t.take() == ([], None) and t.is_acked(_mid(5, 2))
+
+
+def test_cumulative_ack_of_the_first_entry_of_a_ledger():
+    t = AckTracker()
+    t.on_delivery((3, 0), 2, True, 0.0, False)
+    t.ack_cumulative(_mid(0, 0))
+    assert t.take() == ([], (3, -1))
+
+
+def test_failed_acks_are_restored_and_ack_timeouts_expire():
+    t = AckTracker()
+    t.on_delivery((3, 1), 1, False, 10.0, True)
+    t.on_delivery((3, 2), 1, False, 10.0, True)
+    t.ack(_mid(1))
+    taken = t.take()
+    t.restore(*taken)
+    assert t.take() == ([(3, 1)], None)
+    assert t.expired(10.5, 1.0) == []
+    assert t.expired(11.0, 1.0) == [(3, 2)]
+    assert t.expired(20.0, 1.0) == []
+
+
+def test_batch_container_limits():
+    c = BatchContainer(max_messages=3, max_bytes=200)
+    small = pb.SingleMessage(payload=b"x" * 10)
+    assert not c.add(small, None) and not c.add(small, None)
+    assert c.add(small, None)  # count limit reached
+    c.drain()
+    big = pb.SingleMessage(payload=b"y" * 150)
+    assert c.has_room_for(big) and not c.add(big, None)
+    assert not c.has_room_for(big)  # two would pass the byte limit
+    msgs, _ = c.drain()
+    assert len(msgs) == 1 and len(c) == 0
+    huge = pb.SingleMessage(payload=b"z" * 1000)
+    assert c.has_room_for(huge)  # an empty container takes any one message
+
+
+def test_build_op_carries_the_sequence_range():
+    msgs = [pb.SingleMessage(payload=b"a", sequence_id=s) for s in (7, 8, 9)]
+    op = build_op(12, "p", msgs, [None, None, None], batched=True)
+    send = op.request.send
+    assert (send.request_id, send.num_messages, send.lowest_sequence_id, send.highest_sequence_id) == (12, 3, 7, 9)
+    entry = pb.EntryBatch.FromString(send.entry)
+    assert entry.producer_name == "p" and entry.sequence_id == 7 and entry.batched and len(entry.messages) == 3
+
+
+async def test_receive_queue_hands_over_and_times_out():
+    q: ReceiveQueue[int] = ReceiveQueue()
+    q.put(1)
+    assert await q.get(0.01) == 1
+    with pytest.raises(magnetar.Timeout):
+        await q.get(0.01)
+    getter = asyncio.create_task(q.get(1.0))
+    await asyncio.sleep(0)
+    q.put(2)
+    assert await getter == 2
+    q.put(3)
+    q.put(4)
+    assert q.remove_if(lambda i: i == 3) == 1 and len(q) == 1
+    q.fail(magnetar.ServiceClosed("closed"))
+    assert await q.get() == 4  # queued items first, then the error
+    with pytest.raises(magnetar.ServiceClosed):
+        await q.get()
+
+
+async def test_receive_queue_keeps_an_item_when_the_getter_is_cancelled():
+    q: ReceiveQueue[int] = ReceiveQueue()
+    getter = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.put(5)
+    getter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await getter
+    assert await q.get(0.01) == 5
+
+
+def test_magnetar_exports_the_pulsar_names():
+    assert magnetar.ConsumerType.KeyShared == pb.KEY_SHARED
+    assert magnetar.InitialPosition.Earliest == pb.EARLIEST
+    assert magnetar.PartitionsRoutingMode.SinglePartition is magnetar.PartitionsRoutingMode.UseSinglePartition
+    policy = magnetar.ConsumerDeadLetterPolicy()
+    assert policy.max_redeliver_count == 16 and policy.dead_letter_topic is None
+    assert issubclass(magnetar.Timeout, magnetar.MagnetarError)
+    assert str(magnetar.MessageId(1, 2)) == "1:2:-1:-1"

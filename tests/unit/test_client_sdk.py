@@ -1,0 +1,584 @@
+"""The client SDK against an in-memory twin of the broker (a real grpc.aio server).
+
+The twin keeps each topic as a list of entries in one ledger (id 7), deduplicates by
+producer name and sequence id, dispatches by permits and records every batch, ack and
+redelivery request it gets, so tests assert on what went over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import grpc
+import pytest
+
+import magnetar
+import magnetar.asyncio as ma
+from magnetar.common.errors import TopicNotFound
+from magnetar.common.grpcutil import abort
+from magnetar.common.names import TopicName, partition_for_key
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.proto.v1 import common_pb2
+
+LEDGER = 7
+
+
+@dataclass
+class Sub:
+    next_read: int
+    consumer: object | None = None
+    acked: set[int] = field(default_factory=set)
+    mark_delete: int = -1
+    delivered: set[int] = field(default_factory=set)
+    redeliver: list[int] = field(default_factory=list)
+    deliveries: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+    def is_acked(self, idx: int) -> bool:
+        return idx <= self.mark_delete or idx in self.acked
+
+
+class TwinState:
+    """What the twin stores; survives a twin restart (like bookies survive a broker)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[bytes]] = defaultdict(list)
+        self.partitions: dict[str, int] = {}
+        self.missing: set[str] = set()
+        self.last_seq: dict[tuple[str, str], int] = {}
+        self.seq_entry: dict[tuple[str, str, int], int] = {}
+        self.batches: list[tuple[str, pb.SendBatch]] = []
+        self.subs: dict[tuple[str, str], Sub] = {}
+        self.acks: list[tuple[str, int, list[tuple[int, int]]]] = []
+        self.redeliveries: list[list[tuple[int, int]]] = []
+        self.flows: list[int] = []
+        self.hold_receipts = False
+        self.producers = 0
+        self.cond = asyncio.Condition()
+
+    def entry_batches(self, topic: str) -> list[pb.EntryBatch]:
+        return [pb.EntryBatch.FromString(e) for e in self.entries[_full(topic)]]
+
+
+def _full(topic: str) -> str:
+    return str(TopicName.parse(topic))
+
+
+def _mid(idx: int, topic: str) -> pb.MessageIdData:
+    return pb.MessageIdData(
+        ledger_id=LEDGER, entry_id=idx, partition=TopicName.parse(topic).partition_index, batch_index=-1
+    )
+
+
+class BrokerTwin(pb_grpc.BrokerServicer):
+    def __init__(self, state: TwinState, address: str) -> None:
+        self.st = state
+        self.address = address
+
+    async def Lookup(self, request, context):
+        return pb.LookupResponse(broker_address=self.address, owned_here=True)
+
+    async def GetPartitionedTopicMetadata(self, request, context):
+        if request.topic in self.st.missing:
+            await abort(context, TopicNotFound(f"topic {request.topic} does not exist"))
+        return pb.PartitionedTopicMetadata(partitions=self.st.partitions.get(request.topic, 0))
+
+    async def GetLastMessageId(self, request, context):
+        n = len(self.st.entries[request.topic])
+        return pb.GetLastMessageIdResponse(
+            message_id=pb.MessageIdData(ledger_id=LEDGER if n else -1, entry_id=n - 1, partition=-1, batch_index=-1)
+        )
+
+    async def Produce(self, request_iterator, context):
+        st = self.st
+        topic = name = ""
+        async for req in request_iterator:
+            if req.HasField("open"):
+                topic = req.open.topic
+                st.producers += 1
+                name = req.open.producer_name or f"twin-{st.producers}"
+                last = st.last_seq.get((topic, name), -1)
+                yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
+                continue
+            send = req.send
+            st.batches.append((topic, send))
+            if send.highest_sequence_id <= st.last_seq.get((topic, name), -1):
+                idx = st.seq_entry.get((topic, name, send.lowest_sequence_id))
+                receipt = pb.SendReceipt(request_id=send.request_id, duplicate=True)
+                if idx is not None:
+                    receipt.message_id.CopyFrom(_mid(idx, topic))
+            else:
+                entries = st.entries[topic]
+                idx = len(entries)
+                entries.append(send.entry)
+                st.last_seq[(topic, name)] = send.highest_sequence_id
+                st.seq_entry[(topic, name, send.lowest_sequence_id)] = idx
+                async with st.cond:
+                    st.cond.notify_all()
+                receipt = pb.SendReceipt(request_id=send.request_id, message_id=_mid(idx, topic))
+            if not st.hold_receipts:
+                yield pb.ProduceResponse(receipt=receipt)
+
+    async def Consume(self, request_iterator, context):
+        st = self.st
+        requests = request_iterator.__aiter__()
+        s = (await requests.__anext__()).subscribe
+        topic, entries = s.topic, self.st.entries[s.topic]
+        sub = st.subs.get((topic, s.subscription))
+        if sub is None:
+            start = 0 if s.initial_position == pb.EARLIEST else len(entries)
+            sub = st.subs[(topic, s.subscription)] = Sub(next_read=start)
+        if s.type == pb.EXCLUSIVE and sub.consumer is not None:
+            error = common_pb2.Error(code="CONSUMER_BUSY", message=f"{s.subscription} has a consumer already")
+            await context.write(pb.ConsumeResponse(error=error))
+            return
+        token = sub.consumer = object()
+        sub.redeliver = sorted(sub.delivered)
+        sub.delivered.clear()
+        await context.write(pb.ConsumeResponse(subscribed=pb.Subscribed(consumer_name=s.consumer_name or "twin-c")))
+        permits = 0
+
+        async def read_requests() -> None:
+            nonlocal permits
+            try:
+                async for req in requests:
+                    kind = req.WhichOneof("kind")
+                    if kind == "flow":
+                        permits += req.flow.permits
+                        st.flows.append(req.flow.permits)
+                    elif kind == "ack":
+                        ids = [(m.ledger_id, m.entry_id) for m in req.ack.message_ids]
+                        st.acks.append((topic, req.ack.type, ids))
+                        for _, e in ids:
+                            if req.ack.type == pb.CUMULATIVE:
+                                sub.mark_delete = max(sub.mark_delete, e)
+                            else:
+                                sub.acked.add(e)
+                        sub.delivered = {e for e in sub.delivered if not sub.is_acked(e)}
+                    elif kind == "redeliver":
+                        ids = [m.entry_id for m in req.redeliver.message_ids] or sorted(sub.delivered)
+                        st.redeliveries.append([(LEDGER, e) for e in ids])
+                        sub.delivered -= set(ids)
+                        sub.redeliver.extend(ids)
+                    async with st.cond:
+                        st.cond.notify_all()
+            finally:
+                async with st.cond:
+                    st.cond.notify_all()
+
+        def next_entry() -> int | None:
+            while sub.redeliver:
+                e = sub.redeliver.pop(0)
+                if not sub.is_acked(e):
+                    return e
+            while sub.next_read < len(entries):
+                sub.next_read += 1
+                if not sub.is_acked(sub.next_read - 1):
+                    return sub.next_read - 1
+            return None
+
+        def has_work() -> bool:
+            return any(not sub.is_acked(e) for e in sub.redeliver) or sub.next_read < len(entries)
+
+        def ready() -> bool:
+            return reader.done() or (permits > 0 and has_work())
+
+        reader = asyncio.create_task(read_requests())
+        try:
+            while True:
+                async with st.cond:
+                    await st.cond.wait_for(ready)
+                if reader.done():
+                    return
+                out = []
+                while permits > 0 and (idx := next_entry()) is not None:
+                    permits -= len(pb.EntryBatch.FromString(entries[idx]).messages)
+                    sub.delivered.add(idx)
+                    out.append(
+                        pb.Delivery(message_id=_mid(idx, topic), entry=entries[idx], redelivery_count=sub.deliveries[idx])
+                    )
+                    sub.deliveries[idx] += 1
+                await context.write(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=out)))
+        finally:
+            reader.cancel()
+            if sub.consumer is token:
+                sub.consumer = None
+
+
+class Twin:
+    """A twin broker server on 127.0.0.1; ``restart()`` brings it back on the same port."""
+
+    def __init__(self, state: TwinState | None = None) -> None:
+        self.state = state or TwinState()
+        self.port = 0
+        self.server: grpc.aio.Server | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        server = grpc.aio.server()
+        port = server.add_insecure_port(f"127.0.0.1:{self.port}")
+        assert port, "could not bind the twin's port"
+        self.port = port
+        pb_grpc.add_BrokerServicer_to_server(BrokerTwin(self.state, self.address), server)
+        await server.start()
+        self.server = server
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=None)
+            self.server = None
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+
+@pytest.fixture
+async def twin():
+    t = Twin()
+    await t.start()
+    yield t
+    await t.stop()
+
+
+@pytest.fixture
+async def client(twin):
+    c = ma.Client(f"magnetar://{twin.address}", operation_timeout_seconds=5)
+    yield c
+    await c.close()
+
+
+async def _eventually(predicate, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+# -- produce and consume ------------------------------------------------------------------
+async def test_round_trip_without_batching(twin, client):
+    consumer = await client.subscribe("orders", "billing", initial_position=ma.InitialPosition.Earliest)
+    producer = await client.create_producer("orders", batching_enabled=False)
+    ids = [await producer.send(f"m{i}".encode(), properties={"i": str(i)}, event_timestamp=1000 + i) for i in range(3)]
+
+    assert [str(m) for m in ids] == [f"{LEDGER}:{i}:-1:-1" for i in range(3)]
+    stored = twin.state.entry_batches("orders")
+    assert [b.batched for b in stored] == [False] * 3
+    assert [b.messages[0].sequence_id for b in stored] == [0, 1, 2]
+    assert all(b.producer_name == producer.producer_name() for b in stored)
+    for i in range(3):
+        msg = await consumer.receive(timeout_millis=2000)
+        assert msg.data() == msg.value() == f"m{i}".encode()
+        assert msg.properties() == {"i": str(i)}
+        assert msg.message_id() == ids[i]
+        assert msg.event_timestamp() == 1000 + i
+        assert msg.redelivery_count() == 0
+        assert msg.topic_name() == "persistent://public/default/orders"
+        assert abs(msg.publish_timestamp() - time.time() * 1000) < 10_000
+        await consumer.acknowledge(msg)
+    await consumer.close()  # flushes the grouped acks
+    assert [(t, ids) for _, t, ids in twin.state.acks] == [(pb.INDIVIDUAL, [(LEDGER, i) for i in range(3)])]
+
+
+async def test_batching_gathers_messages_into_one_entry(twin, client):
+    producer = await client.create_producer("batched", batching_max_publish_delay_ms=50)
+    futs = [producer.send_async(f"m{i}".encode(), None, partition_key="k") for i in range(5)]
+    ids = await asyncio.gather(*futs)
+    assert [str(m) for m in ids] == [f"{LEDGER}:0:-1:{i}" for i in range(5)]
+    (entry,) = twin.state.entry_batches("batched")
+    assert entry.batched and entry.sequence_id == 0
+    assert [m.payload for m in entry.messages] == [f"m{i}".encode() for i in range(5)]
+    (_, send), = twin.state.batches
+    assert (send.num_messages, send.lowest_sequence_id, send.highest_sequence_id) == (5, 0, 4)
+
+
+async def test_batch_limits_and_delayed_messages_go_alone(twin, client):
+    producer = await client.create_producer("limits", batching_max_messages=3, batching_max_publish_delay_ms=1000)
+    futs = [producer.send_async(b"x", None) for _ in range(7)]
+    later = producer.send_async(b"later", None, deliver_after=timedelta(seconds=5))
+    await producer.flush()
+    await asyncio.gather(*futs, later)
+    sizes = [(len(b.messages), b.batched) for b in twin.state.entry_batches("limits")]
+    assert sizes == [(3, True), (3, True), (1, True), (1, False)]
+    delayed = twin.state.entry_batches("limits")[-1].messages[0]
+    assert delayed.deliver_at_ms > time.time() * 1000 + 4000
+
+
+async def test_batch_unpacking_and_batch_level_acks(twin, client):
+    consumer = await client.subscribe(
+        "acks", "s", initial_position=ma.InitialPosition.Earliest, negative_ack_redelivery_delay_ms=0
+    )
+    producer = await client.create_producer("acks")
+    await asyncio.gather(*(producer.send_async(f"m{i}".encode(), None) for i in range(3)))
+    msgs = [await consumer.receive(timeout_millis=2000) for _ in range(3)]
+    assert [str(m.message_id()) for m in msgs] == [f"{LEDGER}:0:-1:{i}" for i in range(3)]
+
+    await consumer.acknowledge(msgs[0])
+    await consumer.acknowledge(msgs[1].message_id())
+    await asyncio.sleep(0.25)  # two ack periods: nothing is sent for a partly acked batch
+    assert twin.state.acks == []
+
+    # A redelivery of the entry skips the messages acked already.
+    await consumer.negative_acknowledge(msgs[2])
+    again = await consumer.receive(timeout_millis=2000)
+    assert again.message_id() == msgs[2].message_id() and again.redelivery_count() == 1
+    with pytest.raises(magnetar.Timeout):
+        await consumer.receive(timeout_millis=100)
+    assert twin.state.redeliveries == [[(LEDGER, 0)]]
+
+    await consumer.acknowledge(again)
+    await _eventually(lambda: twin.state.acks)
+    assert twin.state.acks == [("persistent://public/default/acks", pb.INDIVIDUAL, [(LEDGER, 0)])]
+
+
+async def test_cumulative_ack_inside_a_batch_acks_the_entry_before(twin, client):
+    consumer = await client.subscribe("cum", "s", initial_position=ma.InitialPosition.Earliest)
+    producer = await client.create_producer("cum", batching_enabled=False)
+    await producer.send(b"single")
+    batcher = await client.create_producer("cum")
+    await asyncio.gather(*(batcher.send_async(b"b", None) for _ in range(3)))
+    msgs = [await consumer.receive(timeout_millis=2000) for _ in range(4)]
+    assert [str(m.message_id()) for m in msgs] == ["7:0:-1:-1", "7:1:-1:0", "7:1:-1:1", "7:1:-1:2"]
+
+    await consumer.acknowledge_cumulative(msgs[2])
+    await _eventually(lambda: twin.state.acks)
+    assert twin.state.acks[-1][1:] == (pb.CUMULATIVE, [(LEDGER, 0)])
+    await consumer.acknowledge_cumulative(msgs[3])
+    await _eventually(lambda: len(twin.state.acks) == 2)
+    assert twin.state.acks[-1][1:] == (pb.CUMULATIVE, [(LEDGER, 1)])
+
+    shared = await client.subscribe("cum", "shared", consumer_type=ma.ConsumerType.Shared)
+    with pytest.raises(magnetar.InvalidArgument):
+        await shared.acknowledge_cumulative(msgs[0])
+
+
+async def test_flow_permits_are_granted_in_halves(twin, client):
+    producer = await client.create_producer("flow", batching_enabled=False)
+    consumer = await client.subscribe("flow", "s", receiver_queue_size=4)
+    for i in range(6):
+        await producer.send(b"%d" % i)
+    for _ in range(6):
+        await consumer.receive(timeout_millis=2000)
+    await _eventually(lambda: sum(twin.state.flows) >= 10)
+    # The whole queue first, then back in halves (grants made meanwhile go out together).
+    assert twin.state.flows[0] == 4 and sum(twin.state.flows) == 10
+    assert all(f % 2 == 0 for f in twin.state.flows[1:])
+
+
+async def test_partitioned_topic_routes_by_key(twin, client):
+    twin.state.partitions["persistent://public/default/parts"] = 4
+    consumer = await client.subscribe("parts", "s", initial_position=ma.InitialPosition.Earliest)
+    producer = await client.create_producer("parts", batching_enabled=False)
+    sent = {}
+    for key in ("alice", "bob", "carol", "dave"):
+        ids = [await producer.send(key.encode(), partition_key=key) for _ in range(3)]
+        assert {m.partition for m in ids} == {partition_for_key(key, 4)}
+        sent[key] = ids
+    for i in range(4):  # unkeyed: round robin over the partitions
+        await producer.send(b"rr%d" % i)
+    received = [await consumer.receive(timeout_millis=2000) for _ in range(16)]
+    by_key = defaultdict(set)
+    for msg in received:
+        if msg.partition_key():
+            by_key[msg.partition_key()].add(msg.topic_name())
+            assert msg.topic_name().endswith(f"-partition-{msg.message_id().partition}")
+    assert {k: len(v) for k, v in by_key.items()} == {"alice": 1, "bob": 1, "carol": 1, "dave": 1}
+    used = {t for t, _ in twin.state.batches}
+    assert used <= {f"persistent://public/default/parts-partition-{i}" for i in range(4)}
+    unkeyed = {m.message_id().partition for m in received if not m.partition_key()}
+    assert len(unkeyed) == 4
+    assert await client.get_topic_partitions("parts") == [
+        f"persistent://public/default/parts-partition-{i}" for i in range(4)
+    ]
+
+
+# -- errors ---------------------------------------------------------------------------------
+async def test_message_too_big_is_raised_before_sending(twin, client):
+    producer = await client.create_producer("big")
+    with pytest.raises(magnetar.MessageTooBig):
+        await producer.send(b"x" * (5 * 1024 * 1024 + 1))
+    small = await client.create_producer("big", max_message_size=10)
+    with pytest.raises(magnetar.MessageTooBig):
+        small.send_async(b"x" * 11, None)
+    await producer.flush()
+    assert twin.state.batches == []
+
+
+async def test_consumer_busy_from_the_subscribe_error(twin, client):
+    await client.subscribe("busy", "only")
+    with pytest.raises(magnetar.ConsumerBusy):
+        await client.subscribe("busy", "only")
+
+
+async def test_topic_not_found_from_a_grpc_status(twin, client):
+    twin.state.missing.add("persistent://public/default/nope")
+    with pytest.raises(magnetar.TopicNotFound):
+        await client.create_producer("nope")
+
+
+async def test_receive_timeout_raises_timeout(twin, client):
+    consumer = await client.subscribe("quiet", "s")
+    started = time.monotonic()
+    with pytest.raises(magnetar.Timeout):
+        await consumer.receive(timeout_millis=100)
+    assert 0.09 < time.monotonic() - started < 1.0
+
+
+async def test_send_timeout_fails_unconfirmed_sends(twin, client):
+    twin.state.hold_receipts = True
+    producer = await client.create_producer("slow", send_timeout_millis=200, batching_enabled=False)
+    with pytest.raises(magnetar.Timeout):
+        await producer.send(b"never confirmed")
+
+
+async def test_unreachable_service_raises_not_connected():
+    c = ma.Client("127.0.0.1:1", operation_timeout_seconds=0.3)
+    try:
+        with pytest.raises(magnetar.NotConnected):
+            await c.create_producer("t")
+    finally:
+        await c.close()
+
+
+# -- reconnect -------------------------------------------------------------------------------
+async def test_producer_resends_pending_batches_after_the_broker_restarts(twin, client):
+    producer = await client.create_producer("resend", producer_name="p1", batching_max_publish_delay_ms=5)
+    first = await producer.send(b"before")
+    twin.state.hold_receipts = True  # stored, but the receipts are "lost"
+    futs = [producer.send_async(f"m{i}".encode(), None) for i in range(4)]
+    await _eventually(lambda: len(twin.state.batches) >= 2)
+    before = [(s.lowest_sequence_id, s.highest_sequence_id) for _, s in twin.state.batches[1:]]
+
+    await twin.stop()
+    twin.state.hold_receipts = False
+    await asyncio.sleep(0.05)
+    await twin.start()  # same port, same stored state
+    ids = await asyncio.wait_for(asyncio.gather(*futs), 5)
+
+    resent = [(s.lowest_sequence_id, s.highest_sequence_id) for _, s in twin.state.batches[1 + len(before) :]]
+    assert resent == before  # the same batches with the same sequence ids
+    assert len(twin.state.entries["persistent://public/default/resend"]) == 1 + len(before)  # deduplicated
+    assert [m.entry_id for m in ids] == sorted(m.entry_id for m in ids) and ids[0].entry_id == 1
+    assert producer.producer_name() == "p1" and producer.partitions[0].reconnects == 1
+    assert first.entry_id == 0
+    after = await producer.send(b"after")
+    assert after.entry_id == 1 + len(before)
+    assert twin.state.entry_batches("resend")[-1].sequence_id == 5
+
+
+async def test_consumer_resubscribes_after_the_broker_restarts(twin, client):
+    producer = await client.create_producer("again", batching_enabled=False)
+    consumer = await client.subscribe("again", "s", initial_position=ma.InitialPosition.Earliest)
+    await producer.send(b"one")
+    msg = await consumer.receive(timeout_millis=2000)
+    await twin.restart()
+    # Unacked: the broker delivers it again on the new stream.
+    again = await consumer.receive(timeout_millis=3000)
+    assert again.message_id() == msg.message_id() and again.redelivery_count() == 1
+    await consumer.acknowledge(again)
+    await producer.send(b"two")
+    assert (await consumer.receive(timeout_millis=3000)).data() == b"two"
+
+
+# -- reader -----------------------------------------------------------------------------------
+async def test_reader_from_earliest_and_from_an_id(twin, client):
+    producer = await client.create_producer("log", batching_enabled=False)
+    ids = [await producer.send(b"%d" % i) for i in range(4)]
+    reader = await client.create_reader("log", ma.MessageId.earliest)
+    assert await reader.has_message_available()
+    assert [(await reader.read_next(1000)).data() for _ in range(4)] == [b"0", b"1", b"2", b"3"]
+    assert not await reader.has_message_available()
+    after = await client.create_reader("log", ids[1])
+    assert (await after.read_next(1000)).message_id() == ids[2]
+    latest = await client.create_reader("log", ma.MessageId.latest)
+    assert not await latest.has_message_available()
+    await producer.send(b"new")
+    assert (await latest.read_next(2000)).data() == b"new"
+
+
+# -- the blocking client -------------------------------------------------------------------------
+class _TwinThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.twin = Twin()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self._call(self._make_and_start())
+
+    async def _make_and_start(self) -> None:
+        self.twin.state = TwinState()
+        await self.twin.start()
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    def close(self) -> None:
+        self._call(self.twin.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+
+def test_blocking_client_from_plain_code():
+    server = _TwinThread()
+    try:
+        with magnetar.Client(f"magnetar://{server.twin.address}", operation_timeout_seconds=5) as client:
+            consumer = client.subscribe("sync", "s", initial_position=magnetar.InitialPosition.Earliest)
+            producer = client.create_producer("sync")
+            msg_id = producer.send(b"hello", properties={"a": "b"})
+            assert isinstance(msg_id, magnetar.MessageId) and str(msg_id) == f"{LEDGER}:0:-1:0"
+
+            results = []
+            done = threading.Event()
+
+            def callback(res, mid):
+                results.append((res, mid, threading.current_thread().name))
+                if len(results) == 3:
+                    done.set()
+
+            for i in range(3):
+                producer.send_async(b"async-%d" % i, callback)
+            producer.flush()
+            assert done.wait(5)
+            assert all(r is magnetar.Result.Ok for r, _, _ in results)
+            assert {t for _, _, t in results} == {"magnetar-client"}
+
+            got = [consumer.receive(timeout_millis=2000) for _ in range(4)]
+            assert [m.data() for m in got] == [b"hello", b"async-0", b"async-1", b"async-2"]
+            for m in got:
+                consumer.acknowledge(m)
+            with pytest.raises(magnetar.Timeout):
+                consumer.receive(timeout_millis=50)
+            with pytest.raises(magnetar.MagnetarError, match="not supported"):
+                consumer.unsubscribe()
+            reader = client.create_reader("sync", magnetar.MessageId.earliest)
+            assert reader.read_next(2000).data() == b"hello"
+            producer.close()
+            consumer.close()
+    finally:
+        server.close()
+
+
+async def test_close_while_the_broker_is_down_fails_waiters_without_hanging(twin, client):
+    producer = await client.create_producer("down", batching_enabled=False)
+    consumer = await client.subscribe("down", "s")
+    waiting = asyncio.create_task(consumer.receive())
+    await twin.stop()
+    pending = producer.send_async(b"lost", None)
+    await asyncio.sleep(0.15)  # both are reconnecting now
+    assert not producer.is_connected() and not consumer.is_connected()
+    await asyncio.wait_for(client.close(), 2)
+    with pytest.raises(magnetar.ServiceClosed):
+        await pending
+    with pytest.raises(magnetar.ServiceClosed):
+        await waiting
+    with pytest.raises(magnetar.ServiceClosed):
+        await producer.send(b"after close")
