@@ -31,7 +31,7 @@ from pathlib import Path
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.session import ZkSession
-from magnetar.testing.bookies import BookieProcess
+from magnetar.testing.processes import BookieProcess
 
 SETTINGS = ((1, 1, 1), (3, 2, 2))
 

@@ -7,6 +7,7 @@ import sys
 
 COMMANDS = {
     "standalone": ("magnetar.standalone", "ZooKeeper and bookies on this machine (data under ./data)"),
+    "broker": ("magnetar.broker.__main__", "run one broker"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
     "shell": ("magnetar.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
 }

@@ -8,7 +8,7 @@ from magnetar.common.errors import InvalidArgument
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.session import ZkSession
-from magnetar.testing.bookies import BookieFactory, config_env
+from magnetar.testing.processes import BookieFactory, config_env
 
 pytestmark = pytest.mark.integration
 

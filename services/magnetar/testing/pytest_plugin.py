@@ -7,6 +7,7 @@ conftest. Fixtures:
 - ``zk_connect``: its connect string; ``zk_root``: a fresh root per test.
 - ``zk_session``: a started :class:`ZkSession` on ``zk_root`` (async fixture).
 - ``bookie_factory``: ``bookie_factory(**settings)`` starts a bookie process.
+- ``broker_factory``: ``broker_factory(**settings)`` starts a broker process.
 
 When a test fails, the log tails of the processes it used are added to its report.
 A fixture that starts another kind of process calls :func:`track_process` with it.
@@ -24,7 +25,7 @@ import pytest_asyncio
 
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.metadata.session import ZkSession
-from magnetar.testing.bookies import BookieFactory
+from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
 
 
 class LoggedProcess(Protocol):
@@ -115,17 +116,39 @@ def bookie_factory(
     zk_root: str,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-) -> Iterator[BookieFactory]:
+) -> Iterator[ServiceFactory[BookieProcess]]:
     """``bookie_factory(**settings)`` starts a bookie on ``zk_root``; all killed after the test.
 
     Settings are BookieConfig fields (``flush_interval_s=0.1``); ``extra_args=[...]``
     adds command-line arguments; ``bookie_factory.create(...)`` makes one unstarted.
     """
-    factory = BookieFactory(
+    factory = ServiceFactory(
+        BookieProcess,
         zk_connect,
         zk_root,
         tmp_path / "bookies",
         on_create=lambda bookie: track_process(request.node, bookie),
+    )
+    try:
+        yield factory
+    finally:
+        factory.kill_all()
+
+
+@pytest.fixture
+def broker_factory(
+    zk_connect: str,
+    zk_root: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[ServiceFactory[BrokerProcess]]:
+    """``broker_factory(**settings)`` starts a broker on ``zk_root``; all killed after the test.
+
+    Settings are BrokerConfig fields (``ensemble_size=3``).
+    """
+    factory = ServiceFactory(
+        BrokerProcess, zk_connect, zk_root, tmp_path / "brokers",
+        on_create=lambda broker: track_process(request.node, broker),
     )
     try:
         yield factory

@@ -1,4 +1,5 @@
-"""Real bookie processes for tests: ``python -m magnetar.bookie`` on a fixed loopback port."""
+"""Real service processes for tests (bookies, brokers): ``python -m magnetar.<service>``
+on a fixed loopback port."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Self, TypeVar
 
 from magnetar.bookie.config import BookieConfig
+from magnetar.broker.config import BrokerConfig
 from magnetar.common.childproc import ChildProcess
+from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.common.netutil import free_port
@@ -18,27 +21,34 @@ from magnetar.common.netutil import free_port
 ENV_PREFIX = "MAGNETAR_BOOKIE_"
 
 
-def config_env(config: Mapping[str, Any]) -> dict[str, str]:
+def config_env(
+    config: Mapping[str, Any], config_cls: type[ServiceConfig] = BookieConfig, prefix: str = ENV_PREFIX
+) -> dict[str, str]:
     """Turn ``{"flush_interval_s": 0.1}`` into ``{"MAGNETAR_BOOKIE_FLUSH_INTERVAL_S": "0.1"}``.
 
     Raises:
-        InvalidArgument: a key is not a field of :class:`BookieConfig`.
+        InvalidArgument: a key is not a field of ``config_cls``.
     """
-    fields = BookieConfig.model_fields
+    fields = config_cls.model_fields
     env = {}
     for key, value in config.items():
         if key not in fields:
             raise InvalidArgument(
-                f"{key!r} is not a bookie setting; known: {', '.join(sorted(fields))}"
+                f"{key!r} is not a setting of {config_cls.__name__}; known: {', '.join(sorted(fields))}"
             )
         text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        env[ENV_PREFIX + key.upper()] = text
+        env[prefix + key.upper()] = text
     return env
 
 
-class BookieProcess:
-    """One bookie child process; its port and data dir stay the same across restarts,
-    so its bookie id (``127.0.0.1:PORT``) does too."""
+class ServiceProcess:
+    """One Magnetar service as a child process (``python -m magnetar.<module>``) on a
+    fixed loopback port kept across restarts, ready once its gRPC health check serves."""
+
+    module = ""
+    config_cls: type[ServiceConfig] = ServiceConfig
+    env_prefix = ""
+    uses_data_dir = True
 
     def __init__(
         self,
@@ -61,21 +71,21 @@ class BookieProcess:
             port: gRPC port (default: a free one, picked now).
             log_path: output file (default: ``<data_dir>/../<name>.log``).
             extra_args: more command-line arguments.
-            config: more settings, passed as ``MAGNETAR_BOOKIE_<KEY>`` variables.
-            name: name in messages (default ``bookie-PORT``).
+            config: more settings, passed as ``MAGNETAR_<SERVICE>_<KEY>`` variables.
+            name: name in messages (default ``<module>-PORT``).
         """
         self.port = port or free_port()
         self.data_dir = Path(data_dir)
-        self.name = name or f"bookie-{self.port}"
+        self.name = name or f"{self.module}-{self.port}"
         argv = [
-            sys.executable, "-m", "magnetar.bookie",
+            sys.executable, "-m", f"magnetar.{self.module}",
             "--zookeeper", zk_connect, "--zk-root", zk_root,
             "--host", "127.0.0.1", "--port", str(self.port),
-            "--data-dir", str(self.data_dir),
+            *(["--data-dir", str(self.data_dir)] if self.uses_data_dir else []),
             *extra_args,
         ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-        env.update(config_env(config or {}))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(self.env_prefix)}
+        env.update(config_env(config or {}, self.config_cls, self.env_prefix))
         env["PYTHONUNBUFFERED"] = "1"
         log = Path(log_path) if log_path else self.data_dir.parent / f"{self.name}.log"
         self.process = ChildProcess(self.name, argv, log, env=env)
@@ -103,7 +113,7 @@ class BookieProcess:
         """True when the gRPC health check answers SERVING."""
         return grpc_health_serving(self.address, timeout_s=1.0)
 
-    def start(self, timeout: float = 30.0) -> BookieProcess:
+    def start(self, timeout: float = 30.0) -> Self:
         """Start and wait until the health check answers SERVING.
 
         Raises:
@@ -126,7 +136,7 @@ class BookieProcess:
         """Graceful stop: SIGTERM, SIGKILL after ``timeout`` s; return the exit code."""
         return self.process.terminate(timeout)
 
-    def restart(self, timeout: float = 30.0, *, hard: bool = False) -> BookieProcess:
+    def restart(self, timeout: float = 30.0, *, hard: bool = False) -> Self:
         """Stop (SIGKILL when ``hard``, else SIGTERM) and start again on the same port."""
         if hard:
             self.kill()
@@ -135,47 +145,71 @@ class BookieProcess:
         return self.start(timeout)
 
     def __repr__(self) -> str:
-        return f"BookieProcess({self.address}, pid={self.process.pid})"
+        return f"{type(self).__name__}({self.address}, pid={self.process.pid})"
 
 
-class BookieFactory:
-    """Starts bookies for one test; :meth:`kill_all` at the end."""
+class BookieProcess(ServiceProcess):
+    """A bookie; its bookie id (``127.0.0.1:PORT``) stays the same across restarts."""
+
+    module = "bookie"
+    config_cls = BookieConfig
+    env_prefix = ENV_PREFIX
+
+
+class BrokerProcess(ServiceProcess):
+    """A broker; its broker id (``127.0.0.1:PORT``) stays the same across restarts."""
+
+    module = "broker"
+    config_cls = BrokerConfig
+    env_prefix = "MAGNETAR_BROKER_"
+    uses_data_dir = False
+
+
+P = TypeVar("P", bound=ServiceProcess)
+
+
+class ServiceFactory(Generic[P]):
+    """Starts processes of one kind for one test; :meth:`kill_all` at the end."""
 
     def __init__(
         self,
+        kind: type[P],
         zk_connect: str,
         zk_root: str,
         base_dir: Path,
-        on_create: Callable[[BookieProcess], None] | None = None,
+        on_create: Callable[[P], None] | None = None,
     ) -> None:
-        """Args: on_create: called with each new bookie (the pytest plugin tracks its log)."""
+        """Args: on_create: called with each new process (the pytest plugin tracks its log)."""
+        self.kind = kind
         self.zk_connect = zk_connect
         self.zk_root = zk_root
         self.base_dir = Path(base_dir)
-        self.bookies: list[BookieProcess] = []
+        self.processes: list[P] = []
         self._on_create = on_create
 
-    def create(self, *, extra_args: Sequence[str] = (), **config: Any) -> BookieProcess:
-        """A new bookie (not started) with its own data dir under ``base_dir``."""
-        index = len(self.bookies)
-        bookie = BookieProcess(
-            self.zk_connect,
-            self.zk_root,
-            self.base_dir / f"bookie-{index}",
-            extra_args=extra_args,
-            config=config,
-            name=f"bookie-{index}",
-        )
-        self.bookies.append(bookie)
-        if self._on_create is not None:
-            self._on_create(bookie)
-        return bookie
+    @property
+    def bookies(self) -> list[P]:
+        return self.processes
 
-    def __call__(self, *, timeout: float = 30.0, **config: Any) -> BookieProcess:
-        """Start a new bookie with the given settings and wait until it serves."""
+    def create(self, *, extra_args: Sequence[str] = (), **config: Any) -> P:
+        """A new process (not started) with its own directory under ``base_dir``."""
+        name = f"{self.kind.module}-{len(self.processes)}"
+        process = self.kind(
+            self.zk_connect, self.zk_root, self.base_dir / name, extra_args=extra_args, config=config, name=name
+        )
+        self.processes.append(process)
+        if self._on_create is not None:
+            self._on_create(process)
+        return process
+
+    def __call__(self, *, timeout: float = 30.0, **config: Any) -> P:
+        """Start a new process with the given settings and wait until it serves."""
         return self.create(**config).start(timeout)
 
     def kill_all(self) -> None:
-        """SIGKILL every bookie this factory made."""
-        for bookie in self.bookies:
-            bookie.kill()
+        """SIGKILL every process this factory made."""
+        for process in self.processes:
+            process.kill()
+
+
+BookieFactory = ServiceFactory[BookieProcess]

@@ -1,0 +1,1 @@
+"""The broker: topics, managed ledgers, cursors, dispatchers."""

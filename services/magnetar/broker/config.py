@@ -1,0 +1,39 @@
+"""The broker's configuration (env prefix ``MAGNETAR_BROKER_``; sample: conf/broker.toml)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from magnetar.common.config import ServiceConfig
+
+DEFAULT_PORT = 6650
+
+
+class BrokerConfig(ServiceConfig):
+    model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
+
+    ensemble_size: int = Field(default=2, ge=1)
+    """Bookies per topic ledger (E)."""
+    write_quorum: int = Field(default=2, ge=1)
+    """Copies of each entry (Qw)."""
+    ack_quorum: int = Field(default=2, ge=1)
+    """Copies confirmed before a publish is acknowledged (Qa)."""
+    max_entries_per_ledger: int = Field(default=50_000, ge=1)
+    """A topic's ledger rolls over after this many entries ..."""
+    max_ledger_size_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
+    """... or this many bytes ..."""
+    max_ledger_age_s: float = Field(default=4 * 3600, gt=0)
+    """... or this age."""
+    max_message_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
+    """Largest entry (a batch of messages) a producer may publish (Pulsar's 5 MB)."""
+    bundles_per_namespace: int = Field(default=4, ge=1)
+    """Hash ranges each namespace is split into; a broker owns whole bundles."""
+    allow_auto_topic_creation: bool = True
+    """Create a non-partitioned topic on first use; off: unknown topics are an error."""
+    deduplication_enabled: bool = True
+    """Drop a resend (same producer name, sequence id not above the last stored)."""
+    dispatch_max_entries: int = Field(default=100, ge=1)
+    """Entries read per dispatcher round."""
+    cursor_persist_interval_s: float = Field(default=1.0, gt=0)
+    """Subscriptions' positions are written to ZooKeeper at most this often."""

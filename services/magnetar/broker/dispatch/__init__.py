@@ -1,0 +1,1 @@
+"""Dispatchers: which consumer of a subscription gets which entries, within its permits."""

@@ -1,0 +1,252 @@
+"""The broker's gRPC adapter (``magnetar.v1.Broker``) and the process around it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
+from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.managedledger.position import Position
+from magnetar.broker.service import BrokerService
+from magnetar.common.errors import InvalidArgument, MagnetarError
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
+from magnetar.common.metrics import serve_metrics
+from magnetar.metadata.session import ZkSession
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.proto.v1 import common_pb2
+
+log = logging.getLogger(__name__)
+
+
+def _error(exc: MagnetarError) -> common_pb2.Error:
+    return common_pb2.Error(code=exc.code, message=exc.message, retriable=exc.retriable)
+
+
+def _message_id(position: Position, partition: int) -> pb.MessageIdData:
+    return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=partition, batch_index=-1)
+
+
+class BrokerServicer(pb_grpc.BrokerServicer):
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    @rpc_errors
+    async def Lookup(self, request: pb.LookupRequest, context: grpc.aio.ServicerContext) -> pb.LookupResponse:
+        owner = await self.service.lookup(request.topic)
+        return pb.LookupResponse(broker_address=owner, owned_here=owner == self.service.broker_id)
+
+    @rpc_errors
+    async def GetPartitionedTopicMetadata(self, request: pb.PartitionedTopicMetadataRequest, context: grpc.aio.ServicerContext) -> pb.PartitionedTopicMetadata:
+        return pb.PartitionedTopicMetadata(partitions=await self.service.partitions(request.topic))
+
+    async def Produce(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProduceResponse]:
+        it = request_iterator.__aiter__()
+        try:
+            first = await it.__anext__()
+            if first.WhichOneof("kind") != "open":
+                raise InvalidArgument("a produce stream must start with OpenProducer")
+            topic = await self.service.get_topic(first.open.topic)
+            name = first.open.producer_name or self.service.new_producer_name()
+            last = topic.add_producer(name)
+        except StopAsyncIteration:
+            return
+        except MagnetarError as exc:
+            await abort(context, exc)
+            return
+        pending: asyncio.Queue[tuple[int, asyncio.Task] | None] = asyncio.Queue(1000)
+
+        async def receive() -> None:
+            try:
+                async for req in it:
+                    if req.WhichOneof("kind") != "send":
+                        continue
+                    s = req.send
+                    task = asyncio.create_task(topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id))
+                    await pending.put((s.request_id, task))
+            finally:
+                await pending.put(None)
+
+        receiver = asyncio.create_task(receive())
+        try:
+            yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
+            while (item := await pending.get()) is not None:
+                request_id, task = item
+                try:
+                    result = await task
+                    receipt = pb.SendReceipt(request_id=request_id, duplicate=result.duplicate)
+                    if result.position is not None:
+                        receipt.message_id.CopyFrom(_message_id(result.position, topic.partition))
+                    else:
+                        receipt.message_id.CopyFrom(pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=topic.partition, batch_index=-1))
+                except MagnetarError as exc:
+                    receipt = pb.SendReceipt(request_id=request_id, error=_error(exc))
+                yield pb.ProduceResponse(receipt=receipt)
+            await receiver
+        finally:
+            receiver.cancel()
+            topic.remove_producer(name)
+
+    async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
+        it = request_iterator.__aiter__()
+        out: asyncio.Queue[pb.ConsumeResponse | None] = asyncio.Queue()
+        try:
+            first = await it.__anext__()
+            if first.WhichOneof("kind") != "subscribe":
+                raise InvalidArgument("a consume stream must start with Subscribe")
+            s = first.subscribe
+            if not s.subscription:
+                raise InvalidArgument("a subscription name is required")
+            topic = await self.service.get_topic(s.topic)
+            subscription = await topic.subscribe(s.subscription, s.type, s.initial_position)
+            consumer = BrokerConsumer(
+                s.consumer_name or self.service.new_producer_name(), s.priority_level,
+                sink=lambda deliveries: out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries))),
+            )
+            subscription.add_consumer(consumer, s.type)
+        except StopAsyncIteration:
+            return
+        except MagnetarError as exc:
+            await abort(context, exc)
+            return
+
+        async def receive() -> None:
+            try:
+                async for req in it:
+                    kind = req.WhichOneof("kind")
+                    if kind == "flow":
+                        subscription.flow(consumer, req.flow.permits)
+                    elif kind == "ack":
+                        positions = [Position(m.ledger_id, m.entry_id) for m in req.ack.message_ids]
+                        subscription.ack(consumer, positions, cumulative=req.ack.type == pb.CUMULATIVE)
+                    elif kind == "redeliver":
+                        subscription.redeliver_unacknowledged(consumer)
+            finally:
+                out.put_nowait(None)
+
+        receiver = asyncio.create_task(receive())
+        try:
+            yield pb.ConsumeResponse(subscribed=pb.Subscribed(consumer_name=consumer.name))
+            while (resp := await out.get()) is not None:
+                yield resp
+        finally:
+            receiver.cancel()
+            subscription.remove_consumer(consumer)
+
+    @rpc_errors
+    async def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext) -> pb.GetLastMessageIdResponse:
+        topic = await self.service.get_topic(request.topic, create=False)
+        last = topic.last_position()
+        mid = _message_id(last, topic.partition) if last is not None else pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=topic.partition, batch_index=-1)
+        return pb.GetLastMessageIdResponse(message_id=mid)
+
+    # -- admin ---------------------------------------------------------------------
+    @rpc_errors
+    async def CreateTenant(self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.tenants.create_tenant(request.tenant, {})
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def DeleteTenant(self, request: pb.DeleteTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.tenants.delete_tenant(request.tenant)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def ListTenants(self, request: pb.ListTenantsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
+        return pb.NameList(names=await self.service.tenants.list_tenants())
+
+    @rpc_errors
+    async def CreateNamespace(self, request: pb.CreateNamespaceRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        tenant, ns = _split_namespace(request.namespace)
+        await self.service.tenants.create_namespace(tenant, ns, {})
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def DeleteNamespace(self, request: pb.DeleteNamespaceRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.tenants.delete_namespace(*_split_namespace(request.namespace))
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def ListNamespaces(self, request: pb.ListNamespacesRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
+        return pb.NameList(names=await self.service.tenants.list_namespaces(request.tenant))
+
+    @rpc_errors
+    async def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.create_topic(request.topic, request.partitions)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.delete_topic(request.topic)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
+        return pb.NameList(names=await self.service.list_topics(request.namespace))
+
+    @rpc_errors
+    async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
+        return (await self.service.get_topic(request.topic, create=False)).stats()
+
+
+def _split_namespace(value: str) -> tuple[str, str]:
+    parts = value.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise InvalidArgument(f"a namespace is written tenant/namespace, got {value!r}")
+    return parts[0], parts[1]
+
+
+class BrokerServer:
+    """One broker process: service core, gRPC server, health, registration."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.port = config.port or DEFAULT_PORT
+        self.broker_id = config.advertised_address or f"{config.host}:{self.port}"
+        self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
+        self.service = BrokerService(config, self.broker_id, self.session)
+        self.health = HealthServicer()
+        self.server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.session.start()
+        try:
+            await self.service.start()
+            server = grpc.aio.server(options=CHANNEL_OPTIONS)
+            pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+            if not server.add_insecure_port(f"{self.config.host}:{self.port}"):
+                raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
+            await server.start()
+            self.server = server
+        except BaseException:
+            await self.session.close()
+            raise
+        serve_metrics(self.config.host, self.config.metrics_port)
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info("broker %s serving", self.broker_id)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        if self.server is not None:
+            await self.server.stop(grace_s)
+        await self.service.close()
+        await self.session.close()
+        log.info("broker %s stopped", self.broker_id)
+
+    async def run_until_signalled(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        await self.stop()

@@ -1,0 +1,174 @@
+"""The broker's core: which topics it serves (bundle ownership), opening them on their
+managed ledgers, lookups, and the admin operations. Knows nothing of gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import uuid
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.managedledger.config import ManagedLedgerConfig
+from magnetar.broker.managedledger.ledger import ManagedLedger
+from magnetar.broker.topic import PersistentTopic
+from magnetar.common.errors import (
+    InvalidArgument,
+    InvalidTopicName,
+    MagnetarError,
+    NotOwner,
+    TopicNotFound,
+)
+from magnetar.common.names import NamespaceName, TopicName, bundle_of
+from magnetar.ledger.client import LedgerClient
+from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+from magnetar.metadata.ownership import ZkOwnershipStore
+from magnetar.metadata.session import ZkSession
+from magnetar.metadata.tenants import ZkTenantStore
+
+log = logging.getLogger(__name__)
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig, broker_id: str, session: ZkSession) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.session = session
+        self.ledgers = LedgerClient(session)
+        self.ml_store = ZkManagedLedgerStore(session)
+        self.tenants = ZkTenantStore(session)
+        self.ownership = ZkOwnershipStore(session)
+        self.ml_config = ManagedLedgerConfig(
+            ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
+            max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
+            max_ledger_age_s=config.max_ledger_age_s, cursor_persist_interval_s=config.cursor_persist_interval_s,
+        )
+        self.topics: dict[str, PersistentTopic] = {}
+        self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
+        self._owned: set[tuple[str, str, str]] = set()
+
+    async def start(self) -> None:
+        await self.tenants.ensure_defaults()
+        await self.ownership.register_broker(self.broker_id, {"address": self.broker_id})
+
+    async def close(self) -> None:
+        for topic in list(self.topics.values()):
+            try:
+                await topic.close()
+            except MagnetarError as exc:
+                log.warning("closing %s: %s", topic.name, exc.message)
+        self.topics.clear()
+        await self.ledgers.close()
+
+    # -- names, ownership, lookup ----------------------------------------------
+    @staticmethod
+    def parse(topic: str) -> TopicName:
+        return TopicName.parse(topic)
+
+    def _bundle(self, name: TopicName) -> tuple[str, str, str]:
+        return (name.tenant, name.namespace_part, bundle_of(name, self.config.bundles_per_namespace))
+
+    async def lookup(self, topic: str) -> str:
+        """The address of the broker that serves ``topic``; takes its bundle when unowned."""
+        name = self.parse(topic)
+        tenant, ns, bundle = self._bundle(name)
+        owner = await self.ownership.owner(tenant, ns, bundle)
+        if owner is None:
+            owner = await self.ownership.try_acquire(tenant, ns, bundle, self.broker_id)
+        if owner == self.broker_id:
+            self._owned.add((tenant, ns, bundle))
+        return owner
+
+    async def partitions(self, topic: str) -> int:
+        name = self.parse(topic)
+        if name.is_partition:
+            return 0
+        return await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
+
+    async def get_topic(self, topic: str, create: bool = True) -> PersistentTopic:
+        """The served topic, opened on first use.
+
+        Raises:
+            NotOwner: another broker serves it (the client looks it up again).
+            TopicNotFound / NamespaceNotFound: it does not exist and may not be created.
+        """
+        name = self.parse(topic)
+        key = str(name)
+        existing = self.topics.get(key)
+        if existing is not None:
+            return existing
+        if await self.lookup(key) != self.broker_id:
+            raise NotOwner(f"topic {key} is served by another broker; look it up again")
+        task = self._opening.get(key)
+        if task is None:
+            task = self._opening[key] = asyncio.get_running_loop().create_task(self._open(name, create))
+            task.add_done_callback(functools.partial(self._opened, key))
+        return await asyncio.shield(task)
+
+    def _opened(self, key: str, _task: asyncio.Task[PersistentTopic]) -> None:
+        self._opening.pop(key, None)
+
+    async def _open(self, name: TopicName, create: bool) -> PersistentTopic:
+        tenant, ns, local = name.tenant, name.namespace_part, name.local_name
+        await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
+        if not name.is_partition and await self.tenants.get_partitions(tenant, ns, local) > 0:
+            raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
+        doc, _ = await self.ml_store.get(tenant, ns, local)
+        if doc is None and not (create and self.config.allow_auto_topic_creation):
+            raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
+        ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
+        topic = PersistentTopic(str(name), name.partition_index, ml, self.config)
+        await topic.load()
+        self.topics[str(name)] = topic
+        log.info("topic %s opened (%d entries)", name, ml.number_of_entries)
+        return topic
+
+    # -- admin -----------------------------------------------------------------
+    async def create_topic(self, topic: str, partitions: int) -> None:
+        name = self.parse(topic)
+        if name.is_partition:
+            raise InvalidTopicName(f"{name} names a partition; create the partitioned topic {name.partitioned_topic_name}")
+        if partitions:
+            await self.tenants.create_partitioned_topic(name.tenant, name.namespace_part, name.local_name, partitions)
+        else:
+            await self.get_topic(str(name), create=True)
+
+    async def list_topics(self, namespace: str) -> list[str]:
+        """Every topic of ``tenant/namespace``: partitioned topics by their base name,
+        non-partitioned ones (partitions are listed as the partitioned topic)."""
+        ns = NamespaceName.parse(namespace)
+        await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
+        partitioned = await self.tenants.list_partitioned_topics(ns.tenant, ns.namespace)
+        plain = [
+            str(ns.topic(local)) for local in await self.ml_store.list_topics(ns.tenant, ns.namespace)
+            if not TopicName.parse(str(ns.topic(local))).is_partition
+        ]
+        return sorted(set(partitioned) | set(plain))
+
+    async def delete_topic(self, topic: str) -> None:
+        """Delete a topic (every partition of a partitioned one) and its data.
+
+        Raises:
+            TopicNotFound; InvalidArgument when producers or consumers are connected.
+        """
+        name = self.parse(topic)
+        partitions = 0 if name.is_partition else await self.partitions(str(name))
+        targets = [name.partition(i) for i in range(partitions)] if partitions else [name]
+        for target in targets:
+            served = self.topics.get(str(target))
+            if served is not None and (served.producers or any(s.consumers for s in served.subscriptions.values())):
+                raise InvalidArgument(f"topic {target} has connected producers or consumers; close them first")
+        for target in targets:
+            doc, _ = await self.ml_store.get(target.tenant, target.namespace_part, target.local_name)
+            if doc is None:
+                if not partitions:
+                    raise TopicNotFound(f"topic {target} does not exist")
+                continue
+            topic_obj = await self.get_topic(str(target), create=False)
+            await topic_obj.close_and_delete()
+            self.topics.pop(str(target), None)
+        if partitions:
+            await self.tenants.delete_partitioned_topic(name.tenant, name.namespace_part, name.local_name)
+
+    def new_producer_name(self) -> str:
+        return f"{self.broker_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}"
