@@ -13,6 +13,9 @@ DEFAULT_PORT = 6650
 class BrokerConfig(ServiceConfig):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
 
+    zk_session_timeout_s: float = 5.0
+    """ZooKeeper session timeout: a dead broker's bundles move to another broker this long
+    after it died (the issue asks for failover within 10 s)."""
     ensemble_size: int = Field(default=2, ge=1)
     """Bookies per topic ledger (E)."""
     write_quorum: int = Field(default=2, ge=1)

@@ -85,8 +85,9 @@ class BrokerService:
             return 0
         return await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
 
-    async def get_topic(self, topic: str, create: bool = True) -> PersistentTopic:
-        """The served topic, opened on first use.
+    async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> PersistentTopic:
+        """The served topic, opened on first use; ``create`` allows auto-creation (when the
+        config does), ``explicit`` creates it regardless (an admin's create).
 
         Raises:
             NotOwner: another broker serves it (the client looks it up again).
@@ -101,20 +102,20 @@ class BrokerService:
             raise NotOwner(f"topic {key} is served by another broker; look it up again")
         task = self._opening.get(key)
         if task is None:
-            task = self._opening[key] = asyncio.get_running_loop().create_task(self._open(name, create))
+            task = self._opening[key] = asyncio.get_running_loop().create_task(self._open(name, create, explicit))
             task.add_done_callback(functools.partial(self._opened, key))
         return await asyncio.shield(task)
 
     def _opened(self, key: str, _task: asyncio.Task[PersistentTopic]) -> None:
         self._opening.pop(key, None)
 
-    async def _open(self, name: TopicName, create: bool) -> PersistentTopic:
+    async def _open(self, name: TopicName, create: bool, explicit: bool) -> PersistentTopic:
         tenant, ns, local = name.tenant, name.namespace_part, name.local_name
         await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
         if not name.is_partition and await self.tenants.get_partitions(tenant, ns, local) > 0:
             raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
         doc, _ = await self.ml_store.get(tenant, ns, local)
-        if doc is None and not (create and self.config.allow_auto_topic_creation):
+        if doc is None and not explicit and not (create and self.config.allow_auto_topic_creation):
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
         ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config)
@@ -131,7 +132,7 @@ class BrokerService:
         if partitions:
             await self.tenants.create_partitioned_topic(name.tenant, name.namespace_part, name.local_name, partitions)
         else:
-            await self.get_topic(str(name), create=True)
+            await self.get_topic(str(name), explicit=True)
 
     async def list_topics(self, namespace: str) -> list[str]:
         """Every topic of ``tenant/namespace``: partitioned topics by their base name,

@@ -1,0 +1,140 @@
+"""The broker with real ZooKeeper, bookies and broker processes, driven by the SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import defaultdict
+
+import grpc
+import pytest
+
+import magnetar.asyncio as mg
+from magnetar.common.errors import (
+    ConsumerBusy,
+    InvalidTopicName,
+    MessageTooBig,
+    NamespaceNotFound,
+    TopicNotFound,
+)
+from magnetar.common.grpcutil import CHANNEL_OPTIONS
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+
+pytestmark = pytest.mark.integration
+
+QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
+ID_FORMAT = re.compile(r"^\d+:\d+:-?\d+:-?\d+$")
+
+
+@pytest.fixture
+def cluster(bookie_factory, broker_factory):
+    for _ in range(2):
+        bookie_factory()
+    return broker_factory(**QUORUM)
+
+
+async def produce_consume(url: str, topic: str, n: int, batching: bool) -> list[str]:
+    async with mg.Client(url) as client:
+        consumer = await client.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest, receiver_queue_size=1000)
+        producer = await client.create_producer(topic, batching_enabled=batching, block_if_queue_full=True, max_pending_messages=5000)
+        received: list[bytes] = []
+        ids: list[str] = []
+
+        async def consume() -> None:
+            while len(received) < n:
+                msg = await consumer.receive(timeout_millis=30_000)
+                received.append(msg.data())
+                ids.append(str(msg.message_id()))
+                await consumer.acknowledge(msg)
+
+        reader = asyncio.create_task(consume())
+        sends = [await producer.enqueue(b"%d" % i) for i in range(n)]
+        await asyncio.gather(*sends)
+        await asyncio.wait_for(reader, 120)
+        assert received == [b"%d" % i for i in range(n)]
+        return ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("batching", "n"), [(True, 100_000), (False, 100_000)])
+async def test_produce_and_consume_in_order(cluster, batching, n):
+    ids = await produce_consume(cluster.address, f"ordered-{batching}", n, batching)
+    assert all(ID_FORMAT.match(i) for i in ids)
+    parts = [tuple(map(int, i.split(":"))) for i in ids]
+    assert all(p[2] == -1 for p in parts)  # not partitioned
+    if batching:
+        assert len({p[:2] for p in parts}) < n / 10  # many messages per entry
+        assert all(p[3] >= 0 for p in parts)
+    else:
+        assert all(p[3] == -1 for p in parts) and len({p[:2] for p in parts}) == n
+
+
+async def test_partitioned_topic_routes_by_key(cluster):
+    async with grpc.aio.insecure_channel(cluster.address, options=CHANNEL_OPTIONS) as channel:
+        await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic="keyed", partitions=4))
+    async with mg.Client(cluster.address) as client:
+        assert len(await client.get_topic_partitions("keyed")) == 4
+        consumer = await client.subscribe("keyed", "s", initial_position=mg.InitialPosition.Earliest)
+        producer = await client.create_producer("keyed")
+        keys = [f"user-{k}" for k in range(12)]
+        sends = [producer.send_async(b"%s:%d" % (keys[i % 12].encode(), i), None, partition_key=keys[i % 12]) for i in range(600)]
+        await asyncio.gather(*sends)
+        partition_of: dict[str, set[int]] = defaultdict(set)
+        order: dict[str, list[int]] = defaultdict(list)
+        for _ in range(600):
+            msg = await consumer.receive(timeout_millis=20_000)
+            key, seq = msg.data().decode().split(":")
+            assert msg.partition_key() == key
+            partition_of[key].add(msg.message_id().partition)
+            order[key].append(int(seq))
+            assert ID_FORMAT.match(str(msg.message_id()))
+            assert msg.topic_name().startswith("persistent://public/default/keyed-partition-")
+            await consumer.acknowledge(msg)
+        assert all(len(p) == 1 for p in partition_of.values()), partition_of  # one partition per key
+        assert len(set().union(*partition_of.values())) > 1  # and keys spread over partitions
+        assert all(seqs == sorted(seqs) for seqs in order.values())  # in order per key
+
+
+async def test_exclusive_subscription_refuses_a_second_consumer(cluster):
+    async with mg.Client(cluster.address) as client:
+        await client.subscribe("excl", "only-one")
+        with pytest.raises(ConsumerBusy, match="already has a consumer"):
+            await client.subscribe("excl", "only-one")
+        await client.subscribe("excl", "another-subscription")  # other subscriptions are fine
+
+
+async def test_cursor_resumes_after_the_last_acked_message(cluster):
+    async with mg.Client(cluster.address) as client:
+        # Unbatched: a batch entry is acked only once all its messages are (as in Pulsar
+        # without batch-index acks), so a half-acked batch would come back whole.
+        producer = await client.create_producer("resume", batching_enabled=False)
+        consumer = await client.subscribe("resume", "s", initial_position=mg.InitialPosition.Earliest)
+        await asyncio.gather(*(producer.send_async(b"%d" % i, None) for i in range(50)))
+        for i in range(20):
+            msg = await consumer.receive(timeout_millis=10_000)
+            assert msg.data() == b"%d" % i
+            await consumer.acknowledge(msg)
+        await consumer.close()
+        again = await client.subscribe("resume", "s")
+        assert (await again.receive(timeout_millis=10_000)).data() == b"20"
+
+
+async def test_bad_input_gets_clear_errors(bookie_factory, broker_factory):
+    for _ in range(2):
+        bookie_factory()
+    broker = broker_factory(allow_auto_topic_creation=False, max_message_bytes=64 * 1024, **QUORUM)
+    async with mg.Client(broker.address) as client:
+        for bad in ("persistent://public/default/", "a/b/c/d/e", "non-persistent://public/default/t", "public/de fault/t"):
+            with pytest.raises(InvalidTopicName):
+                await client.create_producer(bad)
+        with pytest.raises(TopicNotFound, match="does not exist"):
+            await client.create_producer("never-created")
+        with pytest.raises(NamespaceNotFound, match="nope"):
+            await client.create_producer("public/nope/t")
+        async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+            await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic="small"))
+        producer = await client.create_producer("small", max_message_size=64 * 1024)
+        with pytest.raises(MessageTooBig):
+            await producer.send(b"x" * (64 * 1024 + 1))
+        assert str(await producer.send(b"fits"))  # the producer is still usable
