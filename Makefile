@@ -69,6 +69,7 @@ lint: setup ## ruff + mypy
 bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/bookie_add.py
 	$(PY) bench/ledger_add.py
+	$(PY) bench/e2e.py
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
 	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build

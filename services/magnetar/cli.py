@@ -1,4 +1,7 @@
-"""The ``magnetar`` command: one entry point for every service and tool."""
+"""The ``magnetar`` command: one entry point for every service and tool.
+
+Each command names ``module`` (its ``main(argv)`` runs) or ``module:function``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,9 @@ COMMANDS = {
     "standalone": ("magnetar.standalone", "ZooKeeper and bookies on this machine (data under ./data)"),
     "broker": ("magnetar.broker.__main__", "run one broker"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
+    "admin": ("magnetar.admin", "tenants, namespaces and topics (like pulsar-admin)"),
+    "produce": ("magnetar.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
+    "consume": ("magnetar.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),
     "shell": ("magnetar.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
 }
 
@@ -27,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         print(f"magnetar: unknown command {argv[0]!r}\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[argv[0]][0])
-    return int(module.main(argv[1:]) or 0)
+    module_name, _, function = COMMANDS[argv[0]][0].partition(":")
+    entry = getattr(importlib.import_module(module_name), function or "main")
+    return int(entry(argv[1:]) or 0)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,21 @@ class Consumer:
         owner.message_taken(msg)
         return msg
 
+    def take_blocking(self, timeout_millis: int | None = None) -> Queued:
+        """The next queued (partition, message), waited for in the calling thread.
+
+        For the blocking client: call from any thread but the loop's, and have the loop
+        run ``partition.message_taken(message)`` afterwards (it grants the permit back).
+        """
+        self._check_open()
+        return self._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
+
+    def target_of(self, message: MessageOrId) -> tuple[PartitionConsumer, MessageId]:
+        """The partition consumer that owns ``message`` and its id (checks both; pure)."""
+        self._check_open()
+        mid = _id_of(message)
+        return self._partition_of(mid), mid
+
     async def acknowledge(self, message: MessageOrId) -> None:
         """Acknowledge one message (an entry is acked once all its messages are)."""
         self._check_open()

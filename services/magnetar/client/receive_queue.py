@@ -1,8 +1,15 @@
-"""The receive queue a consumer's partitions fill and the application drains."""
+"""The receive queue a consumer's partitions fill and the application drains.
+
+The loop fills it; the application drains it either on the loop (:meth:`ReceiveQueue.get`)
+or from another thread (:meth:`ReceiveQueue.get_blocking`, the blocking client's path:
+no round trip to the loop per message).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -19,6 +26,9 @@ class ReceiveQueue(Generic[T]):
         self._items: deque[T] = deque()
         self._waiters: deque[asyncio.Future[T]] = deque()
         self.error: MagnetarError | None = None
+        # For get_blocking: guards pops against remove_if, wakes blocked threads.
+        self._cond = threading.Condition(threading.Lock())
+        self._blocked = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -30,12 +40,18 @@ class ReceiveQueue(Generic[T]):
                 waiter.set_result(item)
                 return
         self._items.append(item)
+        if self._blocked:
+            with self._cond:
+                self._cond.notify()
 
     def remove_if(self, predicate: Callable[[T], bool]) -> int:
         """Drop the queued items for which ``predicate(item)`` is true; return how many."""
-        keep = deque(i for i in self._items if not predicate(i))
-        dropped = len(self._items) - len(keep)
-        self._items = keep
+        with self._cond:  # in place: a thread in get_blocking may hold this deque
+            keep = [i for i in self._items if not predicate(i)]
+            dropped = len(self._items) - len(keep)
+            if dropped:
+                self._items.clear()
+                self._items.extend(keep)
         return dropped
 
     def fail(self, exc: MagnetarError) -> None:
@@ -45,6 +61,34 @@ class ReceiveQueue(Generic[T]):
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_exception(exc)
+        with self._cond:
+            self._cond.notify_all()
+
+    def get_blocking(self, timeout_s: float | None = None) -> T:
+        """The next item, waited for in the calling thread (never the loop's).
+
+        Raises:
+            Timeout: nothing arrived within ``timeout_s``.
+        """
+        with self._cond:
+            if self._items:
+                return self._items.popleft()
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            self._blocked += 1
+            try:
+                while not self._items:
+                    if self.error is not None:
+                        raise self.error
+                    if deadline is None:
+                        self._cond.wait()
+                    else:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise Timeout(f"no message received within {timeout_s:g} s")
+                        self._cond.wait(left)
+                return self._items.popleft()
+            finally:
+                self._blocked -= 1
 
     async def get(self, timeout_s: float | None = None) -> T:
         """The next item.

@@ -1,20 +1,28 @@
 """The blocking client (``magnetar.Client``): the asyncio client run on a private loop.
 
-Every client owns one event loop in a daemon thread; each blocking method submits the
-asyncio method to it (``asyncio.run_coroutine_threadsafe``) and waits. ``send_async``
-callbacks run on that thread, so they must not block (nor call blocking methods of
-this client: that would wait for the thread they run on).
+Every client owns one event loop in a daemon thread; most blocking methods submit the
+asyncio method to it (``asyncio.run_coroutine_threadsafe``) and wait. The per-message
+paths do not: ``send_async``, ``send``, ``acknowledge`` and taking a received message
+post small calls to an outbox (a deque) that the loop drains, waking the loop once per
+burst, and ``receive`` pops from the consumer's receive queue directly (it is
+thread-safe in that mode). ``send_async`` callbacks run on the loop's thread, so they
+must not block (nor call blocking methods of this client: that would wait for the
+thread they run on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import itertools
+import logging
 import threading
-from collections.abc import Coroutine, Mapping
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from magnetar.common.errors import ServiceClosed
+from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.message_id import MessageId
 
 from . import aio
@@ -26,17 +34,51 @@ from .options import (
     HashingScheme,
     InitialPosition,
     PartitionsRoutingMode,
+    Result,
 )
+from .partition_producer import PartitionProducer
 from .producer import SendCallback
 
 T = TypeVar("T")
+aio_log = logging.getLogger("magnetar.client.producer")
 
 
 class _LoopThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # Calls posted from other threads, run in order on the loop (see post()).
+        self._outbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._scheduled = False
         self._thread = threading.Thread(target=self._main, name="magnetar-client", daemon=True)
         self._thread.start()
+
+    def on_loop(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def post(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon, without waiting; calls run in post order.
+
+        The loop is woken only when no drain is scheduled yet, so a burst of posts
+        costs one ``call_soon_threadsafe``.
+        """
+        if self.loop.is_closed():
+            raise ServiceClosed("the client is closed")
+        self._outbox.append((fn, args))
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self.drain)
+            except RuntimeError as exc:  # the loop closed meanwhile
+                raise ServiceClosed("the client is closed") from exc
+
+    def drain(self) -> None:
+        """Run every posted call (on the loop). Clears the flag first: a post racing
+        with the last pop schedules another drain instead of being left behind."""
+        self._scheduled = False
+        outbox = self._outbox
+        while outbox:
+            fn, args = outbox.popleft()
+            fn(*args)
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -57,7 +99,11 @@ class _LoopThread:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("blocking client methods cannot be called from a send_async callback")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return asyncio.run_coroutine_threadsafe(self._after_drain(coro), self.loop).result()
+
+    async def _after_drain(self, coro: Coroutine[Any, Any, T]) -> T:
+        self.drain()  # what was posted before this call happens before it
+        return await coro
 
     def stop(self) -> None:
         if self._thread.is_alive():
@@ -65,10 +111,54 @@ class _LoopThread:
             self._thread.join(timeout=10)
 
 
+class _Room:
+    """Messages of one partition producer in flight from this facade (sent, not done).
+
+    ``submitted`` counts in the caller threads (``next()`` of a count is atomic),
+    ``completed`` only on the loop, so neither needs a lock; a caller that must wait
+    for room sleeps on ``cond``, which the loop notifies only when someone waits.
+    """
+
+    __slots__ = ("limit", "_submitted", "submitted", "completed", "waiting", "cond")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._submitted = itertools.count(1)
+        self.submitted = 0
+        self.completed = 0
+        self.waiting = 0
+        self.cond = threading.Condition(threading.Lock())
+
+    def full(self) -> bool:
+        return self.submitted - self.completed >= self.limit
+
+    def take(self) -> None:
+        self.submitted = next(self._submitted)
+
+    def release(self) -> None:
+        self.completed += 1
+        if self.waiting:
+            with self.cond:
+                self.cond.notify_all()
+
+    def wait(self, usable: Callable[[], None]) -> None:
+        with self.cond:
+            self.waiting += 1
+            try:
+                while self.full():
+                    usable()
+                    self.cond.wait(0.1)
+            finally:
+                self.waiting -= 1
+
+
 class Producer:
     def __init__(self, runner: _LoopThread, producer: aio.Producer) -> None:
+        self._runner = runner
         self._run = runner.run
         self._producer = producer
+        self._conf = producer._conf
+        self._rooms: dict[int, _Room] = {}
 
     def topic(self) -> str:
         return self._producer.topic()
@@ -95,17 +185,27 @@ class Producer:
         deliver_after: timedelta | None = None,
     ) -> MessageId:
         """Send one message and block until the broker stored it; returns its id."""
-        return self._run(
-            self._producer.send(
-                content,
-                properties=properties,
-                partition_key=partition_key,
-                sequence_id=sequence_id,
-                event_timestamp=event_timestamp,
-                deliver_at=deliver_at,
-                deliver_after=deliver_after,
-            )
+        if self._runner.on_loop():
+            raise RuntimeError("blocking client methods cannot be called from a send_async callback")
+        done: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
+
+        def outcome(res: object, mid: MessageId | None) -> None:
+            if isinstance(res, BaseException):
+                done.set_exception(res)
+            else:
+                done.set_result(mid)  # type: ignore[arg-type]
+
+        self.send_async(
+            content,
+            outcome,
+            properties=properties,
+            partition_key=partition_key,
+            sequence_id=sequence_id,
+            event_timestamp=event_timestamp,
+            deliver_at=deliver_at,
+            deliver_after=deliver_after,
         )
+        return done.result()
 
     def send_async(
         self,
@@ -120,21 +220,30 @@ class Producer:
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
     ) -> None:
-        """Queue one message; ``callback(res, msg_id)`` runs on the client's thread."""
+        """Queue one message; ``callback(res, msg_id)`` runs on the client's thread.
 
-        async def enqueue() -> None:
-            await self._producer.enqueue(
-                content,
-                callback,
-                properties=properties,
-                partition_key=partition_key,
-                sequence_id=sequence_id,
-                event_timestamp=event_timestamp,
-                deliver_at=deliver_at,
-                deliver_after=deliver_after,
-            )
-
-        self._run(enqueue())
+        Bad input, a closed producer and a full queue (without ``block_if_queue_full``)
+        raise here; with ``block_if_queue_full`` a full queue blocks this thread.
+        """
+        target, msg, delayed = self._producer._route(
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after
+        )
+        target._check_usable()
+        room = self._rooms.get(id(target))
+        if room is None:
+            room = self._rooms.setdefault(id(target), _Room(self._conf.max_pending_messages))
+        if room.full():
+            if not self._conf.block_if_queue_full:
+                raise MagnetarError(f"ProducerQueueIsFull: {room.limit} messages pending on {target.topic}")
+            if self._runner.on_loop():
+                raise RuntimeError("a full queue cannot block in a send_async callback")
+            room.wait(target._check_usable)
+        room.take()
+        try:
+            self._runner.post(_submit, target, msg, delayed, sequence_id, callback, room)
+        except BaseException:
+            room.completed += 1
+            raise
 
     def flush(self) -> None:
         self._run(self._producer.flush())
@@ -143,8 +252,47 @@ class Producer:
         self._run(self._producer.close())
 
 
+def _submit(
+    target: PartitionProducer,
+    msg: Any,
+    delayed: bool,
+    sequence_id: int | None,
+    callback: SendCallback | None,
+    room: _Room,
+) -> None:
+    """On the loop: hand one posted message to its partition producer."""
+    try:
+        fut = target.send_message(msg, sequence_id=sequence_id, alone=delayed)
+    except MagnetarError as exc:  # closed or failed after the caller's check
+        room.release()
+        if callback is not None:
+            _call(callback, exc, None)
+        return
+
+    def done(f: asyncio.Future[MessageId]) -> None:
+        room.release()
+        if callback is None:
+            return
+        if f.cancelled():
+            _call(callback, MagnetarError("send cancelled"), None)
+        elif (exc := f.exception()) is not None:
+            _call(callback, exc, None)
+        else:
+            _call(callback, Result.Ok, f.result())
+
+    fut.add_done_callback(done)
+
+
+def _call(callback: SendCallback, res: object, mid: MessageId | None) -> None:
+    try:
+        callback(res, mid)
+    except Exception:
+        aio_log.exception("send_async callback failed")
+
+
 class Consumer:
     def __init__(self, runner: _LoopThread, consumer: aio.Consumer) -> None:
+        self._runner = runner
         self._run = runner.run
         self._consumer = consumer
 
@@ -162,10 +310,16 @@ class Consumer:
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """Block for the next message; raises ``magnetar.Timeout`` after ``timeout_millis``."""
-        return self._run(self._consumer.receive(timeout_millis))
+        if self._runner.on_loop():
+            raise RuntimeError("blocking client methods cannot be called from a send_async callback")
+        owner, msg = self._consumer.take_blocking(timeout_millis)
+        self._runner.post(owner.message_taken, msg)
+        return msg
 
     def acknowledge(self, message: Message | MessageId) -> None:
-        self._run(self._consumer.acknowledge(message))
+        """Queue the ack (acks go out grouped) without waiting for the client's thread."""
+        owner, mid = self._consumer.target_of(message)
+        self._runner.post(owner.ack, mid)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._run(self._consumer.acknowledge_cumulative(message))
