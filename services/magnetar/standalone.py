@@ -1,6 +1,6 @@
-"""``magnetar standalone``: ZooKeeper and bookies as child processes of one command.
+"""``magnetar standalone``: ZooKeeper, bookies and a broker as child processes of one command.
 
-Components start in tiers (ZooKeeper, then the bookies; broker, auditor and gateway
+Components start in tiers (ZooKeeper, the bookies, then the broker; the auditor and gateway
 join as later tiers) and stop in reverse order on SIGINT/SIGTERM. Every child runs in
 a process group of its own, so a Ctrl-C in the terminal reaches only this process,
 which then stops the children in order. Children's output goes to <data-dir>/logs/.
@@ -109,7 +109,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Options of ``magnetar standalone`` (added to ``parser`` when given)."""
     parser = parser or argparse.ArgumentParser(
         prog="magnetar standalone",
-        description="Run ZooKeeper and bookies on this machine; Ctrl-C stops them.",
+        description="Run ZooKeeper, bookies and a broker on this machine; Ctrl-C stops them.",
     )
     parser.add_argument("--data-dir", default="./data", help="where all data and logs go")
     parser.add_argument("--bookies", type=int, default=3, help="number of bookies (default 3)")
@@ -118,6 +118,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--zk-root", default="/magnetar", help="root znode (default /magnetar)")
     parser.add_argument(
         "--bookie-port", type=int, default=3181, help="first bookie's port; the next get +1, +2 …"
+    )
+    parser.add_argument("--port", type=int, default=6650, help="the broker's port (default 6650)")
+    parser.add_argument(
+        "--replicas", type=int, default=None,
+        help="copies of each entry, E=Qw=Qa (default: 2, or 1 with a single bookie)",
     )
     return parser
 
@@ -146,12 +151,27 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         process = ChildProcess(name, argv, logs / f"{name}.log", env=env, own_process_group=True)
         bookies.append(_Service(name, address, process, partial(grpc_health_serving, address)))
     tiers.append(bookies)
+    replicas = args.replicas or min(2, args.bookies)
+    broker_env = {
+        **env,
+        "MAGNETAR_BROKER_ENSEMBLE_SIZE": str(replicas),
+        "MAGNETAR_BROKER_WRITE_QUORUM": str(replicas),
+        "MAGNETAR_BROKER_ACK_QUORUM": str(replicas),
+    }
+    address = f"{HOST}:{args.port}"
+    argv = [
+        sys.executable, "-m", "magnetar.broker", "--zookeeper", zk_connect,
+        "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.port),
+    ]  # fmt: skip
+    process = ChildProcess("broker", argv, logs / "broker.log", env=broker_env, own_process_group=True)
+    tiers.append([_Service("broker", address, process, partial(grpc_health_serving, address))])
     return tiers
 
 
 def _check_ports(args: argparse.Namespace) -> None:
     wanted = [] if args.zookeeper else [("ZooKeeper", args.zk_port, "--zk-port")]
     wanted += [(f"bookie-{i}", args.bookie_port + i, "--bookie-port") for i in range(args.bookies)]
+    wanted += [("the broker", args.port, "--port")]
     for what, port, flag in wanted:
         if not port_is_free(HOST, port):
             raise _Failure(
@@ -175,6 +195,8 @@ def _not_ready_message(exc: ChildNotReady) -> str:
 def _run(args: argparse.Namespace) -> None:
     if args.bookies < 1:
         raise _Failure("--bookies must be at least 1")
+    if args.replicas is not None and not 1 <= args.replicas <= args.bookies:
+        raise _Failure(f"--replicas must be between 1 and the number of bookies ({args.bookies})")
     _check_ports(args)
     data_dir = Path(args.data_dir).absolute()
     tiers = _components(args, data_dir)

@@ -27,6 +27,8 @@ def consecutive_free_ports(n: int) -> int:
 
 
 def launch(*args: str) -> subprocess.Popen[str]:
+    if "--port" not in args:  # the broker's port; never the default 6650 in tests
+        args = (*args, "--port", str(free_port()))
     return subprocess.Popen(
         [sys.executable, "-m", "magnetar.standalone", *args],
         stdout=subprocess.PIPE,
@@ -73,10 +75,11 @@ def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         assert f"zookeeper  127.0.0.1:{zk_port}" in lines
         assert f"bookie-0   127.0.0.1:{bookie_port}" in lines
         assert f"bookie-1   127.0.0.1:{bookie_port + 1}" in lines
+        assert any(line.startswith("broker") for line in lines)
         assert four_letter_word("127.0.0.1", zk_port, "ruok") == "imok"
         assert grpc_health_serving(f"127.0.0.1:{bookie_port + 1}")
         assert {p.name for p in (data / "logs").iterdir()} >= {
-            "zookeeper.log", "bookie-0.log", "bookie-1.log"
+            "zookeeper.log", "bookie-0.log", "bookie-1.log", "broker.log"
         }  # fmt: skip
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -126,3 +129,46 @@ def test_a_dying_bookie_stops_everything_with_exit_1(tmp_path: Path) -> None:
     assert "bookie-0 stopped unexpectedly" in err and "bookie-0.log" in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert port_is_free("127.0.0.1", zk_port)  # ZooKeeper was stopped too
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_whole_standalone_loses_no_acked_message(tmp_path: Path) -> None:
+    import magnetar
+
+    zk_port, bookie_port, broker_port = free_port(), consecutive_free_ports(2), free_port()
+    data = tmp_path / "data"
+    args = ("--data-dir", str(data), "--bookies", "2", "--zk-port", str(zk_port),
+            "--bookie-port", str(bookie_port), "--port", str(broker_port))  # fmt: skip
+    url = f"127.0.0.1:{broker_port}"
+    proc = launch(*args)
+    try:
+        read_until_running(proc)
+        with magnetar.Client(url) as client:
+            consumer = client.subscribe("durable", "sub", initial_position=magnetar.InitialPosition.Earliest)
+            producer = client.create_producer("durable", batching_enabled=False)
+            for i in range(200):
+                producer.send(b"%d" % i)  # acknowledged: stored on 2 bookies
+            for i in range(120):
+                msg = consumer.receive(timeout_millis=10_000)
+                assert msg.data() == b"%d" % i
+                consumer.acknowledge(msg)
+            consumer.close()  # the broker stores the cursor when its last consumer leaves
+            time.sleep(1.5)
+        proc.kill()  # SIGKILL: the children die with it (parent-death signal)
+        proc.communicate(timeout=30)
+        deadline = time.monotonic() + 30
+        while pids_with_arg(str(data)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pids_with_arg(str(data)), "children outlived the killed standalone"
+        proc = launch(*args)
+        read_until_running(proc, timeout=120)
+        with magnetar.Client(url, operation_timeout_seconds=60) as client:
+            again = client.subscribe("durable", "sub")
+            assert again.receive(timeout_millis=30_000).data() == b"120"  # resumes after the last ack
+            everything = client.subscribe("durable", "audit", initial_position=magnetar.InitialPosition.Earliest)
+            assert [everything.receive(timeout_millis=30_000).data() for _ in range(200)] == [b"%d" % i for i in range(200)]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()

@@ -22,6 +22,7 @@ from magnetar.common.errors import (
 from magnetar.common.names import NamespaceName, TopicName, bundle_of
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession
 from magnetar.metadata.tenants import ZkTenantStore
@@ -46,12 +47,31 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
+        self._unloading: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults()
         await self.ownership.register_broker(self.broker_id, {"address": self.broker_id})
+        self.session.add_state_listener(self._session_state)
+
+    def _session_state(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            # Our ownership znodes are gone: another broker may take the bundles now.
+            log.warning("ZooKeeper session lost: releasing %d bundles and their topics", len(self._owned))
+            self._owned.clear()
+            for name in list(self.topics):
+                self.unload(name)
+
+    def unload(self, name: str) -> None:
+        """Stop serving a topic (clients reconnect and look it up again)."""
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            task = asyncio.get_running_loop().create_task(topic.close())
+            self._unloading.add(task)
+            task.add_done_callback(self._unloading.discard)
 
     async def close(self) -> None:
+        await asyncio.gather(*self._unloading, return_exceptions=True)
         for topic in list(self.topics.values()):
             try:
                 await topic.close()
@@ -72,10 +92,18 @@ class BrokerService:
         """The address of the broker that serves ``topic``; takes its bundle when unowned."""
         name = self.parse(topic)
         tenant, ns, bundle = self._bundle(name)
+        if (tenant, ns, bundle) in self._owned:
+            return self.broker_id
         owner = await self.ownership.owner(tenant, ns, bundle)
         if owner is None:
             owner = await self.ownership.try_acquire(tenant, ns, bundle, self.broker_id)
         if owner == self.broker_id:
+            if not await self.ownership.still_owns(tenant, ns, bundle, self.broker_id):
+                # Our id, but a previous run's session: it expires within the session timeout.
+                raise NotOwner(
+                    f"bundle {tenant}/{ns}/{bundle} is still held by this broker's previous session; "
+                    f"it is released within {self.config.zk_session_timeout_s:g} s, retry then"
+                )
             self._owned.add((tenant, ns, bundle))
         return owner
 
@@ -118,7 +146,7 @@ class BrokerService:
         if doc is None and not explicit and not (create and self.config.allow_auto_topic_creation):
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
         ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
-        topic = PersistentTopic(str(name), name.partition_index, ml, self.config)
+        topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
         await topic.load()
         self.topics[str(name)] = topic
         log.info("topic %s opened (%d entries)", name, ml.number_of_entries)

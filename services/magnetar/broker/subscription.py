@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
-from magnetar.common.errors import ConsumerBusy, InvalidArgument
+from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ class Subscription:
         self.cursor = cursor
         self.consumers: list[BrokerConsumer] = []
         self.dispatcher = SingleActiveConsumerDispatcher(self)
+        self._flushing: asyncio.Task[None] | None = None
 
     def add_consumer(self, consumer: BrokerConsumer, sub_type: int) -> None:
         """Attach a consumer.
@@ -54,6 +56,15 @@ class Subscription:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
             self.dispatcher.consumers_changed()
+        if not self.consumers and (self._flushing is None or self._flushing.done()):
+            # The last consumer left: store its acks now rather than at the next interval.
+            self._flushing = asyncio.get_running_loop().create_task(self._flush_cursor())
+
+    async def _flush_cursor(self) -> None:
+        try:
+            await self.cursor.flush()
+        except MagnetarError as exc:
+            log.warning("subscription %s on %s: cursor flush failed: %s", self.name, self.topic.name, exc.message)
 
     def flow(self, consumer: BrokerConsumer, permits: int) -> None:
         consumer.permits += permits
@@ -84,5 +95,7 @@ class Subscription:
         return sum(sum(c.unacked.values()) for c in self.consumers)
 
     async def close(self) -> None:
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
         await self.dispatcher.close()
         await self.cursor.close()

@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.subscription import Subscription
-from magnetar.common.errors import MessageTooBig, ProducerBusy, ServiceClosed
+from magnetar.common.errors import (
+    LedgerFenced,
+    MessageTooBig,
+    NotOwner,
+    ProducerBusy,
+    ServiceClosed,
+)
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -47,8 +54,13 @@ class _Dedup:
 
 
 class PersistentTopic:
-    def __init__(self, name: str, partition: int, managed_ledger: Any, config: BrokerConfig) -> None:
+    def __init__(
+        self, name: str, partition: int, managed_ledger: Any, config: BrokerConfig,
+        on_fenced: Callable[[str], None] | None = None,
+    ) -> None:
+        """Args: on_fenced: called with the topic name when another broker took it over."""
         self.name = name
+        self._on_fenced = on_fenced
         self.partition = partition
         self.ml = managed_ledger
         self.config = config
@@ -116,10 +128,14 @@ class PersistentTopic:
             self._dedup.pushed[producer_name] = highest_seq
         try:
             position = await self.ml.add_entry(entry)
-        except BaseException:
+        except BaseException as exc:
             if dedup:  # let the producer's resend through
                 self._dedup.pushed[producer_name] = self._dedup.persisted.get(producer_name, -1)
             await self._notify_settled()
+            if isinstance(exc, LedgerFenced):  # another broker recovered our ledger
+                if self._on_fenced is not None:
+                    self._on_fenced(self.name)
+                raise NotOwner(f"topic {self.name} moved to another broker; look it up again") from exc
             raise
         if dedup and highest_seq > self._dedup.persisted.get(producer_name, -1):
             self._dedup.persisted[producer_name] = highest_seq
