@@ -18,7 +18,7 @@ def test_config_env() -> None:
         "MAGNETAR_BOOKIE_FLUSH_INTERVAL_S": "0.5",
         "MAGNETAR_BOOKIE_JOURNAL_DIR": "/j",
     }
-    with pytest.raises(InvalidArgument, match="not a bookie setting"):
+    with pytest.raises(InvalidArgument, match="not a setting of BookieConfig"):
         config_env({"no_such_key": 1})
 
 
