@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_MAX_IN_FLIGHT = 2  # add requests per bookie per ledger awaiting an answer
+
 
 class PendingAdd:
     __slots__ = ("entry_id", "message", "length", "future", "acked", "write_set")
@@ -56,22 +58,42 @@ class PendingAdd:
 
 
 class _BookieBatcher:
-    """Gathers one turn's adds for one bookie into one request."""
+    """Gathers adds for one bookie into requests, at most ``_MAX_IN_FLIGHT`` unanswered.
+
+    Adds made while the limit is reached wait and go out together in the next request
+    (as Nagle's algorithm does): no added delay when the bookie keeps up, and one request
+    for many entries when it does not. Unbatched publishes, one entry per loop turn,
+    would otherwise cost one request per entry on every bookie.
+    """
 
     def __init__(self, handle: LedgerHandle, bookie: str) -> None:
         self.handle = handle
         self.bookie = bookie
         self.queued: list[PendingAdd] = []
+        self.in_flight = 0
+        self._scheduled = False
 
     def add(self, p: PendingAdd) -> None:
-        if not self.queued:
-            asyncio.get_running_loop().call_soon(self._flush)
         self.queued.append(p)
+        if not self._scheduled and self.in_flight < _MAX_IN_FLIGHT:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
+        self._scheduled = False
         batch, self.queued = self.queued, []
         if batch:
-            self.handle._spawn(self.handle._send_batch(self.bookie, batch))
+            self.in_flight += 1
+            self.handle._spawn(self._send(batch))
+
+    async def _send(self, batch: list[PendingAdd]) -> None:
+        try:
+            await self.handle._send_batch(self.bookie, batch)
+        finally:
+            self.in_flight -= 1
+            if self.queued and not self._scheduled:
+                self._scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
 
 
 class LedgerHandle:
