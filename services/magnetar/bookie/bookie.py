@@ -253,42 +253,23 @@ class Bookie:
             last = state.last_entry
         if last < first:
             return []
-        cache = self.storage.cache
         out: list[StoredEntry] = []
         size = 0
         # Windows keep each step's work bounded: a chunked read of a long ledger stops
         # after max_bytes instead of looking up every remaining entry first.
         for start in range(first, last + 1, _READ_WINDOW):
             wanted = range(start, min(last, start + _READ_WINDOW - 1) + 1)
-            records: dict[int, bytes] = {}
-            missing: list[int] = []
-            for eid in wanted:
-                rec = cache.get((ledger_id, eid))
-                if rec is None:
-                    missing.append(eid)
-                else:
-                    records[eid] = rec
-            if missing:
-                records.update(await asyncio.to_thread(self.storage.read_stored, ledger_id, missing))
-            for eid in wanted:
-                rec = records.get(eid)
-                if rec is None:
-                    continue
-                _, _, lac = header_of(rec)
-                out.append(StoredEntry(eid, lac, rec[HEADER_SIZE:]))
-                size += len(rec) - HEADER_SIZE
-                if max_bytes and size >= max_bytes:
-                    return out
+            records = await self._fetch(ledger_id, wanted)
+            size = _collect(wanted, records, out, size, max_bytes)
+            if max_bytes and size >= max_bytes:
+                break
         return out
 
-    async def read_entry_list(self, ledger_id: int, entry_ids: list[int], max_bytes: int = 0) -> list[StoredEntry]:
-        """The stored entries among ``entry_ids``, in that order (missing ones skipped)."""
-        self._state(ledger_id)
-        for eid in entry_ids:
-            self._check_id(eid, "entry")
+    async def _fetch(self, ledger_id: int, entry_ids: Iterable[int]) -> dict[int, bytes]:
+        """Records by entry id, from the write cache, else (in a thread) the entry logs."""
         cache = self.storage.cache
         records: dict[int, bytes] = {}
-        missing = []
+        missing: list[int] = []
         for eid in entry_ids:
             rec = cache.get((ledger_id, eid))
             if rec is None:
@@ -297,15 +278,15 @@ class Bookie:
                 records[eid] = rec
         if missing:
             records.update(await asyncio.to_thread(self.storage.read_stored, ledger_id, missing))
-        out: list[StoredEntry] = []
-        size = 0
+        return records
+
+    async def read_entry_list(self, ledger_id: int, entry_ids: list[int], max_bytes: int = 0) -> list[StoredEntry]:
+        """The stored entries among ``entry_ids``, in that order (missing ones skipped)."""
+        self._state(ledger_id)
         for eid in entry_ids:
-            rec = records.get(eid)
-            if rec is not None:
-                out.append(StoredEntry(eid, header_of(rec)[2], rec[HEADER_SIZE:]))
-                size += len(rec) - HEADER_SIZE
-                if max_bytes and size >= max_bytes:
-                    break
+            self._check_id(eid, "entry")
+        out: list[StoredEntry] = []
+        _collect(entry_ids, await self._fetch(ledger_id, entry_ids), out, 0, max_bytes)
         return out
 
     def list_ledgers(self) -> list[int]:
@@ -394,3 +375,17 @@ class Bookie:
 
     async def _check_disk_async(self) -> None:
         self._check_disk()
+
+
+def _collect(entry_ids: Iterable[int], records: dict[int, bytes], out: list[StoredEntry], size: int, max_bytes: int) -> int:
+    """Append the found records in ``entry_ids`` order until ``max_bytes`` (0: no limit)
+    of payload is gathered; returns the payload size gathered so far."""
+    for eid in entry_ids:
+        rec = records.get(eid)
+        if rec is None:
+            continue
+        out.append(StoredEntry(eid, header_of(rec)[2], rec[HEADER_SIZE:]))
+        size += len(rec) - HEADER_SIZE
+        if max_bytes and size >= max_bytes:
+            break
+    return size

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import AsyncIterator
 
 import grpc
@@ -206,14 +205,3 @@ class BookieServer:
         await self.bookie.close()
         await self.zk.close()
         log.info("bookie %s stopped", self.bookie_id)
-
-    async def run_until_signalled(self) -> None:
-        """Start, serve until SIGINT/SIGTERM, then stop gracefully."""
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        log.info("signal received; shutting down")
-        await self.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import AsyncIterator
 
 import grpc
@@ -241,12 +240,3 @@ class BrokerServer:
         await self.service.close()
         await self.session.close()
         log.info("broker %s stopped", self.broker_id)
-
-    async def run_until_signalled(self) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        await self.stop()
