@@ -138,3 +138,44 @@ async def test_bad_input_gets_clear_errors(bookie_factory, broker_factory):
         with pytest.raises(MessageTooBig):
             await producer.send(b"x" * (64 * 1024 + 1))
         assert str(await producer.send(b"fits"))  # the producer is still usable
+
+
+async def test_a_consumer_on_a_topic_another_broker_owns_is_told_to_look_it_up(bookie_factory, broker_factory):
+    for _ in range(2):
+        bookie_factory()
+    first, second = broker_factory(**QUORUM), broker_factory(**QUORUM)
+    async with mg.Client(first.address) as client:
+        await (await client.create_producer("owned-by-first")).send(b"x")  # first takes the bundle
+    async with grpc.aio.insecure_channel(second.address, options=CHANNEL_OPTIONS) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        assert (await stub.Lookup(pb.LookupRequest(topic="owned-by-first"))).broker_address == first.address
+        call = stub.Consume()
+        await call.write(pb.ConsumeRequest(subscribe=pb.Subscribe(topic="owned-by-first", subscription="s")))
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call.read()
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "served by another broker" in info.value.details()
+        assert dict(info.value.trailing_metadata())["magnetar-error-code"] == "NOT_OWNER"
+        bad = stub.Consume()
+        await bad.write(pb.ConsumeRequest(flow=pb.Flow(permits=10)))  # no Subscribe first
+        with pytest.raises(grpc.aio.AioRpcError, match="must start with Subscribe"):
+            await bad.read()
+    async with mg.Client(second.address) as client:  # the SDK follows the lookup by itself
+        consumer = await client.subscribe("owned-by-first", "s", initial_position=mg.InitialPosition.Earliest)
+        assert (await consumer.receive(timeout_millis=10_000)).data() == b"x"
+
+
+def test_bad_broker_config_is_one_line(tmp_path):
+    from magnetar.testing.shell import magnetar
+
+    bad = tmp_path / "broker.toml"
+    bad.write_text("ensemble_size = 0\n")
+    result = magnetar("broker", "--config", str(bad))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "ensemble_size" in result.stderr and "Traceback" not in result.stderr
+    missing = magnetar("broker", "--config", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    quorum = tmp_path / "quorum.toml"
+    quorum.write_text("ensemble_size = 2\nwrite_quorum = 3\n")
+    result = magnetar("broker", "--config", str(quorum))
+    assert result.returncode == 2 and "ensemble_size >= write_quorum >= ack_quorum" in result.stderr

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from magnetar.common.config import ServiceConfig
@@ -40,3 +42,12 @@ class BrokerConfig(ServiceConfig):
     """Entries read per dispatcher round."""
     cursor_persist_interval_s: float = Field(default=1.0, gt=0)
     """Subscriptions' positions are written to ZooKeeper at most this often."""
+
+    @model_validator(mode="after")
+    def _quorums(self) -> Self:
+        if not self.ensemble_size >= self.write_quorum >= self.ack_quorum:
+            raise ValueError(
+                "quorums must satisfy ensemble_size >= write_quorum >= ack_quorum, got "
+                f"{self.ensemble_size}, {self.write_quorum}, {self.ack_quorum}"
+            )
+        return self
