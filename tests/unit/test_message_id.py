@@ -225,3 +225,11 @@ def test_from_proto_of_an_unset_message_is_all_zero() -> None:
 def test_from_proto_checks_ranges() -> None:
     with pytest.raises(InvalidArgument, match="ledger_id"):
         MessageId.from_proto(broker_pb2.MessageIdData(ledger_id=-5, partition=-1, batch_index=-1))
+
+
+def test_trusted_constructor_builds_the_same_id():
+    from magnetar.common.message_id import MessageId as M
+
+    fast = M.trusted(7, 3, -1, 2)
+    assert fast == M(7, 3, -1, 2) and hash(fast) == hash(M(7, 3, -1, 2)) and str(fast) == "7:3:-1:2"
+    assert fast < M(7, 4)

@@ -13,8 +13,10 @@ _PER_MESSAGE_OVERHEAD = 32
 
 
 def message_size(msg: pb.SingleMessage) -> int:
-    props = sum(len(k) + len(v) for k, v in msg.properties.items())
-    return len(msg.payload) + props + len(msg.partition_key) + _PER_MESSAGE_OVERHEAD
+    size = len(msg.payload) + len(msg.partition_key) + _PER_MESSAGE_OVERHEAD
+    if msg.properties:  # most messages have none: skip the scan
+        size += sum(len(k) + len(v) for k, v in msg.properties.items())
+    return size
 
 
 @dataclass

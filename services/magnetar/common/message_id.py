@@ -32,6 +32,9 @@ _FORMAT_HINT: Final = (
 )
 
 
+_set = object.__setattr__
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class MessageId:
     """The position of one message: immutable, hashable, ordered.
@@ -67,6 +70,17 @@ class MessageId:
                 )
             if not -1 <= value <= high:
                 raise InvalidArgument(f"message id {field} must be from -1 to {high}, got {value}")
+
+    @classmethod
+    def trusted(cls, ledger_id: int, entry_id: int, partition: int, batch_index: int) -> MessageId:
+        """Build an id from values known to be valid (a broker's receipt or delivery)
+        without the checks: the client makes one per message, so this is a hot path."""
+        obj = object.__new__(cls)
+        _set(obj, "ledger_id", ledger_id)
+        _set(obj, "entry_id", entry_id)
+        _set(obj, "partition", partition)
+        _set(obj, "batch_index", batch_index)
+        return obj
 
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}:{self.partition}:{self.batch_index}"
