@@ -14,6 +14,7 @@ from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import PublishResult
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
@@ -60,7 +61,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         except MagnetarError as exc:
             await abort(context, exc)
             return
-        pending: asyncio.Queue[tuple[int, asyncio.Task] | None] = asyncio.Queue(1000)
+        pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
 
         async def receive() -> None:
             try:
@@ -68,8 +69,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     if req.WhichOneof("kind") != "send":
                         continue
                     s = req.send
-                    task = asyncio.create_task(topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id))
-                    await pending.put((s.request_id, task))
+                    published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
+                    await pending.put((s.request_id, published))
             finally:
                 await pending.put(None)
 

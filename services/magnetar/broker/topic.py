@@ -68,7 +68,7 @@ class PersistentTopic:
         self.subscriptions: dict[str, Subscription] = {}
         self.counters = TopicCounters()
         self._dedup = _Dedup()
-        self._settled = asyncio.Condition()  # a publish finished (stored or failed)
+        self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
         self._closed = False
 
     async def load(self) -> None:
@@ -106,49 +106,73 @@ class PersistentTopic:
     def remove_producer(self, producer_name: str) -> None:
         self.producers.discard(producer_name)
 
-    async def publish(self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int) -> PublishResult:
+    def publish(self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int) -> asyncio.Future[PublishResult]:
         """Store one entry (a batch); a resend recognised by deduplication is not stored.
 
-        Raises:
-            MessageTooBig: the entry is above the configured limit.
+        Returns a future (no task per publish: this is the hot path). It fails with
+        MessageTooBig, ServiceClosed, NotOwner (the ledger was fenced by a new owner) or
+        the managed ledger's error.
         """
+        loop = asyncio.get_running_loop()
         if len(entry) > self.config.max_message_bytes:
-            raise MessageTooBig(len(entry), self.config.max_message_bytes)
+            return _failed(loop, MessageTooBig(len(entry), self.config.max_message_bytes))
         if self._closed:
-            raise ServiceClosed(f"topic {self.name} is closing")
+            return _failed(loop, ServiceClosed(f"topic {self.name} is closing"))
         dedup = self.config.deduplication_enabled and bool(producer_name)
-        while dedup:
-            if lowest_seq <= self._dedup.persisted.get(producer_name, -1):
-                return PublishResult(None, duplicate=True)
-            if lowest_seq > self._dedup.pushed.get(producer_name, -1):
-                break
-            async with self._settled:  # the first copy is in flight: see how it ends
-                await self._settled.wait()
         if dedup:
+            if lowest_seq <= self._dedup.persisted.get(producer_name, -1):
+                return _done(loop, PublishResult(None, duplicate=True))
+            if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
+                # The first copy is still in flight: wait for how it ends (rare).
+                return loop.create_task(self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq))
             self._dedup.pushed[producer_name] = highest_seq
-        try:
-            position = await self.ml.add_entry(entry)
-        except BaseException as exc:
-            if dedup:  # let the producer's resend through
-                self._dedup.pushed[producer_name] = self._dedup.persisted.get(producer_name, -1)
-            await self._notify_settled()
+        result: asyncio.Future[PublishResult] = loop.create_future()
+        added = self.ml.add_entry(entry)
+        added.add_done_callback(
+            lambda f: self._published(f, result, producer_name if dedup else "", highest_seq, num_messages, len(entry))
+        )
+        return result
+
+    def _published(
+        self, added: asyncio.Future[Position], result: asyncio.Future[PublishResult],
+        producer_name: str, highest_seq: int, num_messages: int, size: int,
+    ) -> None:
+        exc = added.exception() if not added.cancelled() else ServiceClosed(f"topic {self.name} is closing")
+        dedup = self._dedup
+        if exc is not None:
+            if producer_name:  # let the producer's resend through
+                dedup.pushed[producer_name] = dedup.persisted.get(producer_name, -1)
             if isinstance(exc, LedgerFenced):  # another broker recovered our ledger
                 if self._on_fenced is not None:
                     self._on_fenced(self.name)
-                raise NotOwner(f"topic {self.name} moved to another broker; look it up again") from exc
-            raise
-        if dedup and highest_seq > self._dedup.persisted.get(producer_name, -1):
-            self._dedup.persisted[producer_name] = highest_seq
-        await self._notify_settled()
+                exc = NotOwner(f"topic {self.name} moved to another broker; look it up again")
+            self._wake_settled()
+            if not result.done():
+                result.set_exception(exc)
+            return
+        if producer_name and highest_seq > dedup.persisted.get(producer_name, -1):
+            dedup.persisted[producer_name] = highest_seq
+        self._wake_settled()
         self.counters.msg_in += num_messages
-        self.counters.bytes_in += len(entry)
+        self.counters.bytes_in += size
         for sub in self.subscriptions.values():
             sub.notify_new_entries()
-        return PublishResult(position)
+        if not result.done():
+            result.set_result(PublishResult(added.result()))
 
-    async def _notify_settled(self) -> None:
-        async with self._settled:
-            self._settled.notify_all()
+    async def _publish_after_settled(self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int) -> PublishResult:
+        while lowest_seq > self._dedup.persisted.get(producer_name, -1) and lowest_seq <= self._dedup.pushed.get(producer_name, -1):
+            waiter = asyncio.get_running_loop().create_future()
+            self._settled_waiters.append(waiter)
+            await waiter
+        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq)
+
+    def _wake_settled(self) -> None:
+        if self._settled_waiters:
+            waiters, self._settled_waiters = self._settled_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
 
     # -- subscriptions ---------------------------------------------------------
     async def subscribe(self, name: str, sub_type: int, initial_position: int) -> Subscription:
@@ -187,3 +211,15 @@ class PersistentTopic:
             msg_out_counter=self.counters.msg_out, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
             producers=len(self.producers), subscriptions=subs,
         )
+
+
+def _failed(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future[PublishResult]:
+    fut: asyncio.Future[PublishResult] = loop.create_future()
+    fut.set_exception(exc)
+    return fut
+
+
+def _done(loop: asyncio.AbstractEventLoop, result: PublishResult) -> asyncio.Future[PublishResult]:
+    fut: asyncio.Future[PublishResult] = loop.create_future()
+    fut.set_result(result)
+    return fut
