@@ -111,6 +111,7 @@ class PartitionProducer(ConnectionHandler):
                 return exc  # reconnect and resend it with everything after it
             del self._pending[receipt.request_id]
             op.fail(exc)
+            self._messages_done(len(op.futures))
             return None
         del self._pending[receipt.request_id]
         if op.timer is not None:
@@ -122,6 +123,7 @@ class PartitionProducer(ConnectionHandler):
         for i, fut in enumerate(op.futures):
             if not fut.done():
                 fut.set_result(MessageId.trusted(ledger_id, entry_id, self.partition, i if op.batched else -1))
+        self._messages_done(len(op.futures))
         self.last_sequence_id = max(self.last_sequence_id, op.highest_sequence_id)
         return None
 
@@ -163,6 +165,7 @@ class PartitionProducer(ConnectionHandler):
         self._unsent.clear()
         for op in pending.values():
             op.fail(exc)
+        self._messages_done(len(futs) + sum(len(op.futures) for op in pending.values()))
 
     # -- sending --------------------------------------------------------------
     def queue_full(self) -> bool:
@@ -174,8 +177,10 @@ class PartitionProducer(ConnectionHandler):
             self._room.clear()
             await self._room.wait()
 
-    def _message_done(self, _fut: asyncio.Future) -> None:
-        self._pending_messages -= 1
+    def _messages_done(self, count: int) -> None:
+        """``count`` messages have an outcome: counted per batch, not with a callback on
+        each message's future (that was one loop callback per message)."""
+        self._pending_messages -= count
         self._room.set()
 
     def send_message(
@@ -196,7 +201,6 @@ class PartitionProducer(ConnectionHandler):
             msg.sequence_id = sequence_id
         fut: asyncio.Future[MessageId] = self._loop.create_future()
         self._pending_messages += 1
-        fut.add_done_callback(self._message_done)
         if not self.conf.batching_enabled or alone:
             self.flush_batch()  # keeps send order: earlier batched messages go first
             self._enqueue(build_op(next(self._request_ids), self.name, [msg], [fut], batched=False))
@@ -232,6 +236,7 @@ class PartitionProducer(ConnectionHandler):
             del self._pending[op.request_id]
             op.timer = None
             op.fail(Timeout(f"send to {self.topic} not confirmed within {self.conf.send_timeout_millis} ms"))
+            self._messages_done(len(op.futures))
 
     async def flush(self) -> None:
         """Send what is gathered and wait until every pending send has an outcome."""

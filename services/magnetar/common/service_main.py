@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from magnetar.common.errors import MagnetarError
 from magnetar.common.logging import configure
 
 C = TypeVar("C", bound=ServiceConfig)
+log = logging.getLogger(__name__)
 
 
 class Server(Protocol):
@@ -43,6 +45,7 @@ async def run_until_signalled(server: Server) -> None:
         loop.add_signal_handler(sig, stop.set)
     await server.start()
     await stop.wait()
+    log.info("signal received; shutting down")
     await server.stop()
 
 
