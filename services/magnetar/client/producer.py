@@ -192,7 +192,7 @@ class Producer:
     ) -> asyncio.Future[MessageId]:
         """Like :meth:`send_async`, but first waits for room when ``block_if_queue_full``."""
         target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
-        if self._conf.block_if_queue_full:
+        if self._conf.block_if_queue_full and target.queue_full():  # no coroutine per message
             await target.wait_for_room()
         return self._submit(target, msg, delayed, sequence_id, callback)
 

@@ -21,6 +21,24 @@ from typing import ClassVar
 from magnetar.common.errors import MagnetarError, Timeout
 
 
+def _wait_past_setpriv(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s: float = 2.0) -> None:
+    """Return once the child runs ``argv`` itself: setpriv sets the death signal before it
+    execs the program, so from then on the child cannot outlive this process. (Right after
+    the fork the child still shows this process's command line, then setpriv's.)"""
+    if not sys.platform.startswith("linux"):
+        return
+    want = b"\0".join(os.fsencode(a) for a in argv) + b"\0"
+    deadline = time.monotonic() + timeout_s
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if cmdline.read_bytes() == want:
+                return
+        except OSError:
+            return
+        time.sleep(0.001)
+
+
 class ChildNotReady(Timeout):
     """A child process did not become ready in time, or exited while starting."""
 
@@ -131,6 +149,7 @@ class ChildProcess:
                 )
             except OSError as exc:
                 raise MagnetarError(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
+        _wait_past_setpriv(self._proc, self.argv)
 
     def wait_ready(self, check: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
         """Poll ``check`` until it returns True.
