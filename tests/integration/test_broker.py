@@ -27,11 +27,20 @@ QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 ID_FORMAT = re.compile(r"^\d+:\d+:-?\d+:-?\d+$")
 
 
+class Cluster:
+    """3 bookies and 2 brokers; clients get both broker addresses and follow lookups."""
+
+    def __init__(self, brokers) -> None:
+        self.brokers = brokers
+        self.url = ",".join(b.address for b in brokers)
+        self.address = brokers[0].address  # for direct admin calls
+
+
 @pytest.fixture
 def cluster(bookie_factory, broker_factory):
-    for _ in range(2):
+    for _ in range(3):
         bookie_factory()
-    return broker_factory(**QUORUM)
+    return Cluster([broker_factory(**QUORUM), broker_factory(**QUORUM)])
 
 
 async def produce_consume(url: str, topic: str, n: int, batching: bool) -> list[str]:
@@ -59,7 +68,7 @@ async def produce_consume(url: str, topic: str, n: int, batching: bool) -> list[
 @pytest.mark.slow
 @pytest.mark.parametrize(("batching", "n"), [(True, 100_000), (False, 100_000)])
 async def test_produce_and_consume_in_order(cluster, batching, n):
-    ids = await produce_consume(cluster.address, f"ordered-{batching}", n, batching)
+    ids = await produce_consume(cluster.url, f"ordered-{batching}", n, batching)
     assert all(ID_FORMAT.match(i) for i in ids)
     parts = [tuple(map(int, i.split(":"))) for i in ids]
     assert all(p[2] == -1 for p in parts)  # not partitioned
@@ -73,7 +82,7 @@ async def test_produce_and_consume_in_order(cluster, batching, n):
 async def test_partitioned_topic_routes_by_key(cluster):
     async with grpc.aio.insecure_channel(cluster.address, options=CHANNEL_OPTIONS) as channel:
         await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic="keyed", partitions=4))
-    async with mg.Client(cluster.address) as client:
+    async with mg.Client(cluster.url) as client:
         assert len(await client.get_topic_partitions("keyed")) == 4
         consumer = await client.subscribe("keyed", "s", initial_position=mg.InitialPosition.Earliest)
         producer = await client.create_producer("keyed")
@@ -97,7 +106,7 @@ async def test_partitioned_topic_routes_by_key(cluster):
 
 
 async def test_exclusive_subscription_refuses_a_second_consumer(cluster):
-    async with mg.Client(cluster.address) as client:
+    async with mg.Client(cluster.url) as client:
         await client.subscribe("excl", "only-one")
         with pytest.raises(ConsumerBusy, match="already has a consumer"):
             await client.subscribe("excl", "only-one")
@@ -105,7 +114,7 @@ async def test_exclusive_subscription_refuses_a_second_consumer(cluster):
 
 
 async def test_cursor_resumes_after_the_last_acked_message(cluster):
-    async with mg.Client(cluster.address) as client:
+    async with mg.Client(cluster.url) as client:
         # Unbatched: a batch entry is acked only once all its messages are (as in Pulsar
         # without batch-index acks), so a half-acked batch would come back whole.
         producer = await client.create_producer("resume", batching_enabled=False)
