@@ -105,24 +105,25 @@ class BrokerTwin(pb_grpc.BrokerServicer):
                 last = st.last_seq.get((topic, name), -1)
                 yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
                 continue
-            send = req.send
-            st.batches.append((topic, send))
-            if send.highest_sequence_id <= st.last_seq.get((topic, name), -1):
-                idx = st.seq_entry.get((topic, name, send.lowest_sequence_id))
-                receipt = pb.SendReceipt(request_id=send.request_id, duplicate=True)
-                if idx is not None:
-                    receipt.message_id.CopyFrom(_mid(idx, topic))
-            else:
-                entries = st.entries[topic]
-                idx = len(entries)
-                entries.append(send.entry)
-                st.last_seq[(topic, name)] = send.highest_sequence_id
-                st.seq_entry[(topic, name, send.lowest_sequence_id)] = idx
-                async with st.cond:
-                    st.cond.notify_all()
-                receipt = pb.SendReceipt(request_id=send.request_id, message_id=_mid(idx, topic))
-            if not st.hold_receipts:
-                yield pb.ProduceResponse(receipt=receipt)
+            sends = [req.send] if req.HasField("send") else list(req.sends.batches)
+            for send in sends:
+                st.batches.append((topic, send))
+                if send.highest_sequence_id <= st.last_seq.get((topic, name), -1):
+                    idx = st.seq_entry.get((topic, name, send.lowest_sequence_id))
+                    receipt = pb.SendReceipt(request_id=send.request_id, duplicate=True)
+                    if idx is not None:
+                        receipt.message_id.CopyFrom(_mid(idx, topic))
+                else:
+                    entries = st.entries[topic]
+                    idx = len(entries)
+                    entries.append(send.entry)
+                    st.last_seq[(topic, name)] = send.highest_sequence_id
+                    st.seq_entry[(topic, name, send.lowest_sequence_id)] = idx
+                    async with st.cond:
+                        st.cond.notify_all()
+                    receipt = pb.SendReceipt(request_id=send.request_id, message_id=_mid(idx, topic))
+                if not st.hold_receipts:
+                    yield pb.ProduceResponse(receipt=receipt)
 
     async def Consume(self, request_iterator, context):
         st = self.st

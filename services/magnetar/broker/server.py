@@ -66,29 +66,34 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         async def receive() -> None:
             try:
                 async for req in it:
-                    if req.WhichOneof("kind") != "send":
-                        continue
-                    s = req.send
-                    published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
-                    await pending.put((s.request_id, published))
+                    kind = req.WhichOneof("kind")
+                    sends = [req.send] if kind == "send" else req.sends.batches if kind == "sends" else []
+                    for s in sends:
+                        published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
+                        await pending.put((s.request_id, published))
             finally:
                 await pending.put(None)
 
         receiver = asyncio.create_task(receive())
         try:
             yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
-            while (item := await pending.get()) is not None:
-                request_id, task = item
-                try:
-                    result = await task
-                    receipt = pb.SendReceipt(request_id=request_id, duplicate=result.duplicate)
-                    if result.position is not None:
-                        receipt.message_id.CopyFrom(_message_id(result.position, topic.partition))
-                    else:
-                        receipt.message_id.CopyFrom(pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=topic.partition, batch_index=-1))
-                except MagnetarError as exc:
-                    receipt = pb.SendReceipt(request_id=request_id, error=_error(exc))
-                yield pb.ProduceResponse(receipt=receipt)
+            item = await pending.get()
+            while item is not None:
+                receipts = [await _receipt(item, topic.partition)]
+                # Sends already settled behind it go out in the same stream message.
+                held = False
+                while not pending.empty():
+                    item = pending.get_nowait()
+                    if item is None or not item[1].done():
+                        held = True
+                        break
+                    receipts.append(await _receipt(item, topic.partition))
+                if len(receipts) == 1:
+                    yield pb.ProduceResponse(receipt=receipts[0])
+                else:
+                    yield pb.ProduceResponse(receipts=pb.SendReceipts(receipts=receipts))
+                if not held:
+                    item = await pending.get()
             await receiver
         finally:
             receiver.cancel()
@@ -194,6 +199,20 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @rpc_errors
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
         return (await self.service.get_topic(request.topic, create=False)).stats()
+
+
+async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: int) -> pb.SendReceipt:
+    request_id, published = item
+    try:
+        result = await published
+    except MagnetarError as exc:
+        return pb.SendReceipt(request_id=request_id, error=_error(exc))
+    receipt = pb.SendReceipt(request_id=request_id, duplicate=result.duplicate)
+    if result.position is not None:
+        receipt.message_id.CopyFrom(_message_id(result.position, partition))
+    else:
+        receipt.message_id.CopyFrom(pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=partition, batch_index=-1))
+    return receipt
 
 
 def _split_namespace(value: str) -> tuple[str, str]:

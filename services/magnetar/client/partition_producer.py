@@ -94,8 +94,10 @@ class PartitionProducer(ConnectionHandler):
                 resp = await call.read()
                 if resp is grpc.aio.EOF:
                     return NotConnected(f"broker {self.broker_address} closed the produce stream")
-                if resp.HasField("receipt"):
-                    err = self._on_receipt(resp.receipt)
+                kind = resp.WhichOneof("kind")
+                receipts = [resp.receipt] if kind == "receipt" else resp.receipts.receipts if kind == "receipts" else []
+                for receipt in receipts:
+                    err = self._on_receipt(receipt)
                     if err is not None:
                         return err
         except grpc.RpcError as exc:
@@ -133,19 +135,28 @@ class PartitionProducer(ConnectionHandler):
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._unsent and self._call is not None:
-                op = self._unsent[0]
-                if self._pending.get(op.request_id) is not op:  # timed out meanwhile
-                    self._unsent.popleft()
-                    continue
+                # Everything queued while the last write was in flight goes in one stream
+                # message (each batch is still its own entry), in order.
+                ops = [op for op in self._unsent if self._pending.get(op.request_id) is op]  # not timed out
+                if not ops:
+                    self._unsent.clear()
+                    break
+                if len(ops) == 1:
+                    request = ops[0].request
+                else:
+                    request = pb.ProduceRequest(sends=pb.SendBatches(batches=[op.request.send for op in ops]))
                 epoch, call = self._epoch, self._call
                 try:
-                    await call.write(op.request)
+                    await call.write(request)
                 except Exception as exc:  # the stream broke; the reader reconnects
                     log.debug("producer on %s: write failed: %r", self.topic, exc)
                     break
                 if epoch == self._epoch:
-                    op.epoch = epoch
-                    self._unsent.popleft()
+                    sent = {id(op) for op in ops}
+                    for op in ops:
+                        op.epoch = epoch
+                    while self._unsent and (id(self._unsent[0]) in sent or self._pending.get(self._unsent[0].request_id) is not self._unsent[0]):
+                        self._unsent.popleft()
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failed = exc
