@@ -188,3 +188,23 @@ def test_bad_broker_config_is_one_line(tmp_path):
     quorum.write_text("ensemble_size = 2\nwrite_quorum = 3\n")
     result = magnetar("broker", "--config", str(quorum))
     assert result.returncode == 2 and "ensemble_size >= write_quorum >= ack_quorum" in result.stderr
+
+
+async def test_the_broker_refuses_an_oversized_entry_even_from_a_client_that_does_not_check(bookie_factory, broker_factory):
+    for _ in range(2):
+        bookie_factory()
+    broker = broker_factory(max_message_bytes=64 * 1024, **QUORUM)
+    async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+        call = pb_grpc.BrokerStub(channel).Produce()
+        await call.write(pb.ProduceRequest(open=pb.OpenProducer(topic="big")))
+        assert (await call.read()).opened.producer_name
+        too_big = pb.EntryBatch(messages=[pb.SingleMessage(payload=b"x" * (64 * 1024 + 1))]).SerializeToString()
+        await call.write(pb.ProduceRequest(send=pb.SendBatch(request_id=7, entry=too_big, num_messages=1, lowest_sequence_id=0, highest_sequence_id=0)))
+        receipt = (await call.read()).receipt
+        assert receipt.request_id == 7 and receipt.error.code == "MESSAGE_TOO_BIG"
+        assert "larger than the limit of 65536 bytes" in receipt.error.message
+        fits = pb.EntryBatch(messages=[pb.SingleMessage(payload=b"ok")]).SerializeToString()
+        await call.write(pb.ProduceRequest(send=pb.SendBatch(request_id=8, entry=fits, num_messages=1, lowest_sequence_id=1, highest_sequence_id=1)))
+        ok = (await call.read()).receipt
+        assert ok.request_id == 8 and not ok.HasField("error") and ok.message_id.entry_id == 0  # nothing stored before it
+        await call.done_writing()
