@@ -82,11 +82,6 @@ class LedgerIndex:
             }
 
     # -- reads (thread-safe) -----------------------------------------------
-    def get(self, ledger_id: int, entry_id: int) -> Location | None:
-        with self._env.begin(db=self._entries) as txn:
-            v = txn.get(_ENTRY_KEY.pack(ledger_id, entry_id))
-        return Location(*_LOCATION.unpack(v)) if v is not None else None
-
     def get_many(self, ledger_id: int, entry_ids: Iterable[int]) -> dict[int, Location]:
         out: dict[int, Location] = {}
         with self._env.begin(db=self._entries) as txn:

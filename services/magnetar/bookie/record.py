@@ -79,7 +79,3 @@ def header_of(record: bytes) -> tuple[int, int, int]:
     """(ledger_id, entry_id, lac) of an encoded record known to be intact."""
     _, _, _, ledger_id, entry_id, lac = HEADER.unpack_from(record)
     return ledger_id, entry_id, lac
-
-
-def payload_of(record: bytes) -> bytes:
-    return record[HEADER_SIZE:]

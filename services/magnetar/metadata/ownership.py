@@ -22,12 +22,6 @@ class ZkOwnershipStore:
     async def register_broker(self, broker_id: str, info: dict[str, object]) -> None:
         await self._session.create(self._paths.broker(broker_id), encode(info), ephemeral=True, makepath=True)
 
-    async def list_brokers(self) -> list[str]:
-        try:
-            return sorted(await self._session.children(self._paths.brokers()))
-        except NotFound:
-            return []
-
     async def owner(self, tenant: str, namespace: str, bundle: str) -> str | None:
         """The broker id owning the bundle, or None."""
         try:
@@ -53,9 +47,3 @@ class ZkOwnershipStore:
         return stat is not None and self._session.owns(stat.ephemeral_owner) and (
             await self.owner(tenant, namespace, bundle)
         ) == broker_id
-
-    async def release(self, tenant: str, namespace: str, bundle: str) -> None:
-        try:
-            await self._session.delete(self._paths.bundle_owner(tenant, namespace, bundle))
-        except NotFound:
-            pass

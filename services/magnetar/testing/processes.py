@@ -187,10 +187,6 @@ class ServiceFactory(Generic[P]):
         self.processes: list[P] = []
         self._on_create = on_create
 
-    @property
-    def bookies(self) -> list[P]:
-        return self.processes
-
     def create(self, *, extra_args: Sequence[str] = (), **config: Any) -> P:
         """A new process (not started) with its own directory under ``base_dir``."""
         name = f"{self.kind.module}-{len(self.processes)}"
