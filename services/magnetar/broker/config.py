@@ -41,7 +41,17 @@ class BrokerConfig(ServiceConfig):
     dispatch_max_entries: int = Field(default=100, ge=1)
     """Entries read per dispatcher round."""
     cursor_persist_interval_s: float = Field(default=1.0, gt=0)
-    """Subscriptions' positions are written to ZooKeeper at most this often."""
+    """Subscriptions' positions are written to ZooKeeper at most this often: after a
+    crash, acks of the last interval may be delivered again (nothing older)."""
+    max_unacked_messages_per_consumer: int = Field(default=50_000, ge=0)
+    """A consumer holding this many unacknowledged messages gets nothing more until it
+    acks half of them (Pulsar's ``maxUnackedMessagesPerConsumer``; 0: no limit)."""
+    retention_check_interval_s: float = Field(default=60.0, gt=0)
+    """How often each served topic deletes ledgers its retention no longer keeps."""
+    default_retention_time_minutes: int = Field(default=0, ge=-1)
+    """Retention of namespaces that set none (-1: unlimited; 0: consumed data goes at once)."""
+    default_retention_size_mb: int = Field(default=0, ge=-1)
+    """Retention size of namespaces that set none (-1: unlimited)."""
 
     @model_validator(mode="after")
     def _quorums(self) -> Self:
