@@ -1,14 +1,18 @@
-"""A durable cursor: how far a subscription has acknowledged a managed ledger.
+"""A cursor: how far a subscription has acknowledged a managed ledger.
 
 Everything at or before the *mark-delete position* is acknowledged; acknowledged entries
 after it are kept as ranges (:class:`RangeSet`). When the first range starts right after
 the mark-delete position, the mark-delete position moves to its end (as Pulsar's).
+Entries of which only some messages (batch indexes) are acknowledged keep a mask of
+those; entries sent again keep a redelivery count (see :mod:`.cursor_state`).
 
-Stored in ZooKeeper as ``{"mark_delete": [L, E], "individually_acked": [[[L1, E1],
-[L2, E2]], ...], "properties": {...}}``, written with compare-and-set. Writes are
-debounced: the first change after a write schedules the next one at most
-``cursor_persist_interval_s`` after it; :meth:`flush` and :meth:`close` write at once.
-After a restart, entries acknowledged but not yet written are delivered again.
+A durable cursor is stored in ZooKeeper (the document is described in
+:mod:`.cursor_state`), written with compare-and-set. Writes are debounced: the first
+change after a write schedules the next one at most ``cursor_persist_interval_s`` after
+it; :meth:`flush` and :meth:`close` write at once, and :meth:`persist_counts` writes at
+once when redelivery counts changed (they must be stored before the redelivery). After a
+restart, entries acknowledged but not yet written are delivered again. A non-durable
+cursor (a reader's) is never stored.
 """
 
 from __future__ import annotations
@@ -18,13 +22,19 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.managedledger.cursor_state import (
+    CursorDocument,
+    PositionMap,
+    check_batch,
+    full_mask,
+)
+from magnetar.broker.managedledger.layout import start_position
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.rangeset import RangeSet
 from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import (
     InvalidArgument,
     MagnetarError,
-    MetadataError,
     MetadataVersionConflict,
 )
 
@@ -35,7 +45,7 @@ log = logging.getLogger(__name__)
 
 
 class ManagedCursor:
-    """One subscription's durable position in a managed ledger."""
+    """One subscription's position in a managed ledger."""
 
     def __init__(
         self,
@@ -46,6 +56,10 @@ class ManagedCursor:
         acked: Iterable[tuple[Position, Position]] = (),
         properties: dict[str, Any] | None = None,
         version: int | None = None,
+        *,
+        batch_acks: Iterable[tuple[Position, int, int]] = (),
+        redelivery_counts: Iterable[tuple[Position, int]] = (),
+        durable: bool = True,
     ) -> None:
         """A cursor of ``ledger``; ``version`` None means not stored yet.
 
@@ -53,17 +67,28 @@ class ManagedCursor:
         """
         self.name = name
         self.ledger = ledger
+        self.durable = durable
+        """False for a reader's cursor: never stored, holds no data back."""
         self._store = store
         self.mark_delete_position = mark_delete
         self._acked = RangeSet(ledger.next_position)
         for first, last in acked:
             self._acked.add_range(first, last)
+        self._batch: PositionMap[tuple[int, int]] = PositionMap()  # entry -> (size, acked mask)
+        self._counts: PositionMap[int] = PositionMap()  # entry -> redeliveries
         self.properties: dict[str, Any] = dict(properties or {})
         self._version = version
         self.read_position: Position = ledger.next_position(mark_delete)
         """The next position to read (dispatchers move it; :meth:`rewind` resets it)."""
         self._advance_mark_delete()
+        for p, size, mask in batch_acks:
+            if not self.is_acked(p) and 0 < mask < full_mask(size):
+                self._batch.set(p, (size, mask))
+        for p, n in redelivery_counts:
+            if not self.is_acked(p) and n > 0:
+                self._counts.set(p, n)
         self._dirty = False
+        self._counts_dirty = False
         self._error: MagnetarError | None = None
         self._closed = False
         self._lock = asyncio.Lock()
@@ -80,23 +105,26 @@ class ManagedCursor:
         Raises:
             MetadataError: the document is not a cursor.
         """
-        try:
-            mark_delete = Position.of(doc["mark_delete"])
-            acked = [(Position.of(f), Position.of(last)) for f, last in doc.get("individually_acked", [])]
-            properties = dict(doc.get("properties", {}))
-        except (KeyError, TypeError, ValueError, InvalidArgument) as exc:
-            raise MetadataError(f"cursor {name} of {ledger.name}: stored document is not a cursor: {doc!r}") from exc
-        return cls(ledger, store, name, mark_delete, acked, properties, version)
+        d = CursorDocument.from_doc(doc, f"cursor {name} of {ledger.name}")
+        return cls(
+            ledger, store, name, d.mark_delete, d.ranges, d.properties, version,
+            batch_acks=d.batch_acks, redelivery_counts=d.redelivery_counts,
+        )  # fmt: skip
 
     def to_doc(self) -> dict[str, Any]:
-        """The stored form (at most ``max_unacked_ranges_to_persist`` ranges)."""
-        limit = self.ledger.config.max_unacked_ranges_to_persist
-        ranges = self._acked.ranges()[:limit]
-        return {
-            "mark_delete": self.mark_delete_position.to_json(),
-            "individually_acked": [[f.to_json(), last.to_json()] for f, last in ranges],
-            "properties": self.properties,
-        }
+        """The stored form, cut to fit a znode (see :mod:`.cursor_state`); batch acks
+        and redelivery counts are left out when there are none."""
+        doc = CursorDocument(
+            self.mark_delete_position,
+            self._acked.ranges(),
+            [(p, size, mask) for p, (size, mask) in self._batch.items()],
+            list(self._counts.items()),
+            self.properties,
+        ).to_doc(self.ledger.config)
+        for key in ("batch_acks", "redelivery_counts"):
+            if not doc[key]:
+                del doc[key]
+        return doc
 
     # -- acknowledgements -----------------------------------------------------------
     @property
@@ -132,6 +160,8 @@ class ManagedCursor:
         for position in checked:
             if position > self.mark_delete_position:
                 changed |= self._acked.add(position)
+                self._batch.discard(position)
+                self._counts.discard(position)
         if changed:
             self._advance_mark_delete()
             self._changed()
@@ -157,9 +187,150 @@ class ManagedCursor:
                 break
             self.mark_delete_position = first[1]
             self._acked.pop_first()
+        self._batch.discard_through(self.mark_delete_position)
+        self._counts.discard_through(self.mark_delete_position)
         following = self.ledger.next_position(self.mark_delete_position)
         if self.read_position < following:
             self.read_position = following
+
+    # -- batch indexes --------------------------------------------------------------
+    def acked_mask(self, p: Sequence[int]) -> int:
+        """Acknowledged messages (bit i = message i) of a partly acknowledged entry; 0
+        when none are recorded (a wholly acknowledged entry: see :meth:`is_acked`)."""
+        return self._batch.get(Position.of(p), (0, 0))[1]
+
+    def ack_batch(self, p: Sequence[int], batch_size: int, mask: int) -> bool:
+        """Acknowledge the messages of ``mask`` of the entry at ``p`` (a batch of
+        ``batch_size``). Once all are acknowledged the entry is, as with :meth:`ack`.
+
+        Returns:
+            True when the entry became wholly acknowledged by this call.
+
+        Raises:
+            InvalidArgument: ``p`` is not a stored entry, ``batch_size`` < 1, a mask bit at
+                or above ``batch_size``, or a size other than the one recorded for the
+                entry (nothing is changed).
+        """
+        size, mask = check_batch(batch_size, mask)
+        (position,) = self._check([p])
+        if self.is_acked(position):
+            return False
+        recorded_size, old = self._batch.get(position, (size, 0))
+        if recorded_size != size:
+            raise InvalidArgument(
+                f"cursor {self.name}: entry {position} is a batch of {recorded_size}, not {size}"
+            )
+        new = old | mask
+        if new == full_mask(size):
+            self.ack([position])
+            return True
+        if new != old:
+            self._batch.set(position, (size, new))
+            self._changed()
+        return False
+
+    # -- redelivery counts ----------------------------------------------------------
+    def redelivery_count(self, p: Sequence[int]) -> int:
+        """How often the entry at ``p`` was sent again (0 when never, or acknowledged)."""
+        return self._counts.get(Position.of(p), 0)
+
+    def add_redeliveries(self, positions: Iterable[Sequence[int]]) -> None:
+        """Count one more redelivery of each entry; acknowledged entries and positions
+        that are not stored entries are left out. Store with :meth:`persist_counts`
+        before sending them again.
+
+        Raises:
+            InvalidArgument: a malformed position (nothing is changed).
+        """
+        changed = False
+        for position in [Position.of(p) for p in positions]:
+            if not self.is_acked(position) and self.ledger.contains(position):
+                self._counts.set(position, self._counts.get(position, 0) + 1)
+                changed = True
+        if changed:
+            self._counts_dirty = self.durable
+            self._changed()
+
+    @property
+    def counts_dirty(self) -> bool:
+        """True when redelivery counts changed since they were last stored."""
+        return self._counts_dirty
+
+    # -- moving ---------------------------------------------------------------------
+    def reset_to(self, position: Sequence[int]) -> None:
+        """Make everything before ``position`` acknowledged and nothing at or after it;
+        reading starts there. Beyond the last entry: everything is acknowledged; before
+        the first stored entry (``(-1, -1)`` too): nothing is. Stored by the debounced
+        writer (``await persist()`` to store it at once).
+
+        Raises:
+            InvalidArgument: a malformed position.
+        """
+        start = start_position(position)
+        layout = self.ledger.layout
+        if start > layout.last_confirmed():
+            mark_delete = layout.last_confirmed()
+        elif start < layout.first_position():
+            mark_delete = layout.previous_position(layout.first_position())
+        else:
+            mark_delete = layout.previous_position(layout.normalize(start))
+        self.mark_delete_position = mark_delete
+        self._acked.clear()
+        self._batch.clear()
+        self._counts.clear()
+        self.read_position = self.ledger.next_position(mark_delete)
+        self._changed()
+
+    def skip_entries(self, n: int) -> int:
+        """Acknowledge the next ``n`` unacknowledged entries after the mark-delete position.
+
+        Returns:
+            How many were acknowledged (fewer when the backlog is shorter).
+
+        Raises:
+            InvalidArgument: ``n`` is not an integer >= 0.
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InvalidArgument(f"entries to skip is an integer >= 0, not {n!r}")
+        layout = self.ledger.layout
+        last = layout.last_confirmed()
+        p = layout.normalize(self.ledger.next_position(self.mark_delete_position))
+        skipped = 0
+        spans: list[tuple[Position, Position]] = []
+        while skipped < n and p <= last:
+            acked = self._acked.covering_or_after(p)
+            if acked is not None and acked[0] <= p:
+                p = self.ledger.next_position(acked[1])
+                continue
+            end = last if acked is None else layout.previous_position(acked[0])
+            available = layout.count(p, end)
+            if available <= 0:
+                break
+            k = min(n - skipped, available)
+            last_skipped = layout.nth_entry(p, k)
+            spans.append((p, last_skipped))
+            skipped += k
+            p = self.ledger.next_position(last_skipped)
+        for first, last_skipped in spans:
+            self._acked.add_range(first, last_skipped)
+            self._batch.discard_range(first, last_skipped)
+            self._counts.discard_range(first, last_skipped)
+        if spans:
+            self._advance_mark_delete()
+            self._changed()
+        return skipped
+
+    def clear_backlog(self) -> int:
+        """Acknowledge every stored entry; returns how many were not acknowledged yet."""
+        skipped = self.backlog()
+        last = self.ledger.last_confirmed_position
+        if last <= self.mark_delete_position:
+            return 0
+        self.mark_delete_position = last
+        self._acked.remove_through(last)
+        self._advance_mark_delete()
+        self._changed()
+        return skipped
 
     # -- reading --------------------------------------------------------------------
     def rewind(self) -> None:
@@ -196,6 +367,8 @@ class ManagedCursor:
 
     # -- persistence ----------------------------------------------------------------
     def _changed(self) -> None:
+        if not self.durable:
+            return
         self._dirty = True
         if self._task is None and not self._closed and self._error is None:
             self._task = asyncio.get_running_loop().create_task(self._persist_later())
@@ -223,7 +396,7 @@ class ManagedCursor:
             self._task = None
 
     async def persist(self) -> None:
-        """Write the cursor to ZooKeeper now (compare-and-set).
+        """Write the cursor to ZooKeeper now (compare-and-set); nothing for a non-durable one.
 
         Raises:
             MetadataVersionConflict: another broker changed it (took the topic over);
@@ -231,22 +404,43 @@ class ManagedCursor:
             MetadataError: ZooKeeper trouble (retried by the debounced writer).
         """
         async with self._lock:
-            if self._error is not None:
-                raise self._error
-            self._last_attempt = asyncio.get_running_loop().time()
-            doc = self.to_doc()
-            self._dirty = False
-            try:
-                self._version = await self._store.put_cursor(*self.ledger.name, self.name, doc, self._version)
-            except MetadataVersionConflict as exc:
-                self._dirty = True
-                self._error = MetadataVersionConflict(
-                    f"cursor {self.name} of {self.ledger.name} was changed by another broker; not overwriting it"
-                )
-                raise self._error from exc
-            except BaseException:
-                self._dirty = True
-                raise
+            await self._write()
+
+    async def persist_counts(self) -> None:
+        """Write the cursor now if redelivery counts changed since the last write
+        (without waiting for the debounce timer); return at once otherwise.
+
+        Raises:
+            MetadataVersionConflict, MetadataError: as :meth:`persist`.
+        """
+        if not self._counts_dirty:
+            return
+        async with self._lock:
+            if self._counts_dirty:  # a write that held the lock may have stored them
+                await self._write()
+
+    async def _write(self) -> None:
+        if not self.durable:
+            self._dirty = self._counts_dirty = False
+            return
+        if self._error is not None:
+            raise self._error
+        self._last_attempt = asyncio.get_running_loop().time()
+        doc = self.to_doc()
+        counts_dirty, self._dirty, self._counts_dirty = self._counts_dirty, False, False
+        try:
+            self._version = await self._store.put_cursor(*self.ledger.name, self.name, doc, self._version)
+        except MetadataVersionConflict as exc:
+            self._dirty = True
+            self._counts_dirty |= counts_dirty
+            self._error = MetadataVersionConflict(
+                f"cursor {self.name} of {self.ledger.name} was changed by another broker; not overwriting it"
+            )
+            raise self._error from exc
+        except BaseException:
+            self._dirty = True
+            self._counts_dirty |= counts_dirty
+            raise
 
     async def flush(self) -> None:
         """Write pending changes now (nothing when there are none)."""
@@ -276,5 +470,6 @@ class ManagedCursor:
     def __repr__(self) -> str:
         return (
             f"ManagedCursor({self.name!r}, mark_delete={self.mark_delete_position}, "
-            f"ranges={len(self._acked)}, read={self.read_position})"
+            f"ranges={len(self._acked)}, batches={len(self._batch)}, counts={len(self._counts)}, "
+            f"read={self.read_position}{'' if self.durable else ', non-durable'})"
         )

@@ -15,6 +15,20 @@ from typing import Any
 from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import MetadataError
 
+EARLIEST = Position(-1, -1)
+"""Before every entry (a start or reset position meaning "from the first stored entry")."""
+
+
+def start_position(value: Any) -> Position:
+    """A position to start (or reset) at: any ``(ledger, entry)`` pair, or ``(-1, -1)``.
+
+    Raises:
+        InvalidArgument: anything else.
+    """
+    if isinstance(value, tuple | list) and len(value) == 2 and tuple(value) == EARLIEST:
+        return EARLIEST
+    return Position.of(value)
+
 
 @dataclass
 class LedgerInfo:
@@ -152,3 +166,46 @@ class LedgerList:
             hi = min(hi, info.entries - 1)
             total += max(0, hi - max(lo, 0) + 1)
         return total
+
+    def previous_position(self, p: Position) -> Position:
+        """The position just before ``p`` as a mark-delete position: ``(L, E - 1)``, so
+        ``(L, 0)`` gives ``(L, -1)`` ("before the first entry of L", which also means
+        "after every entry of the ledgers before L"). ``(L, -1)`` stays ``(L, -1)``."""
+        return Position(p.ledger_id, max(p.entry_id, 0) - 1)
+
+    def nth_entry(self, first: Position, k: int) -> Position:
+        """The ``k``-th stored entry counting ``first`` (a stored entry) as the 1st; the
+        last confirmed entry when fewer than ``k`` are stored from ``first`` on."""
+        last = self.last_confirmed()
+        p = first
+        while k > 1 and p < last:
+            info = self.find(p.ledger_id)
+            if info is None:
+                break
+            end = last.entry_id if p.ledger_id == last.ledger_id else info.entries - 1
+            step = min(k - 1, end - p.entry_id)
+            p = Position(p.ledger_id, p.entry_id + step)
+            k -= step
+            if k > 1 and p < last:
+                p = self.next_position(p)
+                k -= 1
+        return p
+
+    def start_mark_delete(self, start: Position, inclusive: bool) -> Position:
+        """The mark-delete position of a new cursor reading first from ``start``
+        (``inclusive``) or from the entry after it.
+
+        ``(-1, -1)`` (earliest) or anything before the first stored entry: from the first
+        entry. Anything after the last confirmed entry (e.g. ``(2**63-1, 2**63-1)``,
+        latest): only entries added from now on. A ``start`` that is not a stored entry
+        (in a deleted ledger, past a closed ledger's end) reads from the next one.
+        """
+        last = self.last_confirmed()
+        first = self.first_position()
+        if start > last:
+            return last
+        if start < first:
+            return self.previous_position(first)
+        if inclusive or not self.contains(start):
+            return self.previous_position(self.normalize(start))
+        return start

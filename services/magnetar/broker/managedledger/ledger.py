@@ -22,11 +22,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from magnetar.broker.managedledger import retention, timesearch
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.cursor import ManagedCursor
+from magnetar.broker.managedledger.cursors import CursorRegistry
 from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
 from magnetar.broker.managedledger.opening import load_ledger_list, register_new_ledger
 from magnetar.broker.managedledger.position import ManagedLedgerName, Position
@@ -96,9 +98,8 @@ class ManagedLedger:
         self._closing = False
         self._closed = False
         self._meta_lock = asyncio.Lock()
-        self._cursor_lock = asyncio.Lock()
         self._new_entries = asyncio.Event()
-        self._cursors: dict[str, ManagedCursor] = {}
+        self._cursors = CursorRegistry(self, store)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- opening -----------------------------------------------------------------
@@ -136,7 +137,7 @@ class ManagedLedger:
             ml._reads.remember(ledger_id, reader)
         ml._set_writer(handle)
         try:
-            await ml._load_cursors()
+            await ml._cursors.load()
         except BaseException:
             await ml.close()
             raise
@@ -195,9 +196,27 @@ class ManagedLedger:
         """The entry cache (size, hits and misses for stats)."""
         return self._reads.cache
 
+    @property
+    def layout(self) -> LedgerList:
+        """The ledger list itself, for position arithmetic (do not change it)."""
+        return self._ledgers
+
     def next_position(self, p: Position) -> Position:
         """The position after ``p`` (across ledger boundaries, skipping empty ledgers)."""
         return self._ledgers.next_position(Position.of(p))
+
+    def previous_position(self, p: Position) -> Position:
+        """The mark-delete position just before ``p``: ``(L, E - 1)``; ``(L, 0)`` gives ``(L, -1)``."""
+        return self._ledgers.previous_position(Position.of(p))
+
+    async def find_position_by_time(self, timestamp_ms: int, publish_time: Callable[[bytes], int]) -> Position:
+        """The first stored entry with ``publish_time(data) >= timestamp_ms`` (binary
+        search, see :mod:`.timesearch`); the position after the last entry when none is.
+
+        Raises:
+            InvalidArgument: a timestamp that is not an integer.
+        """
+        return await timesearch.find_position_by_time(self, timestamp_ms, publish_time)
 
     def contains(self, p: Position) -> bool:
         """True when ``p`` is a stored entry."""
@@ -435,72 +454,41 @@ class ManagedLedger:
     # -- cursors -----------------------------------------------------------------
     @property
     def cursors(self) -> dict[str, ManagedCursor]:
-        """The open cursors by name."""
-        return dict(self._cursors)
+        """The open durable cursors by name."""
+        return dict(self._cursors.durable)
 
-    async def _load_cursors(self) -> None:
-        for cursor_name in await self._store.list_cursors(*self.name):
-            cursor = await self._take_cursor_over(cursor_name)
-            if cursor is not None:
-                self._cursors[cursor_name] = cursor
+    @property
+    def non_durable_cursors(self) -> dict[str, ManagedCursor]:
+        """The open non-durable (readers') cursors by name."""
+        return dict(self._cursors.non_durable)
 
-    async def _take_cursor_over(self, name: str, attempts: int = 10) -> ManagedCursor | None:
-        """Load a stored cursor and write it back unchanged: that bumps its version, so a
-        previous owner still flushing its copy fails instead of overwriting ours.
+    async def open_cursor(
+        self,
+        name: str,
+        initial_position: str = "latest",
+        start: Sequence[int] | None = None,
+        inclusive: bool = False,
+        durable: bool = True,
+    ) -> ManagedCursor:
+        """The cursor ``name``, created when new.
 
-        Raises:
-            MetadataVersionConflict: it kept changing under ``attempts`` attempts.
-        """
-        for _ in range(attempts):
-            doc, version = await self._store.get_cursor(*self.name, name)
-            if doc is None:
-                return None
-            cursor = ManagedCursor.from_doc(self, self._store, name, doc, version)
-            try:
-                await cursor.persist()
-            except MetadataVersionConflict:
-                continue  # the previous owner wrote meanwhile: take its newer state
-            return cursor
-        raise MetadataVersionConflict(f"cursor {name} of {self.name} kept changing; could not take it over")
-
-    async def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
-        """The durable cursor ``name``, created when new.
-
-        A new cursor starts at ``"latest"`` (entries added from now on) or ``"earliest"``
-        (every stored entry); an existing one resumes where it was persisted.
+        An existing durable cursor resumes where it was stored (``start`` is ignored).
+        A new one reads first from ``start`` when given (from the entry after it unless
+        ``inclusive``; ``(-1, -1)``: from the first stored entry; beyond the last entry:
+        only entries added from now on), else from ``"latest"`` (entries added from now
+        on) or ``"earliest"`` (every stored entry). A non-durable cursor is never stored.
 
         Raises:
-            InvalidArgument: a bad name or initial position.
+            InvalidArgument: a bad name, initial position or start.
+            AlreadyExists: ``name`` is a cursor of the other kind (durable or not).
             MetadataVersionConflict: another broker created it at the same time.
         """
-        if initial_position not in ("latest", "earliest"):
-            raise InvalidArgument(f"initial position is 'latest' or 'earliest', not {initial_position!r}")
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"a cursor name is a non-empty string, not {name!r}")
         self._check_open()
-        async with self._cursor_lock:
-            cursor = self._cursors.get(name)
-            if cursor is not None:
-                return cursor
-            cursor = await self._take_cursor_over(name)
-            if cursor is None:
-                if initial_position == "latest":
-                    mark_delete = self.last_confirmed_position
-                else:
-                    first = self.first_position
-                    mark_delete = Position(first.ledger_id, first.entry_id - 1)
-                cursor = ManagedCursor(self, self._store, name, mark_delete)
-                await cursor.persist()
-            self._cursors[name] = cursor
-            return cursor
+        return await self._cursors.open(name, initial_position, start, inclusive, durable)
 
     async def delete_cursor(self, name: str) -> None:
         """Forget a cursor and its stored position (nothing to delete is fine)."""
-        async with self._cursor_lock:
-            cursor = self._cursors.pop(name, None)
-            if cursor is not None:
-                await cursor.close(flush=False)
-            await self._store.delete_cursor(*self.name, name)
+        await self._cursors.delete(name)
 
     def _check_open(self) -> None:
         if self._closing:
@@ -535,12 +523,24 @@ class ManagedLedger:
         log.info("managed ledger %s: trimmed ledgers %s", self.name, sorted(ids))
         return sorted(ids)
 
-    async def trim_consumed(self) -> list[int]:
-        """Delete ledgers every cursor has acknowledged entirely (none without cursors)."""
-        if not self._cursors:
+    async def trim_consumed(
+        self, retention_time_s: float | None = 0.0, retention_size_bytes: int | None = 0
+    ) -> list[int]:
+        """Delete consumed ledgers retention lets go (see :mod:`.retention`; None means
+        unlimited, 0/0 deletes consumed ledgers at once); returns their ids.
+
+        Raises:
+            InvalidArgument: a negative limit.
+            MetadataError: the list could not be stored (nothing is deleted).
+        """
+        self._check_open()
+        victims = retention.ledgers_to_delete(
+            self._ledgers, self._cursors.slowest_mark_delete(), int(self._clock() * 1000),
+            retention_time_s, retention_size_bytes,
+        )  # fmt: skip
+        if not victims:
             return []
-        slowest = min(c.mark_delete_position for c in self._cursors.values())
-        return await self.trim(Position(slowest.ledger_id, slowest.entry_id + 1))
+        return await self.trim(Position(victims[-1].ledger_id, victims[-1].entries))
 
     async def _delete_ledgers(self, ledger_ids: list[int]) -> None:
         for ledger_id in ledger_ids:
@@ -568,8 +568,7 @@ class ManagedLedger:
         if self._roll_task is not None:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         self._submit_queued_anyway()
-        for cursor in list(self._cursors.values()):
-            await cursor.close(flush=flush_cursors)
+        await self._cursors.close_all(flush_cursors)
         handle, self._current = self._current, None
         if handle is not None and self._error is None:
             try:
@@ -624,7 +623,8 @@ class ManagedLedger:
             )
         await self._delete_ledgers([i.ledger_id for i in self._ledgers.ledgers])
         await self._store.delete(*self.name)
-        self._cursors.clear()
+        self._cursors.durable.clear()
+        self._cursors.non_durable.clear()
         log.info("managed ledger %s deleted", self.name)
 
     def __repr__(self) -> str:

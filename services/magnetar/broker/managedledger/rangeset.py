@@ -48,6 +48,11 @@ class RangeSet:
         """The lowest range, None when empty."""
         return (self._firsts[0], self._lasts[0]) if self._firsts else None
 
+    def covering_or_after(self, p: Position) -> Range | None:
+        """The first range that holds ``p`` or starts after it; None when there is none."""
+        i = bisect.bisect_left(self._lasts, p)
+        return (self._firsts[i], self._lasts[i]) if i < len(self._firsts) else None
+
     def clear(self) -> None:
         self._firsts.clear()
         self._lasts.clear()
