@@ -1,5 +1,5 @@
-"""A consumer attached to a subscription, as the broker sees it: permits, unacked entries,
-and where its deliveries go (the gRPC stream, or any other adapter)."""
+"""A consumer attached to a subscription, as the broker sees it: permits, the messages it
+holds unacknowledged, and where its deliveries go (the gRPC stream, or any other adapter)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,85 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from magnetar.broker.dispatch import masks
+from magnetar.broker.managedledger.position import Position
+
 _ids = itertools.count(1)
 
 
 class BrokerConsumer:
-    def __init__(self, name: str, priority: int, sink: Callable[[list[Any]], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        priority: int,
+        sink: Callable[[list[Any]], None],
+        on_reset: Callable[[], None] | None = None,
+        max_unacked: int = 0,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         """Args:
             sink: takes a list of deliveries (``broker_pb2.Delivery``); must not block.
+            on_reset: tells the consumer its subscription was moved (a seek): what it
+                was sent before is void.
+            on_close: ends the consumer's stream (its subscription was deleted).
+            max_unacked: the consumer is blocked while it holds this many unacked
+                messages, until it is down to half (0: no limit).
         """
         self.consumer_id = next(_ids)
         self.name = name
         self.priority = priority
         self.sink = sink
+        self.on_reset = on_reset
+        self.on_close = on_close
+        self.max_unacked = max_unacked
         self.permits = 0
-        self.unacked: dict[Any, int] = {}  # Position -> messages in that entry
+        self.pending: dict[Position, int] = {}
+        """Entries delivered and not acknowledged: position -> mask of the messages held."""
+        self.unacked = 0
+        """Messages held (the masks' bits)."""
+        self.blocked = False
         self.closed = False
 
     @property
     def sort_key(self) -> tuple[int, str]:
         return (self.priority, self.name)
 
+    @property
+    def available(self) -> bool:
+        """May get more messages now (permits left, not blocked, not closed)."""
+        return self.permits > 0 and not self.blocked and not self.closed
+
+    def hold(self, position: Position, mask: int) -> None:
+        """``mask``'s messages of ``position`` were delivered to this consumer."""
+        n = masks.count(mask)
+        self.pending[position] = self.pending.get(position, 0) | mask
+        self.unacked += n
+        self.permits -= n
+        if self.max_unacked and self.unacked >= self.max_unacked:
+            self.blocked = True
+
+    def release(self, position: Position, mask: int = -1) -> int:
+        """Forget held messages (acked or sent back); returns the mask released."""
+        held = self.pending.get(position)
+        if held is None:
+            return 0
+        released = held & mask
+        rest = held & ~mask
+        if rest:
+            self.pending[position] = rest
+        else:
+            del self.pending[position]
+        self.unacked -= masks.count(released)
+        if self.blocked and self.unacked <= self.max_unacked // 2:
+            self.blocked = False
+        return released
+
+    def release_all(self) -> dict[Position, int]:
+        """Forget everything held; returns it."""
+        held, self.pending = self.pending, {}
+        self.unacked = 0
+        self.blocked = False
+        return held
+
     def __repr__(self) -> str:
-        return f"BrokerConsumer({self.name!r}, permits={self.permits}, unacked={len(self.unacked)})"
+        return f"BrokerConsumer({self.name!r}, permits={self.permits}, unacked={self.unacked})"

@@ -10,12 +10,15 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from magnetar.broker.admin_rpcs import SubscriptionAdminRpcs
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.dispatch import masks
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PublishResult
-from magnetar.common.errors import InvalidArgument, MagnetarError
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic import PersistentTopic, PublishResult
+from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.metadata.session import ZkSession
@@ -34,7 +37,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=partition, batch_index=-1)
 
 
-class BrokerServicer(pb_grpc.BrokerServicer):
+class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
@@ -110,10 +113,17 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             if not s.subscription:
                 raise InvalidArgument("a subscription name is required")
             topic = await self.service.get_topic(s.topic)
-            subscription = await topic.subscribe(s.subscription, s.type, s.initial_position)
+            start = topic.position_of(s.start_message_id) if s.HasField("start_message_id") else None
+            subscription = await topic.subscribe(
+                s.subscription, s.type, s.initial_position,
+                start=start, inclusive=s.start_message_id_inclusive, durable=not s.non_durable,
+            )
             consumer = BrokerConsumer(
                 s.consumer_name or self.service.new_producer_name(), s.priority_level,
                 sink=lambda deliveries: out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries))),
+                on_reset=lambda: out.put_nowait(pb.ConsumeResponse(reset=pb.CursorReset())),
+                on_close=lambda: out.put_nowait(None),
+                max_unacked=self.service.config.max_unacked_messages_per_consumer,
             )
             subscription.add_consumer(consumer, s.type)
         except StopAsyncIteration:
@@ -125,14 +135,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         async def receive() -> None:
             try:
                 async for req in it:
-                    kind = req.WhichOneof("kind")
-                    if kind == "flow":
-                        subscription.flow(consumer, req.flow.permits)
-                    elif kind == "ack":
-                        positions = [Position(m.ledger_id, m.entry_id) for m in req.ack.message_ids]
-                        subscription.ack(consumer, positions, cumulative=req.ack.type == pb.CUMULATIVE)
-                    elif kind == "redeliver":
-                        subscription.redeliver_unacknowledged(consumer)
+                    try:
+                        if await _consume_request(req, topic, subscription, consumer, out):
+                            return
+                    except MagnetarError as exc:
+                        # A bad ack or redelivery request is the client's bug: say so, go on.
+                        log.warning("consumer %s on %s: %s", consumer.name, topic.name, exc.message)
             finally:
                 out.put_nowait(None)
 
@@ -143,6 +151,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 yield resp
         finally:
             receiver.cancel()
+            await asyncio.gather(receiver, return_exceptions=True)
             subscription.remove_consumer(consumer)
 
     @rpc_errors
@@ -199,6 +208,60 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @rpc_errors
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
         return (await self.service.get_topic(request.topic, create=False)).stats()
+
+
+async def _consume_request(
+    req: pb.ConsumeRequest, topic: PersistentTopic, subscription: Subscription, consumer: BrokerConsumer,
+    out: asyncio.Queue[pb.ConsumeResponse | None],
+) -> bool:
+    """Apply one request of a consume stream; True when the stream is done (unsubscribed)."""
+    kind = req.WhichOneof("kind")
+    if kind == "flow":
+        subscription.flow(consumer, req.flow.permits)
+    elif kind == "ack":
+        ack = req.ack
+        if ack.message_ids:
+            positions = [Position(m.ledger_id, m.entry_id) for m in ack.message_ids]
+            subscription.ack(consumer, positions, cumulative=ack.type == pb.CUMULATIVE)
+        if ack.batch_acks:
+            subscription.ack_batch(
+                consumer,
+                [(Position(b.message_id.ledger_id, b.message_id.entry_id), b.batch_size, masks.from_bytes(b.ack_set)) for b in ack.batch_acks],
+            )
+    elif kind == "redeliver":
+        ids = req.redeliver.message_ids
+        subscription.redeliver_unacknowledged(consumer, [Position(m.ledger_id, m.entry_id) for m in ids] if ids else None)
+    elif kind == "seek":
+        seek = req.seek
+        try:
+            if seek.WhichOneof("target") == "timestamp_ms":
+                position = await topic.position_for_time(seek.timestamp_ms)
+            elif seek.HasField("message_id"):
+                position = topic.position_of(seek.message_id)
+            else:
+                raise InvalidArgument("a seek needs a message id or a timestamp")
+            await subscription.reset_cursor(position)
+        except MagnetarError as exc:
+            out.put_nowait(pb.ConsumeResponse(done=pb.RequestDone(request_id=seek.request_id, error=_error(exc))))
+        else:
+            out.put_nowait(pb.ConsumeResponse(done=pb.RequestDone(request_id=seek.request_id)))
+    elif kind == "unsubscribe":
+        request_id = req.unsubscribe.request_id
+        others = [c for c in subscription.consumers if c is not consumer]
+        if others:
+            busy = ConsumerBusy(f"subscription {subscription.name!r} on {topic.name} has other consumers; cannot unsubscribe")
+            out.put_nowait(pb.ConsumeResponse(done=pb.RequestDone(request_id=request_id, error=_error(busy))))
+            return False
+        subscription.remove_consumer(consumer)
+        try:
+            if subscription.durable:
+                await topic.delete_subscription(subscription.name, force=True)
+        except MagnetarError as exc:
+            out.put_nowait(pb.ConsumeResponse(done=pb.RequestDone(request_id=request_id, error=_error(exc))))
+            return False
+        out.put_nowait(pb.ConsumeResponse(done=pb.RequestDone(request_id=request_id)))
+        return True
+    return False
 
 
 async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: int) -> pb.SendReceipt:

@@ -1,14 +1,23 @@
-"""A durable subscription: its cursor, its consumers and its dispatcher."""
+"""A subscription: its cursor, its consumers and its dispatcher (see docs/subscriptions.md).
+
+Acks, negative acks and redeliveries arrive here from the consumers; what a consumer
+held and gives back (nack, ack timeout, departure) is counted as a redelivery in the
+cursor and sent again by the dispatcher once the count is stored.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.dispatch.base import Dispatcher
+from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
+from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
+from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -17,48 +26,78 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_TYPE_NAMES: dict[int, str] = {pb.EXCLUSIVE: "Exclusive", pb.SHARED: "Shared", pb.FAILOVER: "Failover", pb.KEY_SHARED: "Key_Shared"}
-SUPPORTED_TYPES = {pb.EXCLUSIVE}
+TYPE_NAMES: dict[int, str] = {pb.EXCLUSIVE: "Exclusive", pb.SHARED: "Shared", pb.FAILOVER: "Failover", pb.KEY_SHARED: "Key_Shared"}
+_DISPATCHERS: dict[int, Callable[[Subscription], Dispatcher]] = {
+    pb.EXCLUSIVE: SingleActiveConsumerDispatcher,
+    pb.FAILOVER: SingleActiveConsumerDispatcher,
+    pb.SHARED: SharedDispatcher,
+    pb.KEY_SHARED: KeySharedDispatcher,
+}
 
 
 class Subscription:
-    def __init__(self, topic: PersistentTopic, name: str, sub_type: int, cursor: Any) -> None:
+    def __init__(
+        self, topic: PersistentTopic, name: str, sub_type: int, cursor: Any, durable: bool = True,
+        on_empty: Callable[[Subscription], None] | None = None,
+    ) -> None:
+        """Args:
+            on_empty: called when the last consumer of a non-durable subscription left.
+        """
         self.topic = topic
         self.name = name
         self.sub_type = sub_type
         self.cursor = cursor
+        self.durable = durable
         self.consumers: list[BrokerConsumer] = []
-        self.dispatcher = SingleActiveConsumerDispatcher(self)
+        self.dispatcher: Dispatcher = _DISPATCHERS[sub_type](self)
+        self._on_empty = on_empty
         self._flushing: asyncio.Task[None] | None = None
+        self._retired: set[asyncio.Task[None]] = set()
 
+    # -- consumers --------------------------------------------------------------------
     def add_consumer(self, consumer: BrokerConsumer, sub_type: int) -> None:
         """Attach a consumer.
 
         Raises:
             ConsumerBusy: Exclusive and a consumer is attached, or another type is in use.
-            InvalidArgument: a subscription type not supported yet.
+            InvalidArgument: an unknown subscription type.
         """
-        if sub_type not in SUPPORTED_TYPES:
-            raise InvalidArgument(f"subscription type {_TYPE_NAMES.get(sub_type, sub_type)} is not supported yet")
+        if sub_type not in _DISPATCHERS:
+            raise InvalidArgument(f"unknown subscription type {sub_type}")
         if self.consumers and sub_type != self.sub_type:
             raise ConsumerBusy(
-                f"subscription {self.name!r} on {self.topic.name} is {_TYPE_NAMES[self.sub_type]}, "
-                f"cannot attach a {_TYPE_NAMES[sub_type]} consumer"
+                f"subscription {self.name!r} on {self.topic.name} is {TYPE_NAMES[self.sub_type]}, "
+                f"cannot attach a {TYPE_NAMES[sub_type]} consumer"
             )
         if self.consumers and sub_type == pb.EXCLUSIVE:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
-        self.sub_type = sub_type
+        if not self.consumers:
+            # A fresh start: a new dispatcher of the requested type reads again from the
+            # first unacknowledged entry (nobody holds anything now).
+            old = self.dispatcher
+            self.sub_type = sub_type
+            self.dispatcher = _DISPATCHERS[sub_type](self)
+            retiring = asyncio.get_running_loop().create_task(old.close())
+            self._retired.add(retiring)
+            retiring.add_done_callback(self._retired.discard)
+            self.cursor.rewind()
         self.consumers.append(consumer)
         self.dispatcher.consumers_changed()
+        self.dispatcher.start()
 
     def remove_consumer(self, consumer: BrokerConsumer) -> None:
         consumer.closed = True
-        if consumer in self.consumers:
-            self.consumers.remove(consumer)
-            self.dispatcher.consumers_changed()
-        if not self.consumers and (self._flushing is None or self._flushing.done()):
-            # The last consumer left: store its acks now rather than at the next interval.
-            self._flushing = asyncio.get_running_loop().create_task(self._flush_cursor())
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        self.send_back(consumer, None)
+        self.dispatcher.consumers_changed()
+        if not self.consumers:
+            if not self.durable and self._on_empty is not None:
+                self._on_empty(self)
+            elif self._flushing is None or self._flushing.done():
+                # The last consumer left: store its acks now rather than at the next interval.
+                self._flushing = asyncio.get_running_loop().create_task(self._flush_cursor())
 
     async def _flush_cursor(self) -> None:
         try:
@@ -70,32 +109,124 @@ class Subscription:
         consumer.permits += permits
         self.dispatcher.wake()
 
-    def ack(self, consumer: BrokerConsumer, positions: Iterable[Any], cumulative: bool) -> None:
+    # -- acks ---------------------------------------------------------------------------
+    def ack(self, consumer: BrokerConsumer, positions: Iterable[Position], cumulative: bool) -> None:
+        """Acknowledge whole entries (in Key_Shared: the messages of them the consumer holds).
+
+        Raises:
+            InvalidArgument: cumulative on Shared/Key_Shared, or a position that is not an
+                entry (nothing changed).
+        """
         positions = list(positions)
         if not positions:
             return
         if cumulative:
+            if self.sub_type in (pb.SHARED, pb.KEY_SHARED):
+                raise InvalidArgument(f"cumulative acknowledgement is not allowed on {TYPE_NAMES[self.sub_type]} subscriptions")
             last = max(positions)
             self.cursor.ack_cumulative(last)
-            for p in [p for p in consumer.unacked if p <= last]:
-                del consumer.unacked[p]
+            for c in self.consumers:
+                for p in [p for p in c.pending if p <= last]:
+                    self.dispatcher.released(c, p, c.release(p))
+        elif self.sub_type == pb.KEY_SHARED:
+            for p in positions:
+                held = consumer.pending.get(p)
+                size = self.dispatcher.entry_size(p) if held else 0
+                if held and size:
+                    self.cursor.ack_batch(p, size, held)
+                    self.dispatcher.released(consumer, p, consumer.release(p))
         else:
             self.cursor.ack(positions)
             for p in positions:
-                consumer.unacked.pop(p, None)
+                released = consumer.release(p)
+                if released:
+                    self.dispatcher.released(consumer, p, released)
+        self.dispatcher.wake()
 
-    def redeliver_unacknowledged(self, consumer: BrokerConsumer) -> None:
-        consumer.unacked.clear()
-        self.dispatcher.rewind()
+    def ack_batch(self, consumer: BrokerConsumer, acks: Iterable[tuple[Position, int, int]]) -> None:
+        """Acknowledge single messages of entries: ``(position, batch size, mask)``.
+
+        Raises:
+            InvalidArgument: a bad position, size or mask (earlier items stay acked).
+        """
+        for position, size, mask in acks:
+            self.cursor.ack_batch(position, size, mask)
+            released = consumer.release(position, mask)
+            if released:
+                self.dispatcher.released(consumer, position, released)
+        self.dispatcher.wake()
+
+    # -- redelivery -----------------------------------------------------------------------
+    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None:
+        """What ``consumer`` holds of ``positions`` (None: everything) is delivered again,
+        counted as a redelivery."""
+        if positions is None:
+            held = consumer.release_all()
+        else:
+            held = {}
+            for p in positions:
+                mask = consumer.release(p)
+                if mask:
+                    held[p] = mask
+        if not held:
+            return
+        for p, mask in held.items():
+            self.dispatcher.released(consumer, p, mask)
+        self.cursor.add_redeliveries(held)
+        self.dispatcher.add_replay(held)
+
+    def redeliver_unacknowledged(self, consumer: BrokerConsumer, positions: Iterable[Position] | None = None) -> None:
+        """A nack or an ack timeout (positions), or redeliver-all (None)."""
+        self.send_back(consumer, positions)
 
     def notify_new_entries(self) -> None:
         self.dispatcher.wake()
 
+    # -- moving the cursor ------------------------------------------------------------
+    async def reset_cursor(self, position: Position) -> None:
+        """Move the subscription to ``position`` (seek / reset-cursor): everything before it
+        acknowledged, nothing after; every consumer is told to drop what it has queued."""
+        self.dispatcher.reset()
+        for c in self.consumers:
+            for p, mask in c.release_all().items():
+                self.dispatcher.released(c, p, mask)
+            c.permits = 0
+            if c.on_reset is not None:
+                c.on_reset()
+        self.cursor.reset_to(position)
+        if self.durable:
+            await self.cursor.persist()
+        self.dispatcher.wake()
+
+    def skip(self, count: int) -> int:
+        """Acknowledge the next ``count`` unacknowledged entries; returns how many."""
+        if count < 0:
+            raise InvalidArgument(f"cannot skip a negative number of messages ({count})")
+        skipped = self.cursor.skip_entries(count)
+        self.dispatcher.wake()
+        return skipped
+
+    def clear_backlog(self) -> int:
+        """Acknowledge everything stored; returns the entries acknowledged."""
+        skipped = self.cursor.clear_backlog()
+        self.dispatcher.wake()
+        return skipped
+
+    # -- stats ---------------------------------------------------------------------------
     def unacked_count(self) -> int:
-        return sum(sum(c.unacked.values()) for c in self.consumers)
+        return sum(c.unacked for c in self.consumers)
+
+    def stats(self) -> pb.SubscriptionStats:
+        return pb.SubscriptionStats(
+            name=self.name, type=self.sub_type,  # type: ignore[arg-type]
+            backlog=self.cursor.backlog(), consumers=len(self.consumers), unacked=self.unacked_count(),
+            mark_delete_position=str(self.cursor.mark_delete_position), durable=self.durable,
+            blocked_consumers=sum(1 for c in self.consumers if c.blocked),
+        )
 
     async def close(self) -> None:
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
+        await asyncio.gather(*self._retired, return_exceptions=True)
         await self.dispatcher.close()
         await self.cursor.close()

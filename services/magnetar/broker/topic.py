@@ -13,25 +13,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.managedledger.position import Position
 from magnetar.broker.subscription import Subscription
 from magnetar.common.errors import (
+    AlreadyExists,
+    ConsumerBusy,
+    InvalidArgument,
     LedgerFenced,
+    MagnetarError,
     MessageTooBig,
     NotOwner,
     ProducerBusy,
     ServiceClosed,
+    SubscriptionNotFound,
 )
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.managedledger.position import Position
 
 log = logging.getLogger(__name__)
+
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass
@@ -70,9 +77,12 @@ class PersistentTopic:
         self._dedup = _Dedup()
         self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
         self._closed = False
+        self._sub_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def load(self) -> None:
-        """Rebuild deduplication state from the stored entries."""
+        """Know the stored subscriptions; rebuild deduplication state from the entries."""
+        self._load_subscriptions()
         if not self.config.deduplication_enabled or self.ml.number_of_entries == 0:
             return
         position = self.ml.first_position
@@ -175,12 +185,105 @@ class PersistentTopic:
                     w.set_result(None)
 
     # -- subscriptions ---------------------------------------------------------
-    async def subscribe(self, name: str, sub_type: int, initial_position: int) -> Subscription:
+    def _load_subscriptions(self) -> None:
+        for name, cursor in self.ml.cursors.items():
+            if name not in self.subscriptions:
+                self.subscriptions[name] = Subscription(self, name, pb.EXCLUSIVE, cursor)
+
+    async def subscribe(
+        self, name: str, sub_type: int, initial_position: int,
+        start: Position | None = None, inclusive: bool = False, durable: bool = True,
+    ) -> Subscription:
+        """The subscription ``name``, created (its cursor at ``start`` when given, else at
+        ``initial_position``) when it does not exist.
+
+        Raises:
+            InvalidArgument: a bad name or start.
+            ServiceClosed: the topic is closing.
+        """
+        if not name:
+            raise InvalidArgument("a subscription name is required")
+        if self._closed:
+            raise ServiceClosed(f"topic {self.name} is closing")
+        async with self._sub_lock:
+            sub = self.subscriptions.get(name)
+            if sub is None:
+                initial = "earliest" if initial_position == pb.EARLIEST else "latest"
+                cursor = await self.ml.open_cursor(name, initial, start=start, inclusive=inclusive, durable=durable)
+                sub = Subscription(self, name, sub_type, cursor, durable=durable, on_empty=self._drop_non_durable)
+                self.subscriptions[name] = sub
+        return sub
+
+    def _drop_non_durable(self, sub: Subscription) -> None:
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+        self._spawn(self._close_non_durable(sub))
+
+    async def _close_non_durable(self, sub: Subscription) -> None:
+        await sub.close()
+        try:
+            await self.ml.delete_cursor(sub.name)
+        except MagnetarError as exc:
+            log.warning("topic %s: could not drop reader cursor %s: %s", self.name, sub.name, exc.message)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def create_subscription(self, name: str, start: Position | str) -> Subscription:
+        """An admin's create: a durable subscription at ``start`` ("earliest", "latest" or
+        a position), stored at once.
+
+        Raises:
+            AlreadyExists: the subscription exists.
+        """
+        if name in self.subscriptions:
+            raise AlreadyExists(f"subscription {name!r} on {self.name} already exists")
+        if isinstance(start, str):
+            sub = await self.subscribe(name, pb.EXCLUSIVE, pb.EARLIEST if start == "earliest" else pb.LATEST)
+        else:
+            sub = await self.subscribe(name, pb.EXCLUSIVE, pb.LATEST, start=start, inclusive=True)
+        await sub.cursor.persist()
+        return sub
+
+    async def delete_subscription(self, name: str, force: bool = False) -> None:
+        """Delete a subscription and its cursor.
+
+        Raises:
+            SubscriptionNotFound: no such subscription.
+            ConsumerBusy: consumers are attached and not ``force``.
+        """
         sub = self.subscriptions.get(name)
         if sub is None:
-            cursor = await self.ml.open_cursor(name, "earliest" if initial_position == pb.EARLIEST else "latest")
-            sub = self.subscriptions[name] = Subscription(self, name, sub_type, cursor)
-        return sub
+            if name not in self.ml.cursors:
+                raise SubscriptionNotFound(f"subscription {name!r} on {self.name} does not exist")
+        elif sub.consumers and not force:
+            raise ConsumerBusy(
+                f"subscription {name!r} on {self.name} has {len(sub.consumers)} consumer(s); "
+                "close them first or delete with force"
+            )
+        if sub is not None:
+            for c in list(sub.consumers):
+                if c.on_close is not None:
+                    c.on_close()
+                sub.remove_consumer(c)
+            self.subscriptions.pop(name, None)
+            await sub.close()
+        await self.ml.delete_cursor(name)
+
+    def position_of(self, mid: Any) -> Position:
+        """A message id's entry; earliest (-1) is the first stored entry, latest (INT64_MAX)
+        the position after the last one."""
+        if mid.ledger_id < 0:
+            return self.ml.first_position
+        if mid.ledger_id >= _INT64_MAX:
+            return self.ml.next_position(self.ml.last_confirmed_position)
+        return Position.of((mid.ledger_id, mid.entry_id))
+
+    async def position_for_time(self, timestamp_ms: int) -> Position:
+        """The first entry published at or after ``timestamp_ms`` (the end when none)."""
+        return await self.ml.find_position_by_time(timestamp_ms, _publish_time)
 
     def last_position(self) -> Position | None:
         return self.ml.last_confirmed_position
@@ -189,6 +292,7 @@ class PersistentTopic:
         self._closed = True
         for sub in list(self.subscriptions.values()):
             await sub.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.ml.close()
 
     async def close_and_delete(self) -> None:
@@ -199,18 +303,16 @@ class PersistentTopic:
         await self.ml.delete()
 
     def stats(self) -> pb.TopicStats:
-        subs = [
-            pb.SubscriptionStats(
-                name=s.name, type=s.sub_type,  # type: ignore[arg-type]
-                backlog=s.cursor.backlog(), consumers=len(s.consumers), unacked=s.unacked_count(),
-            )
-            for s in self.subscriptions.values()
-        ]
+        subs = [s.stats() for s in self.subscriptions.values()]
         return pb.TopicStats(
             topic=self.name, msg_in_counter=self.counters.msg_in, bytes_in_counter=self.counters.bytes_in,
             msg_out_counter=self.counters.msg_out, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
             producers=len(self.producers), subscriptions=subs,
         )
+
+
+def _publish_time(entry: bytes) -> int:
+    return pb.EntryBatch.FromString(entry).publish_time_ms
 
 
 def _failed(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future[PublishResult]:

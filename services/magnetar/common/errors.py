@@ -10,7 +10,8 @@
     │   ├── NoSuchLedger
     │   ├── NoSuchEntry
     │   ├── TenantNotFound, NamespaceNotFound
-    │   └── TopicNotFound
+    │   ├── TopicNotFound
+    │   └── SubscriptionNotFound
     ├── LedgerFenced             the ledger was fenced; the writer lost ownership
     ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
     ├── ConsumerBusy             an Exclusive subscription has a consumer already
@@ -111,6 +112,10 @@ class NamespaceNotFound(NotFound):
 
 class TopicNotFound(NotFound):
     code = "TOPIC_NOT_FOUND"
+
+
+class SubscriptionNotFound(NotFound):
+    code = "SUBSCRIPTION_NOT_FOUND"
 
 
 class ConsumerBusy(MagnetarError):

@@ -1,0 +1,255 @@
+"""What every dispatcher shares: the loop, reading new entries, the replay set.
+
+A dispatcher hands a subscription's messages to its consumers. Each round it first
+sends again what is waiting in the *replay set* (entries sent back by a nack, an ack
+timeout or a departed consumer, and in Key_Shared messages held for their key), in
+position order, and then reads new entries from the cursor's read position. Which
+consumer gets which message is the subclass's :meth:`route`.
+
+Redelivery counts are stored before anything is sent again: when the cursor has
+unstored counts, the round writes them first (``ManagedCursor.persist_counts``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.dispatch import masks
+from magnetar.broker.managedledger.position import Position
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+MAX_READ_BYTES = 4 * 1024 * 1024
+
+
+class Dispatcher:
+    #: Stop at an entry no consumer can take (keeps order); Key_Shared moves on instead.
+    stop_on_undeliverable = True
+
+    def __init__(self, subscription: Subscription) -> None:
+        self.sub = subscription
+        self.replay: dict[Position, int] = {}
+        """Messages to send again: position -> mask."""
+        self.epoch = 0
+        """Bumped by :meth:`reset`; a read that started before it is dropped."""
+        self._out: dict[BrokerConsumer, list[pb.Delivery]] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- hooks for subclasses -----------------------------------------------------------
+    def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
+        """Deliver ``mask``'s messages of the entry (with :meth:`deliver`); return the
+        mask of those no consumer could take now."""
+        raise NotImplementedError
+
+    def consumers_changed(self) -> None:
+        """A consumer joined or left (the subscription already sent back what a departed
+        one held)."""
+
+    def released(self, consumer: BrokerConsumer, position: Position, mask: int) -> None:
+        """``consumer`` no longer holds ``mask`` of ``position`` (acked or sent back)."""
+
+    def entry_size(self, position: Position) -> int:
+        """Messages in a live entry, when known (0: unknown)."""
+        return 0
+
+    def may_read_new(self) -> bool:
+        """Whether new entries may be read this round (replay first, by default)."""
+        return not self.replay
+
+    def _replay_removed(self, position: Position, mask: int) -> None:
+        """``mask`` of ``position`` left the replay set."""
+
+    def _replay_added(self, position: Position, mask: int) -> None:
+        """``mask`` of ``position`` entered the replay set."""
+
+    # -- control ---------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None and not self._closed:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"dispatch-{self.sub.name}")
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def add_replay(self, held: dict[Position, int]) -> None:
+        """Send these messages again (before new ones)."""
+        for position, mask in held.items():
+            old = self.replay.get(position, 0)
+            new = mask & ~old
+            if new:
+                self.replay[position] = old | new
+                self._replay_added(position, new)
+        if held:
+            self.wake()
+
+    def reset(self) -> None:
+        """Forget the replay set and any read in flight (the cursor moved)."""
+        self.epoch += 1
+        for position, mask in list(self.replay.items()):
+            self._replay_removed(position, mask)
+        self.replay.clear()
+        self._out.clear()
+        self.wake()
+
+    def _drop_replay(self, position: Position, mask: int = -1) -> None:
+        old = self.replay.get(position)
+        if old is None:
+            return
+        gone = old & mask
+        if old & ~mask:
+            self.replay[position] = old & ~mask
+        else:
+            del self.replay[position]
+        if gone:
+            self._replay_removed(position, gone)
+
+    # -- delivering --------------------------------------------------------------------
+    def deliver(self, consumer: BrokerConsumer, position: Position, data: bytes, n: int, mask: int) -> None:
+        """Queue ``mask``'s messages of the entry for ``consumer`` (sent at the end of the step)."""
+        consumer.hold(position, mask)
+        delivery = pb.Delivery(
+            message_id=pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=self.sub.topic.partition, batch_index=-1),
+            entry=data,
+            redelivery_count=self.sub.cursor.redelivery_count(position),
+        )
+        skip = masks.full_mask(n) & ~mask
+        if skip:
+            delivery.ack_set = masks.to_bytes(skip, n)
+        self._out.setdefault(consumer, []).append(delivery)
+        self.sub.topic.counters.msg_out += masks.count(mask)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, {}
+        for consumer, deliveries in out.items():
+            if not consumer.closed:
+                consumer.sink(deliveries)
+
+    # -- the loop ----------------------------------------------------------------------
+    async def _run(self) -> None:
+        while not self._closed:
+            self._wakeup.clear()
+            try:
+                progressed = await self._round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("subscription %s on %s: dispatch failed; retrying", self.sub.name, self.sub.topic.name)
+                self._out.clear()
+                await asyncio.sleep(0.5)
+                continue
+            if not progressed:
+                await self._wakeup.wait()
+
+    def _any_available(self) -> bool:
+        return any(c.available for c in self.sub.consumers)
+
+    async def _round(self) -> bool:
+        if not self._any_available():
+            return False
+        progressed = False
+        if self.replay:
+            cursor = self.sub.cursor
+            if cursor.counts_dirty:
+                await cursor.persist_counts()  # counts are stored before the redelivery
+            progressed = await self._dispatch_replay()
+        if self.may_read_new() and self._any_available() and self.sub.cursor.has_more_entries():
+            progressed = await self._dispatch_new() or progressed
+        return progressed
+
+    def _message_count(self, position: Position, data: bytes) -> tuple[pb.EntryBatch, int]:
+        batch = pb.EntryBatch.FromString(data)
+        return batch, len(batch.messages) or 1
+
+    def _unacked_mask(self, position: Position, n: int) -> int:
+        cursor = self.sub.cursor
+        if cursor.is_acked(position):
+            return 0
+        return masks.full_mask(n) & ~cursor.acked_mask(position)
+
+    async def _dispatch_new(self) -> bool:
+        cursor = self.sub.cursor
+        ml = self.sub.topic.ml
+        epoch = self.epoch
+        start = cursor.read_position
+        limit = self.sub.topic.config.dispatch_max_entries
+        entries = await ml.read_entries(start, limit, MAX_READ_BYTES)
+        if epoch != self.epoch or cursor.read_position != start:
+            return True  # the cursor moved while reading: start over
+        moved = False
+        for position, data in entries:
+            batch, n = self._message_count(position, data)
+            mask = self._unacked_mask(position, n)
+            if mask:
+                left = self.route(position, data, batch, n, mask, False)
+                if left == mask and self.stop_on_undeliverable:
+                    break
+                if left:
+                    self.add_replay({position: left})
+            cursor.read_position = ml.next_position(position)
+            moved = True
+        self._flush()
+        return moved
+
+    async def _dispatch_replay(self) -> bool:
+        ml = self.sub.topic.ml
+        epoch = self.epoch
+        limit = self.sub.topic.config.dispatch_max_entries
+        wanted = sorted(self.replay)[:limit]
+        progressed = False
+        for run in _runs(wanted):
+            entries = await ml.read_entries(run[0], len(run), MAX_READ_BYTES)
+            if epoch != self.epoch:
+                return True
+            got = {p for p, _ in entries}
+            for p in run:
+                if p not in got and not ml.contains(p):
+                    self._drop_replay(p)  # trimmed away
+            stop = False
+            for position, data in entries:
+                want = self.replay.get(position)
+                if want is None:
+                    continue
+                batch, n = self._message_count(position, data)
+                mask = want & self._unacked_mask(position, n)
+                if mask != want:
+                    self._drop_replay(position, want & ~mask)  # acked meanwhile
+                if not mask:
+                    progressed = True
+                    continue
+                left = self.route(position, data, batch, n, mask, True)
+                if left != mask:
+                    progressed = True
+                    self._drop_replay(position, mask & ~left)
+                if left == mask and self.stop_on_undeliverable:
+                    stop = True
+                    break
+            self._flush()
+            if stop or not self._any_available():
+                break
+        return progressed
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+def _runs(positions: list[Position]) -> list[list[Position]]:
+    """Sorted positions grouped into runs of consecutive entries of one ledger."""
+    runs: list[list[Position]] = []
+    for p in positions:
+        if runs and runs[-1][-1][0] == p[0] and runs[-1][-1][1] + 1 == p[1]:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs

@@ -1,0 +1,171 @@
+"""Key_Shared: every message goes to the consumer owning its key's hash slot.
+
+Slots: Pulsar's Murmur3 key hash modulo 65,536; a message without a key has the key "".
+Owners: consistent hashing, 100 points per consumer on the slot ring, so a joining or
+leaving consumer moves only some slots. An entry whose messages have different keys is
+delivered to each owner with the other messages masked out (``Delivery.ack_set``).
+
+Order per key: a slot whose owner changed is held (its messages wait in the replay set)
+while a message of that slot is still unacknowledged by another consumer, and a message
+never overtakes an earlier one of its slot waiting in the replay set. So a new owner gets
+a moved key only after the earlier messages of that key are acknowledged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections import Counter
+
+from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.dispatch import masks
+from magnetar.broker.dispatch.base import Dispatcher
+from magnetar.broker.managedledger.position import Position
+from magnetar.common.names import key_hash
+from magnetar.proto.v1 import broker_pb2 as pb
+
+SLOTS = 65536
+POINTS_PER_CONSUMER = 100
+#: New entries are not read while this many entries wait in the replay set.
+MAX_REPLAY_ENTRIES = 5000
+
+
+@functools.lru_cache(maxsize=65536)
+def slot_of(key: str) -> int:
+    return key_hash(key) % SLOTS
+
+
+class ConsistentHashSelector:
+    """Which consumer owns a slot: the first consumer point at or after it on the ring."""
+
+    def __init__(self) -> None:
+        self._points: list[int] = []
+        self._owners: list[BrokerConsumer] = []
+        self._cache: dict[int, BrokerConsumer | None] = {}
+
+    def rebuild(self, consumers: list[BrokerConsumer]) -> None:
+        ring = sorted(
+            (slot_of(f"{c.name}#{c.consumer_id}#{i}"), c.consumer_id, c)
+            for c in consumers
+            for i in range(POINTS_PER_CONSUMER)
+        )
+        self._points = [p for p, _, _ in ring]
+        self._owners = [c for _, _, c in ring]
+        self._cache.clear()
+
+    def pick(self, slot: int) -> BrokerConsumer | None:
+        owner = self._cache.get(slot)
+        if owner is None and self._points:
+            i = bisect.bisect_left(self._points, slot)
+            owner = self._owners[i % len(self._owners)]
+            self._cache[slot] = owner
+        return owner
+
+
+class KeySharedDispatcher(Dispatcher):
+    stop_on_undeliverable = False
+
+    def __init__(self, subscription: object) -> None:
+        super().__init__(subscription)  # type: ignore[arg-type]
+        self.selector = ConsistentHashSelector()
+        self._slots: dict[Position, tuple[int, ...]] = {}  # slot of each message of live entries
+        self._live: Counter[Position] = Counter()  # messages held by a consumer or in replay
+        self._owner: dict[int, list[object]] = {}  # slot -> [consumer, messages it holds]
+        self._replay_slots: Counter[int] = Counter()
+        self._held: set[int] = set()
+
+    def consumers_changed(self) -> None:
+        self.selector.rebuild(self.sub.consumers)
+        self.wake()
+
+    def entry_size(self, position: Position) -> int:
+        return len(self._slots.get(position, ()))
+
+    def may_read_new(self) -> bool:
+        return len(self.replay) < MAX_REPLAY_ENTRIES
+
+    async def _round(self) -> bool:
+        self._held = set()
+        return await super()._round()
+
+    def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
+        slots = self._slots.get(position)
+        if slots is None:
+            slots = tuple(slot_of(m.partition_key if m.has_partition_key else "") for m in batch.messages) or (slot_of(""),)
+            self._slots[position] = slots
+        mine: dict[BrokerConsumer, int] = {}
+        left = 0
+        for i in masks.indexes(mask):
+            s = slots[i]
+            target = self.selector.pick(s)
+            owner = self._owner.get(s)
+            if (
+                target is None
+                or s in self._held
+                or (owner is not None and owner[0] is not target)
+                or (not from_replay and self._replay_slots[s] > 0)
+                or not target.available
+            ):
+                left |= 1 << i
+                self._held.add(s)
+                continue
+            mine[target] = mine.get(target, 0) | 1 << i
+            if owner is None:
+                self._owner[s] = [target, 1]
+            else:
+                owner[1] += 1  # type: ignore[operator]
+        for consumer, m in mine.items():
+            self._live[position] += masks.count(m)
+            self.deliver(consumer, position, data, n, m)
+        if not self._live[position] and not left:
+            self._forget(position)
+        return left
+
+    def released(self, consumer: BrokerConsumer, position: Position, mask: int) -> None:
+        slots = self._slots.get(position)
+        if slots is None or not mask:
+            return
+        for i in masks.indexes(mask):
+            s = slots[i]
+            owner = self._owner.get(s)
+            if owner is not None and owner[0] is consumer:
+                owner[1] -= 1  # type: ignore[operator]
+                if owner[1] <= 0:  # type: ignore[operator]
+                    del self._owner[s]
+        self._unlive(position, masks.count(mask))
+        self.wake()
+
+    def _replay_added(self, position: Position, mask: int) -> None:
+        slots = self._slots.get(position)
+        if slots is None:
+            return  # slots are learnt when the entry is read; nothing of it was sent yet
+        for i in masks.indexes(mask):
+            self._replay_slots[slots[i]] += 1
+        self._live[position] += masks.count(mask)
+
+    def _replay_removed(self, position: Position, mask: int) -> None:
+        slots = self._slots.get(position)
+        if slots is None:
+            return
+        for i in masks.indexes(mask):
+            s = slots[i]
+            self._replay_slots[s] -= 1
+            if self._replay_slots[s] <= 0:
+                del self._replay_slots[s]
+        self._unlive(position, masks.count(mask))
+
+    def _unlive(self, position: Position, n: int) -> None:
+        self._live[position] -= n
+        if self._live[position] <= 0:
+            self._forget(position)
+
+    def _forget(self, position: Position) -> None:
+        self._live.pop(position, None)
+        self._slots.pop(position, None)
+
+    def reset(self) -> None:
+        super().reset()
+        self._slots.clear()
+        self._live.clear()
+        self._owner.clear()
+        self._replay_slots.clear()

@@ -1,0 +1,266 @@
+"""Subscriptions and dispatchers over a real ManagedLedger on in-memory twins of the
+ledger client and metadata store (the integration tests run the same on real processes)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+
+import pytest
+from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.dispatch import masks
+from magnetar.broker.managedledger.position import Position
+from magnetar.broker.topic import PersistentTopic
+from magnetar.common.errors import ConsumerBusy, InvalidArgument
+from magnetar.proto.v1 import broker_pb2 as pb
+
+pytestmark = pytest.mark.asyncio
+
+
+class Sink:
+    """A consumer's stream, as a list: what was delivered, message by message."""
+
+    def __init__(self, sub, name: str, priority: int = 0, permits: int = 1000, max_unacked: int = 0, sub_type: int = pb.SHARED):
+        self.deliveries: list[pb.Delivery] = []
+        self.resets = 0
+        self.consumer = BrokerConsumer(name, priority, self.deliveries.extend, on_reset=self._reset, max_unacked=max_unacked)
+        self.sub = sub
+        sub.add_consumer(self.consumer, sub_type)
+        sub.flow(self.consumer, permits)
+
+    def _reset(self) -> None:
+        self.resets += 1
+
+    def messages(self) -> list[tuple[Position, int, str, int]]:
+        """(entry, batch index, key, redelivery count) of every message delivered."""
+        out = []
+        for d in self.deliveries:
+            batch = pb.EntryBatch.FromString(d.entry)
+            skip = masks.from_bytes(d.ack_set)
+            for i, m in enumerate(batch.messages):
+                if not skip >> i & 1:
+                    out.append((Position(d.message_id.ledger_id, d.message_id.entry_id), i, m.partition_key, d.redelivery_count))
+        return out
+
+    def payloads(self) -> list[bytes]:
+        out = []
+        for d in self.deliveries:
+            batch = pb.EntryBatch.FromString(d.entry)
+            skip = masks.from_bytes(d.ack_set)
+            out.extend(m.payload for i, m in enumerate(batch.messages) if not skip >> i & 1)
+        return out
+
+    def ack_all(self) -> None:
+        positions = sorted(self.consumer.pending)
+        held = {p: self.consumer.pending[p] for p in positions}
+        if self.sub.sub_type == pb.KEY_SHARED:
+            self.sub.ack(self.consumer, positions, cumulative=False)
+        else:
+            self.sub.ack(self.consumer, list(held), cumulative=False)
+
+    def leave(self) -> None:
+        self.sub.remove_consumer(self.consumer)
+
+
+async def settle(rounds: int = 20) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+async def topic():
+    client, store = FakeLedgerClient(), MemoryStore()
+    ml = await open_ml(client, store)
+    t = PersistentTopic("persistent://public/default/t", -1, ml, BrokerConfig(dispatch_max_entries=50, cursor_persist_interval_s=0.01))
+    t.store = store  # type: ignore[attr-defined]
+    yield t
+    await t.close()
+
+
+async def publish(topic, count: int, keys=None, per_entry: int = 1, start: int = 0) -> None:
+    futures = []
+    n = start
+    for _ in range(count):
+        msgs = []
+        for _ in range(per_entry):
+            key = keys(n) if keys else ""
+            msgs.append(pb.SingleMessage(payload=str(n).encode(), partition_key=key, has_partition_key=bool(key)))
+            n += 1
+        entry = pb.EntryBatch(producer_name="p", batched=per_entry > 1, messages=msgs).SerializeToString()
+        futures.append(topic.publish("", entry, len(msgs), 0, 0))
+    await asyncio.gather(*futures)
+    await settle()
+
+
+async def test_exclusive_refuses_a_second_consumer_and_a_different_type(topic):
+    sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
+    Sink(sub, "a", sub_type=pb.EXCLUSIVE)
+    with pytest.raises(ConsumerBusy, match="already has a consumer"):
+        sub.add_consumer(BrokerConsumer("b", 0, lambda d: None), pb.EXCLUSIVE)
+    with pytest.raises(ConsumerBusy, match="is Exclusive"):
+        sub.add_consumer(BrokerConsumer("c", 0, lambda d: None), pb.SHARED)
+
+
+async def test_failover_active_is_first_by_priority_then_name_and_the_next_gets_unacked_then_new_in_order(topic):
+    sub = await topic.subscribe("s", pb.FAILOVER, pb.EARLIEST)
+    b = Sink(sub, "b", sub_type=pb.FAILOVER)
+    a = Sink(sub, "a", sub_type=pb.FAILOVER)
+    low = Sink(sub, "0-low-priority", priority=1, sub_type=pb.FAILOVER)
+    await publish(topic, 10)
+    assert [p for p in a.payloads()] == [str(i).encode() for i in range(10)]
+    assert b.payloads() == [] and low.payloads() == []
+    # a acks the first 4 then dies: b gets 4..9 first (counted as redelivered), then 10..14.
+    sub.ack(a.consumer, [m[0] for m in a.messages()[:4]], cumulative=False)
+    a.leave()
+    await settle()
+    await publish(topic, 5, start=10)
+    assert b.payloads() == [str(i).encode() for i in range(4, 15)]
+    assert [m[3] for m in b.messages()] == [1] * 6 + [0] * 5
+    assert low.payloads() == []
+
+
+async def test_failover_spreads_partitions_over_consumers(topic):
+    topic.partition = 3
+    sub = await topic.subscribe("s", pb.FAILOVER, pb.EARLIEST)
+    sinks = [Sink(sub, name, sub_type=pb.FAILOVER) for name in ("c0", "c1")]
+    await publish(topic, 3)
+    assert [len(s.payloads()) for s in sinks] == [0, 3]  # partition 3 % 2 consumers = c1
+
+
+async def test_shared_round_robin_and_a_departed_consumers_unacked_go_to_the_others(topic):
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sinks = [Sink(sub, f"c{i}") for i in range(4)]
+    await publish(topic, 400)
+    counts = [len(s.payloads()) for s in sinks]
+    assert sum(counts) == 400 and all(90 <= c <= 110 for c in counts), counts
+    for s in sinks[1:]:
+        s.ack_all()
+    gone = set(sinks[0].payloads())
+    sinks[0].leave()
+    await settle()
+    again = [m for s in sinks[1:] for m in s.messages() if m[3] == 1]
+    assert len(again) == len(gone)
+    assert {p for s in sinks[1:] for p in s.payloads()[-200:]} >= gone
+    with pytest.raises(InvalidArgument, match="cumulative"):
+        sub.ack(sinks[1].consumer, [Position(0, 0)], cumulative=True)
+
+
+async def test_shared_with_200_consumers_delivers_each_message_once(topic):
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sinks = [Sink(sub, f"c{i}", permits=5) for i in range(200)]
+    await publish(topic, 1000)
+    got = Counter(p for s in sinks for p in s.payloads())
+    assert len(got) == 1000 and set(got.values()) == {1}
+
+
+async def test_max_unacked_blocks_a_consumer_until_it_acks_half(topic):
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sink = Sink(sub, "c", max_unacked=10)
+    await publish(topic, 30)
+    assert len(sink.payloads()) == 10 and sink.consumer.blocked
+    assert topic.stats().subscriptions[0].blocked_consumers == 1
+    held = sorted(sink.consumer.pending)
+    sub.ack(sink.consumer, held[:4], cumulative=False)
+    await settle()
+    assert len(sink.payloads()) == 10  # 6 unacked: still above half
+    sub.ack(sink.consumer, held[4:5], cumulative=False)
+    await settle()
+    assert len(sink.payloads()) == 15 and sink.consumer.blocked
+
+
+async def test_key_shared_keeps_keys_on_one_consumer_and_splits_mixed_batches(topic):
+    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
+    sinks = [Sink(sub, f"c{i}", sub_type=pb.KEY_SHARED) for i in range(3)]
+    await publish(topic, 100, keys=lambda n: f"k{n % 20}", per_entry=5)
+    owners = defaultdict(set)
+    for i, s in enumerate(sinks):
+        for _, _, key, _ in s.messages():
+            owners[key].add(i)
+    assert len(owners) == 20 and all(len(o) == 1 for o in owners.values())
+    assert sum(len(s.payloads()) for s in sinks) == 500
+    assert len({i for o in owners.values() for i in o}) == 3
+    # Per-key order within each consumer.
+    for s in sinks:
+        by_key = defaultdict(list)
+        for payload, (_, _, key, _) in zip(s.payloads(), s.messages(), strict=True):
+            by_key[key].append(int(payload))
+        assert all(v == sorted(v) for v in by_key.values())
+    # Acks of Key_Shared entries are per consumer's messages: the entry is acked once all owners ack.
+    for s in sinks:
+        s.ack_all()
+    assert sub.cursor.backlog() == 0
+
+
+async def test_key_shared_new_consumer_gets_a_moved_key_only_after_earlier_messages_are_acked(topic):
+    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
+    first = Sink(sub, "first", sub_type=pb.KEY_SHARED)
+    await publish(topic, 50, keys=lambda n: f"k{n % 50}")
+    assert len(first.payloads()) == 50
+    second = Sink(sub, "second", sub_type=pb.KEY_SHARED)
+    await publish(topic, 50, keys=lambda n: f"k{n % 50}", start=50)
+    moved = {key for key in (f"k{i}" for i in range(50)) if sub.dispatcher.selector.pick(_slot(key)) is second.consumer}
+    assert moved
+    # Nothing of a moved key reaches the newcomer while the first consumer holds earlier ones.
+    assert second.payloads() == []
+    first.ack_all()
+    await settle()
+    assert sorted(k for _, _, k, _ in second.messages()) == sorted(moved)
+    assert all(int(p) >= 50 for p in second.payloads())
+
+
+def _slot(key: str) -> int:
+    from magnetar.broker.dispatch.key_shared import slot_of
+
+    return slot_of(key)
+
+
+async def test_batch_index_acks_leave_acked_messages_out_of_a_redelivery(topic):
+    sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
+    sink = Sink(sub, "c", sub_type=pb.EXCLUSIVE)
+    await publish(topic, 1, per_entry=4)
+    (pos,) = sink.consumer.pending
+    sub.ack_batch(sink.consumer, [(pos, 4, 0b0101)])
+    sub.redeliver_unacknowledged(sink.consumer, [pos])
+    await settle()
+    last = sink.deliveries[-1]
+    assert masks.from_bytes(last.ack_set) == 0b0101 and last.redelivery_count == 1
+    assert sink.payloads()[-2:] == [b"1", b"3"]
+
+
+async def test_a_redelivery_count_is_stored_before_the_message_goes_out_again(topic):
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    stored_at_delivery = []
+
+    def sink(deliveries):
+        doc, _ = topic.store.cursors[("public", "default", "t", "s")]
+        stored_at_delivery.append((deliveries[0].redelivery_count, {(c[0], c[1]): c[2] for c in doc.get("redelivery_counts", [])}))
+
+    consumer = BrokerConsumer("c", 0, sink)
+    sub.add_consumer(consumer, pb.SHARED)
+    sub.flow(consumer, 100)
+    await publish(topic, 1)
+    await sub.cursor.persist()
+    (pos,) = consumer.pending
+    for n in (1, 2, 3):
+        sub.redeliver_unacknowledged(consumer, [pos])
+        await settle()
+        count, stored = stored_at_delivery[-1]
+        assert count == n and stored[tuple(pos)] == n
+
+
+async def test_reset_cursor_tells_consumers_and_delivers_from_the_position(topic):
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sink = Sink(sub, "c")
+    await publish(topic, 10)
+    positions = [m[0] for m in sink.messages()]
+    sink.ack_all()
+    await sub.reset_cursor(positions[6])
+    assert sink.resets == 1 and sink.consumer.permits == 0
+    sub.flow(sink.consumer, 100)
+    await settle()
+    assert sink.payloads()[10:] == [b"6", b"7", b"8", b"9"]
+    assert sub.skip(2) == 2
+    assert sub.cursor.backlog() == 2
