@@ -36,8 +36,8 @@ def consumed_ledgers(ledgers: LedgerList, slowest: Position | None) -> list[Ledg
     for info in ledgers.ledgers[:-1]:
         if info.ledger_id == ledgers.open_ledger_id:
             break
-        if slowest is not None and Position(info.ledger_id, info.entries - 1) > slowest:
-            break
+        if slowest is not None and info.entries > 0 and Position(info.ledger_id, info.entries - 1) > slowest:
+            break  # (an empty ledger after consumed ones is consumed too)
         out.append(info)
     return out
 
