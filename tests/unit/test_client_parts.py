@@ -1,4 +1,4 @@
-"""The client SDK's pure parts: service URLs, ack bookkeeping, batching, the receive queue."""
+"""The client SDK's pure parts: service URLs, batching, the receive queue (acks: test_client_acks)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import asyncio
 import pytest
 
 import magnetar
-from magnetar.client.acks import AckTracker
 from magnetar.client.batching import BatchContainer, build_op
 from magnetar.client.connection import Backoff, parse_service_url
 from magnetar.client.receive_queue import ReceiveQueue
-from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 
@@ -41,61 +39,6 @@ def test_backoff_doubles_up_to_five_seconds():
     assert all(a <= b_ * 1.12 for a, b_ in zip(delays, delays[1:], strict=False))
     b.reset()
     assert b.next() <= 0.1
-
-
-def _mid(entry: int, index: int = -1) -> MessageId:
-    return MessageId(3, entry, -1, index)
-
-
-def test_batch_acked_once_every_message_is():
-    t = AckTracker()
-    t.on_delivery((3, 0), 3, True, 0.0, False)
-    assert not t.ack(_mid(0, 2)) and not t.ack(_mid(0, 0))
-    assert t.is_acked(_mid(0, 0)) and not t.is_acked(_mid(0, 1))
-    assert t.take() == ([], None)
-    assert t.ack(_mid(0, 1))
-    assert t.take() == ([(3, 0)], None)
-
-
-def test_unbatched_ack_is_an_entry_ack():
-    t = AckTracker()
-    t.on_delivery((3, 5), 1, False, 0.0, False)
-    assert t.ack(_mid(5))
-    assert t.pending == 1 and t.take() == ([(3, 5)], None) and t.pending == 0
-
-
-def test_cumulative_ack_inside_a_batch():
-    t = AckTracker()
-    t.on_delivery((3, 4), 1, False, 0.0, False)
-    t.on_delivery((3, 5), 3, True, 0.0, False)
-    t.ack_cumulative(_mid(5, 1))
-    assert t.take() == ([], (3, 4))
-    assert t.is_acked(_mid(4)) and t.is_acked(_mid(5, 0)) and t.is_acked(_mid(5, 1))
-    assert not t.is_acked(_mid(5, 2)) and not t.is_acked(_mid(6))
-    t.ack_cumulative(_mid(5, 2))
-    assert t.take() == ([], (3, 5)) and t.is_acked(_mid(5, 2))
-    t.ack_cumulative(_mid(2))  # going back changes nothing
-    assert t.take() == ([], None) and t.is_acked(_mid(5, 2))
-
-
-def test_cumulative_ack_of_the_first_entry_of_a_ledger():
-    t = AckTracker()
-    t.on_delivery((3, 0), 2, True, 0.0, False)
-    t.ack_cumulative(_mid(0, 0))
-    assert t.take() == ([], (3, -1))
-
-
-def test_failed_acks_are_restored_and_ack_timeouts_expire():
-    t = AckTracker()
-    t.on_delivery((3, 1), 1, False, 10.0, True)
-    t.on_delivery((3, 2), 1, False, 10.0, True)
-    t.ack(_mid(1))
-    taken = t.take()
-    t.restore(*taken)
-    assert t.take() == ([(3, 1)], None)
-    assert t.expired(10.5, 1.0) == []
-    assert t.expired(11.0, 1.0) == [(3, 2)]
-    assert t.expired(20.0, 1.0) == []
 
 
 def test_batch_container_limits():

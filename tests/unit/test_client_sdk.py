@@ -1,8 +1,10 @@
 """The client SDK against an in-memory twin of the broker (a real grpc.aio server).
 
 The twin keeps each topic as a list of entries in one ledger (id 7), deduplicates by
-producer name and sequence id, dispatches by permits and records every batch, ack and
-redelivery request it gets, so tests assert on what went over the wire.
+producer name and sequence id, dispatches by permits (masking acked messages of a batch
+out with the delivery's ack_set, as the broker does), seeks, unsubscribes, and records
+every batch, ack, batch-index ack, redelivery request, seek and subscribe it gets, so
+tests assert on what went over the wire.
 """
 
 from __future__ import annotations
@@ -38,9 +40,18 @@ class Sub:
     delivered: set[int] = field(default_factory=set)
     redeliver: list[int] = field(default_factory=list)
     deliveries: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    batch_acked: dict[int, int] = field(default_factory=dict)  # entry -> acked mask
 
     def is_acked(self, idx: int) -> bool:
         return idx <= self.mark_delete or idx in self.acked
+
+    def move_to(self, idx: int) -> None:
+        """A seek: everything before ``idx`` acked, nothing after."""
+        self.next_read, self.mark_delete = idx, idx - 1
+        self.acked.clear()
+        self.delivered.clear()
+        self.redeliver.clear()
+        self.batch_acked.clear()
 
 
 class TwinState:
@@ -57,6 +68,14 @@ class TwinState:
         self.acks: list[tuple[str, int, list[tuple[int, int]]]] = []
         self.redeliveries: list[list[tuple[int, int]]] = []
         self.flows: list[int] = []
+        self.batch_acks: list[tuple[int, int, bytes]] = []  # (entry, batch size, ack_set)
+        self.requests: list[str] = []  # kinds of consume requests, in arrival order
+        self.seeks: list[pb.Seek] = []
+        self.subscribes: list[pb.Subscribe] = []
+        self.deliveries: list[pb.Delivery] = []
+        self.seek_error: common_pb2.Error | None = None
+        self.unsubscribe_error: common_pb2.Error | None = None
+        self.resets_to_send = 0  # CursorResets pushed without a seek (an admin reset)
         self.hold_receipts = False
         self.producers = 0
         self.cond = asyncio.Condition()
@@ -129,11 +148,19 @@ class BrokerTwin(pb_grpc.BrokerServicer):
         st = self.st
         requests = request_iterator.__aiter__()
         s = (await requests.__anext__()).subscribe
+        st.subscribes.append(s)
         topic, entries = s.topic, self.st.entries[s.topic]
         sub = st.subs.get((topic, s.subscription))
-        if sub is None:
+        if sub is None or s.non_durable:  # a non-durable cursor starts anew on every subscribe
             start = 0 if s.initial_position == pb.EARLIEST else len(entries)
+            if s.HasField("start_message_id"):
+                start = self._index_of(s.start_message_id, entries)
+                if s.start_message_id.ledger_id == LEDGER and not s.start_message_id_inclusive:
+                    start += 1
+                elif s.start_message_id.ledger_id != LEDGER and s.start_message_id_inclusive:
+                    start = max(0, start - 1)  # latest, inclusive: the last message
             sub = st.subs[(topic, s.subscription)] = Sub(next_read=start)
+            sub.mark_delete = start - 1
         if s.type == pb.EXCLUSIVE and sub.consumer is not None:
             error = common_pb2.Error(code="CONSUMER_BUSY", message=f"{s.subscription} has a consumer already")
             await context.write(pb.ConsumeResponse(error=error))
@@ -143,18 +170,50 @@ class BrokerTwin(pb_grpc.BrokerServicer):
         sub.delivered.clear()
         await context.write(pb.ConsumeResponse(subscribed=pb.Subscribed(consumer_name=s.consumer_name or "twin-c")))
         permits = 0
+        outbox: list[pb.ConsumeResponse] = []
+        ending = False
 
         async def read_requests() -> None:
-            nonlocal permits
+            nonlocal permits, ending
             try:
                 async for req in requests:
                     kind = req.WhichOneof("kind")
-                    if kind == "flow":
+                    st.requests.append(kind)
+                    if kind == "seek":
+                        st.seeks.append(req.seek)
+                        done = pb.RequestDone(request_id=req.seek.request_id)
+                        if st.seek_error is not None:
+                            done.error.CopyFrom(st.seek_error)
+                        else:
+                            target = req.seek.WhichOneof("target")
+                            if target == "message_id":
+                                sub.move_to(self._index_of(req.seek.message_id, entries))
+                            else:
+                                times = [pb.EntryBatch.FromString(e).publish_time_ms for e in entries]
+                                later = [i for i, t in enumerate(times) if t >= req.seek.timestamp_ms]
+                                sub.move_to(later[0] if later else len(entries))
+                            permits = 0
+                            outbox.append(pb.ConsumeResponse(reset=pb.CursorReset()))
+                        outbox.append(pb.ConsumeResponse(done=done))
+                    elif kind == "unsubscribe":
+                        done = pb.RequestDone(request_id=req.unsubscribe.request_id)
+                        if st.unsubscribe_error is not None:
+                            done.error.CopyFrom(st.unsubscribe_error)
+                        else:
+                            st.subs.pop((topic, s.subscription), None)
+                            ending = True
+                        outbox.append(pb.ConsumeResponse(done=done))
+                    elif kind == "flow":
                         permits += req.flow.permits
                         st.flows.append(req.flow.permits)
                     elif kind == "ack":
                         ids = [(m.ledger_id, m.entry_id) for m in req.ack.message_ids]
-                        st.acks.append((topic, req.ack.type, ids))
+                        if ids:
+                            st.acks.append((topic, req.ack.type, ids))
+                        for b in req.ack.batch_acks:
+                            st.batch_acks.append((b.message_id.entry_id, b.batch_size, b.ack_set))
+                            e = b.message_id.entry_id
+                            sub.batch_acked[e] = sub.batch_acked.get(e, 0) | int.from_bytes(b.ack_set, "little")
                         for _, e in ids:
                             if req.ack.type == pb.CUMULATIVE:
                                 sub.mark_delete = max(sub.mark_delete, e)
@@ -187,7 +246,7 @@ class BrokerTwin(pb_grpc.BrokerServicer):
             return any(not sub.is_acked(e) for e in sub.redeliver) or sub.next_read < len(entries)
 
         def ready() -> bool:
-            return reader.done() or (permits > 0 and has_work())
+            return reader.done() or bool(outbox) or st.resets_to_send > 0 or (permits > 0 and has_work())
 
         reader = asyncio.create_task(read_requests())
         try:
@@ -196,19 +255,45 @@ class BrokerTwin(pb_grpc.BrokerServicer):
                     await st.cond.wait_for(ready)
                 if reader.done():
                     return
+                while st.resets_to_send > 0:
+                    st.resets_to_send -= 1
+                    permits = 0
+                    await context.write(pb.ConsumeResponse(reset=pb.CursorReset()))
+                while outbox:
+                    await context.write(outbox.pop(0))
+                if ending:
+                    return
                 out = []
                 while permits > 0 and (idx := next_entry()) is not None:
-                    permits -= len(pb.EntryBatch.FromString(entries[idx]).messages)
+                    n = len(pb.EntryBatch.FromString(entries[idx]).messages)
+                    masked = sub.batch_acked.get(idx, 0) & ((1 << n) - 1)
+                    permits -= n - masked.bit_count()
                     sub.delivered.add(idx)
-                    out.append(
-                        pb.Delivery(message_id=_mid(idx, topic), entry=entries[idx], redelivery_count=sub.deliveries[idx])
+                    delivery = pb.Delivery(
+                        message_id=_mid(idx, topic), entry=entries[idx], redelivery_count=sub.deliveries[idx]
                     )
+                    if masked:
+                        delivery.ack_set = masked.to_bytes((n + 7) // 8, "little")
+                    st.deliveries.append(delivery)
+                    out.append(delivery)
                     sub.deliveries[idx] += 1
-                await context.write(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=out)))
+                if out:
+                    await context.write(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=out)))
         finally:
             reader.cancel()
             if sub.consumer is token:
                 sub.consumer = None
+            if s.non_durable:
+                st.subs.pop((topic, s.subscription), None)
+
+    @staticmethod
+    def _index_of(mid: pb.MessageIdData, entries: list[bytes]) -> int:
+        """The entry a seek or a start id names (earliest: 0, latest: after the last)."""
+        if mid.ledger_id == -1:
+            return 0
+        if mid.ledger_id != LEDGER:
+            return len(entries)
+        return mid.entry_id
 
 
 class Twin:
@@ -324,20 +409,44 @@ async def test_batch_unpacking_and_batch_level_acks(twin, client):
 
     await consumer.acknowledge(msgs[0])
     await consumer.acknowledge(msgs[1].message_id())
-    await asyncio.sleep(0.25)  # two ack periods: nothing is sent for a partly acked batch
-    assert twin.state.acks == []
+    await _eventually(lambda: twin.state.batch_acks)
+    await asyncio.sleep(0.25)  # two more ack periods: the unchanged mask is not sent again
+    assert twin.state.acks == []  # no entry ack for a partly acked batch, but its mask:
+    assert twin.state.batch_acks == [(0, 3, b"\x03")]
 
-    # A redelivery of the entry skips the messages acked already.
+    # The nacked message comes back alone: the broker masks the acked ones out.
     await consumer.negative_acknowledge(msgs[2])
     again = await consumer.receive(timeout_millis=2000)
     assert again.message_id() == msgs[2].message_id() and again.redelivery_count() == 1
     with pytest.raises(magnetar.Timeout):
         await consumer.receive(timeout_millis=100)
     assert twin.state.redeliveries == [[(LEDGER, 0)]]
+    assert twin.state.deliveries[-1].ack_set == b"\x03"
 
     await consumer.acknowledge(again)
     await _eventually(lambda: twin.state.acks)
     assert twin.state.acks == [("persistent://public/default/acks", pb.INDIVIDUAL, [(LEDGER, 0)])]
+
+
+async def test_a_nack_goes_out_after_the_acks_of_its_siblings_in_one_write(twin, client):
+    consumer = await client.subscribe(
+        "nack", "s", initial_position=ma.InitialPosition.Earliest, negative_ack_redelivery_delay_ms=300
+    )
+    producer = await client.create_producer("nack")
+    await asyncio.gather(*(producer.send_async(b"%d" % i, None) for i in range(4)))
+    msgs = [await consumer.receive(timeout_millis=2000) for _ in range(4)]
+    started = time.monotonic()
+    await consumer.negative_acknowledge(msgs[1])
+    for i in (0, 2, 3):
+        await consumer.acknowledge(msgs[i])
+    again = await consumer.receive(timeout_millis=3000)
+    assert again.message_id() == msgs[1].message_id() and again.data() == b"1"
+    assert 0.3 <= time.monotonic() - started < 1.3
+    # The acks reached the broker before the redelivery request.
+    assert twin.state.requests.index("redeliver") > twin.state.requests.index("ack")
+    assert twin.state.batch_acks[-1] == (0, 4, b"\x0d")
+    with pytest.raises(magnetar.Timeout):
+        await consumer.receive(timeout_millis=100)
 
 
 async def test_cumulative_ack_inside_a_batch_acks_the_entry_before(twin, client):
@@ -352,6 +461,8 @@ async def test_cumulative_ack_inside_a_batch_acks_the_entry_before(twin, client)
     await consumer.acknowledge_cumulative(msgs[2])
     await _eventually(lambda: twin.state.acks)
     assert twin.state.acks[-1][1:] == (pb.CUMULATIVE, [(LEDGER, 0)])
+    await _eventually(lambda: twin.state.batch_acks)
+    assert twin.state.batch_acks == [(1, 3, b"\x03")]  # messages 0..1 of entry 1, kept by the broker
     await consumer.acknowledge_cumulative(msgs[3])
     await _eventually(lambda: len(twin.state.acks) == 2)
     assert twin.state.acks[-1][1:] == (pb.CUMULATIVE, [(LEDGER, 1)])
@@ -558,12 +669,18 @@ def test_blocking_client_from_plain_code():
                 consumer.acknowledge(m)
             with pytest.raises(magnetar.Timeout):
                 consumer.receive(timeout_millis=50)
-            with pytest.raises(magnetar.MagnetarError, match="not supported"):
-                consumer.unsubscribe()
+            consumer.seek(magnetar.MessageId.earliest)
+            assert consumer.receive(timeout_millis=2000).data() == b"hello"
+            consumer.unsubscribe()
+            assert ("persistent://public/default/sync", "s") not in server.twin.state.subs
+            with pytest.raises(magnetar.ServiceClosed):
+                consumer.receive(timeout_millis=50)
             reader = client.create_reader("sync", magnetar.MessageId.earliest)
             assert reader.read_next(2000).data() == b"hello"
+            reader.seek(msg_id)
+            assert reader.read_next(2000).data() == b"hello"
             producer.close()
-            consumer.close()
+            consumer.close()  # closed already: a no-op
     finally:
         server.close()
 

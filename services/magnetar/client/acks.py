@@ -1,36 +1,82 @@
 """Acknowledgement bookkeeping of one partition consumer (pure: no I/O).
 
-The broker acks whole entries, while the application acks messages; an entry holding a
-batch is acked only when every message of the batch is. Decisions:
+The broker tracks messages inside an entry with a mask (bit i: message i of the batch;
+see docs/subscriptions.md), while the application acks messages one by one. Decisions:
 
-* Individual ack of message i of a batch: remembered locally; when all messages of
-  the entry are acked, the entry id (batch index -1) is queued as an INDIVIDUAL ack.
+* A delivery's ``ack_set`` names the messages of the entry that are not for this
+  consumer; the others are the entry's *expected* messages.
+* Individual ack of message i of a batch: its bit is set in the entry's acked mask.
+  When every expected message is acked, the entry id (batch index -1) is queued as an
+  INDIVIDUAL ack and the entry is forgotten. Until then the entry's acked mask goes out
+  as a ``BatchIndexAck`` in the next grouped flush, but only when it changed since the
+  last flush (so a batch costs one mask per flush, not one request per message).
 * Cumulative ack of message i of a batch that is not its last: the entry *before* it is
   acked cumulatively (``ledger:entry-1``, which may be ``ledger:-1``: "nothing of this
-  ledger"), and messages 0..i of the entry are remembered as acked so a redelivery of
-  the entry skips them. Acking its last message acks the entry itself cumulatively.
+  ledger"), and messages 0..i of the entry are marked acked, which sends them as a
+  ``BatchIndexAck`` so the broker keeps them. Acking its last message acks the entry
+  itself cumulatively.
 * Acks are grouped: the consumer sends them every ``ack_group_time_ms`` or once
-  ``ack_group_max_size`` are pending.
+  ``ack_group_max_size`` entries are pending.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from magnetar.common.message_id import MessageId
 
 Position = tuple[int, int]  # (ledger_id, entry_id)
 
 
-@dataclass
+@dataclass(slots=True)
+class BatchAck:
+    """Acked messages of a partly acked entry, as sent in ``Ack.batch_acks``."""
+
+    position: Position
+    batch_size: int
+    acked: int  # mask: bit i set = message i acked by this consumer
+
+    def ack_set(self) -> bytes:
+        """The mask in the wire's byte order (bit i is byte i // 8, bit i % 8)."""
+        return self.acked.to_bytes((self.batch_size + 7) // 8, "little")
+
+
+@dataclass(slots=True)
 class _BatchState:
     total: int
-    acked: set[int] = field(default_factory=set)
+    expected: int  # mask of the messages delivered to this consumer
+    acked: int = 0  # mask of the messages this consumer acked
+
+
+@dataclass(slots=True)
+class PendingAcks:
+    """What one flush sends (and what :meth:`AckTracker.restore` takes back on failure)."""
+
+    individual: list[Position]
+    cumulative: Position | None
+    batches: list[BatchAck]
+
+    def __bool__(self) -> bool:
+        return bool(self.individual or self.cumulative is not None or self.batches)
+
+
+def full_mask(n: int) -> int:
+    return (1 << n) - 1
+
+
+def mask_of(ack_set: bytes) -> int:
+    """The wire's ``ack_set`` bytes as an int mask (empty: 0)."""
+    return int.from_bytes(ack_set, "little") if ack_set else 0
 
 
 class AckTracker:
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (the subscription was moved: nothing of the old position holds)."""
         self._batches: dict[Position, _BatchState] = {}
+        self._dirty: dict[Position, None] = {}  # batches whose acked mask changed since the last flush
         self._individual: dict[Position, None] = {}  # queued entry acks, in order
         self._cumulative: Position | None = None  # queued cumulative ack
         self._highest_cumulative: Position | None = None  # queued or sent
@@ -39,11 +85,44 @@ class AckTracker:
         self._unacked_since: dict[Position, float] = {}
 
     # -- deliveries ----------------------------------------------------------------
-    def on_delivery(self, pos: Position, total: int, batched: bool, now: float, track_unacked: bool) -> None:
-        if batched and total > 1 and pos not in self._batches:
-            self._batches[pos] = _BatchState(total)
-        if track_unacked:
+    def on_delivery(
+        self, pos: Position, total: int, batched: bool, now: float, track_unacked: bool, not_for_us: int = 0
+    ) -> int:
+        """Record a delivered entry; return the mask of its messages acked here already.
+
+        ``not_for_us`` is the delivery's ack_set as a mask. The returned messages (a
+        redelivery of messages acked locally) are not to be given to the application
+        again. When the redelivery leaves nothing expected unacked, the entry ack is
+        queued again.
+        """
+        full = full_mask(total)
+        expected = full & ~not_for_us
+        if not expected:
+            return 0  # nothing of it is for this consumer
+        if batched and total > 1:
+            state = self._batches.get(pos)
+            if state is None:
+                state = self._batches[pos] = _BatchState(total, expected)
+            else:
+                state.expected = expected
+            acked = state.acked | self._cumulative_mask(pos, total)
+            if acked and expected & acked == expected:
+                self._complete(pos)
+        else:
+            acked = full if pos in self._individual else self._cumulative_mask(pos, total)
+        if track_unacked and expected & ~acked:
             self._unacked_since.setdefault(pos, now)
+        return acked & full
+
+    def _cumulative_mask(self, pos: Position, total: int) -> int:
+        if self._acked_upto is None:
+            return 0
+        ledger, entry, index = self._acked_upto
+        if pos < (ledger, entry):
+            return full_mask(total)
+        if pos == (ledger, entry):
+            return full_mask(total) if index == -1 else full_mask(index + 1)
+        return 0
 
     def is_acked(self, mid: MessageId) -> bool:
         """True when ``mid`` was acked here already (a redelivery to skip)."""
@@ -54,27 +133,41 @@ class AckTracker:
                 return True
             if pos == (ledger, entry) and (index == -1 or 0 <= mid.batch_index <= index):
                 return True
+        if pos in self._individual:
+            return True
         state = self._batches.get(pos)
-        return state is not None and mid.batch_index in state.acked
+        return state is not None and mid.batch_index >= 0 and bool(state.acked >> mid.batch_index & 1)
 
     # -- acks ------------------------------------------------------------------------
     def ack(self, mid: MessageId) -> bool:
         """Individual ack; True when it queued an entry ack."""
         pos = (mid.ledger_id, mid.entry_id)
         state = self._batches.get(pos)
-        if mid.batch_index >= 0 and state is not None:
-            state.acked.add(mid.batch_index)
-            if len(state.acked) < state.total:
+        if state is not None and mid.batch_index >= 0:
+            bit = 1 << mid.batch_index
+            if state.acked & bit:
+                return False  # acked already: nothing changed
+            state.acked |= bit
+            if state.expected & state.acked != state.expected:
+                self._dirty[pos] = None
                 return False
-            del self._batches[pos]
+        self._complete(pos)
+        return True
+
+    def _complete(self, pos: Position) -> None:
+        self._batches.pop(pos, None)
+        self._dirty.pop(pos, None)
         self._individual[pos] = None
         self._unacked_since.pop(pos, None)
-        return True
 
     def ack_cumulative(self, mid: MessageId) -> None:
         pos = (mid.ledger_id, mid.entry_id)
         state = self._batches.get(pos)
         whole = mid.batch_index < 0 or state is None or mid.batch_index >= state.total - 1
+        if state is not None and not whole:
+            state.acked |= full_mask(mid.batch_index + 1)
+            # Nothing of the entry left for us: the entry itself can be acked.
+            whole = state.expected & state.acked == state.expected
         upto = (mid.ledger_id, mid.entry_id, -1 if whole else mid.batch_index)
         if self._acked_upto is None or self._later(upto, self._acked_upto):
             self._acked_upto = upto
@@ -83,8 +176,9 @@ class AckTracker:
             self._cumulative = self._highest_cumulative = target
         for p in [p for p in self._batches if p < pos or (whole and p == pos)]:
             del self._batches[p]
-        if not whole and state is not None:
-            state.acked.update(range(mid.batch_index + 1))
+            self._dirty.pop(p, None)
+        if not whole:
+            self._dirty[pos] = None
         for p in [p for p in self._unacked_since if p <= target]:
             del self._unacked_since[p]
 
@@ -96,20 +190,28 @@ class AckTracker:
 
     @property
     def pending(self) -> int:
-        return len(self._individual) + (self._cumulative is not None)
+        return len(self._individual) + len(self._dirty) + (self._cumulative is not None)
 
-    def take(self) -> tuple[list[Position], Position | None]:
+    def take(self) -> PendingAcks:
         """The acks to send now (and forget)."""
-        individual, cumulative = list(self._individual), self._cumulative
-        self._individual, self._cumulative = {}, None
-        return individual, cumulative
+        batches = []
+        for pos in self._dirty:
+            state = self._batches.get(pos)
+            if state is not None:
+                batches.append(BatchAck(pos, state.total, state.acked))
+        out = PendingAcks(list(self._individual), self._cumulative, batches)
+        self._individual, self._cumulative, self._dirty = {}, None, {}
+        return out
 
-    def restore(self, individual: list[Position], cumulative: Position | None) -> None:
+    def restore(self, acks: PendingAcks) -> None:
         """Put back acks whose sending failed (they go out after a reconnect)."""
-        for pos in individual:
+        for pos in acks.individual:
             self._individual[pos] = None
-        if cumulative is not None and (self._cumulative is None or cumulative > self._cumulative):
-            self._cumulative = cumulative
+        if acks.cumulative is not None and (self._cumulative is None or acks.cumulative > self._cumulative):
+            self._cumulative = acks.cumulative
+        for batch in acks.batches:
+            if batch.position in self._batches:  # else it was completed meanwhile
+                self._dirty[batch.position] = None
 
     # -- ack timeout / negative acks -------------------------------------------------------
     def forget_unacked(self, pos: Position) -> None:

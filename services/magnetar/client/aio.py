@@ -178,7 +178,13 @@ class Client:
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = False,
     ) -> Reader:
-        """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader` for limits)."""
+        """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
+        :mod:`magnetar.client.reader`).
+
+        Raises:
+            InvalidArgument: a specific start id on a partitioned topic.
+            InvalidTopicName, TopicNotFound, NotConnected, Timeout.
+        """
         reader = await Reader.create(
             self._pool,
             topic,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
+from magnetar.common.errors import InvalidArgument, ServiceClosed
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
@@ -17,6 +16,7 @@ from .partition_consumer import PartitionConsumer, Queued
 from .receive_queue import ReceiveQueue
 
 MessageOrId = Message | MessageId
+SeekTarget = MessageId | int  # a message id, or a publish time in ms since the epoch
 
 
 def _id_of(msg: MessageOrId) -> MessageId:
@@ -45,14 +45,13 @@ class Consumer:
         pool: ConnectionPool,
         topic: str,
         conf: ConsumerConfig,
-        skip: Callable[[MessageId], bool] | None = None,
     ) -> Consumer:
         name = TopicName.parse(topic)
         count = await pool.partitions(str(name))
         queue: ReceiveQueue[Queued] = ReceiveQueue()
         consumer_name = conf.consumer_name or secrets.token_hex(4)
         topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
-        partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue, skip) for t, i in topics]
+        partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
         try:
             await asyncio.gather(*(p.start() for p in partitions))
         except BaseException:
@@ -144,11 +143,37 @@ class Consumer:
         for p in self._partitions:
             p.redeliver_all()
 
+    async def seek(self, message_id_or_timestamp: SeekTarget) -> None:
+        """Move the subscription: to a message id, or to the first message published at
+        or after a time (an int, ms since the epoch).
+
+        Every consumer of the subscription drops what it had received and not taken
+        and starts again from there. On a partitioned topic a time,
+        ``MessageId.earliest`` and ``MessageId.latest`` move every partition; another id
+        moves the partition it names.
+
+        Raises:
+            InvalidArgument: a negative time, or an id that names no partition.
+            MagnetarError: the broker's refusal (typed), NotConnected, Timeout.
+        """
+        self._check_open()
+        await seek_partitions(self._topic, self._partitions, message_id_or_timestamp)
+
     async def unsubscribe(self) -> None:
-        """Not supported yet: the broker protocol has no Unsubscribe request."""
-        raise MagnetarError(
-            "unsubscribe is not supported yet: the broker protocol (broker.proto) has no Unsubscribe request"
-        )
+        """Delete the subscription (every partition's) and close this consumer.
+
+        Raises:
+            MagnetarError: the broker's refusal (typed; e.g. other consumers are still
+                attached), NotConnected, Timeout. When no partition was unsubscribed
+                the consumer stays open; otherwise it is closed.
+        """
+        self._check_open()
+        results = await asyncio.gather(*(p.unsubscribe() for p in self._partitions), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if len(errors) < len(results):
+            await self.close()
+        if errors:
+            raise errors[0]
 
     async def close(self) -> None:
         """Send pending acks and close every partition's stream."""
@@ -157,3 +182,24 @@ class Consumer:
         self._closed = True
         await asyncio.gather(*(p.close() for p in self._partitions))
         self._queue.fail(ServiceClosed(f"consumer on {self._topic} is closed"))
+
+
+async def seek_partitions(topic: str, partitions: list[PartitionConsumer], target: SeekTarget) -> None:
+    """Seek the partitions ``target`` concerns (see :meth:`Consumer.seek`)."""
+    if isinstance(target, MessageId):
+        if target in (MessageId.earliest, MessageId.latest) or len(partitions) == 1:
+            chosen, mid, ts = partitions, target, None
+        elif 0 <= target.partition < len(partitions):
+            chosen, mid, ts = [partitions[target.partition]], target, None
+        else:
+            raise InvalidArgument(f"message id {target} names no partition of {topic}")
+    elif isinstance(target, int) and not isinstance(target, bool):
+        if target < 0:
+            raise InvalidArgument(f"a seek time is ms since the epoch, not {target}")
+        chosen, mid, ts = partitions, None, target
+    else:
+        raise TypeError(f"seek takes a MessageId or a timestamp in ms (int), not {type(target).__name__}")
+    results = await asyncio.gather(*(p.seek(mid, ts) for p in chosen), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r

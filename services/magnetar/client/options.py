@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from magnetar.common.message_id import MessageId
+
 
 class ConsumerType(enum.IntEnum):
     """Subscription type; the values are the wire's ``SubscriptionType``."""
@@ -94,3 +96,8 @@ class ConsumerConfig:
     # Acks are grouped: sent every ack_group_time_ms or when this many are pending.
     ack_group_time_ms: int = 100
     ack_group_max_size: int = 1000
+    # Readers: where the subscription starts (None: initial_position decides) and a
+    # cursor the broker never stores.
+    start_message_id: MessageId | None = None
+    start_message_id_inclusive: bool = False
+    non_durable: bool = False

@@ -2,9 +2,16 @@
 
 Flow control: after (re)subscribing the consumer grants ``receiver_queue_size``
 permits; as the application takes messages it grants them back in halves of the
-queue, as Pulsar does. One writer task sends permits, grouped acks and redelivery
-requests. On reconnect the messages still queued from this partition are dropped
-(the broker redelivers everything unacked) and the full queue is granted again.
+queue, as Pulsar does. Messages a delivery's ``ack_set`` masks out are not queued and
+cost no permits. One writer task sends permits, grouped acks (entry acks and batch-index
+masks) and redelivery requests. On reconnect, and on a ``CursorReset`` (a seek), the
+messages still queued from this partition are dropped and the full queue is granted
+again; a reset also forgets every ack, nack and ack-timeout of the old position.
+
+``seek`` and ``unsubscribe`` are requests on the same stream, answered by ``RequestDone``
+(:mod:`.requests`). Pending acks are flushed before either, in the same write; while a
+seek is in flight, acks taken after it are held back (they may name messages of the old
+position) until the answer comes.
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 import grpc
 
@@ -28,12 +34,13 @@ from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
-from .acks import AckTracker, Position
-from .connection import ConnectionPool
+from .acks import AckTracker, PendingAcks, Position, mask_of
+from .connection import ConnectionPool, stream_error
 from .handler import ConnectionHandler, open_stream
 from .message import Message, unpack_entry
 from .options import ConsumerConfig
 from .receive_queue import ReceiveQueue
+from .requests import PendingRequests
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,6 @@ class PartitionConsumer(ConnectionHandler):
         conf: ConsumerConfig,
         consumer_name: str,
         queue: ReceiveQueue[Queued],
-        skip: Callable[[MessageId], bool] | None = None,
     ) -> None:
         super().__init__(pool, topic)
         self.partition = partition
@@ -60,8 +66,8 @@ class PartitionConsumer(ConnectionHandler):
         self.queue_size = max(1, conf.receiver_queue_size)
         self.acks = AckTracker()
         self.last_taken: MessageId | None = None
+        self.resets = 0  # CursorResets received
         self._queue = queue
-        self._skip = skip
         self._taken = 0  # messages taken by the application since the last Flow
         self._flow = 0  # permits to grant
         self._redeliver: list[Position] = []
@@ -70,6 +76,14 @@ class PartitionConsumer(ConnectionHandler):
         self._wakeup = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._writer: asyncio.Task[None] | None = None
+        self._requests = PendingRequests()
+        self._seeks = 0  # seeks written and not answered yet: acks are held back
+        self._unsubscribe_id = 0
+        # A non-durable cursor (a reader) is gone when the stream breaks: it is opened
+        # again where the application is, i.e. after the last message it took, or at the
+        # last seek target; batch messages up to _skip_through were read already.
+        self._restart_at: MessageId | None = None
+        self._skip_through: MessageId | None = None
 
     # -- stream ---------------------------------------------------------------------
     async def _open(self, stub: pb_grpc.BrokerStub, target: str) -> grpc.aio.StreamStreamCall:
@@ -82,7 +96,11 @@ class PartitionConsumer(ConnectionHandler):
             priority_level=self.conf.priority_level,
             initial_position=int(self.conf.initial_position),  # type: ignore[arg-type]
             receiver_queue_size=self.queue_size,
+            non_durable=self.conf.non_durable,
         )
+        start, subscribe.start_message_id_inclusive = self._start_position()
+        if start is not None:
+            subscribe.start_message_id.CopyFrom(start.to_proto())
         resp = await open_stream(call, pb.ConsumeRequest(subscribe=subscribe), self.pool.operation_timeout_s, target)
         if resp.HasField("error"):  # type: ignore[attr-defined]
             call.cancel()
@@ -92,6 +110,21 @@ class PartitionConsumer(ConnectionHandler):
             raise MagnetarError(f"{target} answered the subscribe with {resp}")
         self.consumer_name = resp.subscribed.consumer_name or self.consumer_name  # type: ignore[attr-defined]
         return call
+
+    def _start_position(self) -> tuple[MessageId | None, bool]:
+        """Where the subscribe asks the cursor to start, and whether inclusive."""
+        self._skip_through = None
+        if not self.conf.non_durable:
+            return self.conf.start_message_id, self.conf.start_message_id_inclusive
+        last = self.last_taken
+        if last is not None:
+            if last.batch_index < 0:
+                return last, False
+            self._skip_through = last  # the rest of its batch is still to read
+            return last.entry_id_only(), True
+        if self._restart_at is not None:
+            return self._restart_at, self._restart_at != MessageId.latest
+        return self.conf.start_message_id, self.conf.start_message_id_inclusive
 
     def _connected(self) -> None:
         self._queue.remove_if(lambda item: item[0] is self)  # the broker redelivers them
@@ -111,10 +144,15 @@ class PartitionConsumer(ConnectionHandler):
                 resp = await call.read()
                 if resp is grpc.aio.EOF:
                     return NotConnected(f"broker {self.broker_address} closed the consume stream")
-                if resp.HasField("deliveries"):
+                kind = resp.WhichOneof("kind")
+                if kind == "deliveries":
                     for delivery in resp.deliveries.deliveries:
                         self._on_delivery(delivery)
-                elif resp.HasField("error"):
+                elif kind == "reset":
+                    self._on_cursor_reset()
+                elif kind == "done":
+                    self._on_done(resp.done)
+                elif kind == "error":
                     return from_code(resp.error.code, resp.error.message)
         except grpc.RpcError as exc:
             return from_rpc_error(exc, f"broker {self.broker_address}")
@@ -126,18 +164,52 @@ class PartitionConsumer(ConnectionHandler):
             log.exception("consumer on %s: dropping an undecodable entry", self.topic)
             self._taken += 1
             return
+        # Messages in the ack_set are not for this consumer: the broker charged no
+        # permits for them, so none go back. Messages acked here already (a redelivery
+        # racing with our acks) were charged: their permits go back.
+        not_for_us = mask_of(delivery.ack_set) if delivery.ack_set else 0
         pos = (delivery.message_id.ledger_id, delivery.message_id.entry_id)
         track = bool(self.conf.unacked_messages_timeout_ms)
-        self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track)
+        acked = self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track, not_for_us)
+        if self._skip_through is not None:
+            acked |= self._read_already(pos)
+        put = self._queue.put
+        skip = not_for_us | acked
+        if not skip:
+            for msg in messages:
+                put((self, msg))
+            return
         skipped = 0
-        for msg in messages:
-            mid = msg.message_id()
-            if self.acks.is_acked(mid) or (self._skip is not None and self._skip(mid)):
+        for i, msg in enumerate(messages):
+            if not skip >> i & 1:
+                put((self, msg))
+            elif not not_for_us >> i & 1:
                 skipped += 1
-            else:
-                self._queue.put((self, msg))
         if skipped:
             self._grant(skipped)
+
+    def _read_already(self, pos: Position) -> int:
+        """Mask of the messages of ``pos`` a reader took before it reconnected."""
+        skip = self._skip_through
+        assert skip is not None
+        if pos < (skip.ledger_id, skip.entry_id):
+            return 0
+        self._skip_through = None  # the broker is past it now
+        return (1 << (skip.batch_index + 1)) - 1 if pos == (skip.ledger_id, skip.entry_id) else 0
+
+    def _on_cursor_reset(self) -> None:
+        """The subscription moved: what we hold is void; start over from the new position."""
+        dropped = self._queue.remove_if(lambda item: item[0] is self)
+        self.acks.reset()
+        self._nack_due.clear()
+        self._redeliver.clear()
+        self._redeliver_all = False
+        self._taken = 0
+        self._flow = self.queue_size  # the broker starts this consumer from 0 permits
+        self.last_taken = self._skip_through = None
+        self.resets += 1
+        log.debug("consumer on %s: cursor reset, %d queued messages dropped", self.topic, dropped)
+        self._wakeup.set()
 
     # -- flow ------------------------------------------------------------------------
     def message_taken(self, msg: Message) -> None:
@@ -154,8 +226,8 @@ class PartitionConsumer(ConnectionHandler):
 
     # -- acks ------------------------------------------------------------------------
     def ack(self, mid: MessageId) -> None:
-        self._nack_due.pop((mid.ledger_id, mid.entry_id), None)
-        self.acks.ack(mid)
+        if self.acks.ack(mid):  # the whole entry is acked: a pending nack of it is moot
+            self._nack_due.pop((mid.ledger_id, mid.entry_id), None)
         self._maybe_flush()
 
     def ack_cumulative(self, mid: MessageId) -> None:
@@ -191,7 +263,8 @@ class PartitionConsumer(ConnectionHandler):
 
     # -- the one writer ---------------------------------------------------------------
     async def _write_loop(self) -> None:
-        period = max(0.001, self.conf.ack_group_time_ms / 1000)
+        # At least every 100 ms: due negative acks and ack timeouts are found here.
+        period = min(0.1, max(0.001, self.conf.ack_group_time_ms / 1000))
         while not self._closed:
             try:
                 await asyncio.wait_for(self._wakeup.wait(), period)
@@ -203,42 +276,130 @@ class PartitionConsumer(ConnectionHandler):
             except Exception:  # a writer that dies would hang the consumer: log and go on
                 log.exception("consumer on %s: sending acks/permits failed", self.topic)
 
-    async def write_pending(self) -> None:
+    async def write_pending(self, then: pb.ConsumeRequest | None = None) -> None:
+        """Send pending acks, redelivery requests and permits, then ``then`` if given.
+
+        Raises:
+            NotConnected: ``then`` was given and could not be written (without ``then``
+                nothing raises: what failed is kept for the next stream).
+        """
         async with self._write_lock:
             call = self._call
             self._redeliver.extend(self._due_redeliveries())
             if call is None:
+                if then is not None:
+                    raise NotConnected(f"consumer on {self.topic} is not connected (reconnecting)")
                 return  # everything stays queued until the stream is back
-            requests: list[pb.ConsumeRequest] = []
-            individual, cumulative = self.acks.take()
-            if cumulative is not None:
-                ack = pb.Ack(type=pb.CUMULATIVE, message_ids=[_entry_id(cumulative, self.partition)])
-                requests.append(pb.ConsumeRequest(ack=ack))
-            for i in range(0, len(individual), 1000):
-                ids = [_entry_id(p, self.partition) for p in individual[i : i + 1000]]
-                requests.append(pb.ConsumeRequest(ack=pb.Ack(type=pb.INDIVIDUAL, message_ids=ids)))
-            redeliver, self._redeliver = self._redeliver, []
-            if self._redeliver_all:
-                self._redeliver_all = False
-                requests.append(pb.ConsumeRequest(redeliver=pb.RedeliverUnacknowledged()))
-            elif redeliver:
-                ids = [_entry_id(p, self.partition) for p in dict.fromkeys(redeliver)]
-                requests.append(pb.ConsumeRequest(redeliver=pb.RedeliverUnacknowledged(message_ids=ids)))
+            hold = then is None and self._seeks > 0
+            acks = PendingAcks([], None, []) if hold else self.acks.take()
+            requests = self._ack_requests(acks)
+            redeliver: list[Position] = []
+            if not hold:
+                redeliver, self._redeliver = self._redeliver, []
+                if self._redeliver_all:
+                    self._redeliver_all = False
+                    requests.append(pb.ConsumeRequest(redeliver=pb.RedeliverUnacknowledged()))
+                elif redeliver:
+                    ids = [_entry_id(p, self.partition) for p in dict.fromkeys(redeliver)]
+                    requests.append(pb.ConsumeRequest(redeliver=pb.RedeliverUnacknowledged(message_ids=ids)))
             flow, self._flow = self._flow, 0
             if flow:
                 requests.append(pb.ConsumeRequest(flow=pb.Flow(permits=flow)))
+            if then is not None:
+                requests.append(then)
             try:
                 for req in requests:
                     await call.write(req)
             except Exception as exc:  # the stream broke: keep the acks for the next stream
                 log.debug("consumer on %s: write failed: %r", self.topic, exc)
-                self.acks.restore(individual, cumulative)
+                self.acks.restore(acks)
                 self._redeliver.extend(redeliver)
+                self._flow += flow
+                if then is not None:
+                    raise await stream_error(call, exc, f"broker {self.broker_address}") from exc
+
+    def _ack_requests(self, acks: PendingAcks) -> list[pb.ConsumeRequest]:
+        requests: list[pb.ConsumeRequest] = []
+        if acks.cumulative is not None:
+            ack = pb.Ack(type=pb.CUMULATIVE, message_ids=[_entry_id(acks.cumulative, self.partition)])
+            requests.append(pb.ConsumeRequest(ack=ack))
+        individual, batches = acks.individual, acks.batches
+        for i in range(0, max(len(individual), len(batches)), 1000):
+            ack = pb.Ack(
+                type=pb.INDIVIDUAL,
+                message_ids=[_entry_id(p, self.partition) for p in individual[i : i + 1000]],
+                batch_acks=[
+                    pb.BatchIndexAck(
+                        message_id=_entry_id(b.position, self.partition), batch_size=b.batch_size, ack_set=b.ack_set()
+                    )
+                    for b in batches[i : i + 1000]
+                ],
+            )
+            requests.append(pb.ConsumeRequest(ack=ack))
+        return requests
+
+    # -- seek and unsubscribe -------------------------------------------------------------
+    async def seek(self, message_id: MessageId | None = None, timestamp_ms: int | None = None) -> None:
+        """Move the subscription to ``message_id`` or to the first message published at or
+        after ``timestamp_ms``; returns once the broker has done it (and this consumer
+        has dropped what it held).
+
+        Raises:
+            MagnetarError: the broker's error (typed), NotConnected, Timeout.
+        """
+        self._check_usable()
+        request_id = self._requests.new()
+        seek = pb.Seek(request_id=request_id)
+        if message_id is not None:
+            seek.message_id.CopyFrom(message_id.to_proto())
+        else:
+            seek.timestamp_ms = int(timestamp_ms or 0)
+        self._seeks += 1
+        try:
+            try:
+                await self.write_pending(pb.ConsumeRequest(seek=seek))
+            except BaseException:
+                self._requests.forget(request_id)
+                raise
+            await self._requests.wait(request_id, self.pool.operation_timeout_s, f"seek on {self.topic}")
+            # A reader reconnecting before it reads anything starts at the target again
+            # (not after a seek to a time: that has no id; it starts at its start id).
+            self._restart_at = message_id
+        finally:
+            self._seeks -= 1
+            self._wakeup.set()  # what was held back may go now
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription; once the broker has, this consumer is closed (the
+        broker ends the stream; it is not reopened).
+
+        Raises:
+            MagnetarError: the broker's error (typed; e.g. other consumers are attached),
+                NotConnected, Timeout.
+        """
+        self._check_usable()
+        request_id = self._unsubscribe_id = self._requests.new()
+        try:
+            await self.write_pending(pb.ConsumeRequest(unsubscribe=pb.Unsubscribe(request_id=request_id)))
+        except BaseException:
+            self._requests.forget(request_id)
+            raise
+        await self._requests.wait(request_id, self.pool.operation_timeout_s, f"unsubscribe on {self.topic}")
+
+    def _on_done(self, done: pb.RequestDone) -> None:
+        error = from_code(done.error.code, done.error.message) if done.HasField("error") else None
+        if done.request_id == self._unsubscribe_id and error is None:
+            self._closed = True  # the broker ends the stream now: no reconnect
+        self._requests.done(done.request_id, error)
+
+    def _disconnected(self) -> None:
+        self._requests.fail_all(NotConnected(f"the stream of the consumer on {self.topic} broke"))
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failed = exc
         self._closed = True
         log.warning("consumer %s on %s failed: %s", self.consumer_name, self.topic, exc)
+        self._requests.fail_all(exc)
         self._queue.fail(exc)
 
     async def close(self) -> None:
@@ -250,6 +411,7 @@ class PartitionConsumer(ConnectionHandler):
             except (TimeoutError, MagnetarError):
                 pass
         await self._stop()
+        self._requests.fail_all(ServiceClosed(f"consumer on {self.topic} closed"))
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)

@@ -1,45 +1,40 @@
 """Readers: read a topic from a position without managing acknowledgements.
 
-Limits (the wire has no non-durable subscription and no start position yet):
-a reader is an Exclusive subscription named ``reader-<random>``, which stays on the
-broker after the reader closes. It starts at the earliest or latest message; for any
-other start id it subscribes from the earliest and skips, client-side, every message
-up to the start id (exclusive unless ``start_message_id_inclusive``), which reads the
-topic from its beginning. The reader acks what it reads cumulatively, so the leftover
-subscription holds no backlog.
+A reader is an Exclusive subscription with a non-durable cursor (never stored, removed
+when the reader leaves, holds no data back) named ``reader-<random hex>``
+(``<subscription_role_prefix>-<random hex>`` when a prefix is given). The broker starts
+it at ``start_message_id`` (``MessageId.earliest``, ``MessageId.latest`` or an id; the
+id itself only with ``start_message_id_inclusive``). A reader does not ack: its cursor
+needs none.
+
+Limits: on a partitioned topic a reader starts at earliest or latest only.
+``has_message_available`` compares the broker's last message id with the last entry
+read; after a seek to a time it cannot know where the time falls, so it counts every
+stored entry until a message is read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable
 
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import MessageId
+from magnetar.common.names import TopicName
 
 from .connection import ConnectionPool
-from .consumer import Consumer
+from .consumer import Consumer, SeekTarget
 from .message import Message
 from .options import ConsumerConfig, ConsumerType, InitialPosition
 
-
-def _skip_before(start: MessageId, inclusive: bool) -> Callable[[MessageId], bool]:
-    def skip(mid: MessageId) -> bool:
-        if (mid.ledger_id, mid.entry_id) != (start.ledger_id, start.entry_id):
-            return (mid.ledger_id, mid.entry_id) < (start.ledger_id, start.entry_id)
-        if start.batch_index < 0 or mid.batch_index < 0:
-            return not inclusive
-        return mid.batch_index < start.batch_index or (mid.batch_index == start.batch_index and not inclusive)
-
-    return skip
+_NOTHING_READ = (-1, -1)
 
 
 class Reader:
     def __init__(self, pool: ConnectionPool, consumer: Consumer, baselines: list[tuple[int, int]]) -> None:
         self._pool = pool
         self._consumer = consumer
-        self._read_upto = baselines  # per partition: (ledger, entry) read so far
+        self._read_upto = baselines  # per partition: (ledger, entry) read (or skipped) so far
 
     @classmethod
     async def create(
@@ -54,33 +49,46 @@ class Reader:
     ) -> Reader:
         if not isinstance(start_message_id, MessageId):
             raise TypeError(f"start_message_id must be a MessageId, not {type(start_message_id).__name__}")
+        specific = start_message_id not in (MessageId.earliest, MessageId.latest)
+        if specific and await pool.partitions(str(TopicName.parse(topic))) > 0:
+            raise InvalidArgument("a reader of a partitioned topic starts at MessageId.earliest or MessageId.latest")
         prefix = subscription_role_prefix or "reader"
         conf = ConsumerConfig(
             subscription_name=f"{prefix}-{secrets.token_hex(5)}",
             consumer_type=ConsumerType.Exclusive,
             consumer_name=reader_name,
             receiver_queue_size=receiver_queue_size,
+            initial_position=(
+                InitialPosition.Latest if start_message_id == MessageId.latest else InitialPosition.Earliest
+            ),
+            start_message_id=start_message_id,
+            start_message_id_inclusive=start_message_id_inclusive,
+            non_durable=True,
         )
-        skip = None
-        if start_message_id == MessageId.latest:
-            conf.initial_position = InitialPosition.Latest
-        else:
-            conf.initial_position = InitialPosition.Earliest
-            if start_message_id != MessageId.earliest:
-                skip = _skip_before(start_message_id, start_message_id_inclusive)
-        consumer = await Consumer.create(pool, topic, conf, skip)
-        if skip is not None and len(consumer.partitions) > 1:
+        consumer = await Consumer.create(pool, topic, conf)
+        reader = cls(pool, consumer, [_NOTHING_READ] * len(consumer.partitions))
+        try:
+            await reader._set_baselines(start_message_id, start_message_id_inclusive)
+        except BaseException:
             await consumer.close()
-            raise InvalidArgument("a reader of a partitioned topic starts at MessageId.earliest or MessageId.latest")
-        if start_message_id == MessageId.latest:
-            ids = await asyncio.gather(*(pool.last_message_id(p.topic) for p in consumer.partitions))
-            baselines = [(m.ledger_id, m.entry_id) for m in ids]
-        elif start_message_id == MessageId.earliest:
-            baselines = [(-1, -1)] * len(consumer.partitions)
+            raise
+        return reader
+
+    async def _set_baselines(self, start: MessageId, inclusive: bool) -> None:
+        """What counts as read already, for :meth:`has_message_available`."""
+        partitions = self._consumer.partitions
+        if start == MessageId.latest:
+            ids = await asyncio.gather(*(self._pool.last_message_id(p.topic) for p in partitions))
+            back = 1 if inclusive else 0  # inclusive: the last message is still to read
+            self._read_upto = [(m.ledger_id, m.entry_id - back) for m in ids]
+        elif start == MessageId.earliest:
+            self._read_upto = [_NOTHING_READ] * len(partitions)
         else:
-            back = 0 if start_message_id_inclusive else 1
-            baselines = [(start_message_id.ledger_id, start_message_id.entry_id - back)]
-        return cls(pool, consumer, baselines)
+            # Inclusive: the start entry itself is still to read.
+            back = 1 if inclusive else 0
+            upto = (start.ledger_id, start.entry_id - back)
+            index = start.partition if len(partitions) > 1 else 0
+            self._read_upto[index] = upto
 
     def topic(self) -> str:
         return self._consumer.topic()
@@ -95,7 +103,6 @@ class Reader:
         mid = msg.message_id()
         index = max(0, mid.partition) if len(self._read_upto) > 1 else 0
         self._read_upto[index] = max(self._read_upto[index], (mid.ledger_id, mid.entry_id))
-        await self._consumer.acknowledge_cumulative(mid)
         return msg
 
     async def has_message_available(self) -> bool:
@@ -110,6 +117,19 @@ class Reader:
             if last.entry_id >= 0 and (last.ledger_id, last.entry_id) > self._read_upto[i]:
                 return True
         return False
+
+    async def seek(self, message_id_or_timestamp: SeekTarget) -> None:
+        """Move the reader: to a message id (read next), or to the first message
+        published at or after a time (an int, ms since the epoch). See
+        :meth:`Consumer.seek <magnetar.client.consumer.Consumer.seek>`."""
+        await self._consumer.seek(message_id_or_timestamp)
+        target = message_id_or_timestamp
+        if isinstance(target, MessageId) and target in (MessageId.earliest, MessageId.latest):
+            await self._set_baselines(target, False)
+        elif isinstance(target, MessageId):
+            await self._set_baselines(target, True)  # the broker delivers the target next
+        else:
+            self._read_upto = [_NOTHING_READ] * len(self._consumer.partitions)
 
     def is_connected(self) -> bool:
         return self._consumer.is_connected()

@@ -330,7 +330,12 @@ class Consumer:
     def redeliver_unacknowledged_messages(self) -> None:
         self._run(self._consumer.redeliver_unacknowledged_messages())
 
+    def seek(self, message_id_or_timestamp: MessageId | int) -> None:
+        """Move the subscription to a message id or a publish time (ms since the epoch)."""
+        self._run(self._consumer.seek(message_id_or_timestamp))
+
     def unsubscribe(self) -> None:
+        """Delete the subscription and close this consumer."""
         self._run(self._consumer.unsubscribe())
 
     def close(self) -> None:
@@ -350,6 +355,10 @@ class Reader:
 
     def has_message_available(self) -> bool:
         return self._run(self._reader.has_message_available())
+
+    def seek(self, message_id_or_timestamp: MessageId | int) -> None:
+        """Move the reader to a message id or a publish time (ms since the epoch)."""
+        self._run(self._reader.seek(message_id_or_timestamp))
 
     def is_connected(self) -> bool:
         return self._reader.is_connected()
