@@ -12,6 +12,10 @@ again; a reset also forgets every ack, nack and ack-timeout of the old position.
 (:mod:`.requests`). Pending acks are flushed before either, in the same write; while a
 seek is in flight, acks taken after it are held back (they may name messages of the old
 position) until the answer comes.
+
+A non-durable cursor (a reader's) does not outlive its stream: on reconnect the reader
+subscribes again after the last message the application took (the rest of its batch is
+skipped here), or at its last seek target when it took nothing since.
 """
 
 from __future__ import annotations
