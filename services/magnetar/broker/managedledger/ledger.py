@@ -214,7 +214,7 @@ class ManagedLedger:
         search, see :mod:`.timesearch`); the position after the last entry when none is.
 
         Raises:
-            InvalidArgument: a timestamp that is not an integer.
+            InvalidArgument, NoSuchEntry, MagnetarError: a bad timestamp, an unreadable entry.
         """
         return await timesearch.find_position_by_time(self, timestamp_ms, publish_time)
 
