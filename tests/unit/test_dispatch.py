@@ -264,3 +264,23 @@ async def test_reset_cursor_tells_consumers_and_delivers_from_the_position(topic
     assert sink.payloads()[10:] == [b"6", b"7", b"8", b"9"]
     assert sub.skip(2) == 2
     assert sub.cursor.backlog() == 2
+
+
+async def test_key_shared_departure_moves_held_messages_and_their_acks_still_count(topic):
+    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
+    sinks = [Sink(sub, f"c{i}", sub_type=pb.KEY_SHARED) for i in range(3)]
+    await publish(topic, 60, keys=lambda n: f"k{n % 30}", per_entry=3)
+    gone = sinks.pop(0)
+    taken = set(gone.payloads())
+    assert taken
+    gone.leave()
+    await settle()
+    for _ in range(3):
+        for s in sinks:
+            s.ack_all()
+        await settle()
+    again = {p for s in sinks for p, (_, _, _, r) in zip(s.payloads(), s.messages(), strict=True) if r == 1}
+    assert again == taken
+    assert sub.cursor.backlog() == 0 and sub.unacked_count() == 0
+    await publish(topic, 10, keys=lambda n: f"k{n % 30}", start=180)
+    assert sum(len(s.payloads()) for s in sinks) == 180 + 10

@@ -170,10 +170,10 @@ class Subscription:
                     held[p] = mask
         if not held:
             return
+        self.cursor.add_redeliveries(held)
+        self.dispatcher.add_replay(held)  # first: Key_Shared keeps the entries' keys while live
         for p, mask in held.items():
             self.dispatcher.released(consumer, p, mask)
-        self.cursor.add_redeliveries(held)
-        self.dispatcher.add_replay(held)
 
     def redeliver_unacknowledged(self, consumer: BrokerConsumer, positions: Iterable[Position] | None = None) -> None:
         """A nack or an ack timeout (positions), or redeliver-all (None)."""

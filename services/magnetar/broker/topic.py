@@ -273,10 +273,10 @@ class PersistentTopic:
         await self.ml.delete_cursor(name)
 
     def position_of(self, mid: Any) -> Position:
-        """A message id's entry; earliest (-1) is the first stored entry, latest (INT64_MAX)
-        the position after the last one."""
+        """A message id's entry; earliest (-1) is ``(-1, -1)`` (before the first entry, as
+        the cursor takes it), latest (INT64_MAX) the position after the last one."""
         if mid.ledger_id < 0:
-            return self.ml.first_position
+            return Position(-1, -1)
         if mid.ledger_id >= _INT64_MAX:
             return self.ml.next_position(self.ml.last_confirmed_position)
         return Position.of((mid.ledger_id, mid.entry_id))
