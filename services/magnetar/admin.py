@@ -1,25 +1,38 @@
 """``magnetar admin``: tenants, namespaces and topics over the broker's admin RPCs.
 
 Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
-nothing, ``topics stats`` prints JSON with pulsar-admin's field names. Errors are one
-line on stderr and exit 1; bad usage exits 2.
+nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
+pulsar-admin's field names. Errors are one line on stderr and exit 1; bad usage exits 2.
+
+A topic's calls go to the broker that owns it (looked up first); on a partitioned topic
+subscription calls go to every partition's owner (``topics subscriptions`` prints the
+union).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from typing import Any
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import grpc
 
-from magnetar.common.errors import MagnetarError
+from magnetar.broker.subscription_admin import admin_targets
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotOwner
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1.broker_pb2_grpc import BrokerStub
 
 DEFAULT_URL = "127.0.0.1:6650"
+_DURATION = re.compile(r"([0-9]+)([smhdw])", re.ASCII)
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_OWNER_ATTEMPTS = 3
+R = TypeVar("R")
 _SUBSCRIPTION_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
 
 
@@ -52,12 +65,139 @@ def stats_to_dict(stats: pb.TopicStats) -> dict[str, Any]:
     }
 
 
-def _print_names(reply: pb.NameList) -> None:
-    for name in reply.names:
+def reset_time_ms(text: str, now_ms: int) -> int:
+    """``--time`` of reset-cursor: ms since the epoch (``1700000000000``) or a duration
+    ago (``30s``, ``10m``, ``1h``, ``2d``, ``1w``).
+
+    Raises:
+        InvalidArgument: neither.
+    """
+    text = text.strip()
+    if text.isascii() and text.isdigit():
+        return int(text)
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise InvalidArgument(
+            f"invalid --time {text!r}: give ms since the epoch or a duration ago such as 30s, 10m, 1h, 2d, 1w"
+        )
+    return max(0, now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)])
+
+
+def message_id_arg(text: str) -> pb.MessageIdData:
+    """``ledgerId:entryId[:partition[:batch]]``, ``earliest`` or ``latest``.
+
+    Raises:
+        InvalidArgument: none of these.
+    """
+    return MessageId.parse(text).to_proto()
+
+
+def _print_names(names: Iterable[str]) -> None:
+    for name in names:
         print(name)
 
 
-def _run(stub: BrokerStub, args: argparse.Namespace, timeout: float) -> None:
+class Brokers:
+    """gRPC stubs by broker address; topic calls go to the topic's owner."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.target = broker_target(url)
+        self.timeout = timeout
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def stub(self, address: str | None = None) -> BrokerStub:
+        address = address or self.target
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return BrokerStub(channel)
+
+    def call(self, fn: Callable[[BrokerStub], R], address: str | None = None) -> R:
+        """``fn(stub)`` on the broker at ``address`` (default: --url), errors typed."""
+        try:
+            return fn(self.stub(address))
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, address or self.target) from exc
+
+    def on_owner(self, topic: str, fn: Callable[[BrokerStub], R], lookup_first: bool = True) -> R:
+        """``fn(stub)`` on the broker owning ``topic``, looked up again if it moves;
+        without ``lookup_first`` the --url broker is tried first (it may own it)."""
+        if not lookup_first:
+            try:
+                return self.call(fn)
+            except NotOwner:
+                pass
+        for attempt in range(_OWNER_ATTEMPTS):
+            owner = self.call(lambda s: s.Lookup(pb.LookupRequest(topic=topic), timeout=self.timeout)).broker_address
+            try:
+                return self.call(fn, owner or None)
+            except NotOwner:
+                if attempt == _OWNER_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def on_partitions(
+        self, topic: str, fn: Callable[[BrokerStub, str], R],
+        message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
+    ) -> list[R]:
+        """``fn(stub, partition)`` on each target partition's owner (the topic itself when
+        not partitioned)."""
+        partitions = self.call(
+            lambda s: s.GetPartitionedTopicMetadata(pb.PartitionedTopicMetadataRequest(topic=topic), timeout=self.timeout)
+        ).partitions
+        targets = admin_targets(topic, partitions, message_id, whole_topic)
+        return [self.on_owner(target, _bind(fn, target)) for target in targets]
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+
+def _bind(fn: Callable[[BrokerStub, str], R], topic: str) -> Callable[[BrokerStub], R]:
+    return lambda stub: fn(stub, topic)
+
+
+def _run_topic_subscriptions(brokers: Brokers, args: argparse.Namespace, timeout: float) -> bool:
+    """The subscription commands; False when ``args`` is none of them."""
+    action, topic = args.action, args.name
+    sub = getattr(args, "subscription", "")
+    if action == "subscriptions":
+        lists = brokers.on_partitions(topic, lambda s, t: s.ListSubscriptions(pb.ListSubscriptionsRequest(topic=t), timeout=timeout))
+        _print_names(sorted({name for reply in lists for name in reply.names}))
+    elif action == "create-subscription":
+        mid = message_id_arg(args.message_id)
+        brokers.on_partitions(topic, lambda s, t: s.CreateSubscription(
+            pb.CreateSubscriptionRequest(topic=t, subscription=sub, message_id=mid), timeout=timeout,
+        ), mid, whole_topic=True)
+    elif action == "unsubscribe":
+        brokers.on_partitions(topic, lambda s, t: s.DeleteSubscription(
+            pb.DeleteSubscriptionRequest(topic=t, subscription=sub, force=args.force), timeout=timeout,
+        ))
+    elif action in ("skip", "clear-backlog"):
+        count = getattr(args, "count", 0)
+        if action == "skip" and count < 1:
+            raise InvalidArgument(f"-n/--count must be at least 1, got {count}")
+        brokers.on_partitions(topic, lambda s, t: s.SkipMessages(
+            pb.SkipMessagesRequest(topic=t, subscription=sub, count=count, all=action == "clear-backlog"), timeout=timeout,
+        ))
+    elif action == "reset-cursor" and args.message_id is not None:
+        mid = message_id_arg(args.message_id)
+        brokers.on_partitions(topic, lambda s, t: s.ResetCursor(
+            pb.ResetCursorRequest(topic=t, subscription=sub, message_id=mid), timeout=timeout,
+        ), mid)
+    elif action == "reset-cursor":
+        at = reset_time_ms(args.time, int(time.time() * 1000))
+        brokers.on_partitions(topic, lambda s, t: s.ResetCursor(
+            pb.ResetCursorRequest(topic=t, subscription=sub, timestamp_ms=at), timeout=timeout,
+        ))
+    else:
+        return False
+    return True
+
+
+def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
+    stub = brokers.stub()
     group, action = args.group, args.action
     if group == "tenants":
         if action == "create":
@@ -65,14 +205,22 @@ def _run(stub: BrokerStub, args: argparse.Namespace, timeout: float) -> None:
         elif action == "delete":
             stub.DeleteTenant(pb.DeleteTenantRequest(tenant=args.name), timeout=timeout)
         else:
-            _print_names(stub.ListTenants(pb.ListTenantsRequest(), timeout=timeout))
+            _print_names(stub.ListTenants(pb.ListTenantsRequest(), timeout=timeout).names)
     elif group == "namespaces":
-        if action == "create":
+        if action == "set-retention":
+            policies = pb.RetentionPolicies(retention_time_minutes=args.time, retention_size_mb=args.size)
+            stub.SetRetention(pb.SetRetentionRequest(namespace=args.name, policies=policies), timeout=timeout)
+        elif action == "get-retention":
+            got = stub.GetRetention(pb.GetRetentionRequest(namespace=args.name), timeout=timeout)
+            print(json.dumps({"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb}, indent=2))
+        elif action == "create":
             stub.CreateNamespace(pb.CreateNamespaceRequest(namespace=args.name), timeout=timeout)
         elif action == "delete":
             stub.DeleteNamespace(pb.DeleteNamespaceRequest(namespace=args.name), timeout=timeout)
         else:
-            _print_names(stub.ListNamespaces(pb.ListNamespacesRequest(tenant=args.name), timeout=timeout))
+            _print_names(stub.ListNamespaces(pb.ListNamespacesRequest(tenant=args.name), timeout=timeout).names)
+    elif _run_topic_subscriptions(brokers, args, timeout):
+        pass
     elif action == "create":
         stub.CreateTopic(pb.CreateTopicRequest(topic=args.name, partitions=0), timeout=timeout)
     elif action == "create-partitioned-topic":
@@ -80,9 +228,11 @@ def _run(stub: BrokerStub, args: argparse.Namespace, timeout: float) -> None:
     elif action == "delete":
         stub.DeleteTopic(pb.DeleteTopicRequest(topic=args.name), timeout=timeout)
     elif action == "list":
-        _print_names(stub.ListTopics(pb.ListTopicsRequest(namespace=args.name), timeout=timeout))
+        _print_names(stub.ListTopics(pb.ListTopicsRequest(namespace=args.name), timeout=timeout).names)
     else:
-        stats = stub.GetTopicStats(pb.TopicStatsRequest(topic=args.name), timeout=timeout)
+        stats = brokers.on_owner(
+            args.name, lambda s: s.GetTopicStats(pb.TopicStatsRequest(topic=args.name), timeout=timeout), lookup_first=False,
+        )
         print(json.dumps(stats_to_dict(stats), indent=2))
 
 
@@ -102,16 +252,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     group("tenants", {"create": ("create a tenant", "TENANT"), "delete": ("delete a tenant", "TENANT"),
                       "list": ("list tenants", None)})
-    group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
-                         "delete": ("delete a namespace", "TENANT/NAMESPACE"),
-                         "list": ("list a tenant's namespaces", "TENANT")})
+    namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
+                                      "delete": ("delete a namespace", "TENANT/NAMESPACE"),
+                                      "list": ("list a tenant's namespaces", "TENANT"),
+                                      "get-retention": ("print a namespace's retention as JSON", "TENANT/NAMESPACE")})
+    p = namespaces.add_parser("set-retention", help="set how much acknowledged data a namespace's topics keep")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-t", "--time", type=int, required=True, metavar="MIN", help="minutes (-1: unlimited, 0: none)")
+    p.add_argument("-s", "--size", type=int, required=True, metavar="MB", help="megabytes (-1: unlimited, 0: none)")
     topics = group("topics", {"create": ("create a non-partitioned topic", "TOPIC"),
                               "delete": ("delete a topic", "TOPIC"),
                               "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
-                              "stats": ("print a topic's stats as JSON", "TOPIC")})
+                              "stats": ("print a topic's stats as JSON", "TOPIC"),
+                              "subscriptions": ("list a topic's subscriptions", "TOPIC")})
     p = topics.add_parser("create-partitioned-topic", help="create a partitioned topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-p", "--partitions", type=int, required=True, help="number of partitions")
+
+    def subscription_command(action: str, help_text: str) -> argparse.ArgumentParser:
+        p = topics.add_parser(action, help=help_text)
+        p.add_argument("name", metavar="TOPIC")
+        p.add_argument("-s", "--subscription", required=True, metavar="SUB", help="subscription name")
+        return p
+
+    p = subscription_command("create-subscription", "create a subscription")
+    p.add_argument("-m", "--message-id", "--messageId", dest="message_id", default="latest", metavar="ID",
+                   help="where it starts: ledgerId:entryId[:partition], earliest or latest (default)")
+    p = subscription_command("unsubscribe", "delete a subscription")
+    p.add_argument("-f", "--force", action="store_true", help="disconnect its consumers first")
+    p = subscription_command("skip", "acknowledge the next N messages (entries) of a subscription")
+    p.add_argument("-n", "--count", type=int, required=True, metavar="N", help="how many")
+    subscription_command("clear-backlog", "acknowledge a subscription's whole backlog")
+    p = subscription_command("reset-cursor", "move a subscription to a time or a message id")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-t", "--time", metavar="TIME", help="ms since the epoch, or a duration ago: 30s, 10m, 1h, 2d, 1w")
+    where.add_argument("-m", "--message-id", "--messageId", dest="message_id", metavar="ID",
+                       help="ledgerId:entryId[:partition], earliest or latest")
     return parser
 
 
@@ -122,13 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "partitions", 1) < 1:
         print("magnetar admin: --partitions must be at least 1", file=sys.stderr)
         return 2
-    target = broker_target(args.url)
+    brokers = Brokers(args.url, args.timeout)
     try:
-        with grpc.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
-            try:
-                _run(BrokerStub(channel), args, args.timeout)
-            except grpc.RpcError as exc:
-                raise from_rpc_error(exc, target) from exc
+        try:
+            _run(brokers, args, args.timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, brokers.target) from exc
+        finally:
+            brokers.close()
     except MagnetarError as exc:
         print(f"magnetar admin: {exc.message}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ import uuid
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
+from magnetar.broker.retention import RetentionTask
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.errors import (
     InvalidArgument,
@@ -51,8 +52,12 @@ class BrokerService:
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults()
-        await self.ownership.register_broker(self.broker_id, {"address": self.broker_id})
+        await self.ownership.register_broker(
+            self.broker_id, {"address": self.broker_id}, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
+        )
         self.session.add_state_listener(self._session_state)
+        self.retention = RetentionTask(self.topics, self.tenants, self.config)
+        self.retention.start()
 
     def _session_state(self, state: SessionState) -> None:
         if state is SessionState.LOST:
@@ -71,6 +76,8 @@ class BrokerService:
             task.add_done_callback(self._unloading.discard)
 
     async def close(self) -> None:
+        if hasattr(self, "retention"):  # started
+            await self.retention.close()
         await asyncio.gather(*self._unloading, return_exceptions=True)
         for topic in list(self.topics.values()):
             try:

@@ -9,13 +9,17 @@ under its tenant's znode (no tenant, no namespace); a partitioned topic is creat
 multi-operation with a check that its namespace still exists, and a namespace is deleted
 together with its (empty) partitioned-topics folder, so neither can orphan the other.
 Deleting a non-empty tenant or namespace is refused.
+
+A namespace's retention is one key of its policies document:
+``{"retention": {"retention_time_minutes": int, "retention_size_mb": int}}`` (-1:
+unlimited; a namespace without the key uses the broker's defaults).
 """
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from magnetar.common.errors import (
     AlreadyExists,
@@ -44,6 +48,29 @@ Document = dict[str, Any]
 
 DEFAULT_MAX_PARTITIONS = 10_000
 _CREATE_ATTEMPTS = 5
+RETENTION_KEY = "retention"
+
+
+class NamespaceRetention(NamedTuple):
+    """A namespace's retention as stored (-1: unlimited; 0: nothing kept once consumed)."""
+
+    retention_time_minutes: int
+    retention_size_mb: int
+
+
+def validate_retention(retention_time_minutes: int, retention_size_mb: int) -> NamespaceRetention:
+    """The retention if both values are integers >= -1 (checked at run time: they may
+    come from JSON).
+
+    Raises:
+        InvalidArgument: naming the bad value.
+    """
+    for field, value in (("retention_time_minutes", retention_time_minutes), ("retention_size_mb", retention_size_mb)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgument(f"{field} must be an integer, not {value!r}")
+        if value < -1:
+            raise InvalidArgument(f"{field} must be -1 (unlimited) or more, got {value}")
+    return NamespaceRetention(retention_time_minutes, retention_size_mb)
 
 
 class ZkTenantStore:
@@ -186,6 +213,36 @@ class ZkTenantStore:
         return await _update(
             self._session, path, fn, lambda: NamespaceNotFound(f"namespace {ns} does not exist")
         )
+
+    async def set_retention(self, tenant: str, namespace: str, retention: NamespaceRetention) -> None:
+        """Store the namespace's retention in its policies.
+
+        Raises:
+            InvalidArgument: a value is not an integer >= -1 (nothing is written).
+            NamespaceNotFound: no such namespace.
+        """
+        checked = validate_retention(*retention)
+
+        def put(policies: Document) -> Document:
+            policies[RETENTION_KEY] = checked._asdict()
+            return policies
+
+        await self.update_policies(tenant, namespace, put)
+
+    async def get_retention(self, tenant: str, namespace: str) -> NamespaceRetention | None:
+        """The namespace's retention; None when it sets none.
+
+        Raises:
+            NamespaceNotFound: no such namespace.
+            CorruptMetadata: the stored retention is not valid.
+        """
+        stored = (await self.get_policies(tenant, namespace)).get(RETENTION_KEY)
+        if stored is None:
+            return None
+        try:
+            return validate_retention(stored["retention_time_minutes"], stored["retention_size_mb"])
+        except (TypeError, KeyError, InvalidArgument) as exc:
+            raise CorruptMetadata(f"namespace {tenant}/{namespace} has an invalid retention policy: {stored!r}") from exc
 
     async def list_namespaces(self, tenant: str) -> list[str]:
         """The tenant's namespaces as ``"tenant/namespace"``, sorted. Raises: TenantNotFound."""

@@ -1,0 +1,78 @@
+"""The broker's subscription and retention admin RPCs (a mixin of ``BrokerServicer``):
+wire ↔ :mod:`magnetar.broker.subscription_admin` and :mod:`magnetar.broker.retention`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from magnetar.broker.retention import RetentionPolicy
+from magnetar.broker.subscription_admin import Start, SubscriptionAdmin
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.grpcutil import rpc_errors
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+
+class SubscriptionAdminRpcs:
+    service: BrokerService
+
+    @property
+    def _subscriptions(self) -> SubscriptionAdmin:
+        return SubscriptionAdmin(self.service)
+
+    @rpc_errors
+    async def ListSubscriptions(self, request: pb.ListSubscriptionsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
+        return pb.NameList(names=await self._subscriptions.list_subscriptions(request.topic))
+
+    @rpc_errors
+    async def CreateSubscription(self, request: pb.CreateSubscriptionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        start: pb.MessageIdData | Start
+        if request.HasField("message_id"):
+            start = request.message_id
+        else:
+            start = "earliest" if request.initial_position == pb.EARLIEST else "latest"
+        await self._subscriptions.create_subscription(request.topic, request.subscription, start)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def DeleteSubscription(self, request: pb.DeleteSubscriptionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self._subscriptions.delete_subscription(request.topic, request.subscription, request.force)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def SkipMessages(self, request: pb.SkipMessagesRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        if request.all:
+            await self._subscriptions.clear_backlog(request.topic, request.subscription)
+        else:
+            await self._subscriptions.skip(request.topic, request.subscription, request.count)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def ResetCursor(self, request: pb.ResetCursorRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind = request.WhichOneof("target")
+        if kind is None:
+            raise InvalidArgument("reset the cursor to a time (timestamp_ms) or a message id")
+        target = request.timestamp_ms if kind == "timestamp_ms" else request.message_id
+        await self._subscriptions.reset_cursor(request.topic, request.subscription, target)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def SetRetention(self, request: pb.SetRetentionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        if not request.HasField("policies"):
+            raise InvalidArgument("give the retention policies (retention_time_minutes, retention_size_mb)")
+        policies = request.policies
+        await self.service.retention.set_retention(
+            request.namespace, RetentionPolicy(policies.retention_time_minutes, policies.retention_size_mb)
+        )
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GetRetention(self, request: pb.GetRetentionRequest, context: grpc.aio.ServicerContext) -> pb.RetentionPolicies:
+        policy = await self.service.retention.retention_policies(request.namespace)
+        return pb.RetentionPolicies(
+            retention_time_minutes=policy.retention_time_minutes, retention_size_mb=policy.retention_size_mb
+        )

@@ -1,0 +1,251 @@
+"""Subscription admin on the topics this broker serves: list, create, delete, skip,
+clear the backlog, reset the cursor (pulsar-admin's ``topics subscriptions``,
+``create-subscription``, ``unsubscribe``, ``skip``, ``clear-backlog``, ``reset-cursor``).
+
+A partitioned topic's operation applies to every partition (or, for a message id, to
+the partition the id names). Every partition must be served here; ``magnetar admin``
+instead looks each partition up and sends the call to its owner. Every target is
+checked before any is changed, so bad input changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from magnetar.common.errors import (
+    AlreadyExists,
+    ConsumerBusy,
+    InvalidArgument,
+    NotOwner,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from magnetar.common.names import TopicName
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic import PersistentTopic
+
+INT64_MAX = 2**63 - 1
+Start = Literal["earliest", "latest"]
+
+
+def sentinel(message_id: pb.MessageIdData) -> Start | None:
+    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry."""
+    if message_id.ledger_id == -1 and message_id.entry_id == -1:
+        return "earliest"
+    if message_id.ledger_id == INT64_MAX:
+        return "latest"
+    return None
+
+
+def check_message_id(message_id: pb.MessageIdData) -> None:
+    """Raises: InvalidArgument: neither a sentinel nor an entry's id."""
+    if sentinel(message_id) is None and (message_id.ledger_id < 0 or message_id.entry_id < 0):
+        raise InvalidArgument(
+            f"invalid message id {message_id.ledger_id}:{message_id.entry_id}: ledger and entry ids "
+            "are >= 0 (or -1:-1 for earliest)"
+        )
+
+
+def admin_targets(
+    topic: str, partitions: int, message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
+) -> list[str]:
+    """The topics (partitions) an admin call on ``topic`` applies to.
+
+    Args:
+        partitions: the partition count of ``topic``'s partitioned topic (0: none).
+        message_id: the call's message id, if any: on a partitioned topic an entry's id
+            selects the partition it names (earliest and latest apply to every one).
+        whole_topic: the call must apply to every partition (creating a subscription):
+            an entry's id is refused on a partitioned topic.
+
+    Raises:
+        InvalidTopicName: a bad topic name.
+        TopicNotFound: a partition beyond the partition count.
+        InvalidArgument: the message id does not fit the topic.
+    """
+    name = TopicName.parse(topic)
+    if name.is_partition:
+        if partitions and name.partition_index >= partitions:
+            raise TopicNotFound(f"{name.partitioned_topic_name} has {partitions} partitions; {name} does not exist")
+        if message_id is not None and sentinel(message_id) is None and message_id.partition not in (-1, name.partition_index):
+            raise InvalidArgument(f"a message id of partition {message_id.partition} given for {name}")
+        return [str(name)]
+    if not partitions:
+        return [str(name)]
+    if message_id is None or sentinel(message_id) is not None:
+        return [str(name.partition(i)) for i in range(partitions)]
+    if whole_topic:
+        raise InvalidArgument(
+            f"{name} is partitioned: its subscription starts at earliest or latest on every partition "
+            "(or create it on one partition, at a message id)"
+        )
+    if message_id.partition < 0:
+        raise InvalidArgument(f"{name} is partitioned: give the partition in the message id (ledgerId:entryId:partitionIndex)")
+    if message_id.partition >= partitions:
+        raise InvalidArgument(f"{name} has {partitions} partitions; the message id names partition {message_id.partition}")
+    return [str(name.partition(message_id.partition))]
+
+
+def check_subscription_name(name: str) -> str:
+    """Raises: InvalidArgument: empty, or containing '/' (it names a znode)."""
+    if not name:
+        raise InvalidArgument("a subscription name is required")
+    if "/" in name or name in (".", ".."):
+        raise InvalidArgument(f"invalid subscription name {name!r}: it must not contain '/' or be '.' or '..'")
+    return name
+
+
+class SubscriptionAdmin:
+    """The admin operations of one broker (see the module docstring)."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    # -- targets -----------------------------------------------------------------
+    async def _partitions(self, topic: str) -> int:
+        name = TopicName.parse(topic)
+        return await self.service.partitions(str(name.partitioned_topic_name))
+
+    async def _targets(
+        self, topic: str, message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
+    ) -> list[PersistentTopic]:
+        """The served topics (partitions) the call applies to, opened. A message id
+        selects its partition of a partitioned topic, unless ``whole_topic`` (the call
+        must apply to every partition: then an entry's id is refused).
+
+        Raises:
+            InvalidArgument: a message id without a partition on a partitioned topic, or
+                naming another partition than the topic's.
+            TopicNotFound, NamespaceNotFound: no such topic.
+            NotOwner: a target is served by another broker.
+        """
+        name = TopicName.parse(topic)
+        partitions = await self._partitions(topic)
+        targets = admin_targets(topic, partitions, message_id, whole_topic)
+        fanned_out = len(targets) > 1 or targets[0] != str(name)
+        out = []
+        for target in targets:
+            try:
+                # Partitions of a partitioned topic exist by declaration: open them.
+                out.append(await self.service.get_topic(target, create=False, explicit=partitions > 0))
+            except NotOwner as exc:
+                if not fanned_out:
+                    raise
+                raise NotOwner(
+                    f"partition {target} of {name} is served by another broker; send the call for each "
+                    "partition to its owner (magnetar admin does)"
+                ) from exc
+        return out
+
+    @staticmethod
+    def _require(topics: list[PersistentTopic], subscription: str) -> None:
+        for t in topics:
+            if subscription not in t.subscriptions:
+                raise SubscriptionNotFound(f"subscription {subscription!r} of {t.name} does not exist")
+
+    # -- operations --------------------------------------------------------------
+    async def list_subscriptions(self, topic: str) -> list[str]:
+        """Durable and non-durable subscriptions (of every partition), sorted."""
+        names: set[str] = set()
+        for t in await self._targets(topic):
+            names.update(t.subscriptions)
+        return sorted(names)
+
+    async def create_subscription(self, topic: str, subscription: str, start: pb.MessageIdData | Start) -> None:
+        """Create ``subscription`` starting at ``start`` on the topic (every partition
+        that lacks it).
+
+        Raises:
+            AlreadyExists: every target has it already.
+        """
+        check_subscription_name(subscription)
+        message_id: pb.MessageIdData | None = None
+        named: Start | None = None
+        if isinstance(start, pb.MessageIdData):
+            check_message_id(start)
+            message_id, named = start, sentinel(start)
+        elif start in ("earliest", "latest"):
+            named = start
+        else:
+            raise InvalidArgument(f"a subscription starts at earliest, latest or a message id, not {start!r}")
+        targets = await self._targets(topic, message_id, whole_topic=True)
+        missing = [t for t in targets if subscription not in t.subscriptions]
+        if not missing:
+            raise AlreadyExists(f"subscription {subscription!r} of {topic} already exists")
+        for t in missing:
+            if named is not None:
+                await t.create_subscription(subscription, named)
+            elif message_id is not None:
+                await t.create_subscription(subscription, t.position_of(message_id))
+
+    async def delete_subscription(self, topic: str, subscription: str, force: bool) -> None:
+        """Delete ``subscription`` (on every partition that has it).
+
+        Raises:
+            SubscriptionNotFound: no target has it.
+            ConsumerBusy: consumers are attached and not ``force`` (nothing is deleted).
+        """
+        check_subscription_name(subscription)
+        targets = [t for t in await self._targets(topic) if subscription in t.subscriptions]
+        if not targets:
+            raise SubscriptionNotFound(f"subscription {subscription!r} of {topic} does not exist")
+        if not force:
+            for t in targets:
+                if t.subscriptions[subscription].consumers:
+                    raise ConsumerBusy(
+                        f"subscription {subscription!r} of {t.name} has connected consumers; "
+                        "close them first or force it"
+                    )
+        for t in targets:
+            await t.delete_subscription(subscription, force)
+
+    async def skip(self, topic: str, subscription: str, count: int) -> int:
+        """Acknowledge the next ``count`` entries (on every partition); returns how many were.
+
+        Raises:
+            InvalidArgument: ``count`` below 1.
+            SubscriptionNotFound: a target lacks the subscription (nothing is skipped).
+        """
+        check_subscription_name(subscription)
+        if count < 1:
+            raise InvalidArgument(f"give at least 1 message to skip, got {count} (or clear the whole backlog)")
+        targets = await self._targets(topic)
+        self._require(targets, subscription)
+        return sum(t.subscriptions[subscription].skip(count) for t in targets)
+
+    async def clear_backlog(self, topic: str, subscription: str) -> int:
+        """Acknowledge the whole backlog (of every partition); returns the entries acknowledged."""
+        check_subscription_name(subscription)
+        targets = await self._targets(topic)
+        self._require(targets, subscription)
+        return sum(t.subscriptions[subscription].clear_backlog() for t in targets)
+
+    async def reset_cursor(self, topic: str, subscription: str, target: int | pb.MessageIdData) -> None:
+        """Move the subscription to a publish time (ms since epoch; every partition) or a
+        message id (the partition it names).
+
+        Raises:
+            InvalidArgument: a negative time or a bad id.
+            SubscriptionNotFound: a target lacks the subscription (nothing is moved).
+        """
+        check_subscription_name(subscription)
+        if isinstance(target, pb.MessageIdData):
+            check_message_id(target)
+            topics = await self._targets(topic, target)
+        else:
+            if target < 0:
+                raise InvalidArgument(f"a reset time is ms since the epoch, got {target}")
+            topics = await self._targets(topic)
+        self._require(topics, subscription)
+        positions = []
+        for t in topics:
+            if isinstance(target, pb.MessageIdData):
+                positions.append(t.position_of(target))
+            else:
+                positions.append(await t.position_for_time(target))
+        for t, position in zip(topics, positions, strict=True):
+            await t.subscriptions[subscription].reset_cursor(position)
+
