@@ -123,11 +123,15 @@ def test_consume_in_background_then_produce(broker: BrokerProcess) -> None:
     assert out.splitlines()[-1] == "2 messages successfully consumed"
 
 
-def test_unsupported_type_and_unreachable(broker: BrokerProcess) -> None:
+def test_subscription_types_and_unreachable(broker: BrokerProcess) -> None:
     topic = "persistent://public/default/cli-types"
-    result = magnetar("consume", topic, "--url", broker.address, "-s", "sh", "-t", "Shared", "--timeout", "2")
-    if result.returncode != 0:  # Shared is not served yet: its refusal is one line
-        assert "Shared" in fails(result, "consume")
+    assert magnetar("produce", topic, "--url", broker.address, "-m", "hello", "-n", "4").returncode == 0
+    for sub_type in ("Shared", "Failover", "Key_Shared"):
+        result = magnetar(
+            "consume", topic, "--url", broker.address, "-s", sub_type, "-t", sub_type, "-n", "4", "-p", "Earliest", "--timeout", "20",
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("hello") == 4
 
     line = fails(magnetar("admin", "--url", "127.0.0.1:1", "tenants", "list"), "admin")
     assert "127.0.0.1:1" in line

@@ -136,10 +136,17 @@ class BrokerService:
         if await self.lookup(key) != self.broker_id:
             raise NotOwner(f"topic {key} is served by another broker; look it up again")
         task = self._opening.get(key)
+        joined = task is not None
         if task is None:
             task = self._opening[key] = asyncio.get_running_loop().create_task(self._open(name, create, explicit))
             task.add_done_callback(functools.partial(self._opened, key))
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except TopicNotFound:
+            if not joined or not (create or explicit):
+                raise
+            # We joined an opening that may not create the topic (an admin's look): we may.
+            return await self.get_topic(topic, create, explicit)
 
     def _opened(self, key: str, _task: asyncio.Task[PersistentTopic]) -> None:
         self._opening.pop(key, None)

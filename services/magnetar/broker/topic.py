@@ -307,7 +307,7 @@ class PersistentTopic:
         return pb.TopicStats(
             topic=self.name, msg_in_counter=self.counters.msg_in, bytes_in_counter=self.counters.bytes_in,
             msg_out_counter=self.counters.msg_out, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
-            producers=len(self.producers), subscriptions=subs,
+            producers=len(self.producers), subscriptions=subs, ledgers=len(self.ml.ledgers),
         )
 
 

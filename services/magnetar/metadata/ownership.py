@@ -8,10 +8,15 @@ bundle (and recover the topics' ledgers, which fences the old owner).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from magnetar.common.errors import NotFound
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import NodeExists
 from magnetar.metadata.session import ZkSession
+
+log = logging.getLogger(__name__)
 
 
 class ZkOwnershipStore:
@@ -19,8 +24,36 @@ class ZkOwnershipStore:
         self._session = session
         self._paths = session.paths
 
-    async def register_broker(self, broker_id: str, info: dict[str, object]) -> None:
-        await self._session.create(self._paths.broker(broker_id), encode(info), ephemeral=True, makepath=True)
+    async def register_broker(self, broker_id: str, info: dict[str, object], stale_wait_s: float = 30.0) -> None:
+        """Register the broker (an ephemeral znode), waiting out the registration of a
+        previous run with the same id until its ZooKeeper session expires.
+
+        Raises:
+            NodeExists: another session still holds it after ``stale_wait_s`` (is another
+                broker running with this address?).
+        """
+        session = self._session
+        path = self._paths.broker(broker_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + stale_wait_s
+        while True:
+            try:
+                await session.create(path, encode(info), ephemeral=True, makepath=True)
+                return
+            except NodeExists:
+                pass
+            stat = await session.exists(path)
+            if stat is None:
+                continue
+            if stat.ephemeral_owner == session.session_id:
+                return
+            log.warning("broker %s is still registered by an earlier ZooKeeper session; waiting for it to expire", broker_id)
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await session.wait_gone(path, remaining):
+                raise NodeExists(
+                    f"broker {broker_id} is already registered at {path} by another ZooKeeper session that did "
+                    f"not expire within {stale_wait_s:g} s: is another broker running with this address?"
+                )
 
     async def owner(self, tenant: str, namespace: str, bundle: str) -> str | None:
         """The broker id owning the bundle, or None."""
