@@ -8,11 +8,15 @@ a. throughput: one producer (batching on; asyncio client, this process) and one
    consumer (asyncio client, a process of its own, as pulsar-perf runs them) at the
    same time, 100-byte messages; produce msgs/s (first send to last receipt) and
    consume msgs/s (first to last message received);
+c. Shared subscription: 4 consumers (each its own process, asyncio client) drain a
+   backlog of --messages batched messages; consume msgs/s from the first message any
+   of them received to the last (target >= 100,000 msgs/s);
 b. publish latency without batching at a paced 2,000 msgs/s with the asyncio client,
    after one second of warm-up at that rate: send -> receipt per message (p50/p99); the
    same with the blocking client (``magnetar.Client``) is printed for comparison.
 
-Targets (issue): >= 100,000 msgs/s end to end; publish p99 <= 10 ms.
+Targets (issues 4 and 5): >= 100,000 msgs/s end to end; publish p99 <= 10 ms; Shared
+consume with 4 consumers >= 100,000 msgs/s.
 Writes bench/results/e2e.json.
 
     python bench/e2e.py [--messages 300000] [--seconds 20] [--latency-seconds 3]
@@ -33,7 +37,8 @@ import time
 from pathlib import Path
 
 from magnetar.client import aio, sync
-from magnetar.client.options import InitialPosition
+from magnetar.client.options import ConsumerType, InitialPosition
+from magnetar.common.errors import Timeout
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.testing.processes import BookieProcess, BrokerProcess
 
@@ -59,6 +64,74 @@ def consumer_process(url: str, topic: str, messages: int) -> None:
             return {"count": messages, "first": first, "last": time.time()}
 
     print(json.dumps(asyncio.run(run())), flush=True)
+
+
+def shared_consumer_process(url: str, topic: str, idle_s: float) -> None:
+    """``e2e.py --consume-shared URL TOPIC IDLE_S``: one Shared consumer; receive and ack
+    until nothing comes for IDLE_S; print count and first/last receive times as JSON."""
+
+    async def run() -> dict[str, float]:
+        async with aio.Client(url) as client:
+            consumer = await client.subscribe(topic, "bench-shared", consumer_type=ConsumerType.Shared,
+                                              receiver_queue_size=5000)  # fmt: skip
+            print("ready", flush=True)
+            count, first, last = 0, 0.0, 0.0
+            while True:
+                try:
+                    msg = await consumer.receive(timeout_millis=int(idle_s * 1000) if count else 120_000)
+                except Timeout:
+                    break
+                last = time.time()
+                if count == 0:
+                    first = last
+                count += 1
+                await consumer.acknowledge(msg)
+            await consumer.close()
+            return {"count": count, "first": first, "last": last}
+
+    print(json.dumps(asyncio.run(run())), flush=True)
+
+
+def shared_throughput(url: str, messages: int, consumers: int = 4) -> dict[str, float]:
+    """Fill a topic with a backlog (batched), then let ``consumers`` Shared consumers
+    drain it, each in its own process (started after the fill)."""
+    topic = f"bench-shared-{time.time_ns()}"
+
+    async def produce() -> float:
+        async with aio.Client(url) as client:
+            # The subscription exists before the backlog is written, then its consumers go.
+            first = await client.subscribe(topic, "bench-shared", consumer_type=ConsumerType.Shared)
+            await first.close()
+            producer = await client.create_producer(topic, block_if_queue_full=True, max_pending_messages=50_000)
+            start = time.time()
+            futures = [await producer.enqueue(b"x" * SIZE) for _ in range(messages)]
+            await asyncio.gather(*futures)
+            return messages / (time.time() - start)
+
+    produce_rate = asyncio.run(produce())
+    procs = [
+        subprocess.Popen([sys.executable, __file__, "--consume-shared", url, topic, "3"], stdout=subprocess.PIPE, text=True)
+        for _ in range(consumers)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a consumer process did not subscribe")
+        results = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    got = [r for r in results if r["count"]]
+    total = sum(r["count"] for r in results)
+    span = max(r["last"] for r in got) - min(r["first"] for r in got)
+    return {
+        "sent": messages,
+        "received": total,
+        "per_consumer": [r["count"] for r in results],
+        "produce_msgs_per_s": produce_rate,
+        "consume_msgs_per_s": total / max(1e-9, span),
+    }
 
 
 def throughput(url: str, messages: int, seconds: float) -> dict[str, float]:
@@ -164,10 +237,15 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results/e2e.json")
     parser.add_argument("--journal-dir", default=None,
                         help="put the bookies' journals under this directory (e.g. a tmpfs, to see what the disk costs)")
+    parser.add_argument("--only-shared", action="store_true", help="run only (c), the Shared-subscription run")
     parser.add_argument("--consume", nargs=3, metavar=("URL", "TOPIC", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--consume-shared", nargs=3, metavar=("URL", "TOPIC", "IDLE_S"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.consume:
         consumer_process(args.consume[0], args.consume[1], int(args.consume[2]))
+        return 0
+    if args.consume_shared:
+        shared_consumer_process(args.consume_shared[0], args.consume_shared[1], float(args.consume_shared[2]))
         return 0
     # SIGTERM -> SystemExit, so the finally below stops every process started here.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -189,6 +267,17 @@ def main() -> int:
         url = f"magnetar://{broker.address}"
         print(f"zk, 2 bookies, 1 broker up (E=2 Qw=2 Qa=2); {SIZE} B messages; producer (asyncio client) "
               "and consumer in separate processes", flush=True)
+        sh = shared_throughput(url, args.messages)
+        shared_ok = sh["consume_msgs_per_s"] >= TARGET_RATE and sh["received"] >= sh["sent"]
+        print(f"(c) Shared, 4 consumer processes draining {sh['sent']:,} batched messages: consume "
+              f"{sh['consume_msgs_per_s']:>10,.0f} msgs/s (per consumer {sh['per_consumer']}; backlog filled at "
+              f"{sh['produce_msgs_per_s']:,.0f} msgs/s)", flush=True)
+        print(f"target Shared consume >= {TARGET_RATE:,} msgs/s: {'MET' if shared_ok else 'NOT MET'} "
+              f"({sh['consume_msgs_per_s']:,.0f})", flush=True)
+        if args.only_shared:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).with_name("e2e_shared.json").write_text(json.dumps({"shared": sh, "shared_target_met": shared_ok}, indent=2))
+            return 0
         tp = throughput(url, args.messages, args.seconds)
         print(f"(a) produce {tp['produce_msgs_per_s']:>10,.0f} msgs/s   consume {tp['consume_msgs_per_s']:>10,.0f} msgs/s"
               f"   ({tp['received']:,}/{tp['sent']:,} received, {tp['end_to_end_s']:.1f} s)", flush=True)
@@ -206,6 +295,7 @@ def main() -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(
             {"api": "asyncio producer/consumer processes; asyncio client for latency", "message_size": SIZE, "throughput": tp, "latency": lt, "latency_blocking_client": lb,
+             "shared": sh, "shared_target_met": shared_ok,
              "end_to_end_msgs_per_s": e2e, "rate_target_met": rate_ok, "latency_target_met": lat_ok}, indent=2))  # fmt: skip
         return 0
     finally:
