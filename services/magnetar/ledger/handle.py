@@ -57,6 +57,10 @@ class PendingAdd:
         self.write_set: list[str] = []
 
 
+_CLOSE_DRAIN_S = 2.0
+"""How long :meth:`LedgerHandle.close` waits for writes beyond the ack quorum."""
+
+
 class _BookieBatcher:
     """Gathers adds for one bookie into requests, at most ``_MAX_IN_FLIGHT`` unanswered.
 
@@ -292,6 +296,11 @@ class LedgerHandle:
         """
         if self._pending:
             await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
+        # Adds confirm at Qa; let the writes to the other Qw - Qa bookies land too (briefly),
+        # so a closed ledger is fully replicated unless a bookie is slow or down.
+        sending = [t for t in self._tasks if t is not asyncio.current_task()]
+        if sending:
+            await asyncio.wait(sending, timeout=_CLOSE_DRAIN_S)
         self._closed = True
         try:
             if self._error is not None:
