@@ -111,3 +111,28 @@ async def test_after_a_broker_restart_only_acks_of_the_last_persist_interval_com
     # Acks the client sends within its 100 ms ack-grouping window count as "within the interval".
     assert all(age <= interval + 0.2 for age in late.values()), sorted(late.values())[-5:]
     assert len(acked_before_kill - again) > total // 3  # older acks (batch-index ones too) held
+
+
+async def test_ack_timeout_redelivers_what_was_not_acknowledged_in_time(bookie_factory, broker_factory):
+    bookie_factory()
+    broker = broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    topic = "persistent://public/default/ack-timeout"
+    async with mg.Client(broker.address) as client:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, initial_position=mg.InitialPosition.Earliest,
+            unacked_messages_timeout_ms=1000,
+        )
+        producer = await client.create_producer(topic, batching_enabled=False)
+        for n in range(3):
+            await producer.send(b"%d" % n)
+        got = [await consumer.receive(timeout_millis=10_000) for _ in range(3)]
+        received_at = time.monotonic()
+        await consumer.acknowledge(got[1])  # only the middle one in time
+        again = [await consumer.receive(timeout_millis=10_000) for _ in range(2)]
+        assert time.monotonic() - received_at >= 1.0
+        assert sorted(m.data() for m in again) == [b"0", b"2"]
+        assert [m.redelivery_count() for m in again] == [1, 1]
+        for m in again:
+            await consumer.acknowledge(m)
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=2500)
