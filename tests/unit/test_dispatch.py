@@ -284,3 +284,22 @@ async def test_key_shared_departure_moves_held_messages_and_their_acks_still_cou
     assert sub.cursor.backlog() == 0 and sub.unacked_count() == 0
     await publish(topic, 10, keys=lambda n: f"k{n % 30}", start=180)
     assert sum(len(s.payloads()) for s in sinks) == 180 + 10
+
+
+async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(topic):
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    first = Sink(sub, "first")
+    await publish(topic, 2)
+    first.leave()
+    stored = []
+
+    def sink(deliveries):
+        doc, _ = topic.store.cursors[("public", "default", "t", "s")]
+        stored.append(({(c[0], c[1]): c[2] for c in doc.get("redelivery_counts", [])}, [d.redelivery_count for d in deliveries]))
+
+    consumer = BrokerConsumer("second", 0, sink)
+    sub.add_consumer(consumer, pb.SHARED)
+    sub.flow(consumer, 10)
+    await settle()
+    counts, delivered = stored[0]
+    assert delivered == [1, 1] and sorted(counts.values()) == [1, 1]

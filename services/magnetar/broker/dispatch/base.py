@@ -155,10 +155,11 @@ class Dispatcher:
         if not self._any_available():
             return False
         progressed = False
+        if self.sub.cursor.counts_dirty:
+            # Counts are stored before anything goes out again (a subscription whose
+            # consumers all left re-reads from the cursor, not from the replay set).
+            await self.sub.cursor.persist_counts()
         if self.replay:
-            cursor = self.sub.cursor
-            if cursor.counts_dirty:
-                await cursor.persist_counts()  # counts are stored before the redelivery
             progressed = await self._dispatch_replay()
         if self.may_read_new() and self._any_available() and self.sub.cursor.has_more_entries():
             progressed = await self._dispatch_new() or progressed
