@@ -406,6 +406,21 @@ class PartitionConsumer(ConnectionHandler):
         self._requests.fail_all(exc)
         self._queue.fail(exc)
 
+    async def _end_stream(self) -> None:
+        """Half-close the stream and wait (bounded) until the broker ended it: by then the
+        broker has detached this consumer, so an Exclusive subscribe right after the close
+        is not refused as busy (Pulsar's CloseConsumer is answered too)."""
+        self._closed = True  # the connection task returns at the end of the stream
+        call, task = self._call, self._task
+        if call is None or task is None:
+            return
+        try:
+            async with self._write_lock:
+                await call.done_writing()
+            await asyncio.wait_for(asyncio.shield(task), self.pool.operation_timeout_s)
+        except (TimeoutError, grpc.RpcError, MagnetarError, asyncio.InvalidStateError):
+            pass
+
     async def close(self) -> None:
         if self._released:
             return
@@ -414,6 +429,7 @@ class PartitionConsumer(ConnectionHandler):
                 await asyncio.wait_for(self.write_pending(), self.pool.operation_timeout_s)
             except (TimeoutError, MagnetarError):
                 pass
+            await self._end_stream()
         await self._stop()
         self._requests.fail_all(ServiceClosed(f"consumer on {self.topic} closed"))
         if self._writer is not None:
