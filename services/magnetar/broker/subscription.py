@@ -75,6 +75,7 @@ class Subscription:
             # A fresh start: a new dispatcher of the requested type reads again from the
             # first unacknowledged entry (nobody holds anything now).
             old = self.dispatcher
+            old.stop()
             self.sub_type = sub_type
             self.dispatcher = _DISPATCHERS[sub_type](self)
             retiring = asyncio.get_running_loop().create_task(old.close())

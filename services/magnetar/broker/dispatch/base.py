@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch import masks
+from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
 from magnetar.broker.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -32,6 +33,8 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 class Dispatcher:
     #: Stop at an entry no consumer can take (keeps order); Key_Shared moves on instead.
     stop_on_undeliverable = True
+    #: Hold delayed messages until their time (Shared, Key_Shared); else deliver at once.
+    delays_messages = False
 
     def __init__(self, subscription: Subscription) -> None:
         self.sub = subscription
@@ -43,6 +46,9 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.delayed = DelayedIndex()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
 
     # -- hooks for subclasses -----------------------------------------------------------
     def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
@@ -97,6 +103,8 @@ class Dispatcher:
             self._replay_removed(position, mask)
         self.replay.clear()
         self._out.clear()
+        self.delayed.clear()  # found again when the entries are read again
+        self._cancel_timer()
         self.wake()
 
     def _drop_replay(self, position: Position, mask: int = -1) -> None:
@@ -151,7 +159,42 @@ class Dispatcher:
     def _any_available(self) -> bool:
         return any(c.available for c in self.sub.consumers)
 
+    # -- delayed messages ------------------------------------------------------------
+    def _due_ms(self, batch: pb.EntryBatch) -> int:
+        """When a delayed entry may go out (0: now). Delayed messages are never batched;
+        an entry of several messages goes out at once."""
+        if not self.delays_messages or len(batch.messages) != 1:
+            return 0
+        return effective_deliver_at(batch.messages[0].deliver_at_ms, batch.publish_time_ms)
+
+    def _release_due(self) -> None:
+        due = self.delayed.pop_due()
+        if due:
+            self.add_replay(dict.fromkeys(due, 1))
+        next_due = self.delayed.next_due_ms()
+        if next_due is not None:
+            self._schedule(next_due)
+
+    def _schedule(self, due_ms: float) -> None:
+        if self._timer is not None and self._timer_due <= due_ms:
+            return
+        self._cancel_timer()
+        delay_s = max(0.0, (due_ms - self.delayed.clock_ms()) / 1000)
+        self._timer_due = due_ms
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.wake()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     async def _round(self) -> bool:
+        if self.delayed:
+            self._release_due()
         if not self._any_available():
             return False
         progressed = False
@@ -188,7 +231,11 @@ class Dispatcher:
         for position, data in entries:
             batch, n = self._message_count(position, data)
             mask = self._unacked_mask(position, n)
-            if mask:
+            due = self._due_ms(batch) if mask else 0
+            if due and due > self.delayed.clock_ms():
+                self.delayed.add(position, due)  # handed back by _release_due when due
+                self._schedule(due)
+            elif mask:
                 left = self.route(position, data, batch, n, mask, False)
                 if left == mask and self.stop_on_undeliverable:
                     break
@@ -237,10 +284,16 @@ class Dispatcher:
                 break
         return progressed
 
-    async def close(self) -> None:
+    def stop(self) -> None:
+        """Stop at once (a replaced dispatcher must not touch the shared cursor again)."""
         self._closed = True
+        self._cancel_timer()
         if self._task is not None:
             self._task.cancel()
+
+    async def close(self) -> None:
+        self.stop()
+        if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 

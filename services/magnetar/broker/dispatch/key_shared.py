@@ -64,6 +64,7 @@ class ConsistentHashSelector:
 
 class KeySharedDispatcher(Dispatcher):
     stop_on_undeliverable = False
+    delays_messages = True
 
     def __init__(self, subscription: object) -> None:
         super().__init__(subscription)  # type: ignore[arg-type]
@@ -73,6 +74,7 @@ class KeySharedDispatcher(Dispatcher):
         self._owner: dict[int, list[object]] = {}  # slot -> [consumer, messages it holds]
         self._replay_slots: Counter[int] = Counter()
         self._held: set[int] = set()
+        self._untracked: set[Position] = set()  # in replay before their keys were known
 
     def consumers_changed(self) -> None:
         self.selector.rebuild(self.sub.consumers)
@@ -138,12 +140,19 @@ class KeySharedDispatcher(Dispatcher):
     def _replay_added(self, position: Position, mask: int) -> None:
         slots = self._slots.get(position)
         if slots is None:
-            return  # slots are learnt when the entry is read; nothing of it was sent yet
+            # Keys are learnt when the entry is read (a delayed message that came due):
+            # nothing of it is counted until then.
+            self._untracked.add(position)
+            return
         for i in masks.indexes(mask):
             self._replay_slots[slots[i]] += 1
         self._live[position] += masks.count(mask)
 
     def _replay_removed(self, position: Position, mask: int) -> None:
+        if position in self._untracked:
+            if position not in self.replay:
+                self._untracked.discard(position)
+            return
         slots = self._slots.get(position)
         if slots is None:
             return
@@ -169,3 +178,4 @@ class KeySharedDispatcher(Dispatcher):
         self._live.clear()
         self._owner.clear()
         self._replay_slots.clear()
+        self._untracked.clear()

@@ -1,0 +1,117 @@
+"""Delayed and scheduled delivery in the dispatchers (in-memory twins; real time for the
+short delays, an injected clock for the clamping rules)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from test_dispatch import Sink, settle, topic  # noqa: F401  (the fixture)
+
+from magnetar.broker.dispatch.delayed import MAX_DELAY_MS, DelayedIndex, effective_deliver_at
+from magnetar.broker.managedledger.position import Position
+from magnetar.proto.v1 import broker_pb2 as pb
+
+pytestmark = pytest.mark.asyncio
+
+DAY_MS = 86_400_000
+
+
+async def test_clamping_rules():
+    published = 1_000_000
+    assert effective_deliver_at(0, published) == 0  # not delayed
+    assert effective_deliver_at(published - 5, published) == published - 5  # in the past: due now
+    assert effective_deliver_at(published + 3 * DAY_MS, published) == published + 3 * DAY_MS
+    assert effective_deliver_at(published + 10 * DAY_MS, published) == published + 10 * DAY_MS
+    assert effective_deliver_at(published + 11 * DAY_MS, published) == published + MAX_DELAY_MS
+    assert MAX_DELAY_MS == 864_000_000
+
+
+async def test_index_hands_back_entries_in_time_order_once_due():
+    now = [1000.0]
+    index = DelayedIndex(clock_ms=lambda: now[0])
+    index.add(Position(1, 2), 3000)
+    index.add(Position(1, 1), 2000)
+    index.add(Position(1, 1), 2000)  # twice: kept once
+    assert len(index) == 2 and index.next_due_ms() == 2000
+    assert index.pop_due() == []
+    now[0] = 2500
+    assert index.pop_due() == [Position(1, 1)]
+    now[0] = 10_000
+    assert index.pop_due() == [Position(1, 2)] and len(index) == 0 and index.next_due_ms() is None
+
+
+async def publish_delayed(topic, values_and_delays, publish_ms=None) -> None:  # noqa: F811
+    futures = []
+    for value, delay_ms in values_and_delays:
+        now = publish_ms if publish_ms is not None else int(time.time() * 1000)
+        msg = pb.SingleMessage(payload=str(value).encode(), deliver_at_ms=now + delay_ms if delay_ms is not None else 0)
+        entry = pb.EntryBatch(producer_name="p", publish_time_ms=now, batched=False, messages=[msg]).SerializeToString()
+        futures.append(topic.publish("", entry, 1, 0, 0))
+    await asyncio.gather(*futures)
+
+
+async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):  # noqa: F811
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sink = Sink(sub, "c")
+    start = time.monotonic()
+    await publish_delayed(topic, [(0, None), (1, 400), (2, 200), (3, None), (4, -5000)])
+    await settle()
+    assert sink.payloads() == [b"0", b"3", b"4"]  # a time in the past is at once
+    arrivals = {}
+    while len(sink.payloads()) < 5 and time.monotonic() - start < 5:
+        for p in sink.payloads():
+            arrivals.setdefault(p, time.monotonic() - start)
+        await asyncio.sleep(0.005)
+    for p in sink.payloads():
+        arrivals.setdefault(p, time.monotonic() - start)
+    assert sink.payloads() == [b"0", b"3", b"4", b"2", b"1"]
+    # Never early; lateness is measured precisely in bench/, here only bounded loosely.
+    assert 0.2 <= arrivals[b"2"] <= 1.2 and 0.4 <= arrivals[b"1"] <= 1.4, arrivals
+    assert all(m[3] == 0 for m in sink.messages())  # being held is not a redelivery
+
+
+async def test_exclusive_delivers_delayed_messages_at_once(topic):  # noqa: F811
+    sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
+    sink = Sink(sub, "c", sub_type=pb.EXCLUSIVE)
+    await publish_delayed(topic, [(0, 60_000), (1, None)])
+    await settle()
+    assert sink.payloads() == [b"0", b"1"]
+
+
+async def test_a_new_dispatcher_finds_waiting_messages_again(topic):  # noqa: F811
+    # What a broker restart or failover does: the dispatcher reads again from the cursor.
+    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
+    first = Sink(sub, "a", sub_type=pb.KEY_SHARED)
+    await publish_delayed(topic, [(0, 300), (1, None)])
+    await settle()
+    assert first.payloads() == [b"1"] and len(sub.dispatcher.delayed) == 1
+    first.ack_all()
+    first.leave()
+    second = Sink(sub, "b", sub_type=pb.KEY_SHARED)
+    await settle()
+    assert second.payloads() == [] and len(sub.dispatcher.delayed) == 1
+    await asyncio.sleep(0.35)
+    assert second.payloads() == [b"0"]
+    second.ack_all()
+    assert sub.cursor.backlog() == 0
+
+
+async def test_a_clamped_delay_waits_ten_days_not_longer(topic):  # noqa: F811
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    now = [time.time() * 1000]
+    sink = Sink(sub, "c")
+    sub.dispatcher.delayed.clock_ms = lambda: now[0]
+    published = int(now[0])
+    await publish_delayed(topic, [(0, 30 * DAY_MS)], publish_ms=published)
+    await settle()
+    assert sub.dispatcher.delayed.next_due_ms() == published + MAX_DELAY_MS
+    now[0] = published + MAX_DELAY_MS - 1
+    sub.dispatcher.wake()
+    await settle()
+    assert sink.payloads() == []
+    now[0] = published + MAX_DELAY_MS
+    sub.dispatcher.wake()
+    await settle()
+    assert sink.payloads() == [b"0"]
