@@ -223,7 +223,7 @@ async def test_batch_index_acks_leave_acked_messages_out_of_a_redelivery(topic):
     await publish(topic, 1, per_entry=4)
     (pos,) = sink.consumer.pending
     sub.ack_batch(sink.consumer, [(pos, 4, 0b0101)])
-    sub.redeliver_unacknowledged(sink.consumer, [pos])
+    sub.send_back(sink.consumer, [pos])
     await settle()
     last = sink.deliveries[-1]
     assert masks.from_bytes(last.ack_set) == 0b0101 and last.redelivery_count == 1
@@ -245,7 +245,7 @@ async def test_a_redelivery_count_is_stored_before_the_message_goes_out_again(to
     await sub.cursor.persist()
     (pos,) = consumer.pending
     for n in (1, 2, 3):
-        sub.redeliver_unacknowledged(consumer, [pos])
+        sub.send_back(consumer, [pos])
         await settle()
         count, stored = stored_at_delivery[-1]
         assert count == n and stored[tuple(pos)] == n

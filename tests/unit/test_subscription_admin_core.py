@@ -10,12 +10,11 @@ import pytest
 from magnetar.admin import build_parser, message_id_arg, reset_time_ms
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.subscription_admin import (
-    INT64_MAX,
     SubscriptionAdmin,
     admin_targets,
     check_subscription_name,
-    sentinel,
 )
+from magnetar.broker.topic import message_id_sentinel
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -25,6 +24,7 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
+from magnetar.common.message_id import INT64_MAX
 from magnetar.proto.v1 import broker_pb2 as pb
 
 T = "persistent://public/default/t"
@@ -39,9 +39,9 @@ LATEST = mid(INT64_MAX, INT64_MAX)
 
 
 def test_sentinels():
-    assert sentinel(EARLIEST) == "earliest"
-    assert sentinel(LATEST) == "latest"
-    assert sentinel(mid(3, 0)) is None
+    assert message_id_sentinel(EARLIEST) == "earliest"
+    assert message_id_sentinel(LATEST) == "latest"
+    assert message_id_sentinel(mid(3, 0)) is None
 
 
 def test_targets_of_plain_topics_and_partitions():
@@ -93,7 +93,7 @@ def test_reset_time_is_ms_or_a_duration_ago():
 
 def test_message_id_argument():
     assert message_id_arg("earliest") == EARLIEST
-    assert sentinel(message_id_arg("latest")) == "latest"
+    assert message_id_sentinel(message_id_arg("latest")) == "latest"
     assert message_id_arg("12:3") == mid(12, 3)
     assert message_id_arg("12:3:1") == mid(12, 3, 1)
     with pytest.raises(InvalidArgument, match="invalid message id"):

@@ -47,10 +47,6 @@ class BrokerConsumer:
         self.closed = False
 
     @property
-    def sort_key(self) -> tuple[int, str]:
-        return (self.priority, self.name)
-
-    @property
     def available(self) -> bool:
         """May get more messages now (permits left, not blocked, not closed)."""
         return self.permits > 0 and not self.blocked and not self.closed

@@ -230,7 +230,7 @@ async def _consume_request(
             )
     elif kind == "redeliver":
         ids = req.redeliver.message_ids
-        subscription.redeliver_unacknowledged(consumer, [Position(m.ledger_id, m.entry_id) for m in ids] if ids else None)
+        subscription.send_back(consumer, [Position(m.ledger_id, m.entry_id) for m in ids] if ids else None)
     elif kind == "seek":
         seek = req.seek
         try:

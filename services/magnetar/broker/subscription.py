@@ -160,7 +160,8 @@ class Subscription:
     # -- redelivery -----------------------------------------------------------------------
     def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None:
         """What ``consumer`` holds of ``positions`` (None: everything) is delivered again,
-        counted as a redelivery."""
+        counted as a redelivery: a nack or an ack timeout (positions), redeliver-all, a
+        departure, a lost Failover activation (None)."""
         if positions is None:
             held = consumer.release_all()
         else:
@@ -175,10 +176,6 @@ class Subscription:
         self.dispatcher.add_replay(held)  # first: Key_Shared keeps the entries' keys while live
         for p, mask in held.items():
             self.dispatcher.released(consumer, p, mask)
-
-    def redeliver_unacknowledged(self, consumer: BrokerConsumer, positions: Iterable[Position] | None = None) -> None:
-        """A nack or an ack timeout (positions), or redeliver-all (None)."""
-        self.send_back(consumer, positions)
 
     def notify_new_entries(self) -> None:
         self.dispatcher.wake()

@@ -10,8 +10,9 @@ checked before any is changed, so bad input changes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from magnetar.broker.topic import Start, message_id_sentinel
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -27,22 +28,11 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
 
-INT64_MAX = 2**63 - 1
-Start = Literal["earliest", "latest"]
-
-
-def sentinel(message_id: pb.MessageIdData) -> Start | None:
-    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry."""
-    if message_id.ledger_id == -1 and message_id.entry_id == -1:
-        return "earliest"
-    if message_id.ledger_id == INT64_MAX:
-        return "latest"
-    return None
 
 
 def check_message_id(message_id: pb.MessageIdData) -> None:
     """Raises: InvalidArgument: neither a sentinel nor an entry's id."""
-    if sentinel(message_id) is None and (message_id.ledger_id < 0 or message_id.entry_id < 0):
+    if message_id_sentinel(message_id) is None and (message_id.ledger_id < 0 or message_id.entry_id < 0):
         raise InvalidArgument(
             f"invalid message id {message_id.ledger_id}:{message_id.entry_id}: ledger and entry ids "
             "are >= 0 (or -1:-1 for earliest)"
@@ -70,12 +60,12 @@ def admin_targets(
     if name.is_partition:
         if partitions and name.partition_index >= partitions:
             raise TopicNotFound(f"{name.partitioned_topic_name} has {partitions} partitions; {name} does not exist")
-        if message_id is not None and sentinel(message_id) is None and message_id.partition not in (-1, name.partition_index):
+        if message_id is not None and message_id_sentinel(message_id) is None and message_id.partition not in (-1, name.partition_index):
             raise InvalidArgument(f"a message id of partition {message_id.partition} given for {name}")
         return [str(name)]
     if not partitions:
         return [str(name)]
-    if message_id is None or sentinel(message_id) is not None:
+    if message_id is None or message_id_sentinel(message_id) is not None:
         return [str(name.partition(i)) for i in range(partitions)]
     if whole_topic:
         raise InvalidArgument(
@@ -166,7 +156,7 @@ class SubscriptionAdmin:
         named: Start | None = None
         if isinstance(start, pb.MessageIdData):
             check_message_id(start)
-            message_id, named = start, sentinel(start)
+            message_id, named = start, message_id_sentinel(start)
         elif start in ("earliest", "latest"):
             named = start
         else:
@@ -176,10 +166,7 @@ class SubscriptionAdmin:
         if not missing:
             raise AlreadyExists(f"subscription {subscription!r} of {topic} already exists")
         for t in missing:
-            if named is not None:
-                await t.create_subscription(subscription, named)
-            elif message_id is not None:
-                await t.create_subscription(subscription, t.position_of(message_id))
+            await t.create_subscription(subscription, named or t.position_of(message_id))
 
     async def delete_subscription(self, topic: str, subscription: str, force: bool) -> None:
         """Delete ``subscription`` (on every partition that has it).

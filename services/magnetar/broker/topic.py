@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.subscription import Subscription
@@ -31,6 +31,7 @@ from magnetar.common.errors import (
     ServiceClosed,
     SubscriptionNotFound,
 )
+from magnetar.common.message_id import INT64_MAX
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -38,7 +39,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_INT64_MAX = 2**63 - 1
+Start = Literal["earliest", "latest"]
+
+
+def message_id_sentinel(message_id: Any) -> Start | None:
+    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry."""
+    if message_id.ledger_id == -1 and message_id.entry_id == -1:
+        return "earliest"
+    if message_id.ledger_id == INT64_MAX:
+        return "latest"
+    return None
 
 
 @dataclass
@@ -231,7 +241,7 @@ class PersistentTopic:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def create_subscription(self, name: str, start: Position | str) -> Subscription:
+    async def create_subscription(self, name: str, start: Position | Start) -> Subscription:
         """An admin's create: a durable subscription at ``start`` ("earliest", "latest" or
         a position), stored at once.
 
@@ -275,9 +285,10 @@ class PersistentTopic:
     def position_of(self, mid: Any) -> Position:
         """A message id's entry; earliest (-1) is ``(-1, -1)`` (before the first entry, as
         the cursor takes it), latest (INT64_MAX) the position after the last one."""
-        if mid.ledger_id < 0:
+        named = message_id_sentinel(mid)
+        if named == "earliest":
             return Position(-1, -1)
-        if mid.ledger_id >= _INT64_MAX:
+        if named == "latest":
             return self.ml.next_position(self.ml.last_confirmed_position)
         return Position.of((mid.ledger_id, mid.entry_id))
 

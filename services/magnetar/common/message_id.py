@@ -22,7 +22,8 @@ from magnetar.common.errors import InvalidArgument
 if TYPE_CHECKING:
     from magnetar.proto.v1.broker_pb2 import MessageIdData
 
-_INT64_MAX: Final = 2**63 - 1
+INT64_MAX: Final = 2**63 - 1
+"""The ledger and entry ids of :attr:`MessageId.latest`."""
 _INT32_MAX: Final = 2**31 - 1
 _STRUCT: Final = struct.Struct(">qqii")
 _INT_RE: Final = re.compile(r"-?[0-9]+", re.ASCII)
@@ -59,8 +60,8 @@ class MessageId:
 
     def __post_init__(self) -> None:
         for field, value, high in (
-            ("ledger_id", self.ledger_id, _INT64_MAX),
-            ("entry_id", self.entry_id, _INT64_MAX),
+            ("ledger_id", self.ledger_id, INT64_MAX),
+            ("entry_id", self.entry_id, INT64_MAX),
             ("partition", self.partition, _INT32_MAX),
             ("batch_index", self.batch_index, _INT32_MAX),
         ):
@@ -160,4 +161,4 @@ class MessageId:
 
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
-MessageId.latest = MessageId(_INT64_MAX, _INT64_MAX, -1, -1)
+MessageId.latest = MessageId(INT64_MAX, INT64_MAX, -1, -1)
