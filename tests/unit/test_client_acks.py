@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from magnetar.client.acks import AckTracker, BatchAck, PendingAcks, mask_of
+from magnetar.client.acks import AckTracker, BatchAck, PendingAcks
+from magnetar.common.masks import from_bytes as mask_of
 from magnetar.common.message_id import MessageId
 
 

@@ -11,9 +11,9 @@ from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.dispatch import masks
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.topic import PersistentTopic
+from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument
 from magnetar.proto.v1 import broker_pb2 as pb
 

@@ -7,8 +7,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.broker.dispatch import masks
 from magnetar.broker.managedledger.position import Position
+from magnetar.common import masks
 
 _ids = itertools.count(1)
 

@@ -13,11 +13,11 @@ from grpc_health.v1._async import HealthServicer
 from magnetar.broker.admin_rpcs import SubscriptionAdminRpcs
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.dispatch import masks
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic, PublishResult
+from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics

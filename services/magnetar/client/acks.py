@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from magnetar.common import masks
 from magnetar.common.message_id import MessageId
 
 Position = tuple[int, int]  # (ledger_id, entry_id)
@@ -38,7 +39,7 @@ class BatchAck:
 
     def ack_set(self) -> bytes:
         """The mask in the wire's byte order (bit i is byte i // 8, bit i % 8)."""
-        return self.acked.to_bytes((self.batch_size + 7) // 8, "little")
+        return masks.to_bytes(self.acked, self.batch_size)
 
 
 @dataclass(slots=True)
@@ -58,15 +59,6 @@ class PendingAcks:
 
     def __bool__(self) -> bool:
         return bool(self.individual or self.cumulative is not None or self.batches)
-
-
-def full_mask(n: int) -> int:
-    return (1 << n) - 1
-
-
-def mask_of(ack_set: bytes) -> int:
-    """The wire's ``ack_set`` bytes as an int mask (empty: 0)."""
-    return int.from_bytes(ack_set, "little") if ack_set else 0
 
 
 class AckTracker:
@@ -95,7 +87,7 @@ class AckTracker:
         again. When the redelivery leaves nothing expected unacked, the entry ack is
         queued again.
         """
-        full = full_mask(total)
+        full = masks.full_mask(total)
         expected = full & ~not_for_us
         if not expected:
             return 0  # nothing of it is for this consumer
@@ -119,9 +111,9 @@ class AckTracker:
             return 0
         ledger, entry, index = self._acked_upto
         if pos < (ledger, entry):
-            return full_mask(total)
+            return masks.full_mask(total)
         if pos == (ledger, entry):
-            return full_mask(total) if index == -1 else full_mask(index + 1)
+            return masks.full_mask(total) if index == -1 else masks.full_mask(index + 1)
         return 0
 
     def is_acked(self, mid: MessageId) -> bool:
@@ -165,7 +157,7 @@ class AckTracker:
         state = self._batches.get(pos)
         whole = mid.batch_index < 0 or state is None or mid.batch_index >= state.total - 1
         if state is not None and not whole:
-            state.acked |= full_mask(mid.batch_index + 1)
+            state.acked |= masks.full_mask(mid.batch_index + 1)
             # Nothing of the entry left for us: the entry itself can be acked.
             whole = state.expected & state.acked == state.expected
         upto = (mid.ledger_id, mid.entry_id, -1 if whole else mid.batch_index)

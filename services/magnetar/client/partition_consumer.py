@@ -26,6 +26,7 @@ import time
 
 import grpc
 
+from magnetar.common import masks
 from magnetar.common.errors import (
     ConsumerBusy,
     MagnetarError,
@@ -38,7 +39,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
-from .acks import AckTracker, PendingAcks, Position, mask_of
+from .acks import AckTracker, PendingAcks, Position
 from .connection import ConnectionPool, stream_error
 from .handler import ConnectionHandler, open_stream
 from .message import Message, unpack_entry
@@ -171,7 +172,7 @@ class PartitionConsumer(ConnectionHandler):
         # Messages in the ack_set are not for this consumer: the broker charged no
         # permits for them, so none go back. Messages acked here already (a redelivery
         # racing with our acks) were charged: their permits go back.
-        not_for_us = mask_of(delivery.ack_set) if delivery.ack_set else 0
+        not_for_us = masks.from_bytes(delivery.ack_set) if delivery.ack_set else 0
         pos = (delivery.message_id.ledger_id, delivery.message_id.entry_id)
         track = bool(self.conf.unacked_messages_timeout_ms)
         acked = self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track, not_for_us)

@@ -17,9 +17,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.dispatch import masks
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
 from magnetar.broker.managedledger.position import Position
+from magnetar.common import masks
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

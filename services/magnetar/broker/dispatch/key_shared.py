@@ -18,9 +18,9 @@ import functools
 from collections import Counter
 
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.dispatch import masks
 from magnetar.broker.dispatch.base import Dispatcher
 from magnetar.broker.managedledger.position import Position
+from magnetar.common import masks
 from magnetar.common.names import key_hash
 from magnetar.proto.v1 import broker_pb2 as pb
 

@@ -23,6 +23,7 @@ def to_bytes(mask: int, n: int) -> bytes:
 
 
 def from_bytes(data: bytes) -> int:
+    """The wire form as a mask (empty: 0)."""
     return int.from_bytes(data, "little")
 
 
