@@ -52,6 +52,10 @@ class BrokerConfig(ServiceConfig):
     """Retention of namespaces that set none (-1: unlimited; 0: consumed data goes at once)."""
     default_retention_size_mb: int = Field(default=0, ge=-1)
     """Retention size of namespaces that set none (-1: unlimited)."""
+    crash_point: str = ""
+    """Fault injection for crash tests: the broker exits at once on reaching this named
+    point (``after_move_publish``: a retry/DLQ copy is stored, the original not yet
+    acknowledged). Empty: never."""
 
     @model_validator(mode="after")
     def _quorums(self) -> Self:

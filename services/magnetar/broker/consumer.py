@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
+
+if TYPE_CHECKING:
+    from magnetar.broker.deadletter import DeadLetterPolicy
 
 _ids = itertools.count(1)
 
@@ -45,6 +48,8 @@ class BrokerConsumer:
         """Messages held (the masks' bits)."""
         self.blocked = False
         self.closed = False
+        self.dead_letter: DeadLetterPolicy | None = None
+        """Its retry/dead-letter policy (None: it asked for none)."""
 
     @property
     def available(self) -> bool:

@@ -13,6 +13,7 @@ from grpc_health.v1._async import HealthServicer
 from magnetar.broker.admin_rpcs import SubscriptionAdminRpcs
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
@@ -21,6 +22,7 @@ from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
+from magnetar.common.names import TopicName
 from magnetar.metadata.session import ZkSession
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
@@ -118,6 +120,11 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 s.subscription, s.type, s.initial_position,
                 start=start, inclusive=s.start_message_id_inclusive, durable=not s.non_durable,
             )
+            policy = None
+            if s.enable_retry or s.HasField("dead_letter_policy"):
+                defaults = await self.service.dead_letter_defaults(str(TopicName.parse(topic.name).namespace))
+                asked = s.dead_letter_policy if s.HasField("dead_letter_policy") else None
+                policy = resolve_dead_letter(topic.name, s.subscription, asked, defaults)
             consumer = BrokerConsumer(
                 s.consumer_name or self.service.new_producer_name(), s.priority_level,
                 sink=lambda deliveries: out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries))),
@@ -125,6 +132,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 on_close=lambda: out.put_nowait(None),
                 max_unacked=self.service.config.max_unacked_messages_per_consumer,
             )
+            consumer.dead_letter = policy
             subscription.add_consumer(consumer, s.type)
         except StopAsyncIteration:
             return
@@ -132,9 +140,26 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
             await abort(context, exc)
             return
 
+        moves: set[asyncio.Task[None]] = set()
+
+        async def reconsume(request: pb.ReconsumeLater) -> None:
+            done = pb.RequestDone(request_id=request.request_id)
+            try:
+                await subscription.moves.reconsume_later(consumer, request.message_id, request.delay_ms)
+            except MagnetarError as exc:
+                log.info("consumer %s on %s: reconsume_later refused: %s", consumer.name, topic.name, exc.message)
+                done.error.CopyFrom(_error(exc))
+            out.put_nowait(pb.ConsumeResponse(done=done))
+
         async def receive() -> None:
             try:
                 async for req in it:
+                    if req.WhichOneof("kind") == "reconsume_later":
+                        # In the background: a move waits for another topic's write.
+                        task = asyncio.get_running_loop().create_task(reconsume(req.reconsume_later))
+                        moves.add(task)
+                        task.add_done_callback(moves.discard)
+                        continue
                     try:
                         if await _consume_request(req, topic, subscription, consumer, out):
                             return
@@ -146,12 +171,17 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
 
         receiver = asyncio.create_task(receive())
         try:
-            yield pb.ConsumeResponse(subscribed=pb.Subscribed(consumer_name=consumer.name))
+            subscribed = pb.Subscribed(consumer_name=consumer.name)
+            if policy is not None:
+                subscribed.dead_letter_policy.CopyFrom(policy.to_proto())
+            yield pb.ConsumeResponse(subscribed=subscribed)
             while (resp := await out.get()) is not None:
                 yield resp
         finally:
             receiver.cancel()
             await asyncio.gather(receiver, return_exceptions=True)
+            # A move in flight finishes (publish, then ack) even when the stream is gone.
+            await asyncio.gather(*moves, return_exceptions=True)
             subscription.remove_consumer(consumer)
 
     @rpc_errors

@@ -7,8 +7,11 @@ import asyncio
 import functools
 import logging
 import uuid
+from typing import Any
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
+from magnetar.broker.letter_mover import LetterMover
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
 from magnetar.broker.retention import RetentionTask
@@ -22,6 +25,7 @@ from magnetar.common.errors import (
 )
 from magnetar.common.names import NamespaceName, TopicName, bundle_of
 from magnetar.ledger.client import LedgerClient
+from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.ownership import ZkOwnershipStore
@@ -49,6 +53,7 @@ class BrokerService:
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
         self._unloading: set[asyncio.Task[None]] = set()
+        self.mover = LetterMover(broker_id)
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults()
@@ -79,6 +84,7 @@ class BrokerService:
         if hasattr(self, "retention"):  # started
             await self.retention.close()
         await asyncio.gather(*self._unloading, return_exceptions=True)
+        await self.mover.close()
         for topic in list(self.topics.values()):
             try:
                 await topic.close()
@@ -86,6 +92,41 @@ class BrokerService:
                 log.warning("closing %s: %s", topic.name, exc.message)
         self.topics.clear()
         await self.ledgers.close()
+
+    # -- retry and dead-letter defaults --------------------------------------------
+    async def dead_letter_defaults(self, namespace: str) -> DeadLetterDefaults | None:
+        """The namespace's retry/dead-letter defaults (None: it sets none).
+
+        Raises:
+            NamespaceNotFound; CorruptMetadata: the stored defaults are not valid.
+        """
+        ns = NamespaceName.parse(namespace)
+        stored = (await self.tenants.get_policies(ns.tenant, ns.namespace)).get(DEAD_LETTER_KEY)
+        if stored is None:
+            return None
+        try:
+            return DeadLetterDefaults.from_document(stored)
+        except (TypeError, InvalidArgument) as exc:
+            raise CorruptMetadata(f"namespace {ns} has an invalid dead-letter policy: {stored!r}") from exc
+
+    async def set_dead_letter_defaults(self, namespace: str, defaults: DeadLetterDefaults) -> None:
+        """Store (or, with every field None, remove) the namespace's defaults.
+
+        Raises:
+            InvalidArgument: a bad value (nothing written); NamespaceNotFound.
+        """
+        defaults.check()
+        ns = NamespaceName.parse(namespace)
+        doc = defaults.to_document()
+
+        def put(policies: dict[str, Any]) -> dict[str, Any]:
+            if doc:
+                policies[DEAD_LETTER_KEY] = doc
+            else:
+                policies.pop(DEAD_LETTER_KEY, None)
+            return policies
+
+        await self.tenants.update_policies(ns.tenant, ns.namespace, put)
 
     # -- names, ownership, lookup ----------------------------------------------
     @staticmethod
@@ -161,6 +202,7 @@ class BrokerService:
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
         ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
+        topic.mover = self.mover
         await topic.load()
         self.topics[str(name)] = topic
         log.info("topic %s opened (%d entries)", name, ml.number_of_entries)

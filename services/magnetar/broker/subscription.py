@@ -18,10 +18,12 @@ from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.moves import SubscriptionMoves
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.deadletter import DeadLetterPolicy
     from magnetar.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,9 @@ class Subscription:
         self.consumers: list[BrokerConsumer] = []
         self.dispatcher: Dispatcher = _DISPATCHERS[sub_type](self)
         self._on_empty = on_empty
+        self.dead_letter: DeadLetterPolicy | None = None
+        """The retry/dead-letter policy of the consumer that attached last with one."""
+        self.moves = SubscriptionMoves(self)
         self._flushing: asyncio.Task[None] | None = None
         self._retired: set[asyncio.Task[None]] = set()
 
@@ -83,6 +88,8 @@ class Subscription:
             retiring.add_done_callback(self._retired.discard)
             self.cursor.rewind()
         self.consumers.append(consumer)
+        if consumer.dead_letter is not None:
+            self.dead_letter = consumer.dead_letter
         self.dispatcher.consumers_changed()
         self.dispatcher.start()
 
@@ -226,5 +233,6 @@ class Subscription:
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         await asyncio.gather(*self._retired, return_exceptions=True)
+        await self.moves.close()
         await self.dispatcher.close()
         await self.cursor.close()

@@ -36,6 +36,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.letter_mover import LetterMover
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class PersistentTopic:
         self.partition = partition
         self.ml = managed_ledger
         self.config = config
+        self.mover: LetterMover | None = None
+        """Publishes retry and dead-letter copies (set by the broker service)."""
         self.producers: set[str] = set()
         self.subscriptions: dict[str, Subscription] = {}
         self.counters = TopicCounters()

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import MessageId
@@ -26,6 +27,7 @@ from .consumer import Consumer
 from .message import Message
 from .options import (
     DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_RETRY_DELAY_LEVELS,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
     ConsumerType,
@@ -142,6 +144,7 @@ class Client:
         unacked_messages_timeout_ms: int | None = None,
         enable_retry: bool = False,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -164,6 +167,7 @@ class Client:
             unacked_messages_timeout_ms=unacked_messages_timeout_ms,
             enable_retry=enable_retry,
             dead_letter_policy=dead_letter_policy,
+            retry_delay_levels=retry_delay_levels,
         )
         consumer = await Consumer.create(self._pool, topic, conf)
         self._consumers.add(consumer)

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
+from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument, ServiceClosed
+from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
 from .connection import ConnectionPool
 from .message import Message
-from .options import ConsumerConfig, ConsumerType
+from .options import ConsumerConfig, ConsumerDeadLetterPolicy, ConsumerType, InitialPosition
 from .partition_consumer import PartitionConsumer, Queued
 from .receive_queue import ReceiveQueue
+from .retry import parse_delay_levels, reconsume_delay_ms
 
 MessageOrId = Message | MessageId
 SeekTarget = MessageId | int  # a message id, or a publish time in ms since the epoch
@@ -31,12 +34,16 @@ class Consumer:
     """Receives the messages of one subscription of one topic (all its partitions)."""
 
     def __init__(
-        self, topic: str, conf: ConsumerConfig, partitions: list[PartitionConsumer], queue: ReceiveQueue[Queued]
+        self, topic: str, conf: ConsumerConfig, partitions: list[PartitionConsumer], queue: ReceiveQueue[Queued],
+        retry: list[PartitionConsumer] | None = None, delay_levels_ms: list[int] | None = None,
     ) -> None:
         self._topic = topic
         self._conf = conf
         self._partitions = partitions
         self._queue = queue
+        self._retry = retry or []
+        self._retry_by_topic = {p.topic: p for p in self._retry}
+        self._delay_levels_ms = delay_levels_ms or []
         self._closed = False
 
     @classmethod
@@ -46,18 +53,38 @@ class Consumer:
         topic: str,
         conf: ConsumerConfig,
     ) -> Consumer:
+        """Subscribe every partition of ``topic``; with ``enable_retry`` also the retry
+        letter topic the broker named (same subscription, from its earliest message)."""
         name = TopicName.parse(topic)
-        count = await pool.partitions(str(name))
+        count = conf.dead_letter_policy.max_redeliver_count if conf.dead_letter_policy else None
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
+            raise InvalidArgument(f"max_redeliver_count must be an integer >= 1, not {count!r}")
+        levels = parse_delay_levels(conf.retry_delay_levels) if conf.enable_retry else []
         queue: ReceiveQueue[Queued] = ReceiveQueue()
         consumer_name = conf.consumer_name or secrets.token_hex(4)
-        topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
-        partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
-        try:
-            await asyncio.gather(*(p.start() for p in partitions))
-        except BaseException:
-            await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
-            raise
-        return cls(str(name), conf, partitions, queue)
+        partitions = await _subscribe(pool, str(name), conf, consumer_name, queue)
+        retry: list[PartitionConsumer] = []
+        if conf.enable_retry:
+            policy = partitions[0].dead_letter_policy
+            if policy is None or not policy.retry_letter_topic:
+                await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
+                raise MagnetarError(f"the broker named no retry letter topic for {name}; is it older than this client?")
+            retry_conf = dataclasses.replace(
+                conf,
+                initial_position=InitialPosition.Earliest,
+                start_message_id=None,
+                dead_letter_policy=ConsumerDeadLetterPolicy(
+                    max_redeliver_count=policy.max_redeliver_count, dead_letter_topic=policy.dead_letter_topic,
+                    retry_letter_topic=policy.retry_letter_topic,
+                    initial_subscription_name=policy.initial_subscription_name,
+                ),
+            )
+            try:
+                retry = await _subscribe(pool, policy.retry_letter_topic, retry_conf, consumer_name, queue)
+            except BaseException:
+                await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
+                raise
+        return cls(str(name), conf, partitions, queue, retry, levels)
 
     # -- Pulsar's accessors ------------------------------------------------------------
     def topic(self) -> str:
@@ -70,7 +97,7 @@ class Consumer:
         return self._partitions[0].consumer_name
 
     def is_connected(self) -> bool:
-        return all(p.connected for p in self._partitions)
+        return all(p.connected for p in self._partitions + self._retry)
 
     @property
     def partitions(self) -> list[PartitionConsumer]:
@@ -113,34 +140,68 @@ class Consumer:
         return self._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
 
     def target_of(self, message: MessageOrId) -> tuple[PartitionConsumer, MessageId]:
-        """The partition consumer that owns ``message`` and its id (checks both; pure)."""
+        """The partition consumer that owns ``message`` and its id (checks both; pure).
+
+        A message of the retry letter topic is known by its topic: pass the Message (a
+        bare MessageId names the subscribed topic's partitions).
+        """
         self._check_open()
         mid = _id_of(message)
+        if self._retry and isinstance(message, Message):
+            owner = self._retry_by_topic.get(message.topic_name())
+            if owner is not None:
+                return owner, mid
         return self._partition_of(mid), mid
 
     async def acknowledge(self, message: MessageOrId) -> None:
         """Acknowledge one message (an entry is acked once all its messages are)."""
-        self._check_open()
-        mid = _id_of(message)
-        self._partition_of(mid).ack(mid)
+        owner, mid = self.target_of(message)
+        owner.ack(mid)
 
     async def acknowledge_cumulative(self, message: MessageOrId) -> None:
         """Acknowledge this message and every earlier one of its partition."""
         self._check_open()
         if self._conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise InvalidArgument("cumulative acknowledgement is not allowed on Shared and KeyShared subscriptions")
-        mid = _id_of(message)
-        self._partition_of(mid).ack_cumulative(mid)
+        owner, mid = self.target_of(message)
+        owner.ack_cumulative(mid)
 
     async def negative_acknowledge(self, message: MessageOrId) -> None:
         """Have the message (its whole entry) redelivered after the negative-ack delay."""
-        self._check_open()
-        mid = _id_of(message)
-        self._partition_of(mid).nack(mid)
+        owner, mid = self.target_of(message)
+        owner.nack(mid)
+
+    async def reconsume_later(
+        self, message: Message, delay: timedelta | int | None = None, *, level: int | None = None
+    ) -> None:
+        """Consume ``message`` again later: the broker acknowledges it and publishes a
+        copy, delayed, to the retry letter topic (this consumer is subscribed to it);
+        after ``max_redeliver_count`` retries the copy goes to the dead letter topic.
+
+        ``delay``: a timedelta or milliseconds, 1 s to 864,000 s. ``level``: delay level
+        n of ``retry_delay_levels`` (1 is the first). Neither: the message's next level
+        (1 s on the first retry, 5 s on the second, …). The copy's properties carry
+        ``REAL_TOPIC``, ``ORIGIN_MESSAGE_ID``, ``RETRY_TOPIC``, ``RECONSUMETIMES`` and
+        ``DELAY_TIME``. On Exclusive and Failover subscriptions the message is
+        redelivered at once instead (no delay, no retry topic).
+
+        Raises:
+            InvalidArgument: no ``enable_retry``, both a delay and a level, or one out of
+                range (nothing changed).
+            MagnetarError: the broker's refusal (typed), NotConnected, Timeout; the
+                message then stays unacknowledged and comes back.
+        """
+        if not isinstance(message, Message):
+            raise TypeError(f"reconsume_later takes a received Message, not {type(message).__name__}")
+        if not self._conf.enable_retry:
+            raise InvalidArgument("reconsume_later needs a consumer subscribed with enable_retry=True")
+        delay_ms = reconsume_delay_ms(message, self._delay_levels_ms, delay, level)
+        owner, mid = self.target_of(message)
+        await owner.reconsume_later(mid, delay_ms)
 
     async def redeliver_unacknowledged_messages(self) -> None:
         self._check_open()
-        for p in self._partitions:
+        for p in self._partitions + self._retry:
             p.redeliver_all()
 
     async def seek(self, message_id_or_timestamp: SeekTarget) -> None:
@@ -168,7 +229,8 @@ class Consumer:
                 the consumer stays open; otherwise it is closed.
         """
         self._check_open()
-        results = await asyncio.gather(*(p.unsubscribe() for p in self._partitions), return_exceptions=True)
+        everything = self._partitions + self._retry
+        results = await asyncio.gather(*(p.unsubscribe() for p in everything), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if len(errors) < len(results):
             await self.close()
@@ -180,7 +242,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        await asyncio.gather(*(p.close() for p in self._partitions))
+        await asyncio.gather(*(p.close() for p in self._partitions + self._retry))
         self._queue.fail(ServiceClosed(f"consumer on {self._topic} is closed"))
 
 
@@ -203,3 +265,20 @@ async def seek_partitions(topic: str, partitions: list[PartitionConsumer], targe
     for r in results:
         if isinstance(r, BaseException):
             raise r
+
+
+async def _subscribe(
+    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued]
+) -> list[PartitionConsumer]:
+    """Partition consumers of every partition of ``topic`` (the topic itself when it is
+    not partitioned), subscribed; none is left open on failure."""
+    name = TopicName.parse(topic)
+    count = await pool.partitions(str(name))
+    topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
+    partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
+    try:
+        await asyncio.gather(*(p.start() for p in partitions))
+    except BaseException:
+        await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
+        raise
+    return partitions

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from magnetar.common.message_id import MessageId
 
@@ -54,15 +56,20 @@ class Result(enum.Enum):
 
 @dataclass
 class ConsumerDeadLetterPolicy:
-    """Where messages go after too many redeliveries (used by the retry/DLQ feature)."""
+    """Where messages go after too many retries or redeliveries (Pulsar's
+    ``ConsumerDeadLetterPolicy``). A name left None takes the namespace's default, else
+    ``<topic>-<subscription>-RETRY`` / ``-DLQ`` and, for the DLQ's initial subscription,
+    ``<subscription>-DLQ-sub``. The namespace's default count applies to consumers that
+    give no policy (``enable_retry`` alone); None here means the same."""
 
-    max_redeliver_count: int = 16
+    max_redeliver_count: int | None = 16
     dead_letter_topic: str | None = None
     retry_letter_topic: str | None = None
     initial_subscription_name: str | None = None
 
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+DEFAULT_RETRY_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
 @dataclass
@@ -93,6 +100,8 @@ class ConsumerConfig:
     unacked_messages_timeout_ms: int | None = None
     enable_retry: bool = False
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    # reconsume_later's levels (level 1 is the first): "1s 5s 1m" or timedeltas / ms.
+    retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS
     # Acks are grouped: sent every ack_group_time_ms or when this many are pending.
     ack_group_time_ms: int = 100
     ack_group_max_size: int = 1000

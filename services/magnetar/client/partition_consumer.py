@@ -43,7 +43,7 @@ from .acks import AckTracker, PendingAcks, Position
 from .connection import ConnectionPool, stream_error
 from .handler import ConnectionHandler, open_stream
 from .message import Message, unpack_entry
-from .options import ConsumerConfig
+from .options import ConsumerConfig, ConsumerType
 from .receive_queue import ReceiveQueue
 from .requests import PendingRequests
 
@@ -87,6 +87,8 @@ class PartitionConsumer(ConnectionHandler):
         # A non-durable cursor (a reader) is gone when the stream breaks: it is opened
         # again where the application is, i.e. after the last message it took, or at the
         # last seek target; batch messages up to _skip_through were read already.
+        self.dead_letter_policy: pb.DeadLetterPolicy | None = None
+        """The retry/dead-letter policy the broker applies (names resolved)."""
         self._restart_at: MessageId | None = None
         self._skip_through: MessageId | None = None
 
@@ -103,6 +105,17 @@ class PartitionConsumer(ConnectionHandler):
             receiver_queue_size=self.queue_size,
             non_durable=self.conf.non_durable,
         )
+        subscribe.enable_retry = self.conf.enable_retry
+        policy = self.conf.dead_letter_policy
+        if policy is not None:
+            subscribe.dead_letter_policy.CopyFrom(
+                pb.DeadLetterPolicy(
+                    max_redeliver_count=policy.max_redeliver_count or 0,
+                    retry_letter_topic=policy.retry_letter_topic or "",
+                    dead_letter_topic=policy.dead_letter_topic or "",
+                    initial_subscription_name=policy.initial_subscription_name or "",
+                )
+            )
         start, subscribe.start_message_id_inclusive = self._start_position()
         if start is not None:
             subscribe.start_message_id.CopyFrom(start.to_proto())
@@ -113,7 +126,10 @@ class PartitionConsumer(ConnectionHandler):
         if not resp.HasField("subscribed"):  # type: ignore[attr-defined]
             call.cancel()
             raise MagnetarError(f"{target} answered the subscribe with {resp}")
-        self.consumer_name = resp.subscribed.consumer_name or self.consumer_name  # type: ignore[attr-defined]
+        subscribed = resp.subscribed  # type: ignore[attr-defined]
+        self.consumer_name = subscribed.consumer_name or self.consumer_name
+        if subscribed.HasField("dead_letter_policy"):
+            self.dead_letter_policy = subscribed.dead_letter_policy
         return call
 
     def _start_position(self) -> tuple[MessageId | None, bool]:
@@ -390,6 +406,29 @@ class PartitionConsumer(ConnectionHandler):
             self._requests.forget(request_id)
             raise
         await self._requests.wait(request_id, self.pool.operation_timeout_s, f"unsubscribe on {self.topic}")
+
+    async def reconsume_later(self, mid: MessageId, delay_ms: int) -> None:
+        """Have the broker move the message to the retry topic (or the DLQ) and ack it;
+        returns once it has. On Exclusive/Failover the broker redelivers it at once.
+
+        Raises:
+            MagnetarError: the broker's refusal (typed), NotConnected, Timeout. The
+                message is then not acknowledged: it is delivered again.
+        """
+        self._check_usable()
+        request_id = self._requests.new()
+        request = pb.ReconsumeLater(request_id=request_id, message_id=mid.to_proto(), delay_ms=delay_ms)
+        try:
+            await self.write_pending(pb.ConsumeRequest(reconsume_later=request))
+        except BaseException:
+            self._requests.forget(request_id)
+            raise
+        await self._requests.wait(request_id, self.pool.operation_timeout_s, f"reconsume_later on {self.topic}")
+        if self.conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            # The broker acked it; so does the tracker, which completes a batch's entry ack.
+            self.ack(mid)
+        else:
+            self.acks.forget_unacked((mid.ledger_id, mid.entry_id))
 
     def _on_done(self, done: pb.RequestDone) -> None:
         error = from_code(done.error.code, done.error.message) if done.HasField("error") else None

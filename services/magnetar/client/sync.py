@@ -18,7 +18,7 @@ import itertools
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from . import aio
 from .message import Message
 from .options import (
     DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_RETRY_DELAY_LEVELS,
     ConsumerDeadLetterPolicy,
     ConsumerType,
     HashingScheme,
@@ -327,6 +328,11 @@ class Consumer:
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         self._run(self._consumer.negative_acknowledge(message))
 
+    def reconsume_later(self, message: Message, delay: timedelta | int | None = None, *, level: int | None = None) -> None:
+        """Consume the message again later through the retry letter topic (see
+        :meth:`magnetar.client.consumer.Consumer.reconsume_later`)."""
+        self._run(self._consumer.reconsume_later(message, delay, level=level))
+
     def redeliver_unacknowledged_messages(self) -> None:
         self._run(self._consumer.redeliver_unacknowledged_messages())
 
@@ -449,6 +455,7 @@ class Client:
         unacked_messages_timeout_ms: int | None = None,
         enable_retry: bool = False,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS,
     ) -> Consumer:
         consumer = self._runner.run(
             self._client.subscribe(
@@ -463,6 +470,7 @@ class Client:
                 unacked_messages_timeout_ms=unacked_messages_timeout_ms,
                 enable_retry=enable_retry,
                 dead_letter_policy=dead_letter_policy,
+                retry_delay_levels=retry_delay_levels,
             )
         )
         return Consumer(self._runner, consumer)

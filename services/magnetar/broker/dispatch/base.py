@@ -232,7 +232,9 @@ class Dispatcher:
             batch, n = self._message_count(position, data)
             mask = self._unacked_mask(position, n)
             due = self._due_ms(batch) if mask else 0
-            if due and due > self.delayed.clock_ms():
+            if mask and self.sub.moves.divert(position, batch, n, mask):
+                pass  # past max_redeliver_count: to the dead letter topic
+            elif due and due > self.delayed.clock_ms():
                 self.delayed.add(position, due)  # handed back by _release_due when due
                 self._schedule(due)
             elif mask:
@@ -269,7 +271,8 @@ class Dispatcher:
                 mask = want & self._unacked_mask(position, n)
                 if mask != want:
                     self._drop_replay(position, want & ~mask)  # acked meanwhile
-                if not mask:
+                if not mask or self.sub.moves.divert(position, batch, n, mask):
+                    self._drop_replay(position, mask)
                     progressed = True
                     continue
                 left = self.route(position, data, batch, n, mask, True)

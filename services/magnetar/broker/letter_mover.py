@@ -1,0 +1,87 @@
+"""Publishes retry and dead-letter copies (:mod:`magnetar.broker.deadletter`) for the
+broker, wherever the target topic is served.
+
+The broker uses its own client SDK, pointed at itself: a lookup sends the copy to the
+target's owner, which may be this broker or another one. Each copy gets a short-lived
+producer named after the moved message (``Move.producer_name``) and the copy's sequence
+id, so the target's deduplication drops a repeated move.
+
+Before the first copy goes to a topic, the subscription that must keep it is created
+(from the earliest message; an existing one is left as is): on a retry topic the
+consumer's own subscription, on a dead letter topic the policy's initial subscription.
+So retention never drops a copy nobody has read yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from magnetar.broker.deadletter import Move
+from magnetar.client.connection import ConnectionPool
+from magnetar.client.options import ProducerConfig
+from magnetar.client.producer import Producer
+from magnetar.common.errors import AlreadyExists, MagnetarError
+from magnetar.common.grpcutil import from_rpc_error
+from magnetar.proto.v1 import broker_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class LetterMover:
+    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
+        self._pool = ConnectionPool(service_url, operation_timeout_s)
+        self._kept: set[tuple[str, str]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def publish(self, move: Move, keep_for: str) -> None:
+        """Store ``move``'s copy on its target topic (once, even when repeated), after
+        making sure subscription ``keep_for`` of the target exists.
+
+        Raises:
+            MagnetarError: the copy could not be stored (the caller leaves the original
+                unacknowledged, so it comes back and the move is tried again).
+        """
+        # One move of a given message at a time: a second producer of the same name
+        # would be refused as busy.
+        lock = self._locks.setdefault(move.producer_name, asyncio.Lock())
+        try:
+            async with lock:
+                conf = ProducerConfig(producer_name=move.producer_name, batching_enabled=False)
+                producer = await Producer.create(self._pool, move.target, conf)  # creates the topic
+                try:
+                    await self._keep(move.target, keep_for)
+                    msg = move.message
+                    await producer.send(
+                        msg.payload, properties=dict(msg.properties),
+                        partition_key=msg.partition_key if msg.has_partition_key else None,
+                        sequence_id=move.sequence_id, event_timestamp=msg.event_time_ms or None,
+                        deliver_at=msg.deliver_at_ms or None,
+                    )
+                finally:
+                    await producer.close()
+        finally:
+            if not lock.locked() and self._locks.get(move.producer_name) is lock:
+                del self._locks[move.producer_name]
+
+    async def _keep(self, topic: str, subscription: str) -> None:
+        if (topic, subscription) in self._kept:
+            return
+        address = await self._pool.lookup(topic)
+        request = pb.CreateSubscriptionRequest(topic=topic, subscription=subscription, initial_position=pb.EARLIEST)
+        try:
+            await self._pool.stub(address).CreateSubscription(request, timeout=self._pool.operation_timeout_s)
+        except grpc.RpcError as exc:
+            error = from_rpc_error(exc, f"broker {address}")
+            if not isinstance(error, AlreadyExists):
+                raise error from exc
+        self._kept.add((topic, subscription))
+        log.info("subscription %s on %s keeps the moved messages", subscription, topic)
+
+    async def close(self) -> None:
+        try:
+            await self._pool.close()
+        except MagnetarError as exc:  # pragma: no cover - closing channels does not fail
+            log.warning("letter mover: %s", exc.message)

