@@ -17,6 +17,7 @@ import grpc
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.common.faults import CRASH_EXIT_CODE
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
@@ -194,3 +195,40 @@ async def test_reconsume_later_without_enable_retry_is_refused(cluster):
         with pytest.raises(mg.InvalidArgument, match="enable_retry"):
             await consumer.reconsume_later(msg, 1000)
         await consumer.acknowledge(msg)
+
+
+async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one_copy(bookie_factory, broker_factory):
+    bookie_factory()
+    bookie_factory()
+    crashing = broker_factory(crash_point="after_move_publish", **QUORUM)
+    other = broker_factory(**QUORUM)
+    topic, retry_topic = f"{NS}/crashy", f"{NS}/crashy-s-RETRY"
+    async with grpc.aio.insecure_channel(crashing.address, options=CHANNEL_OPTIONS) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        for t in (topic, retry_topic):  # the crashing broker serves both topics
+            owner = (await stub.Lookup(pb.LookupRequest(topic=t), timeout=10)).broker_address
+            assert owner == crashing.address
+    async with mg.Client(f"{crashing.address},{other.address}") as client:
+        consumer = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
+        producer = await client.create_producer(topic, send_timeout_millis=60_000)
+        sent = await producer.send(b"once")
+        msg = await consumer.receive(timeout_millis=10_000)
+        with pytest.raises(mg.MagnetarError):  # the broker stored the copy, then died
+            await consumer.reconsume_later(msg, timedelta(seconds=1))
+        code = await asyncio.to_thread(crashing.process.wait, 10)
+        assert code == CRASH_EXIT_CODE  # the injected crash, not something else
+        # The original was never acked: it comes back (from the other broker) ...
+        again = await consumer.receive(timeout_millis=30_000)
+        assert again.message_id() == sent
+        # ... and moving it again stores nothing new (ORIGIN_MESSAGE_ID + RECONSUMETIMES).
+        await consumer.reconsume_later(again, timedelta(seconds=1))
+        copies = []
+        with pytest.raises(mg.Timeout):
+            while True:
+                copies.append(await consumer.receive(timeout_millis=4_000))
+        assert [(c.topic_name(), c.data(), c.properties()["RECONSUMETIMES"]) for c in copies] == [(retry_topic, b"once", "1")]
+        assert copies[0].properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        await consumer.acknowledge(copies[0])
+    async with grpc.aio.insecure_channel(other.address, options=CHANNEL_OPTIONS) as channel:
+        stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=retry_topic), timeout=10)
+    assert stats.entries == 1
