@@ -213,6 +213,20 @@ def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
         elif action == "get-retention":
             got = stub.GetRetention(pb.GetRetentionRequest(namespace=args.name), timeout=timeout)
             print(json.dumps({"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb}, indent=2))
+        elif action == "set-dead-letter-policy":
+            if args.max_redeliver_count is not None and not 1 <= args.max_redeliver_count < 2**32:
+                raise InvalidArgument(f"--max-redeliver-count must be >= 1, not {args.max_redeliver_count}")
+            policy = pb.DeadLetterPolicy(
+                max_redeliver_count=args.max_redeliver_count or 0, retry_letter_topic=args.retry_letter_topic or "",
+                dead_letter_topic=args.dead_letter_topic or "", initial_subscription_name=args.initial_subscription_name or "",
+            )
+            stub.SetDeadLetterPolicy(pb.SetDeadLetterPolicyRequest(namespace=args.name, policy=policy), timeout=timeout)
+        elif action == "get-dead-letter-policy":
+            got = stub.GetDeadLetterPolicy(pb.GetDeadLetterPolicyRequest(namespace=args.name), timeout=timeout)
+            print(json.dumps({
+                "maxRedeliverCount": got.max_redeliver_count or None, "retryLetterTopic": got.retry_letter_topic or None,
+                "deadLetterTopic": got.dead_letter_topic or None, "initialSubscriptionName": got.initial_subscription_name or None,
+            }, indent=2))
         elif action == "create":
             stub.CreateNamespace(pb.CreateNamespaceRequest(namespace=args.name), timeout=timeout)
         elif action == "delete":
@@ -255,7 +269,18 @@ def build_parser() -> argparse.ArgumentParser:
     namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
                                       "delete": ("delete a namespace", "TENANT/NAMESPACE"),
                                       "list": ("list a tenant's namespaces", "TENANT"),
-                                      "get-retention": ("print a namespace's retention as JSON", "TENANT/NAMESPACE")})
+                                      "get-retention": ("print a namespace's retention as JSON", "TENANT/NAMESPACE"),
+                                      "get-dead-letter-policy": ("print a namespace's retry/DLQ defaults as JSON",
+                                                                 "TENANT/NAMESPACE")})
+    p = namespaces.add_parser(
+        "set-dead-letter-policy",
+        help="set a namespace's retry/DLQ defaults ({topic} and {subscription} are replaced; no option: remove them)",
+    )
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("--max-redeliver-count", type=int, metavar="N", help="retries / redeliveries before the DLQ (>= 1)")
+    p.add_argument("--retry-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-RETRY")
+    p.add_argument("--dead-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-DLQ")
+    p.add_argument("--initial-subscription-name", metavar="NAME", help="the DLQ's subscription, e.g. {subscription}-DLQ-sub")
     p = namespaces.add_parser("set-retention", help="set how much acknowledged data a namespace's topics keep")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-t", "--time", type=int, required=True, metavar="MIN", help="minutes (-1: unlimited, 0: none)")

@@ -10,6 +10,7 @@ the original (injected) leaving exactly one copy.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from magnetar.common.faults import CRASH_EXIT_CODE
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.shell import magnetar
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -232,3 +234,34 @@ async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one
     async with grpc.aio.insecure_channel(other.address, options=CHANNEL_OPTIONS) as channel:
         stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=retry_topic), timeout=10)
     assert stats.entries == 1
+
+
+async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
+    url = ("--url", cluster.address)
+    bad = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", "public/default",
+                                  "--max-redeliver-count", "0")
+    assert bad.returncode != 0 and "max-redeliver-count" in bad.stderr and "Traceback" not in bad.stderr
+    bad = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", "public/default",
+                                  "--retry-letter-topic", "a/b/c/d")
+    assert bad.returncode != 0 and "not a valid topic name" in bad.stderr and "Traceback" not in bad.stderr
+    ok = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", "public/default",
+                                 "--max-redeliver-count", "1", "--retry-letter-topic", "{topic}-again-{subscription}")
+    assert ok.returncode == 0, ok.stderr
+    got = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "get-dead-letter-policy", "public/default")
+    assert json.loads(got.stdout) == {
+        "maxRedeliverCount": 1, "retryLetterTopic": "{topic}-again-{subscription}", "deadLetterTopic": None,
+        "initialSubscriptionName": None,
+    }
+    topic = f"{NS}/nsdefaults"
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
+        producer = await client.create_producer(topic)
+        await producer.send(b"m")
+        msg = await consumer.receive(timeout_millis=10_000)
+        await consumer.reconsume_later(msg, 1000)
+        msg = await consumer.receive(timeout_millis=10_000)
+        assert msg.topic_name() == f"{NS}/nsdefaults-again-s"
+        await consumer.reconsume_later(msg, 1000)  # the 2nd retry exceeds the namespace's 1
+        dlq = await client.subscribe(f"{NS}/nsdefaults-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=10_000)
+        assert dead.data() == b"m" and dead.properties()["RECONSUMETIMES"] == "1"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from magnetar.broker.deadletter import DeadLetterDefaults
 from magnetar.broker.retention import RetentionPolicy
 from magnetar.broker.subscription_admin import Start, SubscriptionAdmin
 from magnetar.common.errors import InvalidArgument
@@ -75,4 +76,22 @@ class SubscriptionAdminRpcs:
         policy = await self.service.retention.retention_policies(request.namespace)
         return pb.RetentionPolicies(
             retention_time_minutes=policy.retention_time_minutes, retention_size_mb=policy.retention_size_mb
+        )
+
+    @rpc_errors
+    async def SetDeadLetterPolicy(self, request: pb.SetDeadLetterPolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        p = request.policy
+        defaults = DeadLetterDefaults(
+            max_redeliver_count=p.max_redeliver_count or None, retry_letter_topic=p.retry_letter_topic or None,
+            dead_letter_topic=p.dead_letter_topic or None, initial_subscription_name=p.initial_subscription_name or None,
+        )
+        await self.service.set_dead_letter_defaults(request.namespace, defaults)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GetDeadLetterPolicy(self, request: pb.GetDeadLetterPolicyRequest, context: grpc.aio.ServicerContext) -> pb.DeadLetterPolicy:
+        d = await self.service.dead_letter_defaults(request.namespace) or DeadLetterDefaults()
+        return pb.DeadLetterPolicy(
+            max_redeliver_count=d.max_redeliver_count or 0, retry_letter_topic=d.retry_letter_topic or "",
+            dead_letter_topic=d.dead_letter_topic or "", initial_subscription_name=d.initial_subscription_name or "",
         )
