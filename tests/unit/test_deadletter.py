@@ -141,3 +141,15 @@ def test_bad_reconsume_arguments_are_refused(kwargs):
 def test_bad_levels_are_refused(levels):
     with pytest.raises(InvalidArgument):
         parse_delay_levels(levels)
+
+
+def test_a_topic_remembers_only_the_latest_move_names(monkeypatch):
+    from magnetar.broker import topic as topic_module
+
+    monkeypatch.setattr(topic_module, "MAX_MOVE_NAMES", 2)
+    dedup = topic_module._Dedup()
+    for i in range(3):
+        dedup.stored(f"__move:s:{i}:0:-1:-1", 1)
+    dedup.stored("app-producer", 5)  # ordinary producers are never forgotten
+    dedup.stored("__move:s:2:0:-1:-1", 2)  # a later retry of a known move adds no name
+    assert dedup.persisted == {"__move:s:1:0:-1:-1": 1, "__move:s:2:0:-1:-1": 2, "app-producer": 5}

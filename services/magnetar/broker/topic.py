@@ -6,17 +6,21 @@ Deduplication (as Pulsar's): each producer name has a highest sequence id *pushe
 is not above the pushed one is a resend and is not stored again. After a broker takes the
 topic over, the state is rebuilt by scanning the topic's entries (each EntryBatch names
 its producer and sequence ids); a snapshot in the ledger list's properties would bound
-that scan — not done yet.
+that scan — not done yet. Retry/DLQ copies are deduplicated the same way, each moved
+message under a producer name of its own; only the latest ``MAX_MOVE_NAMES`` of those
+are remembered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.subscription import Subscription
 from magnetar.common.errors import (
@@ -65,10 +69,29 @@ class PublishResult:
     duplicate: bool = False
 
 
+MAX_MOVE_NAMES = 100_000
+"""Retry/DLQ moves each use a producer name of their own (``__move:…``, see
+:mod:`magnetar.broker.deadletter`); a topic remembers the latest this many of them."""
+
+
 @dataclass
 class _Dedup:
     pushed: dict[str, int] = field(default_factory=dict)
     persisted: dict[str, int] = field(default_factory=dict)
+    moves: deque[str] = field(default_factory=deque)
+
+    def stored(self, producer_name: str, highest_seq: int) -> None:
+        """``producer_name``'s entries up to ``highest_seq`` are stored."""
+        if highest_seq <= self.persisted.get(producer_name, -1):
+            return
+        if producer_name.startswith(MOVE_PRODUCER_PREFIX) and producer_name not in self.persisted:
+            self.moves.append(producer_name)
+            if len(self.moves) > MAX_MOVE_NAMES:
+                old = self.moves.popleft()
+                if self.pushed.get(old, -1) <= self.persisted.get(old, -1):  # none in flight
+                    self.pushed.pop(old, None)
+                    self.persisted.pop(old, None)
+        self.persisted[producer_name] = highest_seq
 
 
 class PersistentTopic:
@@ -106,9 +129,7 @@ class PersistentTopic:
             for _pos, data in batch:
                 eb = pb.EntryBatch.FromString(data)
                 if eb.producer_name and eb.messages:
-                    high = max(m.sequence_id for m in eb.messages)
-                    if high > self._dedup.persisted.get(eb.producer_name, -1):
-                        self._dedup.persisted[eb.producer_name] = high
+                    self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages))
             position = self.ml.next_position(batch[-1][0])
         self._dedup.pushed = dict(self._dedup.persisted)
 
@@ -173,8 +194,8 @@ class PersistentTopic:
             if not result.done():
                 result.set_exception(exc)
             return
-        if producer_name and highest_seq > dedup.persisted.get(producer_name, -1):
-            dedup.persisted[producer_name] = highest_seq
+        if producer_name:
+            dedup.stored(producer_name, highest_seq)
         self._wake_settled()
         self.counters.msg_in += num_messages
         self.counters.bytes_in += size
