@@ -267,3 +267,25 @@ async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
         dlq = await client.subscribe(f"{NS}/nsdefaults-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
         dead = await dlq.receive(timeout_millis=10_000)
         assert dead.data() == b"m" and dead.properties()["RECONSUMETIMES"] == "1"
+
+
+async def test_retry_on_a_partitioned_topic_goes_through_one_retry_topic(cluster):
+    topic = f"{NS}/parted"
+    async with grpc.aio.insecure_channel(cluster.address, options=CHANNEL_OPTIONS) as channel:
+        await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=3), timeout=10)
+    async with mg.Client(cluster.address) as client:
+        consumer = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
+        producer = await client.create_producer(topic, batching_enabled=False)
+        sent = {await producer.send(b"%d" % i, partition_key=f"key-{i}"): i for i in range(6)}
+        originals = [await consumer.receive(timeout_millis=10_000) for _ in range(6)]
+        assert {m.message_id() for m in originals} == set(sent)
+        for m in originals:
+            await consumer.reconsume_later(m, 1000)
+        copies = [await consumer.receive(timeout_millis=10_000) for _ in range(6)]
+        assert {c.topic_name() for c in copies} == {f"{NS}/parted-s-RETRY"}
+        by_origin = {c.properties()["ORIGIN_MESSAGE_ID"]: c for c in copies}
+        for m in originals:
+            copy = by_origin[str(m.message_id())]
+            assert copy.data() == m.data() and copy.properties()["REAL_TOPIC"] == m.topic_name()
+            assert m.topic_name().startswith(f"{topic}-partition-")
+            await consumer.acknowledge(copy)
