@@ -17,6 +17,7 @@ from datetime import timedelta
 import grpc
 import pytest
 
+import magnetar as magnetar_client
 import magnetar.asyncio as mg
 from magnetar.common.faults import CRASH_EXIT_CODE
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
@@ -289,3 +290,15 @@ async def test_retry_on_a_partitioned_topic_goes_through_one_retry_topic(cluster
             assert copy.data() == m.data() and copy.properties()["REAL_TOPIC"] == m.topic_name()
             assert m.topic_name().startswith(f"{topic}-partition-")
             await consumer.acknowledge(copy)
+
+
+def test_the_blocking_client_reconsumes_later(cluster):
+    with magnetar_client.Client(cluster.address) as client:
+        consumer = client.subscribe("blocking", "s", consumer_type=magnetar_client.ConsumerType.Shared, enable_retry=True)
+        producer = client.create_producer("blocking")
+        producer.send(b"b")
+        msg = consumer.receive(timeout_millis=10_000)
+        consumer.reconsume_later(msg, timedelta(seconds=1))
+        copy = consumer.receive(timeout_millis=10_000)
+        assert copy.properties()["RECONSUMETIMES"] == "1" and copy.topic_name() == f"{NS}/blocking-s-RETRY"
+        consumer.acknowledge(copy)
