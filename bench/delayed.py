@@ -15,7 +15,7 @@ over every message, the produce rate and the total time.
 
 Targets (issue 6): RSS growth <= 500 MB; p99 lateness <= 100 ms.
 
-    python bench/delayed.py [--messages 1000000] [--max-delay-s 60] [--producers 2] [--consumers 2]
+    python bench/delayed.py [--messages 1000000] [--max-delay-s 60] [--producers 2] [--consumers 2] [--rate 0]
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ TARGET_GROWTH_MB = 500.0
 TARGET_P99_MS = 100.0
 
 
-def producer_process(url: str, topic: str, messages: int, max_delay_ms: int) -> None:
-    """``delayed.py --produce URL TOPIC N MAX_DELAY_MS``: send N delayed messages as fast
-    as the producer takes them; print the send rate as JSON."""
+def producer_process(url: str, topic: str, messages: int, max_delay_ms: int, rate: float) -> None:
+    """``delayed.py --produce URL TOPIC N MAX_DELAY_MS RATE``: send N delayed messages at
+    RATE msgs/s (0: as fast as the producer takes them); print the times as JSON."""
 
     async def run() -> dict[str, float]:
         rng = random.Random()
@@ -60,8 +60,12 @@ def producer_process(url: str, topic: str, messages: int, max_delay_ms: int) -> 
             )  # fmt: skip
             print("ready", flush=True)
             start = time.time()
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
             futures = []
-            for _ in range(messages):
+            for i in range(messages):
+                if rate and i % 50 == 0 and (due := t0 + i / rate) > loop.time():
+                    await asyncio.sleep(due - loop.time())
                 deliver_at = int(time.time() * 1000) + rng.randrange(max_delay_ms + 1)
                 payload = (b"%d:" % deliver_at + pad)[:SIZE]
                 futures.append(await producer.enqueue(payload, deliver_at=deliver_at))
@@ -165,7 +169,8 @@ def run_bench(url: str, broker_pid: int, args: argparse.Namespace, work: Path) -
         share = [args.messages // args.producers + (1 if i < args.messages % args.producers else 0)
                  for i in range(args.producers)]  # fmt: skip
         producers = [
-            subprocess.Popen([sys.executable, __file__, "--produce", url, topic, str(n), str(int(args.max_delay_s * 1000))],
+            subprocess.Popen([sys.executable, __file__, "--produce", url, topic, str(n), str(int(args.max_delay_s * 1000)),
+                              str(args.rate / args.producers)],
                              stdout=subprocess.PIPE, text=True)
             for n in share
         ]  # fmt: skip
@@ -202,6 +207,7 @@ def run_bench(url: str, broker_pid: int, args: argparse.Namespace, work: Path) -
         "producers": args.producers,
         "consumers": args.consumers,
         "max_delay_s": args.max_delay_s,
+        "rate_asked": args.rate,
         "produce_s": produce_s,
         "produce_msgs_per_s": args.messages / produce_s,
         "total_s": max(g["last"] for g in got if g["count"]) - start if received else 0.0,
@@ -224,15 +230,17 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--max-delay-s", type=float, default=60.0)
     parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="total publish rate in msgs/s (0: as fast as the broker takes them)")
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--idle-s", type=float, default=15.0, help="a consumer stops after this long without a message")
     parser.add_argument("--broker-config", default="{}", help="extra broker settings as JSON")
     parser.add_argument("--out", default="bench/results/delayed.json")
-    parser.add_argument("--produce", nargs=4, metavar=("URL", "TOPIC", "N", "MAX_DELAY_MS"), help=argparse.SUPPRESS)
+    parser.add_argument("--produce", nargs=5, metavar=("URL", "TOPIC", "N", "MAX_DELAY_MS", "RATE"), help=argparse.SUPPRESS)
     parser.add_argument("--consume", nargs=4, metavar=("URL", "TOPIC", "OUT", "IDLE_S"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce:
-        producer_process(args.produce[0], args.produce[1], int(args.produce[2]), int(args.produce[3]))
+        producer_process(args.produce[0], args.produce[1], int(args.produce[2]), int(args.produce[3]), float(args.produce[4]))
         return 0
     if args.consume:
         consumer_process(args.consume[0], args.consume[1], args.consume[2], float(args.consume[3]))

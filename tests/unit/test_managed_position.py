@@ -91,6 +91,7 @@ def test_rangeset_merges_adjacent_ranges_across_ledger_boundaries():
     rs = RangeSet(ll.next_position)
     assert rs.add(P(3, 1)) and rs.add(P(3, 3))
     assert rs.ranges() == [(P(3, 1), P(3, 1)), (P(3, 3), P(3, 3))]
+    assert rs.ranges(1) == [(P(3, 1), P(3, 1))] and rs.ranges(5) == rs.ranges()
     assert not rs.add(P(3, 3))
     rs.add(P(3, 2))
     assert rs.ranges() == [(P(3, 1), P(3, 3))]
