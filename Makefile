@@ -8,6 +8,7 @@ PROTOS := $(wildcard proto/magnetar/v1/*.proto)
 PROTO_OUT := services/magnetar/proto/v1
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
+DELAYED_MESSAGES ?= 1000000
 
 .PHONY: help setup run test test-unit test-integration lint proto bench clean
 
@@ -70,6 +71,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/bookie_add.py
 	$(PY) bench/ledger_add.py
 	$(PY) bench/e2e.py
+	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES)
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
 	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build

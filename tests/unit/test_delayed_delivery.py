@@ -115,3 +115,15 @@ async def test_a_clamped_delay_waits_ten_days_not_longer(topic):  # noqa: F811
     sub.dispatcher.wake()
     await settle()
     assert sink.payloads() == [b"0"]
+
+
+async def test_publishing_records_the_latest_delivery_time_of_the_ledger(topic):  # noqa: F811
+    published = int(time.time() * 1000)
+    await publish_delayed(topic, [(0, 5_000), (1, None), (2, 30 * DAY_MS), (3, 1_000)], publish_ms=published)
+    batched = pb.EntryBatch(producer_name="p", publish_time_ms=published, batched=True, messages=[
+        pb.SingleMessage(payload=b"x", deliver_at_ms=published + 40 * DAY_MS), pb.SingleMessage(payload=b"y"),
+    ]).SerializeToString()  # fmt: skip
+    await topic.publish("", batched, 2, 0, 0)  # a batch is delivered at once: not delayed
+    await topic.publish("", b"\xff\xff not an entry", 1, 0, 0)
+    (info,) = [i for i in topic.ml.ledgers if i.entries]
+    assert info.max_deliver_at_ms == published + MAX_DELAY_MS  # clamped

@@ -268,3 +268,43 @@ def test_retention_rule_on_a_list():
     assert ids(ledgers_to_delete(ledgers, None, 40_000, None, None)) == []
     ledgers.open_ledger_id = None  # between rollovers: the last ledger stays anyway
     assert ids(ledgers_to_delete(ledgers, None, 40_000, 0, 0)) == [1, 2, 3]
+
+
+def test_retention_of_delayed_messages_counts_from_their_delivery_time():
+    # Ledger 1 stopped at 10 s but holds a message due at 35 s; 2 stopped at 20 s.
+    ledgers = LedgerList(
+        [LedgerInfo(1, 5, 100, 0, max_deliver_at_ms=35_000), LedgerInfo(2, 5, 100, 10_000),
+         LedgerInfo(3, 5, 100, 20_000)],
+        open_ledger_id=3,
+    )  # fmt: skip
+    ids = lambda victims: [i.ledger_id for i in victims]  # noqa: E731
+    # Now 40 s: ledger 1 is 5 s old (from its delivery), ledger 2 20 s old.
+    assert ids(ledgers_to_delete(ledgers, None, 40_000, 6, None)) == []  # 1 first, in order
+    assert ids(ledgers_to_delete(ledgers, None, 40_000, 5, None)) == [1, 2]
+    assert ids(ledgers_to_delete(ledgers, None, 40_000, 0, 0)) == [1, 2]
+    # Not due yet: kept whatever the limits say, and so is everything after it.
+    assert ids(ledgers_to_delete(ledgers, None, 30_000, 0, 0)) == []
+    assert ids(ledgers_to_delete(ledgers, None, 35_000, 0, 0)) == [1, 2]  # due now: age 0
+    # A delivery time before the ledger's end changes nothing.
+    ledgers.ledgers[0].max_deliver_at_ms = 5_000
+    assert ids(ledgers_to_delete(ledgers, None, 40_000, 30, None)) == [1]
+    assert ids(ledgers_to_delete(ledgers, None, 40_000, 31, None)) == []
+
+
+async def test_the_latest_delivery_time_of_a_ledger_is_recorded_and_stored():
+    client, store, ml, _ = await filled(0, 3)
+    first = ml.current_ledger_id
+    await ml.add_entry(b"a", 5_000)
+    await ml.add_entry(b"b", 9_000)
+    await ml.add_entry(b"c")  # not delayed; the ledger is full and rolls over
+    await asyncio.sleep(0.01)
+    await ml.add_entry(b"d")
+    infos = {i.ledger_id: i for i in ml.ledgers}
+    assert infos[first].max_deliver_at_ms == 9_000
+    assert infos[ml.current_ledger_id].max_deliver_at_ms == 0
+    await ml.close()
+    reopened = await open_ml(client, store, max_entries_per_ledger=3)
+    infos = {i.ledger_id: i for i in reopened.ledgers}
+    assert infos[first].max_deliver_at_ms == 9_000
+    assert sum(1 for i in infos.values() if i.max_deliver_at_ms) == 1
+    await reopened.close()

@@ -72,6 +72,13 @@ def test_stored_form_marks_the_open_ledger_and_rejects_garbage():
     assert docs[-1] == {"ledger_id": 9, "entries": -1, "size": 20, "created_ms": 0}
     assert docs[0]["entries"] == 5
     assert LedgerInfo.from_dict(docs[0]) == LedgerInfo(3, 5, 50, 0)
+    # The latest delivery time of delayed messages: stored only when set; older
+    # documents (without it) read as "no delayed messages".
+    assert "max_deliver_at_ms" not in docs[0]
+    delayed = LedgerInfo(3, 5, 50, 0, max_deliver_at_ms=123)
+    assert delayed.to_dict()["max_deliver_at_ms"] == 123 and LedgerInfo.from_dict(delayed.to_dict()) == delayed
+    with pytest.raises(MetadataError):
+        LedgerInfo.from_dict({**delayed.to_dict(), "max_deliver_at_ms": "123"})
     for bad in ({"ledger_id": 1}, {"ledger_id": "1", "entries": 1, "size": 1, "created_ms": 1}, None):
         with pytest.raises(MetadataError):
             LedgerInfo.from_dict(bad)
@@ -84,6 +91,7 @@ def test_rangeset_merges_adjacent_ranges_across_ledger_boundaries():
     rs = RangeSet(ll.next_position)
     assert rs.add(P(3, 1)) and rs.add(P(3, 3))
     assert rs.ranges() == [(P(3, 1), P(3, 1)), (P(3, 3), P(3, 3))]
+    assert rs.ranges(1) == [(P(3, 1), P(3, 1))] and rs.ranges(5) == rs.ranges()
     assert not rs.add(P(3, 3))
     rs.add(P(3, 2))
     assert rs.ranges() == [(P(3, 1), P(3, 3))]

@@ -40,6 +40,15 @@ class BrokerConfig(ServiceConfig):
     """Drop a resend (same producer name, sequence id not above the last stored)."""
     dispatch_max_entries: int = Field(default=100, ge=1)
     """Entries read per dispatcher round."""
+    delayed_bucket_s: float = Field(default=5.0, gt=0)
+    """Delayed delivery: a subscription keeps in memory the delayed messages due before
+    the end of the next bucket of this width; later ones wait in per-bucket files."""
+    delayed_spill_dir: str = ""
+    """Where those files go (a cache, rebuilt from the topic: nothing durable); empty: the
+    system's temp directory."""
+    delayed_inline_max_bytes: int = Field(default=1024, ge=0)
+    """A delayed entry up to this size is kept with its position (memory and files), so it
+    goes out without a read when due; larger ones are read again from the bookies."""
     cursor_persist_interval_s: float = Field(default=1.0, gt=0)
     """Subscriptions' positions are written to ZooKeeper at most this often: after a
     crash, acks of the last interval may be delivered again (nothing older)."""

@@ -13,6 +13,7 @@ unstored counts, the round writes them first (``ManagedCursor.persist_counts``).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,14 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self.delayed = DelayedIndex()
+        config = subscription.topic.config
+        self.delayed = DelayedIndex(
+            bucket_ms=int(config.delayed_bucket_s * 1000),
+            spill_dir=config.delayed_spill_dir or None,
+            inline_max_bytes=config.delayed_inline_max_bytes,
+        )
+        self._replay_data: dict[Position, bytes] = {}
+        """Data of replay entries known without a read (delayed entries that came due)."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
 
@@ -102,6 +110,7 @@ class Dispatcher:
         for position, mask in list(self.replay.items()):
             self._replay_removed(position, mask)
         self.replay.clear()
+        self._replay_data.clear()
         self._out.clear()
         self.delayed.clear()  # found again when the entries are read again
         self._cancel_timer()
@@ -116,6 +125,7 @@ class Dispatcher:
             self.replay[position] = old & ~mask
         else:
             del self.replay[position]
+            self._replay_data.pop(position, None)
         if gone:
             self._replay_removed(position, gone)
 
@@ -167,13 +177,22 @@ class Dispatcher:
             return 0
         return effective_deliver_at(batch.messages[0].deliver_at_ms, batch.publish_time_ms)
 
-    def _release_due(self) -> None:
-        due = self.delayed.pop_due()
+    async def _release_due(self) -> None:
+        await self.delayed.refill()
+        due = self.delayed.pop_due_entries()
         if due:
-            self.add_replay(dict.fromkeys(due, 1))
-        next_due = self.delayed.next_due_ms()
-        if next_due is not None:
-            self._schedule(next_due)
+            held = {}
+            for position, data in due:
+                held[position] = 1
+                if data is not None:
+                    self._replay_data[position] = data
+            self.add_replay(held)
+        self._schedule_delayed()
+
+    def _schedule_delayed(self) -> None:
+        wakeup = self.delayed.next_wakeup_ms()
+        if wakeup is not None:
+            self._schedule(wakeup)
 
     def _schedule(self, due_ms: float) -> None:
         if self._timer is not None and self._timer_due <= due_ms:
@@ -194,7 +213,7 @@ class Dispatcher:
 
     async def _round(self) -> bool:
         if self.delayed:
-            self._release_due()
+            await self._release_due()
         if not self._any_available():
             return False
         progressed = False
@@ -235,8 +254,7 @@ class Dispatcher:
             if mask and self.sub.moves.divert(position, batch, n, mask):
                 pass  # past max_redeliver_count: to the dead letter topic
             elif due and due > self.delayed.clock_ms():
-                self.delayed.add(position, due)  # handed back by _release_due when due
-                self._schedule(due)
+                self.delayed.add(position, due, data)  # handed back by _release_due when due
             elif mask:
                 left = self.route(position, data, batch, n, mask, False)
                 if left == mask and self.stop_on_undeliverable:
@@ -245,6 +263,8 @@ class Dispatcher:
                     self.add_replay({position: left})
             cursor.read_position = ml.next_position(position)
             moved = True
+        if self.delayed:
+            self._schedule_delayed()
         self._flush()
         return moved
 
@@ -252,12 +272,14 @@ class Dispatcher:
         ml = self.sub.topic.ml
         epoch = self.epoch
         limit = self.sub.topic.config.dispatch_max_entries
-        wanted = sorted(self.replay)[:limit]
+        wanted = sorted(self.replay) if len(self.replay) <= limit else heapq.nsmallest(limit, self.replay)
         progressed = False
         for run in _runs(wanted):
-            entries = await ml.read_entries(run[0], len(run), MAX_READ_BYTES)
-            if epoch != self.epoch:
-                return True
+            entries = self._known_entries(run)
+            if entries is None:
+                entries = await ml.read_entries(run[0], len(run), MAX_READ_BYTES)
+                if epoch != self.epoch:
+                    return True
             got = {p for p, _ in entries}
             for p in run:
                 if p not in got and not ml.contains(p):
@@ -287,10 +309,24 @@ class Dispatcher:
                 break
         return progressed
 
+    def _known_entries(self, run: list[Position]) -> list[tuple[Position, bytes]] | None:
+        """The run's entries when all their data is known (no read needed)."""
+        known = self._replay_data
+        if not known:
+            return None
+        out = []
+        for p in run:
+            data = known.get(p)
+            if data is None:
+                return None
+            out.append((p, data))
+        return out
+
     def stop(self) -> None:
         """Stop at once (a replaced dispatcher must not touch the shared cursor again)."""
         self._closed = True
         self._cancel_timer()
+        self.delayed.close()  # deletes the spill files
         if self._task is not None:
             self._task.cancel()
 

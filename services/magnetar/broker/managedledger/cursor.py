@@ -116,7 +116,9 @@ class ManagedCursor:
         and redelivery counts are left out when there are none."""
         doc = CursorDocument(
             self.mark_delete_position,
-            self._acked.ranges(),
+            # Only what can be stored: with many scattered acks (delayed messages acked as
+            # they come due) the whole list is hundreds of thousands of ranges.
+            self._acked.ranges(self.ledger.config.max_unacked_ranges_to_persist),
             [(p, size, mask) for p, (size, mask) in self._batch.items()],
             list(self._counts.items()),
             self.properties,

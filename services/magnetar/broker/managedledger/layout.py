@@ -40,15 +40,23 @@ class LedgerInfo:
     size: int
     """Payload bytes stored."""
     created_ms: int
+    max_deliver_at_ms: int = 0
+    """The latest delivery time (ms, clamped) of the delayed messages stored in it; 0:
+    none. Stored only when set: documents without it (written before delayed delivery,
+    or for ledgers without delayed messages) read as 0. Retention counts a ledger's age
+    from this time when it is later than the ledger's end (see :mod:`.retention`)."""
 
     def to_dict(self, is_open: bool = False) -> dict[str, int]:
         """The stored form; an open ledger's entry count is written as -1."""
-        return {
+        doc = {
             "ledger_id": self.ledger_id,
             "entries": -1 if is_open else self.entries,
             "size": self.size,
             "created_ms": self.created_ms,
         }
+        if self.max_deliver_at_ms:
+            doc["max_deliver_at_ms"] = self.max_deliver_at_ms
+        return doc
 
     @classmethod
     def from_dict(cls, doc: Any) -> LedgerInfo:
@@ -61,6 +69,7 @@ class LedgerInfo:
             values = [doc[k] for k in ("ledger_id", "entries", "size", "created_ms")]
         except (KeyError, TypeError) as exc:
             raise MetadataError(f"bad ledger entry in a managed ledger document: {doc!r}") from exc
+        values.append(doc.get("max_deliver_at_ms", 0))
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in values) or values[0] < 0:
             raise MetadataError(f"bad ledger entry in a managed ledger document: {doc!r}")
         return cls(*values)

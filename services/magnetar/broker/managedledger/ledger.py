@@ -56,11 +56,12 @@ def same_error(exc: MagnetarError) -> MagnetarError:
 
 
 class _AddOp:
-    __slots__ = ("data", "future", "ledger_id", "entry_future")
+    __slots__ = ("data", "future", "ledger_id", "entry_future", "deliver_at_ms")
 
-    def __init__(self, data: bytes, future: asyncio.Future[Position]) -> None:
+    def __init__(self, data: bytes, future: asyncio.Future[Position], deliver_at_ms: int = 0) -> None:
         self.data = data
         self.future = future
+        self.deliver_at_ms = deliver_at_ms
         self.ledger_id = -1
         self.entry_future: asyncio.Future[int] | None = None
 
@@ -175,7 +176,9 @@ class ManagedLedger:
     @property
     def ledgers(self) -> list[LedgerInfo]:
         """Copies of the ledger list (the open ledger's entries: those confirmed so far)."""
-        return [LedgerInfo(i.ledger_id, i.entries, i.size, i.created_ms) for i in self._ledgers.ledgers]
+        return [
+            LedgerInfo(i.ledger_id, i.entries, i.size, i.created_ms, i.max_deliver_at_ms) for i in self._ledgers.ledgers
+        ]
 
     @property
     def current_ledger_id(self) -> int | None:
@@ -227,8 +230,11 @@ class ManagedLedger:
         return self._ledgers.count(first, last)
 
     # -- adding ------------------------------------------------------------------
-    def add_entry(self, data: bytes) -> asyncio.Future[Position]:
+    def add_entry(self, data: bytes, deliver_at_ms: int = 0) -> asyncio.Future[Position]:
         """Append ``data``; the future gives its position once Qa bookies have it.
+
+        ``deliver_at_ms``: the entry holds a delayed message due then (0: none); the
+        ledger's :attr:`LedgerInfo.max_deliver_at_ms` follows it (retention counts from it).
 
         Futures complete in the order of the calls. A failure fails this and every later
         pending add with the same error class, and every add after it at once.
@@ -238,7 +244,7 @@ class ManagedLedger:
         if error is not None:
             fut.set_exception(error)
             return fut
-        op = _AddOp(bytes(data), fut)
+        op = _AddOp(bytes(data), fut, deliver_at_ms)
         if self._roll_task is not None or self._current is None:
             self._queued.append(op)
         else:
@@ -285,6 +291,8 @@ class ManagedLedger:
             if info is not None:
                 info.entries = position.entry_id + 1
                 info.size += len(op.data)
+                if op.deliver_at_ms > info.max_deliver_at_ms:
+                    info.max_deliver_at_ms = op.deliver_at_ms
             self._reads.cache.put(position, op.data)
             if not op.future.done():
                 op.future.set_result(position)

@@ -40,9 +40,11 @@ class RangeSet:
         i = bisect.bisect_right(self._firsts, p) - 1
         return i >= 0 and p <= self._lasts[i]
 
-    def ranges(self) -> list[Range]:
-        """The ranges, in order."""
-        return list(self)
+    def ranges(self, limit: int | None = None) -> list[Range]:
+        """The ranges, in order (the first ``limit`` of them when given)."""
+        if limit is None:
+            return list(self)
+        return list(zip(self._firsts[:limit], self._lasts[:limit], strict=True))
 
     def first(self) -> Range | None:
         """The lowest range, None when empty."""

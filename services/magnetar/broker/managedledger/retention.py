@@ -8,6 +8,16 @@ only while both limits allow it. A ledger's age counts from when it stopped rece
 writes: the creation of the ledger after it. The open ledger, and the last ledger of
 the list (the open one is missing from the list only between rollovers), are never
 deleted.
+
+Delayed messages: retention of a delayed message counts from its delivery time. A
+ledger holding delayed messages (``LedgerInfo.max_deliver_at_ms``, the latest clamped
+delivery time among them) counts its age from that time when it is later than the
+ledger's end, and is not deleted at all (by age or by size) before that time: a message
+not delivered yet has not started its retention. (That matters without durable cursors,
+when every closed ledger counts as consumed; with cursors a consumed ledger's delayed
+messages were delivered already.) A ledger recovered after its broker crashed has no
+record of its delayed messages (the record is written when the ledger closes normally)
+and ages as before.
 """
 
 from __future__ import annotations
@@ -60,7 +70,10 @@ def ledgers_to_delete(
     victims = []
     for index, info in enumerate(consumed):
         following = ledgers.ledgers[index + 1] if index + 1 < len(ledgers.ledgers) else None
+        if info.max_deliver_at_ms > now_ms:
+            break  # a delayed message is not due yet: its retention has not started
         ended_ms = following.created_ms if following is not None else now_ms
+        ended_ms = max(ended_ms, info.max_deliver_at_ms)
         age_s = max(0, now_ms - ended_ms) / 1000
         too_old = retention_time_s is not None and age_s >= retention_time_s
         too_big = retention_size_bytes is not None and kept_size > retention_size_bytes
