@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -132,6 +133,11 @@ class FakeLedgerClient:
             raise NoSuchLedger(ledger_id)
 
 
+def _as_stored(doc):
+    """What ZooKeeper gives back: the document through JSON (tuples become lists)."""
+    return json.loads(json.dumps(doc))
+
+
 class MemoryStore:
     """In-memory twin of ZkManagedLedgerStore (same versions and errors)."""
 
@@ -176,13 +182,13 @@ class MemoryStore:
         if version is None:
             if key in self.cursors:
                 raise MetadataVersionConflict("exists")
-            self.cursors[key] = (copy.deepcopy(doc), 0)
+            self.cursors[key] = (_as_stored(doc), 0)
             return 0
         if key not in self.cursors:
             raise NotFound("gone")
         if self.cursors[key][1] != version:
             raise MetadataVersionConflict("bad version")
-        self.cursors[key] = (copy.deepcopy(doc), version + 1)
+        self.cursors[key] = (_as_stored(doc), version + 1)
         return version + 1
 
     async def delete_cursor(self, t, n, topic, c):

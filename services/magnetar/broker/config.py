@@ -61,6 +61,12 @@ class BrokerConfig(ServiceConfig):
     """Retention of namespaces that set none (-1: unlimited; 0: consumed data goes at once)."""
     default_retention_size_mb: int = Field(default=0, ge=-1)
     """Retention size of namespaces that set none (-1: unlimited)."""
+    gc_freeze_interval_s: float = Field(default=10.0, ge=0)
+    """Every this often the live objects are frozen out of the garbage collector's passes
+    (see magnetar.common.gcpolicy; 0: the default collector, with its pauses)."""
+    gc_full_collect_interval_s: float = Field(default=600.0, ge=0)
+    """Every this often one full garbage collection runs over everything (frees cycles
+    that died while frozen; 0: never)."""
     crash_point: str = ""
     """Fault injection for crash tests: the broker exits at once on reaching this named
     point (``after_move_publish``: a retry/DLQ copy is stored, the original not yet

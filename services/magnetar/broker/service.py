@@ -23,6 +23,7 @@ from magnetar.common.errors import (
     NotOwner,
     TopicNotFound,
 )
+from magnetar.common.gcpolicy import GcPolicy
 from magnetar.common.names import NamespaceName, TopicName, bundle_of
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.errors import CorruptMetadata
@@ -54,6 +55,7 @@ class BrokerService:
         self._owned: set[tuple[str, str, str]] = set()
         self._unloading: set[asyncio.Task[None]] = set()
         self.mover = LetterMover(broker_id)
+        self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults()
@@ -63,6 +65,7 @@ class BrokerService:
         self.session.add_state_listener(self._session_state)
         self.retention = RetentionTask(self.topics, self.tenants, self.config)
         self.retention.start()
+        self.gc_policy.start()
 
     def _session_state(self, state: SessionState) -> None:
         if state is SessionState.LOST:
@@ -84,6 +87,7 @@ class BrokerService:
         if hasattr(self, "retention"):  # started
             await self.retention.close()
         await asyncio.gather(*self._unloading, return_exceptions=True)
+        await self.gc_policy.close()
         await self.mover.close()
         for topic in list(self.topics.values()):
             try:
