@@ -9,6 +9,7 @@ PROTO_OUT := services/magnetar/proto/v1
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 DELAYED_MESSAGES ?= 1000000
+DELAYED_RATE ?= 2000
 
 .PHONY: help setup run test test-unit test-integration lint proto bench clean
 
@@ -71,7 +72,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/bookie_add.py
 	$(PY) bench/ledger_add.py
 	$(PY) bench/e2e.py
-	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES)
+	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES) --rate $(DELAYED_RATE)
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
 	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build

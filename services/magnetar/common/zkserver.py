@@ -72,7 +72,7 @@ class ZooKeeperServer:
         *,
         java: str | None = None,
         classpath: str | None = None,
-        max_heap: str = "256m",
+        max_heap: str = "1g",
         tick_time_ms: int = 2000,
         own_process_group: bool = False,
     ) -> None:
@@ -86,7 +86,10 @@ class ZooKeeperServer:
             log_path: where the server's output goes (default: <data_dir>/zookeeper.log).
             java: the java binary (default: found on PATH).
             classpath: class path (default: :func:`default_classpath`).
-            max_heap: the JVM's -Xmx.
+            max_heap: the JVM's -Xmx. ZooKeeper keeps its last 500 transactions in
+                memory whatever their size; cursor documents (up to 900 KB, a few hundred
+                KB with many scattered acks) written every second outgrew 256 MB
+                (OutOfMemoryError in bench/delayed.py), hence 1 GB.
             tick_time_ms: ZooKeeper's tick; session timeouts range from 2 to 300 ticks
                 (tests use a short tick so a killed process's registration expires fast).
             own_process_group: see :class:`ChildProcess` (``magnetar standalone`` sets it).

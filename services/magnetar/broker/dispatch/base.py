@@ -36,6 +36,9 @@ class Dispatcher:
     stop_on_undeliverable = True
     #: Hold delayed messages until their time (Shared, Key_Shared); else deliver at once.
     delays_messages = False
+    #: Deliver due messages from the timer, not only from a dispatch round (Shared: it has
+    #: no per-key order to keep).
+    delivers_due_at_once = False
 
     def __init__(self, subscription: Subscription) -> None:
         self.sub = subscription
@@ -179,15 +182,31 @@ class Dispatcher:
 
     async def _release_due(self) -> None:
         await self.delayed.refill()
-        due = self.delayed.pop_due_entries()
-        if due:
-            held = {}
-            for position, data in due:
-                held[position] = 1
-                if data is not None:
-                    self._replay_data[position] = data
-            self.add_replay(held)
+        self._hand_out_due(self.delayed.pop_due_entries(), at_once=False)
         self._schedule_delayed()
+
+    def _hand_out_due(self, due: list[tuple[Position, bytes | None]], at_once: bool) -> None:
+        """Due entries go to the replay set; with ``at_once`` those whose data is known go
+        straight to a consumer with permits (no wait for the round in progress)."""
+        held = {}
+        for position, data in due:
+            if at_once and data is not None and self._any_available():
+                batch, n = self._message_count(position, data)
+                mask = self._unacked_mask(position, n)
+                if mask and self.sub.moves.divert(position, batch, n, mask):
+                    continue  # past max_redeliver_count: to the dead letter topic
+                left = self.route(position, data, batch, n, mask, False) if mask else 0
+                if not left:
+                    continue
+                held[position] = left
+            else:
+                held[position] = 1
+            if data is not None:
+                self._replay_data[position] = data
+        if at_once:
+            self._flush()
+        if held:
+            self.add_replay(held)
 
     def _schedule_delayed(self) -> None:
         wakeup = self.delayed.next_wakeup_ms()
@@ -204,6 +223,12 @@ class Dispatcher:
 
     def _on_timer(self) -> None:
         self._timer = None
+        if self.delivers_due_at_once and not self._closed and not self.sub.cursor.counts_dirty:
+            # A round may be waiting for a read (of new entries, of a spilled bucket):
+            # due entries with their data do not wait for it. (Redelivery counts not yet
+            # stored: the round stores them first.)
+            self._hand_out_due(self.delayed.pop_due_entries(), at_once=True)
+            self._schedule_delayed()
         self.wake()
 
     def _cancel_timer(self) -> None:

@@ -10,6 +10,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 class SharedDispatcher(Dispatcher):
     delays_messages = True
+    delivers_due_at_once = True
     _next = 0
 
     def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
