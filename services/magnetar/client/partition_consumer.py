@@ -84,11 +84,11 @@ class PartitionConsumer(ConnectionHandler):
         self._requests = PendingRequests()
         self._seeks = 0  # seeks written and not answered yet: acks are held back
         self._unsubscribe_id = 0
+        self.dead_letter_policy: pb.DeadLetterPolicy | None = None
+        """The retry/dead-letter policy the broker applies (names resolved)."""
         # A non-durable cursor (a reader) is gone when the stream breaks: it is opened
         # again where the application is, i.e. after the last message it took, or at the
         # last seek target; batch messages up to _skip_through were read already.
-        self.dead_letter_policy: pb.DeadLetterPolicy | None = None
-        """The retry/dead-letter policy the broker applies (names resolved)."""
         self._restart_at: MessageId | None = None
         self._skip_through: MessageId | None = None
 
