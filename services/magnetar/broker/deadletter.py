@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker.dispatch.delayed import MAX_DELAY_MS
 from magnetar.common.errors import InvalidArgument, InvalidTopicName
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -48,7 +49,6 @@ DEFAULT_MAX_REDELIVER_COUNT = 16
 DEFAULT_RETRY_LETTER_TOPIC = "{topic}-{subscription}-RETRY"
 DEFAULT_DEAD_LETTER_TOPIC = "{topic}-{subscription}-DLQ"
 DEFAULT_INITIAL_SUBSCRIPTION = "{subscription}-DLQ-sub"
-MAX_RETRY_DELAY_MS = 864_000 * 1000
 MOVE_PRODUCER_PREFIX = "__move:"
 DEAD_LETTER_KEY = "dead_letter_policy"
 """The key of a namespace's policies that holds its :class:`DeadLetterDefaults`."""
@@ -156,11 +156,6 @@ class Move:
     """True: to the dead letter topic."""
 
 
-def message_id_text(ledger_id: int, entry_id: int, partition: int, batch_index: int) -> str:
-    """``ledgerId:entryId:partitionIndex:batchIndex`` (as ``str(MessageId)``)."""
-    return f"{ledger_id}:{entry_id}:{partition}:{batch_index}"
-
-
 def _times(single: pb.SingleMessage) -> int:
     """The retries the message had (its ``RECONSUMETIMES``; 0 when none or garbled)."""
     try:
@@ -191,7 +186,7 @@ def plan_reconsume(
     Raises:
         InvalidArgument: a delay outside 1 s – 864,000 s.
     """
-    if not 1000 <= delay_ms <= MAX_RETRY_DELAY_MS:
+    if not 1000 <= delay_ms <= MAX_DELAY_MS:
         raise InvalidArgument(f"a reconsume_later delay is 1 s to 864,000 s, not {delay_ms} ms")
     times = _times(single) + 1
     copy, origin = _copy(single, source_topic, message_id)

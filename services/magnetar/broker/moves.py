@@ -26,7 +26,6 @@ from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import (
     DeadLetterPolicy,
     Move,
-    message_id_text,
     plan_dead_letter,
     plan_reconsume,
 )
@@ -34,6 +33,7 @@ from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.faults import crash_point
+from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class SubscriptionMoves:
         batch = await self._read(position)
         n = len(batch.messages)
         index = max(mid.batch_index, 0)
-        text = message_id_text(mid.ledger_id, mid.entry_id, sub.topic.partition, mid.batch_index)
+        text = str(MessageId.trusted(mid.ledger_id, mid.entry_id, sub.topic.partition, mid.batch_index))
         if index >= n or not consumer.pending.get(position, 0) >> index & 1:
             raise InvalidArgument(f"message {text} is not held unacknowledged by this consumer")
         move = plan_reconsume(policy, sub.name, sub.topic.name, text, batch.messages[index], delay_ms)
@@ -101,7 +101,7 @@ class SubscriptionMoves:
         sub = self.sub
         try:
             for i in masks.indexes(mask):
-                text = message_id_text(position[0], position[1], sub.topic.partition, i if batch.batched else -1)
+                text = str(MessageId.trusted(position[0], position[1], sub.topic.partition, i if batch.batched else -1))
                 await self._publish(plan_dead_letter(policy, sub.name, sub.topic.name, text, batch.messages[i], count), policy)
             self._ack_moved(position, n, mask)
         except MagnetarError as exc:
