@@ -12,6 +12,7 @@ COMMANDS = {
     "standalone": ("magnetar.standalone", "ZooKeeper and bookies on this machine (data under ./data)"),
     "broker": ("magnetar.broker.__main__", "run one broker"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
+    "auditor": ("magnetar.auditor.__main__", "run one auditor replica (re-replicates lost bookies' data)"),
     "admin": ("magnetar.admin", "tenants, namespaces and topics (like pulsar-admin)"),
     "produce": ("magnetar.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
     "consume": ("magnetar.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),

@@ -2,7 +2,8 @@
 
 Bookie commands talk to one bookie (listbookies, bookiesanity, bookie-write,
 readledger); ledger commands go through the ledger client (simpletest, listledgers,
-ledgermetadata, recover).
+ledgermetadata, recover); auditor commands read the under-replication markers
+(listunderreplicated) or ask the leading auditor (triggeraudit).
 
 Each command prints plain lines (kept stable: tests and scripts parse them), and exits
 0 on success or 1 with one readable line on stderr.
@@ -101,6 +102,38 @@ async def recover(args: argparse.Namespace) -> int:
     return 0
 
 
+async def listunderreplicated(args: argparse.Namespace) -> int:
+    """One line per marked ledger: its id, a tab, the missing bookies (comma-separated)."""
+    from magnetar.metadata.underreplication import ZkUnderReplicationStore
+
+    async with _ledger_client(args) as client:
+        markers = await ZkUnderReplicationStore(client.session).list()
+    for m in markers:
+        _out(f"{m.ledger_id}\t{','.join(m.missing)}")
+    return 0
+
+
+async def triggeraudit(args: argparse.Namespace) -> int:
+    """Run the auditor's periodic check now, on the leader; prints its summary."""
+    from magnetar.auditor.server import forward_trigger
+    from magnetar.metadata.election import leader_of
+
+    target = args.auditor
+    if not target:
+        async with _ledger_client(args) as client:
+            target = await leader_of(client.session, client.session.paths.auditor_election())
+        if not target:
+            raise MagnetarError(
+                f"no auditor is running on {args.zookeeper}{args.zk_root}: start one with `magnetar auditor`"
+            )
+    r = await forward_trigger(target)
+    _out(
+        f"audit by {r.auditor_id}: {r.ledgers_checked} closed ledgers, {r.fragments_checked} fragments checked, "
+        f"{r.ledgers_marked} marked under-replicated, in {r.duration_s:.2f} s"
+    )
+    return 0
+
+
 async def bookiesanity(args: argparse.Namespace) -> int:
     ledger_id = SANITY_LEDGER_BASE + random.getrandbits(32)
     async with BookieClient(args.bookie) as client:
@@ -176,6 +209,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("recover", help="fence and close a ledger; prints its last entry id")
     p.add_argument("--ledger", type=int, required=True)
     p.set_defaults(run=recover)
+
+    p = sub.add_parser("listunderreplicated", help="ledgers marked under-replicated: id, tab, missing bookies")
+    p.set_defaults(run=listunderreplicated)
+
+    p = sub.add_parser("triggeraudit", help="run the auditor's check of every closed ledger now")
+    p.add_argument("--auditor", help="HOST:PORT of an auditor (default: the leader, found in ZooKeeper)")
+    p.set_defaults(run=triggeraudit)
 
     p = sub.add_parser("bookiesanity", help="write, read back and delete a few entries on one bookie")
     p.add_argument("--bookie", required=True, help="HOST:PORT")

@@ -7,6 +7,7 @@ session and one gRPC client per bookie.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchLedger
@@ -75,6 +76,10 @@ class LedgerClient:
         self.store = ZkLedgerMetadataStore(session)
         self.registry = ZkBookieRegistry(session)
         self.pool = BookiePool(timeout_s=self.config.read_timeout_s)
+        self.writer_id = uuid.uuid4().hex
+        """Recorded in the ledgers this client creates; registered while it lives."""
+        self._writer_registered = False
+        self._writer_lock = asyncio.Lock()
 
     async def close(self) -> None:
         await self.pool.close()
@@ -90,12 +95,19 @@ class LedgerClient:
         """
         check_quorums(ensemble_size, write_quorum, ack_quorum)
         ensemble = choose_ensemble(await self.registry.list_writable(), ensemble_size)
+        await self._register_writer()
         metadata = LedgerMetadata(
             ensemble_size, write_quorum, ack_quorum, fragments=(Fragment(0, tuple(ensemble)),),
-            properties=dict(properties or {}),
+            properties=dict(properties or {}), writer=self.writer_id,
         )
         ledger_id, version = await self.store.create(metadata)
         return LedgerHandle(self, ledger_id, metadata, version)
+
+    async def _register_writer(self) -> None:
+        async with self._writer_lock:
+            if not self._writer_registered:
+                await self.store.register_writer(self.writer_id)
+                self._writer_registered = True
 
     async def open_ledger(self, ledger_id: int, recovery: bool = True) -> LedgerReader:
         """Open for reading. With ``recovery`` (the default) an open ledger is fenced and

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import InvalidArgument, MetadataVersionConflict
 
 
 class LedgerState(enum.StrEnum):
@@ -54,6 +54,8 @@ class LedgerMetadata:
     length: int = 0
     ctime_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     properties: dict[str, str] = field(default_factory=dict)
+    writer: str = ""
+    """Id of the ledger client that created it (its liveness is a znode); "" if unknown."""
 
     def __post_init__(self) -> None:
         check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
@@ -89,6 +91,25 @@ class LedgerMetadata:
         kept = tuple(f for f in self.fragments if f.first_entry < first_entry)
         return replace(self, fragments=kept + (Fragment(first_entry, tuple(bookies)),))
 
+    def with_replaced_bookie(self, first_entry: int, old: tuple[str, ...], missing: str, new: str) -> LedgerMetadata:
+        """The fragment starting at ``first_entry`` with ``missing`` swapped for ``new``.
+
+        Raises:
+            MetadataVersionConflict: that fragment is no longer ``old`` (changed meanwhile).
+        """
+        for i, f in enumerate(self.fragments):
+            if f.first_entry == first_entry and f.bookies == old:
+                bookies = tuple(new if b == missing else b for b in f.bookies)
+                return replace(self, fragments=self.fragments[:i] + (Fragment(first_entry, bookies),) + self.fragments[i + 1 :])
+        raise MetadataVersionConflict(f"the fragment at entry {first_entry} is no longer {','.join(old)}")
+
+    def fragment_last_entry(self, index: int) -> int:
+        """The last entry id of fragment ``index``: up to the next fragment, or the
+        ledger's last entry (the LAC is not known here: -1 for an open last fragment)."""
+        if index + 1 < len(self.fragments):
+            return self.fragments[index + 1].first_entry - 1
+        return self.last_entry_id if self.is_closed else -1
+
     def closed(self, last_entry_id: int, length: int) -> LedgerMetadata:
         return replace(self, state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
 
@@ -109,6 +130,7 @@ class LedgerMetadata:
             "length": self.length,
             "ctime_ms": self.ctime_ms,
             "properties": dict(self.properties),
+            **({"writer": self.writer} if self.writer else {}),
             "fragments": [{"first_entry": f.first_entry, "bookies": list(f.bookies)} for f in self.fragments],
         }
 
@@ -125,6 +147,7 @@ class LedgerMetadata:
                 length=int(doc["length"]),
                 ctime_ms=int(doc.get("ctime_ms", 0)),
                 properties={str(k): str(v) for k, v in doc.get("properties", {}).items()},
+                writer=str(doc.get("writer", "")),
                 fragments=tuple(
                     Fragment(int(f["first_entry"]), tuple(str(b) for b in f["bookies"])) for f in doc["fragments"]
                 ),

@@ -10,6 +10,9 @@ been confirmed to it, so every confirmed entry stays in the ledger.
    (recovery adds pass the fence) and recovery goes on; an entry is absent when
    (Qw - Qa) + 1 replicas say they do not have it — then Qa of them cannot have had it,
    so it was never confirmed. Anything else (too many replicas unreachable) aborts.
+   When fewer than Qa replicas of a write set take a re-written entry because some are
+   down, those are replaced (a new fragment from that entry, like a writer's ensemble
+   change) and the entry is written again; reads keep using the fenced ensemble.
 5. Close with the last recovered entry and the ledger length recorded in it.
 """
 
@@ -19,10 +22,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.common.errors import MagnetarError, NotEnoughBookies, NotFound
+from magnetar.common.errors import MagnetarError, NotConnected, NotEnoughBookies, NotFound, Timeout
 from magnetar.ledger.bookie_client import Entry
 from magnetar.ledger.framing import unframe
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
+from magnetar.ledger.placement import replace_bookies
 
 if TYPE_CHECKING:
     from magnetar.ledger.client import LedgerClient
@@ -65,11 +69,12 @@ async def recover(client: LedgerClient, ledger_id: int) -> LedgerMetadata:
         length = unframe(data)[0]
 
     entry_id = lac + 1
+    write_md = metadata
     while True:
         data = await _read_one(client, ledger_id, metadata, entry_id)
         if data is None:
             break
-        await _rewrite(client, ledger_id, metadata, entry_id, entry_id - 1, data)
+        write_md = await _rewrite(client, ledger_id, write_md, entry_id, entry_id - 1, data)
         length = unframe(data)[0]
         entry_id += 1
     last = entry_id - 1
@@ -102,8 +107,11 @@ async def _read_one(client: LedgerClient, ledger_id: int, metadata: LedgerMetada
     raise RecoveryError(f"ledger {ledger_id}: cannot tell whether entry {entry_id} exists ({errors})")
 
 
-async def _rewrite(client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, entry_id: int, lac: int, data: bytes) -> None:
-    write_set = metadata.write_set(entry_id)
+async def _rewrite(
+    client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, entry_id: int, lac: int, data: bytes
+) -> LedgerMetadata:
+    """Write the entry to Qa or more of its write set; returns the metadata to write the
+    next entries with (a new last fragment when unreachable bookies were replaced)."""
     entry = Entry(ledger_id, entry_id, lac, data)
 
     async def one(bookie: str) -> None:
@@ -112,8 +120,25 @@ async def _rewrite(client: LedgerClient, ledger_id: int, metadata: LedgerMetadat
         if failed:
             raise failed[0][2]
 
-    results = await asyncio.gather(*(one(b) for b in write_set), return_exceptions=True)
-    ok = sum(1 for r in results if r is None)
-    if ok < metadata.ack_quorum:
+    for _ in range(3):
+        write_set = metadata.write_set(entry_id)
+        results = await asyncio.gather(*(one(b) for b in write_set), return_exceptions=True)
+        ok = sum(1 for r in results if r is None)
+        if ok >= metadata.ack_quorum:
+            return metadata
+        down = {b for b, r in zip(write_set, results, strict=True) if isinstance(r, NotConnected | Timeout | TimeoutError)}
         errors = "; ".join(f"{b}: {r}" for b, r in zip(write_set, results, strict=True) if r is not None)
-        raise RecoveryError(f"ledger {ledger_id}: could not re-replicate entry {entry_id} to {metadata.ack_quorum} bookies ({errors})")
+        if not down:
+            break
+        writable = await client.registry.list_writable()
+        try:
+            bookies = tuple(replace_bookies(metadata.current_ensemble, down, writable))
+        except NotEnoughBookies as exc:
+            raise RecoveryError(f"ledger {ledger_id}: cannot replace {', '.join(sorted(down))} to re-replicate entry {entry_id}: {exc}") from exc
+
+        def change(m: LedgerMetadata, bookies: tuple[str, ...] = bookies) -> LedgerMetadata:
+            return m if m.is_closed else m.with_fragment(entry_id, bookies)
+
+        metadata, _ = await client.store.update(ledger_id, change)
+        log.info("ledger %d: recovery replaced %s from entry %d", ledger_id, ",".join(sorted(down)), entry_id)
+    raise RecoveryError(f"ledger {ledger_id}: could not re-replicate entry {entry_id} to {metadata.ack_quorum} bookies ({errors})")

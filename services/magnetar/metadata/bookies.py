@@ -134,6 +134,15 @@ class ZkBookieRegistry:
         """Ids of the bookies registered as read-only, sorted."""
         return await self._list(self._paths.bookies_readonly())
 
+    async def watch_registered(self, changed: asyncio.Event) -> set[str]:
+        """Every registered bookie, writable or read-only; ``changed`` is set once when
+        either list next changes."""
+        found: set[str] = set()
+        for parent in (self._paths.bookies_available(), self._paths.bookies_readonly()):
+            await self._session.ensure_path(parent)
+            found |= set(await self._session.watch_children(parent, changed))
+        return found
+
     async def get_info(self, bookie_id: str) -> dict[str, Any] | None:
         """The info a registered bookie published, None if it is not registered."""
         for read_only in (False, True):

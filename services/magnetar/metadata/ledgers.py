@@ -12,6 +12,7 @@ from collections.abc import Callable
 from magnetar.common.errors import MetadataVersionConflict, NoSuchLedger, NotFound
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.codec import decode, encode
+from magnetar.metadata.errors import NodeExists
 from magnetar.metadata.session import ZkSession
 
 _ID_PREFIX = "ID-"
@@ -79,6 +80,24 @@ class ZkLedgerMetadataStore:
             await self._session.delete(self._paths.ledger(ledger_id))
         except NotFound as exc:
             raise NoSuchLedger(ledger_id) from exc
+
+    async def register_writer(self, writer_id: str) -> None:
+        """Publish ``writer_id`` as a live ledger writer (ephemeral; re-created after a
+        session expiry). The auditor leaves the open ledgers of a live writer alone."""
+        path = self._paths.ledger_writer(writer_id)
+
+        async def publish() -> None:
+            try:
+                await self._session.create(path, b"", ephemeral=True, makepath=True)
+            except NodeExists:
+                pass
+
+        await publish()
+        self._session.add_renewal_hook(publish)
+
+    async def writer_alive(self, writer_id: str) -> bool:
+        """True while the ledger client ``writer_id`` holds its registration."""
+        return await self._session.exists(self._paths.ledger_writer(writer_id)) is not None
 
     async def list(self) -> list[int]:
         try:

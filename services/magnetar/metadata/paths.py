@@ -6,6 +6,11 @@
     <root>/bookies/readonly/<host:port>    ephemeral, JSON info of a read-only bookie
     <root>/ledgers/L<id, 19 digits>        ledger metadata (docs/ledger.md)
     <root>/idgen/ledgers                   ledger id generator
+    <root>/ledger-writers/<writer id>      ephemeral, a live ledger client that writes ledgers
+    <root>/underreplication/ledgers/L<id>  persistent, JSON: the bookies a ledger is missing
+    <root>/underreplication/locks/L<id>    ephemeral, the auditor replica replicating it
+    <root>/auditor/election                kazoo Election of the auditor replicas
+    <root>/auditor/last-audit              JSON: when and how the last periodic check ran
     <root>/admin/tenants/<tenant>                              tenant info (JSON)
     <root>/admin/tenants/<tenant>/<namespace>                  namespace policies (JSON)
     <root>/admin/partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}
@@ -74,6 +79,33 @@ class ZkPaths:
     def ledger_id_generator(self) -> str:
         """The znode ledger ids are drawn from."""
         return f"{self.root}/idgen/ledgers"
+
+    def ledger_writers(self) -> str:
+        """Parent of live ledger writers' ephemeral registrations."""
+        return f"{self.root}/ledger-writers"
+
+    def ledger_writer(self, writer_id: str) -> str:
+        return f"{self.ledger_writers()}/{_check_name('writer id', writer_id)}"
+
+    # -- auditor ------------------------------------------------------------------
+    def under_replicated_ledgers(self) -> str:
+        """Parent of the under-replication markers."""
+        return f"{self.root}/underreplication/ledgers"
+
+    def under_replicated_ledger(self, ledger_id: int) -> str:
+        return f"{self.under_replicated_ledgers()}/{self.ledger(ledger_id).rsplit('/', 1)[1]}"
+
+    def replication_locks(self) -> str:
+        return f"{self.root}/underreplication/locks"
+
+    def replication_lock(self, ledger_id: int) -> str:
+        return f"{self.replication_locks()}/{self.ledger(ledger_id).rsplit('/', 1)[1]}"
+
+    def auditor_election(self) -> str:
+        return f"{self.root}/auditor/election"
+
+    def last_audit(self) -> str:
+        return f"{self.root}/auditor/last-audit"
 
     # -- tenants, namespaces, partitioned topics --------------------------------
     def tenants(self) -> str:

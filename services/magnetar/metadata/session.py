@@ -249,6 +249,21 @@ class ZkSession:
         )
         return list(names)
 
+    async def watch_children(self, path: str, changed: asyncio.Event) -> list[str]:
+        """Names of ``path``'s children; ``changed`` is set once when they next change.
+
+        Raises: NotFound.
+        """
+        loop = asyncio.get_running_loop()
+
+        def watch(_event: Any) -> None:
+            call_soon(loop, changed.set)
+
+        names = await self._call(
+            "list", path, lambda c: c.get_children_async(path, watch=watch), idempotent=True
+        )
+        return list(names)
+
     async def create(
         self,
         path: str,

@@ -1,4 +1,4 @@
-"""Real service processes for tests (bookies, brokers): ``python -m magnetar.<service>``
+"""Real service processes for tests (bookies, brokers, auditors): ``python -m magnetar.<service>``
 on a fixed loopback port."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
+from magnetar.auditor.config import AuditorConfig
 from magnetar.bookie.config import BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.childproc import ChildProcess
@@ -162,6 +163,15 @@ class BrokerProcess(ServiceProcess):
     module = "broker"
     config_cls = BrokerConfig
     env_prefix = "MAGNETAR_BROKER_"
+    uses_data_dir = False
+
+
+class AuditorProcess(ServiceProcess):
+    """An auditor replica; its id (``127.0.0.1:PORT``) is what the election shows."""
+
+    module = "auditor"
+    config_cls = AuditorConfig
+    env_prefix = "MAGNETAR_AUDITOR_"
     uses_data_dir = False
 
 

@@ -25,7 +25,7 @@ import pytest_asyncio
 
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.metadata.session import ZkSession
-from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
+from magnetar.testing.processes import AuditorProcess, BookieProcess, BrokerProcess, ServiceFactory
 
 
 class LoggedProcess(Protocol):
@@ -149,6 +149,25 @@ def broker_factory(
     factory = ServiceFactory(
         BrokerProcess, zk_connect, zk_root, tmp_path / "brokers",
         on_create=lambda broker: track_process(request.node, broker),
+    )
+    try:
+        yield factory
+    finally:
+        factory.kill_all()
+
+
+@pytest.fixture
+def auditor_factory(
+    zk_connect: str,
+    zk_root: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[ServiceFactory[AuditorProcess]]:
+    """``auditor_factory(**settings)`` starts an auditor replica on ``zk_root``; all
+    killed after the test. Settings are AuditorConfig fields (``grace_period_s=2``)."""
+    factory = ServiceFactory(
+        AuditorProcess, zk_connect, zk_root, tmp_path / "auditors",
+        on_create=lambda auditor: track_process(request.node, auditor),
     )
     try:
         yield factory

@@ -1,0 +1,1 @@
+"""The auditor: keeps every ledger at Qw live copies (docs/auditor.md)."""

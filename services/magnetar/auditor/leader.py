@@ -1,0 +1,98 @@
+"""What the leading auditor does: watch bookie registrations and mark the ledgers of a
+bookie gone longer than the grace period; run the periodic check when it is due."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from magnetar.auditor.bookiewatch import LostBookies
+from magnetar.auditor.checker import check_all
+from magnetar.auditor.config import AuditorConfig
+from magnetar.auditor.metrics import AUDIT_DURATION
+from magnetar.common.errors import MagnetarError, NoSuchLedger
+from magnetar.ledger.client import LedgerClient
+from magnetar.metadata.underreplication import ZkUnderReplicationStore
+
+log = logging.getLogger(__name__)
+
+
+class AuditLeader:
+    def __init__(self, client: LedgerClient, markers: ZkUnderReplicationStore, config: AuditorConfig, auditor_id: str) -> None:
+        self.auditor_id = auditor_id
+        self.client = client
+        self.markers = markers
+        self.config = config
+        self.lost = LostBookies(config.grace_period_s)
+        self._audit_lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        """The leader's loop; runs until cancelled (leadership ends)."""
+        self.lost = LostBookies(self.config.grace_period_s)
+        referenced = await self._referenced_bookies()
+        next_audit = await self._next_audit_time()
+        changed = asyncio.Event()
+        while True:
+            changed.clear()
+            registered = await self.client.registry.watch_registered(changed)
+            for bookie in self.lost.observe(registered, time.monotonic(), referenced):
+                await self._mark_ledgers_of(bookie)
+                self.lost.done(bookie)
+            referenced = set()
+            if time.time() >= next_audit:
+                try:
+                    await self.audit()
+                except MagnetarError as exc:
+                    log.warning("periodic check failed: %s; trying again in %g s", exc.message, self.config.poll_interval_s)
+                else:
+                    next_audit = time.time() + self.config.audit_interval_s
+            try:
+                await asyncio.wait_for(changed.wait(), self.config.poll_interval_s)
+            except TimeoutError:
+                pass
+
+    async def audit(self) -> dict[str, object]:
+        """Run the periodic check now (one at a time) and record it in ZooKeeper."""
+        async with self._audit_lock:
+            registered = set(await self.client.registry.list_writable()) | set(await self.client.registry.list_read_only())
+            report = await check_all(self.client, self.markers, registered, self.config.full_entry_check)
+            AUDIT_DURATION.observe(report.duration_s)
+            summary = {**report.to_dict(), "auditor_id": self.auditor_id}
+            await self.markers.record_audit(summary)
+            log.info(
+                "periodic check: %d closed ledgers, %d fragments, %d marked, in %.2f s",
+                report.ledgers_checked, report.fragments_checked, report.ledgers_marked, report.duration_s,
+            )  # fmt: skip
+            return summary
+
+    async def _next_audit_time(self) -> float:
+        last = await self.markers.last_audit()
+        if last is None:
+            return time.time() + self.config.audit_interval_s
+        return float(last.get("finished_ms", 0)) / 1000 + self.config.audit_interval_s
+
+    async def _referenced_bookies(self) -> set[str]:
+        """Every bookie some ledger's fragments name (watched even if never seen alive)."""
+        found: set[str] = set()
+        for ledger_id in await self.client.list_ledgers():
+            try:
+                found |= (await self.client.ledger_metadata(ledger_id)).bookies()
+            except NoSuchLedger:
+                continue
+        return found
+
+    async def _mark_ledgers_of(self, bookie: str) -> None:
+        marked = 0
+        for ledger_id in await self.client.list_ledgers():
+            try:
+                metadata = await self.client.ledger_metadata(ledger_id)
+            except NoSuchLedger:
+                continue
+            if bookie in metadata.bookies():
+                await self.markers.mark(ledger_id, {bookie})
+                marked += 1
+        log.warning(
+            "bookie %s is gone for more than %g s: %d ledgers marked under-replicated",
+            bookie, self.config.grace_period_s, marked,
+        )  # fmt: skip
