@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
+import subprocess
+import sys
 import time
 
 import grpc
@@ -23,7 +24,12 @@ from magnetar.testing.shell import magnetar
 pytestmark = pytest.mark.integration
 
 BOOKIE = {"zk_session_timeout_s": 4.0, "flush_interval_s": 0.2}
-AUDITOR = {"grace_period_s": 2.0, "poll_interval_s": 0.5, "retry_interval_s": 1.0, "zk_session_timeout_s": 4.0}
+AUDITOR = {
+    "grace_period_s": 2.0,
+    "poll_interval_s": 0.5,
+    "retry_interval_s": 1.0,
+    "zk_session_timeout_s": 4.0,
+}
 
 
 @pytest.fixture
@@ -36,12 +42,16 @@ async def ledgers(zk_connect, zk_root):
     await session.close()
 
 
-async def write_ledgers(client: LedgerClient, count: int, entries: int, size: int = 100) -> dict[int, int]:
+async def write_ledgers(
+    client: LedgerClient, count: int, entries: int, size: int = 100
+) -> dict[int, int]:
     """``count`` closed ledgers (E=3, Qw=2, Qa=2) of numbered entries; {ledger id: entries}."""
     written = {}
     for _ in range(count):
         handle = await client.create_ledger(3, 2, 2)
-        ids = await asyncio.gather(*(handle.add_entry(numbered_payload(e, size)) for e in range(entries)))
+        ids = await asyncio.gather(
+            *(handle.add_entry(numbered_payload(e, size)) for e in range(entries))
+        )
         assert list(ids) == list(range(entries))
         await handle.close()
         written[handle.ledger_id] = entries
@@ -86,7 +96,9 @@ def registered(zk_connect: str, zk_root: str) -> set[str]:
     )
 
 
-async def check_fully_replicated(client: LedgerClient, written: dict[int, int], live: set[str]) -> dict[int, LedgerMetadata]:
+async def check_fully_replicated(
+    client: LedgerClient, written: dict[int, int], live: set[str], size: int = 100
+) -> dict[int, LedgerMetadata]:
     """Every fragment names only live bookies, and each bookie read directly holds
     exactly the entries of which it is in the write set: Qw copies, nothing outside."""
     found = {}
@@ -99,13 +111,15 @@ async def check_fully_replicated(client: LedgerClient, written: dict[int, int], 
         held = {b: await stored_ids(b, ledger_id) for b in live}
         for e in range(entries):
             holders = {b for b in held if e in held[b]}
-            assert holders == set(md.write_set(e)), f"ledger {ledger_id} entry {e} on {sorted(holders)}, write set {md.write_set(e)}"
+            assert holders == set(md.write_set(e)), (
+                f"ledger {ledger_id} entry {e} on {sorted(holders)}, write set {md.write_set(e)}"
+            )
             assert len(holders) == md.write_quorum
         if not entries:
             continue
         reader = await client.open_ledger(ledger_id, recovery=False)
         got = await reader.read(0, entries - 1)
-        assert [e.payload for e in got] == [numbered_payload(e, 100) for e in range(entries)]
+        assert [e.payload for e in got] == [numbered_payload(e, size) for e in range(entries)]
     return found
 
 
@@ -115,7 +129,9 @@ async def auditor_status(address: str) -> apb.AuditorStatus:
 
 
 @pytest.mark.slow
-async def test_lost_bookie_is_replaced_in_every_fragment(bookie_factory, auditor_factory, ledgers, zk_connect, zk_root):
+async def test_lost_bookie_is_replaced_in_every_fragment(
+    bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
+):
     bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
     written = await write_ledgers(ledgers, 6, 300)
     empty = await ledgers.create_ledger(3, 2, 2)
@@ -128,9 +144,15 @@ async def test_lost_bookie_is_replaced_in_every_fragment(bookie_factory, auditor
         for b in (await ledgers.ledger_metadata(ledger_id)).bookies():
             counts[b] += 1
     victim = next(b for b in bookies if b.address == max(counts, key=counts.__getitem__))
-    affected = {lid for lid in written if victim.address in (await ledgers.ledger_metadata(lid)).bookies()}
+    affected = {
+        lid for lid in written if victim.address in (await ledgers.ledger_metadata(lid)).bookies()
+    }
     victim.kill()
-    wait_until(lambda: victim.address not in registered(zk_connect, zk_root), 30, "the victim's registration to expire")
+    wait_until(
+        lambda: victim.address not in registered(zk_connect, zk_root),
+        30,
+        "the victim's registration to expire",
+    )
     gone_at = time.monotonic()
     seen: dict[int, list[str]] = {}
     status = None
@@ -144,10 +166,14 @@ async def test_lost_bookie_is_replaced_in_every_fragment(bookie_factory, auditor
 
     deadline = gone_at + AUDITOR["grace_period_s"] + 60
     while not await restored():
-        assert time.monotonic() < deadline, f"not restored within grace + 60 s; still marked: {under_replicated(zk_connect, zk_root)}"
+        assert time.monotonic() < deadline, (
+            f"not restored within grace + 60 s; still marked: {under_replicated(zk_connect, zk_root)}"
+        )
         await asyncio.sleep(0.3)
     took = time.monotonic() - gone_at
-    assert all(missing == [victim.address] for missing in seen.values())  # the markers name the lost bookie
+    assert all(
+        missing == [victim.address] for missing in seen.values()
+    )  # the markers name the lost bookie
     live = {b.address for b in bookies if b is not victim}
     metadata = await check_fully_replicated(ledgers, written, live)
     assert all(victim.address not in md.bookies() for md in metadata.values())
@@ -156,3 +182,207 @@ async def test_lost_bookie_is_replaced_in_every_fragment(bookie_factory, auditor
     assert status.entries_copied == sum(200 for lid in affected if written[lid])
     assert status.under_replicated_count == 0 and not status.in_progress
     print(f"restored {len(affected)} ledgers {took:.1f} s after the registration went")
+
+
+async def fragments_backed_by_data(
+    client: LedgerClient, ledger_id: int, entries: int, skip: set[str]
+) -> LedgerMetadata:
+    """The ledger's metadata, checked: each fragment has E distinct bookies, and each
+    bookie it names (other than ``skip``) holds every entry it should."""
+    md = await client.ledger_metadata(ledger_id)
+    for i, f in enumerate(md.fragments):
+        assert len(set(f.bookies)) == md.ensemble_size, f"ledger {ledger_id}: {f}"
+        last = md.fragment_last_entry(i)
+        for b in set(f.bookies) - skip:
+            want = {e for e in range(f.first_entry, last + 1) if b in md.write_set(e)}
+            missing = want - await stored_ids(b, ledger_id)
+            assert not missing, (
+                f"ledger {ledger_id}: metadata names {b} but it lacks entries {sorted(missing)[:5]}…"
+            )
+    return md
+
+
+@pytest.mark.slow
+async def test_killing_the_leading_auditor_mid_replication(
+    bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
+):
+    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    written = await write_ledgers(ledgers, 4, 1500)
+    slow = {**AUDITOR, "throttle_entries_per_s": 300, "replication_workers": 1, "batch_entries": 50}
+    first = auditor_factory(**slow)
+    second = auditor_factory(**slow)
+    assert (await auditor_status(second.address)).leader_id == first.address
+    victim = bookies[0]
+    victim.kill()
+    stop = asyncio.Event()
+    checks = 0
+
+    async def watch_metadata() -> None:  # consistency at every moment, not only at the end
+        nonlocal checks
+        while not stop.is_set():
+            for ledger_id, entries in written.items():
+                await fragments_backed_by_data(ledgers, ledger_id, entries, {victim.address})
+            checks += 1
+            await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch_metadata())
+    try:
+        deadline = time.monotonic() + 60
+        while not any(
+            p.entries_copied > 0 for p in (await auditor_status(first.address)).in_progress
+        ):
+            assert time.monotonic() < deadline, "the leader never started copying"
+            await asyncio.sleep(0.1)
+        status = await auditor_status(first.address)
+        assert status.is_leader and status.in_progress
+        first.kill()  # the leader, in the middle of copying a fragment
+        killed_at = time.monotonic()
+        while (await auditor_status(second.address)).leader_id != second.address:
+            await asyncio.sleep(0.2)
+        took_over = time.monotonic() - killed_at
+        assert took_over <= slow["zk_session_timeout_s"] + 3
+        deadline = time.monotonic() + 120
+        while (
+            under_replicated(zk_connect, zk_root)
+            or (await auditor_status(second.address)).in_progress
+        ):
+            assert time.monotonic() < deadline, (
+                f"not finished: {under_replicated(zk_connect, zk_root)}"
+            )
+            await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        await watcher  # re-raises a consistency failure seen on the way
+    assert checks > 5
+    live = {b.address for b in bookies if b is not victim}
+    await check_fully_replicated(ledgers, written, live)
+    assert (await auditor_status(second.address)).ledgers_replicated >= 1
+    print(f"new leader after {took_over:.1f} s; {checks} consistency checks passed")
+
+
+@pytest.mark.slow
+async def test_periodic_check_finds_a_bookie_that_came_back_empty(
+    bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
+):
+    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    written = await write_ledgers(ledgers, 4, 300)
+    # a long grace period: the death watch must not be what notices
+    auditor = auditor_factory(**{**AUDITOR, "grace_period_s": 600.0, "audit_interval_s": 3.0})
+    wiped = bookies[1]
+    held = {
+        lid for lid in written if wiped.address in (await ledgers.ledger_metadata(lid)).bookies()
+    }
+    assert held
+    wiped.kill()
+    shutil.rmtree(wiped.data_dir)
+    wiped.start()
+    assert [await stored_ids(wiped.address, lid) for lid in held] == [set()] * len(
+        held
+    )  # back, and empty
+    deadline = time.monotonic() + 60
+    while True:
+        status = await auditor_status(auditor.address)
+        if status.ledgers_replicated >= len(held) and not under_replicated(zk_connect, zk_root):
+            break
+        assert time.monotonic() < deadline, f"not re-replicated: {status}"
+        await asyncio.sleep(0.5)
+    assert (
+        status.last_audit.ledgers_checked >= len(written)
+        and status.last_audit.auditor_id == auditor.address
+    )
+    assert not status.lost_bookies  # the death watch saw nothing to do
+    live = {b.address for b in bookies}
+    metadata = await check_fully_replicated(ledgers, written, live)
+    # a spare bookie took the wiped one's place in every fragment it was in
+    assert all(wiped.address not in metadata[lid].bookies() for lid in held)
+
+
+@pytest.mark.slow
+async def test_open_ledgers_dead_writer_recovered_live_writer_left_alone(
+    bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
+):
+    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    live_handle = await ledgers.create_ledger(3, 2, 2)
+    for e in range(100):
+        await live_handle.add_entry(numbered_payload(e, 100))
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "magnetar.testing.ledger_writer", "--zookeeper", zk_connect, "--zk-root", zk_root,
+         "--size", "100", "--in-flight", "20"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert writer.stdout is not None
+    dead_ledger = int(writer.stdout.readline().split()[1])
+    confirmed = [int(writer.stdout.readline().split()[1]) for _ in range(300)]
+    writer.kill()
+    writer.wait(10)
+    writer.stdout.close()
+    both = set(live_handle.metadata.current_ensemble) & set(
+        (await ledgers.ledger_metadata(dead_ledger)).current_ensemble
+    )
+    victim = next(b for b in bookies if b.address in both)
+    auditor = auditor_factory(**{**AUDITOR, "open_ledger_grace_s": 3.0})
+    victim.kill()
+    # the dead writer's ledger is fenced, closed and replicated; the live one stays marked
+    deadline = time.monotonic() + 60
+    while set(under_replicated(zk_connect, zk_root)) != {live_handle.ledger_id}:
+        assert time.monotonic() < deadline, f"markers: {under_replicated(zk_connect, zk_root)}"
+        await asyncio.sleep(0.5)
+    recovered = await ledgers.ledger_metadata(dead_ledger)
+    assert recovered.is_closed and recovered.last_entry_id >= confirmed[-1]
+    live = {b.address for b in bookies if b is not victim}
+    await check_fully_replicated(ledgers, {dead_ledger: recovered.last_entry_id + 1}, live)
+    await asyncio.sleep(3)  # well past the open-ledger grace: still left to its writer
+    still = await ledgers.ledger_metadata(live_handle.ledger_id)
+    assert not still.is_closed and victim.address in still.current_ensemble
+    assert set(under_replicated(zk_connect, zk_root)) == {live_handle.ledger_id}
+    # the writer's next adds change its ensemble; the auditor then does the older fragment
+    for e in range(100, 200):
+        assert await live_handle.add_entry(numbered_payload(e, 100)) == e
+    deadline = time.monotonic() + 60
+    while under_replicated(zk_connect, zk_root):
+        assert time.monotonic() < deadline, f"markers: {under_replicated(zk_connect, zk_root)}"
+        await asyncio.sleep(0.5)
+    await live_handle.close()
+    await check_fully_replicated(ledgers, {live_handle.ledger_id: 200}, live)
+    assert (await auditor_status(auditor.address)).ledgers_replicated == 2
+
+
+async def test_shell_triggeraudit_and_clear_errors(
+    bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
+):
+    for _ in range(3):
+        bookie_factory(**BOOKIE)
+    nobody = shell(zk_connect, zk_root, "triggeraudit")
+    assert (
+        nobody.returncode == 1
+        and "no auditor is running" in nobody.stderr
+        and len(nobody.stderr.splitlines()) == 1
+    )
+    written = await write_ledgers(ledgers, 2, 30)
+    leader = auditor_factory(**AUDITOR)
+    follower = auditor_factory(**AUDITOR)
+    result = shell(zk_connect, zk_root, "triggeraudit")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        f"audit by {leader.address}: {len(written)} closed ledgers, 2 fragments checked, 0 marked"
+    )
+    forwarded = shell(
+        zk_connect, zk_root, "triggeraudit", "--auditor", follower.address
+    )  # the follower asks the leader
+    assert forwarded.returncode == 0 and forwarded.stdout.startswith(
+        f"audit by {leader.address}:"
+    ), forwarded.stderr
+    status = await auditor_status(follower.address)
+    assert (
+        not status.is_leader
+        and status.leader_id == leader.address
+        and status.last_audit.ledgers_checked == 2
+    )
+    assert shell(zk_connect, zk_root, "listunderreplicated").stdout == ""
+    down = shell(zk_connect, zk_root, "triggeraudit", "--auditor", "127.0.0.1:1")
+    assert down.returncode == 1 and "cannot reach" in down.stderr and "Traceback" not in down.stderr
+    bad = magnetar("auditor", "--zookeeper", zk_connect, "--grace-period", "-1")
+    assert bad.returncode == 2 and bad.stderr.startswith(
+        "magnetar auditor: invalid configuration: grace_period_s"
+    )
+    assert len(bad.stderr.splitlines()) == 1

@@ -9,7 +9,9 @@ from magnetar.common.service_main import Server, run_service, service_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = service_parser("auditor", "Run an auditor replica (keeps every ledger at Qw copies).", DEFAULT_PORT)
+    parser = service_parser(
+        "auditor", "Run an auditor replica (keeps every ledger at Qw copies).", DEFAULT_PORT
+    )
     parser.add_argument(
         "--grace-period", dest="grace_period_s", type=float,
         help="seconds a bookie may be gone before its ledgers are re-replicated (default 30)",

@@ -18,7 +18,9 @@ class LostBookies:
         self.known: set[str] = set()
         self.marked: set[str] = set()
 
-    def observe(self, registered: Collection[str], now: float, known: Collection[str] = ()) -> list[str]:
+    def observe(
+        self, registered: Collection[str], now: float, known: Collection[str] = ()
+    ) -> list[str]:
         """Update with the bookies registered now; returns the bookies newly due, sorted."""
         live = set(registered)
         self.known |= live | set(known)
@@ -27,7 +29,11 @@ class LostBookies:
             self.marked.discard(b)
         for b in self.known - live:
             self.gone_since.setdefault(b, now)
-        return sorted(b for b, t in self.gone_since.items() if now - t >= self.grace_s and b not in self.marked)
+        return sorted(
+            b
+            for b, t in self.gone_since.items()
+            if now - t >= self.grace_s and b not in self.marked
+        )
 
     def done(self, bookie: str) -> None:
         """Its ledgers are marked: not due again unless it comes back and goes again."""

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from magnetar.auditor.fragments import entries_on, first_and_last_on
-from magnetar.common.errors import MagnetarError, NoSuchLedger
+from magnetar.common.errors import MagnetarError, NoSuchLedger, NotFound
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.underreplication import ZkUnderReplicationStore
@@ -41,7 +41,9 @@ class AuditReport:
         }
 
 
-async def missing_copies(client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, full: bool, live: set[str]) -> set[str]:
+async def missing_copies(
+    client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, full: bool, live: set[str]
+) -> set[str]:
     """The registered bookies of ``metadata`` that lack an entry they should hold.
 
     Bookies not registered are left to the death watch; one that does not answer is
@@ -63,8 +65,12 @@ async def missing_copies(client: LedgerClient, ledger_id: int, metadata: LedgerM
     async def ask(bookie: str, ids: list[int]) -> str | None:
         try:
             got = await client.pool.get(bookie).read_entry_list(ledger_id, ids)
+        except NotFound:  # it does not know the ledger at all
+            return bookie
         except MagnetarError as exc:
-            log.warning("check of ledger %d: bookie %s did not answer: %s", ledger_id, bookie, exc.message)
+            log.warning(
+                "check of ledger %d: bookie %s did not answer: %s", ledger_id, bookie, exc.message
+            )
             return None
         return bookie if len(got) < len(ids) else None
 
@@ -92,9 +98,20 @@ async def check_all(
             counts["fragments"] += len(metadata.fragments)
             missing = await missing_copies(client, ledger_id, metadata, full, live)
             if missing:
-                log.warning("check: ledger %d is missing entries on %s; marking it", ledger_id, ", ".join(sorted(missing)))
+                log.warning(
+                    "check: ledger %d is missing entries on %s; marking it",
+                    ledger_id,
+                    ", ".join(sorted(missing)),
+                )
                 await markers.mark(ledger_id, missing)
                 counts["marked"] += 1
 
     await asyncio.gather(*(one(lid) for lid in await client.list_ledgers()))
-    return AuditReport(started, time.monotonic() - t0, counts["ledgers"], counts["fragments"], counts["marked"], full)
+    return AuditReport(
+        started,
+        time.monotonic() - t0,
+        counts["ledgers"],
+        counts["fragments"],
+        counts["marked"],
+        full,
+    )

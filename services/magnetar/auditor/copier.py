@@ -44,13 +44,17 @@ async def copy_fragment(
         EntryLost: an entry is on no readable replica.
         MagnetarError: ``target`` refused or could not be reached.
     """
-    ids = entries_on(repair.bookies, write_quorum, repair.missing, repair.first_entry, repair.last_entry)
+    ids = entries_on(
+        repair.bookies, write_quorum, repair.missing, repair.first_entry, repair.last_entry
+    )
     skip = set(unusable) | {repair.missing, target}
     by_source: dict[str, list[int]] = {}
     for e in ids:
         sources = [b for b in write_set(repair.bookies, write_quorum, e) if b not in skip]
         if not sources:
-            raise EntryLost(f"ledger {ledger_id}: entry {e} has no replica left to copy from (write set without {', '.join(sorted(skip))})")
+            raise EntryLost(
+                f"ledger {ledger_id}: entry {e} has no replica left to copy from (write set without {', '.join(sorted(skip))})"
+            )
         by_source.setdefault(sources[0], []).append(e)
 
     target_client = pool.get(target)
@@ -69,7 +73,9 @@ async def copy_fragment(
                 chunk = source_ids[i : i + batch]
                 entries = await _read(pool, ledger_id, repair, write_quorum, source, chunk, skip)
                 await throttle.acquire(len(entries))
-                in_flight.append((await target_client.send_add(entries, recovery=True), len(entries)))
+                in_flight.append(
+                    (await target_client.send_add(entries, recovery=True), len(entries))
+                )
                 while len(in_flight) > _MAX_ADDS_IN_FLIGHT:
                     await settle()
         while in_flight:
@@ -83,7 +89,13 @@ async def copy_fragment(
 
 
 async def _read(
-    pool: BookiePool, ledger_id: int, repair: FragmentRepair, write_quorum: int, source: str, chunk: list[int], skip: set[str]
+    pool: BookiePool,
+    ledger_id: int,
+    repair: FragmentRepair,
+    write_quorum: int,
+    source: str,
+    chunk: list[int],
+    skip: set[str],
 ) -> list[Entry]:
     """``chunk`` from ``source``; what it lacks (or all, if it fails) from the other replicas."""
     try:
@@ -99,7 +111,12 @@ async def _read(
 
 
 async def _read_elsewhere(
-    pool: BookiePool, ledger_id: int, repair: FragmentRepair, write_quorum: int, entry_id: int, skip: set[str]
+    pool: BookiePool,
+    ledger_id: int,
+    repair: FragmentRepair,
+    write_quorum: int,
+    entry_id: int,
+    skip: set[str],
 ) -> Entry:
     errors = []
     for b in write_set(repair.bookies, write_quorum, entry_id):
@@ -111,4 +128,6 @@ async def _read_elsewhere(
             errors.append(f"{b}: not there")
         except MagnetarError as exc:
             errors.append(f"{b}: {exc.message}")
-    raise EntryLost(f"ledger {ledger_id}: entry {entry_id} is on no readable replica ({'; '.join(errors) or 'none left'})")
+    raise EntryLost(
+        f"ledger {ledger_id}: entry {entry_id} is on no readable replica ({'; '.join(errors) or 'none left'})"
+    )

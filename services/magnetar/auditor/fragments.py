@@ -30,24 +30,41 @@ def holds(bookies: tuple[str, ...], write_quorum: int, bookie: str, entry_id: in
     return (bookies.index(bookie) - entry_id) % len(bookies) < write_quorum
 
 
-def entries_on(bookies: tuple[str, ...], write_quorum: int, bookie: str, first: int, last: int) -> list[int]:
+def entries_on(
+    bookies: tuple[str, ...], write_quorum: int, bookie: str, first: int, last: int
+) -> list[int]:
     """The entries among ``first..last`` that ``bookie`` stores."""
     i, e = bookies.index(bookie), len(bookies)
     return [x for x in range(first, last + 1) if (i - x) % e < write_quorum]
 
 
-def first_and_last_on(bookies: tuple[str, ...], write_quorum: int, bookie: str, first: int, last: int) -> list[int]:
+def first_and_last_on(
+    bookies: tuple[str, ...], write_quorum: int, bookie: str, first: int, last: int
+) -> list[int]:
     """The first and the last entry among ``first..last`` that ``bookie`` stores (one id
     when they coincide, none when it stores none of them)."""
     e = len(bookies)
-    head = next((x for x in range(first, min(last, first + e - 1) + 1) if holds(bookies, write_quorum, bookie, x)), None)
+    head = next(
+        (
+            x
+            for x in range(first, min(last, first + e - 1) + 1)
+            if holds(bookies, write_quorum, bookie, x)
+        ),
+        None,
+    )
     if head is None:
         return []
-    tail = next(x for x in range(last, max(first, last - e + 1) - 1, -1) if holds(bookies, write_quorum, bookie, x))
+    tail = next(
+        x
+        for x in range(last, max(first, last - e + 1) - 1, -1)
+        if holds(bookies, write_quorum, bookie, x)
+    )
     return [head] if tail == head else [head, tail]
 
 
-def repairs(metadata: LedgerMetadata, missing: Collection[str], *, with_open_last: bool = False) -> list[FragmentRepair]:
+def repairs(
+    metadata: LedgerMetadata, missing: Collection[str], *, with_open_last: bool = False
+) -> list[FragmentRepair]:
     """Every (fragment, lost bookie) pair to re-replicate. The last fragment of an open
     ledger is left out unless ``with_open_last`` (its end is not known yet)."""
     out = []
@@ -56,7 +73,9 @@ def repairs(metadata: LedgerMetadata, missing: Collection[str], *, with_open_las
         if i == last_index and not metadata.is_closed and not with_open_last:
             continue
         last = metadata.fragment_last_entry(i)
-        out += [FragmentRepair(i, f.first_entry, last, f.bookies, b) for b in f.bookies if b in missing]
+        out += [
+            FragmentRepair(i, f.first_entry, last, f.bookies, b) for b in f.bookies if b in missing
+        ]
     return out
 
 

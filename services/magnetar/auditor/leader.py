@@ -19,7 +19,13 @@ log = logging.getLogger(__name__)
 
 
 class AuditLeader:
-    def __init__(self, client: LedgerClient, markers: ZkUnderReplicationStore, config: AuditorConfig, auditor_id: str) -> None:
+    def __init__(
+        self,
+        client: LedgerClient,
+        markers: ZkUnderReplicationStore,
+        config: AuditorConfig,
+        auditor_id: str,
+    ) -> None:
         self.auditor_id = auditor_id
         self.client = client
         self.markers = markers
@@ -44,7 +50,11 @@ class AuditLeader:
                 try:
                     await self.audit()
                 except MagnetarError as exc:
-                    log.warning("periodic check failed: %s; trying again in %g s", exc.message, self.config.poll_interval_s)
+                    log.warning(
+                        "periodic check failed: %s; trying again in %g s",
+                        exc.message,
+                        self.config.poll_interval_s,
+                    )
                 else:
                     next_audit = time.time() + self.config.audit_interval_s
             try:
@@ -55,8 +65,12 @@ class AuditLeader:
     async def audit(self) -> dict[str, object]:
         """Run the periodic check now (one at a time) and record it in ZooKeeper."""
         async with self._audit_lock:
-            registered = set(await self.client.registry.list_writable()) | set(await self.client.registry.list_read_only())
-            report = await check_all(self.client, self.markers, registered, self.config.full_entry_check)
+            registered = set(await self.client.registry.list_writable()) | set(
+                await self.client.registry.list_read_only()
+            )
+            report = await check_all(
+                self.client, self.markers, registered, self.config.full_entry_check
+            )
             AUDIT_DURATION.observe(report.duration_s)
             summary = {**report.to_dict(), "auditor_id": self.auditor_id}
             await self.markers.record_audit(summary)

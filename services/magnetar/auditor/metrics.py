@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-UNDER_REPLICATED = Gauge("magnetar_auditor_under_replicated_ledgers", "Ledgers marked under-replicated")
-ENTRIES_COPIED = Counter("magnetar_auditor_entries_copied", "Entries copied to new bookies by this replica")
-LEDGERS_REPLICATED = Counter("magnetar_auditor_ledgers_replicated", "Marked ledgers this replica brought back to Qw")
+UNDER_REPLICATED = Gauge(
+    "magnetar_auditor_under_replicated_ledgers", "Ledgers marked under-replicated"
+)
+ENTRIES_COPIED = Counter(
+    "magnetar_auditor_entries_copied", "Entries copied to new bookies by this replica"
+)
+LEDGERS_REPLICATED = Counter(
+    "magnetar_auditor_ledgers_replicated", "Marked ledgers this replica brought back to Qw"
+)
 AUDIT_DURATION = Histogram(
     "magnetar_auditor_audit_duration_seconds",
     "Duration of the periodic check of every closed ledger",

@@ -58,7 +58,11 @@ class Progress:
 
 class LedgerReplicator:
     def __init__(
-        self, client: LedgerClient, markers: ZkUnderReplicationStore, config: AuditorConfig, throttle: Throttle
+        self,
+        client: LedgerClient,
+        markers: ZkUnderReplicationStore,
+        config: AuditorConfig,
+        throttle: Throttle,
     ) -> None:
         self.client = client
         self.markers = markers
@@ -90,9 +94,15 @@ class LedgerReplicator:
                 progress.note = "recovering (fence and close)"
                 reader = await self.client.open_ledger(ledger_id, recovery=True)
                 metadata = reader.metadata
-                log.info("ledger %d: writer gone; recovered and closed at entry %d", ledger_id, metadata.last_entry_id)
+                log.info(
+                    "ledger %d: writer gone; recovered and closed at entry %d",
+                    ledger_id,
+                    metadata.last_entry_id,
+                )
         done: set[tuple[int, str]] = set()
-        while todo := [r for r in repairs(metadata, lost) if (r.first_entry, r.missing) not in done]:
+        while todo := [
+            r for r in repairs(metadata, lost) if (r.first_entry, r.missing) not in done
+        ]:
             metadata = await self._repair(ledger_id, todo[0], metadata, lost, progress)
             done.add((todo[0].first_entry, todo[0].missing))
         if waiting:
@@ -102,10 +112,14 @@ class LedgerReplicator:
             return Outcome.AGAIN
         self.ledgers_replicated += 1
         LEDGERS_REPLICATED.inc()
-        log.info("ledger %d: fully replicated again (lost %s)", ledger_id, ", ".join(marker.missing))
+        log.info(
+            "ledger %d: fully replicated again (lost %s)", ledger_id, ", ".join(marker.missing)
+        )
         return Outcome.DONE
 
-    async def _open_ledger_wait(self, ledger_id: int, metadata: LedgerMetadata, marker: UnderReplicated) -> str:
+    async def _open_ledger_wait(
+        self, ledger_id: int, metadata: LedgerMetadata, marker: UnderReplicated
+    ) -> str:
         """Why the current fragment of an open ledger must wait ("" : recover it now)."""
         if metadata.writer and await self.client.store.writer_alive(metadata.writer):
             return "open with a live writer: its own ensemble change replaces the lost bookie"
@@ -115,7 +129,12 @@ class LedgerReplicator:
         return ""
 
     async def _repair(
-        self, ledger_id: int, repair: FragmentRepair, metadata: LedgerMetadata, lost: set[str], progress: Progress
+        self,
+        ledger_id: int,
+        repair: FragmentRepair,
+        metadata: LedgerMetadata,
+        lost: set[str],
+        progress: Progress,
     ) -> LedgerMetadata:
         """Copy one lost copy and swap the new bookie into the fragment; the new metadata."""
         writable = await self.client.registry.list_writable()
@@ -129,7 +148,11 @@ class LedgerReplicator:
                 f"ledger {ledger_id}: no writable bookie outside {','.join(repair.bookies)} to replace {repair.missing}: "
                 "add a bookie"
             )
-        progress.first_entry, progress.missing, progress.target = repair.first_entry, repair.missing, target
+        progress.first_entry, progress.missing, progress.target = (
+            repair.first_entry,
+            repair.missing,
+            target,
+        )
         progress.entries_total, progress.entries_copied, progress.note = 0, 0, "copying"
 
         def copied(n: int) -> None:
@@ -146,7 +169,10 @@ class LedgerReplicator:
         if target == repair.missing:
             return metadata
         updated, _ = await self.client.store.update(
-            ledger_id, lambda m: m.with_replaced_bookie(repair.first_entry, repair.bookies, repair.missing, target)
+            ledger_id,
+            lambda m: m.with_replaced_bookie(
+                repair.first_entry, repair.bookies, repair.missing, target
+            ),
         )
         log.info(
             "ledger %d: fragment at entry %d: %s replaced by %s (%d entries copied)",

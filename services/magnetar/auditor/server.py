@@ -33,7 +33,9 @@ class AuditorServicer(pb_grpc.AuditorServicer):
         self.service = service
 
     @rpc_errors
-    async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.AuditorStatus:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AuditorStatus:
         s = await self.service.status(request.max_ledgers or 1000)
         config = self.service.config
         return pb.AuditorStatus(
@@ -44,27 +46,39 @@ class AuditorServicer(pb_grpc.AuditorServicer):
             under_replicated_count=s.under_replicated_count,
             under_replicated=[
                 pb.UnderReplicatedLedger(
-                    ledger_id=m.ledger_id, missing_bookies=m.missing, marked_at_ms=m.marked_at_ms, locked_by=owner
+                    ledger_id=m.ledger_id,
+                    missing_bookies=m.missing,
+                    marked_at_ms=m.marked_at_ms,
+                    locked_by=owner,
                 )
                 for m, owner in s.under_replicated
             ],
             in_progress=[
                 pb.ReplicationProgress(
-                    ledger_id=p.ledger_id, first_entry=p.first_entry, missing_bookie=p.missing, target_bookie=p.target,
-                    entries_total=p.entries_total, entries_copied=p.entries_copied, note=p.note,
+                    ledger_id=p.ledger_id,
+                    first_entry=p.first_entry,
+                    missing_bookie=p.missing,
+                    target_bookie=p.target,
+                    entries_total=p.entries_total,
+                    entries_copied=p.entries_copied,
+                    note=p.note,
                 )  # fmt: skip
                 for p in s.in_progress
             ],
             ledgers_replicated=s.ledgers_replicated,
             entries_copied=s.entries_copied,
-            lost_bookies=[pb.LostBookie(bookie_id=b, gone_for_s=t) for b, t in sorted(s.lost_bookies.items())],
+            lost_bookies=[
+                pb.LostBookie(bookie_id=b, gone_for_s=t) for b, t in sorted(s.lost_bookies.items())
+            ],
             grace_period_s=config.grace_period_s,
             throttle_entries_per_s=config.throttle_entries_per_s,
             last_error=s.last_error,
         )
 
     @rpc_errors
-    async def TriggerAudit(self, request: pb.TriggerAuditRequest, context: grpc.aio.ServicerContext) -> pb.AuditReport:
+    async def TriggerAudit(
+        self, request: pb.TriggerAuditRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AuditReport:
         try:
             return report_message(await self.service.trigger_audit())
         except NotLeader as exc:
@@ -81,7 +95,9 @@ async def forward_trigger(leader: str) -> pb.AuditReport:
     """
     async with grpc.aio.insecure_channel(leader, options=CHANNEL_OPTIONS) as channel:
         try:
-            return await pb_grpc.AuditorStub(channel).TriggerAudit(pb.TriggerAuditRequest(), timeout=_AUDIT_RPC_TIMEOUT_S)
+            return await pb_grpc.AuditorStub(channel).TriggerAudit(
+                pb.TriggerAuditRequest(), timeout=_AUDIT_RPC_TIMEOUT_S
+            )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, f"the leading auditor {leader}") from exc
 
@@ -106,7 +122,9 @@ class AuditorServer:
         )
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         if not server.add_insecure_port(f"{self.config.host}:{self.port}"):
-            raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
+            raise MagnetarError(
+                f"cannot listen on {self.config.host}:{self.port}: is the port in use?"
+            )
         await server.start()
         self.server = server
         try:

@@ -31,7 +31,11 @@ class NotLeader(MagnetarError):
     grpc_status = "FAILED_PRECONDITION"
 
     def __init__(self, leader: str | None) -> None:
-        where = f"the leader is {leader}" if leader else "no auditor is leading yet: try again in a few seconds"
+        where = (
+            f"the leader is {leader}"
+            if leader
+            else "no auditor is leading yet: try again in a few seconds"
+        )
         super().__init__(f"this auditor is not the leader; {where}")
         self.leader = leader
 
@@ -69,7 +73,9 @@ class AuditorService:
 
     async def start(self) -> None:
         await self.zk.start()
-        self._tasks.append(asyncio.create_task(self.election.run(self._lead), name="auditor-election"))
+        self._tasks.append(
+            asyncio.create_task(self.election.run(self._lead), name="auditor-election")
+        )
         for i in range(self.config.replication_workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"auditor-worker-{i}"))
 
@@ -118,7 +124,12 @@ class AuditorService:
                     await self.markers.unlock(ledger_id)
             except MagnetarError as exc:
                 self.last_error = f"ledger {ledger_id}: {exc.message}"
-                log.warning("replicating ledger %d failed: %s; trying again in %g s", ledger_id, exc.message, self.config.retry_interval_s)
+                log.warning(
+                    "replicating ledger %d failed: %s; trying again in %g s",
+                    ledger_id,
+                    exc.message,
+                    self.config.retry_interval_s,
+                )
                 self._retry_at[ledger_id] = time.monotonic() + self.config.retry_interval_s
                 continue
             finally:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kazoo.recipe.election import Election
 
@@ -47,13 +48,19 @@ class LeaderElection:
             elected = asyncio.Event()
             finished: asyncio.Future[None] = loop.create_future()
             self._release = release = threading.Event()
-            self._election = election = Election(self._session._require_client(), self._path, self.identifier)
+            self._election = election = Election(
+                self._session._require_client(), self._path, self.identifier
+            )
 
-            def leader_fn(elected: asyncio.Event = elected, release: threading.Event = release) -> None:
+            def leader_fn(
+                elected: asyncio.Event = elected, release: threading.Event = release
+            ) -> None:
                 call_soon(loop, elected.set)
                 release.wait()
 
-            def contend(election: Election = election, finished: asyncio.Future[None] = finished) -> None:
+            def contend(
+                election: Election = election, finished: asyncio.Future[None] = finished
+            ) -> None:
                 try:
                     election.run(leader_fn)
                     call_soon(loop, _settle, finished, None)
@@ -61,9 +68,10 @@ class LeaderElection:
                     call_soon(loop, _settle, finished, exc)
 
             threading.Thread(target=contend, name="auditor-election", daemon=True).start()
-            elected_wait = asyncio.ensure_future(elected.wait())
+            elected_wait: asyncio.Future[Any] = asyncio.ensure_future(elected.wait())
             try:
-                await asyncio.wait({elected_wait, finished}, return_when=asyncio.FIRST_COMPLETED)
+                waits: set[asyncio.Future[Any]] = {elected_wait, finished}
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 if elected.is_set():
                     await self._lead(lead)
             finally:
@@ -98,9 +106,15 @@ class LeaderElection:
             task.cancel()
             results = await asyncio.gather(task, return_exceptions=True)
         if lost.is_set():
-            log.warning("%s: ZooKeeper connection %s; giving up leadership", self.identifier, self._session.state.value)
+            log.warning(
+                "%s: ZooKeeper connection %s; giving up leadership",
+                self.identifier,
+                self._session.state.value,
+            )
         elif isinstance(results[0], Exception):
-            log.error("leader duties of %s failed: %r; contending again", self.identifier, results[0])
+            log.error(
+                "leader duties of %s failed: %r; contending again", self.identifier, results[0]
+            )
 
     async def leader(self) -> str | None:
         """The current leader's identifier (None: nobody is elected)."""

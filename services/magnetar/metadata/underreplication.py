@@ -48,9 +48,9 @@ class ZkUnderReplicationStore:
             try:
                 data, stat = await self._session.get(path)
             except NotFound:
-                doc = {"missing": sorted(bookies), "marked_at_ms": int(time.time() * 1000)}
+                new = {"missing": sorted(bookies), "marked_at_ms": int(time.time() * 1000)}
                 try:
-                    await self._session.create(path, encode(doc), makepath=True)
+                    await self._session.create(path, encode(new), makepath=True)
                     return True
                 except NodeExists:
                     continue
@@ -93,7 +93,9 @@ class ZkUnderReplicationStore:
     async def clear(self, marker: UnderReplicated) -> bool:
         """Delete the marker if it is still at ``marker.version``; False if it changed."""
         try:
-            await self._session.delete(self._paths.under_replicated_ledger(marker.ledger_id), marker.version)
+            await self._session.delete(
+                self._paths.under_replicated_ledger(marker.ledger_id), marker.version
+            )
         except NotFound:
             return True
         except MetadataVersionConflict:
@@ -104,7 +106,10 @@ class ZkUnderReplicationStore:
         """Take the ephemeral replication lock of ``ledger_id``; False if somebody holds it."""
         try:
             await self._session.create(
-                self._paths.replication_lock(ledger_id), encode({"owner": owner}), ephemeral=True, makepath=True
+                self._paths.replication_lock(ledger_id),
+                encode({"owner": owner}),
+                ephemeral=True,
+                makepath=True,
             )
         except NodeExists:
             return False
