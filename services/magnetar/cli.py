@@ -9,7 +9,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "standalone": ("magnetar.standalone", "ZooKeeper and bookies on this machine (data under ./data)"),
+    "standalone": ("magnetar.standalone", "ZooKeeper, bookies, a broker and an auditor on this machine (data under ./data)"),
     "broker": ("magnetar.broker.__main__", "run one broker"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
     "auditor": ("magnetar.auditor.__main__", "run one auditor replica (re-replicates lost bookies' data)"),

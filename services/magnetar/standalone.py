@@ -1,7 +1,8 @@
-"""``magnetar standalone``: ZooKeeper, bookies and a broker as child processes of one command.
+"""``magnetar standalone``: ZooKeeper, bookies, a broker and an auditor as child processes
+of one command.
 
-Components start in tiers (ZooKeeper, the bookies, then the broker; the auditor and gateway
-join as later tiers) and stop in reverse order on SIGINT/SIGTERM. Every child runs in
+Components start in tiers (ZooKeeper, the bookies, then the broker and the auditor; the
+gateway joins as a later tier) and stop in reverse order on SIGINT/SIGTERM. Every child runs in
 a process group of its own, so a Ctrl-C in the terminal reaches only this process,
 which then stops the children in order. Children's output goes to <data-dir>/logs/.
 """
@@ -109,7 +110,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Options of ``magnetar standalone`` (added to ``parser`` when given)."""
     parser = parser or argparse.ArgumentParser(
         prog="magnetar standalone",
-        description="Run ZooKeeper, bookies and a broker on this machine; Ctrl-C stops them.",
+        description="Run ZooKeeper, bookies, a broker and an auditor on this machine; Ctrl-C stops them.",
     )
     parser.add_argument("--data-dir", default="./data", help="where all data and logs go")
     parser.add_argument("--bookies", type=int, default=3, help="number of bookies (default 3)")
@@ -117,14 +118,28 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--zk-port", type=int, default=2181, help="private ZooKeeper's port")
     parser.add_argument("--zk-root", default="/magnetar", help="root znode (default /magnetar)")
     parser.add_argument(
-        "--bookie-port", type=int, default=3181, help="first bookie's port; the next get +1, +2 …"
-    )
+        "--bookie-port", type=int, default=3181,
+        help="first bookie's port; the next get +1, +2 … skipping the auditor's port",
+    )  # fmt: skip
     parser.add_argument("--port", type=int, default=6650, help="the broker's port (default 6650)")
+    parser.add_argument("--auditor-port", type=int, default=3182, help="the auditor's port (default 3182)")
     parser.add_argument(
         "--replicas", type=int, default=None,
         help="copies of each entry, E=Qw=Qa (default: 2, or 1 with a single bookie)",
     )
     return parser
+
+
+def bookie_ports(first: int, count: int, avoid: int) -> list[int]:
+    """``count`` consecutive ports from ``first``, stepping over ``avoid`` (the auditor's:
+    with the defaults the bookies get 3181, 3183, 3184 and the auditor keeps 3182)."""
+    ports: list[int] = []
+    port = first
+    while len(ports) < count:
+        if port != avoid:
+            ports.append(port)
+        port += 1
+    return ports
 
 
 def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component]]:
@@ -141,11 +156,11 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         zk_connect = server.connect_string
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     bookies: list[Component] = []
-    for i in range(args.bookies):
-        name, address = f"bookie-{i}", f"{HOST}:{args.bookie_port + i}"
+    for i, port in enumerate(bookie_ports(args.bookie_port, args.bookies, args.auditor_port)):
+        name, address = f"bookie-{i}", f"{HOST}:{port}"
         argv = [
             sys.executable, "-m", "magnetar.bookie", "--zookeeper", zk_connect,
-            "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.bookie_port + i),
+            "--zk-root", args.zk_root, "--host", HOST, "--port", str(port),
             "--data-dir", str(data_dir / name),
         ]  # fmt: skip
         process = ChildProcess(name, argv, logs / f"{name}.log", env=env, own_process_group=True)
@@ -164,14 +179,23 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.port),
     ]  # fmt: skip
     process = ChildProcess("broker", argv, logs / "broker.log", env=broker_env, own_process_group=True)
-    tiers.append([_Service("broker", address, process, partial(grpc_health_serving, address))])
+    services = [_Service("broker", address, process, partial(grpc_health_serving, address))]
+    address = f"{HOST}:{args.auditor_port}"
+    argv = [
+        sys.executable, "-m", "magnetar.auditor", "--zookeeper", zk_connect,
+        "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.auditor_port),
+    ]  # fmt: skip
+    process = ChildProcess("auditor", argv, logs / "auditor.log", env=env, own_process_group=True)
+    services.append(_Service("auditor", address, process, partial(grpc_health_serving, address)))
+    tiers.append(services)
     return tiers
 
 
 def _check_ports(args: argparse.Namespace) -> None:
     wanted = [] if args.zookeeper else [("ZooKeeper", args.zk_port, "--zk-port")]
-    wanted += [(f"bookie-{i}", args.bookie_port + i, "--bookie-port") for i in range(args.bookies)]
-    wanted += [("the broker", args.port, "--port")]
+    ports = bookie_ports(args.bookie_port, args.bookies, args.auditor_port)
+    wanted += [(f"bookie-{i}", port, "--bookie-port") for i, port in enumerate(ports)]
+    wanted += [("the broker", args.port, "--port"), ("the auditor", args.auditor_port, "--auditor-port")]
     for what, port, flag in wanted:
         if not port_is_free(HOST, port):
             raise _Failure(

@@ -29,6 +29,8 @@ def consecutive_free_ports(n: int) -> int:
 def launch(*args: str) -> subprocess.Popen[str]:
     if "--port" not in args:  # the broker's port; never the default 6650 in tests
         args = (*args, "--port", str(free_port()))
+    if "--auditor-port" not in args:  # nor the auditor's default 3182
+        args = (*args, "--auditor-port", str(free_port()))
     return subprocess.Popen(
         [sys.executable, "-m", "magnetar.standalone", *args],
         stdout=subprocess.PIPE,
@@ -66,12 +68,14 @@ def pids_with_arg(text: str) -> list[int]:
 
 
 def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
-    zk_port, bookie_port = free_port(), consecutive_free_ports(2)
+    zk_port, bookie_port, auditor_port = free_port(), consecutive_free_ports(2), free_port()
     data = tmp_path / "data"
     proc = launch("--data-dir", str(data), "--bookies", "2", "--zk-port", str(zk_port),
-                  "--bookie-port", str(bookie_port))  # fmt: skip
+                  "--bookie-port", str(bookie_port), "--auditor-port", str(auditor_port))  # fmt: skip
     try:
         lines = read_until_running(proc)
+        assert f"auditor    127.0.0.1:{auditor_port}" in lines
+        assert grpc_health_serving(f"127.0.0.1:{auditor_port}")
         assert f"zookeeper  127.0.0.1:{zk_port}" in lines
         assert f"bookie-0   127.0.0.1:{bookie_port}" in lines
         assert f"bookie-1   127.0.0.1:{bookie_port + 1}" in lines
@@ -79,7 +83,7 @@ def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         assert four_letter_word("127.0.0.1", zk_port, "ruok") == "imok"
         assert grpc_health_serving(f"127.0.0.1:{bookie_port + 1}")
         assert {p.name for p in (data / "logs").iterdir()} >= {
-            "zookeeper.log", "bookie-0.log", "bookie-1.log", "broker.log"
+            "zookeeper.log", "bookie-0.log", "bookie-1.log", "broker.log", "auditor.log"
         }  # fmt: skip
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -90,6 +94,14 @@ def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
     assert "stopped" in out and "Traceback" not in err
     assert port_is_free("127.0.0.1", zk_port) and port_is_free("127.0.0.1", bookie_port)
     assert "signal received; shutting down" in (data / "logs" / "bookie-0.log").read_text()
+    assert "stopped" in (data / "logs" / "auditor.log").read_text().splitlines()[-1]
+
+
+def test_standalone_bookies_step_over_the_auditor_port() -> None:
+    from magnetar.standalone import bookie_ports
+
+    assert bookie_ports(3181, 3, 3182) == [3181, 3183, 3184]
+    assert bookie_ports(5000, 2, 3182) == [5000, 5001]
 
 
 def test_busy_port_is_one_readable_line(tmp_path: Path) -> None:

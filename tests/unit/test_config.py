@@ -36,3 +36,12 @@ def test_bad_config_gives_a_clear_error(tmp_path, content, message):
 def test_missing_file(tmp_path):
     with pytest.raises(InvalidArgument, match="not found"):
         BookieConfig.load(tmp_path / "nope.toml")
+
+
+def test_auditor_sample_config_matches_the_defaults():
+    from magnetar.auditor.config import AuditorConfig
+
+    assert AuditorConfig.load("conf/auditor.toml").model_dump() == AuditorConfig.load().model_dump() | {"port": 3182}
+    with open("conf/auditor.toml") as fh:
+        assert set(AuditorConfig.model_fields) <= set(fh.read().split())
+    assert AuditorConfig.load(grace_period_s=2.0).grace_period_s == 2.0  # --grace-period
