@@ -179,7 +179,7 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.port),
     ]  # fmt: skip
     process = ChildProcess("broker", argv, logs / "broker.log", env=broker_env, own_process_group=True)
-    services = [_Service("broker", address, process, partial(grpc_health_serving, address))]
+    services: list[Component] = [_Service("broker", address, process, partial(grpc_health_serving, address))]
     address = f"{HOST}:{args.auditor_port}"
     argv = [
         sys.executable, "-m", "magnetar.auditor", "--zookeeper", zk_connect,

@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 import grpc
 import pytest
 
 from magnetar.common.errors import NoSuchLedger
+from magnetar.common.netutil import free_port
 from magnetar.ledger.bookie_client import BookieClient
 from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.ledger.metadata import LedgerMetadata
@@ -80,6 +82,15 @@ def under_replicated(zk_connect: str, zk_root: str) -> dict[int, list[str]]:
     return out
 
 
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        name: float(value)
+        for name, value in (line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    }
+
+
 def wait_until(predicate, timeout: float, what: str, step: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -137,7 +148,8 @@ async def test_lost_bookie_is_replaced_in_every_fragment(
     empty = await ledgers.create_ledger(3, 2, 2)
     await empty.close()
     written[empty.ledger_id] = 0
-    auditor = auditor_factory(**AUDITOR)
+    metrics_port = free_port()
+    auditor = auditor_factory(**AUDITOR, metrics_port=metrics_port)
     # the bookie that holds the most ledgers goes for good
     counts = {b.address: 0 for b in bookies}
     for ledger_id in written:
@@ -181,6 +193,11 @@ async def test_lost_bookie_is_replaced_in_every_fragment(
     # with E=3 and Qw=2 a bookie holds 2 of every 3 entries of each fragment it is in
     assert status.entries_copied == sum(200 for lid in affected if written[lid])
     assert status.under_replicated_count == 0 and not status.in_progress
+    metrics = scrape(metrics_port)
+    assert metrics["magnetar_auditor_entries_copied_total"] == status.entries_copied
+    assert metrics["magnetar_auditor_ledgers_replicated_total"] == len(affected)
+    assert metrics["magnetar_auditor_is_leader"] == 1
+    assert metrics["magnetar_auditor_under_replicated_ledgers"] == 0
     print(f"restored {len(affected)} ledgers {took:.1f} s after the registration went")
 
 

@@ -110,6 +110,9 @@ class LedgerReplicator:
             return Outcome.LATER
         if not await self.markers.clear(marker):
             return Outcome.AGAIN
+        if not done:
+            log.info("ledger %d: no fragment names %s any more; marker cleared", ledger_id, ", ".join(marker.missing))
+            return Outcome.DONE
         self.ledgers_replicated += 1
         LEDGERS_REPLICATED.inc()
         log.info(

@@ -20,6 +20,7 @@ from typing import Any
 
 from kazoo.recipe.election import Election
 
+from magnetar.common.errors import MetadataVersionConflict, NotFound
 from magnetar.metadata.bridge import call_soon
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.session import ZkSession
@@ -45,6 +46,7 @@ class LeaderElection:
         """Contend; each time elected, run ``lead()`` until leadership ends; until closed."""
         loop = asyncio.get_running_loop()
         while not self._closed:
+            await self._remove_own_nodes()
             elected = asyncio.Event()
             finished: asyncio.Future[None] = loop.create_future()
             self._release = release = threading.Event()
@@ -84,6 +86,22 @@ class LeaderElection:
             except Exception as exc:
                 log.warning("leader election at %s: %s; contending again", self._path, exc)
                 await asyncio.sleep(0.5)
+
+    async def _remove_own_nodes(self) -> None:
+        """Delete lock nodes this session left behind (a release that failed while the
+        connection was down): contending again behind our own node would block everyone."""
+        try:
+            names = await self._session.children(self._path)
+        except NotFound:
+            return
+        for name in names:
+            path = f"{self._path}/{name}"
+            stat = await self._session.exists(path)
+            if stat is not None and self._session.owns(stat.ephemeral_owner):
+                try:
+                    await self._session.delete(path, stat.version)
+                except (NotFound, MetadataVersionConflict):
+                    pass
 
     async def _lead(self, lead: Lead) -> None:
         task = asyncio.ensure_future(lead())
