@@ -10,6 +10,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
+REREPLICATION_MB ?= 100
 
 .PHONY: help setup run test test-unit test-integration lint proto bench clean
 
@@ -73,6 +74,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/ledger_add.py
 	$(PY) bench/e2e.py
 	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES) --rate $(DELAYED_RATE)
+	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
 	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build
