@@ -1,9 +1,16 @@
 """Copy one lost copy of a fragment: the entries the lost bookie held, read from the
-surviving replicas of each entry's write set, added to the new bookie."""
+surviving replicas of each entry's write set, added to the new bookie.
+
+Reads and adds overlap: up to ``_MAX_READS_IN_FLIGHT`` batch reads run ahead of the
+adds, taking the sources in turn (with E=3, Qw=2 a lost bookie's entries come half from
+each neighbour), so the copy is not held to one read round trip at a time; up to
+``_MAX_ADDS_IN_FLIGHT`` add batches wait for the target's answer meanwhile.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from collections.abc import Callable, Collection
 
@@ -14,6 +21,7 @@ from magnetar.ledger.bookie_client import AddFailure, BookiePool, Entry
 from magnetar.ledger.metadata import write_set
 
 _MAX_ADDS_IN_FLIGHT = 8
+_MAX_READS_IN_FLIGHT = 4
 
 
 class EntryLost(MagnetarError):
@@ -57,8 +65,26 @@ async def copy_fragment(
             )
         by_source.setdefault(sources[0], []).append(e)
 
+    # Batches per source, then taken in turn so the reads in flight go to different bookies.
+    per_source = [
+        [(src, got[i : i + batch]) for i in range(0, len(got), batch)]
+        for src, got in by_source.items()
+    ]
+    chunks = iter(
+        [c for group in itertools.zip_longest(*per_source) for c in group if c is not None]
+    )
     target_client = pool.get(target)
+    reads: deque[asyncio.Task[list[Entry]]] = deque()
     in_flight: deque[tuple[asyncio.Future[list[AddFailure]], int]] = deque()
+
+    def read_next() -> None:
+        chunk = next(chunks, None)
+        if chunk is not None:
+            reads.append(
+                asyncio.create_task(
+                    _read(pool, ledger_id, repair, write_quorum, chunk[0], chunk[1], skip)
+                )
+            )
 
     async def settle() -> None:
         fut, n = in_flight.popleft()
@@ -68,19 +94,21 @@ async def copy_fragment(
         on_copied(n)
 
     try:
-        for source, source_ids in by_source.items():
-            for i in range(0, len(source_ids), batch):
-                chunk = source_ids[i : i + batch]
-                entries = await _read(pool, ledger_id, repair, write_quorum, source, chunk, skip)
-                await throttle.acquire(len(entries))
-                in_flight.append(
-                    (await target_client.send_add(entries, recovery=True), len(entries))
-                )
-                while len(in_flight) > _MAX_ADDS_IN_FLIGHT:
-                    await settle()
+        for _ in range(_MAX_READS_IN_FLIGHT):
+            read_next()
+        while reads:
+            entries = await reads.popleft()
+            read_next()
+            await throttle.acquire(len(entries))
+            in_flight.append((await target_client.send_add(entries, recovery=True), len(entries)))
+            while len(in_flight) > _MAX_ADDS_IN_FLIGHT:
+                await settle()
         while in_flight:
             await settle()
     finally:
+        for task in reads:
+            task.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
         for fut, _ in in_flight:
             if fut.done() and not fut.cancelled():
                 fut.exception()
