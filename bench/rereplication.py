@@ -19,7 +19,13 @@ the under-replication markers in ZooKeeper every 50 ms:
 * time from kill: from the SIGKILL until none is left.
 
 Rate = the victim's payload bytes / replication time, in MB/s (10^6 bytes). Progress
-(markers left, entries copied as the auditor's status RPC reports) is printed every 2 s.
+(markers left, entries copied as the auditor's status RPC reports) is printed every 2 s,
+and, for the replication time, the CPU seconds of the auditor and each surviving bookie
+and the disk's write rate and busy time (/proc, Linux): they tell whether CPU, disk or
+round trips are the limit. All processes share this machine's cores and disk. The
+entries were written seconds before, so the sources read them from the page cache, as
+a bookie that died soon after its data was written would; cold reads would be slower.
+``--profile FILE`` records the auditor with py-spy during the copy (if installed).
 
 At the end it checks that no ledger's metadata names the victim and that the bookie
 that replaced it in each fragment holds its entries: a sample (``--check-entries`` per
