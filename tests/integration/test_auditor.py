@@ -14,7 +14,7 @@ import pytest
 
 from magnetar.common.errors import NoSuchLedger
 from magnetar.common.netutil import free_port
-from magnetar.ledger.bookie_client import BookieClient
+from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.session import ZkSession
@@ -403,3 +403,28 @@ async def test_shell_triggeraudit_and_clear_errors(
         "magnetar auditor: invalid configuration: grace_period_s"
     )
     assert len(bad.stderr.splitlines()) == 1
+
+
+async def test_full_entry_check_finds_what_first_and_last_miss(bookie_factory, ledgers):
+    from magnetar.auditor.checker import check_all, missing_copies
+    from magnetar.ledger.metadata import Fragment
+    from magnetar.metadata.underreplication import ZkUnderReplicationStore
+
+    bookies = tuple(b.address for b in (bookie_factory(**BOOKIE) for _ in range(3)))
+    md = LedgerMetadata(3, 2, 2, fragments=(Fragment(0, bookies),)).closed(29, 30 * 100)
+    ledger_id, _ = await ledgers.store.create(md)
+    hole = bookies[1]
+    for e in range(30):
+        for b in md.write_set(e):
+            if (b, e) != (hole, 10):  # one entry in the middle of what `hole` holds is gone
+                async with BookieClient(b) as c:
+                    assert await c.add_entries([Entry(ledger_id, e, e - 1, numbered_payload(e, 100))]) == []
+    live = set(bookies)
+    assert await missing_copies(ledgers, ledger_id, md, False, live) == set()
+    assert await missing_copies(ledgers, ledger_id, md, True, live) == {hole}
+    markers = ZkUnderReplicationStore(ledgers.session)
+    report = await check_all(ledgers, markers, live, full=False)
+    assert (report.ledgers_checked, report.ledgers_marked) == (1, 0) and await markers.list() == []
+    report = await check_all(ledgers, markers, live, full=True)
+    assert (report.ledgers_checked, report.ledgers_marked) == (1, 1)
+    assert [(m.ledger_id, m.missing) for m in await markers.list()] == [(ledger_id, (hole,))]
