@@ -41,11 +41,16 @@ class AuditLeader:
         changed = asyncio.Event()
         while True:
             changed.clear()
-            registered = await self.client.registry.watch_registered(changed)
-            for bookie in self.lost.observe(registered, time.monotonic(), referenced):
-                await self._mark_ledgers_of(bookie)
-                self.lost.done(bookie)
-            referenced = set()
+            try:
+                registered = await self.client.registry.watch_registered(changed)
+                for bookie in self.lost.observe(registered, time.monotonic(), referenced):
+                    await self._mark_ledgers_of(bookie)
+                    self.lost.done(bookie)
+                referenced = set()
+            except MagnetarError as exc:  # ZooKeeper busy or briefly away: look again soon
+                log.warning("death watch: %s; looking again in %g s", exc.message, self.config.poll_interval_s)
+                await asyncio.sleep(self.config.poll_interval_s)
+                continue
             if time.time() >= next_audit:
                 try:
                     await self.audit()

@@ -102,6 +102,9 @@ class AuditorService:
             except MagnetarError as exc:
                 log.warning("replication worker: %s", exc.message)
                 worked = False
+            except Exception:  # a bug: log it and keep the worker alive
+                log.exception("replication worker failed")
+                worked = False
             if not worked:
                 await asyncio.sleep(self.config.poll_interval_s)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from kazoo.recipe.election import Election
 
-from magnetar.common.errors import MetadataVersionConflict, NotFound
+from magnetar.common.errors import MagnetarError, MetadataVersionConflict, NotFound
 from magnetar.metadata.bridge import call_soon
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.session import ZkSession
@@ -46,7 +46,12 @@ class LeaderElection:
         """Contend; each time elected, run ``lead()`` until leadership ends; until closed."""
         loop = asyncio.get_running_loop()
         while not self._closed:
-            await self._remove_own_nodes()
+            try:
+                await self._remove_own_nodes()
+            except MagnetarError as exc:  # ZooKeeper unreachable: keep trying, never give up
+                log.warning("leader election at %s: %s; trying again", self._path, exc.message)
+                await asyncio.sleep(1.0)
+                continue
             elected = asyncio.Event()
             finished: asyncio.Future[None] = loop.create_future()
             self._release = release = threading.Event()
