@@ -224,12 +224,14 @@ async def test_killing_the_leading_auditor_mid_replication(
     bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
 ):
     bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
-    written = await write_ledgers(ledgers, 4, 1500)
+    written = await write_ledgers(ledgers, 6, 1500)
     slow = {**AUDITOR, "throttle_entries_per_s": 300, "replication_workers": 1, "batch_entries": 50}
     first = auditor_factory(**slow)
     second = auditor_factory(**slow)
     assert (await auditor_status(second.address)).leader_id == first.address
-    victim = bookies[0]
+    # the bookie in most ledgers (at least 5 of 6): both replicas get ledgers to copy
+    holders = [(await ledgers.ledger_metadata(lid)).bookies() for lid in written]
+    victim = max(bookies, key=lambda b: sum(b.address in h for h in holders))
     victim.kill()
     stop = asyncio.Event()
     checks = 0
@@ -285,7 +287,8 @@ async def test_periodic_check_finds_a_bookie_that_came_back_empty(
     written = await write_ledgers(ledgers, 4, 300)
     # a long grace period: the death watch must not be what notices
     auditor = auditor_factory(**{**AUDITOR, "grace_period_s": 600.0, "audit_interval_s": 3.0})
-    wiped = bookies[1]
+    holders = [(await ledgers.ledger_metadata(lid)).bookies() for lid in written]
+    wiped = max(bookies, key=lambda b: sum(b.address in h for h in holders))
     held = {
         lid for lid in written if wiped.address in (await ledgers.ledger_metadata(lid)).bookies()
     }
