@@ -28,26 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from procstats import disk_stats
+
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.session import ZkSession
 from magnetar.testing.processes import BookieProcess
 
 SETTINGS = ((1, 1, 1), (3, 2, 2))
-
-
-def disk_sectors_written(path: Path) -> int | None:
-    """Sectors written so far to the block device holding ``path`` (Linux), else None."""
-    dev = os.stat(path).st_dev
-    try:
-        with open("/proc/diskstats") as fh:
-            for line in fh:
-                f = line.split()
-                if (int(f[0]), int(f[1])) == (os.major(dev), os.minor(dev)):
-                    return int(f[9])
-    except OSError:
-        pass
-    return None
 IN_FLIGHT = 2000
 ROUNDS = 3
 SIZE = 1024
@@ -88,10 +76,10 @@ async def run_all(zk: str, seconds: float, data_dir: Path) -> list[dict]:
         await run(zk, quorum, min(1.0, seconds))  # warm-up
     for _ in range(ROUNDS):
         for quorum in SETTINGS:
-            before, t0 = disk_sectors_written(data_dir), time.perf_counter()
+            before, t0 = disk_stats(data_dir), time.perf_counter()
             r = await run(zk, quorum, seconds)
-            after = disk_sectors_written(data_dir)
-            disk = (after - before) * 512 / (time.perf_counter() - t0) / 1e6 if before is not None and after is not None else float("nan")
+            after = disk_stats(data_dir)
+            disk = (after[0] - before[0]) * 512 / (time.perf_counter() - t0) / 1e6 if before is not None and after is not None else float("nan")
             r["disk_write_mb_per_s"] = disk
             results.append({"ensemble": quorum[0], "write_quorum": quorum[1], "ack_quorum": quorum[2], **r})
             print(f"E={quorum[0]} Qw={quorum[1]} Qa={quorum[2]}  {r['adds_per_s']:>10,.0f} adds/s  "

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 from magnetar.auditor.config import AuditorConfig
 from magnetar.auditor.copier import copy_fragment
-from magnetar.auditor.fragments import FragmentRepair, open_last_fragment_affected, repairs
+from magnetar.auditor.fragments import (
+    FragmentRepair,
+    entries_on,
+    open_last_fragment_affected,
+    repairs,
+)
 from magnetar.auditor.metrics import ENTRIES_COPIED, LEDGERS_REPLICATED
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError, NoSuchLedger
@@ -156,19 +161,20 @@ class LedgerReplicator:
             repair.missing,
             target,
         )
-        progress.entries_total, progress.entries_copied, progress.note = 0, 0, "copying"
+        progress.entries_copied, progress.note = 0, "copying"
+        progress.entries_total = len(
+            entries_on(repair.bookies, metadata.write_quorum, repair.missing, repair.first_entry, repair.last_entry)
+        )
 
         def copied(n: int) -> None:
             progress.entries_copied += n
             self.entries_copied += n
             ENTRIES_COPIED.inc(n)
 
-        progress.entries_total = max(0, repair.last_entry - repair.first_entry + 1)
         count = await copy_fragment(
             self.client.pool, ledger_id, repair, metadata.write_quorum, target, lost, self.throttle,
             self.config.batch_entries, copied,
         )  # fmt: skip
-        progress.entries_total = count
         if target == repair.missing:
             return metadata
         updated, _ = await self.client.store.update(

@@ -124,7 +124,7 @@ class ZkBookieRegistry:
         async with self._lock:
             self._registrations.pop(bookie_id, None)
             for read_only in (False, True):
-                await self._remove_own(self._path(bookie_id, read_only))
+                await self._session.delete_if_owned(self._path(bookie_id, read_only))
 
     async def list_writable(self) -> list[str]:
         """Ids of the bookies registered as writable, sorted."""
@@ -170,7 +170,7 @@ class ZkBookieRegistry:
         """Create the registration in the current session, waiting out a stale one."""
         session = self._session
         target = self._path(bookie_id, read_only)
-        await self._remove_own(self._path(bookie_id, not read_only))
+        await self._session.delete_if_owned(self._path(bookie_id, not read_only))
         data = encode(info)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._stale_wait_s
@@ -188,7 +188,7 @@ class ZkBookieRegistry:
                 await session.set(target, data, version=stat.version)
                 return
             if session.owns(owner):
-                await self._remove_own(target)
+                await self._session.delete_if_owned(target)
                 continue
             if owner == 0:
                 raise NodeExists(
@@ -207,13 +207,3 @@ class ZkBookieRegistry:
                     f"ZooKeeper session (0x{owner:x}) that did not expire within "
                     f"{self._stale_wait_s:g} s: is another bookie running with this address?"
                 )
-
-    async def _remove_own(self, path: str) -> None:
-        """Delete ``path`` if this session (or an expired one of ours) created it."""
-        stat = await self._session.exists(path)
-        if stat is None or not self._session.owns(stat.ephemeral_owner):
-            return
-        try:
-            await self._session.delete(path, stat.version)
-        except (NotFound, MetadataVersionConflict):
-            pass

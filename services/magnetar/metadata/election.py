@@ -20,7 +20,7 @@ from typing import Any
 
 from kazoo.recipe.election import Election
 
-from magnetar.common.errors import MagnetarError, MetadataVersionConflict, NotFound
+from magnetar.common.errors import MagnetarError, NotFound
 from magnetar.metadata.bridge import call_soon
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.session import ZkSession
@@ -100,13 +100,7 @@ class LeaderElection:
         except NotFound:
             return
         for name in names:
-            path = f"{self._path}/{name}"
-            stat = await self._session.exists(path)
-            if stat is not None and self._session.owns(stat.ephemeral_owner):
-                try:
-                    await self._session.delete(path, stat.version)
-                except (NotFound, MetadataVersionConflict):
-                    pass
+            await self._session.delete_if_owned(f"{self._path}/{name}")
 
     async def _lead(self, lead: Lead) -> None:
         task = asyncio.ensure_future(lead())

@@ -19,7 +19,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import RolledBackError
 from kazoo.retry import KazooRetry
 
-from magnetar.common.errors import MagnetarError, NotConnected, Timeout
+from magnetar.common.errors import (
+    MagnetarError,
+    MetadataVersionConflict,
+    NotConnected,
+    NotFound,
+    Timeout,
+)
 from magnetar.metadata.bridge import call_soon, wait_result
 from magnetar.metadata.errors import is_connection_error, translate
 from magnetar.metadata.nodes import NodeStat, Op, SessionState
@@ -312,6 +318,17 @@ class ZkSession:
             await asyncio.to_thread(client.delete, path, version, True)
         except Exception as exc:
             raise translate(exc, "delete", path) from exc
+
+    async def delete_if_owned(self, path: str) -> None:
+        """Delete the ephemeral ``path`` if this session (or an expired one of ours)
+        created it; anything else (gone, another session's, changed meanwhile) is left."""
+        stat = await self.exists(path)
+        if stat is None or not self.owns(stat.ephemeral_owner):
+            return
+        try:
+            await self.delete(path, stat.version)
+        except (NotFound, MetadataVersionConflict):
+            pass
 
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its parents as empty znodes where missing."""

@@ -117,14 +117,7 @@ class ZkUnderReplicationStore:
 
     async def unlock(self, ledger_id: int) -> None:
         """Release a lock this session holds (no-op when it is gone)."""
-        path = self._paths.replication_lock(ledger_id)
-        stat = await self._session.exists(path)
-        if stat is None or not self._session.owns(stat.ephemeral_owner):
-            return
-        try:
-            await self._session.delete(path, stat.version)
-        except (NotFound, MetadataVersionConflict):
-            pass
+        await self._session.delete_if_owned(self._paths.replication_lock(ledger_id))
 
     async def lock_owner(self, ledger_id: int) -> str | None:
         """Who replicates ``ledger_id`` right now (None: nobody)."""
