@@ -55,20 +55,23 @@ async def publish_delayed(topic, values_and_delays, publish_ms=None) -> None:  #
 async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):  # noqa: F811
     sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
     sink = Sink(sub, "c")
-    start = time.monotonic()
-    await publish_delayed(topic, [(0, None), (1, 400), (2, 200), (3, None), (4, -5000)])
+    # Delivery times are wall-clock milliseconds: measure arrivals on the same clock, from
+    # the exact millisecond the delays count from (a monotonic start taken before it can
+    # put a punctual delivery a fraction of a millisecond "early").
+    published_ms = int(time.time() * 1000)
+    await publish_delayed(topic, [(0, None), (1, 400), (2, 200), (3, None), (4, -5000)], publish_ms=published_ms)
     await settle()
     assert sink.payloads() == [b"0", b"3", b"4"]  # a time in the past is at once
     arrivals = {}
-    while len(sink.payloads()) < 5 and time.monotonic() - start < 5:
+    while len(sink.payloads()) < 5 and time.time() * 1000 - published_ms < 5000:
         for p in sink.payloads():
-            arrivals.setdefault(p, time.monotonic() - start)
+            arrivals.setdefault(p, time.time() * 1000 - published_ms)
         await asyncio.sleep(0.005)
     for p in sink.payloads():
-        arrivals.setdefault(p, time.monotonic() - start)
+        arrivals.setdefault(p, time.time() * 1000 - published_ms)
     assert sink.payloads() == [b"0", b"3", b"4", b"2", b"1"]
     # Never early; lateness is measured precisely in bench/, here only bounded loosely.
-    assert 0.2 <= arrivals[b"2"] <= 1.2 and 0.4 <= arrivals[b"1"] <= 1.4, arrivals
+    assert 200 <= arrivals[b"2"] <= 1200 and 400 <= arrivals[b"1"] <= 1400, arrivals
     assert all(m[3] == 0 for m in sink.messages())  # being held is not a redelivery
 
 
