@@ -148,8 +148,12 @@ async def test_lost_bookie_is_replaced_in_every_fragment(
     empty = await ledgers.create_ledger(3, 2, 2)
     await empty.close()
     written[empty.ledger_id] = 0
-    metrics_port = free_port()
-    auditor = auditor_factory(**AUDITOR, metrics_port=metrics_port)
+    while True:  # two free_port() calls may hand out the same port: keep them apart
+        metrics_port = free_port()
+        auditor = auditor_factory.create(**AUDITOR, metrics_port=metrics_port)
+        if auditor.port != metrics_port:
+            break
+    auditor.start()
     # the bookie that holds the most ledgers goes for good
     counts = {b.address: 0 for b in bookies}
     for ledger_id in written:

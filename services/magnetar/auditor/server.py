@@ -129,11 +129,11 @@ class AuditorServer:
         self.server = server
         try:
             await self.service.start()
+            serve_metrics(self.config.host, self.config.metrics_port)
         except BaseException:
             await server.stop(0)
             await self.service.stop()
             raise
-        serve_metrics(self.config.host, self.config.metrics_port)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("magnetar.v1.Auditor", health_pb2.HealthCheckResponse.SERVING)
         log.info(
