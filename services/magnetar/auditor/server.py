@@ -13,7 +13,7 @@ from grpc_reflection.v1alpha import reflection
 from magnetar.auditor.config import DEFAULT_PORT, AuditorConfig
 from magnetar.auditor.service import AuditorService, NotLeader
 from magnetar.common.errors import MagnetarError
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error, rpc_errors
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, SERVER_OPTIONS, from_rpc_error, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.proto.v1 import auditor_pb2 as pb
 from magnetar.proto.v1 import auditor_pb2_grpc as pb_grpc
@@ -114,7 +114,7 @@ class AuditorServer:
         self.server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
-        server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_AuditorServicer_to_server(AuditorServicer(self.service), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

@@ -17,7 +17,7 @@ from magnetar.bookie.bookie import Bookie, StoredEntry
 from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
 from magnetar.bookie.metrics import BookieCollector
 from magnetar.common.errors import MagnetarError
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
+from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.session import ZkSession
@@ -154,7 +154,7 @@ class BookieServer:
 
     async def start(self) -> None:
         await self.bookie.start()
-        server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_BookieServicer_to_server(BookieServicer(self.bookie), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

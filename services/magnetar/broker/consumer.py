@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
+from magnetar.common.errors import MagnetarError
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter import DeadLetterPolicy
@@ -24,13 +25,15 @@ class BrokerConsumer:
         sink: Callable[[list[Any]], None],
         on_reset: Callable[[], None] | None = None,
         max_unacked: int = 0,
-        on_close: Callable[[], None] | None = None,
+        on_close: Callable[[MagnetarError], None] | None = None,
     ) -> None:
         """Args:
             sink: takes a list of deliveries (``broker_pb2.Delivery``); must not block.
             on_reset: tells the consumer its subscription was moved (a seek): what it
                 was sent before is void.
-            on_close: ends the consumer's stream (its subscription was deleted).
+            on_close: ends the consumer's stream with an error: NotOwner when the topic
+                stops being served here (the client looks it up again), a fatal one when
+                its subscription or topic was deleted.
             max_unacked: the consumer is blocked while it holds this many unacked
                 messages, until it is down to half (0: no limit).
         """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator
 
@@ -20,7 +21,7 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, abort, rpc_errors
+from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
 from magnetar.metadata.session import ZkSession
@@ -60,19 +61,23 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 raise InvalidArgument("a produce stream must start with OpenProducer")
             topic = await self.service.get_topic(first.open.topic)
             name = first.open.producer_name or self.service.new_producer_name()
-            last = topic.add_producer(name)
+            ended: asyncio.Future[MagnetarError] = asyncio.get_running_loop().create_future()
+            last = topic.add_producer(name, on_close=functools.partial(_settle, ended))
         except StopAsyncIteration:
             return
         except MagnetarError as exc:
             await abort(context, exc)
             return
         pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
+        service = self.service
 
         async def receive() -> None:
             try:
                 async for req in it:
                     kind = req.WhichOneof("kind")
                     sends = [req.send] if kind == "send" else req.sends.batches if kind == "sends" else []
+                    if not service.serving():  # the topic is being unloaded: ended below
+                        return
                     for s in sends:
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
                         await pending.put((s.request_id, published))
@@ -80,6 +85,8 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 await pending.put(None)
 
         receiver = asyncio.create_task(receive())
+        # The topic stopped being served here: take no more sends; answer those taken.
+        ended.add_done_callback(lambda _: receiver.cancel())
         try:
             yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
             item = await pending.get()
@@ -99,14 +106,19 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                     yield pb.ProduceResponse(receipts=pb.SendReceipts(receipts=receipts))
                 if not held:
                     item = await pending.get()
-            await receiver
+            await asyncio.gather(receiver, return_exceptions=True)
+            if not ended.done() and not service.serving():
+                ended.set_result(service.not_serving(f"producer {name} on {topic.name}"))
+            if ended.done():
+                await abort(context, ended.result())
         finally:
             receiver.cancel()
             topic.remove_producer(name)
 
     async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
         it = request_iterator.__aiter__()
-        out: asyncio.Queue[pb.ConsumeResponse | None] = asyncio.Queue()
+        out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None] = asyncio.Queue()
+        service = self.service
         try:
             first = await it.__anext__()
             if first.WhichOneof("kind") != "subscribe":
@@ -125,11 +137,15 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 defaults = await self.service.dead_letter_defaults(str(TopicName.parse(topic.name).namespace))
                 asked = s.dead_letter_policy if s.HasField("dead_letter_policy") else None
                 policy = resolve_dead_letter(topic.name, s.subscription, asked, defaults)
+            def sink(deliveries: list[pb.Delivery]) -> None:
+                if service.serving():  # else the topic is being unloaded: nothing goes out
+                    out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries)))
+
             consumer = BrokerConsumer(
                 s.consumer_name or self.service.new_producer_name(), s.priority_level,
-                sink=lambda deliveries: out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries))),
+                sink=sink,
                 on_reset=lambda: out.put_nowait(pb.ConsumeResponse(reset=pb.CursorReset())),
-                on_close=lambda: out.put_nowait(None),
+                on_close=out.put_nowait,
                 max_unacked=self.service.config.max_unacked_messages_per_consumer,
             )
             consumer.dead_letter = policy
@@ -160,6 +176,9 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                         moves.add(task)
                         task.add_done_callback(moves.discard)
                         continue
+                    if not service.serving():  # the topic is being unloaded: the stream ends
+                        out.put_nowait(service.not_serving(f"consumer {consumer.name} on {topic.name}"))
+                        return
                     try:
                         if await _consume_request(req, topic, subscription, consumer, out):
                             return
@@ -176,7 +195,10 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 subscribed.dead_letter_policy.CopyFrom(policy.to_proto())
             yield pb.ConsumeResponse(subscribed=subscribed)
             while (resp := await out.get()) is not None:
-                yield resp
+                if isinstance(resp, MagnetarError):
+                    await abort(context, resp)
+                else:
+                    yield resp
         finally:
             receiver.cancel()
             await asyncio.gather(receiver, return_exceptions=True)
@@ -228,8 +250,23 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
 
     @rpc_errors
     async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        await self.service.delete_topic(request.topic)
+        await self.service.delete_topic(request.topic, force=request.force)
         return pb.AdminResponse()
+
+    @rpc_errors
+    async def UnloadTopic(self, request: pb.UnloadTopicRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.unload_topic(request.topic)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def UnloadNamespaceBundle(self, request: pb.UnloadNamespaceBundleRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.unload_bundle(request.namespace, request.bundle)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def LookupBundle(self, request: pb.LookupBundleRequest, context: grpc.aio.ServicerContext) -> pb.LookupBundleResponse:
+        owners = await self.service.bundle_owners(request.namespace, request.bundle)
+        return pb.LookupBundleResponse(bundles=[pb.BundleOwner(bundle=b, broker_address=o) for b, o in owners])
 
     @rpc_errors
     async def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
@@ -242,7 +279,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
 
 async def _consume_request(
     req: pb.ConsumeRequest, topic: PersistentTopic, subscription: Subscription, consumer: BrokerConsumer,
-    out: asyncio.Queue[pb.ConsumeResponse | None],
+    out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None],
 ) -> bool:
     """Apply one request of a consume stream; True when the stream is done (unsubscribed)."""
     kind = req.WhichOneof("kind")
@@ -308,6 +345,11 @@ async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: i
     return receipt
 
 
+def _settle(future: asyncio.Future[MagnetarError], error: MagnetarError) -> None:
+    if not future.done():
+        future.set_result(error)
+
+
 def _split_namespace(value: str) -> tuple[str, str]:
     parts = value.split("/")
     if len(parts) != 2 or not all(parts):
@@ -332,7 +374,7 @@ class BrokerServer:
         await self.session.start()
         try:
             await self.service.start()
-            server = grpc.aio.server(options=CHANNEL_OPTIONS)
+            server = grpc.aio.server(options=SERVER_OPTIONS)
             pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
             if not server.add_insecure_port(f"{self.config.host}:{self.port}"):

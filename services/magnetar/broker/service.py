@@ -11,6 +11,7 @@ from typing import Any
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
+from magnetar.broker.lease import SessionLease
 from magnetar.broker.letter_mover import LetterMover
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
@@ -24,7 +25,7 @@ from magnetar.common.errors import (
     TopicNotFound,
 )
 from magnetar.common.gcpolicy import GcPolicy
-from magnetar.common.names import NamespaceName, TopicName, bundle_of
+from magnetar.common.names import NamespaceName, TopicName, bundle_of, bundle_ranges
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
@@ -53,7 +54,11 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
-        self._unloading: set[asyncio.Task[None]] = set()
+        self._closing: dict[str, asyncio.Task[None]] = {}
+        """Topics being closed (unloaded): a reopen here waits for the close to end."""
+        self.lease = SessionLease(config.zk_session_timeout_s)
+        self._lapsed = True  # not serving until the first answer from ZooKeeper
+        self._lease_task: asyncio.Task[None] | None = None
         self.mover = LetterMover(broker_id)
         self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
 
@@ -63,35 +68,188 @@ class BrokerService:
             self.broker_id, {"address": self.broker_id}, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
         )
         self.session.add_state_listener(self._session_state)
+        await self._renew_lease()
+        self._lease_task = asyncio.get_running_loop().create_task(self._keep_lease(), name="broker-lease")
         self.retention = RetentionTask(self.topics, self.tenants, self.config)
         self.retention.start()
         self.gc_policy.start()
+
+    # -- serving only while ownership is sure (see broker/lease.py) ------------------
+    def serving(self) -> bool:
+        """True while this broker may serve its topics: its ZooKeeper session is surely
+        alive. When the lease has run out (no answer from ZooKeeper, or this process was
+        stopped), every topic is unloaded first, so nothing is served past it."""
+        if self._lapsed:
+            return False
+        if self.lease.valid():
+            return True
+        self._lapse(
+            f"no answer from ZooKeeper for {self.lease.term_s - self.lease.remaining_s():.1f} s "
+            f"(session timeout {self.config.zk_session_timeout_s:g} s)"
+        )
+        return False
+
+    def check_serving(self, what: str) -> None:
+        """Raises: NotOwner when not :meth:`serving` (the client tries another broker)."""
+        if not self.serving():
+            raise self.not_serving(what)
+
+    def not_serving(self, what: str) -> NotOwner:
+        """The error a client gets from a broker that is not :meth:`serving`."""
+        return NotOwner(
+            f"broker {self.broker_id} has lost contact with ZooKeeper and serves no topics until it "
+            f"is back ({what}); look the topic up again"
+        )
+
+    def _lapse(self, why: str) -> None:
+        if self._lapsed:
+            return
+        self._lapsed = True
+        log.warning("%s: not serving until ZooKeeper answers; unloading %d topics", why, len(self.topics))
+        self._unload_all(why)
+
+    def _unload_all(self, why: str) -> None:
+        for name in list(self.topics):
+            self.unload(name, NotOwner(
+                f"broker {self.broker_id} stopped serving {name} ({why}); look the topic up again"
+            ))
+
+    async def _renew_lease(self) -> None:
+        sent = self.lease.clock()
+        try:
+            await self.ownership.ping()
+        except MagnetarError as exc:
+            log.debug("ZooKeeper ping failed: %s", exc.message)
+            return
+        self.lease.renewed(sent)
+        if self._lapsed and self.lease.valid():
+            self._lapsed = False
+            log.info("ZooKeeper answers: serving topics again")
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease every ``ping_interval_s`` and stop serving when it runs out;
+        a ping that hangs does not delay that check."""
+        ping: asyncio.Task[None] | None = None
+        try:
+            while True:
+                if ping is None or ping.done():
+                    ping = asyncio.get_running_loop().create_task(self._renew_lease())
+                wait = self.lease.ping_interval_s
+                if not self._lapsed:
+                    wait = min(wait, max(0.01, self.lease.remaining_s()))
+                await asyncio.sleep(wait)
+                self.serving()
+        finally:
+            if ping is not None:
+                ping.cancel()
+                await asyncio.gather(ping, return_exceptions=True)
 
     def _session_state(self, state: SessionState) -> None:
         if state is SessionState.LOST:
             # Our ownership znodes are gone: another broker may take the bundles now.
             log.warning("ZooKeeper session lost: releasing %d bundles and their topics", len(self._owned))
             self._owned.clear()
-            for name in list(self.topics):
-                self.unload(name)
+            self.lease.revoke()
+            self._lapsed = True
+            self._unload_all("its ZooKeeper session expired")
 
-    def unload(self, name: str) -> None:
-        """Stop serving a topic (clients reconnect and look it up again)."""
+    def unload(self, name: str, reason: MagnetarError | None = None) -> None:
+        """Stop serving a topic: its streams end with ``reason`` (default NotOwner: the
+        clients look it up again), then it closes in the background."""
         topic = self.topics.pop(name, None)
         if topic is not None:
-            task = asyncio.get_running_loop().create_task(topic.close())
-            self._unloading.add(task)
-            task.add_done_callback(self._unloading.discard)
+            task = asyncio.get_running_loop().create_task(topic.close(reason))
+            self._closing[name] = task
+            task.add_done_callback(functools.partial(self._closed, name))
+
+    def _closed(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._closing.get(name) is task:
+            del self._closing[name]
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("closing %s: %s", name, task.exception())
+
+    async def unload_topic(self, topic: str) -> None:
+        """An admin's unload of a topic this broker serves (every partition it serves of
+        a partitioned one); the bundle stays owned here.
+
+        Raises:
+            NotOwner: another broker owns it; TopicNotFound: not served anywhere here.
+        """
+        name = self.parse(topic)
+        partitions = 0 if name.is_partition else await self.partitions(str(name))
+        targets = [str(name.partition(i)) for i in range(partitions)] if partitions else [str(name)]
+        served = [t for t in targets if t in self.topics or t in self._opening]
+        if not served:
+            owner = await self.lookup(str(name)) if not partitions else self.broker_id
+            if owner != self.broker_id:
+                raise NotOwner(f"topic {name} is served by {owner}; unload it there")
+            raise TopicNotFound(f"topic {name} is not loaded on broker {self.broker_id}")
+        for t in served:
+            opening = self._opening.get(t)
+            if opening is not None:
+                await asyncio.gather(opening, return_exceptions=True)
+            self.unload(t)
+        await asyncio.gather(*(self._closing[t] for t in served if t in self._closing), return_exceptions=True)
+        log.info("unloaded %s by admin request", ", ".join(served))
+
+    async def unload_bundle(self, namespace: str, bundle: str) -> None:
+        """An admin's unload of a namespace bundle this broker owns: its topics are closed
+        and the bundle released (the next lookup, on any broker, takes it).
+
+        Raises:
+            InvalidArgument: no such bundle; NotOwner: this broker does not own it.
+        """
+        ns = NamespaceName.parse(namespace)
+        await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
+        if bundle not in bundle_ranges(self.config.bundles_per_namespace):
+            raise InvalidArgument(
+                f"{bundle!r} is not a bundle of {ns}; its bundles are "
+                f"{', '.join(bundle_ranges(self.config.bundles_per_namespace))}"
+            )
+        key = (ns.tenant, ns.namespace, bundle)
+        if key not in self._owned:
+            owner = await self.ownership.owner(*key)
+            raise NotOwner(f"bundle {ns}/{bundle} is owned by {owner or 'no broker'}, not {self.broker_id}")
+        self._owned.discard(key)  # lookups here stop answering this broker from now on
+        names = [t for t in list(self.topics) + list(self._opening) if self._bundle(self.parse(t)) == key]
+        for t in names:
+            opening = self._opening.get(t)
+            if opening is not None:
+                await asyncio.gather(opening, return_exceptions=True)
+            self.unload(t)
+        # The bundle goes once its topics are closed (their ledgers too), so a new owner
+        # does not have to fence and recover them.
+        await asyncio.gather(*(self._closing[t] for t in names if t in self._closing), return_exceptions=True)
+        await self.ownership.release(*key)
+        log.info("bundle %s/%s unloaded by admin request (%d topics)", ns, bundle, len(names))
+
+    async def bundle_owners(self, namespace: str, bundle: str = "") -> list[tuple[str, str]]:
+        """``(bundle, owner address or "")`` for one bundle or every bundle of a namespace.
+
+        Raises:
+            NamespaceNotFound; InvalidArgument: no such bundle.
+        """
+        ns = NamespaceName.parse(namespace)
+        await self.tenants.get_policies(ns.tenant, ns.namespace)
+        bundles = bundle_ranges(self.config.bundles_per_namespace)
+        if bundle and bundle not in bundles:
+            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles)}")
+        chosen = [bundle] if bundle else bundles
+        owners = await asyncio.gather(*(self.ownership.owner(ns.tenant, ns.namespace, b) for b in chosen))
+        return [(b, o or "") for b, o in zip(chosen, owners, strict=True)]
 
     async def close(self) -> None:
         if hasattr(self, "retention"):  # started
             await self.retention.close()
-        await asyncio.gather(*self._unloading, return_exceptions=True)
+        if self._lease_task is not None:
+            self._lease_task.cancel()
+            await asyncio.gather(self._lease_task, return_exceptions=True)
+        await asyncio.gather(*self._closing.values(), return_exceptions=True)
         await self.gc_policy.close()
         await self.mover.close()
         for topic in list(self.topics.values()):
             try:
-                await topic.close()
+                await topic.close(NotOwner(f"broker {self.broker_id} is shutting down; look the topic up again"))
             except MagnetarError as exc:
                 log.warning("closing %s: %s", topic.name, exc.message)
         self.topics.clear()
@@ -143,6 +301,7 @@ class BrokerService:
     async def lookup(self, topic: str) -> str:
         """The address of the broker that serves ``topic``; takes its bundle when unowned."""
         name = self.parse(topic)
+        self.check_serving(f"lookup of {name}")
         tenant, ns, bundle = self._bundle(name)
         if (tenant, ns, bundle) in self._owned:
             return self.broker_id
@@ -175,6 +334,7 @@ class BrokerService:
         """
         name = self.parse(topic)
         key = str(name)
+        self.check_serving(f"topic {key}")
         existing = self.topics.get(key)
         if existing is not None:
             return existing
@@ -198,6 +358,9 @@ class BrokerService:
 
     async def _open(self, name: TopicName, create: bool, explicit: bool) -> PersistentTopic:
         tenant, ns, local = name.tenant, name.namespace_part, name.local_name
+        closing = self._closing.get(str(name))
+        if closing is not None:  # unloaded a moment ago: its last writes go first
+            await asyncio.wait({closing}, timeout=self.config.zk_session_timeout_s)
         await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
         if not name.is_partition and await self.tenants.get_partitions(tenant, ns, local) > 0:
             raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
@@ -208,6 +371,10 @@ class BrokerService:
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
         topic.mover = self.mover
         await topic.load()
+        if not self.serving() or self._bundle(name) not in self._owned:
+            # Ownership was lost (or the bundle unloaded) while the topic was opening.
+            await topic.close()
+            raise NotOwner(f"broker {self.broker_id} no longer owns {name}; look it up again")
         self.topics[str(name)] = topic
         log.info("topic %s opened (%d entries)", name, ml.number_of_entries)
         return topic
@@ -234,8 +401,10 @@ class BrokerService:
         ]
         return sorted(set(partitioned) | set(plain))
 
-    async def delete_topic(self, topic: str) -> None:
-        """Delete a topic (every partition of a partitioned one) and its data.
+    async def delete_topic(self, topic: str, force: bool = False) -> None:
+        """Delete a topic (every partition of a partitioned one) and its data; with
+        ``force`` also while producers or consumers are connected (their streams end with
+        TopicNotFound: they fail rather than create the topic again).
 
         Raises:
             TopicNotFound; InvalidArgument when producers or consumers are connected.
@@ -245,7 +414,7 @@ class BrokerService:
         targets = [name.partition(i) for i in range(partitions)] if partitions else [name]
         for target in targets:
             served = self.topics.get(str(target))
-            if served is not None and (served.producers or any(s.consumers for s in served.subscriptions.values())):
+            if not force and served is not None and (served.producers or any(s.consumers for s in served.subscriptions.values())):
                 raise InvalidArgument(f"topic {target} has connected producers or consumers; close them first")
         for target in targets:
             doc, _ = await self.ml_store.get(target.tenant, target.namespace_part, target.local_name)

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TYPE_NAMES: dict[int, str] = {pb.EXCLUSIVE: "Exclusive", pb.SHARED: "Shared", pb.FAILOVER: "Failover", pb.KEY_SHARED: "Key_Shared"}
+TYPES_BY_NAME = {name: t for t, name in TYPE_NAMES.items()}
+TYPE_PROPERTY = "__subscription_type"
+"""The cursor property that keeps the subscription's type, so a broker that loads the
+subscription after a failover shows (and dispatches as) the type its consumers use."""
 _DISPATCHERS: dict[int, Callable[[Subscription], Dispatcher]] = {
     pb.EXCLUSIVE: SingleActiveConsumerDispatcher,
     pb.FAILOVER: SingleActiveConsumerDispatcher,
@@ -82,6 +86,7 @@ class Subscription:
             old = self.dispatcher
             old.stop()
             self.sub_type = sub_type
+            self.cursor.set_property(TYPE_PROPERTY, TYPE_NAMES[sub_type])
             self.dispatcher = _DISPATCHERS[sub_type](self)
             retiring = asyncio.get_running_loop().create_task(old.close())
             self._retired.add(retiring)

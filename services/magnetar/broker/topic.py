@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
 from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -37,6 +37,7 @@ from magnetar.common.errors import (
     ProducerBusy,
     ServiceClosed,
     SubscriptionNotFound,
+    TopicNotFound,
 )
 from magnetar.common.message_id import INT64_MAX
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -111,6 +112,7 @@ class PersistentTopic:
         self.mover: LetterMover | None = None
         """Publishes retry and dead-letter copies (set by the broker service)."""
         self.producers: set[str] = set()
+        self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.counters = TopicCounters()
         self._dedup = _Dedup()
@@ -137,8 +139,11 @@ class PersistentTopic:
         self._dedup.pushed = dict(self._dedup.persisted)
 
     # -- producers -------------------------------------------------------------
-    def add_producer(self, producer_name: str) -> int:
+    def add_producer(self, producer_name: str, on_close: Callable[[MagnetarError], None] | None = None) -> int:
         """Register a connected producer; returns its last stored sequence id (-1: none).
+
+        ``on_close(error)`` ends the producer's stream with ``error`` when the topic stops
+        being served here (see :meth:`close`).
 
         Raises:
             ProducerBusy: a producer with this name is connected already.
@@ -148,10 +153,24 @@ class PersistentTopic:
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
         self.producers.add(producer_name)
+        if on_close is not None:
+            self._producer_closers[producer_name] = on_close
         return self._dedup.persisted.get(producer_name, -1)
 
     def remove_producer(self, producer_name: str) -> None:
         self.producers.discard(producer_name)
+        self._producer_closers.pop(producer_name, None)
+
+    def end_streams(self, error: MagnetarError) -> None:
+        """End every producer's and consumer's stream with ``error`` (at once; what they
+        had in flight still gets its answer first)."""
+        closers, self._producer_closers = self._producer_closers, {}
+        for close in closers.values():
+            close(error)
+        for sub in self.subscriptions.values():
+            for c in list(sub.consumers):
+                if c.on_close is not None:
+                    c.on_close(error)
 
     def publish(self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int) -> asyncio.Future[PublishResult]:
         """Store one entry (a batch); a resend recognised by deduplication is not stored.
@@ -225,7 +244,8 @@ class PersistentTopic:
     def _load_subscriptions(self) -> None:
         for name, cursor in self.ml.cursors.items():
             if name not in self.subscriptions:
-                self.subscriptions[name] = Subscription(self, name, pb.EXCLUSIVE, cursor)
+                sub_type = TYPES_BY_NAME.get(cursor.properties.get(TYPE_PROPERTY, ""), pb.EXCLUSIVE)
+                self.subscriptions[name] = Subscription(self, name, sub_type, cursor)
 
     async def subscribe(
         self, name: str, sub_type: int, initial_position: int,
@@ -301,9 +321,10 @@ class PersistentTopic:
                 "close them first or delete with force"
             )
         if sub is not None:
+            gone = SubscriptionNotFound(f"subscription {name!r} on {self.name} was deleted")
             for c in list(sub.consumers):
                 if c.on_close is not None:
-                    c.on_close()
+                    c.on_close(gone)
                 sub.remove_consumer(c)
             self.subscriptions.pop(name, None)
             await sub.close()
@@ -326,16 +347,22 @@ class PersistentTopic:
     def last_position(self) -> Position | None:
         return self.ml.last_confirmed_position
 
-    async def close(self) -> None:
+    async def close(self, reason: MagnetarError | None = None) -> None:
+        """Stop serving the topic: end every stream with ``reason`` (default NotOwner,
+        which clients answer by looking the topic up again), then close the subscriptions
+        and the managed ledger."""
         self._closed = True
+        self.end_streams(reason or NotOwner(f"topic {self.name} was unloaded from this broker; look it up again"))
         for sub in list(self.subscriptions.values()):
             await sub.close()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.ml.close()
 
     async def close_and_delete(self) -> None:
-        """Stop serving and delete the topic's ledgers, cursors and metadata."""
+        """Stop serving and delete the topic's ledgers, cursors and metadata; every stream
+        ends with TopicNotFound (the producers and consumers fail: nothing to reconnect to)."""
         self._closed = True
+        self.end_streams(TopicNotFound(f"topic {self.name} was deleted"))
         for sub in list(self.subscriptions.values()):
             await sub.dispatcher.close()
         await self.ml.delete()

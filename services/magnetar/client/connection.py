@@ -11,8 +11,8 @@ from typing import TypeVar
 
 import grpc
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected
+from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, from_rpc_error
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 6650
 _SCHEMES = ("magnetar://", "pulsar://")
+LOOKUP_ATTEMPT_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
@@ -91,13 +92,19 @@ class ConnectionPool:
             raise NotConnected("the client is closed")
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            channel = grpc.aio.insecure_channel(address, options=CLIENT_CHANNEL_OPTIONS)
             self._channels[address] = channel
             stub = self._stubs[address] = pb_grpc.BrokerStub(channel)
         return stub
 
     async def _on_service_hosts(self, what: str, call: Callable[[pb_grpc.BrokerStub, str], Awaitable[T]]) -> T:
-        """Run a unary call on the service hosts in turn until one answers."""
+        """Run a unary call on the service hosts in turn until one answers.
+
+        A host that cannot answer now (unreachable, timed out, or a retriable refusal
+        such as a broker cut off from ZooKeeper) is skipped for the next one; each
+        attempt is limited to ``LOOKUP_ATTEMPT_TIMEOUT_S``, so one stopped broker among
+        the hosts does not hold the lookup for the whole operation timeout.
+        """
         last: MagnetarError | None = None
         for _ in range(len(self.service_hosts)):
             host = self.service_hosts[next(self._next_host) % len(self.service_hosts)]
@@ -105,16 +112,21 @@ class ConnectionPool:
                 return await call(self.stub(host), host)
             except grpc.RpcError as exc:
                 last = from_rpc_error(exc, f"broker {host} ({what})")
-                if not isinstance(last, NotConnected | Timeout):
+                if not last.retriable:
                     raise last from exc
         assert last is not None
         raise last
+
+    @property
+    def attempt_timeout_s(self) -> float:
+        """The deadline of one lookup attempt on one host."""
+        return min(self.operation_timeout_s, LOOKUP_ATTEMPT_TIMEOUT_S)
 
     async def lookup(self, topic: str) -> str:
         """The ``host:port`` of the broker that serves ``topic``."""
 
         async def call(stub: pb_grpc.BrokerStub, host: str) -> str:
-            resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.operation_timeout_s)
+            resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
             return resp.broker_address or host
 
         return await self._on_service_hosts(f"lookup {topic}", call)
@@ -124,7 +136,7 @@ class ConnectionPool:
 
         async def call(stub: pb_grpc.BrokerStub, host: str) -> int:
             req = pb.PartitionedTopicMetadataRequest(topic=topic)
-            resp = await stub.GetPartitionedTopicMetadata(req, timeout=self.operation_timeout_s)
+            resp = await stub.GetPartitionedTopicMetadata(req, timeout=self.attempt_timeout_s)
             return int(resp.partitions)
 
         return await self._on_service_hosts(f"partitions of {topic}", call)

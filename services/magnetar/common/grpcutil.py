@@ -35,6 +35,28 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
 
+KEEPALIVE_TIME_MS = 2000
+KEEPALIVE_TIMEOUT_MS = 3000
+# A client's streams last for ever and may carry nothing for long (an idle consumer): a
+# broker that stopped answering (SIGSTOP, a VM stall, a partition that drops packets)
+# is only noticed by HTTP/2 pings. Unanswered for KEEPALIVE_TIMEOUT_MS, the connection
+# and every call on it fail with UNAVAILABLE, and the SDK looks the topic up again.
+CLIENT_CHANNEL_OPTIONS = [
+    *CHANNEL_OPTIONS,
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+# Servers the SDK talks to accept those pings (gRPC's default would answer pings more
+# often than every 5 minutes with GOAWAY "too_many_pings").
+SERVER_OPTIONS = [
+    *CHANNEL_OPTIONS,
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+
 
 async def abort(context: grpc.aio.ServicerContext, exc: MagnetarError) -> None:
     """End the RPC with the error's status, message and code. Never returns."""

@@ -23,6 +23,7 @@ class ZkOwnershipStore:
     def __init__(self, session: ZkSession) -> None:
         self._session = session
         self._paths = session.paths
+        self._hooked = False
 
     async def register_broker(self, broker_id: str, info: dict[str, object], stale_wait_s: float = 30.0) -> None:
         """Register the broker (an ephemeral znode), waiting out the registration of a
@@ -34,6 +35,10 @@ class ZkOwnershipStore:
         """
         session = self._session
         path = self._paths.broker(broker_id)
+        if not self._hooked:
+            # After an expiry the registration is gone with the old session: make it again.
+            session.add_renewal_hook(lambda: self.register_broker(broker_id, info, stale_wait_s))
+            self._hooked = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + stale_wait_s
         while True:
@@ -80,3 +85,15 @@ class ZkOwnershipStore:
         return stat is not None and self._session.owns(stat.ephemeral_owner) and (
             await self.owner(tenant, namespace, bundle)
         ) == broker_id
+
+    async def release(self, tenant: str, namespace: str, bundle: str) -> None:
+        """Give the bundle up (delete its ownership znode if this session holds it)."""
+        await self._session.delete_if_owned(self._paths.bundle_owner(tenant, namespace, bundle))
+
+    async def ping(self) -> None:
+        """One round trip to ZooKeeper, not retried (a connection error raises at once).
+
+        Raises:
+            MetadataError, NotConnected, Timeout.
+        """
+        await self._session.ping()

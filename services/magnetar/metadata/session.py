@@ -319,6 +319,16 @@ class ZkSession:
         except Exception as exc:
             raise translate(exc, "delete", path) from exc
 
+    async def ping(self) -> None:
+        """One request to ZooKeeper (an ``exists`` of the root), not retried: it returns
+        once the server answered, so the session was alive when it was sent.
+
+        Raises:
+            MetadataError (connection loss, session expired), NotConnected, Timeout.
+        """
+        root = self.paths.root
+        await self._call("ping", root, lambda c: c.exists_async(root))
+
     async def delete_if_owned(self, path: str) -> None:
         """Delete the ephemeral ``path`` if this session (or an expired one of ours)
         created it; anything else (gone, another session's, changed meanwhile) is left."""

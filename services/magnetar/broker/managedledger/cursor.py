@@ -128,6 +128,12 @@ class ManagedCursor:
                 del doc[key]
         return doc
 
+    def set_property(self, key: str, value: Any) -> None:
+        """Store ``key`` in the cursor's properties (written with the next persist)."""
+        if self.properties.get(key) != value:
+            self.properties[key] = value
+            self._changed()
+
     # -- acknowledgements -----------------------------------------------------------
     @property
     def individually_acked(self) -> list[tuple[Position, Position]]:
