@@ -23,7 +23,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
 from .connection import ConnectionPool
-from .consumer import Consumer
+from .consumer import Consumer, Topics, topic_names
 from .message import Message
 from .options import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -133,7 +133,7 @@ class Client:
 
     async def subscribe(
         self,
-        topic: str,
+        topic: Topics,
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         consumer_name: str | None = None,
@@ -148,12 +148,20 @@ class Client:
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
+        ``topic`` may be a list or tuple of topic names: one consumer then receives the
+        messages of all of them (Pulsar's multi-topics consumer), every topic subscribed
+        under ``subscription_name`` with the same options. Acknowledge its messages by
+        :class:`Message` (a bare :class:`MessageId` does not name its topic); see
+        :class:`magnetar.client.consumer.Consumer`. Patterns are not supported yet.
+
         Raises:
             ConsumerBusy: an Exclusive subscription already has a consumer.
-            InvalidTopicName, TopicNotFound, NotConnected, Timeout.
+            InvalidArgument: ``topic`` is neither a name nor a list or tuple of names, an
+                empty list, or a list naming a topic twice.
+            InvalidTopicName, TopicNotFound, NotConnected, Timeout (of any topic: nothing
+                stays subscribed then).
         """
-        if not isinstance(topic, str):
-            raise InvalidArgument("subscribe takes one topic name (lists and patterns are not supported yet)")
+        topics = topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
         conf = ConsumerConfig(
@@ -169,7 +177,7 @@ class Client:
             dead_letter_policy=dead_letter_policy,
             retry_delay_levels=retry_delay_levels,
         )
-        consumer = await Consumer.create(self._pool, topic, conf)
+        consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)
         return consumer
 

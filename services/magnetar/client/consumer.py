@@ -1,4 +1,10 @@
-"""The public consumer: one partition consumer per partition, merged into one queue."""
+"""The public consumer: one partition consumer per partition, merged into one queue.
+
+A consumer of several topics (Pulsar's multi-topics consumer) is the same class: every
+partition of every listed topic feeds the one queue. Acks, nacks and retries of a
+``Message`` go to the partition consumer of ``message.topic_name()``; a bare
+``MessageId`` does not say its topic, so only a consumer of one topic takes it.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from .retry import parse_delay_levels, reconsume_delay_ms
 
 MessageOrId = Message | MessageId
 SeekTarget = MessageId | int  # a message id, or a publish time in ms since the epoch
+Topics = str | list[str] | tuple[str, ...]  # what subscribe takes: one topic, or several
 
 
 def _id_of(msg: MessageOrId) -> MessageId:
@@ -30,19 +37,60 @@ def _id_of(msg: MessageOrId) -> MessageId:
     raise TypeError(f"expected a Message or a MessageId, not {type(msg).__name__}")
 
 
+def topic_names(topics: object) -> list[str]:
+    """The full names of the topics ``subscribe`` was given: one name, or a list or tuple.
+
+    Raises:
+        InvalidArgument: neither a str nor a list or tuple of str (patterns are not
+            supported yet), an empty list, a topic listed twice (after normalising the
+            name), or a partitioned topic listed with one of its partitions.
+        InvalidTopicName: a name that is not valid.
+    """
+    if isinstance(topics, str):
+        return [str(TopicName.parse(topics))]
+    if not isinstance(topics, list | tuple):
+        raise InvalidArgument(
+            f"subscribe takes a topic name or a list of them, not {type(topics).__name__} "
+            "(patterns are not supported yet)"
+        )
+    if not topics:
+        raise InvalidArgument("subscribe needs at least one topic; the list is empty")
+    names: dict[TopicName, None] = {}
+    for topic in topics:
+        if not isinstance(topic, str):
+            raise InvalidArgument(f"a topic name is a str, not {type(topic).__name__}")
+        name = TopicName.parse(topic)
+        if name in names:
+            raise InvalidArgument(f"topic {name} is listed twice")
+        names[name] = None
+    for name in names:
+        if name.is_partition and name.partitioned_topic_name in names:
+            raise InvalidArgument(f"{name} is a partition of {name.partitioned_topic_name}, which is listed too")
+    return [str(n) for n in names]
+
+
 class Consumer:
-    """Receives the messages of one subscription of one topic (all its partitions)."""
+    """Receives the messages of one subscription of one or more topics (every partition).
+
+    With several topics, :meth:`topic` is their names joined with ``","``, a bare
+    :class:`MessageId` is refused where a message is named (pass the :class:`Message`),
+    and :meth:`seek` takes a time, ``MessageId.earliest`` or ``MessageId.latest`` only.
+    """
 
     def __init__(
-        self, topic: str, conf: ConsumerConfig, partitions: list[PartitionConsumer], queue: ReceiveQueue[Queued],
-        retry: list[PartitionConsumer] | None = None, delay_levels_ms: list[int] | None = None,
+        self, topics: str | list[str], conf: ConsumerConfig, partitions: list[PartitionConsumer],
+        queue: ReceiveQueue[Queued], retry: list[PartitionConsumer] | None = None,
+        delay_levels_ms: list[int] | None = None,
     ) -> None:
-        self._topic = topic
+        self._topics = [topics] if isinstance(topics, str) else list(topics)
+        self._topic = ",".join(self._topics)
+        self._multi = len(self._topics) > 1
         self._conf = conf
         self._partitions = partitions
         self._queue = queue
         self._retry = retry or []
         self._retry_by_topic = {p.topic: p for p in self._retry}
+        self._by_topic = {p.topic: p for p in self._partitions + self._retry}
         self._delay_levels_ms = delay_levels_ms or []
         self._closed = False
 
@@ -50,45 +98,42 @@ class Consumer:
     async def create(
         cls,
         pool: ConnectionPool,
-        topic: str,
+        topics: Topics,
         conf: ConsumerConfig,
     ) -> Consumer:
-        """Subscribe every partition of ``topic``; with ``enable_retry`` also the retry
-        letter topic the broker named (same subscription, from its earliest message)."""
-        name = TopicName.parse(topic)
+        """Subscribe every partition of ``topics`` (one name, or a list or tuple of names:
+        see :func:`topic_names`), all into one queue; with ``enable_retry`` also each
+        retry letter topic the broker named (once each; same subscription, from its
+        earliest message). All or nothing: on any failure what was opened is closed."""
+        names = topic_names(topics)
         count = conf.dead_letter_policy.max_redeliver_count if conf.dead_letter_policy else None
         if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
             raise InvalidArgument(f"max_redeliver_count must be an integer >= 1, not {count!r}")
         levels = parse_delay_levels(conf.retry_delay_levels) if conf.enable_retry else []
         queue: ReceiveQueue[Queued] = ReceiveQueue()
         consumer_name = conf.consumer_name or secrets.token_hex(4)
-        partitions = await _subscribe(pool, str(name), conf, consumer_name, queue)
+        groups = await _subscribe_all(pool, [(n, conf) for n in names], consumer_name, queue)
+        partitions = [p for group in groups for p in group]
         retry: list[PartitionConsumer] = []
         if conf.enable_retry:
-            policy = partitions[0].dead_letter_policy
-            if policy is None or not policy.retry_letter_topic:
-                await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
-                raise MagnetarError(f"the broker named no retry letter topic for {name}; is it older than this client?")
-            retry_conf = dataclasses.replace(
-                conf,
-                initial_position=InitialPosition.Earliest,
-                start_message_id=None,
-                dead_letter_policy=ConsumerDeadLetterPolicy(
-                    max_redeliver_count=policy.max_redeliver_count, dead_letter_topic=policy.dead_letter_topic,
-                    retry_letter_topic=policy.retry_letter_topic,
-                    initial_subscription_name=policy.initial_subscription_name,
-                ),
-            )
             try:
-                retry = await _subscribe(pool, policy.retry_letter_topic, retry_conf, consumer_name, queue)
+                targets = retry_targets(conf, names, groups)
+                retry = [p for group in await _subscribe_all(pool, targets, consumer_name, queue) for p in group]
             except BaseException:
-                await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
+                await _close(partitions)
                 raise
-        return cls(str(name), conf, partitions, queue, retry, levels)
+        return cls(names, conf, partitions, queue, retry, levels)
 
     # -- Pulsar's accessors ------------------------------------------------------------
     def topic(self) -> str:
+        """The topic's full name; for a consumer of several topics, their full names in
+        the order given, joined with ``","`` (:meth:`topics` lists them)."""
         return self._topic
+
+    def topics(self) -> list[str]:
+        """The full names of the topics subscribed to, in the order given (without the
+        retry letter topics)."""
+        return list(self._topics)
 
     def subscription_name(self) -> str:
         return self._conf.subscription_name
@@ -143,10 +188,26 @@ class Consumer:
         """The partition consumer that owns ``message`` and its id (checks both; pure).
 
         A message of the retry letter topic is known by its topic: pass the Message (a
-        bare MessageId names the subscribed topic's partitions).
+        bare MessageId names the subscribed topic's partitions). On a consumer of several
+        topics every message is known by its topic: a bare MessageId is refused.
+
+        Raises:
+            InvalidArgument: a MessageId on a consumer of several topics, a Message of a
+                topic this consumer is not subscribed to (several topics), or an id that
+                names no partition (one topic).
         """
         self._check_open()
         mid = _id_of(message)
+        if self._multi:
+            if not isinstance(message, Message):
+                raise InvalidArgument(
+                    f"a MessageId does not say which of the {len(self._topics)} topics of this consumer it "
+                    "belongs to: pass the Message"
+                )
+            owner = self._by_topic.get(message.topic_name())
+            if owner is None:
+                raise InvalidArgument(f"message of {message.topic_name()} is not from a topic of this consumer")
+            return owner, mid
         if self._retry and isinstance(message, Message):
             owner = self._retry_by_topic.get(message.topic_name())
             if owner is not None:
@@ -211,13 +272,22 @@ class Consumer:
         Every consumer of the subscription drops what it had received and not taken
         and starts again from there. On a partitioned topic a time,
         ``MessageId.earliest`` and ``MessageId.latest`` move every partition; another id
-        moves the partition it names.
+        moves the partition it names. On a consumer of several topics a time,
+        ``MessageId.earliest`` and ``MessageId.latest`` move every partition of every
+        topic (not the retry letter topics); another id is refused.
 
         Raises:
-            InvalidArgument: a negative time, or an id that names no partition.
+            InvalidArgument: a negative time, an id that names no partition, or an id
+                other than earliest and latest on a consumer of several topics.
             MagnetarError: the broker's refusal (typed), NotConnected, Timeout.
         """
         self._check_open()
+        target = message_id_or_timestamp
+        if self._multi and isinstance(target, MessageId) and target not in (MessageId.earliest, MessageId.latest):
+            raise InvalidArgument(
+                "a consumer of several topics seeks to a time, MessageId.earliest or MessageId.latest, "
+                f"not to the message id {target}"
+            )
         await seek_partitions(self._topic, self._partitions, message_id_or_timestamp)
 
     async def unsubscribe(self) -> None:
@@ -265,6 +335,76 @@ async def seek_partitions(topic: str, partitions: list[PartitionConsumer], targe
     for r in results:
         if isinstance(r, BaseException):
             raise r
+
+
+def retry_targets(
+    conf: ConsumerConfig, names: list[str], groups: list[list[PartitionConsumer]]
+) -> list[tuple[str, ConsumerConfig]]:
+    """The retry letter topics to subscribe with ``enable_retry``, each once, with its
+    config: from its earliest message, under the policy the broker resolved for the first
+    topic naming it. ``groups[i]`` are the subscribed partition consumers of ``names[i]``;
+    a retry topic that is one of ``names`` is subscribed already.
+
+    Raises:
+        MagnetarError: the broker named no retry letter topic for one of the topics.
+    """
+    targets: dict[str, ConsumerConfig] = {}
+    for name, group in zip(names, groups, strict=True):
+        policy = group[0].dead_letter_policy
+        if policy is None or not policy.retry_letter_topic:
+            raise MagnetarError(f"the broker named no retry letter topic for {name}; is it older than this client?")
+        retry_topic = str(TopicName.parse(policy.retry_letter_topic))
+        if retry_topic in targets or retry_topic in names:
+            continue
+        targets[retry_topic] = dataclasses.replace(
+            conf,
+            initial_position=InitialPosition.Earliest,
+            start_message_id=None,
+            dead_letter_policy=ConsumerDeadLetterPolicy(
+                max_redeliver_count=policy.max_redeliver_count, dead_letter_topic=policy.dead_letter_topic,
+                retry_letter_topic=policy.retry_letter_topic,
+                initial_subscription_name=policy.initial_subscription_name,
+            ),
+        )
+    return list(targets.items())
+
+
+async def _close(partitions: list[PartitionConsumer]) -> None:
+    await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
+
+
+def _failure(task: asyncio.Task[list[PartitionConsumer]]) -> BaseException | None:
+    return asyncio.CancelledError() if task.cancelled() else task.exception()
+
+
+async def _abandon(tasks: list[asyncio.Task[list[PartitionConsumer]]]) -> None:
+    """Cancel the subscribes still going on and close what the others opened."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+    await _close([p for task in tasks if _failure(task) is None for p in task.result()])
+
+
+async def _subscribe_all(
+    pool: ConnectionPool, targets: list[tuple[str, ConsumerConfig]], consumer_name: str, queue: ReceiveQueue[Queued]
+) -> list[list[PartitionConsumer]]:
+    """:func:`_subscribe` every (topic, config) at once: the partition consumers of each
+    topic, in order. All or nothing: at the first failure (or a cancellation) the other
+    subscribes are cancelled, every partition consumer opened is closed, and the error
+    raised (the first in ``targets`` order when several failed)."""
+    if not targets:
+        return []
+    tasks = [asyncio.create_task(_subscribe(pool, t, c, consumer_name, queue)) for t, c in targets]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:
+        await _abandon(tasks)
+        raise
+    errors = [e for e in (_failure(t) for t in tasks if t.done()) if e is not None]
+    if errors:
+        await _abandon(tasks)
+        raise errors[0]
+    return [task.result() for task in tasks]
 
 
 async def _subscribe(

@@ -26,6 +26,7 @@ from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.message_id import MessageId
 
 from . import aio
+from .consumer import Topics
 from .message import Message
 from .options import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -298,7 +299,12 @@ class Consumer:
         self._consumer = consumer
 
     def topic(self) -> str:
+        """The topic; for a consumer of several topics their names joined with ``","``."""
         return self._consumer.topic()
+
+    def topics(self) -> list[str]:
+        """The full names of the topics subscribed to, in the order given."""
+        return self._consumer.topics()
 
     def subscription_name(self) -> str:
         return self._consumer.subscription_name()
@@ -444,7 +450,7 @@ class Client:
 
     def subscribe(
         self,
-        topic: str,
+        topic: Topics,
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         consumer_name: str | None = None,
@@ -457,6 +463,8 @@ class Client:
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS,
     ) -> Consumer:
+        """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
+        :meth:`magnetar.asyncio.Client.subscribe`)."""
         consumer = self._runner.run(
             self._client.subscribe(
                 topic,
