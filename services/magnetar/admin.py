@@ -12,6 +12,7 @@ union).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -196,6 +197,23 @@ def _run_topic_subscriptions(brokers: Brokers, args: argparse.Namespace, timeout
     return True
 
 
+def unload_bundles(brokers: Brokers, namespace: str, bundle: str, timeout: float) -> list[str]:
+    """Unload one bundle (or every owned bundle) of ``namespace`` on its owner; returns
+    the bundles unloaded. An unowned bundle has nothing to unload."""
+    owners = brokers.call(lambda s: s.LookupBundle(pb.LookupBundleRequest(namespace=namespace, bundle=bundle), timeout=timeout))
+    done = []
+    for owner in owners.bundles:
+        if owner.broker_address:
+            request = pb.UnloadNamespaceBundleRequest(namespace=namespace, bundle=owner.bundle)
+            brokers.call(functools.partial(_unload_bundle, request=request, timeout=timeout), owner.broker_address)
+            done.append(owner.bundle)
+    return done
+
+
+def _unload_bundle(stub: BrokerStub, request: pb.UnloadNamespaceBundleRequest, timeout: float) -> pb.AdminResponse:
+    return stub.UnloadNamespaceBundle(request, timeout=timeout)
+
+
 def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
     stub = brokers.stub()
     group, action = args.group, args.action
@@ -227,6 +245,11 @@ def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
                 "maxRedeliverCount": got.max_redeliver_count or None, "retryLetterTopic": got.retry_letter_topic or None,
                 "deadLetterTopic": got.dead_letter_topic or None, "initialSubscriptionName": got.initial_subscription_name or None,
             }, indent=2))
+        elif action == "unload":
+            unload_bundles(brokers, args.name, args.bundle or "", timeout)
+        elif action == "bundles":
+            owners = stub.LookupBundle(pb.LookupBundleRequest(namespace=args.name), timeout=timeout).bundles
+            print(json.dumps({o.bundle: o.broker_address or None for o in owners}, indent=2))
         elif action == "create":
             stub.CreateNamespace(pb.CreateNamespaceRequest(namespace=args.name), timeout=timeout)
         elif action == "delete":
@@ -240,7 +263,9 @@ def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
     elif action == "create-partitioned-topic":
         stub.CreateTopic(pb.CreateTopicRequest(topic=args.name, partitions=args.partitions), timeout=timeout)
     elif action == "delete":
-        stub.DeleteTopic(pb.DeleteTopicRequest(topic=args.name), timeout=timeout)
+        stub.DeleteTopic(pb.DeleteTopicRequest(topic=args.name, force=args.force), timeout=timeout)
+    elif action == "unload":
+        brokers.on_partitions(args.name, lambda s, t: s.UnloadTopic(pb.UnloadTopicRequest(topic=t), timeout=timeout))
     elif action == "list":
         _print_names(stub.ListTopics(pb.ListTopicsRequest(namespace=args.name), timeout=timeout).names)
     else:
@@ -269,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
                                       "delete": ("delete a namespace", "TENANT/NAMESPACE"),
                                       "list": ("list a tenant's namespaces", "TENANT"),
+                                      "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE"),
                                       "get-retention": ("print a namespace's retention as JSON", "TENANT/NAMESPACE"),
                                       "get-dead-letter-policy": ("print a namespace's retry/DLQ defaults as JSON",
                                                                  "TENANT/NAMESPACE")})
@@ -281,15 +307,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-RETRY")
     p.add_argument("--dead-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-DLQ")
     p.add_argument("--initial-subscription-name", metavar="NAME", help="the DLQ's subscription, e.g. {subscription}-DLQ-sub")
+    p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
     p = namespaces.add_parser("set-retention", help="set how much acknowledged data a namespace's topics keep")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-t", "--time", type=int, required=True, metavar="MIN", help="minutes (-1: unlimited, 0: none)")
     p.add_argument("-s", "--size", type=int, required=True, metavar="MB", help="megabytes (-1: unlimited, 0: none)")
     topics = group("topics", {"create": ("create a non-partitioned topic", "TOPIC"),
-                              "delete": ("delete a topic", "TOPIC"),
+                              "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
                               "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
                               "stats": ("print a topic's stats as JSON", "TOPIC"),
                               "subscriptions": ("list a topic's subscriptions", "TOPIC")})
+    p = topics.add_parser("delete", help="delete a topic")
+    p.add_argument("name", metavar="TOPIC")
+    p.add_argument("-f", "--force", action="store_true",
+                   help="also with producers or consumers connected (they fail with TopicNotFound)")
     p = topics.add_parser("create-partitioned-topic", help="create a partitioned topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-p", "--partitions", type=int, required=True, help="number of partitions")

@@ -170,20 +170,24 @@ class BrokerService:
 
     async def unload_topic(self, topic: str) -> None:
         """An admin's unload of a topic this broker serves (every partition it serves of
-        a partitioned one); the bundle stays owned here.
+        a partitioned one); the bundle stays owned here. A topic that exists but is not
+        loaded is left as it is.
 
         Raises:
-            NotOwner: another broker owns it; TopicNotFound: not served anywhere here.
+            NotOwner: another broker owns it; TopicNotFound: it does not exist.
         """
         name = self.parse(topic)
         partitions = 0 if name.is_partition else await self.partitions(str(name))
         targets = [str(name.partition(i)) for i in range(partitions)] if partitions else [str(name)]
         served = [t for t in targets if t in self.topics or t in self._opening]
-        if not served:
-            owner = await self.lookup(str(name)) if not partitions else self.broker_id
+        if not served and not partitions:
+            owner = await self.lookup(str(name))
             if owner != self.broker_id:
                 raise NotOwner(f"topic {name} is served by {owner}; unload it there")
-            raise TopicNotFound(f"topic {name} is not loaded on broker {self.broker_id}")
+            doc, _ = await self.ml_store.get(name.tenant, name.namespace_part, name.local_name)
+            if doc is None:
+                raise TopicNotFound(f"topic {name} does not exist")
+            return  # not loaded: nothing to unload
         for t in served:
             opening = self._opening.get(t)
             if opening is not None:

@@ -106,8 +106,10 @@ class ConnectionPool:
         the hosts does not hold the lookup for the whole operation timeout.
         """
         last: MagnetarError | None = None
-        for _ in range(len(self.service_hosts)):
-            host = self.service_hosts[next(self._next_host) % len(self.service_hosts)]
+        hosts = self.service_hosts
+        first = next(self._next_host)  # each call starts at the next host, then tries all
+        for k in range(len(hosts)):
+            host = hosts[(first + k) % len(hosts)]
             try:
                 return await call(self.stub(host), host)
             except grpc.RpcError as exc:
