@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -62,13 +62,22 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
             topic = await self.service.get_topic(first.open.topic)
             name = first.open.producer_name or self.service.new_producer_name()
             ended: asyncio.Future[MagnetarError] = asyncio.get_running_loop().create_future()
-            last = topic.add_producer(name, on_close=functools.partial(_settle, ended))
+            pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
+
+            def on_close(error: MagnetarError) -> None:
+                # The topic stopped being served here: answer the sends taken, then end
+                # the stream with ``error``. (The reader is not cancelled: a read
+                # cancelled mid-call breaks the call before its status is sent.)
+                _settle(ended, error)
+                with contextlib.suppress(asyncio.QueueFull):  # a busy loop checks ``ended``
+                    pending.put_nowait(None)
+
+            last = topic.add_producer(name, on_close=on_close)
         except StopAsyncIteration:
             return
         except MagnetarError as exc:
             await abort(context, exc)
             return
-        pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
         service = self.service
 
         async def receive() -> None:
@@ -76,7 +85,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 async for req in it:
                     kind = req.WhichOneof("kind")
                     sends = [req.send] if kind == "send" else req.sends.batches if kind == "sends" else []
-                    if not service.serving():  # the topic is being unloaded: ended below
+                    if ended.done() or not service.serving():  # the stream is ending
                         return
                     for s in sends:
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
@@ -85,12 +94,10 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 await pending.put(None)
 
         receiver = asyncio.create_task(receive())
-        # The topic stopped being served here: take no more sends; answer those taken.
-        ended.add_done_callback(lambda _: receiver.cancel())
         try:
             yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
             item = await pending.get()
-            while item is not None:
+            while item is not None and not ended.done():
                 receipts = [await _receipt(item, topic.partition)]
                 # Sends already settled behind it go out in the same stream message.
                 held = False
@@ -106,11 +113,11 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                     yield pb.ProduceResponse(receipts=pb.SendReceipts(receipts=receipts))
                 if not held:
                     item = await pending.get()
-            await asyncio.gather(receiver, return_exceptions=True)
             if not ended.done() and not service.serving():
-                ended.set_result(service.not_serving(f"producer {name} on {topic.name}"))
+                _settle(ended, service.not_serving(f"producer {name} on {topic.name}"))
             if ended.done():
                 await abort(context, ended.result())
+            await receiver
         finally:
             receiver.cancel()
             topic.remove_producer(name)

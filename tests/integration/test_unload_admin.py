@@ -1,0 +1,83 @@
+"""``magnetar admin topics unload``, ``namespaces bundles``, ``namespaces unload`` and
+``topics delete --force`` against two real brokers, checked through what an SDK
+consumer receives afterwards and through the bundle owners the brokers report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import magnetar.asyncio as mg
+from magnetar.common.names import bundle_of, bundle_ranges
+from magnetar.testing.shell import magnetar
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "persistent://public/default/unload-me"
+
+
+def ok(result) -> str:
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    return result.stdout
+
+
+def fails(result) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("magnetar admin: ")
+    return lines[0]
+
+
+async def roundtrip(producer, consumer, text: str) -> None:
+    await producer.send(text.encode())
+    msg = await consumer.receive(20_000)
+    assert msg.data() == text.encode()
+    await consumer.acknowledge(msg)
+
+
+async def test_unload_topic_and_bundle_then_force_delete(bookie_factory, broker_factory) -> None:
+    for _ in range(2):
+        bookie_factory()
+    brokers = [broker_factory(), broker_factory()]
+    url = ",".join(b.address for b in brokers)
+
+    def admin(*args: str):
+        return magnetar("admin", "--url", brokers[1].address, *args)
+
+    async with mg.Client(url) as client:
+        producer = await client.create_producer(TOPIC, batching_enabled=False)
+        consumer = await client.subscribe(TOPIC, "s", consumer_type=mg.ConsumerType.Failover)
+        await roundtrip(producer, consumer, "before")
+        bundle = bundle_of(TOPIC)
+        owners = json.loads(ok(admin("namespaces", "bundles", "public/default")))
+        assert sorted(owners) == bundle_ranges(4)
+        owner = owners[bundle]
+        assert owner in {b.address for b in brokers}
+
+        ok(admin("topics", "unload", TOPIC))  # goes to the owner whichever broker --url is
+        await roundtrip(producer, consumer, "after topic unload")
+        assert producer.partitions[0].reconnects >= 1 and consumer.partitions[0].reconnects >= 1
+        assert json.loads(ok(admin("namespaces", "bundles", "public/default")))[bundle] == owner  # kept
+
+        ok(admin("namespaces", "unload", "public/default", "--bundle", bundle))
+        await roundtrip(producer, consumer, "after bundle unload")
+        assert consumer.partitions[0].reconnects >= 2
+        stats = json.loads(ok(admin("topics", "stats", TOPIC)))
+        assert stats["subscriptions"]["s"]["type"] == "Failover"
+        assert stats["subscriptions"]["s"]["consumers"] == 1
+
+        assert "not a bundle of public/default" in fails(admin("namespaces", "unload", "public/default", "--bundle", "0x1_0x2"))
+        assert "does not exist" in fails(admin("namespaces", "unload", "nosuch/ns"))
+        assert "does not exist" in fails(admin("topics", "unload", "persistent://public/default/never-made"))
+
+        assert "connected producers or consumers" in fails(admin("topics", "delete", TOPIC))
+        ok(admin("topics", "delete", "--force", TOPIC))
+        with pytest.raises(mg.TopicNotFound, match="was deleted"):
+            await consumer.receive(20_000)
+        with pytest.raises(mg.TopicNotFound, match="was deleted"):
+            for _ in range(100):  # the first sends may still be answered before the stream ends
+                await producer.send(b"too late")
+        assert TOPIC not in ok(admin("topics", "list", "public/default")).split()
