@@ -16,8 +16,9 @@ class BrokerConfig(ServiceConfig):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
 
     zk_session_timeout_s: float = 5.0
-    """ZooKeeper session timeout: a dead broker's bundles move to another broker this long
-    after it died (the issue asks for failover within 10 s)."""
+    """ZooKeeper session timeout T: a dead broker's bundles move to another broker this long
+    after it died; a broker that heard nothing from ZooKeeper for 0.7 T stops serving
+    (broker/lease.py); clients recover from a broker fault within 2 T + 5 s."""
     ensemble_size: int = Field(default=2, ge=1)
     """Bookies per topic ledger (E)."""
     write_quorum: int = Field(default=2, ge=1)
