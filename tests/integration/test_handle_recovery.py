@@ -278,13 +278,18 @@ class DisconnectLog:
 
 
 async def bundles_gone_from(zk_session: Any, broker: str) -> float:
-    """Wait until ``broker`` owns none of the namespace's bundles; return when (monotonic)."""
+    """Wait until ``broker`` owns none of the namespace's bundles. Returns when the last
+    read that still found it owning one was sent (monotonic): the bundles were released
+    after that moment, so a stream seen closed before it was closed before the release."""
     store = ZkOwnershipStore(zk_session)
     tenant, ns = NS.split("/")
+    last_owning = time.monotonic()
     while True:
+        sent = time.monotonic()
         owners = await asyncio.gather(*(store.owner(tenant, ns, b) for b in bundle_ranges(4)))
         if broker not in owners:
-            return time.monotonic()
+            return last_owning
+        last_owning = sent
         await asyncio.sleep(0.02)
 
 

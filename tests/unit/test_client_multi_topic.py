@@ -6,14 +6,13 @@ against the broker twin of test_client_sdk (what went over the wire is asserted 
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections import defaultdict
 
 import pytest
 import test_client_sdk
-from test_client_sdk import LEDGER, BrokerTwin, Twin, _TwinThread
+from test_client_sdk import LEDGER, BrokerTwin, Twin, _eventually, _TwinThread
 
 import magnetar
 import magnetar.asyncio as ma
@@ -28,28 +27,6 @@ from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 
 NS = "persistent://public/default"
-
-
-@pytest.fixture
-async def twin():
-    t = Twin()
-    await t.start()
-    yield t
-    await t.stop()
-
-
-@pytest.fixture
-async def client(twin):
-    c = ma.Client(f"magnetar://{twin.address}", operation_timeout_seconds=5)
-    yield c
-    await c.close()
-
-
-async def _eventually(predicate, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 # -- names ------------------------------------------------------------------------------------

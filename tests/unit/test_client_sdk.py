@@ -327,21 +327,6 @@ class Twin:
         await self.start()
 
 
-@pytest.fixture
-async def twin():
-    t = Twin()
-    await t.start()
-    yield t
-    await t.stop()
-
-
-@pytest.fixture
-async def client(twin):
-    c = ma.Client(f"magnetar://{twin.address}", operation_timeout_seconds=5)
-    yield c
-    await c.close()
-
-
 async def _eventually(predicate, timeout=3.0):
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -10,7 +10,7 @@ import asyncio
 import time
 
 import pytest
-from test_client_sdk import LEDGER, Twin
+from test_client_sdk import LEDGER, _eventually
 
 import magnetar
 import magnetar.asyncio as ma
@@ -21,28 +21,6 @@ from magnetar.client.receive_queue import ReceiveQueue
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import common_pb2
-
-
-@pytest.fixture
-async def twin():
-    t = Twin()
-    await t.start()
-    yield t
-    await t.stop()
-
-
-@pytest.fixture
-async def client(twin):
-    c = ma.Client(f"magnetar://{twin.address}", operation_timeout_seconds=5)
-    yield c
-    await c.close()
-
-
-async def _eventually(predicate, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 # -- the delivery path, by hand ---------------------------------------------------------------
