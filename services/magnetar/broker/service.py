@@ -58,6 +58,7 @@ class BrokerService:
         """Topics being closed (unloaded): a reopen here waits for the close to end."""
         self.lease = SessionLease(config.zk_session_timeout_s)
         self._lapsed = True  # not serving until the first answer from ZooKeeper
+        self._lapses = 0  # times serving stopped (lease run out, session lost)
         self._lease_task: asyncio.Task[None] | None = None
         self.mover = LetterMover(broker_id)
         self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
@@ -105,6 +106,7 @@ class BrokerService:
         if self._lapsed:
             return
         self._lapsed = True
+        self._lapses += 1
         log.warning("%s: not serving until ZooKeeper answers; unloading %d topics", why, len(self.topics))
         self._unload_all(why)
 
@@ -124,7 +126,8 @@ class BrokerService:
         self.lease.renewed(sent)
         if self._lapsed and self.lease.valid():
             self._lapsed = False
-            log.info("ZooKeeper answers: serving topics again")
+            if self._lapses:
+                log.info("ZooKeeper answers: serving topics again")
 
     async def _keep_lease(self) -> None:
         """Renew the lease every ``ping_interval_s`` and stop serving when it runs out;
@@ -151,6 +154,7 @@ class BrokerService:
             self._owned.clear()
             self.lease.revoke()
             self._lapsed = True
+            self._lapses += 1
             self._unload_all("its ZooKeeper session expired")
 
     def unload(self, name: str, reason: MagnetarError | None = None) -> None:
