@@ -263,7 +263,8 @@ def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
     elif action == "create-partitioned-topic":
         stub.CreateTopic(pb.CreateTopicRequest(topic=args.name, partitions=args.partitions), timeout=timeout)
     elif action == "delete":
-        stub.DeleteTopic(pb.DeleteTopicRequest(topic=args.name, force=args.force), timeout=timeout)
+        request = pb.DeleteTopicRequest(topic=args.name, force=args.force)
+        brokers.on_owner(args.name, lambda s: s.DeleteTopic(request, timeout=timeout), lookup_first=False)
     elif action == "unload":
         brokers.on_partitions(args.name, lambda s, t: s.UnloadTopic(pb.UnloadTopicRequest(topic=t), timeout=timeout))
     elif action == "list":

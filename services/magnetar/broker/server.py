@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -116,7 +117,11 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
             if not ended.done() and not service.serving():
                 _settle(ended, service.not_serving(f"producer {name} on {topic.name}"))
             if ended.done():
-                await abort(context, ended.result())
+                # In the stream, not as its status: the status of a call whose request
+                # stream is still being read may not reach the client intact.
+                yield pb.ProduceResponse(closed=_error(ended.result()))
+                await _drain_until_done(receiver, pending)
+                return
             await receiver
         finally:
             receiver.cancel()
@@ -202,10 +207,11 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 subscribed.dead_letter_policy.CopyFrom(policy.to_proto())
             yield pb.ConsumeResponse(subscribed=subscribed)
             while (resp := await out.get()) is not None:
-                if isinstance(resp, MagnetarError):
-                    await abort(context, resp)
-                else:
-                    yield resp
+                if isinstance(resp, MagnetarError):  # the stream ends (see Produce)
+                    yield pb.ConsumeResponse(error=_error(resp))
+                    await _drain_until_done(receiver, out)
+                    return
+                yield resp
         finally:
             receiver.cancel()
             await asyncio.gather(receiver, return_exceptions=True)
@@ -350,6 +356,22 @@ async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: i
     else:
         receipt.message_id.CopyFrom(pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=partition, batch_index=-1))
     return receipt
+
+
+async def _drain_until_done(reader: asyncio.Task[None], queue: asyncio.Queue[Any], timeout_s: float = 10.0) -> None:
+    """Wait (bounded) for a stream's request reader to end, taking what it still queues.
+
+    A client ends its call once it has read the closing message, and then the pending
+    read ends too. Cancelling a read in progress instead breaks gRPC's server call: its
+    status arrives as INTERNAL, and later streams of the connection may stall.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not reader.done() and loop.time() < deadline:
+        try:
+            await asyncio.wait_for(queue.get(), 0.05)
+        except TimeoutError:
+            pass
 
 
 def _settle(future: asyncio.Future[MagnetarError], error: MagnetarError) -> None:

@@ -95,6 +95,8 @@ class PartitionProducer(ConnectionHandler):
                 if resp is grpc.aio.EOF:
                     return NotConnected(f"broker {self.broker_address} closed the produce stream")
                 kind = resp.WhichOneof("kind")
+                if kind == "closed":  # the broker ends the stream: why
+                    return from_code(resp.closed.code, resp.closed.message)
                 receipts = [resp.receipt] if kind == "receipt" else resp.receipts.receipts if kind == "receipts" else []
                 for receipt in receipts:
                     err = self._on_receipt(receipt)
