@@ -192,13 +192,22 @@ class BrokerService:
             if doc is None:
                 raise TopicNotFound(f"topic {name} does not exist")
             return  # not loaded: nothing to unload
-        for t in served:
+        await self._unload_and_wait(served)
+        log.info("unloaded %s by admin request", ", ".join(served))
+
+    async def _unload_and_wait(self, names: list[str]) -> None:
+        """Unload ``names`` (once opened, when opening) and wait until they are closed."""
+        for t in names:
             opening = self._opening.get(t)
             if opening is not None:
                 await asyncio.gather(opening, return_exceptions=True)
             self.unload(t)
-        await asyncio.gather(*(self._closing[t] for t in served if t in self._closing), return_exceptions=True)
-        log.info("unloaded %s by admin request", ", ".join(served))
+        await asyncio.gather(*(self._closing[t] for t in names if t in self._closing), return_exceptions=True)
+
+    def _check_bundle(self, ns: NamespaceName, bundle: str) -> None:
+        bundles = bundle_ranges(self.config.bundles_per_namespace)
+        if bundle not in bundles:
+            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles)}")
 
     async def unload_bundle(self, namespace: str, bundle: str) -> None:
         """An admin's unload of a namespace bundle this broker owns: its topics are closed
@@ -209,25 +218,16 @@ class BrokerService:
         """
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
-        if bundle not in bundle_ranges(self.config.bundles_per_namespace):
-            raise InvalidArgument(
-                f"{bundle!r} is not a bundle of {ns}; its bundles are "
-                f"{', '.join(bundle_ranges(self.config.bundles_per_namespace))}"
-            )
+        self._check_bundle(ns, bundle)
         key = (ns.tenant, ns.namespace, bundle)
         if key not in self._owned:
             owner = await self.ownership.owner(*key)
             raise NotOwner(f"bundle {ns}/{bundle} is owned by {owner or 'no broker'}, not {self.broker_id}")
         self._owned.discard(key)  # lookups here stop answering this broker from now on
         names = [t for t in list(self.topics) + list(self._opening) if self._bundle(self.parse(t)) == key]
-        for t in names:
-            opening = self._opening.get(t)
-            if opening is not None:
-                await asyncio.gather(opening, return_exceptions=True)
-            self.unload(t)
         # The bundle goes once its topics are closed (their ledgers too), so a new owner
         # does not have to fence and recover them.
-        await asyncio.gather(*(self._closing[t] for t in names if t in self._closing), return_exceptions=True)
+        await self._unload_and_wait(names)
         await self.ownership.release(*key)
         log.info("bundle %s/%s unloaded by admin request (%d topics)", ns, bundle, len(names))
 
@@ -239,10 +239,9 @@ class BrokerService:
         """
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)
-        bundles = bundle_ranges(self.config.bundles_per_namespace)
-        if bundle and bundle not in bundles:
-            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles)}")
-        chosen = [bundle] if bundle else bundles
+        if bundle:
+            self._check_bundle(ns, bundle)
+        chosen = [bundle] if bundle else bundle_ranges(self.config.bundles_per_namespace)
         owners = await asyncio.gather(*(self.ownership.owner(ns.tenant, ns.namespace, b) for b in chosen))
         return [(b, o or "") for b, o in zip(chosen, owners, strict=True)]
 
