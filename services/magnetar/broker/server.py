@@ -66,9 +66,8 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
             pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
 
             def on_close(error: MagnetarError) -> None:
-                # The topic stopped being served here: answer the sends taken, then end
-                # the stream with ``error``. (The reader is not cancelled: a read
-                # cancelled mid-call breaks the call before its status is sent.)
+                # The topic stopped being served here: take no more sends, then end the
+                # stream with ``error`` as its last message (see _drain_until_done).
                 _settle(ended, error)
                 with contextlib.suppress(asyncio.QueueFull):  # a busy loop checks ``ended``
                     pending.put_nowait(None)
