@@ -8,6 +8,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from magnetar.common.config import ServiceConfig
+from magnetar.common.errors import InvalidArgument
+from magnetar.ledger.metadata import check_quorums
 
 DEFAULT_PORT = 6650
 
@@ -75,9 +77,8 @@ class BrokerConfig(ServiceConfig):
 
     @model_validator(mode="after")
     def _quorums(self) -> Self:
-        if not self.ensemble_size >= self.write_quorum >= self.ack_quorum:
-            raise ValueError(
-                "quorums must satisfy ensemble_size >= write_quorum >= ack_quorum, got "
-                f"{self.ensemble_size}, {self.write_quorum}, {self.ack_quorum}"
-            )
+        try:
+            check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
+        except InvalidArgument as exc:  # pydantic reports ValueErrors as bad settings
+            raise ValueError(exc.message) from exc
         return self

@@ -15,7 +15,7 @@ from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, check_quorums
 from magnetar.ledger.placement import choose_ensemble
-from magnetar.ledger.reader import LedgerEntry, decode_entries, read_from_replicas
+from magnetar.ledger.reader import LedgerReader
 from magnetar.ledger.recovery import recover
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.ledgers import ZkLedgerMetadataStore
@@ -31,42 +31,6 @@ class LedgerClientConfig:
     max_entry_bytes: int = 5 * 1024 * 1024 + 64 * 1024 - 8
     """Largest payload (the bookie's limit less the 8-byte ledger header)."""
     properties: dict[str, str] = field(default_factory=dict)
-
-
-class LedgerReader:
-    """Reads a ledger: up to its last entry when closed, up to the LAC while open."""
-
-    def __init__(self, client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, last_add_confirmed: int) -> None:
-        self.client = client
-        self.ledger_id = ledger_id
-        self.metadata = metadata
-        self.last_add_confirmed = last_add_confirmed
-
-    @property
-    def last_entry_id(self) -> int:
-        return self.metadata.last_entry_id if self.metadata.is_closed else self.last_add_confirmed
-
-    async def read(self, first: int, last: int) -> list[LedgerEntry]:
-        """Entries first..last, in order.
-
-        Raises:
-            InvalidArgument: the range is empty or reaches past the last readable entry.
-        """
-        if first < 0 or last < first:
-            raise InvalidArgument(f"bad entry range {first}..{last}")
-        if last > self.last_entry_id:
-            raise InvalidArgument(
-                f"ledger {self.ledger_id}: entry {last} is past the last readable entry {self.last_entry_id}"
-            )
-        ids = list(range(first, last + 1))
-        raw = await read_from_replicas(self.client.pool, self.ledger_id, self.metadata, ids, self.client.config.read_timeout_s)
-        return decode_entries(self.ledger_id, raw, ids)
-
-    async def refresh_lac(self) -> int:
-        """Ask the bookies of the last fragment for the LAC (open ledgers)."""
-        if not self.metadata.is_closed:
-            self.last_add_confirmed = max(self.last_add_confirmed, await self.client.read_lac(self.ledger_id, self.metadata))
-        return self.last_entry_id
 
 
 class LedgerClient:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from magnetar.common.errors import MagnetarError, NoSuchEntry, NotFound
+from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchEntry, NotFound
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.framing import unframe
 from magnetar.ledger.metadata import LedgerMetadata
@@ -76,3 +76,56 @@ def decode_entries(ledger_id: int, raw: dict[int, bytes], entry_ids: Sequence[in
         length, payload = unframe(raw[e])
         out.append(LedgerEntry(ledger_id, e, payload, length))
     return out
+
+
+class ReadSettings(Protocol):
+    @property
+    def read_timeout_s(self) -> float: ...
+
+
+class ReadContext(Protocol):
+    """What a :class:`LedgerReader` needs of the ledger client."""
+
+    @property
+    def pool(self) -> BookiePool: ...
+
+    @property
+    def config(self) -> ReadSettings: ...
+
+    async def read_lac(self, ledger_id: int, metadata: LedgerMetadata) -> int: ...
+
+
+class LedgerReader:
+    """Reads a ledger: up to its last entry when closed, up to the LAC while open."""
+
+    def __init__(self, client: ReadContext, ledger_id: int, metadata: LedgerMetadata, last_add_confirmed: int) -> None:
+        self.client = client
+        self.ledger_id = ledger_id
+        self.metadata = metadata
+        self.last_add_confirmed = last_add_confirmed
+
+    @property
+    def last_entry_id(self) -> int:
+        return self.metadata.last_entry_id if self.metadata.is_closed else self.last_add_confirmed
+
+    async def read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Entries first..last, in order.
+
+        Raises:
+            InvalidArgument: the range is empty or reaches past the last readable entry.
+        """
+        if first < 0 or last < first:
+            raise InvalidArgument(f"bad entry range {first}..{last}")
+        if last > self.last_entry_id:
+            raise InvalidArgument(
+                f"ledger {self.ledger_id}: entry {last} is past the last readable entry {self.last_entry_id}"
+            )
+        ids = list(range(first, last + 1))
+        raw = await read_from_replicas(self.client.pool, self.ledger_id, self.metadata, ids, self.client.config.read_timeout_s)
+        return decode_entries(self.ledger_id, raw, ids)
+
+    async def refresh_lac(self) -> int:
+        """Ask the bookies of the last fragment for the LAC (open ledgers)."""
+        if not self.metadata.is_closed:
+            self.last_add_confirmed = max(self.last_add_confirmed, await self.client.read_lac(self.ledger_id, self.metadata))
+        return self.last_entry_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.common.errors import InvalidArgument
+from magnetar.ledger.metadata import check_quorums
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,7 @@ class ManagedLedgerConfig:
     limit is 1 MB); see ``cursor_state``."""
 
     def __post_init__(self) -> None:
-        if not self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1:
-            raise InvalidArgument(
-                f"need ensemble_size >= write_quorum >= ack_quorum >= 1, got "
-                f"{self.ensemble_size}, {self.write_quorum}, {self.ack_quorum}"
-            )
+        check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
         positive = {
             "max_entries_per_ledger": self.max_entries_per_ledger,
             "max_size_per_ledger": self.max_size_per_ledger,

@@ -15,7 +15,7 @@ from typing import Any
 from magnetar.broker.managedledger.cache import EntryCache
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.position import Position
-from magnetar.ledger.client import LedgerReader
+from magnetar.ledger.reader import LedgerReader
 
 Entry = tuple[Position, bytes]
 
