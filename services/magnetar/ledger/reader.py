@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchEntry, NotFound
-from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.framing import unframe
 from magnetar.ledger.metadata import LedgerMetadata
+
+if TYPE_CHECKING:  # the pool is handed in: reading needs no gRPC import of its own
+    from magnetar.ledger.bookie_client import BookiePool
 
 
 class LedgerEntry(NamedTuple):
