@@ -13,6 +13,7 @@ import pytest
 
 import magnetar.asyncio as mg
 from magnetar.common.errors import InvalidArgument, NamespaceNotFound, NotFound
+from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.codec import encode
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.ledgers import ZkLedgerMetadataStore
@@ -112,7 +113,7 @@ async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(b
         kept = await wait_for(trimmed, what="consumed ledgers to be deleted")
         gone = sorted(set(before["public/none"]) - set(kept))
         assert gone and kept == before["public/none"][-len(kept):]  # the oldest went
-        ledgers = ZkLedgerMetadataStore(zk_session)
+        ledgers = ZkLedgerMetadataStore(zk_session, LedgerMetadata.from_dict)
 
         async def deleted() -> bool | None:  # from the ledgers' metadata too (just after the list)
             for ledger_id in gone:

@@ -33,7 +33,6 @@ KNOWN = {
     ("grpc", "broker/letter_mover.py"),  # the broker publishes moves through its own SDK
     ("grpc", "client/partition_producer.py"),  # the SDK's state machines hold call objects
     ("grpc", "client/partition_consumer.py"),
-    ("service", "metadata/ledgers.py"),  # imports ledger.metadata for its codec
 }
 
 

@@ -37,7 +37,7 @@ class LedgerClient:
     def __init__(self, session: ZkSession, config: LedgerClientConfig | None = None) -> None:
         self.config = config or LedgerClientConfig()
         self.session = session
-        self.store = ZkLedgerMetadataStore(session)
+        self.store: ZkLedgerMetadataStore[LedgerMetadata] = ZkLedgerMetadataStore(session, LedgerMetadata.from_dict)
         self.registry = ZkBookieRegistry(session)
         self.pool = BookiePool(timeout_s=self.config.read_timeout_s)
         self.writer_id = uuid.uuid4().hex

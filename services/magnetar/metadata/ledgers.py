@@ -3,14 +3,17 @@
 Ledger ids come from a persistent-sequential znode under ``<root>/idgen/ledgers``: the
 sequence counter of the parent only grows (deleted children do not give numbers back),
 so an id is never reused.
+
+The store does not know the ledger metadata's type: the ledger client hands it the
+decoder (``LedgerMetadata.from_dict``), and what it stores has a ``to_dict()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 from magnetar.common.errors import MetadataVersionConflict, NoSuchLedger, NotFound
-from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import NodeExists
 from magnetar.metadata.session import ZkSession
@@ -18,10 +21,21 @@ from magnetar.metadata.session import ZkSession
 _ID_PREFIX = "ID-"
 
 
-class ZkLedgerMetadataStore:
-    def __init__(self, session: ZkSession) -> None:
+class LedgerDocument(Protocol):
+    """Ledger metadata as the store keeps it: a JSON document."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+M = TypeVar("M", bound=LedgerDocument)
+
+
+class ZkLedgerMetadataStore(Generic[M]):
+    def __init__(self, session: ZkSession, decode: Callable[[dict[str, Any]], M]) -> None:
+        """Args: decode: turns a stored document back into metadata (may raise on a bad one)."""
         self._session = session
         self._paths = session.paths
+        self._decode = decode
 
     async def new_ledger_id(self) -> int:
         base = self._paths.ledger_id_generator()
@@ -32,21 +46,21 @@ class ZkLedgerMetadataStore:
             pass
         return int(path.rsplit(_ID_PREFIX, 1)[1])
 
-    async def create(self, metadata: LedgerMetadata) -> tuple[int, int]:
+    async def create(self, metadata: M) -> tuple[int, int]:
         """Store metadata under a fresh ledger id; returns (ledger id, version)."""
         ledger_id = await self.new_ledger_id()
         await self._session.create(self._paths.ledger(ledger_id), encode(metadata.to_dict()), makepath=True)
         return ledger_id, 0
 
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+    async def read(self, ledger_id: int) -> tuple[M, int]:
         """Raises NoSuchLedger."""
         try:
             data, stat = await self._session.get(self._paths.ledger(ledger_id))
         except NotFound as exc:
             raise NoSuchLedger(ledger_id) from exc
-        return LedgerMetadata.from_dict(decode(data, self._paths.ledger(ledger_id))), stat.version
+        return self._decode(decode(data, self._paths.ledger(ledger_id))), stat.version
 
-    async def write(self, ledger_id: int, metadata: LedgerMetadata, version: int) -> int:
+    async def write(self, ledger_id: int, metadata: M, version: int) -> int:
         """Replace the metadata if it is still at ``version``; returns the new version.
 
         Raises:
@@ -60,8 +74,8 @@ class ZkLedgerMetadataStore:
         return stat.version
 
     async def update(
-        self, ledger_id: int, fn: Callable[[LedgerMetadata], LedgerMetadata], max_attempts: int = 10
-    ) -> tuple[LedgerMetadata, int]:
+        self, ledger_id: int, fn: Callable[[M], M], max_attempts: int = 10
+    ) -> tuple[M, int]:
         """Read, apply ``fn`` (pure; may raise to abort), compare-and-set; retried on conflict."""
         for _ in range(max_attempts):
             current, version = await self.read(ledger_id)
