@@ -26,7 +26,7 @@ import pytest
 
 import magnetar.asyncio as mg
 from magnetar.admin import Brokers, stats_to_dict, unload_bundles
-from magnetar.common.names import bundle_ranges
+from magnetar.common.bundles import bundle_ranges
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.faultproxy import FaultProxy

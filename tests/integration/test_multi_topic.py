@@ -13,7 +13,7 @@ import pytest
 import magnetar
 import magnetar.asyncio as mg
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
-from magnetar.common.names import partition_for_key
+from magnetar.common.keyhash import partition_for_key
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 

@@ -13,8 +13,9 @@ import grpc
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.common.bundles import bundle_of
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
-from magnetar.common.names import TopicName, bundle_of
+from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.processes import BrokerProcess

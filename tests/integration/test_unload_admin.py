@@ -9,7 +9,7 @@ import json
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.common.names import bundle_of, bundle_ranges
+from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration

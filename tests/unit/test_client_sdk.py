@@ -23,7 +23,8 @@ import magnetar
 import magnetar.asyncio as ma
 from magnetar.common.errors import TopicNotFound
 from magnetar.common.grpcutil import abort
-from magnetar.common.names import TopicName, partition_for_key
+from magnetar.common.keyhash import partition_for_key
+from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.proto.v1 import common_pb2

@@ -8,19 +8,14 @@ import struct
 
 import pytest
 
+from magnetar.common.bundles import bundle_boundaries, bundle_of, bundle_ranges, topic_hash
 from magnetar.common.errors import InvalidArgument, InvalidTopicName
+from magnetar.common.keyhash import key_hash, murmur3_32, partition_for_key
 from magnetar.common.names import (
     MAX_LOCAL_NAME_LENGTH,
     MAX_SEGMENT_LENGTH,
     NamespaceName,
     TopicName,
-    bundle_boundaries,
-    bundle_of,
-    bundle_ranges,
-    key_hash,
-    murmur3_32,
-    partition_for_key,
-    topic_hash,
     validate_tenant,
 )
 

@@ -17,6 +17,7 @@ from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
 from magnetar.broker.retention import RetentionTask
 from magnetar.broker.topic import PersistentTopic
+from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
     InvalidArgument,
     InvalidTopicName,
@@ -25,7 +26,7 @@ from magnetar.common.errors import (
     TopicNotFound,
 )
 from magnetar.common.gcpolicy import GcPolicy
-from magnetar.common.names import NamespaceName, TopicName, bundle_of, bundle_ranges
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore

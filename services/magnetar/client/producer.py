@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, MessageTooBig
+from magnetar.common.keyhash import partition_for_key
 from magnetar.common.message_id import MessageId
-from magnetar.common.names import TopicName, partition_for_key
+from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 
 from .connection import ConnectionPool

@@ -1,4 +1,4 @@
-"""Topic and namespace names, namespace bundles and key hashing, as Apache Pulsar has them.
+"""Topic and namespace names, as Apache Pulsar has them.
 
 Names:
     A namespace is ``<tenant>/<namespace>``; a topic is ``persistent://<tenant>/<namespace>/<topic>``.
@@ -18,20 +18,14 @@ Rules (Pulsar's ``NamedEntity`` and ``TopicName``, tightened where ZooKeeper nee
     * A ``-partition-N`` suffix names partition N only when N is a canonical decimal
       int32 (no sign, no leading zero), as in Pulsar: ``t-partition-01`` is a plain topic.
 
-Hashes, both stable across processes and machines (never Python's ``hash()``):
-    * Bundles: CRC-32 (``zlib.crc32``) of the UTF-8 full topic name, as Pulsar's
-      ``NamespaceBundleFactory`` does with Guava's ``Hashing.crc32()``, so a topic falls
-      in the same bundle range as in Pulsar. Ranges split ``[0, 0xffffffff]`` like
-      Pulsar's ``getBundles(n)``.
-    * Keys to partitions: MurmurHash3 x86 32-bit, seed 0, over the UTF-8 key, with the
-      sign bit cleared, modulo the partition count: Pulsar's ``Murmur3_32Hash``
-      (``HashingScheme.Murmur3_32Hash`` in its clients, and the Key_Shared hash).
+Bundles are in :mod:`magnetar.common.bundles`, key hashing in :mod:`magnetar.common.keyhash`.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-import zlib
+from dataclasses import dataclass
 from typing import Any, Final
 
 from magnetar.common.errors import InvalidArgument, InvalidTopicName
@@ -122,23 +116,21 @@ def _partition_index_of(local_name: str) -> int:
     return index if index <= MAX_PARTITION_INDEX else -1
 
 
+@dataclass(frozen=True, order=True, slots=True)
 class NamespaceName:
     """``<tenant>/<namespace>``: immutable, hashable, ordered by (tenant, namespace)."""
 
-    __slots__ = ("tenant", "namespace")
     tenant: str
     namespace: str
 
-    def __init__(self, tenant: str, namespace: str) -> None:
+    def __post_init__(self) -> None:
         """Raises: InvalidArgument: either part breaks the naming rules."""
-        for kind, value in (("tenant", tenant), ("namespace", namespace)):
+        for kind, value in (("tenant", self.tenant), ("namespace", self.namespace)):
             problem = _segment_problem(kind, value)
             if problem:
                 raise InvalidArgument(
-                    f"invalid namespace name {tenant}/{namespace}: {problem}; {_NAMESPACE_HINT}"
+                    f"invalid namespace name {self.tenant}/{self.namespace}: {problem}; {_NAMESPACE_HINT}"
                 )
-        object.__setattr__(self, "tenant", tenant)
-        object.__setattr__(self, "namespace", namespace)
 
     @classmethod
     def parse(cls, name: str) -> NamespaceName:
@@ -166,45 +158,8 @@ class NamespaceName:
     def __repr__(self) -> str:
         return f"NamespaceName({str(self)!r})"
 
-    def _key(self) -> tuple[str, str]:
-        return (self.tenant, self.namespace)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, NamespaceName) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(("NamespaceName", self.tenant, self.namespace))
-
-    def __lt__(self, other: NamespaceName) -> bool:
-        if not isinstance(other, NamespaceName):
-            return NotImplemented
-        return self._key() < other._key()
-
-    def __le__(self, other: NamespaceName) -> bool:
-        if not isinstance(other, NamespaceName):
-            return NotImplemented
-        return self._key() <= other._key()
-
-    def __gt__(self, other: NamespaceName) -> bool:
-        if not isinstance(other, NamespaceName):
-            return NotImplemented
-        return self._key() > other._key()
-
-    def __ge__(self, other: NamespaceName) -> bool:
-        if not isinstance(other, NamespaceName):
-            return NotImplemented
-        return self._key() >= other._key()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"NamespaceName is immutable; cannot set {name}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"NamespaceName is immutable; cannot delete {name}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (NamespaceName, (self.tenant, self.namespace))
-
-
+@functools.total_ordering  # equality is by full name; order by _key (partitions numerically)
 class TopicName:
     """A full topic name: immutable, hashable, ordered (partitions numerically after their base).
 
@@ -381,21 +336,6 @@ class TopicName:
             return NotImplemented
         return self._key() < other._key()
 
-    def __le__(self, other: TopicName) -> bool:
-        if not isinstance(other, TopicName):
-            return NotImplemented
-        return self._key() <= other._key()
-
-    def __gt__(self, other: TopicName) -> bool:
-        if not isinstance(other, TopicName):
-            return NotImplemented
-        return self._key() > other._key()
-
-    def __ge__(self, other: TopicName) -> bool:
-        if not isinstance(other, TopicName):
-            return NotImplemented
-        return self._key() >= other._key()
-
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"TopicName is immutable; cannot set {name}")
 
@@ -408,122 +348,3 @@ class TopicName:
 
 def _fail(name: str, problem: str) -> None:
     raise InvalidTopicName(f"invalid topic name {name!r}: {problem}; {_TOPIC_HINT}")
-
-
-# -- bundles ----------------------------------------------------------------------
-_HASH_SPACE: Final = 1 << 32
-_LAST_BOUNDARY: Final = _HASH_SPACE - 1
-
-
-def _check_bundles(bundles: int) -> int:
-    if (
-        isinstance(bundles, bool)
-        or not isinstance(bundles, int)
-        or not (1 <= bundles <= MAX_BUNDLES)
-    ):
-        raise InvalidArgument(
-            f"number of bundles must be an int from 1 to {MAX_BUNDLES}, got {bundles!r}"
-        )
-    return bundles
-
-
-def bundle_boundaries(bundles: int = DEFAULT_BUNDLES) -> list[int]:
-    """The ``bundles + 1`` boundaries splitting ``[0, 0xffffffff]`` into equal hash ranges.
-
-    Raises:
-        InvalidArgument: ``bundles`` is not in [1, MAX_BUNDLES].
-    """
-    step = _HASH_SPACE // _check_bundles(bundles)
-    return [i * step for i in range(bundles)] + [_LAST_BOUNDARY]
-
-
-def bundle_ranges(bundles: int = DEFAULT_BUNDLES) -> list[str]:
-    """Names of a namespace's bundles, e.g. ``["0x00000000_0x40000000", …, "0xc0000000_0xffffffff"]``.
-
-    Each range includes its lower bound and excludes its upper one, except the last,
-    which includes 0xffffffff.
-
-    Raises:
-        InvalidArgument: ``bundles`` is not in [1, MAX_BUNDLES].
-    """
-    b = bundle_boundaries(bundles)
-    return [f"0x{b[i]:08x}_0x{b[i + 1]:08x}" for i in range(bundles)]
-
-
-def topic_hash(topic: TopicName | str) -> int:
-    """The unsigned 32-bit bundle hash of a topic: CRC-32 of its UTF-8 full name."""
-    return zlib.crc32(str(TopicName.parse(topic)).encode("utf-8"))
-
-
-def bundle_of(topic: TopicName | str, bundles: int = DEFAULT_BUNDLES) -> str:
-    """The bundle (one of :func:`bundle_ranges`) whose hash range holds ``topic``.
-
-    Each partition of a partitioned topic is hashed by its own full name, so partitions
-    spread over bundles (and brokers).
-
-    Raises:
-        InvalidTopicName: ``topic`` is a malformed string.
-        InvalidArgument: ``bundles`` is not in [1, MAX_BUNDLES].
-    """
-    step = _HASH_SPACE // _check_bundles(bundles)
-    index = min(topic_hash(topic) // step, bundles - 1)
-    upper = _LAST_BOUNDARY if index == bundles - 1 else (index + 1) * step
-    return f"0x{index * step:08x}_0x{upper:08x}"
-
-
-# -- key hashing ------------------------------------------------------------------
-_MASK32: Final = 0xFFFFFFFF
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _MASK32
-
-
-def _fmix32(h: int) -> int:
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _MASK32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _MASK32
-    h ^= h >> 16
-    return h
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit of ``data`` as an unsigned int (Austin Appleby's reference)."""
-    c1, c2 = 0xCC9E2D51, 0x1B873593
-    h = seed & _MASK32
-    n = len(data)
-    full = n - n % 4
-    for i in range(0, full, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (_rotl32((k * c1) & _MASK32, 15) * c2) & _MASK32
-        h = (_rotl32(h ^ k, 13) * 5 + 0xE6546B64) & _MASK32
-    if n % 4:
-        k = int.from_bytes(data[full:], "little")
-        h ^= (_rotl32((k * c1) & _MASK32, 15) * c2) & _MASK32
-    return _fmix32(h ^ n)
-
-
-def key_hash(key: str | bytes) -> int:
-    """Pulsar's ``Murmur3_32Hash`` of a message key: murmur3 of UTF-8, sign bit cleared."""
-    if isinstance(key, str):
-        data = key.encode("utf-8")
-    elif isinstance(key, (bytes, bytearray, memoryview)):
-        data = bytes(key)
-    else:
-        raise InvalidArgument(f"a message key must be str or bytes, not {type(key).__name__}")
-    return murmur3_32(data) & 0x7FFFFFFF
-
-
-def partition_for_key(key: str | bytes, partitions: int) -> int:
-    """The partition, in ``[0, partitions)``, that messages with ``key`` go to.
-
-    Stable across processes and machines, and the same as Pulsar clients configured with
-    ``HashingScheme.Murmur3_32Hash``.
-
-    Raises:
-        InvalidArgument: ``partitions`` < 1 or ``key`` is neither str nor bytes.
-    """
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise InvalidArgument(f"number of partitions must be an int >= 1, got {partitions!r}")
-    return key_hash(key) % partitions

@@ -21,7 +21,7 @@ from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import Dispatcher
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
-from magnetar.common.names import key_hash
+from magnetar.common.keyhash import key_hash
 from magnetar.proto.v1 import broker_pb2 as pb
 
 SLOTS = 65536
