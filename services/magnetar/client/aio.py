@@ -26,8 +26,8 @@ from .connection import ConnectionPool
 from .consumer import Consumer, Topics, topic_names
 from .message import Message
 from .options import (
-    DEFAULT_MAX_MESSAGE_SIZE,
-    DEFAULT_RETRY_DELAY_LEVELS,
+    CONSUMER_DEFAULTS,
+    PRODUCER_DEFAULTS,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
     ConsumerType,
@@ -92,17 +92,17 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
-        send_timeout_millis: int = 30000,
-        max_pending_messages: int = 1000,
-        block_if_queue_full: bool = False,
-        batching_enabled: bool = True,
-        batching_max_messages: int = 1000,
-        batching_max_allowed_size_in_bytes: int = 128 * 1024,
-        batching_max_publish_delay_ms: int = 10,
-        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
-        hashing_scheme: HashingScheme = HashingScheme.Murmur3_32Hash,
+        send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
+        max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
+        block_if_queue_full: bool = PRODUCER_DEFAULTS.block_if_queue_full,
+        batching_enabled: bool = PRODUCER_DEFAULTS.batching_enabled,
+        batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
+        batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
+        batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
+        hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
@@ -135,16 +135,16 @@ class Client:
         self,
         topic: Topics,
         subscription_name: str,
-        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_type: ConsumerType = CONSUMER_DEFAULTS.consumer_type,
         consumer_name: str | None = None,
-        receiver_queue_size: int = 1000,
-        priority_level: int = 0,
-        initial_position: InitialPosition = InitialPosition.Latest,
-        negative_ack_redelivery_delay_ms: int = 60000,
+        receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
+        priority_level: int = CONSUMER_DEFAULTS.priority_level,
+        initial_position: InitialPosition = CONSUMER_DEFAULTS.initial_position,
+        negative_ack_redelivery_delay_ms: int = CONSUMER_DEFAULTS.negative_ack_redelivery_delay_ms,
         unacked_messages_timeout_ms: int | None = None,
-        enable_retry: bool = False,
+        enable_retry: bool = CONSUMER_DEFAULTS.enable_retry,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
-        retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS,
+        retry_delay_levels: str | Sequence[timedelta | int] = CONSUMER_DEFAULTS.retry_delay_levels,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -186,9 +186,9 @@ class Client:
         topic: str,
         start_message_id: MessageId,
         reader_name: str | None = None,
-        receiver_queue_size: int = 1000,
+        receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
-        start_message_id_inclusive: bool = False,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
         :mod:`magnetar.client.reader`).

@@ -110,3 +110,9 @@ class ConsumerConfig:
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
     non_durable: bool = False
+
+
+PRODUCER_DEFAULTS = ProducerConfig()
+"""The producer options' defaults: the blocking and asyncio clients' signatures take
+theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once."""
+CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
