@@ -45,3 +45,11 @@ def test_auditor_sample_config_matches_the_defaults():
     with open("conf/auditor.toml") as fh:
         assert set(AuditorConfig.model_fields) <= set(fh.read().split())
     assert AuditorConfig.load(grace_period_s=2.0).grace_period_s == 2.0  # --grace-period
+
+
+def test_broker_sample_config_matches_the_defaults():
+    from magnetar.broker.config import BrokerConfig
+
+    assert BrokerConfig.load("conf/broker.toml").model_dump() == BrokerConfig.load().model_dump() | {"port": 6650}
+    with open("conf/broker.toml") as fh:
+        assert set(BrokerConfig.model_fields) <= set(fh.read().split())

@@ -34,3 +34,7 @@ class AuditorConfig(ServiceConfig):
     is tried again by this replica after this long."""
     batch_entries: int = Field(default=500, ge=1)
     """Entries copied per read and per add request."""
+    ledger_add_timeout_s: float = Field(default=10.0, gt=0)
+    """A bookie that has not answered a copy's add by then is given up for another."""
+    ledger_read_timeout_s: float = Field(default=10.0, gt=0)
+    """A read a bookie has not answered by then goes to the next replica."""

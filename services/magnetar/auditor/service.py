@@ -16,7 +16,7 @@ from magnetar.auditor.metrics import IS_LEADER, UNDER_REPLICATED
 from magnetar.auditor.replicator import LedgerReplicator, Outcome, Progress
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError
-from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.metadata.election import LeaderElection
 from magnetar.metadata.session import ZkSession
 from magnetar.metadata.underreplication import UnderReplicated, ZkUnderReplicationStore
@@ -60,7 +60,9 @@ class AuditorService:
         self.config = config
         self.auditor_id = auditor_id
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
-        self.client = LedgerClient(self.zk)
+        self.client = LedgerClient(
+            self.zk, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+        )
         self.markers = ZkUnderReplicationStore(self.zk)
         self.throttle = Throttle(config.throttle_entries_per_s)
         self.replicator = LedgerReplicator(self.client, self.markers, config, self.throttle)

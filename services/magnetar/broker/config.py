@@ -70,6 +70,23 @@ class BrokerConfig(ServiceConfig):
     gc_full_collect_interval_s: float = Field(default=600.0, ge=0)
     """Every this often one full garbage collection runs over everything (frees cycles
     that died while frozen; 0: never)."""
+    ledger_add_timeout_s: float = Field(default=10.0, gt=0)
+    """A bookie that has not answered an add by then is replaced (an ensemble change)."""
+    ledger_read_timeout_s: float = Field(default=10.0, gt=0)
+    """A read a bookie has not answered by then goes to the next replica."""
+    ml_cache_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Recently added entries each topic keeps in memory for tailing reads (0: none)."""
+    ml_max_open_readers: int = Field(default=32, ge=1)
+    """Closed ledgers each topic keeps open for reading."""
+    ml_read_batch_entries: int = Field(default=1000, ge=1)
+    """Most entries one read from the bookies asks for."""
+    max_unacked_ranges_to_persist: int = Field(default=10_000, ge=1)
+    """Acknowledged ranges stored per cursor (lowest first); acks of later ones are
+    delivered again after a restart (Pulsar's managedLedgerMaxUnackedRangesToPersist)."""
+    max_batch_acks_to_persist: int = Field(default=500, ge=1)
+    """Partly acknowledged batch entries stored per cursor."""
+    max_redelivery_counts_to_persist: int = Field(default=5_000, ge=1)
+    """Redelivery counts stored per cursor; later ones restart from 0 after a restart."""
     crash_point: str = ""
     """Fault injection for crash tests: the broker exits at once on reaching this named
     point (``after_move_publish``: a retry/DLQ copy is stored, the original not yet

@@ -27,7 +27,7 @@ from magnetar.common.errors import (
 )
 from magnetar.common.gcpolicy import GcPolicy
 from magnetar.common.names import NamespaceName, TopicName
-from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.nodes import SessionState
@@ -43,7 +43,9 @@ class BrokerService:
         self.config = config
         self.broker_id = broker_id
         self.session = session
-        self.ledgers = LedgerClient(session)
+        self.ledgers = LedgerClient(
+            session, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+        )
         self.ml_store = ZkManagedLedgerStore(session)
         self.tenants = ZkTenantStore(session)
         self.ownership = ZkOwnershipStore(session)
@@ -51,6 +53,11 @@ class BrokerService:
             ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
             max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
             max_ledger_age_s=config.max_ledger_age_s, cursor_persist_interval_s=config.cursor_persist_interval_s,
+            cache_max_bytes=config.ml_cache_max_bytes, max_open_readers=config.ml_max_open_readers,
+            read_batch_entries=config.ml_read_batch_entries,
+            max_unacked_ranges_to_persist=config.max_unacked_ranges_to_persist,
+            max_batch_acks_to_persist=config.max_batch_acks_to_persist,
+            max_redelivery_counts_to_persist=config.max_redelivery_counts_to_persist,
         )
         self.topics: dict[str, PersistentTopic] = {}
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
