@@ -97,5 +97,8 @@ class BrokerConfig(ServiceConfig):
         try:
             check_quorums(self.ensemble_size, self.write_quorum, self.ack_quorum)
         except InvalidArgument as exc:  # pydantic reports ValueErrors as bad settings
-            raise ValueError(exc.message) from exc
+            raise ValueError(
+                "quorums must satisfy ensemble_size >= write_quorum >= ack_quorum, got "
+                f"{self.ensemble_size}, {self.write_quorum}, {self.ack_quorum}"
+            ) from exc
         return self
