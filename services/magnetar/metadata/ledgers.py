@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from magnetar.common.errors import MetadataVersionConflict, NoSuchLedger, NotFound
+from magnetar.common.retry import RetryPolicy
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import NodeExists
@@ -62,8 +63,9 @@ class ZkLedgerMetadataStore:
     async def update(
         self, ledger_id: int, fn: Callable[[LedgerMetadata], LedgerMetadata], max_attempts: int = 10
     ) -> tuple[LedgerMetadata, int]:
-        """Read, apply ``fn`` (pure; may raise to abort), compare-and-set; retried on conflict."""
-        for _ in range(max_attempts):
+        """Read, apply ``fn`` (pure; may raise to abort), compare-and-set; retried at once
+        on a conflict, up to ``max_attempts`` tries."""
+        async for _ in RetryPolicy(max_tries=max_attempts, delay_s=0.0).attempts():
             current, version = await self.read(ledger_id)
             updated = fn(current)
             if updated == current:
