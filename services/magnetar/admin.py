@@ -26,13 +26,14 @@ from magnetar.broker.subscription_admin import admin_targets
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotOwner
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
 from magnetar.common.message_id import MessageId
+from magnetar.common.retry import RetryPolicy
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1.broker_pb2_grpc import BrokerStub
 
 DEFAULT_URL = "127.0.0.1:6650"
 _DURATION = re.compile(r"([0-9]+)([smhdw])", re.ASCII)
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-_OWNER_ATTEMPTS = 3
+_OWNER_RETRY = RetryPolicy(max_tries=3, delay_s=0.0)  # a moved topic: look it up again at once
 R = TypeVar("R")
 _SUBSCRIPTION_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
 
@@ -128,14 +129,18 @@ class Brokers:
                 return self.call(fn)
             except NotOwner:
                 pass
-        for attempt in range(_OWNER_ATTEMPTS):
+        # Only a NotOwner from the owner's call is retried; one from the lookup is not.
+        backoff = _OWNER_RETRY.backoff()
+        while True:
             owner = self.call(lambda s: s.Lookup(pb.LookupRequest(topic=topic), timeout=self.timeout)).broker_address
             try:
                 return self.call(fn, owner or None)
             except NotOwner:
-                if attempt == _OWNER_ATTEMPTS - 1:
+                delay = backoff.failed()
+                if delay is None:
                     raise
-        raise AssertionError("unreachable")
+                if delay:
+                    time.sleep(delay)
 
     def on_partitions(
         self, topic: str, fn: Callable[[BrokerStub, str], R],

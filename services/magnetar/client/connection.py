@@ -13,6 +13,8 @@ import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected
 from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.retry import Backoff as _PolicyBackoff
+from magnetar.common.retry import RetryPolicy
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
@@ -51,22 +53,16 @@ def parse_service_url(url: str) -> list[str]:
     return hosts
 
 
-class Backoff:
-    """Exponential backoff with a little jitter: 0.1 s, 0.2 s, … capped at 5 s."""
+# Reopening a stream: 0.1 s doubling to 5 s, each wait 0-10 % shorter at random; no limit
+# (the first open adds the operation timeout as its deadline).
+RECONNECT_RETRY = RetryPolicy(delay_s=0.1, multiplier=2.0, max_delay_s=5.0, jitter=0.1)
+
+
+class Backoff(_PolicyBackoff):
+    """:data:`RECONNECT_RETRY`'s waits (or others like it): 0.1 s, 0.2 s, … capped at 5 s."""
 
     def __init__(self, initial_s: float = 0.1, max_s: float = 5.0, multiplier: float = 2.0) -> None:
-        self.initial_s = initial_s
-        self.max_s = max_s
-        self.multiplier = multiplier
-        self._next = initial_s
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self.max_s, self._next * self.multiplier)
-        return delay * random.uniform(0.9, 1.0)
-
-    def reset(self) -> None:
-        self._next = self.initial_s
+        super().__init__(RetryPolicy(delay_s=initial_s, multiplier=multiplier, max_delay_s=max_s, jitter=0.1))
 
 
 def is_retriable(exc: BaseException) -> bool:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from dataclasses import replace
 
 import grpc
 
 from magnetar.common.errors import MagnetarError, NotConnected, ServiceClosed, Timeout
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
-from .connection import Backoff, ConnectionPool, stream_error
+from .connection import RECONNECT_RETRY, ConnectionPool, is_retriable, stream_error
 
 log = logging.getLogger(__name__)
 
@@ -101,18 +101,12 @@ class ConnectionHandler:
 
     async def start(self) -> None:
         """Open the first stream, retrying retriable errors for the operation timeout."""
-        deadline = time.monotonic() + self.pool.operation_timeout_s
-        backoff = Backoff()
-        while True:
-            try:
-                self._call = await self._open_once()
-                break
-            except MagnetarError as exc:
-                delay = backoff.next()
-                if not exc.retriable or time.monotonic() + delay > deadline:
-                    raise
-                log.debug("%s on %s: open failed (%s); retrying", self.kind, self.topic, exc)
-                await asyncio.sleep(delay)
+        retry = replace(RECONNECT_RETRY, deadline_s=self.pool.operation_timeout_s)
+        self._call = await retry.run(
+            self._open_once,
+            retry_on=is_retriable,
+            on_retry=lambda exc, _: log.debug("%s on %s: open failed (%s); retrying", self.kind, self.topic, exc),
+        )
         self._connected()
         self._task = asyncio.create_task(self._run(), name=f"{self.kind}:{self.topic}")
 
@@ -126,7 +120,7 @@ class ConnectionHandler:
             self._fail(MagnetarError(f"{self.kind} on {self.topic} crashed: {exc!r}"))
 
     async def _run_inner(self) -> None:
-        backoff = Backoff()
+        backoff = RECONNECT_RETRY.backoff()
         while not self._closed:
             call = self._call
             assert call is not None

@@ -32,6 +32,7 @@ from magnetar.common.errors import (
     ServiceClosed,
     Timeout,
 )
+from magnetar.common.retry import RetryPolicy
 from magnetar.ledger.framing import frame
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, write_set
 from magnetar.ledger.placement import replace_bookies
@@ -264,7 +265,7 @@ class LedgerHandle:
     async def _update_metadata(self, fn: Callable[[LedgerMetadata], LedgerMetadata], attempts: int = 10) -> None:
         """Compare-and-set ``fn(metadata)``. On a conflict, re-read: a ledger no longer
         OPEN means recovery has begun (fenced); otherwise apply ``fn`` to the fresh copy."""
-        for _ in range(attempts):
+        async for _ in RetryPolicy(max_tries=attempts, delay_s=0.0).attempts():
             updated = fn(self.metadata)
             try:
                 self._version = await self.client.store.write(self.ledger_id, updated, self._version)

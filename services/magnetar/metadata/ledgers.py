@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from magnetar.common.errors import MetadataVersionConflict, NoSuchLedger, NotFound
+from magnetar.common.retry import RetryPolicy
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import NodeExists
 from magnetar.metadata.session import ZkSession
@@ -76,8 +77,9 @@ class ZkLedgerMetadataStore(Generic[M]):
     async def update(
         self, ledger_id: int, fn: Callable[[M], M], max_attempts: int = 10
     ) -> tuple[M, int]:
-        """Read, apply ``fn`` (pure; may raise to abort), compare-and-set; retried on conflict."""
-        for _ in range(max_attempts):
+        """Read, apply ``fn`` (pure; may raise to abort), compare-and-set; retried at once
+        on a conflict, up to ``max_attempts`` tries."""
+        async for _ in RetryPolicy(max_tries=max_attempts, delay_s=0.0).attempts():
             current, version = await self.read(ledger_id)
             updated = fn(current)
             if updated == current:

@@ -38,6 +38,7 @@ from magnetar.common.names import (
     TopicName,
     validate_tenant,
 )
+from magnetar.common.retry import RetryPolicy
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import CorruptMetadata, NodeExists
 from magnetar.metadata.nodes import Op
@@ -47,7 +48,7 @@ from magnetar.metadata.versioned import read_modify_write
 Document = dict[str, Any]
 
 DEFAULT_MAX_PARTITIONS = 10_000
-_CREATE_ATTEMPTS = 5
+_CREATE_RETRY = RetryPolicy(max_tries=5, delay_s=0.0)
 RETENTION_KEY = "retention"
 
 
@@ -317,7 +318,7 @@ class ZkTenantStore:
         ns_path = self._paths.namespace(tenant, namespace)
         folder = self._paths.partitioned_topics(tenant, namespace)
         path = self._paths.partitioned_topic(tenant, namespace, topic)
-        for _ in range(_CREATE_ATTEMPTS):
+        async for _ in _CREATE_RETRY.attempts():
             await self._require_namespace(tenant, namespace)
             if await self._session.exists(self._paths.managed_ledger(tenant, namespace, topic)):
                 raise AlreadyExists(f"{name} already exists as a non-partitioned topic")

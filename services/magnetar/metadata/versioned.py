@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from magnetar.common.errors import MetadataVersionConflict, NotFound
+from magnetar.common.retry import RetryPolicy
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.nodes import NodeStat
 
 Document = dict[str, Any]
+
+# After a lost race, wait 2 ms doubling to 100 ms, with full jitter, so that contending
+# writers do not collide again in lockstep.
+CONFLICT_RETRY = RetryPolicy(max_tries=10, delay_s=0.002, multiplier=2.0, max_delay_s=0.1, jitter=1.0)
 
 
 class _Store(Protocol):
@@ -27,7 +31,8 @@ async def read_modify_write(
     session: _Store,
     path: str,
     fn: Callable[[Document | None], Document],
-    max_attempts: int = 10,
+    max_attempts: int | None = None,
+    retry: RetryPolicy = CONFLICT_RETRY,
 ) -> tuple[Document, int]:
     """Apply ``fn`` to the document at ``path`` and write the result with a version check.
 
@@ -37,6 +42,13 @@ async def read_modify_write(
     pure function of its argument; an exception from ``fn`` aborts with nothing written.
     If ``fn`` returns the document unchanged, nothing is written.
 
+    Args:
+        session: the versioned store.
+        path: the znode.
+        fn: the pure update.
+        max_attempts: tries before giving up (default: ``retry.max_tries``).
+        retry: the waits between tries (:data:`CONFLICT_RETRY`).
+
     Returns:
         The document as written and its znode version.
 
@@ -44,7 +56,10 @@ async def read_modify_write(
         MetadataVersionConflict: still conflicting after ``max_attempts`` attempts.
         CorruptMetadata: the znode does not hold a JSON object.
     """
-    for attempt in range(max_attempts):
+    if max_attempts is not None:
+        retry = replace(retry, max_tries=max_attempts)
+    attempts = retry.attempts()
+    async for _ in attempts:
         try:
             data, stat = await session.get(path)
         except NotFound:
@@ -61,9 +76,7 @@ async def read_modify_write(
             stat = await session.set(path, encode(updated), version=version)
             return updated, stat.version
         except (MetadataVersionConflict, NotFound):
-            # Lost the race (changed, created or deleted meanwhile): back off with jitter
-            # so that contending writers do not collide again in lockstep.
-            await asyncio.sleep(random.uniform(0, min(0.1, 0.002 * 2**attempt)))
+            continue  # lost the race (changed, created or deleted meanwhile): try again
     raise MetadataVersionConflict(
-        f"znode {path} kept changing under {max_attempts} read-modify-write attempts"
+        f"znode {path} kept changing under {attempts.tries} read-modify-write attempts"
     )

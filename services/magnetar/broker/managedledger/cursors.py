@@ -12,6 +12,7 @@ from magnetar.broker.managedledger.layout import EARLIEST, start_position
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import AlreadyExists, InvalidArgument, MetadataVersionConflict
+from magnetar.common.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from magnetar.broker.managedledger.ledger import ManagedLedger
@@ -41,7 +42,7 @@ class CursorRegistry:
         Raises:
             MetadataVersionConflict: it kept changing under ``attempts`` attempts.
         """
-        for _ in range(attempts):
+        async for _ in RetryPolicy(max_tries=attempts, delay_s=0.0).attempts():
             doc, version = await self._store.get_cursor(*self._ledger.name, name)
             if doc is None:
                 return None
