@@ -303,3 +303,29 @@ async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(
     await settle()
     counts, delivered = stored[0]
     assert delivered == [1, 1] and sorted(counts.values()) == [1, 1]
+
+
+@pytest.mark.parametrize("ending", ["close", "close_and_delete"])
+async def test_a_reader_closing_in_the_background_ends_before_the_managed_ledger_does(topic, ending):
+    # The last consumer of a non-durable subscription leaving closes it in the background;
+    # closing or deleting the topic waits for that before closing/deleting the ledger.
+    sub = await topic.subscribe("reader", pb.EXCLUSIVE, pb.EARLIEST, durable=False)
+    reader = Sink(sub, "r", sub_type=pb.EXCLUSIVE)
+    order: list[str] = []
+    close_sub, ml_end = sub.close, getattr(topic.ml, "delete" if ending == "close_and_delete" else "close")
+
+    async def slow_sub_close() -> None:
+        await asyncio.sleep(0.05)
+        await close_sub()
+        order.append("reader closed")
+
+    async def ml_ends() -> None:
+        order.append("ledger ends")
+        await ml_end()
+
+    sub.close = slow_sub_close
+    setattr(topic.ml, "delete" if ending == "close_and_delete" else "close", ml_ends)
+    reader.leave()
+    await getattr(topic, ending)()
+    assert order == ["reader closed", "ledger ends"]
+    assert "reader" not in topic.subscriptions and "reader" not in topic.ml.cursors

@@ -16,6 +16,7 @@ from magnetar.auditor.metrics import IS_LEADER, UNDER_REPLICATED
 from magnetar.auditor.replicator import LedgerReplicator, Outcome, Progress
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.metadata.election import LeaderElection
 from magnetar.metadata.session import ZkSession
@@ -71,21 +72,17 @@ class AuditorService:
         self.in_progress: dict[int, Progress] = {}
         self.last_error = ""
         self._retry_at: dict[int, float] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks(f"auditor {auditor_id}")
 
     async def start(self) -> None:
         await self.zk.start()
-        self._tasks.append(
-            asyncio.create_task(self.election.run(self._lead), name="auditor-election")
-        )
+        self._tasks.spawn(self.election.run(self._lead), name="auditor-election")
         for i in range(self.config.replication_workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"auditor-worker-{i}"))
+            self._tasks.spawn(self._worker(), name=f"auditor-worker-{i}")
 
     async def stop(self) -> None:
         await self.election.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         await self.client.close()
         await self.zk.close()
 

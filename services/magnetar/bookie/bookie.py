@@ -38,6 +38,7 @@ from magnetar.common.errors import (
     NoSuchLedger,
     ServiceClosed,
 )
+from magnetar.common.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class Bookie:
         self._flush_lock = asyncio.Lock()
         self._flush_wanted = asyncio.Event()
         self._flushed = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = BackgroundTasks(f"bookie {bookie_id}")
         self._closed = False
         self.flushes = 0
 
@@ -93,11 +94,9 @@ class Bookie:
             "bookie %s started: %d ledgers, %d journal records replayed from %s",
             self.bookie_id, len(self.storage.ledgers), replayed, tuple(self.storage.lastmark.position),
         )
-        self._tasks = [
-            asyncio.create_task(self._flush_loop(), name="bookie-flush"),
-            asyncio.create_task(self._periodic(self.config.gc_interval_s, self.collect_garbage), name="bookie-gc"),
-            asyncio.create_task(self._periodic(self.config.disk_check_interval_s, self._check_disk_async), name="bookie-disk-check"),
-        ]
+        self._tasks.spawn(self._flush_loop(), name="bookie-flush")
+        self._tasks.spawn(self._periodic(self.config.gc_interval_s, self.collect_garbage), name="bookie-gc")
+        self._tasks.spawn(self._periodic(self.config.disk_check_interval_s, self._check_disk_async), name="bookie-disk-check")
 
     def _replay(self) -> int:
         st = self.storage
@@ -121,9 +120,7 @@ class Bookie:
         if self._closed:
             return
         self._closed = True
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         await self.journal.close()
         try:
             await self.flush()

@@ -19,6 +19,7 @@ from magnetar.bookie.metrics import BookieCollector
 from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.session import ZkSession
 from magnetar.proto.v1 import bookie_pb2 as pb
@@ -150,7 +151,7 @@ class BookieServer:
         self.server: grpc.aio.Server | None = None
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
         self.registry = ZkBookieRegistry(self.zk)
-        self._registration_tasks: set[asyncio.Task[None]] = set()
+        self._registration_tasks = BackgroundTasks("bookie registration")
 
     async def start(self) -> None:
         await self.bookie.start()
@@ -187,15 +188,12 @@ class BookieServer:
         return {"address": self.bookie_id, "version": self.bookie.info()["version"]}
 
     def _read_only_changed(self, read_only: bool) -> None:
-        task = asyncio.create_task(self.registry.set_read_only(self.bookie_id, read_only))
-        self._registration_tasks.add(task)
-        task.add_done_callback(self._registration_tasks.discard)
+        self._registration_tasks.spawn(self.registry.set_read_only(self.bookie_id, read_only), name="bookie-set-read-only")
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop taking requests, finish in-flight ones (up to ``grace_s``), flush, leave ZooKeeper."""
         await self.health.enter_graceful_shutdown()
-        for task in list(self._registration_tasks):
-            task.cancel()
+        self._registration_tasks.cancel()
         try:
             await self.registry.unregister(self.bookie_id)
         except MagnetarError as exc:

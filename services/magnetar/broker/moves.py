@@ -34,6 +34,7 @@ from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.faults import crash_point
 from magnetar.common.message_id import MessageId
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class SubscriptionMoves:
     def __init__(self, subscription: Subscription) -> None:
         self.sub = subscription
         self._moving: set[Position] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks(f"moves of {subscription.name}")
 
     # -- reconsume_later ----------------------------------------------------------------
     async def reconsume_later(self, consumer: BrokerConsumer, mid: pb.MessageIdData, delay_ms: int) -> None:
@@ -90,9 +91,7 @@ class SubscriptionMoves:
             return False
         if position not in self._moving:
             self._moving.add(position)
-            task = asyncio.get_running_loop().create_task(self._dead_letter(position, batch, n, mask, count, policy))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self._dead_letter(position, batch, n, mask, count, policy), name=f"dead-letter:{position}")
         return True
 
     async def _dead_letter(
@@ -143,6 +142,4 @@ class SubscriptionMoves:
         sub.dispatcher.wake()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()

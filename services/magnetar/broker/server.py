@@ -25,6 +25,7 @@ from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.metadata.session import ZkSession
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
@@ -167,7 +168,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
             await abort(context, exc)
             return
 
-        moves: set[asyncio.Task[None]] = set()
+        moves = BackgroundTasks(f"consumer {consumer.name} on {topic.name}")
 
         async def reconsume(request: pb.ReconsumeLater) -> None:
             done = pb.RequestDone(request_id=request.request_id)
@@ -183,9 +184,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
                 async for req in it:
                     if req.WhichOneof("kind") == "reconsume_later":
                         # In the background: a move waits for another topic's write.
-                        task = asyncio.get_running_loop().create_task(reconsume(req.reconsume_later))
-                        moves.add(task)
-                        task.add_done_callback(moves.discard)
+                        moves.spawn(reconsume(req.reconsume_later), name="reconsume-later")
                         continue
                     if not service.serving():  # the topic is being unloaded: the stream ends
                         out.put_nowait(service.not_serving(f"consumer {consumer.name} on {topic.name}"))
@@ -215,7 +214,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
             receiver.cancel()
             await asyncio.gather(receiver, return_exceptions=True)
             # A move in flight finishes (publish, then ack) even when the stream is gone.
-            await asyncio.gather(*moves, return_exceptions=True)
+            await moves.wait()
             subscription.remove_consumer(consumer)
 
     @rpc_errors

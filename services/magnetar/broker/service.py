@@ -27,6 +27,7 @@ from magnetar.common.errors import (
 )
 from magnetar.common.gcpolicy import GcPolicy
 from magnetar.common.names import NamespaceName, TopicName
+from magnetar.common.tasks import KeyedTasks
 from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
@@ -62,7 +63,7 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
-        self._closing: dict[str, asyncio.Task[None]] = {}
+        self._closing: KeyedTasks[str] = KeyedTasks("broker", on_error=self._close_failed)
         """Topics being closed (unloaded): a reopen here waits for the close to end."""
         self.lease = SessionLease(config.zk_session_timeout_s)
         self._lapsed = True  # not serving until the first answer from ZooKeeper
@@ -170,15 +171,11 @@ class BrokerService:
         clients look it up again), then it closes in the background."""
         topic = self.topics.pop(name, None)
         if topic is not None:
-            task = asyncio.get_running_loop().create_task(topic.close(reason))
-            self._closing[name] = task
-            task.add_done_callback(functools.partial(self._closed, name))
+            self._closing.spawn(name, topic.close(reason), name=f"close-topic:{name}")
 
-    def _closed(self, name: str, task: asyncio.Task[None]) -> None:
-        if self._closing.get(name) is task:
-            del self._closing[name]
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("closing %s: %s", name, task.exception())
+    @staticmethod
+    def _close_failed(name: str, exc: BaseException) -> None:
+        log.warning("closing %s: %s", name, exc)
 
     async def unload_topic(self, topic: str) -> None:
         """An admin's unload of a topic this broker serves (every partition it serves of
@@ -210,7 +207,7 @@ class BrokerService:
             if opening is not None:
                 await asyncio.gather(opening, return_exceptions=True)
             self.unload(t)
-        await asyncio.gather(*(self._closing[t] for t in names if t in self._closing), return_exceptions=True)
+        await self._closing.wait(names)
 
     def _check_bundle(self, ns: NamespaceName, bundle: str) -> None:
         bundles = bundle_ranges(self.config.bundles_per_namespace)
@@ -259,7 +256,7 @@ class BrokerService:
         if self._lease_task is not None:
             self._lease_task.cancel()
             await asyncio.gather(self._lease_task, return_exceptions=True)
-        await asyncio.gather(*self._closing.values(), return_exceptions=True)
+        await self._closing.wait()
         await self.gc_policy.close()
         await self.mover.close()
         for topic in list(self.topics.values()):

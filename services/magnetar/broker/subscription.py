@@ -20,6 +20,7 @@ from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatche
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.moves import SubscriptionMoves
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class Subscription:
         """The retry/dead-letter policy of the consumer that attached last with one."""
         self.moves = SubscriptionMoves(self)
         self._flushing: asyncio.Task[None] | None = None
-        self._retired: set[asyncio.Task[None]] = set()
+        self._retired = BackgroundTasks(f"subscription {name} on {topic.name}")
 
     # -- consumers --------------------------------------------------------------------
     def add_consumer(self, consumer: BrokerConsumer, sub_type: int) -> None:
@@ -88,9 +89,7 @@ class Subscription:
             self.sub_type = sub_type
             self.cursor.set_property(TYPE_PROPERTY, TYPE_NAMES[sub_type])
             self.dispatcher = _DISPATCHERS[sub_type](self)
-            retiring = asyncio.get_running_loop().create_task(old.close())
-            self._retired.add(retiring)
-            retiring.add_done_callback(self._retired.discard)
+            self._retired.spawn(old.close(), name=f"retire-dispatcher:{self.name}")
             self.cursor.rewind()
         self.consumers.append(consumer)
         if consumer.dead_letter is not None:
@@ -237,7 +236,7 @@ class Subscription:
     async def close(self) -> None:
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
-        await asyncio.gather(*self._retired, return_exceptions=True)
+        await self._retired.wait()
         await self.moves.close()
         await self.dispatcher.close()
         await self.cursor.close()

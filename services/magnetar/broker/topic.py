@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +40,7 @@ from magnetar.common.errors import (
     TopicNotFound,
 )
 from magnetar.common.message_id import INT64_MAX
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class PersistentTopic:
         self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
         self._closed = False
         self._sub_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks(f"topic {name}")
 
     async def load(self) -> None:
         """Know the stored subscriptions; rebuild deduplication state from the entries."""
@@ -274,7 +275,7 @@ class PersistentTopic:
     def _drop_non_durable(self, sub: Subscription) -> None:
         if self.subscriptions.get(sub.name) is sub:
             del self.subscriptions[sub.name]
-        self._spawn(self._close_non_durable(sub))
+        self._tasks.spawn(self._close_non_durable(sub), name=f"close-reader:{sub.name}")
 
     async def _close_non_durable(self, sub: Subscription) -> None:
         await sub.close()
@@ -282,11 +283,6 @@ class PersistentTopic:
             await self.ml.delete_cursor(sub.name)
         except MagnetarError as exc:
             log.warning("topic %s: could not drop reader cursor %s: %s", self.name, sub.name, exc.message)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def create_subscription(self, name: str, start: Position | Start) -> Subscription:
         """An admin's create: a durable subscription at ``start`` ("earliest", "latest" or
@@ -355,7 +351,7 @@ class PersistentTopic:
         self.end_streams(reason or NotOwner(f"topic {self.name} was unloaded from this broker; look it up again"))
         for sub in list(self.subscriptions.values()):
             await sub.close()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.wait()
         await self.ml.close()
 
     async def close_and_delete(self) -> None:
@@ -365,6 +361,7 @@ class PersistentTopic:
         self.end_streams(TopicNotFound(f"topic {self.name} was deleted"))
         for sub in list(self.subscriptions.values()):
             await sub.dispatcher.close()
+        await self._tasks.wait()
         await self.ml.delete()
 
     def stats(self) -> pb.TopicStats:

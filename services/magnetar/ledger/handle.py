@@ -20,8 +20,8 @@ import asyncio
 import functools
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from magnetar.common.errors import (
     EntryTooLarge,
@@ -33,6 +33,7 @@ from magnetar.common.errors import (
     Timeout,
 )
 from magnetar.common.retry import RetryPolicy
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.ledger.framing import frame
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, write_set
 from magnetar.ledger.placement import replace_bookies
@@ -89,7 +90,7 @@ class _BookieBatcher:
         batch, self.queued = self.queued, []
         if batch:
             self.in_flight += 1
-            self.handle._spawn(self._send(batch))
+            self.handle._tasks.spawn(self._send(batch))
 
     async def _send(self, batch: list[PendingAdd]) -> None:
         try:
@@ -120,7 +121,7 @@ class LedgerHandle:
         self._held: list[PendingAdd] = []
         self._error: MagnetarError | None = None
         self._closed = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks(f"ledger {ledger_id} writer")
         self._write_sets: list[list[str]] = []
         self._first_of_current = 0
         self._cache_write_sets()
@@ -173,11 +174,6 @@ class LedgerHandle:
                 batcher = self._batchers[bookie] = _BookieBatcher(self, bookie)
             batcher.add(p)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
         request = pb.AddRequest(entries=[p.message for p in batch])
         try:
@@ -229,7 +225,7 @@ class LedgerHandle:
                 p.acked.discard(bookie)
         if not self._changing:
             self._changing = True
-            self._spawn(self._change_ensemble())
+            self._tasks.spawn(self._change_ensemble())
 
     async def _change_ensemble(self) -> None:
         try:
@@ -299,9 +295,7 @@ class LedgerHandle:
             await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
         # Adds confirm at Qa; let the writes to the other Qw - Qa bookies land too (briefly),
         # so a closed ledger is fully replicated unless a bookie is slow or down.
-        sending = [t for t in self._tasks if t is not asyncio.current_task()]
-        if sending:
-            await asyncio.wait(sending, timeout=_CLOSE_DRAIN_S)
+        await self._tasks.wait(timeout_s=_CLOSE_DRAIN_S)
         self._closed = True
         try:
             if self._error is not None:
@@ -312,16 +306,10 @@ class LedgerHandle:
             await self._update_metadata(lambda m: m.closed(lac, length))
             return self.metadata
         finally:
-            await self._stop_tasks()
+            await self._tasks.close()
 
     async def abort(self) -> None:
         """Stop without closing the ledger (what a crashed writer leaves behind)."""
         self._closed = True
         self._fail(ServiceClosed(f"ledger {self.ledger_id} handle aborted"))
-        await self._stop_tasks()
-
-    async def _stop_tasks(self) -> None:
-        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()

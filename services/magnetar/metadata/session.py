@@ -26,6 +26,7 @@ from magnetar.common.errors import (
     NotFound,
     Timeout,
 )
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.metadata.bridge import call_soon, wait_result
 from magnetar.metadata.errors import is_connection_error, translate
 from magnetar.metadata.nodes import NodeStat, Op, SessionState
@@ -68,7 +69,7 @@ class ZkSession:
         self._session_ids: set[int] = set()
         self._listeners: list[StateListener] = []
         self._hooks: list[RenewalHook] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks("ZooKeeper session")
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -109,9 +110,7 @@ class ZkSession:
         if self._closed:
             return
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         client, self._client = self._client, None
         if client is not None:
             await asyncio.to_thread(client.stop)
@@ -184,9 +183,7 @@ class ZkSession:
         elif state is SessionState.CONNECTED and self._lost:
             self._lost = False
             log.info("new ZooKeeper session after expiry; running renewal hooks")
-            task = asyncio.ensure_future(self._run_hooks(self._generation))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.spawn(self._run_hooks(self._generation), name="zk-renewal-hooks")
         for listener in list(self._listeners):
             try:
                 listener(state)

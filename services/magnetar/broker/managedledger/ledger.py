@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from magnetar.broker.managedledger import retention, timesearch
@@ -42,6 +42,7 @@ from magnetar.common.errors import (
     NoSuchLedger,
     ServiceClosed,
 )
+from magnetar.common.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class ManagedLedger:
         self._meta_lock = asyncio.Lock()
         self._new_entries = asyncio.Event()
         self._cursors = CursorRegistry(self, store)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks(f"managed ledger {name}")
 
     # -- opening -----------------------------------------------------------------
     @classmethod
@@ -142,7 +143,7 @@ class ManagedLedger:
         except BaseException:
             await ml.close()
             raise
-        ml._spawn(ml._age_timer())
+        ml._tasks.spawn(ml._age_timer(), name=f"ledger-age-timer:{name}")
         log.info("managed ledger %s opened: %d ledgers, %d entries", name, len(ledgers.ledgers), ml.number_of_entries)
         return ml
 
@@ -560,11 +561,6 @@ class ManagedLedger:
                 log.warning("managed ledger %s: could not delete ledger %d: %s", self.name, ledger_id, exc.message)
 
     # -- closing -----------------------------------------------------------------
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def close(self) -> None:
         """Persist the cursors, let pending adds finish, close the open ledger, stop."""
         await self._shutdown(flush_cursors=True)
@@ -592,10 +588,7 @@ class ManagedLedger:
         elif handle is not None:
             await handle.abort()
         self._fail_remaining(ServiceClosed(f"managed ledger {self.name} is closed"))
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()
         self._reads.clear()
         self._closed = True
         self._notify()
