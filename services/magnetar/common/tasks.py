@@ -74,9 +74,7 @@ class BackgroundTasks:
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
+        exc = _failure(task)
         if exc is None:
             return
         if self._on_error is not None:
@@ -158,9 +156,7 @@ class KeyedTasks(Generic[K]):
     def _done(self, key: K, task: asyncio.Task[Any]) -> None:
         if self._latest.get(key) is task:
             del self._latest[key]
-        if task.cancelled():
-            return
-        exc = task.exception()
+        exc = _failure(task)
         if exc is None:
             return
         if self._on_error is not None:
@@ -192,3 +188,8 @@ class KeyedTasks(Generic[K]):
     async def close(self) -> None:
         """Cancel every task (replaced ones too) and wait until they have ended."""
         await self._all.close()
+
+
+def _failure(task: asyncio.Task[Any]) -> BaseException | None:
+    """What a finished task raised (None when it returned or was cancelled)."""
+    return None if task.cancelled() else task.exception()
