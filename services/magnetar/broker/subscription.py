@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.dispatch.base import Dispatcher
+from magnetar.broker.dispatch.base import Dispatcher, EntrySource
 from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
@@ -24,6 +24,7 @@ from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.config import BrokerConfig
     from magnetar.broker.deadletter import DeadLetterPolicy
     from magnetar.broker.topic import PersistentTopic
 
@@ -63,6 +64,29 @@ class Subscription:
         self.moves = SubscriptionMoves(self)
         self._flushing: asyncio.Task[None] | None = None
         self._retired = BackgroundTasks(f"subscription {name} on {topic.name}")
+
+    # -- what its dispatcher sees (dispatch.base.DispatchContext) -----------------------
+    @property
+    def topic_name(self) -> str:
+        return self.topic.name
+
+    @property
+    def partition(self) -> int:
+        return self.topic.partition
+
+    @property
+    def entries(self) -> EntrySource:
+        return self.topic.ml
+
+    @property
+    def settings(self) -> BrokerConfig:
+        return self.topic.config
+
+    def count_out(self, messages: int) -> None:
+        self.topic.counters.msg_out += messages
+
+    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+        return self.moves.divert(position, batch, n, mask)
 
     # -- consumers --------------------------------------------------------------------
     def add_consumer(self, consumer: BrokerConsumer, sub_type: int) -> None:

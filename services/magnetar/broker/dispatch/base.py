@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
@@ -23,8 +24,68 @@ from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.proto.v1 import broker_pb2 as pb
 
-if TYPE_CHECKING:
-    from magnetar.broker.subscription import Subscription
+
+class EntrySource(Protocol):
+    """The entries a dispatcher reads (the topic's managed ledger)."""
+
+    async def read_entries(self, position: Position, max_entries: int, max_bytes: int) -> list[tuple[Position, bytes]]: ...
+
+    def next_position(self, position: Position) -> Position: ...
+
+    def contains(self, position: Position) -> bool: ...
+
+
+class DispatchSettings(Protocol):
+    """The broker settings a dispatcher uses."""
+
+    @property
+    def dispatch_max_entries(self) -> int: ...
+
+    @property
+    def delayed_bucket_s(self) -> float: ...
+
+    @property
+    def delayed_spill_dir(self) -> str: ...
+
+    @property
+    def delayed_inline_max_bytes(self) -> int: ...
+
+
+class DispatchContext(Protocol):
+    """What a dispatcher needs of its subscription, and nothing more (the subscription is
+    one; a test or another door can hand it any other)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic_name(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def consumers(self) -> list[BrokerConsumer]: ...
+
+    @property
+    def cursor(self) -> Any: ...
+
+    @property
+    def entries(self) -> EntrySource: ...
+
+    @property
+    def settings(self) -> DispatchSettings: ...
+
+    def count_out(self, messages: int) -> None:
+        """``messages`` went out to consumers (the topic's counter)."""
+
+    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+        """True when the messages go to the dead letter topic instead (past
+        max_redeliver_count); the subscription moves them."""
+
+    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None:
+        """What ``consumer`` holds of ``positions`` (None: all) is delivered again."""
+
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +101,7 @@ class Dispatcher:
     #: no per-key order to keep).
     delivers_due_at_once = False
 
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: DispatchContext) -> None:
         self.sub = subscription
         self.replay: dict[Position, int] = {}
         """Messages to send again: position -> mask."""
@@ -50,7 +111,7 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        config = subscription.topic.config
+        config = subscription.settings
         self.delayed = DelayedIndex(
             bucket_ms=int(config.delayed_bucket_s * 1000),
             spill_dir=config.delayed_spill_dir or None,
@@ -137,7 +198,7 @@ class Dispatcher:
         """Queue ``mask``'s messages of the entry for ``consumer`` (sent at the end of the step)."""
         consumer.hold(position, mask)
         delivery = pb.Delivery(
-            message_id=pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=self.sub.topic.partition, batch_index=-1),
+            message_id=pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=self.sub.partition, batch_index=-1),
             entry=data,
             redelivery_count=self.sub.cursor.redelivery_count(position),
         )
@@ -145,7 +206,7 @@ class Dispatcher:
         if skip:
             delivery.ack_set = masks.to_bytes(skip, n)
         self._out.setdefault(consumer, []).append(delivery)
-        self.sub.topic.counters.msg_out += masks.count(mask)
+        self.sub.count_out(masks.count(mask))
 
     def _flush(self) -> None:
         out, self._out = self._out, {}
@@ -162,7 +223,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("subscription %s on %s: dispatch failed; retrying", self.sub.name, self.sub.topic.name)
+                log.exception("subscription %s on %s: dispatch failed; retrying", self.sub.name, self.sub.topic_name)
                 self._out.clear()
                 await asyncio.sleep(0.5)
                 continue
@@ -193,7 +254,7 @@ class Dispatcher:
             if at_once and data is not None and self._any_available():
                 batch, n = self._message_count(position, data)
                 mask = self._unacked_mask(position, n)
-                if mask and self.sub.moves.divert(position, batch, n, mask):
+                if mask and self.sub.divert(position, batch, n, mask):
                     continue  # past max_redeliver_count: to the dead letter topic
                 left = self.route(position, data, batch, n, mask, False) if mask else 0
                 if not left:
@@ -264,10 +325,10 @@ class Dispatcher:
 
     async def _dispatch_new(self) -> bool:
         cursor = self.sub.cursor
-        ml = self.sub.topic.ml
+        ml = self.sub.entries
         epoch = self.epoch
         start = cursor.read_position
-        limit = self.sub.topic.config.dispatch_max_entries
+        limit = self.sub.settings.dispatch_max_entries
         entries = await ml.read_entries(start, limit, MAX_READ_BYTES)
         if epoch != self.epoch or cursor.read_position != start:
             return True  # the cursor moved while reading: start over
@@ -276,7 +337,7 @@ class Dispatcher:
             batch, n = self._message_count(position, data)
             mask = self._unacked_mask(position, n)
             due = self._due_ms(batch) if mask else 0
-            if mask and self.sub.moves.divert(position, batch, n, mask):
+            if mask and self.sub.divert(position, batch, n, mask):
                 pass  # past max_redeliver_count: to the dead letter topic
             elif due and due > self.delayed.clock_ms():
                 self.delayed.add(position, due, data)  # handed back by _release_due when due
@@ -294,9 +355,9 @@ class Dispatcher:
         return moved
 
     async def _dispatch_replay(self) -> bool:
-        ml = self.sub.topic.ml
+        ml = self.sub.entries
         epoch = self.epoch
-        limit = self.sub.topic.config.dispatch_max_entries
+        limit = self.sub.settings.dispatch_max_entries
         wanted = sorted(self.replay) if len(self.replay) <= limit else heapq.nsmallest(limit, self.replay)
         progressed = False
         for run in _runs(wanted):
@@ -318,7 +379,7 @@ class Dispatcher:
                 mask = want & self._unacked_mask(position, n)
                 if mask != want:
                     self._drop_replay(position, want & ~mask)  # acked meanwhile
-                if not mask or self.sub.moves.divert(position, batch, n, mask):
+                if not mask or self.sub.divert(position, batch, n, mask):
                     self._drop_replay(position, mask)
                     progressed = True
                     continue

@@ -18,7 +18,7 @@ import functools
 from collections import Counter
 
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.dispatch.base import Dispatcher
+from magnetar.broker.dispatch.base import DispatchContext, Dispatcher
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.keyhash import key_hash
@@ -66,8 +66,8 @@ class KeySharedDispatcher(Dispatcher):
     stop_on_undeliverable = False
     delays_messages = True
 
-    def __init__(self, subscription: object) -> None:
-        super().__init__(subscription)  # type: ignore[arg-type]
+    def __init__(self, subscription: DispatchContext) -> None:
+        super().__init__(subscription)
         self.selector = ConsistentHashSelector()
         self._slots: dict[Position, tuple[int, ...]] = {}  # slot of each message of live entries
         self._live: Counter[Position] = Counter()  # messages held by a consumer or in replay

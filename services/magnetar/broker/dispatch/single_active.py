@@ -24,7 +24,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             return None
         best = min(c.priority for c in consumers)
         eligible = sorted((c for c in consumers if c.priority == best), key=lambda c: (c.name, c.consumer_id))
-        partition = self.sub.topic.partition
+        partition = self.sub.partition
         return eligible[partition % len(eligible)] if partition >= 0 else eligible[0]
 
     def consumers_changed(self) -> None:
