@@ -26,13 +26,11 @@ ROOT = Path(magnetar.__file__).parent
 SERVICES = ("bookie", "broker", "auditor", "ledger", "client", "gateway")
 GRPC_ALLOWED = {
     "admin.py", "shell.py", "clienttool.py", "broker/admin_rpcs.py",
-    "client/connection.py", "client/handler.py", "ledger/bookie_client.py",
+    "client/connection.py", "ledger/bookie_client.py",
     "common/grpcutil.py", "common/healthcheck.py",
 }
 KNOWN = {
     ("grpc", "broker/letter_mover.py"),  # the broker publishes moves through its own SDK
-    ("grpc", "client/partition_producer.py"),  # the SDK's state machines hold call objects
-    ("grpc", "client/partition_consumer.py"),
 }
 
 

@@ -7,11 +7,11 @@ import itertools
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
 from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, from_rpc_error
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
@@ -149,10 +149,80 @@ class ConnectionPool:
             raise from_rpc_error(exc, f"broker {address}") from exc
         return resp.message_id
 
+    def open_produce(self, address: str, target: str) -> BrokerStream:
+        """A new ``Produce`` stream to the broker at ``address``."""
+        return BrokerStream(self.stub(address).Produce(), target)
+
+    def open_consume(self, address: str, target: str) -> BrokerStream:
+        """A new ``Consume`` stream to the broker at ``address``."""
+        return BrokerStream(self.stub(address).Consume(), target)
+
     async def close(self) -> None:
         self.closed = True
         channels, self._channels, self._stubs = self._channels, {}, {}
         await asyncio.gather(*(ch.close() for ch in channels.values()), return_exceptions=True)
+
+
+class BrokerStream:
+    """One open produce or consume stream to a broker, with the transport (gRPC) kept
+    here: the producer's and consumer's state machines see typed messages and
+    MagnetarErrors only, so another transport can be slotted in behind this class."""
+
+    def __init__(self, call: grpc.aio.StreamStreamCall, target: str) -> None:
+        self._call = call
+        self.target = target
+
+    async def open(self, first: Any, timeout_s: float) -> Any:
+        """Write the opening request and return the broker's first answer.
+
+        Raises:
+            Timeout: no answer within ``timeout_s``; NotConnected: the stream ended
+                first; the broker's error (typed) otherwise. The stream is cancelled.
+        """
+        try:
+            await asyncio.wait_for(self.write(first), timeout_s)
+            resp = await asyncio.wait_for(self.read(), timeout_s)
+        except TimeoutError:
+            self.cancel()
+            raise Timeout(f"{self.target} did not answer within {timeout_s:g} s") from None
+        except MagnetarError:
+            self.cancel()
+            raise
+        if resp is None:
+            self.cancel()
+            raise NotConnected(f"{self.target} closed the stream without answering")
+        return resp
+
+    async def write(self, request: Any) -> None:
+        """Raises: the typed error of the broken stream."""
+        try:
+            await self._call.write(request)
+        except Exception as exc:
+            raise await stream_error(self._call, exc, self.target) from exc
+
+    async def read(self) -> Any | None:
+        """The next message; None at the end of the stream.
+
+        Raises: the typed error the stream ended with.
+        """
+        try:
+            resp = await self._call.read()
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self.target) from exc
+        return None if resp is grpc.aio.EOF else resp
+
+    async def done_writing(self) -> None:
+        """Half-close: no more requests (the broker then ends the stream).
+
+        Raises: the typed error of the broken stream.
+        """
+        try:
+            await self._call.done_writing()
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            raise NotConnected(f"the stream to {self.target} is gone: {exc!r}") from exc
+
+    def cancel(self) -> None:
+        self._call.cancel()
 
 
 async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, target: str) -> MagnetarError:

@@ -11,34 +11,11 @@ import asyncio
 import logging
 from dataclasses import replace
 
-import grpc
+from magnetar.common.errors import MagnetarError, ServiceClosed
 
-from magnetar.common.errors import MagnetarError, NotConnected, ServiceClosed, Timeout
-from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
-
-from .connection import RECONNECT_RETRY, ConnectionPool, is_retriable, stream_error
+from .connection import RECONNECT_RETRY, BrokerStream, ConnectionPool, is_retriable
 
 log = logging.getLogger(__name__)
-
-
-async def open_stream(
-    call: grpc.aio.StreamStreamCall, first: object, timeout_s: float, target: str
-) -> object:
-    """Write the opening request and return the broker's first answer."""
-    try:
-        await asyncio.wait_for(call.write(first), timeout_s)
-        resp = await asyncio.wait_for(call.read(), timeout_s)
-    except TimeoutError:
-        call.cancel()
-        raise Timeout(f"{target} did not answer within {timeout_s:g} s") from None
-    except Exception as exc:
-        err = await stream_error(call, exc, target)
-        call.cancel()
-        raise err from exc
-    if resp is grpc.aio.EOF:
-        call.cancel()
-        raise NotConnected(f"{target} closed the stream without answering")
-    return resp
 
 
 class ConnectionHandler:
@@ -51,18 +28,19 @@ class ConnectionHandler:
         self.topic = topic
         self.broker_address = ""
         self.failed: MagnetarError | None = None
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: BrokerStream | None = None
         self._closed = False
         self._released = False  # close() ran: tasks stopped, waiters failed
         self._task: asyncio.Task[None] | None = None
         self.reconnects = 0
 
     # -- what subclasses provide ---------------------------------------------
-    async def _open(self, stub: pb_grpc.BrokerStub, target: str) -> grpc.aio.StreamStreamCall:
-        """Open the stream and complete its handshake; raise a MagnetarError on failure."""
+    async def _open(self, address: str, target: str) -> BrokerStream:
+        """Open the stream to the broker at ``address`` and complete its handshake;
+        raise a MagnetarError on failure."""
         raise NotImplementedError
 
-    async def _read(self, call: grpc.aio.StreamStreamCall) -> MagnetarError:
+    async def _read(self, call: BrokerStream) -> MagnetarError:
         """Read the stream until it breaks; return why."""
         raise NotImplementedError
 
@@ -94,10 +72,10 @@ class ConnectionHandler:
         if self._closed:
             raise ServiceClosed(f"the {self.kind} on {self.topic} is closed")
 
-    async def _open_once(self) -> grpc.aio.StreamStreamCall:
+    async def _open_once(self) -> BrokerStream:
         address = await self.pool.lookup(self.topic)
         self.broker_address = address
-        return await self._open(self.pool.stub(address), f"broker {address} ({self.kind} on {self.topic})")
+        return await self._open(address, f"broker {address} ({self.kind} on {self.topic})")
 
     async def start(self) -> None:
         """Open the first stream, retrying retriable errors for the operation timeout."""

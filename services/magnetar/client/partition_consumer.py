@@ -24,8 +24,6 @@ import asyncio
 import logging
 import time
 
-import grpc
-
 from magnetar.common import masks
 from magnetar.common.errors import (
     ConsumerBusy,
@@ -34,14 +32,12 @@ from magnetar.common.errors import (
     ServiceClosed,
     from_code,
 )
-from magnetar.common.grpcutil import from_rpc_error
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
-from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 from .acks import AckTracker, PendingAcks, Position
-from .connection import ConnectionPool, stream_error
-from .handler import ConnectionHandler, open_stream
+from .connection import BrokerStream, ConnectionPool
+from .handler import ConnectionHandler
 from .message import Message, unpack_entry
 from .options import ConsumerConfig, ConsumerType
 from .receive_queue import ReceiveQueue
@@ -93,8 +89,8 @@ class PartitionConsumer(ConnectionHandler):
         self._skip_through: MessageId | None = None
 
     # -- stream ---------------------------------------------------------------------
-    async def _open(self, stub: pb_grpc.BrokerStub, target: str) -> grpc.aio.StreamStreamCall:
-        call = stub.Consume()
+    async def _open(self, address: str, target: str) -> BrokerStream:
+        call = self.pool.open_consume(address, target)
         subscribe = pb.Subscribe(
             topic=self.topic,
             subscription=self.conf.subscription_name,
@@ -119,14 +115,14 @@ class PartitionConsumer(ConnectionHandler):
         start, subscribe.start_message_id_inclusive = self._start_position()
         if start is not None:
             subscribe.start_message_id.CopyFrom(start.to_proto())
-        resp = await open_stream(call, pb.ConsumeRequest(subscribe=subscribe), self.pool.operation_timeout_s, target)
-        if resp.HasField("error"):  # type: ignore[attr-defined]
+        resp = await call.open(pb.ConsumeRequest(subscribe=subscribe), self.pool.operation_timeout_s)
+        if resp.HasField("error"):
             call.cancel()
-            raise from_code(resp.error.code, resp.error.message)  # type: ignore[attr-defined]
-        if not resp.HasField("subscribed"):  # type: ignore[attr-defined]
+            raise from_code(resp.error.code, resp.error.message)
+        if not resp.HasField("subscribed"):
             call.cancel()
             raise MagnetarError(f"{target} answered the subscribe with {resp}")
-        subscribed = resp.subscribed  # type: ignore[attr-defined]
+        subscribed = resp.subscribed
         self.consumer_name = subscribed.consumer_name or self.consumer_name
         if subscribed.HasField("dead_letter_policy"):
             self.dead_letter_policy = subscribed.dead_letter_policy
@@ -159,11 +155,11 @@ class PartitionConsumer(ConnectionHandler):
         # After a broker failover the old consumer may still hold the subscription.
         return exc.retriable or isinstance(exc, ConsumerBusy)
 
-    async def _read(self, call: grpc.aio.StreamStreamCall) -> MagnetarError:
+    async def _read(self, call: BrokerStream) -> MagnetarError:
         try:
             while True:
                 resp = await call.read()
-                if resp is grpc.aio.EOF:
+                if resp is None:
                     return NotConnected(f"broker {self.broker_address} closed the consume stream")
                 kind = resp.WhichOneof("kind")
                 if kind == "deliveries":
@@ -175,8 +171,8 @@ class PartitionConsumer(ConnectionHandler):
                     self._on_done(resp.done)
                 elif kind == "error":
                     return from_code(resp.error.code, resp.error.message)
-        except grpc.RpcError as exc:
-            return from_rpc_error(exc, f"broker {self.broker_address}")
+        except MagnetarError as exc:
+            return exc
 
     def _on_delivery(self, delivery: pb.Delivery) -> None:
         try:
@@ -337,7 +333,9 @@ class PartitionConsumer(ConnectionHandler):
                 self._redeliver.extend(redeliver)
                 self._flow += flow
                 if then is not None:
-                    raise await stream_error(call, exc, f"broker {self.broker_address}") from exc
+                    if isinstance(exc, MagnetarError):
+                        raise
+                    raise NotConnected(f"the stream to broker {self.broker_address} broke: {exc!r}") from exc
 
     def _ack_requests(self, acks: PendingAcks) -> list[pb.ConsumeRequest]:
         requests: list[pb.ConsumeRequest] = []
@@ -458,7 +456,7 @@ class PartitionConsumer(ConnectionHandler):
             async with self._write_lock:
                 await call.done_writing()
             await asyncio.wait_for(asyncio.shield(task), self.pool.operation_timeout_s)
-        except (TimeoutError, grpc.RpcError, MagnetarError, asyncio.InvalidStateError):
+        except (TimeoutError, MagnetarError):
             pass
 
     async def close(self) -> None:

@@ -13,8 +13,6 @@ import itertools
 import logging
 from collections import deque
 
-import grpc
-
 from magnetar.common.errors import (
     MagnetarError,
     NotConnected,
@@ -23,14 +21,12 @@ from magnetar.common.errors import (
     Timeout,
     from_code,
 )
-from magnetar.common.grpcutil import from_rpc_error
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
-from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 from .batching import BatchContainer, OpSendBatch, build_op
-from .connection import ConnectionPool
-from .handler import ConnectionHandler, open_stream
+from .connection import BrokerStream, ConnectionPool
+from .handler import ConnectionHandler
 from .options import ProducerConfig
 
 log = logging.getLogger(__name__)
@@ -62,13 +58,13 @@ class PartitionProducer(ConnectionHandler):
         self._room.set()
 
     # -- stream ---------------------------------------------------------------
-    async def _open(self, stub: pb_grpc.BrokerStub, target: str) -> grpc.aio.StreamStreamCall:
-        call = stub.Produce()
+    async def _open(self, address: str, target: str) -> BrokerStream:
+        call = self.pool.open_produce(address, target)
         first = pb.ProduceRequest(
             open=pb.OpenProducer(topic=self.topic, producer_name=self.name, properties=self.conf.properties)
         )
-        resp = await open_stream(call, first, self.pool.operation_timeout_s, target)
-        if not resp.HasField("opened"):  # type: ignore[attr-defined]
+        resp = await call.open(first, self.pool.operation_timeout_s)
+        if not resp.HasField("opened"):
             call.cancel()
             raise MagnetarError(f"{target} answered the producer open with {resp}")
         opened = resp.opened  # type: ignore[attr-defined]
@@ -88,11 +84,11 @@ class PartitionProducer(ConnectionHandler):
         # The broker may not have noticed the old stream died yet.
         return exc.retriable or isinstance(exc, ProducerBusy)
 
-    async def _read(self, call: grpc.aio.StreamStreamCall) -> MagnetarError:
+    async def _read(self, call: BrokerStream) -> MagnetarError:
         try:
             while True:
                 resp = await call.read()
-                if resp is grpc.aio.EOF:
+                if resp is None:
                     return NotConnected(f"broker {self.broker_address} closed the produce stream")
                 kind = resp.WhichOneof("kind")
                 if kind == "closed":  # the broker ends the stream: why
@@ -102,8 +98,8 @@ class PartitionProducer(ConnectionHandler):
                     err = self._on_receipt(receipt)
                     if err is not None:
                         return err
-        except grpc.RpcError as exc:
-            return from_rpc_error(exc, f"broker {self.broker_address}")
+        except MagnetarError as exc:
+            return exc
 
     def _on_receipt(self, receipt: pb.SendReceipt) -> MagnetarError | None:
         op = self._pending.get(receipt.request_id)
