@@ -3,8 +3,9 @@
 reconsume_later in its three modes (a delay, a level, the next level) with every property
 checked; 16 retries then the 17th copy in the DLQ with nothing left in the retry topic's
 backlog; custom names; negative acks past max_redeliver_count to the DLQ; Exclusive
-redelivering at once; and a broker crash between publishing a copy and acknowledging
-the original (injected) leaving exactly one copy.
+redelivering at once; a move to a retry topic another broker serves (through the remote
+move publisher); and a broker crash between publishing a copy and acknowledging the
+original (injected) leaving exactly one copy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pytest
 
 import magnetar as magnetar_client
 import magnetar.asyncio as mg
+from magnetar.broker.config import BrokerConfig
+from magnetar.common.bundles import bundle_of
 from magnetar.common.faults import CRASH_EXIT_CODE
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -29,6 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 NS = "persistent://public/default"
+BUNDLES = BrokerConfig.model_fields["bundles_per_namespace"].default
 
 
 async def backlog(broker, topic: str, sub: str) -> int:
@@ -235,6 +239,36 @@ async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one
         assert copies[0].properties()["ORIGIN_MESSAGE_ID"] == str(sent)
         await consumer.acknowledge(copies[0])
     async with grpc.aio.insecure_channel(other.address, options=CHANNEL_OPTIONS) as channel:
+        stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=retry_topic), timeout=10)
+    assert stats.entries == 1
+
+
+async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sdk(bookie_factory, broker_factory):
+    bookie_factory()
+    bookie_factory()
+    here, there = broker_factory(**QUORUM), broker_factory(**QUORUM)
+    # A source topic and its retry topic in different bundles, owned by different brokers.
+    local = next(
+        f"far-{i}" for i in range(100)
+        if bundle_of(f"{NS}/far-{i}", BUNDLES) != bundle_of(f"{NS}/far-{i}-s-RETRY", BUNDLES)
+    )
+    topic, retry_topic = f"{NS}/{local}", f"{NS}/{local}-s-RETRY"
+    for broker, t in ((here, topic), (there, retry_topic)):
+        async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+            owner = (await pb_grpc.BrokerStub(channel).Lookup(pb.LookupRequest(topic=t), timeout=10)).broker_address
+            assert owner == broker.address
+    async with mg.Client(here.address) as client:
+        consumer = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"far", properties={"k": "v"}, partition_key="key")
+        msg = await consumer.receive(timeout_millis=10_000)
+        await consumer.reconsume_later(msg, timedelta(seconds=1))
+        copy = await consumer.receive(timeout_millis=20_000)
+        assert (copy.topic_name(), copy.data(), copy.partition_key()) == (retry_topic, b"far", "key")
+        assert copy.properties()["RECONSUMETIMES"] == "1" and copy.properties()["k"] == "v"
+        assert copy.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        await consumer.acknowledge(copy)
+    async with grpc.aio.insecure_channel(there.address, options=CHANNEL_OPTIONS) as channel:
         stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=retry_topic), timeout=10)
     assert stats.entries == 1
 

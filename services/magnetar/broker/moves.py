@@ -12,15 +12,19 @@ Two ways in (the copies themselves are planned in :mod:`magnetar.broker.deadlett
 
 Publish first, acknowledge second: a crash in between leaves the original
 unacknowledged, so it comes back and is moved again; the target's deduplication stores
-the repeated copy once (see :mod:`magnetar.broker.letter_mover`). Nothing is lost and
+the repeated copy once (see :mod:`magnetar.broker.service_mover`). Nothing is lost and
 nothing is stored twice.
+
+The copies are published through a :class:`MovePublisher` (the topic's ``mover``): the
+broker's :class:`~magnetar.broker.service_mover.ServiceMovePublisher`, which stores a copy
+on a topic this broker serves itself and hands the others to a network adapter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import (
@@ -44,6 +48,22 @@ log = logging.getLogger(__name__)
 
 RETRY_AFTER_FAILURE_S = 1.0
 _ENTRY_BYTES = 16 * 1024 * 1024
+
+
+class MovePublisher(Protocol):
+    """Stores the copies of moved messages on their target topics."""
+
+    async def publish(self, move: Move, keep_for: str) -> None:
+        """Store ``move``'s copy on ``move.target`` (once, even when repeated: the copy
+        goes under ``move.producer_name`` and ``move.sequence_id``), after making sure
+        subscription ``keep_for`` of the target exists (created from the earliest message).
+
+        Raises:
+            MagnetarError: the copy could not be stored.
+        """
+
+    async def close(self) -> None:
+        """Release what the publisher holds (connections); it publishes no more."""
 
 
 class SubscriptionMoves:

@@ -17,6 +17,7 @@ from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.remote_mover import RemoteMovePublisher
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic, PublishResult
@@ -26,7 +27,11 @@ from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.ledger.client import LedgerClient, LedgerClientConfig
+from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession
+from magnetar.metadata.tenants import ZkTenantStore
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.proto.v1 import common_pb2
@@ -392,7 +397,16 @@ class BrokerServer:
         self.port = config.port or DEFAULT_PORT
         self.broker_id = config.advertised_address or f"{config.host}:{self.port}"
         self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
-        self.service = BrokerService(config, self.broker_id, self.session)
+        session = self.session
+        ledgers = LedgerClient(
+            session, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+        )
+        self.service = BrokerService(
+            config, self.broker_id, session, ledgers=ledgers, ml_store=ZkManagedLedgerStore(session),
+            tenants=ZkTenantStore(session), ownership=ZkOwnershipStore(session),
+            # Moves to topics other brokers serve go through the SDK, pointed at this broker.
+            remote_mover=RemoteMovePublisher(self.broker_id),
+        )
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
 

@@ -7,15 +7,15 @@ import asyncio
 import functools
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.lease import SessionLease
-from magnetar.broker.letter_mover import LetterMover
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
 from magnetar.broker.retention import RetentionTask
+from magnetar.broker.service_mover import ServiceMovePublisher
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
@@ -28,28 +28,37 @@ from magnetar.common.errors import (
 from magnetar.common.gcpolicy import GcPolicy
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.common.tasks import KeyedTasks
-from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.metadata.errors import CorruptMetadata
-from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.nodes import SessionState
-from magnetar.metadata.ownership import ZkOwnershipStore
-from magnetar.metadata.session import ZkSession
-from magnetar.metadata.tenants import ZkTenantStore
+
+if TYPE_CHECKING:
+    from magnetar.broker.moves import MovePublisher
+    from magnetar.ledger.client import LedgerClient
+    from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+    from magnetar.metadata.ownership import ZkOwnershipStore
+    from magnetar.metadata.session import ZkSession
+    from magnetar.metadata.tenants import ZkTenantStore
 
 log = logging.getLogger(__name__)
 
 
 class BrokerService:
-    def __init__(self, config: BrokerConfig, broker_id: str, session: ZkSession) -> None:
+    def __init__(
+        self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
+        ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
+        remote_mover: MovePublisher | None = None,
+    ) -> None:
+        """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
+        stores the service uses (and closes: the ledger client); remote_mover: publishes
+        retry and dead-letter copies to topics other brokers serve (closed with the
+        service; None: such moves fail with NotOwner)."""
         self.config = config
         self.broker_id = broker_id
         self.session = session
-        self.ledgers = LedgerClient(
-            session, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
-        )
-        self.ml_store = ZkManagedLedgerStore(session)
-        self.tenants = ZkTenantStore(session)
-        self.ownership = ZkOwnershipStore(session)
+        self.ledgers = ledgers
+        self.ml_store = ml_store
+        self.tenants = tenants
+        self.ownership = ownership
         self.ml_config = ManagedLedgerConfig(
             ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
             max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
@@ -69,7 +78,7 @@ class BrokerService:
         self._lapsed = True  # not serving until the first answer from ZooKeeper
         self._lapses = 0  # times serving stopped (lease run out, session lost)
         self._lease_task: asyncio.Task[None] | None = None
-        self.mover = LetterMover(broker_id)
+        self.mover: MovePublisher = ServiceMovePublisher(self, remote_mover)
         self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
 
     async def start(self) -> None:

@@ -45,7 +45,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.letter_mover import LetterMover
+    from magnetar.broker.moves import MovePublisher
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class PersistentTopic:
         self.partition = partition
         self.ml = managed_ledger
         self.config = config
-        self.mover: LetterMover | None = None
+        self.mover: MovePublisher | None = None
         """Publishes retry and dead-letter copies (set by the broker service)."""
         self.producers: set[str] = set()
         self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}

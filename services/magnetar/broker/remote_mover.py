@@ -1,10 +1,12 @@
-"""Publishes retry and dead-letter copies (:mod:`magnetar.broker.deadletter`) for the
-broker, wherever the target topic is served.
+"""The network adapter that publishes retry and dead-letter copies
+(:mod:`magnetar.broker.deadletter`) to topics another broker serves (a
+:class:`~magnetar.broker.moves.MovePublisher`; the core's
+:class:`~magnetar.broker.service_mover.ServiceMovePublisher` hands it those moves).
 
-The broker uses its own client SDK, pointed at itself: a lookup sends the copy to the
-target's owner, which may be this broker or another one. Each copy gets a short-lived
-producer named after the moved message (``Move.producer_name``) and the copy's sequence
-id, so the target's deduplication drops a repeated move.
+It uses the client SDK, pointed at this broker: a lookup sends the copy to the target's
+owner. Each copy gets a short-lived producer named after the moved message
+(``Move.producer_name``) and the copy's sequence id, so the target's deduplication drops
+a repeated move. ``server.py`` builds it; the broker core never imports it.
 
 Before the first copy goes to a topic, the subscription that must keep it is created
 (from the earliest message; an existing one is left as is): on a retry topic the
@@ -30,7 +32,9 @@ from magnetar.proto.v1 import broker_pb2 as pb
 log = logging.getLogger(__name__)
 
 
-class LetterMover:
+class RemoteMovePublisher:
+    """Publishes moves through the client SDK, over gRPC."""
+
     def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
         self._pool = ConnectionPool(service_url, operation_timeout_s)
         self._kept: set[tuple[str, str]] = set()
@@ -84,4 +88,4 @@ class LetterMover:
         try:
             await self._pool.close()
         except MagnetarError as exc:  # pragma: no cover - closing channels does not fail
-            log.warning("letter mover: %s", exc.message)
+            log.warning("remote move publisher: %s", exc.message)

@@ -1,0 +1,190 @@
+"""The broker core's move publisher without a network: a copy for a topic served here is
+stored as the SDK would send it (one unbatched entry, deduplicated by the move's producer
+name and sequence id) after its keeping subscription exists; a topic another broker
+serves, or a partitioned one, goes to the remote publisher."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from magnetar.broker import deadletter as dl
+from magnetar.broker.service_mover import ServiceMovePublisher, move_entry
+from magnetar.client.batching import build_op
+from magnetar.client.producer import build_message
+from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
+from magnetar.proto.v1 import broker_pb2 as pb
+
+SOURCE = "persistent://public/default/orders"
+POLICY = dl.resolve(SOURCE, "sub", None, None)
+NOW_MS = 1_700_000_000_000
+
+
+class FakeTopic:
+    """Stores entries and drops a producer's repeated sequence ids, as PersistentTopic."""
+
+    def __init__(self, name: str, subscriptions: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.subscriptions: dict[str, str] = {s: "existing" for s in subscriptions}
+        self.entries: list[pb.EntryBatch] = []
+        self.calls: list[tuple[str, int, int, int]] = []
+        self._last: dict[str, int] = {}
+        self.closing = 0
+
+    async def create_subscription(self, name: str, start: str) -> None:
+        if name in self.subscriptions:
+            raise AlreadyExists(name)
+        self.subscriptions[name] = start
+
+    def publish(self, producer: str, entry: bytes, n: int, lowest: int, highest: int) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.closing:
+            self.closing -= 1
+            fut.set_exception(ServiceClosed(f"topic {self.name} is closing"))
+            return fut
+        self.calls.append((producer, n, lowest, highest))
+        if lowest > self._last.get(producer, -1):
+            self._last[producer] = highest
+            self.entries.append(pb.EntryBatch.FromString(entry))
+        fut.set_result(None)
+        return fut
+
+
+class FakeService:
+    def __init__(self, topics: dict[str, FakeTopic], partitioned: dict[str, int] | None = None) -> None:
+        self.topics = topics
+        self.partitioned = partitioned or {}
+        self.asked: list[tuple[str, bool]] = []
+
+    async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> FakeTopic:
+        self.asked.append((topic, create))
+        if topic in self.partitioned:
+            raise InvalidTopicName(f"{topic} is a partitioned topic")
+        if topic not in self.topics:
+            raise NotOwner(f"topic {topic} is served by another broker")
+        return self.topics[topic]
+
+    async def partitions(self, topic: str) -> int:
+        return self.partitioned.get(topic, 0)
+
+
+class FakeRemote:
+    def __init__(self) -> None:
+        self.moves: list[tuple[dl.Move, str]] = []
+        self.closed = False
+
+    async def publish(self, move: dl.Move, keep_for: str) -> None:
+        self.moves.append((move, keep_for))
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def original() -> pb.SingleMessage:
+    msg = pb.SingleMessage(payload=b"order-7", partition_key="k7", has_partition_key=True, event_time_ms=123)
+    msg.properties["color"] = "red"
+    return msg
+
+
+def retry_move() -> dl.Move:
+    return dl.plan_reconsume(POLICY, "sub", SOURCE, "5:3:-1:-1", original(), 5000, now_ms=NOW_MS)
+
+
+def dead_move() -> dl.Move:
+    return dl.plan_dead_letter(POLICY, "sub", SOURCE, "5:3:-1:-1", original(), 16)
+
+
+def publisher(service: FakeService, remote: FakeRemote | None = None) -> ServiceMovePublisher:
+    return ServiceMovePublisher(service, remote, clock_ms=lambda: NOW_MS + 1)  # type: ignore[arg-type]
+
+
+def test_the_entry_is_the_one_the_sdk_sends_for_one_unbatched_message():
+    move = retry_move()
+    src = move.message
+    sdk = build_message(
+        src.payload, dict(src.properties), src.partition_key, src.event_time_ms or None, src.deliver_at_ms or None,
+        None, 1 << 20,
+    )
+    sdk.sequence_id = move.sequence_id
+    op = build_op(1, move.producer_name, [sdk], [], batched=False)
+    expected = pb.EntryBatch.FromString(op.request.send.entry)
+    ours = move_entry(move, expected.publish_time_ms)
+    assert ours == expected
+    assert (op.request.send.num_messages, op.request.send.lowest_sequence_id, op.request.send.highest_sequence_id) == (
+        1, move.sequence_id, move.sequence_id,
+    )
+
+
+def test_a_message_without_key_event_time_or_delay_carries_none():
+    move = dead_move()
+    plain = dl.Move(move.target, pb.SingleMessage(payload=b"x", partition_key=""), move.producer_name, 1, dead=True)
+    msg = move_entry(plain, NOW_MS).messages[0]
+    sdk = build_message(b"x", {}, None, None, None, None, 1 << 20)
+    sdk.sequence_id = 1
+    assert msg == sdk
+
+
+async def test_a_move_to_a_topic_served_here_is_stored_once_after_its_subscription_exists():
+    move = retry_move()
+    target = FakeTopic(move.target)
+    service = FakeService({move.target: target})
+    remote = FakeRemote()
+    mover = publisher(service, remote)
+    await mover.publish(move, "sub")
+    await mover.publish(move, "sub")  # a repeat (a crash before the ack): dropped by the topic
+    assert service.asked == [(move.target, True)] * 2  # created when missing
+    assert target.subscriptions == {"sub": "earliest"}
+    assert target.calls == [(move.producer_name, 1, move.sequence_id, move.sequence_id)] * 2
+    assert len(target.entries) == 1
+    entry = target.entries[0]
+    assert (entry.producer_name, entry.sequence_id, entry.batched, entry.publish_time_ms) == (
+        move.producer_name, move.sequence_id, False, NOW_MS + 1,
+    )
+    (msg,) = entry.messages
+    assert msg.payload == b"order-7" and msg.partition_key == "k7" and msg.has_partition_key
+    assert msg.event_time_ms == 123 and msg.deliver_at_ms == NOW_MS + 5000
+    assert msg.properties[dl.RECONSUMETIMES] == "1" and msg.properties["color"] == "red"
+    assert remote.moves == []
+
+
+async def test_an_existing_keeping_subscription_is_left_as_it_is():
+    move = dead_move()
+    target = FakeTopic(move.target, subscriptions=(POLICY.initial_subscription_name,))
+    await publisher(FakeService({move.target: target})).publish(move, POLICY.initial_subscription_name)
+    assert target.subscriptions == {POLICY.initial_subscription_name: "existing"}
+    assert len(target.entries) == 1
+
+
+async def test_a_topic_another_broker_serves_goes_to_the_remote_publisher():
+    move = dead_move()
+    service = FakeService({})
+    remote = FakeRemote()
+    mover = publisher(service, remote)
+    await mover.publish(move, POLICY.initial_subscription_name)
+    assert remote.moves == [(move, POLICY.initial_subscription_name)]
+    await mover.close()
+    assert remote.closed
+
+
+async def test_a_partitioned_target_goes_to_the_remote_publisher_which_routes_it():
+    move = dead_move()
+    remote = FakeRemote()
+    await publisher(FakeService({}, partitioned={move.target: 3}), remote).publish(move, "keep")
+    assert remote.moves == [(move, "keep")]
+
+
+async def test_without_a_remote_publisher_a_foreign_target_is_not_owner():
+    with pytest.raises(NotOwner):
+        await publisher(FakeService({})).publish(dead_move(), "keep")
+
+
+async def test_a_topic_closing_under_the_move_is_tried_again():
+    move = retry_move()
+    target = FakeTopic(move.target)
+    target.closing = 1
+    await publisher(FakeService({move.target: target})).publish(move, "sub")
+    assert len(target.entries) == 1
+    target.closing = 2
+    with pytest.raises(ServiceClosed):
+        await publisher(FakeService({move.target: target})).publish(dl.Move(move.target, move.message, "p2", 1, False), "sub")
