@@ -103,3 +103,18 @@ def test_magnetar_exports_the_pulsar_names():
     assert policy.max_redeliver_count == 16 and policy.dead_letter_topic is None
     assert issubclass(magnetar.Timeout, magnetar.MagnetarError)
     assert str(magnetar.MessageId(1, 2)) == "1:2:-1:-1"
+
+
+def test_a_bare_internal_on_a_stream_is_a_lost_connection_not_a_fatal_error() -> None:
+    from magnetar.client.connection import _broken_stream
+    from magnetar.common.errors import MagnetarError, NotConnected, TopicNotFound
+
+    # What grpc's client reports for a write on a dead connection (from_rpc_error's text).
+    local = MagnetarError("INTERNAL from broker b:1: Internal error from Core")
+    assert isinstance(_broken_stream(local, "broker b:1"), NotConnected)
+    assert _broken_stream(local, "broker b:1").retriable
+    # A broker's own errors, and other statuses, keep their type.
+    named = TopicNotFound("topic t was deleted")
+    assert _broken_stream(named, "broker b:1") is named
+    unknown = MagnetarError("UNKNOWN from broker b:1: Unexpected error")
+    assert _broken_stream(unknown, "broker b:1") is unknown

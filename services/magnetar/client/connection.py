@@ -198,7 +198,7 @@ class BrokerStream:
         try:
             await self._call.write(request)
         except Exception as exc:
-            raise await stream_error(self._call, exc, self.target) from exc
+            raise _broken_stream(await stream_error(self._call, exc, self.target), self.target) from exc
 
     async def read(self) -> Any | None:
         """The next message; None at the end of the stream.
@@ -208,7 +208,7 @@ class BrokerStream:
         try:
             resp = await self._call.read()
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, self.target) from exc
+            raise _broken_stream(from_rpc_error(exc, self.target), self.target) from exc
         return None if resp is grpc.aio.EOF else resp
 
     async def done_writing(self) -> None:
@@ -223,6 +223,17 @@ class BrokerStream:
 
     def cancel(self) -> None:
         self._call.cancel()
+
+
+def _broken_stream(error: MagnetarError, target: str) -> MagnetarError:
+    """A stream that failed with a bare INTERNAL (no Magnetar error code) was broken on
+    this side: grpc's client reports a write on a dead connection ("Internal error from
+    Core", a failed send batch) that way. Brokers always name their errors, and an
+    unexpected one in a stream handler arrives as UNKNOWN, so this is a lost connection:
+    NotConnected, and the handle reconnects instead of failing for good."""
+    if type(error) is MagnetarError and error.message.startswith("INTERNAL from"):  # see from_rpc_error
+        return NotConnected(f"the stream to {target} broke ({error.message})")
+    return error
 
 
 async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, target: str) -> MagnetarError:
