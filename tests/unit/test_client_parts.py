@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 
 import magnetar
@@ -105,16 +106,33 @@ def test_magnetar_exports_the_pulsar_names():
     assert str(magnetar.MessageId(1, 2)) == "1:2:-1:-1"
 
 
-def test_a_bare_internal_on_a_stream_is_a_lost_connection_not_a_fatal_error() -> None:
-    from magnetar.client.connection import _broken_stream
-    from magnetar.common.errors import MagnetarError, NotConnected, TopicNotFound
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str, trailing: tuple = ()) -> None:
+        self._code, self._details, self._trailing = code, details, trailing
 
-    # What grpc's client reports for a write on a dead connection (from_rpc_error's text).
-    local = MagnetarError("INTERNAL from broker b:1: Internal error from Core")
-    assert isinstance(_broken_stream(local, "broker b:1"), NotConnected)
-    assert _broken_stream(local, "broker b:1").retriable
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> tuple:
+        return self._trailing
+
+
+def test_a_bare_internal_on_a_stream_is_a_lost_connection_not_a_fatal_error() -> None:
+    from magnetar.client.connection import stream_rpc_error
+    from magnetar.common.errors import MagnetarError, NotConnected, TopicNotFound
+    from magnetar.common.grpcutil import ERROR_CODE_KEY
+
+    # What grpc's client reports for a write on a dead connection.
+    local = stream_rpc_error(_RpcError(grpc.StatusCode.INTERNAL, "Internal error from Core"), "broker b:1")
+    assert isinstance(local, NotConnected)
+    assert local.retriable
     # A broker's own errors, and other statuses, keep their type.
-    named = TopicNotFound("topic t was deleted")
-    assert _broken_stream(named, "broker b:1") is named
-    unknown = MagnetarError("UNKNOWN from broker b:1: Unexpected error")
-    assert _broken_stream(unknown, "broker b:1") is unknown
+    named = _RpcError(grpc.StatusCode.NOT_FOUND, "topic t was deleted", ((ERROR_CODE_KEY, "TOPIC_NOT_FOUND"),))
+    assert isinstance(stream_rpc_error(named, "broker b:1"), TopicNotFound)
+    named_internal = _RpcError(grpc.StatusCode.INTERNAL, "boom", ((ERROR_CODE_KEY, "INTERNAL"),))
+    assert not stream_rpc_error(named_internal, "broker b:1").retriable
+    unknown = stream_rpc_error(_RpcError(grpc.StatusCode.UNKNOWN, "Unexpected error"), "broker b:1")
+    assert type(unknown) is MagnetarError and not unknown.retriable

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
-from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -198,7 +198,7 @@ class BrokerStream:
         try:
             await self._call.write(request)
         except Exception as exc:
-            raise _broken_stream(await stream_error(self._call, exc, self.target), self.target) from exc
+            raise await stream_error(self._call, exc, self.target) from exc
 
     async def read(self) -> Any | None:
         """The next message; None at the end of the stream.
@@ -208,7 +208,7 @@ class BrokerStream:
         try:
             resp = await self._call.read()
         except grpc.RpcError as exc:
-            raise _broken_stream(from_rpc_error(exc, self.target), self.target) from exc
+            raise stream_rpc_error(exc, self.target) from exc
         return None if resp is grpc.aio.EOF else resp
 
     async def done_writing(self) -> None:
@@ -225,15 +225,19 @@ class BrokerStream:
         self._call.cancel()
 
 
-def _broken_stream(error: MagnetarError, target: str) -> MagnetarError:
-    """A stream that failed with a bare INTERNAL (no Magnetar error code) was broken on
-    this side: grpc's client reports a write on a dead connection ("Internal error from
-    Core", a failed send batch) that way. Brokers always name their errors, and an
-    unexpected one in a stream handler arrives as UNKNOWN, so this is a lost connection:
-    NotConnected, and the handle reconnects instead of failing for good."""
-    if type(error) is MagnetarError and error.message.startswith("INTERNAL from"):  # see from_rpc_error
-        return NotConnected(f"the stream to {target} broke ({error.message})")
-    return error
+def stream_rpc_error(exc: grpc.RpcError, target: str) -> MagnetarError:
+    """The typed error of a stream that ended with ``exc``.
+
+    A bare INTERNAL (no Magnetar error code) was made on this side: grpc's client reports
+    a write on a dead connection ("Internal error from Core", a failed send batch) that
+    way. Brokers always name their errors, and an unexpected one in a stream handler
+    arrives as UNKNOWN, so it is a lost connection: NotConnected, and the handle
+    reconnects instead of failing for good.
+    """
+    named = any(key == ERROR_CODE_KEY for key, _ in (exc.trailing_metadata() or ()))
+    if exc.code() == grpc.StatusCode.INTERNAL and not named:
+        return NotConnected(f"the stream to {target} broke ({exc.details()})")
+    return from_rpc_error(exc, target)
 
 
 async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, target: str) -> MagnetarError:
@@ -241,11 +245,11 @@ async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, targ
     if isinstance(exc, MagnetarError):
         return exc
     if isinstance(exc, grpc.RpcError):
-        return from_rpc_error(exc, target)
+        return stream_rpc_error(exc, target)
     try:  # a write on a finished call: reading raises the status it finished with
         await asyncio.wait_for(call.read(), 1.0)
     except grpc.RpcError as rpc_exc:
-        return from_rpc_error(rpc_exc, target)
+        return stream_rpc_error(rpc_exc, target)
     except Exception:
         pass
     return NotConnected(f"the stream to {target} broke: {exc!r}")
