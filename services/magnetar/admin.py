@@ -4,45 +4,32 @@ Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
 nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
 pulsar-admin's field names. Errors are one line on stderr and exit 1; bad usage exits 2.
 
-A topic's calls go to the broker that owns it (looked up first); on a partitioned topic
-subscription calls go to every partition's owner (``topics subscriptions`` prints the
-union).
+It is a command line over :class:`magnetar.client.admin.AdminClient`: a topic's calls go
+to the broker that owns it (looked up first); on a partitioned topic subscription calls
+go to every partition's owner (``topics subscriptions`` prints the union). ``--url``
+takes a service URL (``magnetar://h1:6650,h2:6650`` or ``host:port``).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import asyncio
 import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
-import grpc
-
-from magnetar.broker.subscription_admin import admin_targets
-from magnetar.common.errors import InvalidArgument, MagnetarError, NotOwner
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.client.admin import AdminClient
+from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
-from magnetar.common.retry import RetryPolicy
 from magnetar.proto.v1 import broker_pb2 as pb
-from magnetar.proto.v1.broker_pb2_grpc import BrokerStub
 
 DEFAULT_URL = "127.0.0.1:6650"
 _DURATION = re.compile(r"([0-9]+)([smhdw])", re.ASCII)
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-_OWNER_RETRY = RetryPolicy(max_tries=3, delay_s=0.0)  # a moved topic: look it up again at once
-R = TypeVar("R")
 _SUBSCRIPTION_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
-
-
-def broker_target(url: str) -> str:
-    """``magnetar://host:port`` or ``host:port`` → ``host:port`` (the first of several)."""
-    if "://" in url:
-        url = url.split("://", 1)[1]
-    return url.split(",")[0].rstrip("/")
 
 
 def stats_to_dict(stats: pb.TopicStats) -> dict[str, Any]:
@@ -85,205 +72,104 @@ def reset_time_ms(text: str, now_ms: int) -> int:
     return max(0, now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
-def message_id_arg(text: str) -> pb.MessageIdData:
-    """``ledgerId:entryId[:partition[:batch]]``, ``earliest`` or ``latest``.
-
-    Raises:
-        InvalidArgument: none of these.
-    """
-    return MessageId.parse(text).to_proto()
-
-
 def _print_names(names: Iterable[str]) -> None:
     for name in names:
         print(name)
 
 
-class Brokers:
-    """gRPC stubs by broker address; topic calls go to the topic's owner."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        self.target = broker_target(url)
-        self.timeout = timeout
-        self._channels: dict[str, grpc.Channel] = {}
-
-    def stub(self, address: str | None = None) -> BrokerStub:
-        address = address or self.target
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
-        return BrokerStub(channel)
-
-    def call(self, fn: Callable[[BrokerStub], R], address: str | None = None) -> R:
-        """``fn(stub)`` on the broker at ``address`` (default: --url), errors typed."""
-        try:
-            return fn(self.stub(address))
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc, address or self.target) from exc
-
-    def on_owner(self, topic: str, fn: Callable[[BrokerStub], R], lookup_first: bool = True) -> R:
-        """``fn(stub)`` on the broker owning ``topic``, looked up again if it moves;
-        without ``lookup_first`` the --url broker is tried first (it may own it)."""
-        if not lookup_first:
-            try:
-                return self.call(fn)
-            except NotOwner:
-                pass
-        # Only a NotOwner from the owner's call is retried; one from the lookup is not.
-        backoff = _OWNER_RETRY.backoff()
-        while True:
-            owner = self.call(lambda s: s.Lookup(pb.LookupRequest(topic=topic), timeout=self.timeout)).broker_address
-            try:
-                return self.call(fn, owner or None)
-            except NotOwner:
-                delay = backoff.failed()
-                if delay is None:
-                    raise
-                if delay:
-                    time.sleep(delay)
-
-    def on_partitions(
-        self, topic: str, fn: Callable[[BrokerStub, str], R],
-        message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
-    ) -> list[R]:
-        """``fn(stub, partition)`` on each target partition's owner (the topic itself when
-        not partitioned)."""
-        partitions = self.call(
-            lambda s: s.GetPartitionedTopicMetadata(pb.PartitionedTopicMetadataRequest(topic=topic), timeout=self.timeout)
-        ).partitions
-        targets = admin_targets(topic, partitions, message_id, whole_topic)
-        return [self.on_owner(target, _bind(fn, target)) for target in targets]
-
-    def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
+def _print_json(doc: object) -> None:
+    print(json.dumps(doc, indent=2))
 
 
-def _bind(fn: Callable[[BrokerStub, str], R], topic: str) -> Callable[[BrokerStub], R]:
-    return lambda stub: fn(stub, topic)
-
-
-def _run_topic_subscriptions(brokers: Brokers, args: argparse.Namespace, timeout: float) -> bool:
+async def _run_subscriptions(admin: AdminClient, args: argparse.Namespace) -> bool:
     """The subscription commands; False when ``args`` is none of them."""
     action, topic = args.action, args.name
     sub = getattr(args, "subscription", "")
     if action == "subscriptions":
-        lists = brokers.on_partitions(topic, lambda s, t: s.ListSubscriptions(pb.ListSubscriptionsRequest(topic=t), timeout=timeout))
-        _print_names(sorted({name for reply in lists for name in reply.names}))
+        _print_names(await admin.subscriptions(topic))
     elif action == "create-subscription":
-        mid = message_id_arg(args.message_id)
-        brokers.on_partitions(topic, lambda s, t: s.CreateSubscription(
-            pb.CreateSubscriptionRequest(topic=t, subscription=sub, message_id=mid), timeout=timeout,
-        ), mid, whole_topic=True)
+        await admin.create_subscription(topic, sub, MessageId.parse(args.message_id))
     elif action == "unsubscribe":
-        brokers.on_partitions(topic, lambda s, t: s.DeleteSubscription(
-            pb.DeleteSubscriptionRequest(topic=t, subscription=sub, force=args.force), timeout=timeout,
-        ))
-    elif action in ("skip", "clear-backlog"):
-        count = getattr(args, "count", 0)
-        if action == "skip" and count < 1:
-            raise InvalidArgument(f"-n/--count must be at least 1, got {count}")
-        brokers.on_partitions(topic, lambda s, t: s.SkipMessages(
-            pb.SkipMessagesRequest(topic=t, subscription=sub, count=count, all=action == "clear-backlog"), timeout=timeout,
-        ))
+        await admin.delete_subscription(topic, sub, force=args.force)
+    elif action == "skip":
+        if args.count < 1:
+            raise InvalidArgument(f"-n/--count must be at least 1, got {args.count}")
+        await admin.skip(topic, sub, args.count)
+    elif action == "clear-backlog":
+        await admin.clear_backlog(topic, sub)
     elif action == "reset-cursor" and args.message_id is not None:
-        mid = message_id_arg(args.message_id)
-        brokers.on_partitions(topic, lambda s, t: s.ResetCursor(
-            pb.ResetCursorRequest(topic=t, subscription=sub, message_id=mid), timeout=timeout,
-        ), mid)
+        await admin.reset_cursor(topic, sub, MessageId.parse(args.message_id))
     elif action == "reset-cursor":
-        at = reset_time_ms(args.time, int(time.time() * 1000))
-        brokers.on_partitions(topic, lambda s, t: s.ResetCursor(
-            pb.ResetCursorRequest(topic=t, subscription=sub, timestamp_ms=at), timeout=timeout,
-        ))
+        await admin.reset_cursor_to_time(topic, sub, reset_time_ms(args.time, int(time.time() * 1000)))
     else:
         return False
     return True
 
 
-def unload_bundles(brokers: Brokers, namespace: str, bundle: str, timeout: float) -> list[str]:
-    """Unload one bundle (or every owned bundle) of ``namespace`` on its owner; returns
-    the bundles unloaded. An unowned bundle has nothing to unload."""
-    owners = brokers.call(lambda s: s.LookupBundle(pb.LookupBundleRequest(namespace=namespace, bundle=bundle), timeout=timeout))
-    done = []
-    for owner in owners.bundles:
-        if owner.broker_address:
-            request = pb.UnloadNamespaceBundleRequest(namespace=namespace, bundle=owner.bundle)
-            brokers.call(functools.partial(_unload_bundle, request=request, timeout=timeout), owner.broker_address)
-            done.append(owner.bundle)
-    return done
+async def _run_namespaces(admin: AdminClient, args: argparse.Namespace) -> None:
+    action, namespace = args.action, args.name
+    if action == "set-retention":
+        policies = pb.RetentionPolicies(retention_time_minutes=args.time, retention_size_mb=args.size)
+        await admin.set_retention(namespace, policies)
+    elif action == "get-retention":
+        got = await admin.retention(namespace)
+        _print_json({"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb})
+    elif action == "set-dead-letter-policy":
+        if args.max_redeliver_count is not None and not 1 <= args.max_redeliver_count < 2**32:
+            raise InvalidArgument(f"--max-redeliver-count must be >= 1, not {args.max_redeliver_count}")
+        await admin.set_dead_letter_policy(namespace, pb.DeadLetterPolicy(
+            max_redeliver_count=args.max_redeliver_count or 0, retry_letter_topic=args.retry_letter_topic or "",
+            dead_letter_topic=args.dead_letter_topic or "", initial_subscription_name=args.initial_subscription_name or "",
+        ))
+    elif action == "get-dead-letter-policy":
+        policy = await admin.dead_letter_policy(namespace)
+        _print_json({
+            "maxRedeliverCount": policy.max_redeliver_count or None, "retryLetterTopic": policy.retry_letter_topic or None,
+            "deadLetterTopic": policy.dead_letter_topic or None,
+            "initialSubscriptionName": policy.initial_subscription_name or None,
+        })
+    elif action == "unload":
+        await admin.unload_namespace(namespace, args.bundle or "")
+    elif action == "bundles":
+        _print_json({o.bundle: o.broker_address or None for o in await admin.bundles(namespace)})
+    elif action == "create":
+        await admin.create_namespace(namespace)
+    elif action == "delete":
+        await admin.delete_namespace(namespace)
+    else:
+        _print_names(await admin.namespaces(namespace))
 
 
-def _unload_bundle(stub: BrokerStub, request: pb.UnloadNamespaceBundleRequest, timeout: float) -> pb.AdminResponse:
-    return stub.UnloadNamespaceBundle(request, timeout=timeout)
-
-
-def _run(brokers: Brokers, args: argparse.Namespace, timeout: float) -> None:
-    stub = brokers.stub()
+async def _run(admin: AdminClient, args: argparse.Namespace) -> None:
     group, action = args.group, args.action
     if group == "tenants":
         if action == "create":
-            stub.CreateTenant(pb.CreateTenantRequest(tenant=args.name), timeout=timeout)
+            await admin.create_tenant(args.name)
         elif action == "delete":
-            stub.DeleteTenant(pb.DeleteTenantRequest(tenant=args.name), timeout=timeout)
+            await admin.delete_tenant(args.name)
         else:
-            _print_names(stub.ListTenants(pb.ListTenantsRequest(), timeout=timeout).names)
+            _print_names(await admin.tenants())
     elif group == "namespaces":
-        if action == "set-retention":
-            policies = pb.RetentionPolicies(retention_time_minutes=args.time, retention_size_mb=args.size)
-            stub.SetRetention(pb.SetRetentionRequest(namespace=args.name, policies=policies), timeout=timeout)
-        elif action == "get-retention":
-            got = stub.GetRetention(pb.GetRetentionRequest(namespace=args.name), timeout=timeout)
-            print(json.dumps({"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb}, indent=2))
-        elif action == "set-dead-letter-policy":
-            if args.max_redeliver_count is not None and not 1 <= args.max_redeliver_count < 2**32:
-                raise InvalidArgument(f"--max-redeliver-count must be >= 1, not {args.max_redeliver_count}")
-            policy = pb.DeadLetterPolicy(
-                max_redeliver_count=args.max_redeliver_count or 0, retry_letter_topic=args.retry_letter_topic or "",
-                dead_letter_topic=args.dead_letter_topic or "", initial_subscription_name=args.initial_subscription_name or "",
-            )
-            stub.SetDeadLetterPolicy(pb.SetDeadLetterPolicyRequest(namespace=args.name, policy=policy), timeout=timeout)
-        elif action == "get-dead-letter-policy":
-            got = stub.GetDeadLetterPolicy(pb.GetDeadLetterPolicyRequest(namespace=args.name), timeout=timeout)
-            print(json.dumps({
-                "maxRedeliverCount": got.max_redeliver_count or None, "retryLetterTopic": got.retry_letter_topic or None,
-                "deadLetterTopic": got.dead_letter_topic or None, "initialSubscriptionName": got.initial_subscription_name or None,
-            }, indent=2))
-        elif action == "unload":
-            unload_bundles(brokers, args.name, args.bundle or "", timeout)
-        elif action == "bundles":
-            owners = stub.LookupBundle(pb.LookupBundleRequest(namespace=args.name), timeout=timeout).bundles
-            print(json.dumps({o.bundle: o.broker_address or None for o in owners}, indent=2))
-        elif action == "create":
-            stub.CreateNamespace(pb.CreateNamespaceRequest(namespace=args.name), timeout=timeout)
-        elif action == "delete":
-            stub.DeleteNamespace(pb.DeleteNamespaceRequest(namespace=args.name), timeout=timeout)
-        else:
-            _print_names(stub.ListNamespaces(pb.ListNamespacesRequest(tenant=args.name), timeout=timeout).names)
-    elif _run_topic_subscriptions(brokers, args, timeout):
+        await _run_namespaces(admin, args)
+    elif await _run_subscriptions(admin, args):
         pass
     elif action == "create":
-        stub.CreateTopic(pb.CreateTopicRequest(topic=args.name, partitions=0), timeout=timeout)
+        await admin.create_topic(args.name)
     elif action == "create-partitioned-topic":
-        stub.CreateTopic(pb.CreateTopicRequest(topic=args.name, partitions=args.partitions), timeout=timeout)
+        await admin.create_topic(args.name, args.partitions)
     elif action == "delete":
-        request = pb.DeleteTopicRequest(topic=args.name, force=args.force)
-        brokers.on_owner(args.name, lambda s: s.DeleteTopic(request, timeout=timeout), lookup_first=False)
+        await admin.delete_topic(args.name, force=args.force)
     elif action == "unload":
-        brokers.on_partitions(args.name, lambda s, t: s.UnloadTopic(pb.UnloadTopicRequest(topic=t), timeout=timeout))
+        await admin.unload_topic(args.name)
     elif action == "list":
-        _print_names(stub.ListTopics(pb.ListTopicsRequest(namespace=args.name), timeout=timeout).names)
+        _print_names(await admin.topics(args.name))
     else:
-        stats = brokers.on_owner(
-            args.name, lambda s: s.GetTopicStats(pb.TopicStatsRequest(topic=args.name), timeout=timeout), lookup_first=False,
-        )
-        print(json.dumps(stats_to_dict(stats), indent=2))
+        _print_json(stats_to_dict(await admin.topic_stats(args.name)))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar admin", description="Administer tenants, namespaces, topics.")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"broker host:port (default {DEFAULT_URL})")
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"service URL or broker host:port (default {DEFAULT_URL})")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
     groups = parser.add_subparsers(dest="group", required=True, metavar="{tenants,namespaces,topics}")
 
@@ -357,25 +243,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.group == "tenants" and args.action == "list":
-        args.name = None
     if getattr(args, "partitions", 1) < 1:
         print("magnetar admin: --partitions must be at least 1", file=sys.stderr)
         return 2
-    brokers = Brokers(args.url, args.timeout)
     try:
-        try:
-            _run(brokers, args, args.timeout)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc, brokers.target) from exc
-        finally:
-            brokers.close()
+        asyncio.run(_main(args))
     except MagnetarError as exc:
         print(f"magnetar admin: {exc.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+async def _main(args: argparse.Namespace) -> None:
+    async with AdminClient(args.url, args.timeout) as admin:
+        await _run(admin, args)
 
 
 if __name__ == "__main__":

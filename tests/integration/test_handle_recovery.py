@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.admin import Brokers, stats_to_dict, unload_bundles
+from magnetar.admin import stats_to_dict
+from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_ranges
 from magnetar.metadata.ownership import ZkOwnershipStore
-from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.faultproxy import FaultProxy
 from magnetar.testing.processes import BrokerProcess
 from magnetar.testing.pytest_plugin import track_process
@@ -161,22 +161,13 @@ class client_admin:  # noqa: N801 - a tiny helper named for what it does
     client: mg.Client
 
     async def create_partitioned(self, topic: str, partitions: int) -> None:
-        brokers = Brokers(self.client.service_hosts[0], 10)
-        try:
-            await asyncio.to_thread(
-                brokers.call, lambda s: s.CreateTopic(pb.CreateTopicRequest(topic=topic, partitions=partitions), timeout=10)
-            )
-        finally:
-            brokers.close()
+        async with AdminClient(self.client.service_hosts[0], 10) as admin:
+            await admin.create_topic(topic, partitions)
 
 
-def subscription_stats(url: str, topic: str) -> dict[str, Any]:
-    brokers = Brokers(url, 10)
-    try:
-        stats = brokers.on_owner(topic, lambda s: s.GetTopicStats(pb.TopicStatsRequest(topic=topic), timeout=10))
-        return stats_to_dict(stats)["subscriptions"]
-    finally:
-        brokers.close()
+async def subscription_stats(url: str, topic: str) -> dict[str, Any]:
+    async with AdminClient(url, 10) as admin:
+        return stats_to_dict(await admin.topic_stats(topic))["subscriptions"]
 
 
 @dataclass
@@ -219,7 +210,7 @@ async def sleep_then(delay: float, fn: Callable[[], object]) -> None:
     await asyncio.to_thread(fn)
 
 
-def inject(fault: str, cluster: Cluster) -> asyncio.Task[None] | None:
+async def inject(fault: str, cluster: Cluster) -> asyncio.Task[None] | None:
     """Start ``fault`` on broker A (B for a restart too); returns what finishes it."""
     a, b = cluster.a, cluster.b
     if fault == "owner_killed":
@@ -230,11 +221,8 @@ def inject(fault: str, cluster: Cluster) -> asyncio.Task[None] | None:
         pid = a.process.pid
         return asyncio.create_task(sleep_then(SESSION_S + 4, lambda: os.kill(pid, signal.SIGCONT)))
     elif fault == "bundles_unloaded":
-        brokers = Brokers(a.address, 10)
-        try:
-            assert unload_bundles(brokers, NS, "", 10)  # A owned them: they were unloaded
-        finally:
-            brokers.close()
+        async with AdminClient(a.address, 10) as admin:
+            assert await admin.unload_namespace(NS)  # A owned them: they were unloaded
     elif fault == "zookeeper_blip":
         cluster.proxy.refuse()  # A's ZooKeeper connection drops and stays down 1.5 s
         return asyncio.create_task(sleep_then(1.5, cluster.proxy.heal))
@@ -311,7 +299,7 @@ async def test_every_handle_recovers(cluster: Cluster, zk_session: Any, fault: s
         watching = asyncio.create_task(watcher.watch(stop))
         gone = asyncio.create_task(bundles_gone_from(zk_session, a.address)) if fault == "zookeeper_partition" else None
         faulted_at = time.monotonic()
-        ending = inject(fault, cluster)
+        ending = await inject(fault, cluster)
         await asyncio.gather(*(produce(lane, BEFORE, K) for lane in lanes))
         missing = await wait_received(lanes, BEFORE + K, faulted_at + BOUND_S - time.monotonic())
         took = time.monotonic() - faulted_at
@@ -360,7 +348,7 @@ async def check_stats(cluster: Cluster, lanes: list[Lane]) -> None:
         for lane in lanes:
             for topic in lane.stats_topics:
                 try:
-                    subs = await asyncio.to_thread(subscription_stats, cluster.live_url(), topic)
+                    subs = await subscription_stats(cluster.live_url(), topic)
                 except mg.MagnetarError as exc:  # e.g. A, back from a partition, not serving yet
                     wrong[topic] = {"error": exc.message}
                     continue
@@ -387,18 +375,12 @@ async def test_handles_that_cannot_recover_fail_the_next_call(bookie_factory, br
         await producer.send(b"x")
         assert (await kept.receive(10_000)).data() == b"x"
 
-        brokers = Brokers(broker.address, 10)
-        try:
-            await asyncio.to_thread(brokers.call, lambda s: s.DeleteSubscription(
-                pb.DeleteSubscriptionRequest(topic=topic, subscription="gone", force=True), timeout=10))
+        async with AdminClient(broker.address, 10) as admin:
+            await admin.delete_subscription(topic, "gone", force=True)
             with pytest.raises(mg.SubscriptionNotFound, match="was deleted"):
                 while True:  # what was queued before the deletion may still come out
                     await gone_sub.receive(10_000)
-
-            await asyncio.to_thread(brokers.call, lambda s: s.DeleteTopic(
-                pb.DeleteTopicRequest(topic=topic, force=True), timeout=10))
-        finally:
-            brokers.close()
+            await admin.delete_topic(topic, force=True)
         with pytest.raises(mg.TopicNotFound, match="was deleted"):
             await asyncio.wait_for(kept.receive(10_000), 15)
         deadline = time.monotonic() + 10
@@ -406,13 +388,6 @@ async def test_handles_that_cannot_recover_fail_the_next_call(bookie_factory, br
             while time.monotonic() < deadline:
                 await producer.send(b"y")
                 await asyncio.sleep(0.05)
-        listed = await asyncio.to_thread(_list_topics, broker.address)
+        async with AdminClient(broker.address, 10) as admin:
+            listed = await admin.topics(NS)
         assert topic not in listed  # nobody created it again
-
-
-def _list_topics(address: str) -> list[str]:
-    brokers = Brokers(address, 10)
-    try:
-        return list(brokers.call(lambda s: s.ListTopics(pb.ListTopicsRequest(namespace=NS), timeout=10)).names)
-    finally:
-        brokers.close()

@@ -7,14 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from magnetar.admin import build_parser, message_id_arg, reset_time_ms
+from magnetar.admin import build_parser, reset_time_ms
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.subscription_admin import (
-    SubscriptionAdmin,
-    admin_targets,
-    check_subscription_name,
-)
-from magnetar.broker.topic import message_id_sentinel
+from magnetar.broker.subscription_admin import SubscriptionAdmin, check_subscription_name
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -24,7 +19,8 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from magnetar.common.message_id import INT64_MAX
+from magnetar.common.message_id import INT64_MAX, MessageId, message_id_sentinel
+from magnetar.common.partitions import admin_targets
 from magnetar.proto.v1 import broker_pb2 as pb
 
 T = "persistent://public/default/t"
@@ -89,6 +85,10 @@ def test_reset_time_is_ms_or_a_duration_ago():
     for bad in ("", "-5", "10x", "m", "1.5h", "１０"):
         with pytest.raises(InvalidArgument, match="--time"):
             reset_time_ms(bad, now)
+
+
+def message_id_arg(text: str) -> pb.MessageIdData:
+    return MessageId.parse(text).to_proto()  # how magnetar admin reads --message-id
 
 
 def test_message_id_argument():

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.broker.topic import Start, message_id_sentinel
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
     InvalidArgument,
     NotOwner,
     SubscriptionNotFound,
-    TopicNotFound,
 )
+from magnetar.common.message_id import Start, message_id_sentinel
 from magnetar.common.names import TopicName
+from magnetar.common.partitions import admin_targets
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -37,46 +37,6 @@ def check_message_id(message_id: pb.MessageIdData) -> None:
             f"invalid message id {message_id.ledger_id}:{message_id.entry_id}: ledger and entry ids "
             "are >= 0 (or -1:-1 for earliest)"
         )
-
-
-def admin_targets(
-    topic: str, partitions: int, message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
-) -> list[str]:
-    """The topics (partitions) an admin call on ``topic`` applies to.
-
-    Args:
-        partitions: the partition count of ``topic``'s partitioned topic (0: none).
-        message_id: the call's message id, if any: on a partitioned topic an entry's id
-            selects the partition it names (earliest and latest apply to every one).
-        whole_topic: the call must apply to every partition (creating a subscription):
-            an entry's id is refused on a partitioned topic.
-
-    Raises:
-        InvalidTopicName: a bad topic name.
-        TopicNotFound: a partition beyond the partition count.
-        InvalidArgument: the message id does not fit the topic.
-    """
-    name = TopicName.parse(topic)
-    if name.is_partition:
-        if partitions and name.partition_index >= partitions:
-            raise TopicNotFound(f"{name.partitioned_topic_name} has {partitions} partitions; {name} does not exist")
-        if message_id is not None and message_id_sentinel(message_id) is None and message_id.partition not in (-1, name.partition_index):
-            raise InvalidArgument(f"a message id of partition {message_id.partition} given for {name}")
-        return [str(name)]
-    if not partitions:
-        return [str(name)]
-    if message_id is None or message_id_sentinel(message_id) is not None:
-        return [str(name.partition(i)) for i in range(partitions)]
-    if whole_topic:
-        raise InvalidArgument(
-            f"{name} is partitioned: its subscription starts at earliest or latest on every partition "
-            "(or create it on one partition, at a message id)"
-        )
-    if message_id.partition < 0:
-        raise InvalidArgument(f"{name} is partitioned: give the partition in the message id (ledgerId:entryId:partitionIndex)")
-    if message_id.partition >= partitions:
-        raise InvalidArgument(f"{name} has {partitions} partitions; the message id names partition {message_id.partition}")
-    return [str(name.partition(message_id.partition))]
 
 
 def check_subscription_name(name: str) -> str:

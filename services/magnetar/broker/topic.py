@@ -18,7 +18,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
@@ -39,7 +39,7 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from magnetar.common.message_id import INT64_MAX
+from magnetar.common.message_id import Start, message_id_sentinel
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -49,16 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Start = Literal["earliest", "latest"]
-
-
-def message_id_sentinel(message_id: Any) -> Start | None:
-    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry."""
-    if message_id.ledger_id == -1 and message_id.entry_id == -1:
-        return "earliest"
-    if message_id.ledger_id == INT64_MAX:
-        return "latest"
-    return None
 
 
 @dataclass

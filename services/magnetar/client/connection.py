@@ -93,7 +93,18 @@ class ConnectionPool:
             stub = self._stubs[address] = pb_grpc.BrokerStub(channel)
         return stub
 
-    async def _on_service_hosts(self, what: str, call: Callable[[pb_grpc.BrokerStub, str], Awaitable[T]]) -> T:
+    async def unary(self, address: str, call: Callable[[pb_grpc.BrokerStub], Awaitable[T]]) -> T:
+        """``call(stub)`` on the broker at ``address``, its error typed.
+
+        Raises:
+            MagnetarError: the broker's error, or NotConnected/Timeout.
+        """
+        try:
+            return await call(self.stub(address))
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, f"broker {address}") from exc
+
+    async def on_service_hosts(self, what: str, call: Callable[[pb_grpc.BrokerStub, str], Awaitable[T]]) -> T:
         """Run a unary call on the service hosts in turn until one answers.
 
         A host that cannot answer now (unreachable, timed out, or a retriable refusal
@@ -127,7 +138,7 @@ class ConnectionPool:
             resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
             return resp.broker_address or host
 
-        return await self._on_service_hosts(f"lookup {topic}", call)
+        return await self.on_service_hosts(f"lookup {topic}", call)
 
     async def partitions(self, topic: str) -> int:
         """How many partitions ``topic`` has (0: not partitioned)."""
@@ -137,16 +148,13 @@ class ConnectionPool:
             resp = await stub.GetPartitionedTopicMetadata(req, timeout=self.attempt_timeout_s)
             return int(resp.partitions)
 
-        return await self._on_service_hosts(f"partitions of {topic}", call)
+        return await self.on_service_hosts(f"partitions of {topic}", call)
 
     async def last_message_id(self, topic: str) -> pb.MessageIdData:
-        address = await self.lookup(topic)
-        try:
-            resp = await self.stub(address).GetLastMessageId(
-                pb.GetLastMessageIdRequest(topic=topic), timeout=self.operation_timeout_s
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc, f"broker {address}") from exc
+        request = pb.GetLastMessageIdRequest(topic=topic)
+        resp = await self.unary(
+            await self.lookup(topic), lambda stub: stub.GetLastMessageId(request, timeout=self.operation_timeout_s)
+        )
         return resp.message_id
 
     def open_produce(self, address: str, target: str) -> BrokerStream:

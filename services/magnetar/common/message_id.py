@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from magnetar.common.errors import InvalidArgument
 
@@ -32,6 +32,8 @@ _FORMAT_HINT: Final = (
     "ledgerId:entryId and ledgerId:entryId:partitionIndex also do), 'earliest' or 'latest'"
 )
 
+Start = Literal["earliest", "latest"]
+"""How a message id names the start of a topic instead of an entry."""
 
 _set = object.__setattr__
 
@@ -162,3 +164,12 @@ class MessageId:
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(INT64_MAX, INT64_MAX, -1, -1)
+
+
+def message_id_sentinel(message_id: Any) -> Start | None:
+    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry."""
+    if message_id.ledger_id == -1 and message_id.entry_id == -1:
+        return "earliest"
+    if message_id.ledger_id == INT64_MAX:
+        return "latest"
+    return None

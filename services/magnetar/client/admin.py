@@ -1,0 +1,231 @@
+"""The admin client: tenants, namespaces, topics and subscriptions over the brokers'
+admin RPCs, as Pulsar's ``PulsarAdmin`` offers them. ``magnetar admin`` and the
+gateway both administer the cluster through it.
+
+It shares the SDK's transport (:class:`ConnectionPool`: channels, the service hosts
+tried in turn, errors typed). A call that must run on a topic's owner is sent there
+after a lookup, and looked up again if the topic moves meanwhile (``NotOwner``), as a
+Pulsar broker redirects; a call on a partitioned topic goes to every partition's owner.
+Answers are the broker's protobuf messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from magnetar.common.errors import NotOwner
+from magnetar.common.message_id import MessageId
+from magnetar.common.partitions import admin_targets
+from magnetar.common.retry import RetryPolicy
+from magnetar.proto.v1 import broker_pb2 as pb
+
+from .connection import ConnectionPool
+
+if TYPE_CHECKING:
+    from magnetar.proto.v1.broker_pb2_grpc import BrokerStub
+
+    Call = Callable[[BrokerStub], Awaitable["R"]]
+
+R = TypeVar("R")
+OWNER_RETRY = RetryPolicy(max_tries=3, delay_s=0.0)
+"""A topic that moved between the lookup and the call: look it up again at once."""
+
+
+class AdminClient:
+    """Administer a cluster through any of its brokers (``service_url``)."""
+
+    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
+        """Raises: InvalidArgument: a bad service URL."""
+        self.pool = ConnectionPool(service_url, operation_timeout_s)
+        self.timeout = operation_timeout_s
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- where a call runs ---------------------------------------------------------
+    async def call(self, fn: Call[R], address: str | None = None) -> R:
+        """``fn(stub)`` on the broker at ``address``, or on the service hosts in turn."""
+        if address:
+            return await self.pool.unary(address, fn)
+        return await self.pool.on_service_hosts("admin", lambda stub, _host: fn(stub))
+
+    async def on_owner(self, topic: str, fn: Call[R], lookup_first: bool = True) -> R:
+        """``fn(stub)`` on the broker owning ``topic``, looked up again if it moves;
+        without ``lookup_first`` a service host is asked first (it may own it, and a
+        call that needs no owner then succeeds without a lookup)."""
+        if not lookup_first:
+            try:
+                return await self.call(fn)
+            except NotOwner:
+                pass
+
+        async def on_current_owner() -> R:
+            # A NotOwner from the lookup itself is not retried: only the owner's is.
+            owner = await self.pool.lookup(topic)
+            try:
+                return await self.call(fn, owner)
+            except NotOwner as exc:
+                raise _Moved(exc) from exc
+
+        try:
+            return await OWNER_RETRY.run(on_current_owner, retry_on=_Moved)
+        except _Moved as moved:
+            raise moved.error from None
+
+    async def on_partitions(
+        self, topic: str, fn: Callable[[BrokerStub, str], Awaitable[R]],
+        message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
+    ) -> list[R]:
+        """``fn(stub, partition)`` on each target partition's owner (on ``topic`` itself
+        when it is not partitioned); see :func:`admin_targets`."""
+        targets = admin_targets(topic, await self.pool.partitions(topic), message_id, whole_topic)
+        return [await self.on_owner(target, _bound(fn, target)) for target in targets]
+
+    # -- tenants -------------------------------------------------------------------
+    async def tenants(self) -> list[str]:
+        return list((await self.call(lambda s: s.ListTenants(pb.ListTenantsRequest(), timeout=self.timeout))).names)
+
+    async def create_tenant(self, tenant: str) -> None:
+        await self.call(lambda s: s.CreateTenant(pb.CreateTenantRequest(tenant=tenant), timeout=self.timeout))
+
+    async def delete_tenant(self, tenant: str) -> None:
+        await self.call(lambda s: s.DeleteTenant(pb.DeleteTenantRequest(tenant=tenant), timeout=self.timeout))
+
+    # -- namespaces ----------------------------------------------------------------
+    async def namespaces(self, tenant: str) -> list[str]:
+        request = pb.ListNamespacesRequest(tenant=tenant)
+        return list((await self.call(lambda s: s.ListNamespaces(request, timeout=self.timeout))).names)
+
+    async def create_namespace(self, namespace: str) -> None:
+        request = pb.CreateNamespaceRequest(namespace=namespace)
+        await self.call(lambda s: s.CreateNamespace(request, timeout=self.timeout))
+
+    async def delete_namespace(self, namespace: str) -> None:
+        request = pb.DeleteNamespaceRequest(namespace=namespace)
+        await self.call(lambda s: s.DeleteNamespace(request, timeout=self.timeout))
+
+    async def retention(self, namespace: str) -> pb.RetentionPolicies:
+        request = pb.GetRetentionRequest(namespace=namespace)
+        return await self.call(lambda s: s.GetRetention(request, timeout=self.timeout))
+
+    async def set_retention(self, namespace: str, policies: pb.RetentionPolicies) -> None:
+        request = pb.SetRetentionRequest(namespace=namespace, policies=policies)
+        await self.call(lambda s: s.SetRetention(request, timeout=self.timeout))
+
+    async def dead_letter_policy(self, namespace: str) -> pb.DeadLetterPolicy:
+        request = pb.GetDeadLetterPolicyRequest(namespace=namespace)
+        return await self.call(lambda s: s.GetDeadLetterPolicy(request, timeout=self.timeout))
+
+    async def set_dead_letter_policy(self, namespace: str, policy: pb.DeadLetterPolicy) -> None:
+        request = pb.SetDeadLetterPolicyRequest(namespace=namespace, policy=policy)
+        await self.call(lambda s: s.SetDeadLetterPolicy(request, timeout=self.timeout))
+
+    async def bundles(self, namespace: str, bundle: str = "") -> list[pb.BundleOwner]:
+        """Each bundle (or the one named) with its owner's address ('' if unowned)."""
+        request = pb.LookupBundleRequest(namespace=namespace, bundle=bundle)
+        return list((await self.call(lambda s: s.LookupBundle(request, timeout=self.timeout))).bundles)
+
+    async def unload_namespace(self, namespace: str, bundle: str = "") -> list[str]:
+        """Unload one bundle (or every owned one) on its owner; returns the bundles
+        unloaded. An unowned bundle has nothing to unload."""
+        done = []
+        for owner in await self.bundles(namespace, bundle):
+            if owner.broker_address:
+                await self._unload_bundle(namespace, owner.bundle, owner.broker_address)
+                done.append(owner.bundle)
+        return done
+
+    async def _unload_bundle(self, namespace: str, bundle: str, address: str) -> None:
+        request = pb.UnloadNamespaceBundleRequest(namespace=namespace, bundle=bundle)
+        await self.call(lambda s: s.UnloadNamespaceBundle(request, timeout=self.timeout), address)
+
+    # -- topics --------------------------------------------------------------------
+    async def topics(self, namespace: str) -> list[str]:
+        request = pb.ListTopicsRequest(namespace=namespace)
+        return list((await self.call(lambda s: s.ListTopics(request, timeout=self.timeout))).names)
+
+    async def create_topic(self, topic: str, partitions: int = 0) -> None:
+        """A non-partitioned topic, or (``partitions`` > 0) a partitioned one."""
+        request = pb.CreateTopicRequest(topic=topic, partitions=partitions)
+        await self.call(lambda s: s.CreateTopic(request, timeout=self.timeout))
+
+    async def delete_topic(self, topic: str, force: bool = False) -> None:
+        request = pb.DeleteTopicRequest(topic=topic, force=force)
+        await self.on_owner(topic, lambda s: s.DeleteTopic(request, timeout=self.timeout), lookup_first=False)
+
+    async def unload_topic(self, topic: str) -> None:
+        await self.on_partitions(topic, lambda s, t: s.UnloadTopic(pb.UnloadTopicRequest(topic=t), timeout=self.timeout))
+
+    async def topic_stats(self, topic: str) -> pb.TopicStats:
+        request = pb.TopicStatsRequest(topic=topic)
+        return await self.on_owner(topic, lambda s: s.GetTopicStats(request, timeout=self.timeout), lookup_first=False)
+
+    async def partitions(self, topic: str) -> int:
+        """The partition count (0: not partitioned)."""
+        return await self.pool.partitions(topic)
+
+    async def lookup(self, topic: str) -> str:
+        """The ``host:port`` of the broker serving ``topic``."""
+        return await self.pool.lookup(topic)
+
+    # -- subscriptions (on every target partition's owner) -------------------------
+    async def subscriptions(self, topic: str) -> list[str]:
+        """The subscriptions of the topic (of any of its partitions), sorted."""
+        lists = await self.on_partitions(
+            topic, lambda s, t: s.ListSubscriptions(pb.ListSubscriptionsRequest(topic=t), timeout=self.timeout)
+        )
+        return sorted({name for reply in lists for name in reply.names})
+
+    async def create_subscription(self, topic: str, subscription: str, message_id: MessageId = MessageId.latest) -> None:
+        mid = message_id.to_proto()
+        await self.on_partitions(topic, lambda s, t: s.CreateSubscription(
+            pb.CreateSubscriptionRequest(topic=t, subscription=subscription, message_id=mid), timeout=self.timeout,
+        ), mid, whole_topic=True)
+
+    async def delete_subscription(self, topic: str, subscription: str, force: bool = False) -> None:
+        await self.on_partitions(topic, lambda s, t: s.DeleteSubscription(
+            pb.DeleteSubscriptionRequest(topic=t, subscription=subscription, force=force), timeout=self.timeout,
+        ))
+
+    async def skip(self, topic: str, subscription: str, count: int) -> None:
+        """Acknowledge the next ``count`` entries (>= 1) of the subscription."""
+        await self._skip(topic, subscription, count, every=False)
+
+    async def clear_backlog(self, topic: str, subscription: str) -> None:
+        await self._skip(topic, subscription, 0, every=True)
+
+    async def _skip(self, topic: str, subscription: str, count: int, every: bool) -> None:
+        await self.on_partitions(topic, lambda s, t: s.SkipMessages(
+            pb.SkipMessagesRequest(topic=t, subscription=subscription, count=count, all=every), timeout=self.timeout,
+        ))
+
+    async def reset_cursor(self, topic: str, subscription: str, message_id: MessageId) -> None:
+        mid = message_id.to_proto()
+        await self.on_partitions(topic, lambda s, t: s.ResetCursor(
+            pb.ResetCursorRequest(topic=t, subscription=subscription, message_id=mid), timeout=self.timeout,
+        ), mid)
+
+    async def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
+        await self.on_partitions(topic, lambda s, t: s.ResetCursor(
+            pb.ResetCursorRequest(topic=t, subscription=subscription, timestamp_ms=timestamp_ms), timeout=self.timeout,
+        ))
+
+
+class _Moved(Exception):
+    """The owner's call said NotOwner: the topic moved after the lookup."""
+
+    def __init__(self, error: NotOwner) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _bound(fn: Callable[[BrokerStub, str], Awaitable[R]], topic: str) -> Call[R]:
+    return lambda stub: fn(stub, topic)
+
