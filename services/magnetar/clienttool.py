@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from magnetar.client import Client, ConsumerType, InitialPosition, Message, MessageId, Result
+from magnetar.client.sync import Client, ConsumerType, InitialPosition, Message, MessageId, Result
 from magnetar.common.errors import MagnetarError, Timeout
 
 DEFAULT_URL = "127.0.0.1:6650"

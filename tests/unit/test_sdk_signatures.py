@@ -67,3 +67,12 @@ def test_signature_defaults_are_the_option_objects_defaults(method: str, default
     for name, default in shared.items():
         if default is not None:
             assert default == getattr(defaults, name), name
+
+
+def test_both_clients_export_the_same_names() -> None:
+    from magnetar.client import aio, sync
+
+    assert sorted(sync.__all__) == sorted(aio.__all__)
+    assert sorted(magnetar.__all__) == sorted(ma.__all__)
+    for name in magnetar.__all__:
+        assert getattr(magnetar, name) is not None and getattr(ma, name) is not None

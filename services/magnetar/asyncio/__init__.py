@@ -1,65 +1,10 @@
 """``magnetar.asyncio``: the asyncio client, with the same API as ``magnetar`` but async methods."""
 
-from magnetar.client.aio import (
-    Client,
-    Consumer,
-    ConsumerDeadLetterPolicy,
-    ConsumerType,
-    HashingScheme,
-    InitialPosition,
-    Message,
-    MessageId,
-    PartitionsRoutingMode,
-    Producer,
-    Reader,
-    Result,
-)
-from magnetar.common.errors import (
-    AlreadyExists,
-    ConsumerBusy,
-    InvalidArgument,
-    InvalidTopicName,
-    MagnetarError,
-    MessageTooBig,
-    NamespaceNotFound,
-    NotConnected,
-    NotFound,
-    NotOwner,
-    ProducerBusy,
-    ServiceClosed,
-    SubscriptionNotFound,
-    TenantNotFound,
-    Timeout,
-    TopicNotFound,
-)
+from magnetar import exceptions
+from magnetar.client import aio
+from magnetar.client.aio import *  # noqa: F403 - the SDK's names, listed in aio.__all__
+from magnetar.exceptions import *  # noqa: F403 - the public errors, listed in exceptions.__all__
 
-__all__ = [
-    "AlreadyExists",
-    "Client",
-    "Consumer",
-    "ConsumerBusy",
-    "ConsumerDeadLetterPolicy",
-    "ConsumerType",
-    "HashingScheme",
-    "InitialPosition",
-    "InvalidArgument",
-    "InvalidTopicName",
-    "MagnetarError",
-    "Message",
-    "MessageId",
-    "MessageTooBig",
-    "NamespaceNotFound",
-    "NotConnected",
-    "NotFound",
-    "NotOwner",
-    "PartitionsRoutingMode",
-    "Producer",
-    "ProducerBusy",
-    "Reader",
-    "Result",
-    "ServiceClosed",
-    "SubscriptionNotFound",
-    "TenantNotFound",
-    "Timeout",
-    "TopicNotFound",
-]
+__all__: list[str] = []
+__all__ += aio.__all__
+__all__ += exceptions.__all__

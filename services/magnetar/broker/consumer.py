@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.managedledger.position import Position
@@ -17,42 +18,35 @@ if TYPE_CHECKING:
 _ids = itertools.count(1)
 
 
+@dataclass(eq=False)
 class BrokerConsumer:
-    def __init__(
-        self,
-        name: str,
-        priority: int,
-        sink: Callable[[list[Any]], None],
-        on_reset: Callable[[], None] | None = None,
-        max_unacked: int = 0,
-        on_close: Callable[[MagnetarError], None] | None = None,
-    ) -> None:
-        """Args:
-            sink: takes a list of deliveries (``broker_pb2.Delivery``); must not block.
-            on_reset: tells the consumer its subscription was moved (a seek): what it
-                was sent before is void.
-            on_close: ends the consumer's stream with an error: NotOwner when the topic
-                stops being served here (the client looks it up again), a fatal one when
-                its subscription or topic was deleted.
-            max_unacked: the consumer is blocked while it holds this many unacked
-                messages, until it is down to half (0: no limit).
-        """
-        self.consumer_id = next(_ids)
-        self.name = name
-        self.priority = priority
-        self.sink = sink
-        self.on_reset = on_reset
-        self.on_close = on_close
-        self.max_unacked = max_unacked
-        self.permits = 0
-        self.pending: dict[Position, int] = {}
-        """Entries delivered and not acknowledged: position -> mask of the messages held."""
-        self.unacked = 0
-        """Messages held (the masks' bits)."""
-        self.blocked = False
-        self.closed = False
-        self.dead_letter: DeadLetterPolicy | None = None
-        """Its retry/dead-letter policy (None: it asked for none)."""
+    """Attributes:
+        sink: takes a list of deliveries (``broker_pb2.Delivery``); must not block.
+        on_reset: tells the consumer its subscription was moved (a seek): what it was
+            sent before is void.
+        max_unacked: the consumer is blocked while it holds this many unacked messages,
+            until it is down to half (0: no limit).
+        on_close: ends the consumer's stream with an error: NotOwner when the topic stops
+            being served here (the client looks it up again), a fatal one when its
+            subscription or topic was deleted.
+        pending: entries delivered and not acknowledged: position -> mask of the messages
+            held; ``unacked`` counts the messages held (the masks' bits).
+        dead_letter: its retry/dead-letter policy (None: it asked for none).
+    """
+
+    name: str
+    priority: int
+    sink: Callable[[list[Any]], None]
+    on_reset: Callable[[], None] | None = None
+    max_unacked: int = 0
+    on_close: Callable[[MagnetarError], None] | None = None
+    consumer_id: int = field(default_factory=lambda: next(_ids), init=False)
+    permits: int = field(default=0, init=False)
+    pending: dict[Position, int] = field(default_factory=dict, init=False)
+    unacked: int = field(default=0, init=False)
+    blocked: bool = field(default=False, init=False)
+    closed: bool = field(default=False, init=False)
+    dead_letter: DeadLetterPolicy | None = field(default=None, init=False)
 
     @property
     def available(self) -> bool:

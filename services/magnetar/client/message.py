@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from magnetar.common.errors import MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Message:
-    """One message as the application receives it (Pulsar's ``Message``)."""
+    """One message as the application receives it (Pulsar's ``Message``): read it with
+    the methods, as pulsar-client's (``data()``, ``message_id()``, ``properties()``, …)."""
 
-    __slots__ = ("_id", "_single", "_publish_time_ms", "_redelivery_count", "_topic", "_producer_name")
-
-    def __init__(
-        self,
-        topic: str,
-        message_id: MessageId,
-        single: pb.SingleMessage,
-        publish_time_ms: int,
-        redelivery_count: int = 0,
-        producer_name: str = "",
-    ) -> None:
-        self._topic = topic
-        self._id = message_id
-        self._single = single
-        self._publish_time_ms = publish_time_ms
-        self._redelivery_count = redelivery_count
-        self._producer_name = producer_name
+    _topic: str
+    _id: MessageId
+    _single: pb.SingleMessage
+    _publish_time_ms: int
+    _redelivery_count: int = 0
+    _producer_name: str = ""
 
     def data(self) -> bytes:
         return self._single.payload

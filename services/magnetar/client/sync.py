@@ -41,8 +41,29 @@ from .options import (
 from .partition_producer import PartitionProducer
 from .producer import SendCallback
 
+__all__ = [
+    "Client",
+    "Consumer",
+    "ConsumerDeadLetterPolicy",
+    "ConsumerType",
+    "HashingScheme",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "Reader",
+    "Result",
+]
 T = TypeVar("T")
 aio_log = logging.getLogger("magnetar.client.producer")
+
+
+def forwarded(args: dict[str, Any], **changed: Any) -> dict[str, Any]:
+    """A blocking method's arguments (its ``locals()`` taken first thing), to call the
+    asyncio method of the same signature with: ``self`` left out, ``changed`` put in.
+    tests/unit/test_sdk_signatures.py keeps the signatures equal."""
+    return {k: v for k, v in args.items() if k != "self"} | changed
 
 
 class _LoopThread:
@@ -187,6 +208,7 @@ class Producer:
         deliver_after: timedelta | None = None,
     ) -> MessageId:
         """Send one message and block until the broker stored it; returns its id."""
+        args = forwarded(locals())
         if self._runner.on_loop():
             raise RuntimeError("blocking client methods cannot be called from a send_async callback")
         done: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
@@ -197,16 +219,7 @@ class Producer:
             else:
                 done.set_result(mid)  # type: ignore[arg-type]
 
-        self.send_async(
-            content,
-            outcome,
-            properties=properties,
-            partition_key=partition_key,
-            sequence_id=sequence_id,
-            event_timestamp=event_timestamp,
-            deliver_at=deliver_at,
-            deliver_after=deliver_after,
-        )
+        self.send_async(**args, callback=outcome)
         return done.result()
 
     def send_async(
@@ -398,13 +411,10 @@ class Client:
     ) -> None:
         self._runner = _LoopThread()
 
+        args = forwarded(locals())
+
         async def make() -> aio.Client:
-            return aio.Client(
-                service_url,
-                authentication=authentication,
-                operation_timeout_seconds=operation_timeout_seconds,
-                connection_timeout_ms=connection_timeout_ms,
-            )
+            return aio.Client(**args)
 
         try:
             self._client = self._runner.run(make())
@@ -429,23 +439,7 @@ class Client:
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
     ) -> Producer:
         """Open a producer on ``topic`` (see :meth:`magnetar.asyncio.Client.create_producer`)."""
-        producer = self._runner.run(
-            self._client.create_producer(
-                topic,
-                producer_name=producer_name,
-                send_timeout_millis=send_timeout_millis,
-                max_pending_messages=max_pending_messages,
-                block_if_queue_full=block_if_queue_full,
-                batching_enabled=batching_enabled,
-                batching_max_messages=batching_max_messages,
-                batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
-                batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-                message_routing_mode=message_routing_mode,
-                hashing_scheme=hashing_scheme,
-                properties=properties,
-                max_message_size=max_message_size,
-            )
-        )
+        producer = self._runner.run(self._client.create_producer(**forwarded(locals())))
         return Producer(self._runner, producer)
 
     def subscribe(
@@ -465,22 +459,7 @@ class Client:
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`)."""
-        consumer = self._runner.run(
-            self._client.subscribe(
-                topic,
-                subscription_name,
-                consumer_type=consumer_type,
-                consumer_name=consumer_name,
-                receiver_queue_size=receiver_queue_size,
-                priority_level=priority_level,
-                initial_position=initial_position,
-                negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-                unacked_messages_timeout_ms=unacked_messages_timeout_ms,
-                enable_retry=enable_retry,
-                dead_letter_policy=dead_letter_policy,
-                retry_delay_levels=retry_delay_levels,
-            )
-        )
+        consumer = self._runner.run(self._client.subscribe(**forwarded(locals())))
         return Consumer(self._runner, consumer)
 
     def create_reader(
@@ -493,16 +472,7 @@ class Client:
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader`)."""
-        reader = self._runner.run(
-            self._client.create_reader(
-                topic,
-                start_message_id,
-                reader_name=reader_name,
-                receiver_queue_size=receiver_queue_size,
-                subscription_role_prefix=subscription_role_prefix,
-                start_message_id_inclusive=start_message_id_inclusive,
-            )
-        )
+        reader = self._runner.run(self._client.create_reader(**forwarded(locals())))
         return Reader(self._runner, reader)
 
     def get_topic_partitions(self, topic: str) -> list[str]:

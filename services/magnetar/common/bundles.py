@@ -12,18 +12,14 @@ import zlib
 from typing import Final
 
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.names import DEFAULT_BUNDLES, MAX_BUNDLES, TopicName
+from magnetar.common.names import DEFAULT_BUNDLES, MAX_BUNDLES, TopicName, int_in
 
 _HASH_SPACE: Final = 1 << 32
 _LAST_BOUNDARY: Final = _HASH_SPACE - 1
 
 
 def _check_bundles(bundles: int) -> int:
-    if (
-        isinstance(bundles, bool)
-        or not isinstance(bundles, int)
-        or not (1 <= bundles <= MAX_BUNDLES)
-    ):
+    if not int_in(bundles, 1, MAX_BUNDLES):
         raise InvalidArgument(
             f"number of bundles must be an int from 1 to {MAX_BUNDLES}, got {bundles!r}"
         )

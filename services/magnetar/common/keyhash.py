@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from magnetar.common.errors import InvalidArgument
+from magnetar.common.names import int_in
 
 _MASK32: Final = 0xFFFFFFFF
 
@@ -62,6 +63,6 @@ def partition_for_key(key: str | bytes, partitions: int) -> int:
     Raises:
         InvalidArgument: ``partitions`` < 1 or ``key`` is neither str nor bytes.
     """
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+    if not int_in(partitions, 1):
         raise InvalidArgument(f"number of partitions must be an int >= 1, got {partitions!r}")
     return key_hash(key) % partitions

@@ -292,11 +292,7 @@ class TopicName:
             InvalidTopicName: ``index`` is not an int in [0, 2**31-1], this is a different
                 partition already, or the name would be too long.
         """
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, int)
-            or not (0 <= index <= MAX_PARTITION_INDEX)
-        ):
+        if not int_in(index, 0, MAX_PARTITION_INDEX):
             raise InvalidTopicName(
                 f"partition index must be an int from 0 to {MAX_PARTITION_INDEX}, got {index!r}"
             )
@@ -348,3 +344,10 @@ class TopicName:
 
 def _fail(name: str, problem: str) -> None:
     raise InvalidTopicName(f"invalid topic name {name!r}: {problem}; {_TOPIC_HINT}")
+
+
+def int_in(value: object, low: int, high: int | None = None) -> bool:
+    """True for an int (not a bool) from ``low`` to ``high`` (None: no upper bound)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return low <= value and (high is None or value <= high)

@@ -75,12 +75,8 @@ class BackgroundTasks:
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         exc = _failure(task)
-        if exc is None:
-            return
-        if self._on_error is not None:
-            self._on_error(task, exc)
-        else:
-            log.error("%s: background task %s failed", self.owner or "owner", task.get_name(), exc_info=exc)
+        if exc is not None:
+            _report(self.owner, f"background task {task.get_name()}", exc, self._on_error, task)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -157,12 +153,8 @@ class KeyedTasks(Generic[K]):
         if self._latest.get(key) is task:
             del self._latest[key]
         exc = _failure(task)
-        if exc is None:
-            return
-        if self._on_error is not None:
-            self._on_error(key, exc)
-        else:
-            log.error("%s: background task for %r failed", self.owner or "owner", key, exc_info=exc)
+        if exc is not None:
+            _report(self.owner, f"background task for {key!r}", exc, self._on_error, key)
 
     def get(self, key: K) -> asyncio.Task[Any] | None:
         """The running task spawned last under ``key``, or None."""
@@ -193,3 +185,11 @@ class KeyedTasks(Generic[K]):
 def _failure(task: asyncio.Task[Any]) -> BaseException | None:
     """What a finished task raised (None when it returned or was cancelled)."""
     return None if task.cancelled() else task.exception()
+
+
+def _report(owner: str, what: str, exc: BaseException, on_error: Callable[[Any, BaseException], object] | None, arg: Any) -> None:
+    """Hand a failure to the owner's ``on_error(arg, exc)``, or log it."""
+    if on_error is not None:
+        on_error(arg, exc)
+    else:
+        log.error("%s: %s failed", owner or "owner", what, exc_info=exc)
