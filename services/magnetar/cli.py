@@ -13,6 +13,7 @@ COMMANDS = {
     "broker": ("magnetar.broker.__main__", "run one broker"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
     "auditor": ("magnetar.auditor.__main__", "run one auditor replica (re-replicates lost bookies' data)"),
+    "gateway": ("magnetar.gateway.__main__", "run the gateway: Pulsar's admin REST API and WebSocket API (port 8080)"),
     "admin": ("magnetar.admin", "tenants, namespaces and topics (like pulsar-admin)"),
     "produce": ("magnetar.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
     "consume": ("magnetar.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),

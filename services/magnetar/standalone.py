@@ -1,8 +1,8 @@
-"""``magnetar standalone``: ZooKeeper, bookies, a broker and an auditor as child processes
-of one command.
+"""``magnetar standalone``: ZooKeeper, bookies, a broker, an auditor and the gateway as
+child processes of one command.
 
-Components start in tiers (ZooKeeper, the bookies, then the broker and the auditor; the
-gateway joins as a later tier) and stop in reverse order on SIGINT/SIGTERM. Every child runs in
+Components start in tiers (ZooKeeper, the bookies, the broker and the auditor, then the
+gateway) and stop in reverse order on SIGINT/SIGTERM. Every child runs in
 a process group of its own, so a Ctrl-C in the terminal reaches only this process,
 which then stops the children in order. Children's output goes to <data-dir>/logs/.
 """
@@ -22,7 +22,7 @@ from typing import Protocol
 
 from magnetar.common.childproc import ChildNotReady, ChildProcess
 from magnetar.common.errors import MagnetarError
-from magnetar.common.healthcheck import grpc_health_serving
+from magnetar.common.healthcheck import grpc_health_serving, http_ready
 from magnetar.common.netutil import can_connect, port_is_free
 from magnetar.common.zkserver import ZooKeeperServer
 
@@ -110,7 +110,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     """Options of ``magnetar standalone`` (added to ``parser`` when given)."""
     parser = parser or argparse.ArgumentParser(
         prog="magnetar standalone",
-        description="Run ZooKeeper, bookies, a broker and an auditor on this machine; Ctrl-C stops them.",
+        description="Run ZooKeeper, bookies, a broker, an auditor and the gateway on this machine; Ctrl-C stops them.",
     )
     parser.add_argument("--data-dir", default="./data", help="where all data and logs go")
     parser.add_argument("--bookies", type=int, default=3, help="number of bookies (default 3)")
@@ -123,6 +123,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     )  # fmt: skip
     parser.add_argument("--port", type=int, default=6650, help="the broker's port (default 6650)")
     parser.add_argument("--auditor-port", type=int, default=3182, help="the auditor's port (default 3182)")
+    parser.add_argument("--gateway-port", type=int, default=8080, help="the gateway's HTTP port (default 8080)")
     parser.add_argument(
         "--replicas", type=int, default=None,
         help="copies of each entry, E=Qw=Qa (default: 2, or 1 with a single bookie)",
@@ -188,6 +189,13 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
     process = ChildProcess("auditor", argv, logs / "auditor.log", env=env, own_process_group=True)
     services.append(_Service("auditor", address, process, partial(grpc_health_serving, address)))
     tiers.append(services)
+    address = f"{HOST}:{args.gateway_port}"
+    argv = [
+        sys.executable, "-m", "magnetar.gateway", "--zookeeper", zk_connect,
+        "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.gateway_port),
+    ]  # fmt: skip
+    process = ChildProcess("gateway", argv, logs / "gateway.log", env=env, own_process_group=True)
+    tiers.append([_Service("gateway", address, process, partial(http_ready, f"http://{address}/readyz"))])
     return tiers
 
 
@@ -195,7 +203,8 @@ def _check_ports(args: argparse.Namespace) -> None:
     wanted = [] if args.zookeeper else [("ZooKeeper", args.zk_port, "--zk-port")]
     ports = bookie_ports(args.bookie_port, args.bookies, args.auditor_port)
     wanted += [(f"bookie-{i}", port, "--bookie-port") for i, port in enumerate(ports)]
-    wanted += [("the broker", args.port, "--port"), ("the auditor", args.auditor_port, "--auditor-port")]
+    wanted += [("the broker", args.port, "--port"), ("the auditor", args.auditor_port, "--auditor-port"),
+               ("the gateway", args.gateway_port, "--gateway-port")]
     for what, port, flag in wanted:
         if not port_is_free(HOST, port):
             raise _Failure(

@@ -17,6 +17,8 @@ DEFAULT_PORT = 6650
 class BrokerConfig(ServiceConfig):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
 
+    cluster_name: str = "standalone"
+    """This cluster's name (Pulsar's): tenants' allowed clusters must name it."""
     zk_session_timeout_s: float = 5.0
     """ZooKeeper session timeout T: a dead broker's bundles move to another broker this long
     after it died; a broker that heard nothing from ZooKeeper for 0.7 T stops serving

@@ -20,6 +20,7 @@ from magnetar.broker.managedledger.position import Position
 from magnetar.broker.remote_mover import RemoteMovePublisher
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
+from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
@@ -232,7 +233,23 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
     # -- admin ---------------------------------------------------------------------
     @rpc_errors
     async def CreateTenant(self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        await self.service.tenants.create_tenant(request.tenant, {})
+        cluster = self.service.config.cluster_name
+        if request.HasField("info"):
+            info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(cluster)
+        else:
+            info = TenantInfo(allowed_clusters=(cluster,))
+        await self.service.tenants.create_tenant(request.tenant, info.to_doc())
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GetTenant(self, request: pb.GetTenantRequest, context: grpc.aio.ServicerContext) -> pb.TenantInfo:
+        info = TenantInfo.from_doc(await self.service.tenants.get_tenant(request.tenant))
+        return pb.TenantInfo(admin_roles=info.admin_roles, allowed_clusters=info.allowed_clusters)
+
+    @rpc_errors
+    async def UpdateTenant(self, request: pb.UpdateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(self.service.config.cluster_name)
+        await self.service.tenants.update_tenant(request.tenant, lambda doc: doc | info.to_doc())
         return pb.AdminResponse()
 
     @rpc_errors

@@ -82,7 +82,7 @@ class BrokerService:
         self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
 
     async def start(self) -> None:
-        await self.tenants.ensure_defaults()
+        await self.tenants.ensure_defaults((self.config.cluster_name,))
         await self.ownership.register_broker(
             self.broker_id, {"address": self.broker_id}, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
         )

@@ -92,8 +92,17 @@ class AdminClient:
     async def tenants(self) -> list[str]:
         return list((await self.call(lambda s: s.ListTenants(pb.ListTenantsRequest(), timeout=self.timeout))).names)
 
-    async def create_tenant(self, tenant: str) -> None:
-        await self.call(lambda s: s.CreateTenant(pb.CreateTenantRequest(tenant=tenant), timeout=self.timeout))
+    async def create_tenant(self, tenant: str, info: pb.TenantInfo | None = None) -> None:
+        """Without ``info``: no admin roles, allowed on this cluster."""
+        request = pb.CreateTenantRequest(tenant=tenant, info=info)
+        await self.call(lambda s: s.CreateTenant(request, timeout=self.timeout))
+
+    async def tenant(self, tenant: str) -> pb.TenantInfo:
+        return await self.call(lambda s: s.GetTenant(pb.GetTenantRequest(tenant=tenant), timeout=self.timeout))
+
+    async def update_tenant(self, tenant: str, info: pb.TenantInfo) -> None:
+        request = pb.UpdateTenantRequest(tenant=tenant, info=info)
+        await self.call(lambda s: s.UpdateTenant(request, timeout=self.timeout))
 
     async def delete_tenant(self, tenant: str) -> None:
         await self.call(lambda s: s.DeleteTenant(pb.DeleteTenantRequest(tenant=tenant), timeout=self.timeout))

@@ -114,6 +114,8 @@ class ConnectionPool:
         """
         last: MagnetarError | None = None
         hosts = self.service_hosts
+        if not hosts:
+            raise NotConnected(f"no broker to ask ({what}): none is registered; start a broker")
         first = next(self._next_host)  # each call starts at the next host, then tries all
         for k in range(len(hosts)):
             host = hosts[(first + k) % len(hosts)]

@@ -4,7 +4,9 @@
     ├── InvalidArgument          bad input from a caller; nothing was changed
     │   ├── EntryTooLarge
     │   ├── InvalidTopicName
-    │   └── MessageTooBig
+    │   ├── MessageTooBig
+    │   ├── NotEmpty             a tenant with namespaces, a namespace with topics
+    │   └── PreconditionFailed   valid input the current state refuses (an unknown cluster)
     ├── AlreadyExists            tenant, namespace or topic exists already
     ├── NotFound
     │   ├── NoSuchLedger
@@ -62,6 +64,20 @@ class EntryTooLarge(InvalidArgument):
 
 class InvalidTopicName(InvalidArgument):
     code = "INVALID_TOPIC_NAME"
+
+
+class PreconditionFailed(InvalidArgument):
+    """Well-formed input that the cluster's state refuses (Pulsar's 412)."""
+
+    code = "PRECONDITION_FAILED"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class NotEmpty(InvalidArgument):
+    """A tenant still has namespaces, or a namespace topics: delete those first."""
+
+    code = "NOT_EMPTY"
+    grpc_status = "FAILED_PRECONDITION"
 
 
 class MessageTooBig(InvalidArgument):

@@ -1,6 +1,10 @@
-"""Client side of the standard gRPC health check (grpc.health.v1.Health/Check)."""
+"""Readiness probes: the standard gRPC health check (grpc.health.v1.Health/Check), and an
+HTTP readiness endpoint (the gateway's ``/readyz``)."""
 
 from __future__ import annotations
+
+import urllib.error
+import urllib.request
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -18,3 +22,12 @@ def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "")
         except grpc.RpcError:
             return False
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def http_ready(url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``url`` answers 200; any failure (nothing listening, 503) is False."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False

@@ -60,6 +60,13 @@ class ZkOwnershipStore:
                     f"not expire within {stale_wait_s:g} s: is another broker running with this address?"
                 )
 
+    async def list_brokers(self) -> list[str]:
+        """The registered (live) brokers' ids (``host:port``), sorted."""
+        try:
+            return sorted(await self._session.children(self._paths.brokers()))
+        except NotFound:
+            return []
+
     async def owner(self, tenant: str, namespace: str, bundle: str) -> str | None:
         """The broker id owning the bundle, or None."""
         try:

@@ -27,6 +27,7 @@ from magnetar.common.errors import (
     InvalidTopicName,
     MetadataError,
     NamespaceNotFound,
+    NotEmpty,
     NotFound,
     TenantNotFound,
     TopicNotFound,
@@ -157,7 +158,7 @@ class ZkTenantStore:
     async def _refuse_if_has_namespaces(self, tenant: str) -> None:
         namespaces = await self.list_namespaces(tenant)
         if namespaces:
-            raise InvalidArgument(
+            raise NotEmpty(
                 f"tenant {tenant} still has namespaces ({', '.join(namespaces)}); delete them first"
             )
 
@@ -283,7 +284,7 @@ class ZkTenantStore:
         topics += await self._children(self._paths.managed_ledgers(ns.tenant, ns.namespace))
         if topics:
             shown = ", ".join(sorted(set(topics))[:10]) + (", …" if len(set(topics)) > 10 else "")
-            raise InvalidArgument(f"namespace {ns} still has topics ({shown}); delete them first")
+            raise NotEmpty(f"namespace {ns} still has topics ({shown}); delete them first")
 
     # -- partitioned topics -----------------------------------------------------
     def _topic(self, tenant: str, namespace: str, topic: str) -> TopicName:
@@ -372,13 +373,14 @@ class ZkTenantStore:
         return [str(t) for t in sorted(self._topic(tenant, namespace, n) for n in names)]
 
     # -- defaults and helpers ---------------------------------------------------
-    async def ensure_defaults(self) -> None:
-        """Create tenant ``public`` and namespace ``public/default`` where missing.
+    async def ensure_defaults(self, clusters: tuple[str, ...] = ()) -> None:
+        """Create tenant ``public`` (allowed on ``clusters``) and namespace
+        ``public/default`` where missing.
 
         Safe to run from many brokers at once.
         """
         try:
-            await self.create_tenant(PUBLIC_TENANT, {"admin_roles": [], "allowed_clusters": []})
+            await self.create_tenant(PUBLIC_TENANT, {"admin_roles": [], "allowed_clusters": list(clusters)})
         except AlreadyExists:
             pass
         try:

@@ -16,8 +16,9 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.common.childproc import ChildProcess
 from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.healthcheck import grpc_health_serving
+from magnetar.common.healthcheck import grpc_health_serving, http_ready
 from magnetar.common.netutil import free_port
+from magnetar.gateway.config import GatewayConfig
 
 ENV_PREFIX = "MAGNETAR_BOOKIE_"
 
@@ -173,6 +174,22 @@ class AuditorProcess(ServiceProcess):
     config_cls = AuditorConfig
     env_prefix = "MAGNETAR_AUDITOR_"
     uses_data_dir = False
+
+
+class GatewayProcess(ServiceProcess):
+    """The gateway; ready once ``/readyz`` answers 200 (ZooKeeper up, a broker registered)."""
+
+    module = "gateway"
+    config_cls = GatewayConfig
+    env_prefix = "MAGNETAR_GATEWAY_"
+    uses_data_dir = False
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def is_serving(self) -> bool:
+        return http_ready(f"{self.url}/readyz")
 
 
 P = TypeVar("P", bound=ServiceProcess)

@@ -25,7 +25,13 @@ import pytest_asyncio
 
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.metadata.session import ZkSession
-from magnetar.testing.processes import AuditorProcess, BookieProcess, BrokerProcess, ServiceFactory
+from magnetar.testing.processes import (
+    AuditorProcess,
+    BookieProcess,
+    BrokerProcess,
+    GatewayProcess,
+    ServiceFactory,
+)
 
 
 class LoggedProcess(Protocol):
@@ -149,6 +155,25 @@ def broker_factory(
     factory = ServiceFactory(
         BrokerProcess, zk_connect, zk_root, tmp_path / "brokers",
         on_create=lambda broker: track_process(request.node, broker),
+    )
+    try:
+        yield factory
+    finally:
+        factory.kill_all()
+
+
+@pytest.fixture
+def gateway_factory(
+    zk_connect: str,
+    zk_root: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[ServiceFactory[GatewayProcess]]:
+    """``gateway_factory(**settings)`` starts a gateway on ``zk_root`` (ready once a broker
+    is registered); all killed after the test. Settings are GatewayConfig fields."""
+    factory = ServiceFactory(
+        GatewayProcess, zk_connect, zk_root, tmp_path / "gateways",
+        on_create=lambda gateway: track_process(request.node, gateway),
     )
     try:
         yield factory

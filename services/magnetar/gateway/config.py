@@ -1,0 +1,26 @@
+"""The gateway's configuration (env prefix ``MAGNETAR_GATEWAY_``; sample: conf/gateway.toml)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from magnetar.common.config import ServiceConfig
+
+DEFAULT_PORT = 8080
+
+
+class GatewayConfig(ServiceConfig):
+    model_config = SettingsConfigDict(env_prefix="MAGNETAR_GATEWAY_", extra="forbid")
+
+    cluster_name: str = "standalone"
+    """The name ``/admin/v2/clusters`` reports (one cluster per ZooKeeper root)."""
+    broker_service_url: str = ""
+    """Brokers to send admin calls to (``magnetar://h1:6650,h2:6650``); empty: the brokers
+    registered in ZooKeeper, refreshed every ``broker_refresh_interval_s``."""
+    broker_refresh_interval_s: float = Field(default=5.0, gt=0)
+    """How often the registered brokers are read again from ZooKeeper."""
+    operation_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait for one broker call."""
+    websocket_max_receiver_queue: int = Field(default=1000, ge=1)
+    """Most messages a WebSocket consumer buffers (Pulsar caps ``receiverQueueSize`` at 1000)."""

@@ -1,0 +1,58 @@
+"""What routes take with ``Depends``: the context, and checked path names."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.names import NamespaceName, TopicName
+from magnetar.gateway.context import GatewayContext
+from magnetar.gateway.errors import HttpError
+
+_NAME = re.compile(r"^[-=:.\w]+$")
+
+
+def context(request: Request) -> GatewayContext:
+    ctx: GatewayContext = request.app.state.context
+    return ctx
+
+
+Context = Annotated[GatewayContext, Depends(context)]
+
+
+def tenant_name(tenant: Annotated[str, Path(description="tenant name")]) -> str:
+    """Raises: HttpError 412 ``Tenant name is not valid`` (Pulsar's NamedEntity rule)."""
+    if not _NAME.match(tenant):
+        raise HttpError(412, "Tenant name is not valid")
+    return tenant
+
+
+def namespace_name(
+    tenant: Annotated[str, Path(description="tenant name")],
+    namespace: Annotated[str, Path(description="namespace name")],
+) -> str:
+    """``tenant/namespace``. Raises: HttpError 412 ``Namespace name is not valid``."""
+    try:
+        return str(NamespaceName(tenant, namespace))
+    except InvalidArgument as exc:
+        raise HttpError(412, f"Namespace name is not valid: {exc.message}") from None
+
+
+def topic_name(
+    tenant: Annotated[str, Path(description="tenant name")],
+    namespace: Annotated[str, Path(description="namespace name")],
+    topic: Annotated[str, Path(description="topic name (a partition: name-partition-N)")],
+) -> str:
+    """``persistent://tenant/namespace/topic``. Raises: HttpError 412 ``Topic name is not valid``."""
+    try:
+        return str(TopicName(tenant=tenant, namespace=namespace, local_name=topic))
+    except InvalidArgument as exc:
+        raise HttpError(412, f"Topic name is not valid: {exc.message}") from None
+
+
+Tenant = Annotated[str, Depends(tenant_name)]
+Namespace = Annotated[str, Depends(namespace_name)]
+Topic = Annotated[str, Depends(topic_name)]

@@ -1,0 +1,1 @@
+"""One router per resource, each a thin adapter over the admin client or metadata/."""

@@ -1,0 +1,64 @@
+"""One cluster per gateway test module: 2 bookies, a broker and the gateway on a metadata
+root of the module's own (tests create uniquely named tenants and topics, so they can
+share it). ``http`` is an httpx client on the gateway."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
+
+
+@dataclass
+class GatewayCluster:
+    zk_connect: str
+    zk_root: str
+    broker: BrokerProcess
+    gateway: GatewayProcess
+    bookies: list[BookieProcess]
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    @property
+    def service_url(self) -> str:
+        return f"magnetar://{self.broker.address}"
+
+
+@pytest.fixture(scope="module")
+def gateway_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayCluster]:
+    if not zk_server.alive:
+        zk_server.start()
+    base = Path(tmp_path_factory.mktemp("gateway-cluster"))
+    root = f"/gw-{uuid.uuid4().hex[:8]}"
+    connect = zk_server.connect_string
+    bookies = ServiceFactory(BookieProcess, connect, root, base / "bookies")
+    brokers = ServiceFactory(BrokerProcess, connect, root, base / "brokers")
+    gateways = ServiceFactory(GatewayProcess, connect, root, base / "gateways")
+    try:
+        started = [bookies(), bookies()]
+        broker = brokers(ensemble_size=2, write_quorum=2, ack_quorum=2)
+        gateway = gateways(broker_refresh_interval_s=0.5)
+        yield GatewayCluster(connect, root, broker, gateway, started)
+    finally:
+        for factory in (gateways, brokers, bookies):
+            factory.kill_all()
+
+
+@pytest_asyncio.fixture
+async def http(gateway_cluster: GatewayCluster) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as client:
+        yield client
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

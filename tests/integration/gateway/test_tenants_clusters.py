@@ -1,0 +1,88 @@
+"""The gateway's clusters, brokers, tenants and lookup routes against a real broker, with
+Pulsar's paths, JSON and status codes; health, readiness and metrics."""
+
+from __future__ import annotations
+
+import httpx
+from conftest import GatewayCluster, unique
+
+INFO = {"adminRoles": ["ops"], "allowedClusters": ["standalone"]}
+
+
+async def test_clusters_and_brokers(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
+    assert (await http.get("/admin/v2/clusters")).json() == ["standalone"]
+    assert (await http.get("/admin/v2/brokers/standalone")).json() == [gateway_cluster.broker.address]
+    cluster = (await http.get("/admin/v2/clusters/standalone")).json()
+    assert cluster["brokerServiceUrl"] == gateway_cluster.service_url
+    for path in ("/admin/v2/clusters/other", "/admin/v2/brokers/other"):
+        r = await http.get(path)
+        assert r.status_code == 404 and r.json() == {"reason": "Cluster does not exist"}
+
+
+async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient):
+    name = unique("acme")
+    r = await http.put(f"/admin/v2/tenants/{name}", json=INFO)
+    assert r.status_code == 204 and r.content == b""
+    assert name in (await http.get("/admin/v2/tenants")).json()
+    assert (await http.get(f"/admin/v2/tenants/{name}")).json() == INFO
+
+    r = await http.put(f"/admin/v2/tenants/{name}", json=INFO)
+    assert r.status_code == 409 and "already exists" in r.json()["reason"]
+
+    updated = {"adminRoles": ["ops", "dev"], "allowedClusters": ["standalone"]}
+    assert (await http.post(f"/admin/v2/tenants/{name}", json=updated)).status_code == 204
+    assert (await http.get(f"/admin/v2/tenants/{name}")).json() == {"adminRoles": ["dev", "ops"], "allowedClusters": ["standalone"]}
+
+    # A tenant with a namespace cannot be deleted (Pulsar: 409 "still has active namespaces").
+    assert (await http.put(f"/admin/v2/namespaces/{name}/ns")).status_code == 204
+    r = await http.delete(f"/admin/v2/tenants/{name}")
+    assert r.status_code == 409 and "still has namespaces" in r.json()["reason"]
+    assert (await http.delete(f"/admin/v2/namespaces/{name}/ns")).status_code == 204
+    assert (await http.delete(f"/admin/v2/tenants/{name}")).status_code == 204
+    r = await http.get(f"/admin/v2/tenants/{name}")
+    assert r.status_code == 404 and "does not exist" in r.json()["reason"]
+    r = await http.delete(f"/admin/v2/tenants/{name}")
+    assert r.status_code == 404
+
+
+async def test_bad_tenants_are_refused_and_change_nothing(http: httpx.AsyncClient):
+    name = unique("bad")
+    cases = [
+        ({"allowedClusters": []}, 412, "Clusters can not be empty"),
+        ({"allowedClusters": ["mars"]}, 412, "Clusters do not exist"),
+        ({"allowedClusters": [" "]}, 412, "Clusters can not be empty"),
+    ]
+    for body, status, reason in cases:
+        r = await http.put(f"/admin/v2/tenants/{name}", json=body)
+        assert (r.status_code, reason in r.json()["reason"]) == (status, True), r.text
+    r = await http.put(f"/admin/v2/tenants/{name}", content=b"not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["reason"].startswith("Invalid request")
+    r = await http.put("/admin/v2/tenants/b%20ad", json=INFO)
+    assert r.status_code == 412 and r.json() == {"reason": "Tenant name is not valid"}
+    assert name not in (await http.get("/admin/v2/tenants")).json()
+    r = await http.post(f"/admin/v2/tenants/{name}", json=INFO)
+    assert r.status_code == 404
+
+
+async def test_lookup_names_the_owning_broker(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
+    r = await http.get(f"/lookup/v2/topic/persistent/public/default/{unique('t')}")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["brokerUrl"] == body["nativeUrl"] == gateway_cluster.service_url
+    assert set(body) == {"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl", "brokerUrlSsl"}
+    assert (await http.get("/lookup/v2/topic/non-persistent/public/default/t")).status_code == 405
+    assert (await http.get("/lookup/v2/topic/persistent/public/nosuchns/t")).status_code == 404
+
+
+async def test_health_readiness_metrics_and_openapi(http: httpx.AsyncClient):
+    assert (await http.get("/healthz")).json()["status"] == "ok"
+    ready = (await http.get("/readyz")).json()
+    assert ready["status"] == "ready" and ready["zookeeper"] and ready["brokers"] == 1
+    await http.get("/admin/v2/tenants/public")
+    metrics = (await http.get("/metrics")).text
+    assert 'magnetar_gateway_requests_total{method="GET",route="/admin/v2/tenants/{tenant}",status="200"}' in metrics
+    spec = (await http.get("/openapi.json")).json()
+    op = spec["paths"]["/admin/v2/tenants/{tenant}"]["put"]
+    assert op["operationId"] == "TenantsBase_createTenant" and op["summary"]
+    assert {"409", "412", "503"} <= set(op["responses"])
+    assert (await http.get("/docs")).status_code == 200
