@@ -15,7 +15,8 @@ import pytest
 from magnetar.common.errors import NoSuchLedger
 from magnetar.common.netutil import free_port
 from magnetar.ledger.bookie_client import BookieClient, Entry
-from magnetar.ledger.client import LedgerClient, LedgerClientConfig
+from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.context import LedgerClientConfig
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.session import ZkSession
 from magnetar.proto.v1 import auditor_pb2 as apb

@@ -13,7 +13,8 @@ import pytest
 
 from magnetar.common.errors import InvalidArgument, LedgerFenced, NoSuchLedger, NotEnoughBookies
 from magnetar.ledger.bookie_client import BookieClient
-from magnetar.ledger.client import LedgerClient, LedgerClientConfig
+from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.context import LedgerClientConfig
 from magnetar.ledger.metadata import LedgerState
 from magnetar.metadata.session import ZkSession
 from magnetar.shell import numbered_payload

@@ -4,96 +4,140 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 import pytest
 
-from magnetar.common.errors import LedgerFenced, MetadataVersionConflict, NoSuchLedger, NotConnected
-from magnetar.ledger.client import LedgerClientConfig
+from magnetar.common.errors import (
+    InvalidArgument,
+    LedgerFenced,
+    MetadataVersionConflict,
+    NoSuchEntry,
+    NoSuchLedger,
+    NotConnected,
+)
+from magnetar.ledger.bookie_client import AddFailure, Entry
+from magnetar.ledger.context import ClientContext, LedgerClientConfig
 from magnetar.ledger.framing import unframe
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, LedgerState
+from magnetar.proto.v1 import bookie_pb2 as pb
 
 
 class FakeBookie:
+    """Keeps entries in memory; can be down, slow to answer adds, or fenced."""
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.entries: dict[int, bytes] = {}
+        self.lac = -1
         self.down = False
         self.fenced = False
         self.delay = 0.0
 
-    async def send_add_request(self, request):
+    def _check_up(self) -> None:
         if self.down:
             raise NotConnected(f"bookie {self.name} is down")
-        fut = asyncio.get_running_loop().create_future()
+
+    async def send_add_request(self, request: pb.AddRequest) -> asyncio.Future[list[AddFailure]]:
+        entries = [Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload) for e in request.entries]
+        return await self.send_add(entries, request.recovery)
+
+    async def send_add(self, entries: Sequence[Entry], recovery: bool = False) -> asyncio.Future[list[AddFailure]]:
+        self._check_up()
+        fut: asyncio.Future[list[AddFailure]] = asyncio.get_running_loop().create_future()
 
         async def answer() -> None:
             await asyncio.sleep(self.delay)
             if self.down:
                 fut.set_exception(NotConnected(f"bookie {self.name} is down"))
                 return
-            failed = []
-            for e in request.entries:
-                if self.fenced:
+            failed: list[AddFailure] = []
+            for e in entries:
+                if self.fenced and not recovery:
                     failed.append((e.ledger_id, e.entry_id, LedgerFenced(e.ledger_id)))
                 else:
                     self.entries[e.entry_id] = e.payload
+                    self.lac = max(self.lac, e.last_add_confirmed)
             fut.set_result(failed)
 
         asyncio.get_running_loop().create_task(answer())
         return fut
 
+    async def read_entry(self, ledger_id: int, entry_id: int, fence: bool = False) -> Entry:
+        self._check_up()
+        self.fenced = self.fenced or fence
+        if entry_id not in self.entries:
+            raise NoSuchEntry(ledger_id, entry_id, self.name)
+        return Entry(ledger_id, entry_id, self.lac, self.entries[entry_id])
+
+    async def read_entry_list(self, ledger_id: int, entry_ids: Sequence[int]) -> list[Entry]:
+        self._check_up()
+        return [Entry(ledger_id, e, self.lac, self.entries[e]) for e in entry_ids if e in self.entries]
+
+    async def read_lac(self, ledger_id: int) -> int:
+        self._check_up()
+        return self.lac
+
+    async def fence(self, ledger_id: int) -> int:
+        self._check_up()
+        self.fenced = True
+        return self.lac
+
 
 class FakePool:
-    def __init__(self, names):
+    def __init__(self, names: Sequence[str]) -> None:
         self.bookies = {n: FakeBookie(n) for n in names}
 
-    def get(self, name):
-        return self.bookies[name]
+    def get(self, address: str) -> FakeBookie:
+        return self.bookies[address]
 
 
 class FakeStore:
-    def __init__(self):
+    def __init__(self) -> None:
         self.docs: dict[int, tuple[LedgerMetadata, int]] = {}
 
-    async def write(self, ledger_id, metadata, version):
+    async def write(self, ledger_id: int, metadata: LedgerMetadata, version: int) -> int:
         current, v = self.docs[ledger_id]
         if v != version:
             raise MetadataVersionConflict("bad version")
         self.docs[ledger_id] = (metadata, v + 1)
         return v + 1
 
-    async def read(self, ledger_id):
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         if ledger_id not in self.docs:
             raise NoSuchLedger(ledger_id)
         return self.docs[ledger_id]
 
+    async def update(
+        self, ledger_id: int, fn: Callable[[LedgerMetadata], LedgerMetadata]
+    ) -> tuple[LedgerMetadata, int]:
+        current, version = await self.read(ledger_id)
+        updated = fn(current)
+        return updated, await self.write(ledger_id, updated, version)
+
 
 class FakeRegistry:
-    def __init__(self, pool):
+    def __init__(self, pool: FakePool) -> None:
         self.pool = pool
 
-    async def list_writable(self):
+    async def list_writable(self) -> list[str]:
         return [n for n, b in self.pool.bookies.items() if not b.down]
 
 
-@dataclass
-class FakeClient:
-    pool: FakePool
-    store: FakeStore
-    registry: FakeRegistry
-    config: LedgerClientConfig
-
-
-def make(bookies=("b0", "b1", "b2", "b3"), ensemble=("b0", "b1", "b2"), qw=2, qa=2):
+def make(
+    bookies: Sequence[str] = ("b0", "b1", "b2", "b3"),
+    ensemble: Sequence[str] = ("b0", "b1", "b2"),
+    qw: int = 2,
+    qa: int = 2,
+) -> tuple[LedgerHandle, FakePool, FakeStore]:
     random.seed(7)
     pool = FakePool(bookies)
     store = FakeStore()
-    client = FakeClient(pool, store, FakeRegistry(pool), LedgerClientConfig(add_timeout_s=2))
+    ctx = ClientContext(LedgerClientConfig(add_timeout_s=2), pool, FakeRegistry(pool), store)
     md = LedgerMetadata(len(ensemble), qw, qa, fragments=(Fragment(0, tuple(ensemble)),))
     store.docs[1] = (md, 0)
-    return LedgerHandle(client, 1, md, 0), pool, store  # type: ignore[arg-type]
+    return LedgerHandle(ctx, 1, md, 0), pool, store
 
 
 async def test_striped_writes_confirm_in_order_even_when_acks_come_out_of_order():
@@ -166,3 +210,13 @@ async def test_no_spare_bookie_fails_the_adds_with_a_clear_error():
     pool.bookies["b2"].down = True
     with pytest.raises(Exception, match="not enough writable bookies"):
         await asyncio.gather(*(handle.add_entry(b"x") for _ in range(5)))
+
+
+async def test_the_writer_reads_confirmed_entries_back_from_any_replica():
+    handle, pool, _ = make()
+    await asyncio.gather(*(handle.add_entry(b"e%d" % e) for e in range(6)))
+    pool.bookies["b1"].down = True  # its share is read from the other replica
+    entries = await handle.read(0, 5)
+    assert [(x.entry_id, x.payload) for x in entries] == [(e, b"e%d" % e) for e in range(6)]
+    with pytest.raises(InvalidArgument):
+        await handle.read(0, 6)  # past the LAC

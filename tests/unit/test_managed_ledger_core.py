@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from magnetar.common.errors import (
     NotFound,
     ServiceClosed,
 )
-from magnetar.ledger.client import LedgerClientConfig
+from magnetar.ledger.context import LedgerClientConfig
 from magnetar.ledger.metadata import Fragment, LedgerMetadata
 from magnetar.ledger.reader import LedgerEntry
 
@@ -42,6 +43,9 @@ class FakeHandle:
     @property
     def stored(self) -> list[bytes]:
         return self.client.data[self.ledger_id]
+
+    async def read(self, first: int, last: int) -> list[LedgerEntry]:
+        return _entries(self.ledger_id, self.stored, first, last, self.last_add_confirmed)
 
     def add_entry(self, payload: bytes) -> asyncio.Future[int]:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -82,6 +86,12 @@ class FakeHandle:
         self.error = ServiceClosed("aborted")
 
 
+def _entries(ledger_id: int, data: list[bytes], first: int, last: int, last_readable: int) -> list[LedgerEntry]:
+    if last > last_readable:
+        raise InvalidArgument("past the end")
+    return [LedgerEntry(ledger_id, e, data[e], 0) for e in range(first, last + 1)]
+
+
 @dataclass
 class FakeReader:
     ledger_id: int
@@ -89,9 +99,7 @@ class FakeReader:
     data: list[bytes]
 
     async def read(self, first: int, last: int) -> list[LedgerEntry]:
-        if last > self.metadata.last_entry_id:
-            raise InvalidArgument("past the end")
-        return [LedgerEntry(self.ledger_id, e, self.data[e], 0) for e in range(first, last + 1)]
+        return _entries(self.ledger_id, self.data, first, last, self.metadata.last_entry_id)
 
 
 @dataclass
@@ -107,16 +115,18 @@ class FakeLedgerClient:
     reads: int = 0
     properties: list[dict[str, str]] = field(default_factory=list)
 
-    async def create_ledger(self, e, qw, qa, properties=None):
+    async def create_ledger(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, properties: dict[str, str] | None = None
+    ) -> FakeHandle:
         if self.fail_create:
-            raise NotEnoughBookies(e, 0)
+            raise NotEnoughBookies(ensemble_size, 0)
         self.next_id += 1
         self.data[self.next_id] = []
         self.properties.append(dict(properties or {}))
         handle = self.handles[self.next_id] = FakeHandle(self, self.next_id)
         return handle
 
-    async def open_ledger(self, ledger_id, recovery=True):
+    async def open_ledger(self, ledger_id: int, recovery: bool = True) -> FakeReader:
         if ledger_id not in self.data:
             raise NoSuchLedger(ledger_id)
         self.reads += 1
@@ -128,7 +138,7 @@ class FakeLedgerClient:
             self.closed[ledger_id] = self.handles[ledger_id].metadata.closed(len(stored) - 1, sum(map(len, stored)))
         return FakeReader(ledger_id, self.closed[ledger_id], self.data[ledger_id])
 
-    async def delete_ledger(self, ledger_id):
+    async def delete_ledger(self, ledger_id: int) -> None:
         if self.data.pop(ledger_id, None) is None:
             raise NoSuchLedger(ledger_id)
 
@@ -198,7 +208,7 @@ class MemoryStore:
 NAME = ("public", "default", "t")
 
 
-async def open_ml(client, store, **settings) -> ManagedLedger:
+async def open_ml(client: FakeLedgerClient, store: MemoryStore, **settings: Any) -> ManagedLedger:
     settings.setdefault("cursor_persist_interval_s", 0.01)
     return await ManagedLedger.open(*NAME, client, store, ManagedLedgerConfig(**settings))
 

@@ -17,7 +17,8 @@ from magnetar.auditor.replicator import LedgerReplicator, Outcome, Progress
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError
 from magnetar.common.tasks import BackgroundTasks
-from magnetar.ledger.client import LedgerClient, LedgerClientConfig
+from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.election import LeaderElection
 from magnetar.metadata.session import ZkSession
 from magnetar.metadata.underreplication import UnderReplicated, ZkUnderReplicationStore

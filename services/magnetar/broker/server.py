@@ -28,7 +28,8 @@ from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import BackgroundTasks
-from magnetar.ledger.client import LedgerClient, LedgerClientConfig
+from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession

@@ -8,29 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass, field
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchLedger
 from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.context import ClientContext, LedgerClientConfig
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, check_quorums
 from magnetar.ledger.placement import choose_ensemble
-from magnetar.ledger.reader import LedgerReader
+from magnetar.ledger.reader import LedgerReader, read_lac
 from magnetar.ledger.recovery import recover
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.ledgers import ZkLedgerMetadataStore
 from magnetar.metadata.session import ZkSession
-
-
-@dataclass(frozen=True)
-class LedgerClientConfig:
-    add_timeout_s: float = 10.0
-    """A bookie that has not answered an add batch by then is replaced."""
-    read_timeout_s: float = 10.0
-    """A read not answered by then moves on to the next replica."""
-    max_entry_bytes: int = 5 * 1024 * 1024 + 64 * 1024 - 8
-    """Largest payload (the bookie's limit less the 8-byte ledger header)."""
-    properties: dict[str, str] = field(default_factory=dict)
 
 
 class LedgerClient:
@@ -40,6 +29,8 @@ class LedgerClient:
         self.store: ZkLedgerMetadataStore[LedgerMetadata] = ZkLedgerMetadataStore(session, LedgerMetadata.from_dict)
         self.registry = ZkBookieRegistry(session)
         self.pool = BookiePool(timeout_s=self.config.read_timeout_s)
+        self.context = ClientContext(self.config, self.pool, self.registry, self.store)
+        """What the handles, recovery and readers of this client work with."""
         self.writer_id = uuid.uuid4().hex
         """Recorded in the ledgers this client creates; registered while it lives."""
         self._writer_registered = False
@@ -65,7 +56,7 @@ class LedgerClient:
             properties=dict(properties or {}), writer=self.writer_id,
         )
         ledger_id, version = await self.store.create(metadata)
-        return LedgerHandle(self, ledger_id, metadata, version)
+        return LedgerHandle(self.context, ledger_id, metadata, version)
 
     async def _register_writer(self) -> None:
         async with self._writer_lock:
@@ -84,26 +75,15 @@ class LedgerClient:
         if ledger_id < 0:
             raise InvalidArgument(f"ledger id must not be negative, got {ledger_id}")
         if recovery:
-            metadata = await recover(self, ledger_id)
-            return LedgerReader(self, ledger_id, metadata, metadata.last_entry_id)
+            metadata = await recover(self.context, ledger_id)
+            return LedgerReader(self.context, ledger_id, metadata, metadata.last_entry_id)
         metadata, _ = await self.store.read(ledger_id)
         lac = metadata.last_entry_id if metadata.is_closed else await self.read_lac(ledger_id, metadata)
-        return LedgerReader(self, ledger_id, metadata, lac)
+        return LedgerReader(self.context, ledger_id, metadata, lac)
 
     async def read_lac(self, ledger_id: int, metadata: LedgerMetadata) -> int:
-        """The highest LAC the bookies of the last fragment report (entries before that
-        fragment were all confirmed when it was made).
-
-        Raises:
-            MagnetarError: no bookie of the fragment answered.
-        """
-        last = metadata.fragments[-1]
-        results = await asyncio.gather(*(self.pool.get(b).read_lac(ledger_id) for b in last.bookies), return_exceptions=True)
-        answers = [r for r in results if isinstance(r, int)]
-        answers += [-1 for r in results if isinstance(r, NoSuchLedger)]
-        if not answers:
-            raise MagnetarError(f"ledger {ledger_id}: no bookie of {', '.join(last.bookies)} answered ReadLac: {results[0]}")
-        return max([last.first_entry - 1, *answers])
+        """The highest LAC the bookies of the last fragment report (see :func:`.reader.read_lac`)."""
+        return await read_lac(self.context, ledger_id, metadata)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the metadata, then the data on every bookie that holds a fragment

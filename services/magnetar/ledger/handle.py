@@ -21,7 +21,6 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from magnetar.common.errors import (
     EntryTooLarge,
@@ -34,13 +33,12 @@ from magnetar.common.errors import (
 )
 from magnetar.common.retry import RetryPolicy
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.ledger.context import ClientContext
 from magnetar.ledger.framing import frame
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, write_set
 from magnetar.ledger.placement import replace_bookies
+from magnetar.ledger.reader import LedgerEntry, LedgerReader
 from magnetar.proto.v1 import bookie_pb2 as pb
-
-if TYPE_CHECKING:
-    from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +103,8 @@ class _BookieBatcher:
 class LedgerHandle:
     """The one writer of an open ledger (see the module docstring)."""
 
-    def __init__(self, client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, version: int) -> None:
-        self.client = client
+    def __init__(self, ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, version: int) -> None:
+        self.ctx = ctx
         self.ledger_id = ledger_id
         self.metadata = metadata
         self._version = version
@@ -144,8 +142,8 @@ class LedgerHandle:
         if self._error is not None or self._closed:
             fut.set_exception(self._error or ServiceClosed(f"ledger {self.ledger_id} is closed"))
             return fut
-        if len(payload) > self.client.config.max_entry_bytes:
-            fut.set_exception(EntryTooLarge(len(payload), self.client.config.max_entry_bytes))
+        if len(payload) > self.ctx.config.max_entry_bytes:
+            fut.set_exception(EntryTooLarge(len(payload), self.ctx.config.max_entry_bytes))
             return fut
         self.last_add_pushed += 1
         self._pushed_length += len(payload)
@@ -166,6 +164,15 @@ class LedgerHandle:
         """``add_entry`` and wait for the confirmation."""
         return await self.add_entry(payload)
 
+    async def read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Confirmed entries first..last from the bookies, as the metadata places them now.
+
+        Raises:
+            InvalidArgument: the range is empty or reaches past the LAC.
+        """
+        reader = LedgerReader(self.ctx, self.ledger_id, self.metadata, self.last_add_confirmed)
+        return await reader.read(first, last)
+
     def _send(self, p: PendingAdd, write_set: list[str], only: list[str] | None = None) -> None:
         p.write_set = write_set
         for bookie in only if only is not None else write_set:
@@ -177,10 +184,10 @@ class LedgerHandle:
     async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
         request = pb.AddRequest(entries=[p.message for p in batch])
         try:
-            answer = await self.client.pool.get(bookie).send_add_request(request)
-            failed = await asyncio.wait_for(answer, self.client.config.add_timeout_s)
+            answer = await self.ctx.pool.get(bookie).send_add_request(request)
+            failed = await asyncio.wait_for(answer, self.ctx.config.add_timeout_s)
         except TimeoutError:
-            self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.client.config.add_timeout_s:g} s"))
+            self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.ctx.config.add_timeout_s:g} s"))
             return
         except MagnetarError as exc:
             self._on_bookie_error(bookie, exc)
@@ -234,7 +241,7 @@ class LedgerHandle:
                 if not failed:
                     break
                 first = self.last_add_confirmed + 1
-                writable = await self.client.registry.list_writable()
+                writable = await self.ctx.registry.list_writable()
                 new_ensemble = tuple(replace_bookies(self.metadata.current_ensemble, failed, writable))
                 await self._update_metadata(functools.partial(LedgerMetadata.with_fragment, first_entry=first, bookies=new_ensemble))
                 self._cache_write_sets()
@@ -264,11 +271,11 @@ class LedgerHandle:
         async for _ in RetryPolicy(max_tries=attempts, delay_s=0.0).attempts():
             updated = fn(self.metadata)
             try:
-                self._version = await self.client.store.write(self.ledger_id, updated, self._version)
+                self._version = await self.ctx.store.write(self.ledger_id, updated, self._version)
                 self.metadata = updated
                 return
             except MetadataVersionConflict as exc:
-                current, version = await self.client.store.read(self.ledger_id)
+                current, version = await self.ctx.store.read(self.ledger_id)
                 if current.state is not LedgerState.OPEN:
                     raise LedgerFenced(self.ledger_id) from exc
                 self.metadata, self._version = current, version

@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchEntry, NotFound
+from magnetar.common.errors import (
+    InvalidArgument,
+    MagnetarError,
+    NoSuchEntry,
+    NoSuchLedger,
+    NotFound,
+)
+from magnetar.ledger.context import BookieConnections, ClientContext
 from magnetar.ledger.framing import unframe
 from magnetar.ledger.metadata import LedgerMetadata
-
-if TYPE_CHECKING:  # the pool is handed in: reading needs no gRPC import of its own
-    from magnetar.ledger.bookie_client import BookiePool
 
 
 class LedgerEntry(NamedTuple):
@@ -29,7 +33,7 @@ class LedgerEntry(NamedTuple):
 
 
 async def read_from_replicas(
-    pool: BookiePool, ledger_id: int, metadata: LedgerMetadata, entry_ids: Sequence[int], timeout_s: float
+    pool: BookieConnections, ledger_id: int, metadata: LedgerMetadata, entry_ids: Sequence[int], timeout_s: float
 ) -> dict[int, bytes]:
     """Raw entry data by id, each from the first replica that has it.
 
@@ -80,28 +84,27 @@ def decode_entries(ledger_id: int, raw: dict[int, bytes], entry_ids: Sequence[in
     return out
 
 
-class ReadSettings(Protocol):
-    @property
-    def read_timeout_s(self) -> float: ...
+async def read_lac(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata) -> int:
+    """The highest LAC the bookies of the last fragment report (entries before that
+    fragment were all confirmed when it was made).
 
-
-class ReadContext(Protocol):
-    """What a :class:`LedgerReader` needs of the ledger client."""
-
-    @property
-    def pool(self) -> BookiePool: ...
-
-    @property
-    def config(self) -> ReadSettings: ...
-
-    async def read_lac(self, ledger_id: int, metadata: LedgerMetadata) -> int: ...
+    Raises:
+        MagnetarError: no bookie of the fragment answered.
+    """
+    last = metadata.fragments[-1]
+    results = await asyncio.gather(*(ctx.pool.get(b).read_lac(ledger_id) for b in last.bookies), return_exceptions=True)
+    answers = [r for r in results if isinstance(r, int)]
+    answers += [-1 for r in results if isinstance(r, NoSuchLedger)]
+    if not answers:
+        raise MagnetarError(f"ledger {ledger_id}: no bookie of {', '.join(last.bookies)} answered ReadLac: {results[0]}")
+    return max([last.first_entry - 1, *answers])
 
 
 class LedgerReader:
     """Reads a ledger: up to its last entry when closed, up to the LAC while open."""
 
-    def __init__(self, client: ReadContext, ledger_id: int, metadata: LedgerMetadata, last_add_confirmed: int) -> None:
-        self.client = client
+    def __init__(self, ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, last_add_confirmed: int) -> None:
+        self.ctx = ctx
         self.ledger_id = ledger_id
         self.metadata = metadata
         self.last_add_confirmed = last_add_confirmed
@@ -123,11 +126,11 @@ class LedgerReader:
                 f"ledger {self.ledger_id}: entry {last} is past the last readable entry {self.last_entry_id}"
             )
         ids = list(range(first, last + 1))
-        raw = await read_from_replicas(self.client.pool, self.ledger_id, self.metadata, ids, self.client.config.read_timeout_s)
+        raw = await read_from_replicas(self.ctx.pool, self.ledger_id, self.metadata, ids, self.ctx.config.read_timeout_s)
         return decode_entries(self.ledger_id, raw, ids)
 
     async def refresh_lac(self) -> int:
         """Ask the bookies of the last fragment for the LAC (open ledgers)."""
         if not self.metadata.is_closed:
-            self.last_add_confirmed = max(self.last_add_confirmed, await self.client.read_lac(self.ledger_id, self.metadata))
+            self.last_add_confirmed = max(self.last_add_confirmed, await read_lac(self.ctx, self.ledger_id, self.metadata))
         return self.last_entry_id

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError, NotConnected, NotEnoughBookies, NotFound, Timeout
 from magnetar.ledger.bookie_client import Entry
+from magnetar.ledger.context import ClientContext
 from magnetar.ledger.framing import unframe
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
 from magnetar.ledger.placement import replace_bookies
-
-if TYPE_CHECKING:
-    from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +37,9 @@ class RecoveryError(MagnetarError):
     retriable = True
 
 
-async def recover(client: LedgerClient, ledger_id: int) -> LedgerMetadata:
+async def recover(ctx: ClientContext, ledger_id: int) -> LedgerMetadata:
     """Recover and close ``ledger_id``; returns the closed metadata (as is if already closed)."""
-    store = client.store
+    store = ctx.store
     metadata, version = await store.read(ledger_id)
     if metadata.is_closed:
         return metadata
@@ -54,7 +51,7 @@ async def recover(client: LedgerClient, ledger_id: int) -> LedgerMetadata:
             return metadata
 
     ensemble = metadata.current_ensemble
-    fenced = await asyncio.gather(*(client.pool.get(b).fence(ledger_id) for b in ensemble), return_exceptions=True)
+    fenced = await asyncio.gather(*(ctx.pool.get(b).fence(ledger_id) for b in ensemble), return_exceptions=True)
     lacs = [r for r in fenced if isinstance(r, int)]
     needed = metadata.ensemble_size - metadata.ack_quorum + 1
     if len(lacs) < needed:
@@ -63,7 +60,7 @@ async def recover(client: LedgerClient, ledger_id: int) -> LedgerMetadata:
     lac = max(lacs)
     length = 0
     if lac >= 0:
-        data = await _read_one(client, ledger_id, metadata, lac)
+        data = await _read_one(ctx, ledger_id, metadata, lac)
         if data is None:
             raise RecoveryError(f"ledger {ledger_id}: entry {lac} (the LAC) is missing from every replica")
         length = unframe(data)[0]
@@ -71,10 +68,10 @@ async def recover(client: LedgerClient, ledger_id: int) -> LedgerMetadata:
     entry_id = lac + 1
     write_md = metadata
     while True:
-        data = await _read_one(client, ledger_id, metadata, entry_id)
+        data = await _read_one(ctx, ledger_id, metadata, entry_id)
         if data is None:
             break
-        write_md = await _rewrite(client, ledger_id, write_md, entry_id, entry_id - 1, data)
+        write_md = await _rewrite(ctx, ledger_id, write_md, entry_id, entry_id - 1, data)
         length = unframe(data)[0]
         entry_id += 1
     last = entry_id - 1
@@ -87,12 +84,12 @@ async def recover(client: LedgerClient, ledger_id: int) -> LedgerMetadata:
     return closed
 
 
-async def _read_one(client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, entry_id: int) -> bytes | None:
+async def _read_one(ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, entry_id: int) -> bytes | None:
     """The entry from any replica; None when (Qw - Qa) + 1 replicas say it is absent."""
     write_set = metadata.write_set(entry_id)
-    timeout = client.config.read_timeout_s
+    timeout = ctx.config.read_timeout_s
     results = await asyncio.gather(
-        *(asyncio.wait_for(client.pool.get(b).read_entry(ledger_id, entry_id, fence=True), timeout) for b in write_set),
+        *(asyncio.wait_for(ctx.pool.get(b).read_entry(ledger_id, entry_id, fence=True), timeout) for b in write_set),
         return_exceptions=True,
     )
     absent = 0
@@ -108,15 +105,15 @@ async def _read_one(client: LedgerClient, ledger_id: int, metadata: LedgerMetada
 
 
 async def _rewrite(
-    client: LedgerClient, ledger_id: int, metadata: LedgerMetadata, entry_id: int, lac: int, data: bytes
+    ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, entry_id: int, lac: int, data: bytes
 ) -> LedgerMetadata:
     """Write the entry to Qa or more of its write set; returns the metadata to write the
     next entries with (a new last fragment when unreachable bookies were replaced)."""
     entry = Entry(ledger_id, entry_id, lac, data)
 
     async def one(bookie: str) -> None:
-        answer = await client.pool.get(bookie).send_add([entry], recovery=True)
-        failed = await asyncio.wait_for(answer, client.config.add_timeout_s)
+        answer = await ctx.pool.get(bookie).send_add([entry], recovery=True)
+        failed = await asyncio.wait_for(answer, ctx.config.add_timeout_s)
         if failed:
             raise failed[0][2]
 
@@ -130,7 +127,7 @@ async def _rewrite(
         errors = "; ".join(f"{b}: {r}" for b, r in zip(write_set, results, strict=True) if r is not None)
         if not down:
             break
-        writable = await client.registry.list_writable()
+        writable = await ctx.registry.list_writable()
         try:
             bookies = tuple(replace_bookies(metadata.current_ensemble, down, writable))
         except NotEnoughBookies as exc:
@@ -139,6 +136,6 @@ async def _rewrite(
         def change(m: LedgerMetadata, bookies: tuple[str, ...] = bookies) -> LedgerMetadata:
             return m if m.is_closed else m.with_fragment(entry_id, bookies)
 
-        metadata, _ = await client.store.update(ledger_id, change)
+        metadata, _ = await ctx.store.update(ledger_id, change)
         log.info("ledger %d: recovery replaced %s from entry %d", ledger_id, ",".join(sorted(down)), entry_id)
     raise RecoveryError(f"ledger {ledger_id}: could not re-replicate entry {entry_id} to {metadata.ack_quorum} bookies ({errors})")

@@ -30,6 +30,7 @@ from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.cursor import ManagedCursor
 from magnetar.broker.managedledger.cursors import CursorRegistry
 from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.broker.managedledger.ledgers import Ledgers, WriteHandle
 from magnetar.broker.managedledger.opening import load_ledger_list, register_new_ledger
 from magnetar.broker.managedledger.position import ManagedLedgerName, Position
 from magnetar.broker.managedledger.reads import Entry, EntryReads
@@ -73,7 +74,7 @@ class ManagedLedger:
     def __init__(
         self,
         name: ManagedLedgerName,
-        client: Any,
+        client: Ledgers,
         store: ManagedLedgerStore,
         config: ManagedLedgerConfig,
         ledgers: LedgerList,
@@ -90,7 +91,7 @@ class ManagedLedger:
         self._properties = properties
         self._clock = clock
         self._reads = EntryReads(client, config)
-        self._current: Any = None  # LedgerHandle of the open ledger
+        self._current: WriteHandle | None = None  # the open ledger
         self._pushed_entries = 0
         self._pushed_bytes = 0
         self._inflight: deque[_AddOp] = deque()
@@ -111,7 +112,7 @@ class ManagedLedger:
         tenant: str,
         namespace: str,
         topic: str,
-        ledger_client: Any,
+        ledger_client: Ledgers,
         store: ManagedLedgerStore,
         config: ManagedLedgerConfig | None = None,
         *,
@@ -147,7 +148,7 @@ class ManagedLedger:
         log.info("managed ledger %s opened: %d ledgers, %d entries", name, len(ledgers.ledgers), ml.number_of_entries)
         return ml
 
-    def _set_writer(self, handle: Any) -> None:
+    def _set_writer(self, handle: WriteHandle) -> None:
         self._current = handle
         self._reads.writer = handle
         self._pushed_entries = 0
@@ -267,6 +268,7 @@ class ManagedLedger:
 
     def _submit(self, op: _AddOp) -> None:
         handle = self._current
+        assert handle is not None
         op.ledger_id = handle.ledger_id
         op.entry_future = handle.add_entry(op.data)
         self._pushed_entries += 1
@@ -348,6 +350,7 @@ class ManagedLedger:
             return True
         if self._pushed_bytes >= self.config.max_size_per_ledger:
             return True
+        assert self._current is not None
         info = self._ledgers.find(self._current.ledger_id)
         age_s = self._clock() - (info.created_ms / 1000 if info else 0)
         return age_s >= self.config.max_ledger_age_s
@@ -367,6 +370,7 @@ class ManagedLedger:
 
     async def _roll_once(self) -> None:
         old = self._current
+        assert old is not None
         try:
             closed = await old.close()
         except MagnetarError as exc:

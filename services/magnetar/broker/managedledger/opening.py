@@ -18,6 +18,7 @@ from typing import Any
 
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.broker.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
 from magnetar.broker.managedledger.position import ManagedLedgerName
 from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import (
@@ -39,7 +40,7 @@ class LoadedList:
     ledgers: LedgerList
     version: int
     properties: dict[str, str]
-    readers: dict[int, Any] = field(default_factory=dict)
+    readers: dict[int, ReadHandle] = field(default_factory=dict)
     """Readers of the ledgers recovered on the way (closed now)."""
     dropped: list[int] = field(default_factory=list)
     """Empty ledgers left out of the list, to delete once it is stored."""
@@ -53,7 +54,7 @@ def _parse(name: ManagedLedgerName, doc: dict[str, Any]) -> tuple[list[LedgerInf
     return [LedgerInfo.from_dict(d) for d in ledgers], {str(k): str(v) for k, v in properties.items()}
 
 
-async def load_ledger_list(name: ManagedLedgerName, client: Any, store: ManagedLedgerStore) -> LoadedList:
+async def load_ledger_list(name: ManagedLedgerName, client: Ledgers, store: ManagedLedgerStore) -> LoadedList:
     """Read (or create) the list and recover every ledger stored as open.
 
     Raises:
@@ -88,14 +89,14 @@ async def load_ledger_list(name: ManagedLedgerName, client: Any, store: ManagedL
 
 async def register_new_ledger(
     name: ManagedLedgerName,
-    client: Any,
+    client: Ledgers,
     store: ManagedLedgerStore,
     config: ManagedLedgerConfig,
     ledgers: LedgerList,
     version: int,
     properties: dict[str, str],
     clock: Callable[[], float],
-) -> tuple[Any, int]:
+) -> tuple[WriteHandle, int]:
     """Create a ledger, append it to ``ledgers`` as the open one and store the list.
 
     Returns:

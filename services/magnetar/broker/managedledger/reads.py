@@ -3,19 +3,18 @@
 Entries of closed ledgers are read through a :class:`LedgerReader` opened without
 recovery (kept open for the ``max_open_readers`` most recently used ledgers). Entries of
 the ledger still open for writes that have left the cache are read from its bookies too,
-up to the writer's own LAC: the reader is built from the writer handle's current metadata
-(so it follows ensemble changes) instead of asking the bookies for the LAC.
+up to the writer's own LAC: the writer handle reads them with its current metadata (so it
+follows ensemble changes) instead of asking the bookies for the LAC.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 
 from magnetar.broker.managedledger.cache import EntryCache
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
+from magnetar.broker.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
 from magnetar.broker.managedledger.position import Position
-from magnetar.ledger.reader import LedgerReader
 
 Entry = tuple[Position, bytes]
 
@@ -23,14 +22,14 @@ Entry = tuple[Position, bytes]
 class EntryReads:
     """The read side of one managed ledger: cache, open readers, the writer's ledger."""
 
-    def __init__(self, client: Any, config: ManagedLedgerConfig) -> None:
-        """Args: client: the :class:`LedgerClient` (``open_ledger`` is what is used)."""
+    def __init__(self, client: Ledgers, config: ManagedLedgerConfig) -> None:
+        """Args: client: the ledger client (``open_ledger`` is what is used)."""
         self._client = client
         self._config = config
         self.cache = EntryCache(config.cache_max_bytes)
-        self._readers: OrderedDict[int, Any] = OrderedDict()
-        self.writer: Any = None
-        """The :class:`LedgerHandle` writing the open ledger, while there is one."""
+        self._readers: OrderedDict[int, ReadHandle] = OrderedDict()
+        self.writer: WriteHandle | None = None
+        """The handle writing the open ledger, while there is one."""
 
     async def read(self, ledger_id: int, first: int, last: int) -> list[Entry]:
         """Entries ``first..last`` of one ledger (all of them must be confirmed), in order.
@@ -58,10 +57,10 @@ class EntryReads:
             e = run_end + 1
         return [x for x in out if x is not None]
 
-    async def _reader(self, ledger_id: int) -> Any:
+    async def _reader(self, ledger_id: int) -> ReadHandle:
         writer = self.writer
         if writer is not None and writer.ledger_id == ledger_id:
-            return LedgerReader(self._client, ledger_id, writer.metadata, writer.last_add_confirmed)
+            return writer
         reader = self._readers.get(ledger_id)
         if reader is not None:
             self._readers.move_to_end(ledger_id)
@@ -72,7 +71,7 @@ class EntryReads:
             self._readers.popitem(last=False)
         return reader
 
-    def remember(self, ledger_id: int, reader: Any) -> None:
+    def remember(self, ledger_id: int, reader: ReadHandle) -> None:
         """Keep a reader of a closed ledger (e.g. the one recovery returned)."""
         self._readers[ledger_id] = reader
         while len(self._readers) > self._config.max_open_readers:
