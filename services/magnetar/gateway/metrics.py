@@ -4,9 +4,8 @@ and their latencies, served at ``/metrics`` on the gateway's own port."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -14,7 +13,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class GatewayMetrics:
@@ -29,24 +28,38 @@ class GatewayMetrics:
         )
 
     def install(self, app: FastAPI) -> None:
-        @app.middleware("http")
-        async def _measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-            started = time.perf_counter()
-            response = await call_next(request)
-            route = _route_template(app, request)
-            self.requests.labels(request.method, route, str(response.status_code)).inc()
-            self.latency.labels(request.method, route).observe(time.perf_counter() - started)
-            return response
+        app.add_middleware(_Measure, metrics=self)
 
     def exposition(self) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _route_template(app: FastAPI, request: Request) -> str:
-    """The path template that matched (``/admin/v2/tenants/{tenant}``), so labels stay
-    few; ``other`` for paths no route matches."""
-    for route in app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match is Match.FULL:
-            return getattr(route, "path", "other")
-    return "other"
+class _Measure:
+    """ASGI middleware: counts and times each HTTP request by the route that served it
+    (its path template, ``/admin/v2/tenants/{tenant}``, so labels stay few; ``other``
+    for paths no route matched). WebSocket sessions are not counted here."""
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        started = time.perf_counter()
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = getattr(scope.get("route"), "path", "other")
+            method = scope["method"]
+            self.metrics.requests.labels(method, route, str(status)).inc()
+            self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import httpx
 from conftest import GatewayCluster, unique
 
+from magnetar.client.admin import AdminClient
+
 INFO = {"adminRoles": ["ops"], "allowedClusters": ["standalone"]}
 
 
@@ -19,7 +21,7 @@ async def test_clusters_and_brokers(http: httpx.AsyncClient, gateway_cluster: Ga
         assert r.status_code == 404 and r.json() == {"reason": "Cluster does not exist"}
 
 
-async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient):
+async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
     name = unique("acme")
     r = await http.put(f"/admin/v2/tenants/{name}", json=INFO)
     assert r.status_code == 204 and r.content == b""
@@ -34,10 +36,11 @@ async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient):
     assert (await http.get(f"/admin/v2/tenants/{name}")).json() == {"adminRoles": ["dev", "ops"], "allowedClusters": ["standalone"]}
 
     # A tenant with a namespace cannot be deleted (Pulsar: 409 "still has active namespaces").
-    assert (await http.put(f"/admin/v2/namespaces/{name}/ns")).status_code == 204
-    r = await http.delete(f"/admin/v2/tenants/{name}")
-    assert r.status_code == 409 and "still has namespaces" in r.json()["reason"]
-    assert (await http.delete(f"/admin/v2/namespaces/{name}/ns")).status_code == 204
+    async with AdminClient(gateway_cluster.service_url) as admin:
+        await admin.create_namespace(f"{name}/ns")
+        r = await http.delete(f"/admin/v2/tenants/{name}")
+        assert r.status_code == 409 and "still has namespaces" in r.json()["reason"]
+        await admin.delete_namespace(f"{name}/ns")
     assert (await http.delete(f"/admin/v2/tenants/{name}")).status_code == 204
     r = await http.get(f"/admin/v2/tenants/{name}")
     assert r.status_code == 404 and "does not exist" in r.json()["reason"]

@@ -14,9 +14,10 @@ router = APIRouter(prefix="/lookup/v2/topic", tags=["lookup"])
 
 @router.get("/{domain}/{tenant}/{namespace}/{topic}", summary="Get the broker serving a topic",
             operation_id="TopicLookup_lookupTopicAsync", responses=responses(404, 405, 412))
-async def lookup_topic(domain: str, topic: Topic, ctx: Context, request: Request) -> LookupData:
+async def lookup_topic(domain: str, tenant: str, namespace: str, topic: Topic, ctx: Context, request: Request) -> LookupData:
     if domain != "persistent":
         raise HttpError(405, f"Only persistent topics are served (not {domain!r})")
+    await ctx.tenants.get_policies(tenant, namespace)  # TenantNotFound / NamespaceNotFound: 404
     address = await ctx.admin.lookup(topic)
     if not address:
         raise InvalidArgument(f"no broker serves {topic}")
