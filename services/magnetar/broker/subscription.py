@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.deadletter import SubscriptionMoves
 from magnetar.broker.dispatch.base import Dispatcher, EntrySource
 from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.moves import SubscriptionMoves
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
