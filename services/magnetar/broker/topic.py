@@ -364,6 +364,10 @@ class PersistentTopic:
         await self._tasks.wait()
         await self.ml.delete()
 
+    def count_out(self, messages: int) -> None:
+        """``messages`` went out to consumers of a subscription."""
+        self.counters.msg_out += messages
+
     def stats(self) -> pb.TopicStats:
         subs = [s.stats() for s in self.subscriptions.values()]
         return pb.TopicStats(
