@@ -1,5 +1,5 @@
-"""The retry/DLQ policy and copies (broker/deadletter.py) and reconsume_later's delays
-(client/retry.py): pure functions, no services."""
+"""The retry/DLQ policy and copies (broker/deadletter/policy.py and copies.py) and
+reconsume_later's delays (client/retry.py): pure functions, no services."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from magnetar.broker import deadletter as dl
+from magnetar.broker.deadletter.copies import plan_dead_letter, plan_reconsume
+from magnetar.broker.deadletter.policy import DeadLetterDefaults, DeadLetterPolicy, resolve
 from magnetar.client.message import Message
 from magnetar.client.retry import parse_delay_levels, reconsume_delay_ms
 from magnetar.common.errors import InvalidArgument
@@ -18,30 +19,30 @@ TOPIC = "persistent://acme/app/orders"
 
 
 def test_built_in_names_use_the_partitioned_topic_and_its_namespace():
-    p = dl.resolve(f"{TOPIC}-partition-3", "billing", None, None)
-    assert p == dl.DeadLetterPolicy(
+    p = resolve(f"{TOPIC}-partition-3", "billing", None, None)
+    assert p == DeadLetterPolicy(
         16, "persistent://acme/app/orders-billing-RETRY", "persistent://acme/app/orders-billing-DLQ", "billing-DLQ-sub"
     )
 
 
 def test_asked_values_beat_namespace_defaults_which_beat_built_ins():
-    defaults = dl.DeadLetterDefaults(max_redeliver_count=5, dead_letter_topic="{subscription}.dead.{topic}")
-    p = dl.resolve(TOPIC, "s", None, defaults)
+    defaults = DeadLetterDefaults(max_redeliver_count=5, dead_letter_topic="{subscription}.dead.{topic}")
+    p = resolve(TOPIC, "s", None, defaults)
     assert p.max_redeliver_count == 5 and p.dead_letter_topic == "persistent://acme/app/s.dead.orders"
     assert p.retry_letter_topic == "persistent://acme/app/orders-s-RETRY"
     asked = pb.DeadLetterPolicy(max_redeliver_count=2, dead_letter_topic="other/ns/dlq", initial_subscription_name="k")
-    p = dl.resolve(TOPIC, "s", asked, defaults)
+    p = resolve(TOPIC, "s", asked, defaults)
     assert (p.max_redeliver_count, p.dead_letter_topic, p.initial_subscription_name) == (2, "persistent://other/ns/dlq", "k")
 
 
 @pytest.mark.parametrize(
     "defaults",
     [
-        dl.DeadLetterDefaults(max_redeliver_count=0),
-        dl.DeadLetterDefaults(max_redeliver_count=True),
-        dl.DeadLetterDefaults(retry_letter_topic="a/b/c/d"),
-        dl.DeadLetterDefaults(dead_letter_topic=" "),
-        dl.DeadLetterDefaults(initial_subscription_name="x/y"),
+        DeadLetterDefaults(max_redeliver_count=0),
+        DeadLetterDefaults(max_redeliver_count=True),
+        DeadLetterDefaults(retry_letter_topic="a/b/c/d"),
+        DeadLetterDefaults(dead_letter_topic=" "),
+        DeadLetterDefaults(initial_subscription_name="x/y"),
     ],
 )
 def test_bad_defaults_are_refused(defaults):
@@ -50,11 +51,11 @@ def test_bad_defaults_are_refused(defaults):
 
 
 def test_defaults_round_trip_through_their_document_and_refuse_unknown_keys():
-    d = dl.DeadLetterDefaults(max_redeliver_count=3, retry_letter_topic="{topic}-r")
-    assert dl.DeadLetterDefaults.from_document(d.to_document()) == d
+    d = DeadLetterDefaults(max_redeliver_count=3, retry_letter_topic="{topic}-r")
+    assert DeadLetterDefaults.from_document(d.to_document()) == d
     assert d.to_document() == {"max_redeliver_count": 3, "retry_letter_topic": "{topic}-r"}
     with pytest.raises(InvalidArgument, match="unknown"):
-        dl.DeadLetterDefaults.from_document({"max_redelivery": 3})
+        DeadLetterDefaults.from_document({"max_redelivery": 3})
 
 
 def original() -> pb.SingleMessage:
@@ -65,8 +66,8 @@ def original() -> pb.SingleMessage:
 
 
 def test_the_first_retry_copy_carries_every_property_and_is_delayed():
-    policy = dl.resolve(TOPIC, "s", None, None)
-    move = dl.plan_reconsume(policy, "s", TOPIC, "1:2:-1:-1", original(), 5000, now_ms=1_000_000)
+    policy = resolve(TOPIC, "s", None, None)
+    move = plan_reconsume(policy, "s", TOPIC, "1:2:-1:-1", original(), 5000, now_ms=1_000_000)
     assert not move.dead and move.target == policy.retry_letter_topic
     assert dict(move.message.properties) == {
         "app": "1", "REAL_TOPIC": TOPIC, "ORIGIN_MESSAGE_ID": "1:2:-1:-1", "RETRY_TOPIC": policy.retry_letter_topic,
@@ -78,16 +79,16 @@ def test_the_first_retry_copy_carries_every_property_and_is_delayed():
 
 
 def test_later_copies_keep_the_origin_and_count_up_then_go_to_the_dlq():
-    policy = dl.DeadLetterPolicy(2, "persistent://acme/app/r", "persistent://acme/app/d", "keep")
+    policy = DeadLetterPolicy(2, "persistent://acme/app/r", "persistent://acme/app/d", "keep")
     msg = original()
     seqs = []
     for expected in ("1", "2"):
-        move = dl.plan_reconsume(policy, "s", TOPIC, f"{expected}:0:-1:-1", msg, 1000, now_ms=0)
+        move = plan_reconsume(policy, "s", TOPIC, f"{expected}:0:-1:-1", msg, 1000, now_ms=0)
         assert move.message.properties["RECONSUMETIMES"] == expected
         assert move.message.properties["ORIGIN_MESSAGE_ID"] == "1:0:-1:-1"
         seqs.append(move.sequence_id)
         msg = move.message
-    dead = dl.plan_reconsume(policy, "s", policy.retry_letter_topic, "9:9:-1:-1", msg, 1000, now_ms=0)
+    dead = plan_reconsume(policy, "s", policy.retry_letter_topic, "9:9:-1:-1", msg, 1000, now_ms=0)
     assert dead.dead and dead.target == "persistent://acme/app/d" and dead.message.deliver_at_ms == 0
     assert dead.message.properties["REAL_TOPIC"] == TOPIC and dead.message.properties["ORIGIN_MESSAGE_ID"] == "1:0:-1:-1"
     assert "after 2 retries" in dead.message.properties["DEAD_LETTER_REASON"]
@@ -96,15 +97,15 @@ def test_later_copies_keep_the_origin_and_count_up_then_go_to_the_dlq():
 
 
 def test_reconsume_delays_outside_one_second_to_ten_days_are_refused():
-    policy = dl.resolve(TOPIC, "s", None, None)
+    policy = resolve(TOPIC, "s", None, None)
     for bad in (999, 864_000_001, -5):
         with pytest.raises(InvalidArgument):
-            dl.plan_reconsume(policy, "s", TOPIC, "1:2:-1:-1", original(), bad)
+            plan_reconsume(policy, "s", TOPIC, "1:2:-1:-1", original(), bad)
 
 
 def test_a_nacked_message_goes_to_the_dlq_with_the_reason():
-    policy = dl.resolve(TOPIC, "s", None, None)
-    move = dl.plan_dead_letter(policy, "s", TOPIC, "4:5:-1:2", original(), 16)
+    policy = resolve(TOPIC, "s", None, None)
+    move = plan_dead_letter(policy, "s", TOPIC, "4:5:-1:2", original(), 16)
     assert move.dead and move.target == policy.dead_letter_topic and move.sequence_id == 1
     assert move.message.properties["ORIGIN_MESSAGE_ID"] == "4:5:-1:2"
     assert move.message.properties["DEAD_LETTER_REASON"] == "redelivery count 16 reached max_redeliver_count 16"

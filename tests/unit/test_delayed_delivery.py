@@ -7,7 +7,7 @@ import asyncio
 import time
 
 import pytest
-from test_dispatch import Sink, settle, topic  # noqa: F401  (the fixture)
+from test_dispatch import Sink, settle
 
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS, DelayedIndex, effective_deliver_at
 from magnetar.broker.managedledger.position import Position
@@ -42,7 +42,7 @@ async def test_index_hands_back_entries_in_time_order_once_due():
     assert index.pop_due() == [Position(1, 2)] and len(index) == 0 and index.next_due_ms() is None
 
 
-async def publish_delayed(topic, values_and_delays, publish_ms=None) -> None:  # noqa: F811
+async def publish_delayed(topic, values_and_delays, publish_ms=None) -> None:
     futures = []
     for value, delay_ms in values_and_delays:
         now = publish_ms if publish_ms is not None else int(time.time() * 1000)
@@ -52,7 +52,7 @@ async def publish_delayed(topic, values_and_delays, publish_ms=None) -> None:  #
     await asyncio.gather(*futures)
 
 
-async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):  # noqa: F811
+async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):
     sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
     sink = Sink(sub, "c")
     # Delivery times are wall-clock milliseconds: measure arrivals on the same clock, from
@@ -75,7 +75,7 @@ async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):  
     assert all(m[3] == 0 for m in sink.messages())  # being held is not a redelivery
 
 
-async def test_exclusive_delivers_delayed_messages_at_once(topic):  # noqa: F811
+async def test_exclusive_delivers_delayed_messages_at_once(topic):
     sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
     sink = Sink(sub, "c", sub_type=pb.EXCLUSIVE)
     await publish_delayed(topic, [(0, 60_000), (1, None)])
@@ -83,7 +83,7 @@ async def test_exclusive_delivers_delayed_messages_at_once(topic):  # noqa: F811
     assert sink.payloads() == [b"0", b"1"]
 
 
-async def test_a_new_dispatcher_finds_waiting_messages_again(topic):  # noqa: F811
+async def test_a_new_dispatcher_finds_waiting_messages_again(topic):
     # What a broker restart or failover does: the dispatcher reads again from the cursor.
     sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
     first = Sink(sub, "a", sub_type=pb.KEY_SHARED)
@@ -101,7 +101,7 @@ async def test_a_new_dispatcher_finds_waiting_messages_again(topic):  # noqa: F8
     assert sub.cursor.backlog() == 0
 
 
-async def test_a_clamped_delay_waits_ten_days_not_longer(topic):  # noqa: F811
+async def test_a_clamped_delay_waits_ten_days_not_longer(topic):
     sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
     now = [time.time() * 1000]
     sink = Sink(sub, "c")
@@ -120,13 +120,14 @@ async def test_a_clamped_delay_waits_ten_days_not_longer(topic):  # noqa: F811
     assert sink.payloads() == [b"0"]
 
 
-async def test_publishing_records_the_latest_delivery_time_of_the_ledger(topic):  # noqa: F811
+async def test_publishing_records_the_latest_delivery_time_of_the_ledger(persistent_topic):
+    # What PersistentTopic.publish hands the managed ledger (the topic twin does not).
     published = int(time.time() * 1000)
-    await publish_delayed(topic, [(0, 5_000), (1, None), (2, 30 * DAY_MS), (3, 1_000)], publish_ms=published)
+    await publish_delayed(persistent_topic, [(0, 5_000), (1, None), (2, 30 * DAY_MS), (3, 1_000)], publish_ms=published)
     batched = pb.EntryBatch(producer_name="p", publish_time_ms=published, batched=True, messages=[
         pb.SingleMessage(payload=b"x", deliver_at_ms=published + 40 * DAY_MS), pb.SingleMessage(payload=b"y"),
     ]).SerializeToString()  # fmt: skip
-    await topic.publish("", batched, 2, 0, 0)  # a batch is delivered at once: not delayed
-    await topic.publish("", b"\xff\xff not an entry", 1, 0, 0)
-    (info,) = [i for i in topic.ml.ledgers if i.entries]
+    await persistent_topic.publish("", batched, 2, 0, 0)  # a batch is delivered at once: not delayed
+    await persistent_topic.publish("", b"\xff\xff not an entry", 1, 0, 0)
+    (info,) = [i for i in persistent_topic.ml.ledgers if i.entries]
     assert info.max_deliver_at_ms == published + MAX_DELAY_MS  # clamped

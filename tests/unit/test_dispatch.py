@@ -1,5 +1,6 @@
 """Subscriptions and dispatchers over a real ManagedLedger on in-memory twins of the
-ledger client and metadata store (the integration tests run the same on real processes)."""
+ledger client and metadata store, with a twin of their topic (the ``topic`` fixture,
+tests/unit/topic_twin.py; the integration tests run the same on real processes)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import asyncio
 from collections import Counter, defaultdict
 
 import pytest
-from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.topic import PersistentTopic
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -68,16 +66,6 @@ class Sink:
 async def settle(rounds: int = 20) -> None:
     for _ in range(rounds):
         await asyncio.sleep(0.005)
-
-
-@pytest.fixture
-async def topic():
-    client, store = FakeLedgerClient(), MemoryStore()
-    ml = await open_ml(client, store)
-    t = PersistentTopic("persistent://public/default/t", -1, ml, BrokerConfig(dispatch_max_entries=50, cursor_persist_interval_s=0.01))
-    t.store = store  # type: ignore[attr-defined]
-    yield t
-    await t.close()
 
 
 async def publish(topic, count: int, keys=None, per_entry: int = 1, start: int = 0) -> None:
@@ -161,7 +149,7 @@ async def test_max_unacked_blocks_a_consumer_until_it_acks_half(topic):
     sink = Sink(sub, "c", max_unacked=10)
     await publish(topic, 30)
     assert len(sink.payloads()) == 10 and sink.consumer.blocked
-    assert topic.stats().subscriptions[0].blocked_consumers == 1
+    assert sub.stats().blocked_consumers == 1
     held = sorted(sink.consumer.pending)
     sub.ack(sink.consumer, held[:4], cumulative=False)
     await settle()
@@ -303,29 +291,3 @@ async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(
     await settle()
     counts, delivered = stored[0]
     assert delivered == [1, 1] and sorted(counts.values()) == [1, 1]
-
-
-@pytest.mark.parametrize("ending", ["close", "close_and_delete"])
-async def test_a_reader_closing_in_the_background_ends_before_the_managed_ledger_does(topic, ending):
-    # The last consumer of a non-durable subscription leaving closes it in the background;
-    # closing or deleting the topic waits for that before closing/deleting the ledger.
-    sub = await topic.subscribe("reader", pb.EXCLUSIVE, pb.EARLIEST, durable=False)
-    reader = Sink(sub, "r", sub_type=pb.EXCLUSIVE)
-    order: list[str] = []
-    close_sub, ml_end = sub.close, getattr(topic.ml, "delete" if ending == "close_and_delete" else "close")
-
-    async def slow_sub_close() -> None:
-        await asyncio.sleep(0.05)
-        await close_sub()
-        order.append("reader closed")
-
-    async def ml_ends() -> None:
-        order.append("ledger ends")
-        await ml_end()
-
-    sub.close = slow_sub_close
-    setattr(topic.ml, "delete" if ending == "close_and_delete" else "close", ml_ends)
-    reader.leave()
-    await getattr(topic, ending)()
-    assert order == ["reader closed", "ledger ends"]
-    assert "reader" not in topic.subscriptions and "reader" not in topic.ml.cursors

@@ -16,8 +16,8 @@ from magnetar.broker.admin_rpcs import SubscriptionAdminRpcs
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
+from magnetar.broker.deadletter.remote import RemoteMovePublisher
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.remote_mover import RemoteMovePublisher
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.tenant_info import TenantInfo

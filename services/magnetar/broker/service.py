@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
+from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
 from magnetar.broker.retention import RetentionTask
-from magnetar.broker.service_mover import ServiceMovePublisher
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
@@ -32,7 +32,7 @@ from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
 
 if TYPE_CHECKING:
-    from magnetar.broker.moves import MovePublisher
+    from magnetar.broker.deadletter import MovePublisher
     from magnetar.ledger.client import LedgerClient
     from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
     from magnetar.metadata.ownership import ZkOwnershipStore

@@ -10,15 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.deadletter import MovePublisher, SubscriptionMoves
 from magnetar.broker.dispatch.base import Dispatcher, EntrySource
 from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.moves import SubscriptionMoves
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -26,7 +26,6 @@ from magnetar.proto.v1 import broker_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.deadletter import DeadLetterPolicy
-    from magnetar.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +42,34 @@ _DISPATCHERS: dict[int, Callable[[Subscription], Dispatcher]] = {
 }
 
 
+class SubscriptionTopic(Protocol):
+    """What a subscription and its moves use of their topic (``PersistentTopic`` is one;
+    a test can hand any other)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def ml(self) -> EntrySource:
+        """The managed ledger: the entries the dispatcher and the moves read."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def mover(self) -> MovePublisher | None:
+        """Publishes retry and dead-letter copies (None: this broker cannot)."""
+
+    def count_out(self, messages: int) -> None:
+        """``messages`` went out to consumers."""
+
+
 class Subscription:
     def __init__(
-        self, topic: PersistentTopic, name: str, sub_type: int, cursor: Any, durable: bool = True,
+        self, topic: SubscriptionTopic, name: str, sub_type: int, cursor: Any, durable: bool = True,
         on_empty: Callable[[Subscription], None] | None = None,
     ) -> None:
         """Args:
@@ -83,7 +107,7 @@ class Subscription:
         return self.topic.config
 
     def count_out(self, messages: int) -> None:
-        self.topic.counters.msg_out += messages
+        self.topic.count_out(messages)
 
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
         return self.moves.divert(position, batch, n, mask)

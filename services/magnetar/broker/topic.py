@@ -45,7 +45,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.moves import MovePublisher
+    from magnetar.broker.deadletter import MovePublisher
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class PublishResult:
 
 MAX_MOVE_NAMES = 100_000
 """Retry/DLQ moves each use a producer name of their own (``__move:…``, see
-:mod:`magnetar.broker.deadletter`); a topic remembers the latest this many of them."""
+:mod:`magnetar.broker.deadletter.copies`); a topic remembers the latest this many of them."""
 
 
 @dataclass
@@ -353,6 +353,10 @@ class PersistentTopic:
             await sub.dispatcher.close()
         await self._tasks.wait()
         await self.ml.delete()
+
+    def count_out(self, messages: int) -> None:
+        """``messages`` went out to consumers of a subscription."""
+        self.counters.msg_out += messages
 
     def stats(self) -> pb.TopicStats:
         subs = [s.stats() for s in self.subscriptions.values()]

@@ -9,15 +9,16 @@ import asyncio
 
 import pytest
 
-from magnetar.broker import deadletter as dl
-from magnetar.broker.service_mover import ServiceMovePublisher, move_entry
+from magnetar.broker.deadletter.copies import RECONSUMETIMES, Move, plan_dead_letter, plan_reconsume
+from magnetar.broker.deadletter.policy import resolve
+from magnetar.broker.deadletter.publisher import ServiceMovePublisher, move_entry
 from magnetar.client.batching import build_op
 from magnetar.client.producer import build_message
 from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
 from magnetar.proto.v1 import broker_pb2 as pb
 
 SOURCE = "persistent://public/default/orders"
-POLICY = dl.resolve(SOURCE, "sub", None, None)
+POLICY = resolve(SOURCE, "sub", None, None)
 NOW_MS = 1_700_000_000_000
 
 
@@ -71,10 +72,10 @@ class FakeService:
 
 class FakeRemote:
     def __init__(self) -> None:
-        self.moves: list[tuple[dl.Move, str]] = []
+        self.moves: list[tuple[Move, str]] = []
         self.closed = False
 
-    async def publish(self, move: dl.Move, keep_for: str) -> None:
+    async def publish(self, move: Move, keep_for: str) -> None:
         self.moves.append((move, keep_for))
 
     async def close(self) -> None:
@@ -87,12 +88,12 @@ def original() -> pb.SingleMessage:
     return msg
 
 
-def retry_move() -> dl.Move:
-    return dl.plan_reconsume(POLICY, "sub", SOURCE, "5:3:-1:-1", original(), 5000, now_ms=NOW_MS)
+def retry_move() -> Move:
+    return plan_reconsume(POLICY, "sub", SOURCE, "5:3:-1:-1", original(), 5000, now_ms=NOW_MS)
 
 
-def dead_move() -> dl.Move:
-    return dl.plan_dead_letter(POLICY, "sub", SOURCE, "5:3:-1:-1", original(), 16)
+def dead_move() -> Move:
+    return plan_dead_letter(POLICY, "sub", SOURCE, "5:3:-1:-1", original(), 16)
 
 
 def publisher(service: FakeService, remote: FakeRemote | None = None) -> ServiceMovePublisher:
@@ -118,7 +119,7 @@ def test_the_entry_is_the_one_the_sdk_sends_for_one_unbatched_message():
 
 def test_a_message_without_key_event_time_or_delay_carries_none():
     move = dead_move()
-    plain = dl.Move(move.target, pb.SingleMessage(payload=b"x", partition_key=""), move.producer_name, 1, dead=True)
+    plain = Move(move.target, pb.SingleMessage(payload=b"x", partition_key=""), move.producer_name, 1, dead=True)
     msg = move_entry(plain, NOW_MS).messages[0]
     sdk = build_message(b"x", {}, None, None, None, None, 1 << 20)
     sdk.sequence_id = 1
@@ -144,7 +145,7 @@ async def test_a_move_to_a_topic_served_here_is_stored_once_after_its_subscripti
     (msg,) = entry.messages
     assert msg.payload == b"order-7" and msg.partition_key == "k7" and msg.has_partition_key
     assert msg.event_time_ms == 123 and msg.deliver_at_ms == NOW_MS + 5000
-    assert msg.properties[dl.RECONSUMETIMES] == "1" and msg.properties["color"] == "red"
+    assert msg.properties[RECONSUMETIMES] == "1" and msg.properties["color"] == "red"
     assert remote.moves == []
 
 
@@ -187,4 +188,4 @@ async def test_a_topic_closing_under_the_move_is_tried_again():
     assert len(target.entries) == 1
     target.closing = 2
     with pytest.raises(ServiceClosed):
-        await publisher(FakeService({move.target: target})).publish(dl.Move(move.target, move.message, "p2", 1, False), "sub")
+        await publisher(FakeService({move.target: target})).publish(Move(move.target, move.message, "p2", 1, False), "sub")

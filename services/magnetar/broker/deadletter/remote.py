@@ -1,7 +1,6 @@
-"""The network adapter that publishes retry and dead-letter copies
-(:mod:`magnetar.broker.deadletter`) to topics another broker serves (a
-:class:`~magnetar.broker.moves.MovePublisher`; the core's
-:class:`~magnetar.broker.service_mover.ServiceMovePublisher` hands it those moves).
+"""The network adapter that publishes retry and dead-letter copies (:mod:`.copies`) to
+topics another broker serves (a :class:`~.moves.MovePublisher`; the core's
+:class:`~.publisher.ServiceMovePublisher` hands it those moves).
 
 It uses the client SDK, pointed at this broker: a lookup sends the copy to the target's
 owner. Each copy gets a short-lived producer named after the moved message
@@ -21,7 +20,7 @@ import logging
 
 import grpc
 
-from magnetar.broker.deadletter import Move
+from magnetar.broker.deadletter.copies import Move
 from magnetar.client.connection import ConnectionPool
 from magnetar.client.options import ProducerConfig
 from magnetar.client.producer import Producer

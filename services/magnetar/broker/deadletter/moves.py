@@ -1,6 +1,6 @@
 """A subscription's moves to its retry letter topic and dead letter queue.
 
-Two ways in (the copies themselves are planned in :mod:`magnetar.broker.deadletter`):
+Two ways in (the copies themselves are planned in :mod:`.copies`):
 
 - :meth:`SubscriptionMoves.reconsume_later`, a consumer's request: the copy goes to the
   retry topic (or the DLQ past ``max_redeliver_count`` retries), then the original is
@@ -12,12 +12,12 @@ Two ways in (the copies themselves are planned in :mod:`magnetar.broker.deadlett
 
 Publish first, acknowledge second: a crash in between leaves the original
 unacknowledged, so it comes back and is moved again; the target's deduplication stores
-the repeated copy once (see :mod:`magnetar.broker.service_mover`). Nothing is lost and
-nothing is stored twice.
+the repeated copy once (see :mod:`.publisher`). Nothing is lost and nothing is stored
+twice.
 
 The copies are published through a :class:`MovePublisher` (the topic's ``mover``): the
-broker's :class:`~magnetar.broker.service_mover.ServiceMovePublisher`, which stores a copy
-on a topic this broker serves itself and hands the others to a network adapter.
+broker's :class:`~.publisher.ServiceMovePublisher`, which stores a copy on a topic this
+broker serves itself and hands the others to a network adapter.
 """
 
 from __future__ import annotations
@@ -27,12 +27,8 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.deadletter import (
-    DeadLetterPolicy,
-    Move,
-    plan_dead_letter,
-    plan_reconsume,
-)
+from magnetar.broker.deadletter.copies import Move, plan_dead_letter, plan_reconsume
+from magnetar.broker.deadletter.policy import DeadLetterPolicy
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError

@@ -1,7 +1,7 @@
-"""The broker core's :class:`~magnetar.broker.moves.MovePublisher`: stores retry and
-dead-letter copies (:mod:`magnetar.broker.deadletter`) on the target topic directly when
-this broker serves it, and hands the move to a remote publisher (a network adapter,
-given by whoever builds the broker) when another broker does.
+"""The broker core's :class:`~.moves.MovePublisher`: stores retry and dead-letter copies
+(:mod:`.copies`) on the target topic directly when this broker serves it, and hands the
+move to a remote publisher (a network adapter, given by whoever builds the broker) when
+another broker does.
 
 A copy is stored as the SDK would send it: one unbatched entry, under the producer name
 ``Move.producer_name`` and the copy's sequence id, so the target's deduplication drops a
@@ -26,8 +26,8 @@ from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, Se
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.deadletter import Move
-    from magnetar.broker.moves import MovePublisher
+    from magnetar.broker.deadletter.copies import Move
+    from magnetar.broker.deadletter.moves import MovePublisher
     from magnetar.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,105 @@
+"""The copies a move publishes (pure: what goes where, and under which key).
+
+- :func:`plan_reconsume` (``reconsume_later``): a copy, delayed, to the retry topic, with
+  ``REAL_TOPIC``, ``ORIGIN_MESSAGE_ID`` (both kept from the first copy on), ``RETRY_TOPIC``,
+  ``RECONSUMETIMES`` (1 on the first retry) and ``DELAY_TIME`` (ms), plus the original's
+  properties, key and event time. When ``RECONSUMETIMES`` would exceed
+  ``max_redeliver_count`` the copy goes to the DLQ instead, with a ``DEAD_LETTER_REASON``.
+- :func:`plan_dead_letter` (negative acks): the DLQ copy of an entry whose redelivery
+  count reached ``max_redeliver_count``.
+
+Every copy goes under the producer name ``__move:<subscription>:<ORIGIN_MESSAGE_ID>``
+with sequence id ``RECONSUMETIMES`` of the copy (the original's + 1): the target topic's
+deduplication then stores a repeated move only once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from magnetar.broker.deadletter.policy import DeadLetterPolicy
+from magnetar.broker.dispatch.delayed import MAX_DELAY_MS
+from magnetar.common.errors import InvalidArgument
+from magnetar.proto.v1 import broker_pb2 as pb
+
+REAL_TOPIC = "REAL_TOPIC"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RETRY_TOPIC = "RETRY_TOPIC"
+RECONSUMETIMES = "RECONSUMETIMES"
+DELAY_TIME = "DELAY_TIME"
+DEAD_LETTER_REASON = "DEAD_LETTER_REASON"
+MOVE_PRODUCER_PREFIX = "__move:"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One copy to publish: where, what, and its deduplication key."""
+
+    target: str
+    message: pb.SingleMessage
+    producer_name: str
+    sequence_id: int
+    dead: bool
+    """True: to the dead letter topic."""
+
+
+def _times(single: pb.SingleMessage) -> int:
+    """The retries the message had (its ``RECONSUMETIMES``; 0 when none or garbled)."""
+    try:
+        return max(0, int(single.properties.get(RECONSUMETIMES, "0")))
+    except ValueError:
+        return 0
+
+
+def _copy(single: pb.SingleMessage, source_topic: str, message_id: str) -> tuple[pb.SingleMessage, str]:
+    copy = pb.SingleMessage(
+        payload=single.payload, partition_key=single.partition_key, has_partition_key=single.has_partition_key,
+        event_time_ms=single.event_time_ms,
+    )
+    copy.properties.update(single.properties)
+    copy.properties[REAL_TOPIC] = single.properties.get(REAL_TOPIC) or source_topic
+    origin = single.properties.get(ORIGIN_MESSAGE_ID) or message_id
+    copy.properties[ORIGIN_MESSAGE_ID] = origin
+    return copy, origin
+
+
+def plan_reconsume(
+    policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: pb.SingleMessage,
+    delay_ms: int, now_ms: int | None = None,
+) -> Move:
+    """The copy ``reconsume_later`` publishes: to the retry topic, delayed by ``delay_ms``,
+    or to the DLQ once the retries would exceed ``max_redeliver_count``.
+
+    Raises:
+        InvalidArgument: a delay outside 1 s – 864,000 s.
+    """
+    if not 1000 <= delay_ms <= MAX_DELAY_MS:
+        raise InvalidArgument(f"a reconsume_later delay is 1 s to 864,000 s, not {delay_ms} ms")
+    times = _times(single) + 1
+    copy, origin = _copy(single, source_topic, message_id)
+    producer = f"{MOVE_PRODUCER_PREFIX}{subscription}:{origin}"
+    if times > policy.max_redeliver_count:
+        copy.properties[DEAD_LETTER_REASON] = (
+            f"reconsume_later after {times - 1} retries; max_redeliver_count is {policy.max_redeliver_count}"
+        )
+        return Move(policy.dead_letter_topic, copy, producer, times, dead=True)
+    copy.properties[RETRY_TOPIC] = policy.retry_letter_topic
+    copy.properties[RECONSUMETIMES] = str(times)
+    copy.properties[DELAY_TIME] = str(delay_ms)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    copy.deliver_at_ms = now + delay_ms
+    return Move(policy.retry_letter_topic, copy, producer, times, dead=False)
+
+
+def plan_dead_letter(
+    policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: pb.SingleMessage,
+    redelivery_count: int,
+) -> Move:
+    """The DLQ copy of a message redelivered ``redelivery_count`` times (negative acks)."""
+    copy, origin = _copy(single, source_topic, message_id)
+    copy.properties[DEAD_LETTER_REASON] = (
+        f"redelivery count {redelivery_count} reached max_redeliver_count {policy.max_redeliver_count}"
+    )
+    producer = f"{MOVE_PRODUCER_PREFIX}{subscription}:{origin}"
+    return Move(policy.dead_letter_topic, copy, producer, _times(single) + 1, dead=True)
