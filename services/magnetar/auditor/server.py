@@ -87,6 +87,21 @@ class AuditorServicer(pb_grpc.AuditorServicer):
             return await forward_trigger(exc.leader)
 
 
+async def fetch_status(address: str, max_ledgers: int = 1000, timeout_s: float = 10.0) -> pb.AuditorStatus:
+    """The status of the auditor replica at ``address``.
+
+    Raises:
+        MagnetarError: it could not be reached or failed.
+    """
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        try:
+            return await pb_grpc.AuditorStub(channel).GetStatus(
+                pb.GetStatusRequest(max_ledgers=max_ledgers), timeout=timeout_s
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, f"the auditor {address}") from exc
+
+
 async def forward_trigger(leader: str) -> pb.AuditReport:
     """Ask the leading replica at ``leader`` to run the check.
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from magnetar.client.admin import AdminClient
 from magnetar.common.errors import MagnetarError
 from magnetar.gateway.config import GatewayConfig
+from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession
@@ -26,6 +27,8 @@ class GatewayContext:
     admin: AdminClient
     ownership: ZkOwnershipStore
     tenants: ZkTenantStore
+    ledgers: LedgerClient
+    """Ledger metadata and the bookies (read only: the gateway creates no ledgers)."""
     brokers: list[str] = field(default_factory=list)
     """The live brokers last read from ZooKeeper."""
 
@@ -35,7 +38,7 @@ class GatewayContext:
         admin = AdminClient(url, config.operation_timeout_s)
         if not config.broker_service_url:
             admin.pool.service_hosts = []
-        return cls(config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session))
+        return cls(config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), LedgerClient(session))
 
     def zookeeper_up(self) -> bool:
         return self.session.state is SessionState.CONNECTED
@@ -59,3 +62,4 @@ class GatewayContext:
 
     async def close(self) -> None:
         await self.admin.close()
+        await self.ledgers.close()
