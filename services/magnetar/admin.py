@@ -4,10 +4,16 @@ Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
 nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
 pulsar-admin's field names. Errors are one line on stderr and exit 1; bad usage exits 2.
 
-It is a command line over :class:`magnetar.client.admin.AdminClient`: a topic's calls go
-to the broker that owns it (looked up first); on a partitioned topic subscription calls
-go to every partition's owner (``topics subscriptions`` prints the union). ``--url``
-takes a service URL (``magnetar://h1:6650,h2:6650`` or ``host:port``).
+It is a command line over :class:`magnetar.client.admin.AdminClient` (the brokers' gRPC
+admin RPCs): a topic's calls go to the broker that owns it (looked up first); on a
+partitioned topic subscription calls go to every partition's owner (``topics
+subscriptions`` prints the union). ``--url`` takes a service URL
+(``magnetar://h1:6650,h2:6650`` or ``host:port``). With ``--admin-url
+http://host:8080`` the same commands go to the gateway's REST API instead
+(:class:`magnetar.client.rest_admin.RestAdmin`), with the same output.
+
+The gateway's own resources have their own commands, always over REST (``--admin-url``,
+default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``.
 """
 
 from __future__ import annotations
@@ -22,11 +28,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from magnetar.client.admin import AdminClient
+from magnetar.client.rest_admin import RestAdmin, topic_path
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
+from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 
 DEFAULT_URL = "127.0.0.1:6650"
+DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
+Admin = AdminClient | RestAdmin
 _DURATION = re.compile(r"([0-9]+)([smhdw])", re.ASCII)
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _SUBSCRIPTION_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
@@ -81,7 +91,7 @@ def _print_json(doc: object) -> None:
     print(json.dumps(doc, indent=2))
 
 
-async def _run_subscriptions(admin: AdminClient, args: argparse.Namespace) -> bool:
+async def _run_subscriptions(admin: Admin, args: argparse.Namespace) -> bool:
     """The subscription commands; False when ``args`` is none of them."""
     action, topic = args.action, args.name
     sub = getattr(args, "subscription", "")
@@ -106,7 +116,7 @@ async def _run_subscriptions(admin: AdminClient, args: argparse.Namespace) -> bo
     return True
 
 
-async def _run_namespaces(admin: AdminClient, args: argparse.Namespace) -> None:
+async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     action, namespace = args.action, args.name
     if action == "set-retention":
         policies = pb.RetentionPolicies(retention_time_minutes=args.time, retention_size_mb=args.size)
@@ -140,7 +150,27 @@ async def _run_namespaces(admin: AdminClient, args: argparse.Namespace) -> None:
         _print_names(await admin.namespaces(namespace))
 
 
-async def _run(admin: AdminClient, args: argparse.Namespace) -> None:
+async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
+    """The gateway's own resources (bookies, ledgers, dead letters): JSON out."""
+    group, action = args.group, args.action
+    if group == "bookies":
+        _print_json(await rest.request("GET", "/admin/v2/bookies"))
+    elif group == "ledgers":
+        _print_json(await rest.request("GET", f"/admin/v2/ledgers/{args.ledger_id}"))
+    elif action == "list":
+        _print_json(await rest.request("GET", f"/admin/v2/dlq/{args.name}"))
+    else:
+        path = "/admin/v2/dlq/" + topic_path(TopicName.parse(args.name))
+        if action == "peek":
+            _print_json(await rest.request("GET", f"{path}/messages", params={"limit": args.limit}))
+        elif action == "replay":
+            body = {"count": args.count, "messageIds": args.message_ids, "target": args.target}
+            _print_json(await rest.request("POST", f"{path}/replay", {k: v for k, v in body.items() if v}))
+        else:
+            _print_json(await rest.request("POST", f"{path}/purge"))
+
+
+async def _run(admin: Admin, args: argparse.Namespace) -> None:
     group, action = args.group, args.action
     if group == "tenants":
         if action == "create":
@@ -170,8 +200,11 @@ async def _run(admin: AdminClient, args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar admin", description="Administer tenants, namespaces, topics.")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"service URL or broker host:port (default {DEFAULT_URL})")
+    parser.add_argument("--admin-url", help="the gateway's URL (http://host:8080): use its REST API instead of gRPC")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{tenants,namespaces,topics}")
+    groups = parser.add_subparsers(
+        dest="group", required=True, metavar="{tenants,namespaces,topics,bookies,ledgers,dlq}"
+    )
 
     def group(name: str, actions: dict[str, tuple[str, str | None]]) -> argparse._SubParsersAction[Any]:
         sub = groups.add_parser(name, help=f"manage {name}").add_subparsers(dest="action", required=True)
@@ -238,7 +271,32 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-t", "--time", metavar="TIME", help="ms since the epoch, or a duration ago: 30s, 10m, 1h, 2d, 1w")
     where.add_argument("-m", "--message-id", "--messageId", dest="message_id", metavar="ID",
                        help="ledgerId:entryId[:partition], earliest or latest")
+    _gateway_commands(groups)
     return parser
+
+
+GATEWAY_GROUPS = ("bookies", "ledgers", "dlq")
+
+
+def _gateway_commands(groups: argparse._SubParsersAction[Any]) -> None:
+    """The gateway's own resources (REST only)."""
+    bookies = groups.add_parser("bookies", help="bookies (via the gateway)").add_subparsers(dest="action", required=True)
+    bookies.add_parser("list", help="registered bookies with state and free space, as JSON")
+    ledgers = groups.add_parser("ledgers", help="ledgers (via the gateway)").add_subparsers(dest="action", required=True)
+    ledgers.add_parser("get", help="a ledger's metadata as JSON").add_argument("ledger_id", type=int, metavar="LEDGER_ID")
+    dlq = groups.add_parser("dlq", help="dead-letter queues (via the gateway)").add_subparsers(dest="action", required=True)
+    dlq.add_parser("list", help="a namespace's DLQ topics: backlog, oldest message, counts by REAL_TOPIC").add_argument(
+        "name", metavar="TENANT/NAMESPACE")
+    p = dlq.add_parser("peek", help="a DLQ's first messages with their provenance, without acknowledging them")
+    p.add_argument("name", metavar="DLQ_TOPIC")
+    p.add_argument("-n", "--limit", type=int, default=10, help="how many (default 10)")
+    p = dlq.add_parser("replay", help="move a DLQ's messages back to their REAL_TOPIC (or --target), exactly once")
+    p.add_argument("name", metavar="DLQ_TOPIC")
+    p.add_argument("-n", "--count", type=int, help="only the first N")
+    p.add_argument("--message-ids", type=lambda t: [i for i in t.split(",") if i], metavar="ID,ID",
+                   help="only these message ids")
+    p.add_argument("--target", metavar="TOPIC", help="publish to this topic instead of each REAL_TOPIC")
+    dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog").add_argument("name", metavar="DLQ_TOPIC")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    async with AdminClient(args.url, args.timeout) as admin:
+    if args.group in GATEWAY_GROUPS:
+        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout) as rest:
+            await _run_gateway(rest, args)
+        return
+    admin: Admin = RestAdmin(args.admin_url, args.timeout) if args.admin_url else AdminClient(args.url, args.timeout)
+    async with admin:
         await _run(admin, args)
 
 

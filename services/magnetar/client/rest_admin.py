@@ -1,0 +1,220 @@
+"""The admin client over the gateway's REST API (Pulsar's admin v2 paths), for
+``magnetar admin --admin-url http://host:8080``, as ``pulsar-admin --admin-url`` works.
+
+It offers the methods of :class:`magnetar.client.admin.AdminClient` that ``magnetar
+admin`` uses, with the same answers (the broker's protobuf messages), so the command's
+output does not depend on the door; plus the gateway's own resources (bookies, ledgers,
+dead letters) as JSON. An error answer becomes the typed error of its status, with the
+gateway's ``reason`` as its message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from magnetar.common import errors as e
+from magnetar.common.message_id import MessageId
+from magnetar.common.names import TopicName
+from magnetar.proto.v1 import broker_pb2 as pb
+
+_ERRORS: dict[int, type[e.MagnetarError]] = {
+    400: e.InvalidArgument, 404: e.NotFound, 405: e.InvalidArgument, 406: e.InvalidArgument,
+    409: e.AlreadyExists, 412: e.PreconditionFailed, 422: e.InvalidArgument,
+    503: e.NotConnected, 504: e.Timeout,
+}
+_TYPES = {"Exclusive": pb.EXCLUSIVE, "Shared": pb.SHARED, "Failover": pb.FAILOVER, "Key_Shared": pb.KEY_SHARED}
+
+
+class RestAdmin:
+    """Administer a cluster through its gateway at ``admin_url`` (``http://host:8080``)."""
+
+    def __init__(self, admin_url: str, timeout_s: float = 30.0) -> None:
+        self.admin_url = admin_url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.admin_url, timeout=timeout_s)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> RestAdmin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """The JSON answer (None for an empty one).
+
+        Raises:
+            MagnetarError: the typed error of an error status, or NotConnected when the
+                gateway cannot be reached.
+        """
+        try:
+            response = await self._http.request(method, path, json=body, params=params)
+        except httpx.TimeoutException as exc:
+            raise e.Timeout(f"the gateway at {self.admin_url} did not answer in time") from exc
+        except httpx.HTTPError as exc:
+            raise e.NotConnected(f"cannot reach the gateway at {self.admin_url}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                reason = str(response.json()["reason"])
+            except (ValueError, KeyError, TypeError):
+                reason = response.text.strip()[:300] or response.reason_phrase
+            raise _ERRORS.get(response.status_code, e.MagnetarError)(f"{reason} (HTTP {response.status_code})")
+        if not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.content
+
+    # -- tenants -------------------------------------------------------------------
+    async def tenants(self) -> list[str]:
+        return list(await self.request("GET", "/admin/v2/tenants"))
+
+    async def create_tenant(self, tenant: str, info: pb.TenantInfo | None = None) -> None:
+        """Without ``info``: no admin roles, allowed on the cluster (as pulsar-admin)."""
+        if info is None:
+            info = pb.TenantInfo(allowed_clusters=await self.request("GET", "/admin/v2/clusters"))
+        body = {"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)}
+        await self.request("PUT", f"/admin/v2/tenants/{_seg(tenant)}", body)
+
+    async def delete_tenant(self, tenant: str) -> None:
+        await self.request("DELETE", f"/admin/v2/tenants/{_seg(tenant)}")
+
+    # -- namespaces ----------------------------------------------------------------
+    async def namespaces(self, tenant: str) -> list[str]:
+        return list(await self.request("GET", f"/admin/v2/namespaces/{_seg(tenant)}"))
+
+    async def create_namespace(self, namespace: str) -> None:
+        await self.request("PUT", _ns(namespace))
+
+    async def delete_namespace(self, namespace: str) -> None:
+        await self.request("DELETE", _ns(namespace))
+
+    async def retention(self, namespace: str) -> pb.RetentionPolicies:
+        got = await self.request("GET", _ns(namespace, "retention")) or {}
+        return pb.RetentionPolicies(
+            retention_time_minutes=got.get("retentionTimeInMinutes", 0), retention_size_mb=got.get("retentionSizeInMB", 0)
+        )
+
+    async def set_retention(self, namespace: str, policies: pb.RetentionPolicies) -> None:
+        body = {"retentionTimeInMinutes": policies.retention_time_minutes, "retentionSizeInMB": policies.retention_size_mb}
+        await self.request("POST", _ns(namespace, "retention"), body)
+
+    async def dead_letter_policy(self, namespace: str) -> pb.DeadLetterPolicy:
+        got = await self.request("GET", _ns(namespace, "deadLetterPolicy")) or {}
+        return pb.DeadLetterPolicy(
+            max_redeliver_count=got.get("maxRedeliverCount") or 0, retry_letter_topic=got.get("retryLetterTopic") or "",
+            dead_letter_topic=got.get("deadLetterTopic") or "",
+            initial_subscription_name=got.get("initialSubscriptionName") or "",
+        )
+
+    async def set_dead_letter_policy(self, namespace: str, policy: pb.DeadLetterPolicy) -> None:
+        body = {
+            "maxRedeliverCount": policy.max_redeliver_count or None, "retryLetterTopic": policy.retry_letter_topic or None,
+            "deadLetterTopic": policy.dead_letter_topic or None,
+            "initialSubscriptionName": policy.initial_subscription_name or None,
+        }
+        if any(v is not None for v in body.values()):
+            await self.request("POST", _ns(namespace, "deadLetterPolicy"), body)
+        else:
+            await self.request("DELETE", _ns(namespace, "deadLetterPolicy"))
+
+    async def bundles(self, namespace: str, bundle: str = "") -> list[pb.BundleOwner]:
+        owners = (await self.request("GET", _ns(namespace, "bundles")))["owners"]
+        return [pb.BundleOwner(bundle=b, broker_address=o or "") for b, o in owners.items() if not bundle or b == bundle]
+
+    async def unload_namespace(self, namespace: str, bundle: str = "") -> list[str]:
+        if bundle:
+            await self.request("PUT", _ns(namespace, _seg(bundle), "unload"))
+            return [bundle]
+        await self.request("PUT", _ns(namespace, "unload"))
+        return []
+
+    # -- topics --------------------------------------------------------------------
+    async def topics(self, namespace: str) -> list[str]:
+        return list(await self.request("GET", f"/admin/v2/persistent/{namespace}"))
+
+    async def create_topic(self, topic: str, partitions: int = 0) -> None:
+        if partitions:
+            await self.request("PUT", _topic(topic, "partitions"), partitions)
+        else:
+            await self.request("PUT", _topic(topic))
+
+    async def delete_topic(self, topic: str, force: bool = False) -> None:
+        await self.request("DELETE", _topic(topic), params={"force": str(force).lower()})
+
+    async def unload_topic(self, topic: str) -> None:
+        await self.request("PUT", _topic(topic, "unload"))
+
+    async def topic_stats(self, topic: str) -> pb.TopicStats:
+        """Pulsar's stats and internal stats, as the broker's TopicStats."""
+        stats = await self.request("GET", _topic(topic, "stats"))
+        internal = await self.request("GET", _topic(topic, "internalStats"))
+        subs = [
+            pb.SubscriptionStats(
+                name=name, type=_TYPES.get(s.get("type", ""), pb.EXCLUSIVE), backlog=s.get("msgBacklog", 0),
+                consumers=len(s.get("consumers", [])), unacked=s.get("unackedMessages", 0),
+            )
+            for name, s in stats.get("subscriptions", {}).items()
+        ]
+        return pb.TopicStats(
+            topic=topic, msg_in_counter=stats.get("msgInCounter", 0), bytes_in_counter=stats.get("bytesInCounter", 0),
+            msg_out_counter=stats.get("msgOutCounter", 0), storage_size=stats.get("storageSize", 0),
+            entries=internal.get("numberOfEntries", 0), ledgers=len(internal.get("ledgers", [])),
+            producers=len(stats.get("publishers", [])), subscriptions=subs,
+        )
+
+    # -- subscriptions -------------------------------------------------------------
+    async def subscriptions(self, topic: str) -> list[str]:
+        return sorted(await self.request("GET", _topic(topic, "subscriptions")))
+
+    async def create_subscription(self, topic: str, subscription: str, message_id: MessageId = MessageId.latest) -> None:
+        await self.request("PUT", _topic(topic, "subscription", _seg(subscription)), _position(message_id))
+
+    async def delete_subscription(self, topic: str, subscription: str, force: bool = False) -> None:
+        await self.request("DELETE", _topic(topic, "subscription", _seg(subscription)), params={"force": str(force).lower()})
+
+    async def skip(self, topic: str, subscription: str, count: int) -> None:
+        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "skip", str(count)))
+
+    async def clear_backlog(self, topic: str, subscription: str) -> None:
+        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "skip_all"))
+
+    async def reset_cursor(self, topic: str, subscription: str, message_id: MessageId) -> None:
+        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor"), _position(message_id))
+
+    async def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
+        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor", str(timestamp_ms)))
+
+
+def _seg(name: str) -> str:
+    """One path segment, URL-encoded."""
+    return quote(name, safe="")
+
+
+def _ns(namespace: str, *rest: str) -> str:
+    tenant, _, ns = namespace.partition("/")
+    return "/".join([f"/admin/v2/namespaces/{_seg(tenant)}/{_seg(ns)}", *rest])
+
+
+def _topic(topic: str, *rest: str) -> str:
+    name = TopicName.parse(topic)
+    return "/".join([f"/admin/v2/persistent/{topic_path(name)}", *rest])
+
+
+def topic_path(name: TopicName) -> str:
+    """``tenant/namespace/topic`` with each segment URL-encoded, as REST paths name a topic."""
+    return f"{_seg(name.tenant)}/{_seg(name.namespace_part)}/{_seg(name.local_name)}"
+
+
+def _position(message_id: MessageId) -> Any:
+    """Pulsar's ResetCursorData (or "earliest"/"latest")."""
+    if message_id == MessageId.earliest:
+        return "earliest"
+    if message_id == MessageId.latest:
+        return "latest"
+    return {"ledgerId": message_id.ledger_id, "entryId": message_id.entry_id,
+            "partitionIndex": message_id.partition, "batchIndex": message_id.batch_index}
