@@ -1,0 +1,234 @@
+"""Dead-letter tools: find a namespace's DLQ topics, look into one, and replay it.
+
+A replay moves a DLQ's messages back to their ``REAL_TOPIC`` (or a given target):
+publish first, acknowledge in the DLQ second, so a replay interrupted anywhere and run
+again never loses a message; deduplication makes it never duplicate one either. Each
+DLQ partition publishes to each target through a producer of its own, named
+``dlq-replay:<DLQ partition>:<scope>`` (scope ``all`` for "all" and "the first N"
+replays, a digest of the id list for a replay of chosen ids), with the sequence id
+packed from the DLQ message id (:func:`sequence_id`): the DLQ is read in order, so the
+ids grow, and a message published before an interruption comes back from the target's
+deduplication as a duplicate instead of a second copy.
+
+The copy keeps the payload, key, event time and properties, with ``RECONSUMETIMES``
+cleared, ``REPLAYED_AT`` (ms) and ``REPLAY_COUNT`` (+1) set and ``ORIGIN_MESSAGE_ID``
+kept (the DLQ message's id when it had none).
+
+A send that fails is not acknowledged, and the replay stops taking new messages (so
+nothing after it is published under the same producer: a later run must not take the
+failed one for a duplicate). Its id is reported; replay it by id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import magnetar.asyncio as mg
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected
+from magnetar.common.message_id import MessageId
+from magnetar.common.names import TopicName
+
+log = logging.getLogger(__name__)
+
+REAL_TOPIC = "REAL_TOPIC"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUMETIMES = "RECONSUMETIMES"
+REPLAYED_AT = "REPLAYED_AT"
+REPLAY_COUNT = "REPLAY_COUNT"
+DEAD_LETTER_REASON = "DEAD_LETTER_REASON"
+DEFAULT_SUBSCRIPTION = "dlq-replay"
+"""The subscription a replay reads through when the DLQ has none."""
+IDLE_S = 1.5
+"""A replay ends when nothing more arrives for this long (its snapshot's end may be acked)."""
+WINDOW = 1000
+"""Sends in flight at once."""
+
+_LEDGER_BITS, _ENTRY_BITS, _BATCH_BITS = 27, 24, 12
+
+
+def sequence_id(mid: MessageId) -> int:
+    """A DLQ message id packed into a sequence id that grows with the id (within one
+    partition): ledger (27 bits), entry (24), batch index + 1 (12).
+
+    Raises:
+        InvalidArgument: an id beyond those widths (a replay refuses it rather than let
+            two messages share a sequence id).
+    """
+    ledger, entry, batch = mid.ledger_id, mid.entry_id, mid.batch_index + 1
+    if not (0 <= ledger < 1 << _LEDGER_BITS and 0 <= entry < 1 << _ENTRY_BITS and 0 <= batch < 1 << _BATCH_BITS):
+        raise InvalidArgument(f"message id {mid} is too large to replay with deduplication")
+    return (ledger << (_ENTRY_BITS + _BATCH_BITS)) | (entry << _BATCH_BITS) | batch
+
+
+def replay_properties(message: mg.Message, now_ms: int) -> dict[str, str]:
+    props = message.properties()
+    props.pop(RECONSUMETIMES, None)
+    props.setdefault(ORIGIN_MESSAGE_ID, str(message.message_id()))
+    try:
+        count = int(props.get(REPLAY_COUNT, "0"))
+    except ValueError:
+        count = 0
+    props[REPLAY_COUNT] = str(count + 1)
+    props[REPLAYED_AT] = str(now_ms)
+    return props
+
+
+def is_dlq_topic(name: str) -> bool:
+    """A topic named as Pulsar names DLQs (``<topic>-<subscription>-DLQ``, any partition)."""
+    return TopicName.parse(name).partitioned_topic_name.local_name.endswith("-DLQ")
+
+
+@dataclass
+class ReplayReport:
+    moved: int = 0
+    """Published to their target (or found there already) and acknowledged in the DLQ."""
+    skipped: int = 0
+    """Left in the DLQ: no REAL_TOPIC and no target."""
+    failed: int = 0
+    failed_ids: list[str] = field(default_factory=list)
+    by_target: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Replay:
+    """One replay of one DLQ through one subscription (see the module docstring)."""
+
+    client: mg.Client
+    dlq: str
+    subscription: str
+    count: int | None = None
+    ids: frozenset[str] | None = None
+    target: str | None = None
+    report: ReplayReport = field(default_factory=ReplayReport)
+    _producers: dict[tuple[int, str], mg.Producer] = field(default_factory=dict)
+    _pending: set[asyncio.Future[None]] = field(default_factory=set)
+    _stopped: bool = False
+
+    @property
+    def scope(self) -> str:
+        if self.ids is None:
+            return "all"
+        return hashlib.sha1("\n".join(sorted(self.ids)).encode()).hexdigest()[:16]
+
+    async def run(self) -> ReplayReport:
+        consumer = await self.client.subscribe(
+            self.dlq, self.subscription, consumer_type=mg.ConsumerType.Exclusive,
+            initial_position=mg.InitialPosition.Earliest, receiver_queue_size=WINDOW,
+        )
+        try:
+            await self._drain(consumer)
+            if self._pending:
+                await asyncio.gather(*self._pending, return_exceptions=True)
+        finally:
+            await asyncio.gather(*(p.close() for p in self._producers.values()), return_exceptions=True)
+            await consumer.close()
+        return self.report
+
+    async def _drain(self, consumer: mg.Consumer) -> None:
+        taken = 0
+        wanted = set(self.ids) if self.ids is not None else None
+        while not self._stopped:
+            if self.count is not None and taken >= self.count:
+                return
+            if wanted is not None and not wanted:
+                return
+            try:
+                message = await consumer.receive(int(IDLE_S * 1000))
+            except mg.Timeout:
+                return
+            mid = str(message.message_id())
+            if wanted is not None:
+                if mid not in wanted:
+                    continue
+                wanted.discard(mid)
+            target = self.target or message.properties().get(REAL_TOPIC)
+            if not target:
+                self.report.skipped += 1
+                continue
+            taken += 1
+            while len(self._pending) >= WINDOW:
+                await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                producer = await self._producer(message.message_id().partition, target)
+            except MagnetarError as exc:
+                self._failed(message, target, exc)
+                return
+            future = asyncio.ensure_future(self._move(producer, consumer, message, target))
+            self._pending.add(future)
+            future.add_done_callback(self._pending.discard)
+
+    async def _producer(self, partition: int, target: str) -> mg.Producer:
+        key = (partition, target)
+        producer = self._producers.get(key)
+        if producer is None:
+            source = str(TopicName.parse(self.dlq).partition(partition)) if partition >= 0 else self.dlq
+            # Unbatched: deduplication judges a batch by its lowest sequence id, so a batch
+            # mixing a message stored before an interruption with one that was not would
+            # be dropped whole. One message per request keeps the judgement per message.
+            producer = await self.client.create_producer(
+                target, producer_name=f"dlq-replay:{source}:{self.scope}", batching_enabled=False,
+                max_pending_messages=WINDOW,
+            )
+            self._producers[key] = producer
+        return producer
+
+    async def _move(self, producer: mg.Producer, consumer: mg.Consumer, message: mg.Message, target: str) -> None:
+        mid = message.message_id()
+        try:
+            await producer.send(
+                message.data(), properties=replay_properties(message, int(time.time() * 1000)),
+                partition_key=message.partition_key() or None, sequence_id=sequence_id(mid),
+                event_timestamp=message.event_timestamp() or None,
+            )
+        except MagnetarError as exc:
+            self._failed(message, target, exc)
+            return
+        await consumer.acknowledge(message)
+        self.report.moved += 1
+        self.report.by_target[target] += 1
+
+    def _failed(self, message: mg.Message, target: str, exc: MagnetarError) -> None:
+        log.warning("replay of %s from %s to %s failed: %s", message.message_id(), self.dlq, target, exc.message)
+        self.report.failed += 1
+        self.report.failed_ids.append(str(message.message_id()))
+        self._stopped = True
+
+
+def client_for(hosts: Sequence[str], timeout_s: float) -> mg.Client:
+    """An SDK client on the brokers at ``hosts``.
+
+    Raises:
+        NotConnected: no broker is registered.
+    """
+    if not hosts:
+        raise NotConnected("no broker is registered; start a broker")
+    return mg.Client("magnetar://" + ",".join(hosts), operation_timeout_seconds=timeout_s)
+
+
+async def replay(
+    hosts: Sequence[str], dlq: str, subscription: str, *, count: int | None = None,
+    ids: Sequence[str] | None = None, target: str | None = None, timeout_s: float = 30.0,
+) -> ReplayReport:
+    """Replay ``dlq`` through ``subscription`` (see the module docstring).
+
+    Raises:
+        InvalidArgument: a count below 1, an id that is not a message id, a bad target.
+    """
+    if count is not None and count < 1:
+        raise InvalidArgument(f"count must be at least 1, not {count}")
+    wanted = None if ids is None else frozenset(str(MessageId.parse(i)) for i in ids)
+    if target is not None:
+        target = str(TopicName.parse(target))
+    client = client_for(hosts, timeout_s)
+    try:
+        return await Replay(client, dlq, subscription, count, wanted, target).run()
+    finally:
+        with contextlib.suppress(MagnetarError):
+            await client.close()
