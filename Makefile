@@ -12,7 +12,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench clean
+.PHONY: help setup run test test-unit test-integration lint proto bench fuzz-api clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -64,6 +64,10 @@ test-unit: setup ## Run the unit tests only
 
 test-integration: setup ## Run the integration tests only
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+FUZZ_API_EXAMPLES ?= 200
+fuzz-api: setup ## schemathesis against the gateway's OpenAPI, FUZZ_API_EXAMPLES per operation and mode (default 200)
+	FUZZ_API_EXAMPLES=$(FUZZ_API_EXAMPLES) $(PY) -m pytest tests/integration/gateway/test_api_fuzz.py $(PYTEST_ARGS)
 
 lint: setup ## ruff + mypy
 	$(VENV)/bin/ruff check services tests bench
