@@ -21,12 +21,12 @@ setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto ## Install everything (apt Z
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
-	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null; then \
-	  echo ">> installing ZooKeeper and Java from Debian packages"; \
+	@if [ ! -f $(ZK_JAR) ] || ! command -v java >/dev/null || ! command -v curl >/dev/null; then \
+	  echo ">> installing ZooKeeper, Java and curl from Debian packages"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
-	    --no-install-recommends zookeeper default-jre-headless >/dev/null; \
+	    --no-install-recommends zookeeper default-jre-headless curl >/dev/null; \
 	fi
 	@test -f $(ZK_JAR) || { echo "ZooKeeper is missing: apt-get install zookeeper"; exit 1; }
 	@touch $@
