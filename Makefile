@@ -77,6 +77,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/bookie_add.py
 	$(PY) bench/ledger_add.py
 	$(PY) bench/e2e.py
+	$(PY) bench/gateway.py
 	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES) --rate $(DELAYED_RATE)
 	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
 
