@@ -70,7 +70,7 @@ class Context:
     def __post_init__(self) -> None:
         self.cursor = Cursor(self.entries)
 
-    def count_out(self, messages: int) -> None:
+    def count_out(self, messages: int, size: int = 0) -> None:
         self.out += messages
 
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:

@@ -29,7 +29,7 @@ class TopicTwin:
         self.msg_out = 0
         self.subscriptions: dict[str, Subscription] = {}
 
-    def count_out(self, messages: int) -> None:
+    def count_out(self, messages: int, size: int = 0) -> None:
         self.msg_out += messages
 
     async def subscribe(self, name: str, sub_type: int, initial_position: int) -> Subscription:

@@ -60,6 +60,8 @@ class BrokerConfig(ServiceConfig):
     max_unacked_messages_per_consumer: int = Field(default=50_000, ge=0)
     """A consumer holding this many unacknowledged messages gets nothing more until it
     acks half of them (Pulsar's ``maxUnackedMessagesPerConsumer``; 0: no limit)."""
+    stats_interval_s: float = Field(default=10.0, gt=0)
+    """Topic stats' message and byte rates are those of the last interval this long."""
     retention_check_interval_s: float = Field(default=60.0, gt=0)
     """How often each served topic deletes ledgers its retention no longer keeps."""
     default_retention_time_minutes: int = Field(default=0, ge=-1)

@@ -4,11 +4,13 @@ holds unacknowledged, and where its deliveries go (the gRPC stream, or any other
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.rates import Meter
 from magnetar.common import masks
 from magnetar.common.errors import MagnetarError
 
@@ -32,6 +34,7 @@ class BrokerConsumer:
         pending: entries delivered and not acknowledged: position -> mask of the messages
             held; ``unacked`` counts the messages held (the masks' bits).
         dead_letter: its retry/dead-letter policy (None: it asked for none).
+        meter_out: the messages and bytes delivered to it (stats).
     """
 
     name: str
@@ -47,15 +50,19 @@ class BrokerConsumer:
     blocked: bool = field(default=False, init=False)
     closed: bool = field(default=False, init=False)
     dead_letter: DeadLetterPolicy | None = field(default=None, init=False)
+    meter_out: Meter = field(default_factory=Meter, init=False)
+    connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000), init=False)
 
     @property
     def available(self) -> bool:
         """May get more messages now (permits left, not blocked, not closed)."""
         return self.permits > 0 and not self.blocked and not self.closed
 
-    def hold(self, position: Position, mask: int) -> None:
-        """``mask``'s messages of ``position`` were delivered to this consumer."""
+    def hold(self, position: Position, mask: int, size: int = 0) -> None:
+        """``mask``'s messages of ``position`` (an entry of ``size`` bytes) were delivered
+        to this consumer."""
         n = masks.count(mask)
+        self.meter_out.add(n, size)
         self.pending[position] = self.pending.get(position, 0) | mask
         self.unacked += n
         self.permits -= n

@@ -22,6 +22,8 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic, PublishResult
+from magnetar.broker.topic_admin import TopicAdmin
+from magnetar.broker.topic_rpcs import TopicAdminRpcs
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
@@ -49,7 +51,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=partition, batch_index=-1)
 
 
-class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
+class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, pb_grpc.BrokerServicer):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
@@ -226,7 +228,7 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
 
     @rpc_errors
     async def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext) -> pb.GetLastMessageIdResponse:
-        topic = await self.service.get_topic(request.topic, create=False)
+        topic = await TopicAdmin(self.service).topic(request.topic)
         last = topic.last_position()
         mid = _message_id(last, topic.partition) if last is not None else pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=topic.partition, batch_index=-1)
         return pb.GetLastMessageIdResponse(message_id=mid)
@@ -308,7 +310,8 @@ class BrokerServicer(SubscriptionAdminRpcs, pb_grpc.BrokerServicer):
 
     @rpc_errors
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
-        return (await self.service.get_topic(request.topic, create=False)).stats()
+        # A partition of a partitioned topic exists by declaration: opened even if unused.
+        return (await TopicAdmin(self.service).topic(request.topic)).stats()
 
 
 async def _consume_request(

@@ -15,14 +15,17 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
+from magnetar.broker.rates import RateSampler
 from magnetar.broker.retention import RetentionTask
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
+    AlreadyExists,
     InvalidArgument,
     InvalidTopicName,
     MagnetarError,
     NotOwner,
+    PreconditionFailed,
     TopicNotFound,
 )
 from magnetar.common.gcpolicy import GcPolicy
@@ -80,6 +83,7 @@ class BrokerService:
         self._lease_task: asyncio.Task[None] | None = None
         self.mover: MovePublisher = ServiceMovePublisher(self, remote_mover)
         self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
+        self.rates = RateSampler(self.topics, config.stats_interval_s)
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults((self.config.cluster_name,))
@@ -92,6 +96,7 @@ class BrokerService:
         self.retention = RetentionTask(self.topics, self.tenants, self.config)
         self.retention.start()
         self.gc_policy.start()
+        self.rates.start()
 
     # -- serving only while ownership is sure (see broker/lease.py) ------------------
     def serving(self) -> bool:
@@ -266,6 +271,7 @@ class BrokerService:
             self._lease_task.cancel()
             await asyncio.gather(self._lease_task, return_exceptions=True)
         await self._closing.wait()
+        await self.rates.close()
         await self.gc_policy.close()
         await self.mover.close()
         for topic in list(self.topics.values()):
@@ -407,8 +413,13 @@ class BrokerService:
             raise InvalidTopicName(f"{name} names a partition; create the partitioned topic {name.partitioned_topic_name}")
         if partitions:
             await self.tenants.create_partitioned_topic(name.tenant, name.namespace_part, name.local_name, partitions)
-        else:
-            await self.get_topic(str(name), explicit=True)
+            return
+        if await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name):
+            raise AlreadyExists(f"{name} already exists as a partitioned topic")
+        doc, _ = await self.ml_store.get(name.tenant, name.namespace_part, name.local_name)
+        if doc is not None:
+            raise AlreadyExists(f"topic {name} already exists")
+        await self.get_topic(str(name), explicit=True)
 
     async def list_topics(self, namespace: str) -> list[str]:
         """Every topic of ``tenant/namespace``: partitioned topics by their base name,
@@ -428,7 +439,7 @@ class BrokerService:
         TopicNotFound: they fail rather than create the topic again).
 
         Raises:
-            TopicNotFound; InvalidArgument when producers or consumers are connected.
+            TopicNotFound; PreconditionFailed when producers or consumers are connected.
         """
         name = self.parse(topic)
         partitions = 0 if name.is_partition else await self.partitions(str(name))
@@ -436,7 +447,7 @@ class BrokerService:
         for target in targets:
             served = self.topics.get(str(target))
             if not force and served is not None and (served.producers or any(s.consumers for s in served.subscriptions.values())):
-                raise InvalidArgument(f"topic {target} has connected producers or consumers; close them first")
+                raise PreconditionFailed(f"topic {target} has connected producers or consumers; close them first")
         for target in targets:
             doc, _ = await self.ml_store.get(target.tenant, target.namespace_part, target.local_name)
             if doc is None:

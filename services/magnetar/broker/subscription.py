@@ -19,6 +19,8 @@ from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.managedledger.stats import estimated_size
+from magnetar.broker.rates import Meter
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -63,8 +65,8 @@ class SubscriptionTopic(Protocol):
     def mover(self) -> MovePublisher | None:
         """Publishes retry and dead-letter copies (None: this broker cannot)."""
 
-    def count_out(self, messages: int) -> None:
-        """``messages`` went out to consumers."""
+    def count_out(self, messages: int, size: int = 0) -> None:
+        """``messages`` (in entries of ``size`` bytes) went out to consumers."""
 
 
 class Subscription:
@@ -87,6 +89,8 @@ class Subscription:
         """The retry/dead-letter policy of the consumer that attached last with one."""
         self.moves = SubscriptionMoves(self)
         self._flushing: asyncio.Task[None] | None = None
+        self.meter_out = Meter()
+        """The messages and bytes delivered to its consumers (stats)."""
         self._retired = BackgroundTasks(f"subscription {name} on {topic.name}")
 
     # -- what its dispatcher sees (dispatch.base.DispatchContext) -----------------------
@@ -106,8 +110,9 @@ class Subscription:
     def settings(self) -> BrokerConfig:
         return self.topic.config
 
-    def count_out(self, messages: int) -> None:
-        self.topic.count_out(messages)
+    def count_out(self, messages: int, size: int = 0) -> None:
+        self.meter_out.add(messages, size)
+        self.topic.count_out(messages, size)
 
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
         return self.moves.divert(position, batch, n, mask)
@@ -269,16 +274,36 @@ class Subscription:
         self.dispatcher.wake()
         return skipped
 
+    def expire_before(self, position: Position) -> int:
+        """Acknowledge every entry before ``position`` (messages past their time to live);
+        returns the entries acknowledged. What consumers hold of them they ack in vain."""
+        expired = self.cursor.ack_before(position)
+        self.dispatcher.wake()
+        return expired
+
     # -- stats ---------------------------------------------------------------------------
     def unacked_count(self) -> int:
         return sum(c.unacked for c in self.consumers)
 
+    def meters(self) -> list[Meter]:
+        return [self.meter_out, *(c.meter_out for c in self.consumers)]
+
+    def backlog_size(self) -> int:
+        """Estimated bytes of the entries after the mark-delete position."""
+        ml = self.cursor.ledger
+        return estimated_size(ml.layout, ml.next_position(self.cursor.mark_delete_position), ml.last_confirmed_position)
+
     def stats(self) -> pb.SubscriptionStats:
+        active: BrokerConsumer | None = getattr(self.dispatcher, "active", None)  # Exclusive, Failover
         return pb.SubscriptionStats(
             name=self.name, type=self.sub_type,  # type: ignore[arg-type]
             backlog=self.cursor.backlog(), consumers=len(self.consumers), unacked=self.unacked_count(),
             mark_delete_position=str(self.cursor.mark_delete_position), durable=self.durable,
             blocked_consumers=sum(1 for c in self.consumers if c.blocked),
+            consumer_stats=[_consumer_stats(c) for c in self.consumers],
+            msg_out_counter=self.meter_out.messages, bytes_out_counter=self.meter_out.bytes,
+            msg_rate_out=self.meter_out.msg_rate, msg_throughput_out=self.meter_out.byte_rate,
+            backlog_size=self.backlog_size(), active_consumer=active.name if active is not None else "",
         )
 
     async def close(self) -> None:
@@ -288,3 +313,12 @@ class Subscription:
         await self.moves.close()
         await self.dispatcher.close()
         await self.cursor.close()
+
+
+def _consumer_stats(c: BrokerConsumer) -> pb.ConsumerStats:
+    return pb.ConsumerStats(
+        consumer_name=c.name, available_permits=max(c.permits, 0), unacked_messages=c.unacked, blocked=c.blocked,
+        msg_out_counter=c.meter_out.messages, bytes_out_counter=c.meter_out.bytes,
+        msg_rate_out=c.meter_out.msg_rate, msg_throughput_out=c.meter_out.byte_rate,
+        connected_since_ms=c.connected_since_ms,
+    )

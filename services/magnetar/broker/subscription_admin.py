@@ -1,6 +1,7 @@
 """Subscription admin on the topics this broker serves: list, create, delete, skip,
-clear the backlog, reset the cursor (pulsar-admin's ``topics subscriptions``,
-``create-subscription``, ``unsubscribe``, ``skip``, ``clear-backlog``, ``reset-cursor``).
+clear the backlog, reset the cursor, expire messages (pulsar-admin's ``topics
+subscriptions``, ``create-subscription``, ``unsubscribe``, ``skip``, ``clear-backlog``,
+``reset-cursor``, ``expire-messages``).
 
 A partitioned topic's operation applies to every partition (or, for a message id, to
 the partition the id names). Every partition must be served here; ``magnetar admin``
@@ -10,6 +11,8 @@ checked before any is changed, so bad input changes nothing.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import (
@@ -51,8 +54,10 @@ def check_subscription_name(name: str) -> str:
 class SubscriptionAdmin:
     """The admin operations of one broker (see the module docstring)."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: BrokerService, clock: Callable[[], float] = time.time) -> None:
+        """Args: clock: wall-clock seconds (message expiry compares publish times with it)."""
         self.service = service
+        self._clock = clock
 
     # -- targets -----------------------------------------------------------------
     async def _partitions(self, topic: str) -> int:
@@ -196,3 +201,20 @@ class SubscriptionAdmin:
         for t, position in zip(topics, positions, strict=True):
             await t.subscriptions[subscription].reset_cursor(position)
 
+    async def expire_messages(self, topic: str, subscription: str, expire_time_s: int) -> int:
+        """Acknowledge every message published more than ``expire_time_s`` seconds ago
+        (on every partition); returns the entries acknowledged. Publish times are taken to
+        grow along the topic (the search for the first one to keep is a binary search).
+
+        Raises:
+            InvalidArgument: a negative time.
+            SubscriptionNotFound: a target lacks the subscription (nothing is expired).
+        """
+        check_subscription_name(subscription)
+        if isinstance(expire_time_s, bool) or not isinstance(expire_time_s, int) or expire_time_s < 0:
+            raise InvalidArgument(f"an expiry time is seconds >= 0, got {expire_time_s!r}")
+        topics = await self._targets(topic)
+        self._require(topics, subscription)
+        cutoff_ms = max(0, int(self._clock() * 1000) - expire_time_s * 1000)
+        keep = [await t.position_for_time(cutoff_ms) for t in topics]
+        return sum(t.subscriptions[subscription].expire_before(p) for t, p in zip(topics, keep, strict=True))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from google.protobuf.message import DecodeError
 from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
 from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.managedledger.stats import estimated_size
+from magnetar.broker.rates import Meter
 from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
 from magnetar.common.errors import (
     AlreadyExists,
@@ -52,10 +55,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class TopicCounters:
-    msg_in: int = 0
-    bytes_in: int = 0
-    msg_out: int = 0
+class Publisher:
+    """A connected producer, for stats."""
+
+    name: str
+    connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    meter_in: Meter = field(default_factory=Meter)
 
 
 @dataclass
@@ -102,10 +107,13 @@ class PersistentTopic:
         self.config = config
         self.mover: MovePublisher | None = None
         """Publishes retry and dead-letter copies (set by the broker service)."""
-        self.producers: set[str] = set()
+        self.producers: dict[str, Publisher] = {}
         self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
         self.subscriptions: dict[str, Subscription] = {}
-        self.counters = TopicCounters()
+        self.meter_in = Meter()
+        """Messages and bytes stored (resends deduplicated away are not counted)."""
+        self.meter_out = Meter()
+        """Messages and bytes delivered to the consumers of every subscription."""
         self._dedup = _Dedup()
         self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
         self._closed = False
@@ -143,13 +151,13 @@ class PersistentTopic:
             raise ServiceClosed(f"topic {self.name} is closing")
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
-        self.producers.add(producer_name)
+        self.producers[producer_name] = Publisher(producer_name)
         if on_close is not None:
             self._producer_closers[producer_name] = on_close
         return self._dedup.persisted.get(producer_name, -1)
 
     def remove_producer(self, producer_name: str) -> None:
-        self.producers.discard(producer_name)
+        self.producers.pop(producer_name, None)
         self._producer_closers.pop(producer_name, None)
 
     def end_streams(self, error: MagnetarError) -> None:
@@ -185,14 +193,16 @@ class PersistentTopic:
             self._dedup.pushed[producer_name] = highest_seq
         result: asyncio.Future[PublishResult] = loop.create_future()
         added = self.ml.add_entry(entry, delivery_time(entry) if num_messages == 1 else 0)
+        publisher = self.producers.get(producer_name)
+        meter = publisher.meter_in if publisher is not None else None
         added.add_done_callback(
-            lambda f: self._published(f, result, producer_name if dedup else "", highest_seq, num_messages, len(entry))
+            lambda f: self._published(f, result, producer_name if dedup else "", highest_seq, num_messages, len(entry), meter)
         )
         return result
 
     def _published(
         self, added: asyncio.Future[Position], result: asyncio.Future[PublishResult],
-        producer_name: str, highest_seq: int, num_messages: int, size: int,
+        producer_name: str, highest_seq: int, num_messages: int, size: int, meter: Meter | None = None,
     ) -> None:
         exc = added.exception() if not added.cancelled() else ServiceClosed(f"topic {self.name} is closing")
         dedup = self._dedup
@@ -210,8 +220,9 @@ class PersistentTopic:
         if producer_name:
             dedup.stored(producer_name, highest_seq)
         self._wake_settled()
-        self.counters.msg_in += num_messages
-        self.counters.bytes_in += size
+        self.meter_in.add(num_messages, size)
+        if meter is not None:
+            meter.add(num_messages, size)
         for sub in self.subscriptions.values():
             sub.notify_new_entries()
         if not result.done():
@@ -354,16 +365,41 @@ class PersistentTopic:
         await self._tasks.wait()
         await self.ml.delete()
 
-    def count_out(self, messages: int) -> None:
-        """``messages`` went out to consumers of a subscription."""
-        self.counters.msg_out += messages
+    def count_out(self, messages: int, size: int = 0) -> None:
+        """``messages`` (in entries of ``size`` bytes) went out to consumers of a subscription."""
+        self.meter_out.add(messages, size)
+
+    def meters(self) -> list[Meter]:
+        """Every meter of the topic, for the rate sampler."""
+        out = [self.meter_in, self.meter_out, *(p.meter_in for p in self.producers.values())]
+        for sub in self.subscriptions.values():
+            out.extend(sub.meters())
+        return out
+
+    def backlog_size(self) -> int:
+        """Estimated bytes after the slowest durable subscription's mark-delete position."""
+        marks = [s.cursor.mark_delete_position for s in self.subscriptions.values() if s.durable]
+        if not marks:
+            return 0
+        return estimated_size(self.ml.layout, self.ml.next_position(min(marks)), self.ml.last_confirmed_position)
 
     def stats(self) -> pb.TopicStats:
         subs = [s.stats() for s in self.subscriptions.values()]
+        m_in, m_out = self.meter_in, self.meter_out
         return pb.TopicStats(
-            topic=self.name, msg_in_counter=self.counters.msg_in, bytes_in_counter=self.counters.bytes_in,
-            msg_out_counter=self.counters.msg_out, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
+            topic=self.name, msg_in_counter=m_in.messages, bytes_in_counter=m_in.bytes,
+            msg_out_counter=m_out.messages, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
             producers=len(self.producers), subscriptions=subs, ledgers=len(self.ml.ledgers),
+            publishers=[
+                pb.PublisherStats(
+                    producer_name=p.name, connected_since_ms=p.connected_since_ms, msg_in_counter=p.meter_in.messages,
+                    bytes_in_counter=p.meter_in.bytes, msg_rate_in=p.meter_in.msg_rate,
+                    msg_throughput_in=p.meter_in.byte_rate,
+                )
+                for p in self.producers.values()
+            ],
+            bytes_out_counter=m_out.bytes, msg_rate_in=m_in.msg_rate, msg_throughput_in=m_in.byte_rate,
+            msg_rate_out=m_out.msg_rate, msg_throughput_out=m_out.byte_rate, backlog_size=self.backlog_size(),
         )
 
 

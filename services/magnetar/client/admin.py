@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from magnetar.common.errors import NotOwner
-from magnetar.common.message_id import MessageId
+from magnetar.common.errors import AlreadyExists, NotOwner, PreconditionFailed, TopicNotFound
+from magnetar.common.message_id import MessageId, Start
+from magnetar.common.names import TopicName
 from magnetar.common.partitions import admin_targets
 from magnetar.common.retry import RetryPolicy
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -176,9 +177,69 @@ class AdminClient:
         request = pb.TopicStatsRequest(topic=topic)
         return await self.on_owner(topic, lambda s: s.GetTopicStats(request, timeout=self.timeout), lookup_first=False)
 
+    async def partition_stats(self, topic: str) -> list[pb.TopicStats]:
+        """The stats of every partition, in order (of ``topic`` itself when not partitioned)."""
+        return await self.on_partitions(
+            topic, lambda s, t: s.GetTopicStats(pb.TopicStatsRequest(topic=t), timeout=self.timeout),
+        )
+
+    async def internal_stats(self, topic: str) -> pb.InternalStats:
+        """The managed ledger's figures of a non-partitioned topic or one partition."""
+        request = pb.InternalStatsRequest(topic=topic)
+        return await self.on_owner(topic, lambda s: s.GetInternalStats(request, timeout=self.timeout))
+
+    async def last_message_id(self, topic: str) -> pb.MessageIdData:
+        """The last stored entry of a non-partitioned topic or one partition."""
+        return await self.pool.last_message_id(topic)
+
     async def partitions(self, topic: str) -> int:
         """The partition count (0: not partitioned)."""
         return await self.pool.partitions(topic)
+
+    async def update_partitions(self, topic: str, partitions: int) -> None:
+        """Grow a partitioned topic to ``partitions``. Each durable subscription of its
+        partitions is then created on the new ones, at their start (as Pulsar does), so
+        nothing published there is missed. Producers and consumers already open keep the
+        partitions they had (the SDK reads the count when it opens them).
+
+        Raises:
+            TopicNotFound: not a partitioned topic; InvalidArgument: fewer partitions.
+        """
+        old = await self.partitions(topic)
+        durable = set()
+        if 0 < old < partitions:
+            durable = {s.name for stats in await self.partition_stats(topic) for s in stats.subscriptions if s.durable}
+        request = pb.UpdatePartitionsRequest(topic=topic, partitions=partitions)
+        await self.call(lambda s: s.UpdatePartitions(request, timeout=self.timeout))
+        base = TopicName.parse(topic)
+        for i in range(old, partitions):
+            for name in sorted(durable):
+                try:
+                    await self.create_subscription(str(base.partition(i)), name, MessageId.earliest)
+                except AlreadyExists:
+                    pass
+
+    async def delete_partitioned_topic(self, topic: str, force: bool = False) -> None:
+        """Delete every partition (each on its owner), then the partitioned topic. Without
+        ``force`` nothing is deleted while a partition has producers or consumers.
+
+        Raises:
+            TopicNotFound: not a partitioned topic; PreconditionFailed: clients connected.
+        """
+        count = await self.partitions(topic)
+        if not count:
+            raise TopicNotFound(f"partitioned topic {topic} does not exist")
+        if not force:
+            for stats in await self.partition_stats(topic):
+                if stats.producers or any(s.consumers for s in stats.subscriptions):
+                    raise PreconditionFailed(f"topic {stats.topic} has connected producers or consumers; close them first")
+        base = TopicName.parse(topic)
+        for i in range(count):
+            try:
+                await self.delete_topic(str(base.partition(i)), force=True)
+            except TopicNotFound:
+                pass  # never used: nothing stored
+        await self.delete_topic(topic, force=True)  # the partitions are gone: drops the metadata
 
     async def lookup(self, topic: str) -> str:
         """The ``host:port`` of the broker serving ``topic``."""
@@ -225,6 +286,31 @@ class AdminClient:
         await self.on_partitions(topic, lambda s, t: s.ResetCursor(
             pb.ResetCursorRequest(topic=t, subscription=subscription, timestamp_ms=timestamp_ms), timeout=self.timeout,
         ))
+
+    async def expire_messages(self, topic: str, subscription: str, expire_time_s: int) -> None:
+        """Acknowledge every message published more than ``expire_time_s`` seconds ago."""
+        await self.on_partitions(topic, lambda s, t: s.ExpireMessages(
+            pb.ExpireMessagesRequest(topic=t, subscription=subscription, expire_time_s=expire_time_s),
+            timeout=self.timeout,
+        ))
+
+    async def peek_message(self, topic: str, subscription: str, position: int) -> pb.PeekMessageResponse:
+        """The ``position``-th message (1: the first) ``subscription`` has not acknowledged,
+        read without changing anything (``found`` False: it has fewer). A non-partitioned
+        topic or one partition."""
+        request = pb.PeekMessageRequest(topic=topic, subscription=subscription, position=position)
+        return await self.on_owner(topic, lambda s: s.PeekMessage(request, timeout=self.timeout))
+
+    async def examine_message(self, topic: str, start: Start, position: int) -> pb.PeekMessageResponse:
+        """The ``position``-th message from the first (``earliest``) or back from the last
+        (``latest``) one, acknowledged or not.
+
+        Raises:
+            PreconditionFailed: the topic holds no messages.
+        """
+        where = pb.EARLIEST if start == "earliest" else pb.LATEST
+        request = pb.PeekMessageRequest(topic=topic, position=position, start=where)
+        return await self.on_owner(topic, lambda s: s.PeekMessage(request, timeout=self.timeout))
 
 
 class _Moved(Exception):

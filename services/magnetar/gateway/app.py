@@ -11,9 +11,21 @@ from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.deps import Context
 from magnetar.gateway.metrics import GatewayMetrics
 from magnetar.gateway.models import Health
-from magnetar.gateway.routers import clusters, dlq, lookup, storage, tenants, unload
+from magnetar.gateway.routers import (
+    clusters,
+    dlq,
+    lookup,
+    storage,
+    subscriptions,
+    tenants,
+    topics,
+    unload,
+)
 
-ROUTERS = (clusters.router, tenants.router, lookup.router, storage.router, unload.router, dlq.router)
+ROUTERS = (
+    clusters.router, tenants.router, lookup.router, topics.router, subscriptions.router, unload.router,
+    storage.router, dlq.router,
+)
 
 
 def create_app(context: GatewayContext) -> FastAPI:

@@ -61,8 +61,10 @@ _DESCRIPTIONS = {
     403: "Not authorized",
     404: "Not found",
     405: "Not allowed on this kind of resource",
+    406: "Not acceptable: a value out of range (a partition count)",
     409: "Conflict: it exists already, or is not empty",
     412: "Precondition failed: an invalid name, or a resource in use",
+    422: "Unprocessable: a change that is not allowed (fewer partitions)",
     503: "No broker or ZooKeeper available",
     504: "A broker did not answer in time",
 }

@@ -349,6 +349,38 @@ class ZkTenantStore:
             raise CorruptMetadata(f"znode {path} has no valid partition count: {partitions!r}")
         return partitions
 
+    async def update_partitions(self, tenant: str, namespace: str, topic: str, partitions: int) -> int:
+        """Grow a partitioned topic to ``partitions`` partitions (compare-and-set; the
+        same count changes nothing); returns the count it had.
+
+        Raises:
+            TopicNotFound: ``topic`` is not a partitioned topic.
+            InvalidArgument: fewer partitions than it has, or more than max_partitions.
+        """
+        name = self._topic(tenant, namespace, topic)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions > self._max_partitions:
+            raise InvalidArgument(
+                f"a partitioned topic has at most {self._max_partitions} partitions, got {partitions!r}"
+            )
+        path = self._paths.partitioned_topic(tenant, namespace, topic)
+        old: list[int] = []
+
+        def grow(doc: Document | None) -> Document:
+            if doc is None:
+                raise TopicNotFound(f"{name} is not a partitioned topic")
+            current = doc.get("partitions")
+            if isinstance(current, bool) or not isinstance(current, int) or current < 1:
+                raise CorruptMetadata(f"znode {path} has no valid partition count: {current!r}")
+            if partitions < current:
+                raise InvalidArgument(
+                    f"{name} has {current} partitions; the count can only grow, not go down to {partitions}"
+                )
+            old[:] = [current]
+            return doc | {"partitions": partitions}
+
+        await read_modify_write(self._session, path, grow)
+        return old[0]
+
     async def delete_partitioned_topic(self, tenant: str, namespace: str, topic: str) -> None:
         """Forget the partitioned topic (its partitions' data is the broker's to delete).
 

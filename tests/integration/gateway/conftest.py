@@ -4,10 +4,13 @@ share it). ``http`` is an httpx client on the gateway."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -46,7 +49,7 @@ def gateway_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPat
     gateways = ServiceFactory(GatewayProcess, connect, root, base / "gateways")
     try:
         started = [bookies(), bookies()]
-        broker = brokers(ensemble_size=2, write_quorum=2, ack_quorum=2)
+        broker = brokers(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5)
         gateway = gateways(broker_refresh_interval_s=0.5)
         yield GatewayCluster(connect, root, broker, gateway, started)
     finally:
@@ -62,3 +65,14 @@ async def http(gateway_cluster: GatewayCluster) -> AsyncIterator[httpx.AsyncClie
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any:
+    """Poll ``check`` until it returns something truthy, or its last answer after
+    ``timeout`` (what the SDK acknowledges arrives grouped, rates after an interval)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result or time.monotonic() > deadline:
+            return result
+        await asyncio.sleep(0.05)

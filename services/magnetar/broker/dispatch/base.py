@@ -76,8 +76,8 @@ class DispatchContext(Protocol):
     @property
     def settings(self) -> DispatchSettings: ...
 
-    def count_out(self, messages: int) -> None:
-        """``messages`` went out to consumers (the topic's counter)."""
+    def count_out(self, messages: int, size: int = 0) -> None:
+        """``messages`` (in entries of ``size`` bytes) went out to consumers (stats)."""
 
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
         """True when the messages go to the dead letter topic instead (past
@@ -196,7 +196,7 @@ class Dispatcher:
     # -- delivering --------------------------------------------------------------------
     def deliver(self, consumer: BrokerConsumer, position: Position, data: bytes, n: int, mask: int) -> None:
         """Queue ``mask``'s messages of the entry for ``consumer`` (sent at the end of the step)."""
-        consumer.hold(position, mask)
+        consumer.hold(position, mask, len(data))
         delivery = pb.Delivery(
             message_id=pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=self.sub.partition, batch_index=-1),
             entry=data,
@@ -206,7 +206,7 @@ class Dispatcher:
         if skip:
             delivery.ack_set = masks.to_bytes(skip, n)
         self._out.setdefault(consumer, []).append(delivery)
-        self.sub.count_out(masks.count(mask))
+        self.sub.count_out(masks.count(mask), len(data))
 
     def _flush(self) -> None:
         out, self._out = self._out, {}

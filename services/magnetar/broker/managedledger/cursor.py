@@ -328,6 +328,29 @@ class ManagedCursor:
             self._changed()
         return skipped
 
+    def ack_before(self, position: Sequence[int]) -> int:
+        """Acknowledge every entry before ``position`` (message expiry); entries at or
+        after it keep their state. Past the last entry: everything.
+
+        Returns:
+            How many entries were not acknowledged before.
+
+        Raises:
+            InvalidArgument: a malformed position.
+        """
+        layout = self.ledger.layout
+        start = start_position(position)
+        last = layout.last_confirmed()
+        mark_delete = last if start > last else layout.previous_position(layout.normalize(start))
+        if mark_delete <= self.mark_delete_position:
+            return 0
+        before = self.backlog()
+        self.mark_delete_position = mark_delete
+        self._acked.remove_through(mark_delete)
+        self._advance_mark_delete()
+        self._changed()
+        return before - self.backlog()
+
     def clear_backlog(self) -> int:
         """Acknowledge every stored entry; returns how many were not acknowledged yet."""
         skipped = self.backlog()

@@ -94,6 +94,7 @@ class ManagedLedger:
         self._current: WriteHandle | None = None  # the open ledger
         self._pushed_entries = 0
         self._pushed_bytes = 0
+        self._entries_added = 0
         self._inflight: deque[_AddOp] = deque()
         self._queued: deque[_AddOp] = deque()
         self._roll_task: asyncio.Task[None] | None = None
@@ -190,6 +191,26 @@ class ManagedLedger:
     @property
     def properties(self) -> dict[str, str]:
         return dict(self._properties)
+
+    @property
+    def entries_added(self) -> int:
+        """Entries added since this managed ledger was opened (Pulsar's entriesAddedCounter)."""
+        return self._entries_added
+
+    @property
+    def pending_adds(self) -> int:
+        """Adds not confirmed yet (sent to the bookies, or waiting for a new ledger)."""
+        return len(self._inflight) + len(self._queued)
+
+    @property
+    def state(self) -> str:
+        """As Pulsar names it: ``LedgerOpened`` (a ledger takes adds), ``ClosedLedger``
+        (between ledgers), ``Fenced`` (an add failed), ``Closed``."""
+        if self._closing:
+            return "Closed"
+        if self._error is not None:
+            return "Fenced"
+        return "LedgerOpened" if self._current is not None else "ClosedLedger"
 
     @property
     def is_fenced(self) -> bool:
@@ -297,6 +318,7 @@ class ManagedLedger:
                 if op.deliver_at_ms > info.max_deliver_at_ms:
                     info.max_deliver_at_ms = op.deliver_at_ms
             self._reads.cache.put(position, op.data)
+            self._entries_added += 1
             if not op.future.done():
                 op.future.set_result(position)
             added = True
