@@ -4,37 +4,17 @@ share it). ``http`` is an httpx client on the gateway."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
+from gateway_support import GatewayCluster
 
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
-
-
-@dataclass
-class GatewayCluster:
-    zk_connect: str
-    zk_root: str
-    broker: BrokerProcess
-    gateway: GatewayProcess
-    bookies: list[BookieProcess]
-
-    @property
-    def url(self) -> str:
-        return self.gateway.url
-
-    @property
-    def service_url(self) -> str:
-        return f"magnetar://{self.broker.address}"
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +41,3 @@ def gateway_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPat
 async def http(gateway_cluster: GatewayCluster) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as client:
         yield client
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 10.0) -> Any:
-    """Poll ``check`` until it returns something truthy, or its last answer after
-    ``timeout`` (what the SDK acknowledges arrives grouped, rates after an interval)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result or time.monotonic() > deadline:
-            return result
-        await asyncio.sleep(0.05)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
-from conftest import GatewayCluster
+from gateway_support import GatewayCluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 

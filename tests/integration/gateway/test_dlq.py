@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from conftest import GatewayCluster, unique
+from gateway_support import GatewayCluster, unique
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import GatewayCluster
+from gateway_support import GatewayCluster
 
 from magnetar.client.admin import AdminClient
 

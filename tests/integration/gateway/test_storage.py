@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
-from conftest import GatewayCluster, unique
+from gateway_support import GatewayCluster, unique
 
 import magnetar.asyncio as mg
 from magnetar.testing.processes import AuditorProcess, ServiceFactory

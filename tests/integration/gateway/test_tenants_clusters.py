@@ -4,7 +4,7 @@ Pulsar's paths, JSON and status codes; health, readiness and metrics."""
 from __future__ import annotations
 
 import httpx
-from conftest import GatewayCluster, unique
+from gateway_support import GatewayCluster, unique
 
 from magnetar.client.admin import AdminClient
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import GatewayCluster, eventually, unique
+from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.common.message_id import MessageId

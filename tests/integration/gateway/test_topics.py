@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import GatewayCluster, eventually, unique
+from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from conftest import GatewayCluster, unique
+from gateway_support import GatewayCluster, unique
 
 import magnetar.asyncio as mg
 
