@@ -10,7 +10,7 @@ the nth message reads at most n entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -85,27 +85,44 @@ def _check(n: int) -> None:
         raise InvalidArgument(f"message positions count from 1, got {n!r}")
 
 
-async def _scan(
-    ml: ManagedLedger, start: Position, n: int, skip: Callable[[Position], int | None],
-) -> tuple[PeekedMessage | None, PeekedMessage | None]:
-    """Count forward from ``start``: ``skip(position)`` is the mask of messages to leave
-    out (None: the whole entry). Returns the n-th message (or None) and the last counted."""
-    position, last = start, None
+async def _walk(ml: ManagedLedger, start: Position, skip: Callable[[Position], int | None]) -> AsyncIterator[PeekedMessage]:
+    """The messages from ``start`` on, in order: ``skip(position)`` is the mask of messages
+    to leave out (None: the whole entry)."""
+    position = start
     while True:
         entries = await ml.read_entries(position, READ_ENTRIES, READ_BYTES)
         if not entries:
-            return None, last
-        candidates = []
+            return
         for p, data in entries:
             mask = skip(p)
-            if mask is not None:
-                candidates.append((p, decode(data), mask))
-        found, n = select(candidates, n)
-        if found is not None:
-            return found, found
-        tail, _ = select(reversed(candidates), 1, backwards=True)
-        last = tail or last
+            if mask is None:
+                continue
+            batch = decode(data)
+            for i in range(len(batch.messages)):
+                if not mask >> i & 1:
+                    yield PeekedMessage(p, batch, i)
         position = ml.next_position(entries[-1][0])
+
+
+async def _scan(
+    ml: ManagedLedger, start: Position, n: int, skip: Callable[[Position], int | None],
+) -> tuple[PeekedMessage | None, PeekedMessage | None]:
+    """Count forward from ``start`` (see :func:`_walk`). Returns the n-th message (or None)
+    and the last counted."""
+    last = None
+    async for message in _walk(ml, start, skip):
+        last = message
+        n -= 1
+        if n == 0:
+            return message, message
+    return None, last
+
+
+def _unacked(cursor: ManagedCursor) -> Callable[[Position], int | None]:
+    def skip(p: Position) -> int | None:
+        return None if cursor.is_acked(p) else cursor.acked_mask(p)
+
+    return skip
 
 
 async def peek(ml: ManagedLedger, cursor: ManagedCursor, n: int) -> PeekedMessage | None:
@@ -116,12 +133,26 @@ async def peek(ml: ManagedLedger, cursor: ManagedCursor, n: int) -> PeekedMessag
         InvalidArgument: ``n`` below 1.
     """
     _check(n)
-
-    def unacked(p: Position) -> int | None:
-        return None if cursor.is_acked(p) else cursor.acked_mask(p)
-
-    found, _ = await _scan(ml, ml.next_position(cursor.mark_delete_position), n, unacked)
+    found, _ = await _scan(ml, ml.next_position(cursor.mark_delete_position), n, _unacked(cursor))
     return found
+
+
+async def peek_many(ml: ManagedLedger, cursor: ManagedCursor, n: int, count: int) -> list[PeekedMessage]:
+    """Up to ``count`` messages from the ``n``-th one ``cursor`` has not acknowledged on.
+
+    Raises:
+        InvalidArgument: ``n`` or ``count`` below 1.
+    """
+    _check(n)
+    _check(count)
+    out: list[PeekedMessage] = []
+    async for message in _walk(ml, ml.next_position(cursor.mark_delete_position), _unacked(cursor)):
+        n -= 1
+        if n <= 0:
+            out.append(message)
+            if len(out) == count:
+                break
+    return out
 
 
 async def examine(ml: ManagedLedger, start: Literal["earliest", "latest"], n: int) -> PeekedMessage:

@@ -16,6 +16,7 @@ from magnetar.common.names import TopicName
 from magnetar.common.partitions import admin_targets
 
 if TYPE_CHECKING:
+    from magnetar.broker.managedledger.cursor import ManagedCursor
     from magnetar.broker.peek import PeekedMessage
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
@@ -69,12 +70,26 @@ class TopicAdmin:
         Raises:
             SubscriptionNotFound; InvalidArgument: ``n`` below 1.
         """
+        served, cursor = await self._cursor(topic, subscription)
+        return await peeking.peek(served.ml, cursor, n)
+
+    async def peek_many(self, topic: str, subscription: str, n: int, count: int) -> list[PeekedMessage]:
+        """Up to ``count`` messages from the ``n``-th one ``subscription`` has not
+        acknowledged on.
+
+        Raises:
+            SubscriptionNotFound; InvalidArgument: ``n`` or ``count`` below 1.
+        """
+        served, cursor = await self._cursor(topic, subscription)
+        return await peeking.peek_many(served.ml, cursor, n, count)
+
+    async def _cursor(self, topic: str, subscription: str) -> tuple[PersistentTopic, ManagedCursor]:
         check_subscription_name(subscription)
         served = await self.topic(topic)
         sub = served.subscriptions.get(subscription)
         if sub is None:
             raise SubscriptionNotFound(f"subscription {subscription!r} of {served.name} does not exist")
-        return await peeking.peek(served.ml, sub.cursor, n)
+        return served, sub.cursor
 
     async def examine(self, topic: str, start: Literal["earliest", "latest"], n: int) -> PeekedMessage:
         """The ``n``-th message from the start or the end (see :func:`peek.examine`).

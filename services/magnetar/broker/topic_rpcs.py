@@ -60,6 +60,12 @@ class TopicAdminRpcs:
             return pb.PeekMessageResponse(found=False)
         return _peeked(found, TopicName.parse(request.topic).partition_index)
 
+    @rpc_errors
+    async def PeekMessages(self, request: pb.PeekMessageRequest, context: grpc.aio.ServicerContext) -> pb.PeekedMessages:
+        found = await self._topics.peek_many(request.topic, request.subscription, request.position, request.count or 1)
+        partition = TopicName.parse(request.topic).partition_index
+        return pb.PeekedMessages(messages=[_peeked(m, partition) for m in found])
+
 
 def _cursor(c: CursorFigures) -> pb.CursorStats:
     return pb.CursorStats(

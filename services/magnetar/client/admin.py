@@ -301,6 +301,12 @@ class AdminClient:
         request = pb.PeekMessageRequest(topic=topic, subscription=subscription, position=position)
         return await self.on_owner(topic, lambda s: s.PeekMessage(request, timeout=self.timeout))
 
+    async def peek_messages(self, topic: str, subscription: str, position: int, count: int) -> list[pb.PeekMessageResponse]:
+        """Up to ``count`` messages from the ``position``-th one ``subscription`` has not
+        acknowledged on, in order, read without changing anything. One topic or partition."""
+        request = pb.PeekMessageRequest(topic=topic, subscription=subscription, position=position, count=count)
+        return list((await self.on_owner(topic, lambda s: s.PeekMessages(request, timeout=self.timeout))).messages)
+
     async def examine_message(self, topic: str, start: Start, position: int) -> pb.PeekMessageResponse:
         """The ``position``-th message from the first (``earliest``) or back from the last
         (``latest``) one, acknowledged or not.

@@ -1,5 +1,9 @@
 """Dead-letter tools: find a namespace's DLQ topics, look into one, and replay it.
 
+Looking (:func:`summarize`, :func:`peek`) reads a DLQ subscription's unacknowledged
+messages through the broker's peek (nothing is acknowledged or redelivered); a summary
+scans up to ``scan_limit`` messages per DLQ and says whether it saw them all.
+
 A replay moves a DLQ's messages back to their ``REAL_TOPIC`` (or a given target):
 publish first, acknowledge in the DLQ second, so a replay interrupted anywhere and run
 again never loses a message; deduplication makes it never duplicate one either. Each
@@ -27,13 +31,18 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import magnetar.asyncio as mg
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.client.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +92,50 @@ def replay_properties(message: mg.Message, now_ms: int) -> dict[str, str]:
 def is_dlq_topic(name: str) -> bool:
     """A topic named as Pulsar names DLQs (``<topic>-<subscription>-DLQ``, any partition)."""
     return TopicName.parse(name).partitioned_topic_name.local_name.endswith("-DLQ")
+
+
+PEEK_PAGE = 500
+"""Messages read per peek call."""
+
+
+@dataclass
+class DlqSummary:
+    topic: str
+    subscription: str
+    backlog: int
+    """Unacknowledged messages seen (all of them when ``complete``)."""
+    complete: bool
+    oldest_publish_ms: int | None
+    by_real_topic: Counter[str]
+
+
+async def messages(admin: AdminClient, partitions: Sequence[str], subscription: str, limit: int) -> AsyncIterator[pb.PeekMessageResponse]:
+    """Up to ``limit`` unacknowledged messages of ``subscription``, partition by partition."""
+    left = limit
+    for partition in partitions:
+        position = 1
+        while left > 0:
+            page = await admin.peek_messages(partition, subscription, position, min(PEEK_PAGE, left))
+            for message in page:
+                yield message
+            left -= len(page)
+            position += len(page)
+            if len(page) < PEEK_PAGE:
+                break
+
+
+async def summarize(admin: AdminClient, topic: str, partitions: Sequence[str], subscription: str, scan_limit: int) -> DlqSummary:
+    """Backlog, oldest message and counts by ``REAL_TOPIC`` of a DLQ's subscription."""
+    by_real: Counter[str] = Counter()
+    oldest: int | None = None
+    seen = 0
+    async for message in messages(admin, partitions, subscription, scan_limit + 1):
+        if seen == scan_limit:
+            return DlqSummary(topic, subscription, seen, False, oldest, by_real)
+        seen += 1
+        by_real[message.message.properties.get(REAL_TOPIC, "")] += 1
+        oldest = message.publish_time_ms if oldest is None else min(oldest, message.publish_time_ms)
+    return DlqSummary(topic, subscription, seen, True, oldest, by_real)
 
 
 @dataclass

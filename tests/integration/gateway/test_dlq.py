@@ -4,6 +4,7 @@ exactly once, also when the gateway is SIGKILLed in the middle and the replay ru
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections import Counter
 from pathlib import Path
 
@@ -58,6 +59,16 @@ async def test_replay_moves_each_message_once_with_provenance(http: httpx.AsyncC
         await admin.create_subscription(dlq, "sub-DLQ-sub", MessageId.earliest)
         await fill_dlq(client, dlq, reals, 5)
 
+        listed = {d["topic"]: d for d in (await http.get("/admin/v2/dlq/public/default")).json()}
+        info = listed[dlq]
+        assert (info["subscription"], info["backlog"], info["complete"]) == ("sub-DLQ-sub", 10, True)
+        assert info["countsByRealTopic"] == {real: 5 for real in reals} and info["oldestAgeSeconds"] >= 0
+        peeked = (await http.get(f"/admin/v2/dlq/public/default/{local}/messages", params={"limit": 3})).json()
+        assert len(peeked) == 3 and peeked[0]["realTopic"] == reals[0] and peeked[0]["reconsumeTimes"] == 3
+        assert base64.b64decode(peeked[0]["payload"]) == f"{reals[0]}|0".encode()
+        assert peeked[0]["originMessageId"] == "1:0:-1:-1" and peeked[1]["realTopic"] == reals[1]
+        assert (await http.get(f"/admin/v2/dlq/public/default/{local}/messages", params={"limit": 0})).status_code == 400
+
         first = await http.post(f"/admin/v2/dlq/public/default/{local}/replay", json={"count": 3})
         assert first.status_code == 200, first.text
         assert first.json()["moved"] == 3 and first.json()["subscription"] == "sub-DLQ-sub"
@@ -73,6 +84,8 @@ async def test_replay_moves_each_message_once_with_provenance(http: httpx.AsyncC
             assert "RECONSUMETIMES" not in props and props["REPLAY_COUNT"] == "1" and int(props["REPLAYED_AT"]) > 0
             assert props["ORIGIN_MESSAGE_ID"].startswith("1:") and props["k"]
 
+        listed = {d["topic"]: d for d in (await http.get("/admin/v2/dlq/public/default")).json()}
+        assert listed[dlq]["backlog"] == 0 and listed[dlq]["countsByRealTopic"] == {}
         again = (await http.post(f"/admin/v2/dlq/public/default/{local}/replay")).json()
         assert again["moved"] == 0  # nothing left
         purged = await http.post(f"/admin/v2/dlq/public/default/{local}/purge")
@@ -141,3 +154,36 @@ async def test_replay_of_10000_survives_a_gateway_sigkill(gateway_cluster: Gatew
         gateways.kill_all()
         await client.close()
         await admin.close()
+
+
+async def test_negatively_acknowledged_messages_go_to_the_dlq_and_replay_brings_them_back(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster
+):
+    topic = f"persistent://public/default/{unique('pay')}"
+    client = mg.Client(gateway_cluster.service_url)
+    try:
+        policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=1)
+        consumer = await client.subscribe(topic, "workers", consumer_type=mg.ConsumerType.Shared,
+                                          negative_ack_redelivery_delay_ms=100, dead_letter_policy=policy)
+        producer = await client.create_producer(topic)
+        for i in range(4):
+            await producer.send(f"m{i}".encode())
+        for _ in range(4):  # a nack brings each to max_redeliver_count: the broker moves it to the DLQ
+            await consumer.negative_acknowledge(await consumer.receive(10_000))
+        dlq = f"{topic}-workers-DLQ"
+        listed: dict = {}
+        for _ in range(100):
+            listed = {d["topic"]: d for d in (await http.get("/admin/v2/dlq/public/default")).json()}
+            if listed.get(dlq, {}).get("backlog") == 4:
+                break
+            await asyncio.sleep(0.1)
+        assert dlq in listed, (dlq, listed)
+        assert listed[dlq]["countsByRealTopic"] == {topic: 4}
+        peek = (await http.get(f"/admin/v2/dlq/public/default/{dlq.rsplit('/', 1)[1]}/messages")).json()
+        assert {p["realTopic"] for p in peek} == {topic} and all(p["reason"] for p in peek)
+        result = (await http.post(f"/admin/v2/dlq/public/default/{dlq.rsplit('/', 1)[1]}/replay")).json()
+        assert result["moved"] == 4 and result["movedByTarget"] == {topic: 4}
+        back = sorted([(await consumer.receive(10_000)).data() for _ in range(4)])
+        assert back == [b"m0", b"m1", b"m2", b"m3"]
+    finally:
+        await client.close()

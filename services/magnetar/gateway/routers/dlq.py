@@ -5,13 +5,17 @@ See gateway/deadletters.py for how a replay moves each message exactly once."""
 
 from __future__ import annotations
 
+import base64
+from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from magnetar.common.errors import InvalidArgument
+from magnetar.common.names import TopicName
 from magnetar.gateway import deadletters
-from magnetar.gateway.deps import Context, Topic
+from magnetar.gateway.deps import Context, Namespace, Topic
 from magnetar.gateway.errors import responses
 from magnetar.gateway.models import PulsarModel
 
@@ -42,6 +46,94 @@ class ReplayResult(PulsarModel):
 
 class PurgeResult(PulsarModel):
     subscription: str
+
+
+class DlqInfo(PulsarModel):
+    """One subscription of a DLQ topic (a DLQ without subscriptions: one entry, ``subscription`` null)."""
+
+    topic: str
+    subscription: str | None
+    backlog: int
+    """Unacknowledged messages (counted up to ``scanLimit``; see ``complete``)."""
+    complete: bool
+    oldestPublishTime: str | None
+    oldestAgeSeconds: float | None
+    countsByRealTopic: dict[str, int]
+
+
+class DeadLetter(PulsarModel):
+    messageId: str
+    realTopic: str | None
+    originMessageId: str | None
+    reconsumeTimes: int | None
+    reason: str | None
+    publishTime: str
+    eventTime: str | None
+    key: str | None
+    producerName: str
+    properties: dict[str, str]
+    payload: str
+    """base64"""
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _dlq_topics(names: list[str]) -> dict[str, list[str]]:
+    """The namespace's DLQ topics (partitioned ones by their own name), with their partitions."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(names):
+        if deadletters.is_dlq_topic(name):
+            out[str(TopicName.parse(name).partitioned_topic_name)].append(name)
+    return out
+
+
+@router.get("/{tenant}/{namespace}", summary="List a namespace's DLQ topics with, per subscription, backlog, oldest message and counts by REAL_TOPIC",
+            operation_id="Magnetar_getDeadLetterTopics", responses=responses(400, 404, 412))
+async def list_dlqs(namespace: Namespace, ctx: Context,
+                    scanLimit: int = Query(10_000, ge=1, le=1_000_000)) -> list[DlqInfo]:  # noqa: N803
+    out = []
+    now_ms = datetime.now(UTC).timestamp() * 1000
+    for topic, partitions in _dlq_topics(await ctx.admin.topics(namespace)).items():
+        for sub in await ctx.admin.subscriptions(topic) or [None]:
+            if sub is None:  # nothing keeps its messages: none to count
+                out.append(DlqInfo(topic=topic, subscription=None, backlog=0, complete=True, oldestPublishTime=None,
+                                   oldestAgeSeconds=None, countsByRealTopic={}))
+                continue
+            summary = await deadletters.summarize(ctx.admin, topic, partitions, sub, scanLimit)
+            oldest = summary.oldest_publish_ms
+            out.append(DlqInfo(
+                topic=topic, subscription=sub, backlog=summary.backlog, complete=summary.complete,
+                oldestPublishTime=_iso(oldest) if oldest is not None else None,
+                oldestAgeSeconds=max(0.0, (now_ms - oldest) / 1000) if oldest is not None else None,
+                countsByRealTopic=dict(summary.by_real_topic),
+            ))
+    return out
+
+
+@router.get("/{tenant}/{namespace}/{topic}/messages", summary="Peek a DLQ's messages with their provenance (nothing is acknowledged)",
+            operation_id="Magnetar_peekDeadLetters", responses=responses(400, 404, 412))
+async def peek_dlq(topic: Topic, ctx: Context, subscription: Subscription = None,
+                   limit: int = Query(10, ge=1, le=1000)) -> list[DeadLetter]:
+    sub = await dlq_subscription(ctx, topic, subscription)
+    partitions = await ctx.admin.partitions(topic)
+    names = [str(TopicName.parse(topic).partition(i)) for i in range(partitions)] if partitions else [topic]
+    out = []
+    async for m in deadletters.messages(ctx.admin, names, sub, limit):
+        props = dict(m.message.properties)
+        times = props.get(deadletters.RECONSUMETIMES)
+        mid = m.message_id
+        out.append(DeadLetter(
+            messageId=f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}:{mid.batch_index}",
+            realTopic=props.get(deadletters.REAL_TOPIC), originMessageId=props.get(deadletters.ORIGIN_MESSAGE_ID),
+            reconsumeTimes=int(times) if times and times.isdigit() else None,
+            reason=props.get(deadletters.DEAD_LETTER_REASON), publishTime=_iso(m.publish_time_ms),
+            eventTime=_iso(m.message.event_time_ms) if m.message.event_time_ms else None,
+            key=m.message.partition_key if m.message.has_partition_key else None, producerName=m.producer_name,
+            properties=props, payload=base64.b64encode(m.message.payload).decode(),
+        ))
+    return out
 
 
 async def dlq_subscription(ctx: Context, dlq: str, requested: str | None) -> str:
