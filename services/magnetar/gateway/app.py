@@ -12,8 +12,9 @@ from magnetar.gateway.deps import Context
 from magnetar.gateway.metrics import GatewayMetrics
 from magnetar.gateway.models import Health
 from magnetar.gateway.routers import clusters, lookup, tenants
+from magnetar.gateway.websocket import router as websocket
 
-ROUTERS = (clusters.router, tenants.router, lookup.router)
+ROUTERS = (clusters.router, tenants.router, lookup.router, websocket.router)
 
 
 def create_app(context: GatewayContext) -> FastAPI:
