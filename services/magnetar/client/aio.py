@@ -84,6 +84,14 @@ class Client:
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()
 
+    @classmethod
+    def sharing(cls, pool: ConnectionPool) -> Client:
+        """A client over an existing connection pool (its channels and service hosts): the
+        gateway's SDK client shares its admin client's. Closing either closes the pool."""
+        client = cls(",".join(pool.service_hosts) or "127.0.0.1", operation_timeout_seconds=pool.operation_timeout_s)
+        client._pool = pool
+        return client
+
     @property
     def service_hosts(self) -> list[str]:
         return list(self._pool.service_hosts)

@@ -21,10 +21,11 @@ from magnetar.gateway.routers import (
     topics,
     unload,
 )
+from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
     clusters.router, tenants.router, lookup.router, topics.router, subscriptions.router, unload.router,
-    storage.router, dlq.router,
+    storage.router, dlq.router, websocket.router,
 )
 
 

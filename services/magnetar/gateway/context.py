@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 from magnetar.client.admin import AdminClient
+from magnetar.client.aio import Client
 from magnetar.common.errors import MagnetarError
 from magnetar.gateway.config import GatewayConfig
 from magnetar.ledger.client import LedgerClient
@@ -29,6 +30,9 @@ class GatewayContext:
     tenants: ZkTenantStore
     ledgers: LedgerClient
     """Ledger metadata and the bookies (read only: the gateway creates no ledgers)."""
+    client: Client
+    """The SDK client WebSocket producers, consumers and readers are made with; it shares
+    the admin client's connection pool (channels and service hosts)."""
     brokers: list[str] = field(default_factory=list)
     """The live brokers last read from ZooKeeper."""
 
@@ -38,7 +42,10 @@ class GatewayContext:
         admin = AdminClient(url, config.operation_timeout_s)
         if not config.broker_service_url:
             admin.pool.service_hosts = []
-        return cls(config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), LedgerClient(session))
+        client = Client.sharing(admin.pool)  # one pool: one channel per broker, hosts kept fresh below
+        return cls(
+            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), LedgerClient(session), client,
+        )
 
     def zookeeper_up(self) -> bool:
         return self.session.state is SessionState.CONNECTED
@@ -61,5 +68,6 @@ class GatewayContext:
                 log.warning("could not read the registered brokers: %s", exc.message)
 
     async def close(self) -> None:
+        await self.client.close()  # every WebSocket's producer, consumer and reader
         await self.admin.close()
         await self.ledgers.close()

@@ -92,11 +92,12 @@ def _dlq_topics(names: list[str]) -> dict[str, list[str]]:
 @router.get("/{tenant}/{namespace}", summary="List a namespace's DLQ topics with, per subscription, backlog, oldest message and counts by REAL_TOPIC",
             operation_id="Magnetar_getDeadLetterTopics", responses=responses(400, 404, 412))
 async def list_dlqs(namespace: Namespace, ctx: Context,
-                    scanLimit: int = Query(10_000, ge=1, le=1_000_000)) -> list[DlqInfo]:  # noqa: N803
+                    scanLimit: int = Query(10_000, ge=1, le=1_000_000)) -> list[DlqInfo]:
     out = []
     now_ms = datetime.now(UTC).timestamp() * 1000
     for topic, partitions in _dlq_topics(await ctx.admin.topics(namespace)).items():
-        for sub in await ctx.admin.subscriptions(topic) or [None]:
+        subscriptions: list[str | None] = list(await ctx.admin.subscriptions(topic))
+        for sub in subscriptions or [None]:
             if sub is None:  # nothing keeps its messages: none to count
                 out.append(DlqInfo(topic=topic, subscription=None, backlog=0, complete=True, oldestPublishTime=None,
                                    oldestAgeSeconds=None, countsByRealTopic={}))
