@@ -11,9 +11,9 @@ from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.deps import Context
 from magnetar.gateway.metrics import GatewayMetrics
 from magnetar.gateway.models import Health
-from magnetar.gateway.routers import clusters, lookup, tenants
+from magnetar.gateway.routers import clusters, lookup, namespaces, tenants
 
-ROUTERS = (clusters.router, tenants.router, lookup.router)
+ROUTERS = (clusters.router, tenants.router, namespaces.router, lookup.router)
 
 
 def create_app(context: GatewayContext) -> FastAPI:
