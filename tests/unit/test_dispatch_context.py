@@ -65,6 +65,7 @@ class Context:
     partition: int = -1
     consumers: list[BrokerConsumer] = field(default_factory=list)
     settings: BrokerConfig = field(default_factory=BrokerConfig)
+    delayed_delivery: bool = True
     out: int = 0
 
     def __post_init__(self) -> None:

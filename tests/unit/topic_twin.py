@@ -26,6 +26,7 @@ class TopicTwin:
         """The managed ledger's metadata store: what the cursors stored."""
         self.config = config
         self.mover: MovePublisher | None = None
+        self.delayed_delivery_enabled = True
         self.msg_out = 0
         self.subscriptions: dict[str, Subscription] = {}
 

@@ -1,4 +1,4 @@
-"""The broker's subscription and retention admin RPCs (a mixin of ``BrokerServicer``):
+"""The broker's subscription, retention and dead-letter admin RPCs (a mixin of ``BrokerServicer``):
 wire ↔ :mod:`magnetar.broker.subscription_admin` and :mod:`magnetar.broker.retention`."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from magnetar.broker.deadletter import DeadLetterDefaults
+from magnetar.broker.namespace_policies import PolicyKind
+from magnetar.broker.namespace_rpcs import dead_letter_from_proto, dead_letter_to_proto
 from magnetar.broker.retention import RetentionPolicy
 from magnetar.broker.subscription_admin import Start, SubscriptionAdmin
 from magnetar.common.errors import InvalidArgument
@@ -66,8 +67,10 @@ class SubscriptionAdminRpcs:
         if not request.HasField("policies"):
             raise InvalidArgument("give the retention policies (retention_time_minutes, retention_size_mb)")
         policies = request.policies
-        await self.service.retention.set_retention(
-            request.namespace, RetentionPolicy(policies.retention_time_minutes, policies.retention_size_mb)
+        # As the gateway's: Pulsar's rules, checked against the backlog quota.
+        await self.service.namespace_policies.set(
+            request.namespace, PolicyKind.RETENTION,
+            RetentionPolicy(policies.retention_time_minutes, policies.retention_size_mb),
         )
         return pb.AdminResponse()
 
@@ -80,18 +83,9 @@ class SubscriptionAdminRpcs:
 
     @rpc_errors
     async def SetDeadLetterPolicy(self, request: pb.SetDeadLetterPolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        p = request.policy
-        defaults = DeadLetterDefaults(
-            max_redeliver_count=p.max_redeliver_count or None, retry_letter_topic=p.retry_letter_topic or None,
-            dead_letter_topic=p.dead_letter_topic or None, initial_subscription_name=p.initial_subscription_name or None,
-        )
-        await self.service.set_dead_letter_defaults(request.namespace, defaults)
+        await self.service.set_dead_letter_defaults(request.namespace, dead_letter_from_proto(request.policy))
         return pb.AdminResponse()
 
     @rpc_errors
     async def GetDeadLetterPolicy(self, request: pb.GetDeadLetterPolicyRequest, context: grpc.aio.ServicerContext) -> pb.DeadLetterPolicy:
-        d = await self.service.dead_letter_defaults(request.namespace) or DeadLetterDefaults()
-        return pb.DeadLetterPolicy(
-            max_redeliver_count=d.max_redeliver_count or 0, retry_letter_topic=d.retry_letter_topic or "",
-            dead_letter_topic=d.dead_letter_topic or "", initial_subscription_name=d.initial_subscription_name or "",
-        )
+        return dead_letter_to_proto(await self.service.dead_letter_defaults(request.namespace))

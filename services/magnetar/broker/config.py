@@ -68,6 +68,10 @@ class BrokerConfig(ServiceConfig):
     """Retention of namespaces that set none (-1: unlimited; 0: consumed data goes at once)."""
     default_retention_size_mb: int = Field(default=0, ge=-1)
     """Retention size of namespaces that set none (-1: unlimited)."""
+    policy_check_interval_s: float = Field(default=10.0, gt=0)
+    """How often each served topic re-reads its namespace's policies (a change made
+    through another broker) and expires messages past the message TTL and evicts
+    backlog over a backlog quota (Pulsar checks every 5 minutes and every 60 s)."""
     gc_freeze_interval_s: float = Field(default=10.0, ge=0)
     """Every this often the live objects are frozen out of the garbage collector's passes
     (see magnetar.common.gcpolicy; 0: the default collector, with its pauses)."""

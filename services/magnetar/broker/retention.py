@@ -11,7 +11,6 @@ namespace is logged and the round goes on; the next round tries again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any, Protocol
 
 from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.names import NamespaceName, TopicName
+from magnetar.common.tasks import PeriodicRounds
 from magnetar.metadata.tenants import NamespaceRetention
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,8 @@ class RetentionTask:
         self._topics = topics
         self._store = store
         self._config = config
-        self._task: asyncio.Task[None] | None = None
+        # run_once looked up each round, so it can be replaced (tests do).
+        self._rounds = PeriodicRounds("retention", lambda: config.retention_check_interval_s, lambda: self.run_once())
 
     @property
     def defaults(self) -> RetentionPolicy:
@@ -110,22 +111,10 @@ class RetentionTask:
 
     # -- the periodic task -----------------------------------------------------------
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="retention")
+        self._rounds.start()
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._config.retention_check_interval_s)
-            try:
-                await self.run_once()
-            except Exception:  # a bug must not end retention for good
-                log.exception("retention round failed")
+        await self._rounds.close()
 
     async def run_once(self) -> dict[str, list[int]]:
         """One round over the served topics; returns the ledgers deleted per topic."""

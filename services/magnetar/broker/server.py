@@ -18,6 +18,7 @@ from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.deadletter.remote import RemoteMovePublisher
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.namespace_rpcs import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.tenant_info import TenantInfo
@@ -51,7 +52,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=partition, batch_index=-1)
 
 
-class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, pb_grpc.BrokerServicer):
+class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, pb_grpc.BrokerServicer):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
@@ -266,8 +267,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, pb_grpc.BrokerServic
 
     @rpc_errors
     async def CreateNamespace(self, request: pb.CreateNamespaceRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        tenant, ns = _split_namespace(request.namespace)
-        await self.service.tenants.create_namespace(tenant, ns, {})
+        await self.service.create_namespace(request.namespace, policies_from_proto(request.policies), request.policies.bundles)
         return pb.AdminResponse()
 
     @rpc_errors

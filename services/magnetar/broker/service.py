@@ -15,6 +15,12 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
+from magnetar.broker.namespace_policies import (
+    NamespacePolicies,
+    NamespacePolicyAdmin,
+    from_document,
+)
+from magnetar.broker.policy_task import NamespacePolicyTask
 from magnetar.broker.rates import RateSampler
 from magnetar.broker.retention import RetentionTask
 from magnetar.broker.topic import PersistentTopic
@@ -84,6 +90,8 @@ class BrokerService:
         self.mover: MovePublisher = ServiceMovePublisher(self, remote_mover)
         self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
         self.rates = RateSampler(self.topics, config.stats_interval_s)
+        self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
+        self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults((self.config.cluster_name,))
@@ -95,6 +103,7 @@ class BrokerService:
         self._lease_task = asyncio.get_running_loop().create_task(self._keep_lease(), name="broker-lease")
         self.retention = RetentionTask(self.topics, self.tenants, self.config)
         self.retention.start()
+        self.policy_task.start()
         self.gc_policy.start()
         self.rates.start()
 
@@ -267,6 +276,7 @@ class BrokerService:
     async def close(self) -> None:
         if hasattr(self, "retention"):  # started
             await self.retention.close()
+        await self.policy_task.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             await asyncio.gather(self._lease_task, return_exceptions=True)
@@ -281,6 +291,37 @@ class BrokerService:
                 log.warning("closing %s: %s", topic.name, exc.message)
         self.topics.clear()
         await self.ledgers.close()
+
+    # -- namespace policies ------------------------------------------------------------
+    def _policies_changed(self, namespace: str, policies: NamespacePolicies) -> None:
+        """A change made through this broker applies to its topics at once (other brokers
+        read it at their policy task's next round)."""
+        for name, topic in list(self.topics.items()):
+            if str(TopicName.parse(name).namespace) == namespace:
+                topic.apply_policies(policies)
+
+    async def create_namespace(self, namespace: str, policies: NamespacePolicies, bundles: int = 0) -> None:
+        """Create ``tenant/namespace`` with ``policies``.
+
+        Raises:
+            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace.
+            InvalidArgument, PreconditionFailed: a policy refused (see namespace_policies).
+            TenantNotFound, AlreadyExists.
+        """
+        if bundles and bundles != self.config.bundles_per_namespace:
+            raise PreconditionFailed(
+                f"Invalid number of bundles: every namespace has {self.config.bundles_per_namespace} "
+                f"(the brokers' bundles_per_namespace), not {bundles}"
+            )
+        await self.namespace_policies.create_namespace(namespace, policies)
+
+    @staticmethod
+    def _topic_policies(doc: dict[str, Any], namespace: str) -> NamespacePolicies:
+        try:
+            return from_document(doc, namespace)
+        except CorruptMetadata as exc:
+            log.warning("%s; its topics use the broker's defaults", exc.message)
+            return NamespacePolicies()
 
     # -- retry and dead-letter defaults --------------------------------------------
     async def dead_letter_defaults(self, namespace: str) -> DeadLetterDefaults | None:
@@ -388,7 +429,7 @@ class BrokerService:
         closing = self._closing.get(str(name))
         if closing is not None:  # unloaded a moment ago: its last writes go first
             await asyncio.wait({closing}, timeout=self.config.zk_session_timeout_s)
-        await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
+        policies_doc = await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
         if not name.is_partition and await self.tenants.get_partitions(tenant, ns, local) > 0:
             raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
         doc, _ = await self.ml_store.get(tenant, ns, local)
@@ -397,6 +438,7 @@ class BrokerService:
         ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
         topic.mover = self.mover
+        topic.policies = self._topic_policies(policies_doc, str(name.namespace))
         await topic.load()
         if not self.serving() or self._bundle(name) not in self._owned:
             # Ownership was lost (or the bundle unloaded) while the topic was opening.

@@ -65,6 +65,10 @@ class SubscriptionTopic(Protocol):
     def mover(self) -> MovePublisher | None:
         """Publishes retry and dead-letter copies (None: this broker cannot)."""
 
+    @property
+    def delayed_delivery_enabled(self) -> bool:
+        """False: delayed messages go out at once (the namespace's delayedDelivery policy)."""
+
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers."""
 
@@ -109,6 +113,10 @@ class Subscription:
     @property
     def settings(self) -> BrokerConfig:
         return self.topic.config
+
+    @property
+    def delayed_delivery(self) -> bool:
+        return self.topic.delayed_delivery_enabled
 
     def count_out(self, messages: int, size: int = 0) -> None:
         self.meter_out.add(messages, size)
@@ -190,9 +198,7 @@ class Subscription:
                 raise InvalidArgument(f"cumulative acknowledgement is not allowed on {TYPE_NAMES[self.sub_type]} subscriptions")
             last = max(positions)
             self.cursor.ack_cumulative(last)
-            for c in self.consumers:
-                for p in [p for p in c.pending if p <= last]:
-                    self.dispatcher.released(c, p, c.release(p))
+            self._release_through(last)
         elif self.sub_type == pb.KEY_SHARED:
             for p in positions:
                 held = consumer.pending.get(p)
@@ -220,6 +226,24 @@ class Subscription:
             if released:
                 self.dispatcher.released(consumer, position, released)
         self.dispatcher.wake()
+
+    def _release_through(self, last: Position) -> None:
+        for c in self.consumers:
+            for p in [p for p in c.pending if p <= last]:
+                self.dispatcher.released(c, p, c.release(p))
+
+    def acknowledge_through(self, last: Position) -> int:
+        """Acknowledge every entry up to ``last`` (a stored entry), whoever holds it: message
+        expiry and backlog eviction. Returns how many entries that took off the backlog.
+
+        Raises:
+            InvalidArgument: ``last`` is not a stored entry (nothing changed).
+        """
+        before = self.cursor.backlog()
+        self.cursor.ack_cumulative(last)
+        self._release_through(last)
+        self.dispatcher.wake()
+        return before - self.cursor.backlog()
 
     # -- redelivery -----------------------------------------------------------------------
     def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None:

@@ -1,5 +1,5 @@
 """A persistent topic (one partition): its managed ledger, producers, subscriptions,
-and message deduplication.
+message deduplication, and what it enforces of its namespace's policies.
 
 Deduplication (as Pulsar's): each producer name has a highest sequence id *pushed*
 (sent to the managed ledger) and *persisted* (stored). A batch whose lowest sequence id
@@ -9,6 +9,19 @@ its producer and sequence ids); a snapshot in the ledger list's properties would
 that scan — not done yet. Retry/DLQ copies are deduplicated the same way, each moved
 message under a producer name of its own; only the latest ``MAX_MOVE_NAMES`` of those
 are remembered.
+
+Deduplication is on when the namespace says so (policy ``deduplication``), else when the
+broker's ``deduplication_enabled`` does. Switched off, resends are stored again, but the
+state is still kept, so switching it on again is exact at once. A topic loaded with it
+off keeps no state; switching it on then rebuilds the state by the same scan, in the
+background, and resends are recognised once that scan is done.
+
+Namespace policies enforced here (the rest is :mod:`magnetar.broker.policy_task`'s): a
+``destination_storage`` backlog quota that blocks producers is checked on every publish
+and every new producer (``ProducerBlockedQuotaExceeded`` while the backlog is over
+``limit_size``); delayed delivery switched off delivers delayed messages at once (the
+dispatchers ask :attr:`PersistentTopic.delayed_delivery_enabled`); a delayed message due
+more than ``max_delivery_delay_ms`` after its publish time is refused.
 """
 
 from __future__ import annotations
@@ -23,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
+from magnetar.broker.backlog import backlog_bytes, slowest
 from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
 from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.stats import estimated_size
+from magnetar.broker.namespace_policies import NamespacePolicies, QuotaType
 from magnetar.broker.rates import Meter
 from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
 from magnetar.common.errors import (
@@ -37,6 +52,7 @@ from magnetar.common.errors import (
     MagnetarError,
     MessageTooBig,
     NotOwner,
+    ProducerBlockedQuotaExceeded,
     ProducerBusy,
     ServiceClosed,
     SubscriptionNotFound,
@@ -115,18 +131,30 @@ class PersistentTopic:
         self.meter_out = Meter()
         """Messages and bytes delivered to the consumers of every subscription."""
         self._dedup = _Dedup()
+        self._dedup_tracked = False  # the state follows every stored entry from now on
+        self._dedup_complete = False  # ... and covers every entry stored before, too
+        self.policies = NamespacePolicies()
+        """Its namespace's policies (set by the broker before :meth:`load`, refreshed by
+        :meth:`apply_policies`)."""
+        self._quota_blocked: str | None = None
         self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
         self._closed = False
         self._sub_lock = asyncio.Lock()
         self._tasks = BackgroundTasks(f"topic {name}")
 
     async def load(self) -> None:
-        """Know the stored subscriptions; rebuild deduplication state from the entries."""
+        """Know the stored subscriptions; rebuild deduplication state from the entries
+        when deduplication is on."""
         self._load_subscriptions()
-        if not self.config.deduplication_enabled or self.ml.number_of_entries == 0:
-            return
-        position = self.ml.first_position
-        while position is not None:
+        if self.deduplication_enabled:
+            self._dedup_tracked = True
+            await self._scan_dedup()
+
+    async def _scan_dedup(self) -> None:
+        """Learn every producer's highest stored sequence id from the entries (merged
+        with what was learnt meanwhile); resends are recognised from then on."""
+        position: Position | None = self.ml.first_position if self.ml.number_of_entries else None
+        while position is not None and not self._closed:
             batch = await self.ml.read_entries(position, 500, 16 * 1024 * 1024)
             if not batch:
                 break
@@ -135,7 +163,55 @@ class PersistentTopic:
                 if eb.producer_name and eb.messages:
                     self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages))
             position = self.ml.next_position(batch[-1][0])
-        self._dedup.pushed = dict(self._dedup.persisted)
+        pushed = self._dedup.pushed
+        for name, seq in self._dedup.persisted.items():
+            pushed[name] = max(pushed.get(name, -1), seq)
+        self._dedup_complete = True
+
+    # -- namespace policies ----------------------------------------------------------
+    @property
+    def deduplication_enabled(self) -> bool:
+        flag = self.policies.deduplication
+        return self.config.deduplication_enabled if flag is None else flag
+
+    @property
+    def delayed_delivery_enabled(self) -> bool:
+        """False: delayed messages are delivered at once (policy ``delayedDelivery``)."""
+        return self.policies.delayed_delivery_active
+
+    def apply_policies(self, policies: NamespacePolicies) -> None:
+        """Enforce ``policies`` from now on."""
+        self.policies = policies
+        age = policies.quota(QuotaType.MESSAGE_AGE)
+        if age is None or age.limit_time < 0 or not age.blocks_producers:
+            self._quota_blocked = None  # else the policy task decides at its next round
+        if self.deduplication_enabled and not self._dedup_tracked and not self._closed:
+            self._dedup_tracked = True
+            self._tasks.spawn(self._scan_dedup(), name=f"dedup-scan:{self.name}")
+
+    def block_producers(self, reason: str | None) -> None:
+        """Refuse sends and new producers with ``reason`` (a message_age backlog quota,
+        checked by the policy task); None: no longer."""
+        self._quota_blocked = reason
+
+    def backlog_bytes(self) -> int:
+        """Bytes stored after the slowest durable subscription (estimated)."""
+        marks = (s.cursor.mark_delete_position for s in self.subscriptions.values() if s.durable)
+        return backlog_bytes(self.ml.layout, slowest(marks))
+
+    def _quota_error(self) -> ProducerBlockedQuotaExceeded | None:
+        if self._quota_blocked is not None:
+            return ProducerBlockedQuotaExceeded(self._quota_blocked)
+        quota = self.policies.quota(QuotaType.DESTINATION_STORAGE)
+        if quota is None or quota.limit_size < 0 or not quota.blocks_producers:
+            return None
+        size = self.backlog_bytes()
+        if size <= quota.limit_size:
+            return None
+        return ProducerBlockedQuotaExceeded(
+            f"topic {self.name}: its backlog of {size} bytes is over its namespace's backlog quota of "
+            f"{quota.limit_size} bytes (policy {quota.policy}); sends are refused until consumers catch up"
+        )
 
     # -- producers -------------------------------------------------------------
     def add_producer(self, producer_name: str, on_close: Callable[[MagnetarError], None] | None = None) -> int:
@@ -151,6 +227,9 @@ class PersistentTopic:
             raise ServiceClosed(f"topic {self.name} is closing")
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
+        blocked = self._quota_error()
+        if blocked is not None:
+            raise blocked
         self.producers[producer_name] = Publisher(producer_name)
         if on_close is not None:
             self._producer_closers[producer_name] = on_close
@@ -175,28 +254,37 @@ class PersistentTopic:
         """Store one entry (a batch); a resend recognised by deduplication is not stored.
 
         Returns a future (no task per publish: this is the hot path). It fails with
-        MessageTooBig, ServiceClosed, NotOwner (the ledger was fenced by a new owner) or
-        the managed ledger's error.
+        MessageTooBig, ServiceClosed, ProducerBlockedQuotaExceeded, InvalidArgument (a
+        delay over the namespace's maximum), NotOwner (the ledger was fenced by a new
+        owner) or the managed ledger's error.
         """
         loop = asyncio.get_running_loop()
         if len(entry) > self.config.max_message_bytes:
             return _failed(loop, MessageTooBig(len(entry), self.config.max_message_bytes))
         if self._closed:
             return _failed(loop, ServiceClosed(f"topic {self.name} is closing"))
-        dedup = self.config.deduplication_enabled and bool(producer_name)
-        if dedup:
-            if lowest_seq <= self._dedup.persisted.get(producer_name, -1):
-                return _done(loop, PublishResult(None, duplicate=True))
-            if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
-                # The first copy is still in flight: wait for how it ends (rare).
-                return loop.create_task(self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq))
-            self._dedup.pushed[producer_name] = highest_seq
+        refused: MagnetarError | None = None
+        if self.policies.backlog_quotas or self._quota_blocked:
+            refused = self._quota_error()
+        if refused is None and num_messages == 1 and self.policies.max_delivery_delay_ms:
+            refused = _delay_error(entry, self.policies)
+        if refused is not None:
+            return _failed(loop, refused)
+        tracked = self._dedup_tracked and bool(producer_name)
+        if tracked:
+            if self._dedup_complete and self.deduplication_enabled:
+                if lowest_seq <= self._dedup.persisted.get(producer_name, -1):
+                    return _done(loop, PublishResult(None, duplicate=True))
+                if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
+                    # The first copy is still in flight: wait for how it ends (rare).
+                    return loop.create_task(self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq))
+            self._dedup.pushed[producer_name] = max(highest_seq, self._dedup.pushed.get(producer_name, -1))
         result: asyncio.Future[PublishResult] = loop.create_future()
         added = self.ml.add_entry(entry, delivery_time(entry) if num_messages == 1 else 0)
         publisher = self.producers.get(producer_name)
         meter = publisher.meter_in if publisher is not None else None
         added.add_done_callback(
-            lambda f: self._published(f, result, producer_name if dedup else "", highest_seq, num_messages, len(entry), meter)
+            lambda f: self._published(f, result, producer_name if tracked else "", highest_seq, num_messages, len(entry), meter)
         )
         return result
 
@@ -417,6 +505,20 @@ def delivery_time(entry: bytes) -> int:
     if len(batch.messages) != 1:
         return 0
     return effective_deliver_at(batch.messages[0].deliver_at_ms, batch.publish_time_ms)
+
+
+def _delay_error(entry: bytes, policies: NamespacePolicies) -> InvalidArgument | None:
+    """Pulsar's check of ``maxDeliveryDelayInMillis`` (only while delayed delivery is on)."""
+    if not policies.delayed_delivery_active:
+        return None
+    try:
+        batch = pb.EntryBatch.FromString(entry)
+    except DecodeError:
+        return None
+    limit = policies.max_delivery_delay_ms
+    if len(batch.messages) == 1 and batch.messages[0].deliver_at_ms - batch.publish_time_ms > limit:
+        return InvalidArgument(f"Exceeds max allowed delivery delay of {limit} milliseconds")
+    return None
 
 
 def _publish_time(entry: bytes) -> int:

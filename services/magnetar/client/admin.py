@@ -12,9 +12,15 @@ Answers are the broker's protobuf messages.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from magnetar.common.errors import AlreadyExists, NotOwner, PreconditionFailed, TopicNotFound
+from magnetar.common.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotOwner,
+    PreconditionFailed,
+    TopicNotFound,
+)
 from magnetar.common.message_id import MessageId, Start
 from magnetar.common.names import TopicName
 from magnetar.common.partitions import admin_targets
@@ -113,8 +119,9 @@ class AdminClient:
         request = pb.ListNamespacesRequest(tenant=tenant)
         return list((await self.call(lambda s: s.ListNamespaces(request, timeout=self.timeout))).names)
 
-    async def create_namespace(self, namespace: str) -> None:
-        request = pb.CreateNamespaceRequest(namespace=namespace)
+    async def create_namespace(self, namespace: str, policies: pb.NamespacePolicies | None = None) -> None:
+        """With ``policies``: created with them (checked as :meth:`set_namespace_policy` does)."""
+        request = pb.CreateNamespaceRequest(namespace=namespace, policies=policies)
         await self.call(lambda s: s.CreateNamespace(request, timeout=self.timeout))
 
     async def delete_namespace(self, namespace: str) -> None:
@@ -136,6 +143,36 @@ class AdminClient:
     async def set_dead_letter_policy(self, namespace: str, policy: pb.DeadLetterPolicy) -> None:
         request = pb.SetDeadLetterPolicyRequest(namespace=namespace, policy=policy)
         await self.call(lambda s: s.SetDeadLetterPolicy(request, timeout=self.timeout))
+
+    async def namespace_policies(self, namespace: str) -> pb.NamespacePolicies:
+        """Every policy the namespace sets (unset fields: the broker's defaults apply)."""
+        request = pb.GetNamespacePoliciesRequest(namespace=namespace)
+        return await self.call(lambda s: s.GetNamespacePolicies(request, timeout=self.timeout))
+
+    async def set_namespace_policy(
+        self, namespace: str, backlog_quota_type: pb.BacklogQuotaType = pb.DESTINATION_STORAGE, **policy: Any,
+    ) -> None:
+        """Set one policy, given as one keyword of SetNamespacePolicyRequest's ``policy``:
+        ``retention``, ``message_ttl_seconds``, ``backlog_quota`` (of
+        ``backlog_quota_type``), ``deduplication``, ``delayed_delivery`` or ``dead_letter``.
+
+        Raises:
+            InvalidArgument: not exactly one policy, or a value Pulsar's rules refuse.
+            PreconditionFailed: a bad TTL, or a retention / backlog quota conflict.
+            NamespaceNotFound.
+        """
+        if len(policy) != 1:
+            raise InvalidArgument(f"set one policy at a time, got {sorted(policy) or 'none'}")
+        request = pb.SetNamespacePolicyRequest(namespace=namespace, backlog_quota_type=backlog_quota_type, **policy)
+        await self.call(lambda s: s.SetNamespacePolicy(request, timeout=self.timeout))
+
+    async def remove_namespace_policy(
+        self, namespace: str, policy: pb.NamespacePolicyKind,
+        backlog_quota_type: pb.BacklogQuotaType = pb.DESTINATION_STORAGE,
+    ) -> None:
+        """Remove one policy (the broker's default applies again). Raises: NamespaceNotFound."""
+        request = pb.RemoveNamespacePolicyRequest(namespace=namespace, policy=policy, backlog_quota_type=backlog_quota_type)
+        await self.call(lambda s: s.RemoveNamespacePolicy(request, timeout=self.timeout))
 
     async def bundles(self, namespace: str, bundle: str = "") -> list[pb.BundleOwner]:
         """Each bundle (or the one named) with its owner's address ('' if unowned)."""

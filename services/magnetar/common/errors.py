@@ -18,6 +18,7 @@
     ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
     ├── ConsumerBusy             an Exclusive subscription has a consumer already
     ├── ProducerBusy             a producer with that name is connected already
+    ├── ProducerBlockedQuotaExceeded  the topic's backlog is over its namespace's quota
     ├── NotOwner                 this broker does not serve the topic (look it up again)
     ├── NotEnoughBookies
     ├── MetadataError            ZooKeeper trouble
@@ -142,6 +143,15 @@ class ConsumerBusy(MagnetarError):
 class ProducerBusy(MagnetarError):
     code = "PRODUCER_BUSY"
     grpc_status = "FAILED_PRECONDITION"
+
+
+class ProducerBlockedQuotaExceeded(MagnetarError):
+    """The topic's backlog is over its namespace's backlog quota (policy
+    ``producer_exception`` or ``producer_request_hold``): sends and new producers are
+    refused until consumers catch up (Pulsar's ProducerBlockedQuotaExceededException)."""
+
+    code = "PRODUCER_BLOCKED_QUOTA_EXCEEDED"
+    grpc_status = "RESOURCE_EXHAUSTED"
 
 
 class NotOwner(MagnetarError):

@@ -6,7 +6,8 @@ garbage-collected mid-flight, and an exception nobody retrieves surfaces only as
 "Task exception was never retrieved" at collection time. :class:`BackgroundTasks` holds
 each task until it ends and logs an exception as soon as the task ends with one.
 :class:`KeyedTasks` does the same with the latest task per key reachable by that key
-(a broker's topic closes, by topic name).
+(a broker's topic closes, by topic name). :class:`PeriodicRounds` is one owned task that
+runs a round every interval (a broker's retention and namespace policy checks).
 
 Spawning after :meth:`BackgroundTasks.close` is allowed: the task is kept like any other
 and a later ``close()`` stops it. Owners that must not start work once closed check their
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -193,3 +194,33 @@ def _report(owner: str, what: str, exc: BaseException, on_error: Callable[[Any, 
         on_error(arg, exc)
     else:
         log.error("%s: %s failed", owner or "owner", what, exc_info=exc)
+
+
+class PeriodicRounds:
+    """One owned task running ``round_()`` every ``interval_s()`` seconds (read anew
+    each time) from :meth:`start` until :meth:`close`. A round that raises is logged and
+    the next one runs: a bug must not end the rounds for good."""
+
+    def __init__(self, name: str, interval_s: Callable[[], float], round_: Callable[[], Awaitable[Any]]) -> None:
+        self.name = name
+        self._interval_s = interval_s
+        self._round = round_
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s())
+            try:
+                await self._round()
+            except Exception:
+                log.exception("%s round failed", self.name)

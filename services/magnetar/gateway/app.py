@@ -15,6 +15,7 @@ from magnetar.gateway.routers import (
     clusters,
     dlq,
     lookup,
+    namespaces,
     storage,
     subscriptions,
     tenants,
@@ -24,7 +25,7 @@ from magnetar.gateway.routers import (
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, tenants.router, lookup.router, topics.router, subscriptions.router, unload.router,
+    clusters.router, tenants.router, namespaces.router, lookup.router, topics.router, subscriptions.router, unload.router,
     storage.router, dlq.router, websocket.router,
 )
 

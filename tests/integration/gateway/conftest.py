@@ -29,7 +29,8 @@ def gateway_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPat
     gateways = ServiceFactory(GatewayProcess, connect, root, base / "gateways")
     try:
         started = [bookies(), bookies()]
-        broker = brokers(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5)
+        # Rates are sampled and namespace policies (message TTL, backlog eviction) enforced every 0.5 s.
+        broker = brokers(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5, policy_check_interval_s=0.5)
         gateway = gateways(broker_refresh_interval_s=0.5)
         yield GatewayCluster(connect, root, broker, gateway, started)
     finally:

@@ -76,6 +76,10 @@ class DispatchContext(Protocol):
     @property
     def settings(self) -> DispatchSettings: ...
 
+    @property
+    def delayed_delivery(self) -> bool:
+        """False: delayed messages go out at once (the namespace's policy)."""
+
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers (stats)."""
 
@@ -237,7 +241,7 @@ class Dispatcher:
     def _due_ms(self, batch: pb.EntryBatch) -> int:
         """When a delayed entry may go out (0: now). Delayed messages are never batched;
         an entry of several messages goes out at once."""
-        if not self.delays_messages or len(batch.messages) != 1:
+        if not self.delays_messages or len(batch.messages) != 1 or not self.sub.delayed_delivery:
             return 0
         return effective_deliver_at(batch.messages[0].deliver_at_ms, batch.publish_time_ms)
 

@@ -1,0 +1,390 @@
+"""A namespace's policies, as Pulsar's: retention, message TTL, backlog quotas,
+deduplication and delayed delivery, plus Magnetar's dead-letter defaults. Typed values,
+Pulsar's rules for setting them, and their keys in the namespace's policies document
+(:mod:`magnetar.metadata.tenants`).
+
+Stored keys (absent: not set, the broker's default applies): ``retention``
+(``retention_time_minutes``, ``retention_size_mb``), ``message_ttl_seconds``,
+``backlog_quotas`` (``{"destination_storage": {"limit_size", "limit_time", "policy"}}``),
+``deduplication``, ``delayed_delivery`` (``active``, ``tick_time_ms``,
+``max_delivery_delay_ms``) and ``dead_letter_policy``. Other keys of the document are
+kept as they are.
+
+Every change is one compare-and-set of the document whose check runs on the document
+read, so a backlog quota and a retention set at the same time cannot both pass the check
+against the other's old value. A refused change writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum, StrEnum
+from typing import Any, Protocol, TypeVar
+
+from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
+from magnetar.broker.retention import RetentionPolicy
+from magnetar.common.errors import InvalidArgument, PreconditionFailed
+from magnetar.common.names import NamespaceName
+from magnetar.metadata.errors import CorruptMetadata
+from magnetar.metadata.tenants import RETENTION_KEY, validate_retention
+
+T = TypeVar("T")
+TTL_KEY = "message_ttl_seconds"
+QUOTAS_KEY = "backlog_quotas"
+DEDUPLICATION_KEY = "deduplication"
+DELAYED_KEY = "delayed_delivery"
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+_MB = 1024 * 1024
+
+RETENTION_BELOW_QUOTA = "Retention Quota must exceed configured backlog quota for namespace."
+QUOTA_ABOVE_RETENTION = (
+    "Backlog Quota exceeds configured retention quota for namespace. Please increase retention quota and retry"
+)
+SINGLE_ZERO_LIMIT = (
+    "Invalid retention policy: Setting a single time or size limit to 0 is invalid when one of the limits has a "
+    "non-zero value. Use the value of -1 instead of 0 to ignore a specific limit. To disable retention both limits "
+    "must be set to 0."
+)
+
+
+class PolicyKind(Enum):
+    RETENTION = "retention"
+    MESSAGE_TTL = "messageTTL"
+    BACKLOG_QUOTA = "backlogQuota"
+    DEDUPLICATION = "deduplication"
+    DELAYED_DELIVERY = "delayedDelivery"
+    DEAD_LETTER = "deadLetterPolicy"
+
+
+class QuotaType(StrEnum):
+    """Pulsar's BacklogQuotaType."""
+
+    DESTINATION_STORAGE = "destination_storage"
+    MESSAGE_AGE = "message_age"
+
+
+class QuotaPolicy(StrEnum):
+    """Pulsar's BacklogQuota.RetentionPolicy: what happens over quota."""
+
+    PRODUCER_REQUEST_HOLD = "producer_request_hold"
+    PRODUCER_EXCEPTION = "producer_exception"
+    CONSUMER_BACKLOG_EVICTION = "consumer_backlog_eviction"
+
+
+@dataclass(frozen=True)
+class BacklogQuota:
+    """Pulsar's BacklogQuota: ``limit_size`` bytes of backlog (destination_storage) or
+    ``limit_time`` seconds of age of the oldest unacknowledged message (message_age);
+    -1: no limit."""
+
+    limit_size: int = -1
+    limit_time: int = -1
+    policy: QuotaPolicy = QuotaPolicy.PRODUCER_REQUEST_HOLD
+
+    @property
+    def blocks_producers(self) -> bool:
+        """Over quota, producers are refused (hold is enforced as exception); else the
+        slowest subscriptions are moved forward."""
+        return self.policy is not QuotaPolicy.CONSUMER_BACKLOG_EVICTION
+
+
+@dataclass(frozen=True)
+class DelayedDelivery:
+    """Pulsar's DelayedDeliveryPolicies (``tickTime``, ``maxDeliveryDelayInMillis``)."""
+
+    active: bool = True
+    tick_time_ms: int = 1000
+    """Stored and shown; Magnetar's dispatchers use exact timers, not a tick."""
+    max_delivery_delay_ms: int = 0
+    """A delayed message due later than this after its publish time is refused (0: no limit)."""
+
+
+@dataclass(frozen=True)
+class NamespacePolicies:
+    """What a namespace sets (None / empty: not set; the broker's default applies)."""
+
+    retention: RetentionPolicy | None = None
+    message_ttl_s: int | None = None
+    """0: messages never expire."""
+    backlog_quotas: Mapping[QuotaType, BacklogQuota] = field(default_factory=dict)
+    deduplication: bool | None = None
+    delayed_delivery: DelayedDelivery | None = None
+    dead_letter: DeadLetterDefaults | None = None
+
+    def quota(self, kind: QuotaType) -> BacklogQuota | None:
+        return self.backlog_quotas.get(kind)
+
+    @property
+    def delayed_delivery_active(self) -> bool:
+        return self.delayed_delivery is None or self.delayed_delivery.active
+
+    @property
+    def max_delivery_delay_ms(self) -> int:
+        return 0 if self.delayed_delivery is None else self.delayed_delivery.max_delivery_delay_ms
+
+
+# -- Pulsar's rules -------------------------------------------------------------------
+def _is_int(value: object, low: int, high: int = _INT64_MAX) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def check_retention(retention: RetentionPolicy) -> RetentionPolicy:
+    """Raises: InvalidArgument with Pulsar's reason (a limit below -1, or one limit 0
+    and the other not)."""
+    size, time = retention.retention_size_mb, retention.retention_time_minutes
+    if not _is_int(size, -1):
+        raise InvalidArgument("Invalid retention policy: size limit must be >= -1")
+    if not _is_int(time, -1, _INT32_MAX):
+        raise InvalidArgument("Invalid retention policy: time limit must be >= -1")
+    if (time == 0) != (size == 0):
+        raise InvalidArgument(SINGLE_ZERO_LIMIT)
+    return retention
+
+
+def check_message_ttl(seconds: object) -> int:
+    """Raises: PreconditionFailed (Pulsar's 412) below 0 or not a 32-bit integer."""
+    if not _is_int(seconds, 0, _INT32_MAX):
+        raise PreconditionFailed("Invalid value for message TTL, message TTL must >= 0")
+    assert isinstance(seconds, int)
+    return seconds
+
+
+def check_backlog_quota(quota: BacklogQuota) -> BacklogQuota:
+    """Raises: InvalidArgument: a limit below -1 or an unknown policy."""
+    if not _is_int(quota.limit_size, -1):
+        raise InvalidArgument(f"Invalid backlog quota: limitSize must be >= -1, got {quota.limit_size!r}")
+    if not _is_int(quota.limit_time, -1, _INT32_MAX):
+        raise InvalidArgument(f"Invalid backlog quota: limitTime must be >= -1, got {quota.limit_time!r}")
+    if not isinstance(quota.policy, QuotaPolicy):
+        raise InvalidArgument(f"Invalid backlog quota policy {quota.policy!r}")
+    return quota
+
+
+def check_delayed_delivery(policy: DelayedDelivery) -> DelayedDelivery:
+    """Raises: InvalidArgument: a negative tick or maximum delay."""
+    if not isinstance(policy.active, bool):
+        raise InvalidArgument(f"delayed delivery 'active' is a boolean, not {policy.active!r}")
+    if not _is_int(policy.tick_time_ms, 0):
+        raise InvalidArgument(f"delayed delivery tickTime must be >= 0, got {policy.tick_time_ms!r}")
+    if not _is_int(policy.max_delivery_delay_ms, 0):
+        raise InvalidArgument(f"maxDeliveryDelayInMillis must be >= 0, got {policy.max_delivery_delay_ms!r}")
+    return policy
+
+
+def quota_within_retention(quota: BacklogQuota | None, retention: RetentionPolicy | None) -> bool:
+    """Pulsar's check of a destination_storage quota against retention: a positive
+    retention limit must exceed the quota's (size in bytes, time in seconds)."""
+    if quota is None or retention is None:
+        return True
+    size_mb, minutes = retention.retention_size_mb, retention.retention_time_minutes
+    if size_mb > 0 and quota.limit_size >= size_mb * _MB:
+        return False
+    return not (minutes > 0 and quota.limit_time >= minutes * 60)
+
+
+def with_policy(
+    policies: NamespacePolicies, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
+) -> NamespacePolicies:
+    """``policies`` with ``kind`` set to ``value`` (RetentionPolicy, int seconds,
+    BacklogQuota, bool, DelayedDelivery or DeadLetterDefaults), checked by Pulsar's rules.
+
+    Raises:
+        InvalidArgument: a bad value (400 in Pulsar's REST API).
+        PreconditionFailed: a bad TTL, or a retention / destination_storage quota that
+            conflicts with the other one (412).
+    """
+    if kind is PolicyKind.RETENTION:
+        retention = check_retention(_typed(value, RetentionPolicy, kind))
+        if not quota_within_retention(policies.quota(QuotaType.DESTINATION_STORAGE), retention):
+            raise PreconditionFailed(RETENTION_BELOW_QUOTA)
+        return replace(policies, retention=retention)
+    if kind is PolicyKind.MESSAGE_TTL:
+        return replace(policies, message_ttl_s=check_message_ttl(value))
+    if kind is PolicyKind.BACKLOG_QUOTA:
+        quota = check_backlog_quota(_typed(value, BacklogQuota, kind))
+        if quota_type is QuotaType.DESTINATION_STORAGE and not quota_within_retention(quota, policies.retention):
+            raise PreconditionFailed(QUOTA_ABOVE_RETENTION)
+        return replace(policies, backlog_quotas={**policies.backlog_quotas, QuotaType(quota_type): quota})
+    if kind is PolicyKind.DEDUPLICATION:
+        return replace(policies, deduplication=_typed(value, bool, kind))
+    if kind is PolicyKind.DELAYED_DELIVERY:
+        return replace(policies, delayed_delivery=check_delayed_delivery(_typed(value, DelayedDelivery, kind)))
+    defaults = _typed(value, DeadLetterDefaults, kind)
+    defaults.check()
+    return replace(policies, dead_letter=defaults if defaults.to_document() else None)
+
+
+def without_policy(
+    policies: NamespacePolicies, kind: PolicyKind, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
+) -> NamespacePolicies:
+    """``policies`` with ``kind`` (one quota type for BACKLOG_QUOTA) not set."""
+    if kind is PolicyKind.BACKLOG_QUOTA:
+        return replace(policies, backlog_quotas={k: v for k, v in policies.backlog_quotas.items() if k != quota_type})
+    if kind is PolicyKind.RETENTION:
+        return replace(policies, retention=None)
+    if kind is PolicyKind.MESSAGE_TTL:
+        return replace(policies, message_ttl_s=None)
+    if kind is PolicyKind.DEDUPLICATION:
+        return replace(policies, deduplication=None)
+    if kind is PolicyKind.DELAYED_DELIVERY:
+        return replace(policies, delayed_delivery=None)
+    return replace(policies, dead_letter=None)
+
+
+def checked(policies: NamespacePolicies) -> NamespacePolicies:
+    """``policies`` if every policy it sets passes :func:`with_policy` (retention first).
+
+    Raises: as :func:`with_policy`.
+    """
+    out = NamespacePolicies()
+    steps: list[tuple[PolicyKind, object, QuotaType]] = [
+        (PolicyKind.RETENTION, policies.retention, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.MESSAGE_TTL, policies.message_ttl_s, QuotaType.DESTINATION_STORAGE),
+        *((PolicyKind.BACKLOG_QUOTA, q, t) for t, q in policies.backlog_quotas.items()),
+        (PolicyKind.DEDUPLICATION, policies.deduplication, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.DELAYED_DELIVERY, policies.delayed_delivery, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.DEAD_LETTER, policies.dead_letter, QuotaType.DESTINATION_STORAGE),
+    ]
+    for kind, value, quota_type in steps:
+        if value is not None:
+            out = with_policy(out, kind, value, quota_type)
+    return out
+
+
+def _typed(value: object, cls: type[T], kind: PolicyKind) -> T:
+    if not isinstance(value, cls) or (cls is not bool and isinstance(value, bool)):
+        raise InvalidArgument(f"the {kind.value} policy is a {cls.__name__}, not {value!r}")
+    return value
+
+
+# -- the stored document ----------------------------------------------------------------
+def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
+    """The policies a namespace's document sets (values stored by older code, which the
+    rules of :func:`with_policy` would refuse now, are taken as they are).
+
+    Raises:
+        CorruptMetadata: a value that is not of its type.
+    """
+    try:
+        retention = doc.get(RETENTION_KEY)
+        quotas = doc.get(QUOTAS_KEY) or {}
+        delayed = doc.get(DELAYED_KEY)
+        dead_letter = doc.get(DEAD_LETTER_KEY)
+        policies = NamespacePolicies(
+            retention=None if retention is None else RetentionPolicy(
+                *validate_retention(retention["retention_time_minutes"], retention["retention_size_mb"])
+            ),
+            message_ttl_s=None if doc.get(TTL_KEY) is None else check_message_ttl(doc[TTL_KEY]),
+            backlog_quotas={
+                QuotaType(t): check_backlog_quota(BacklogQuota(q["limit_size"], q["limit_time"], QuotaPolicy(q["policy"])))
+                for t, q in quotas.items()
+            },
+            deduplication=doc.get(DEDUPLICATION_KEY),
+            delayed_delivery=None if delayed is None else check_delayed_delivery(DelayedDelivery(**delayed)),
+            dead_letter=None if dead_letter is None else DeadLetterDefaults.from_document(dead_letter),
+        )
+        if policies.deduplication is not None:
+            _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
+    except (TypeError, KeyError, ValueError, AttributeError, InvalidArgument) as exc:
+        raise CorruptMetadata(f"namespace {where or '?'} has invalid policies: {exc}") from exc
+    return policies
+
+
+def to_document(policies: NamespacePolicies) -> dict[str, Any]:
+    """Every key this module owns, None for those not set (removed from the document)."""
+    retention, delayed, dead_letter = policies.retention, policies.delayed_delivery, policies.dead_letter
+    return {
+        RETENTION_KEY: None if retention is None else {
+            "retention_time_minutes": retention.retention_time_minutes, "retention_size_mb": retention.retention_size_mb,
+        },
+        TTL_KEY: policies.message_ttl_s,
+        QUOTAS_KEY: {
+            str(t): {"limit_size": q.limit_size, "limit_time": q.limit_time, "policy": str(q.policy)}
+            for t, q in policies.backlog_quotas.items()
+        } or None,
+        DEDUPLICATION_KEY: policies.deduplication,
+        DELAYED_KEY: None if delayed is None else {
+            "active": delayed.active, "tick_time_ms": delayed.tick_time_ms,
+            "max_delivery_delay_ms": delayed.max_delivery_delay_ms,
+        },
+        DEAD_LETTER_KEY: None if dead_letter is None else dead_letter.to_document() or None,
+    }
+
+
+def merged(doc: Mapping[str, Any], policies: NamespacePolicies) -> dict[str, Any]:
+    """``doc`` with this module's keys replaced by ``policies``' (others kept)."""
+    out = dict(doc)
+    for key, value in to_document(policies).items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+# -- reading and changing a namespace's policies ----------------------------------------
+class PolicyDocuments(Protocol):
+    """Where the documents are (``ZkTenantStore``)."""
+
+    async def get_policies(self, tenant: str, namespace: str) -> dict[str, Any]: ...
+
+    async def update_policies(
+        self, tenant: str, namespace: str, fn: Callable[[dict[str, Any]], Mapping[str, Any]]
+    ) -> dict[str, Any]: ...
+
+    async def create_namespace(self, tenant: str, namespace: str, policies: Mapping[str, Any] | None = None) -> None: ...
+
+
+class NamespacePolicyAdmin:
+    """Read, set and remove a namespace's policies; ``on_change(namespace, policies)``
+    hears of every change made here (the broker applies it to its topics)."""
+
+    def __init__(
+        self, store: PolicyDocuments, on_change: Callable[[str, NamespacePolicies], None] | None = None,
+    ) -> None:
+        self._store = store
+        self.on_change = on_change
+
+    async def get(self, namespace: str) -> NamespacePolicies:
+        """Raises: InvalidArgument (a bad name), NamespaceNotFound, CorruptMetadata."""
+        ns = NamespaceName.parse(namespace)
+        return from_document(await self._store.get_policies(ns.tenant, ns.namespace), str(ns))
+
+    async def create_namespace(self, namespace: str, policies: NamespacePolicies) -> None:
+        """Create the namespace with ``policies`` (checked first: nothing is created when
+        one is refused).
+
+        Raises: as :func:`with_policy`; TenantNotFound; AlreadyExists.
+        """
+        ns = NamespaceName.parse(namespace)
+        await self._store.create_namespace(ns.tenant, ns.namespace, merged({}, checked(policies)))
+
+    async def set(
+        self, namespace: str, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
+    ) -> NamespacePolicies:
+        """Set one policy (see :func:`with_policy`); returns the policies as written.
+
+        Raises: as :func:`with_policy`; NamespaceNotFound.
+        """
+        return await self._change(namespace, lambda p: with_policy(p, kind, value, quota_type))
+
+    async def remove(
+        self, namespace: str, kind: PolicyKind, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
+    ) -> NamespacePolicies:
+        """Remove one policy (the broker's default applies again). Raises: NamespaceNotFound."""
+        return await self._change(namespace, lambda p: without_policy(p, kind, quota_type))
+
+    async def _change(self, namespace: str, fn: Callable[[NamespacePolicies], NamespacePolicies]) -> NamespacePolicies:
+        ns = NamespaceName.parse(namespace)
+        result: list[NamespacePolicies] = []
+
+        def update(doc: dict[str, Any]) -> dict[str, Any]:
+            result[:] = [fn(from_document(doc, str(ns)))]
+            return merged(doc, result[0])
+
+        await self._store.update_policies(ns.tenant, ns.namespace, update)
+        if self.on_change is not None:
+            self.on_change(str(ns), result[0])
+        return result[0]

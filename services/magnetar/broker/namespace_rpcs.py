@@ -1,0 +1,168 @@
+"""The broker's namespace policy RPCs (a mixin of ``BrokerServicer``): wire ↔
+:mod:`magnetar.broker.namespace_policies`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from magnetar.broker.deadletter import DeadLetterDefaults
+from magnetar.broker.namespace_policies import (
+    BacklogQuota,
+    DelayedDelivery,
+    NamespacePolicies,
+    PolicyKind,
+    QuotaPolicy,
+    QuotaType,
+)
+from magnetar.broker.retention import RetentionPolicy
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.grpcutil import rpc_errors
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+_QUOTA_TYPES: dict[int, QuotaType] = {pb.DESTINATION_STORAGE: QuotaType.DESTINATION_STORAGE, pb.MESSAGE_AGE: QuotaType.MESSAGE_AGE}
+_QUOTA_POLICIES: dict[int, QuotaPolicy] = {
+    pb.PRODUCER_REQUEST_HOLD: QuotaPolicy.PRODUCER_REQUEST_HOLD,
+    pb.PRODUCER_EXCEPTION: QuotaPolicy.PRODUCER_EXCEPTION,
+    pb.CONSUMER_BACKLOG_EVICTION: QuotaPolicy.CONSUMER_BACKLOG_EVICTION,
+}
+_QUOTA_POLICY_CODES: dict[QuotaPolicy, pb.BacklogQuotaPolicy] = {
+    QuotaPolicy.PRODUCER_REQUEST_HOLD: pb.PRODUCER_REQUEST_HOLD,
+    QuotaPolicy.PRODUCER_EXCEPTION: pb.PRODUCER_EXCEPTION,
+    QuotaPolicy.CONSUMER_BACKLOG_EVICTION: pb.CONSUMER_BACKLOG_EVICTION,
+}
+_KINDS = {
+    pb.POLICY_RETENTION: PolicyKind.RETENTION, pb.POLICY_MESSAGE_TTL: PolicyKind.MESSAGE_TTL,
+    pb.POLICY_BACKLOG_QUOTA: PolicyKind.BACKLOG_QUOTA, pb.POLICY_DEDUPLICATION: PolicyKind.DEDUPLICATION,
+    pb.POLICY_DELAYED_DELIVERY: PolicyKind.DELAYED_DELIVERY, pb.POLICY_DEAD_LETTER: PolicyKind.DEAD_LETTER,
+}
+
+
+# -- wire <-> domain ---------------------------------------------------------------------
+def _quota_type(code: int) -> QuotaType:
+    if code not in _QUOTA_TYPES:
+        raise InvalidArgument(f"unknown backlog quota type {code}")
+    return _QUOTA_TYPES[code]
+
+
+def quota_from_proto(quota: pb.BacklogQuota) -> BacklogQuota:
+    if quota.policy not in _QUOTA_POLICIES:
+        raise InvalidArgument(f"unknown backlog quota policy {quota.policy}")
+    return BacklogQuota(quota.limit_size, quota.limit_time, _QUOTA_POLICIES[quota.policy])
+
+
+def quota_to_proto(quota: BacklogQuota) -> pb.BacklogQuota:
+    return pb.BacklogQuota(
+        limit_size=quota.limit_size, limit_time=quota.limit_time, policy=_QUOTA_POLICY_CODES[quota.policy]
+    )
+
+
+def dead_letter_from_proto(p: pb.DeadLetterPolicy) -> DeadLetterDefaults:
+    """Empty/0 fields: not set."""
+    return DeadLetterDefaults(
+        max_redeliver_count=p.max_redeliver_count or None, retry_letter_topic=p.retry_letter_topic or None,
+        dead_letter_topic=p.dead_letter_topic or None, initial_subscription_name=p.initial_subscription_name or None,
+    )
+
+
+def dead_letter_to_proto(d: DeadLetterDefaults | None) -> pb.DeadLetterPolicy:
+    d = d or DeadLetterDefaults()
+    return pb.DeadLetterPolicy(
+        max_redeliver_count=d.max_redeliver_count or 0, retry_letter_topic=d.retry_letter_topic or "",
+        dead_letter_topic=d.dead_letter_topic or "", initial_subscription_name=d.initial_subscription_name or "",
+    )
+
+
+def _delayed_from_proto(p: pb.DelayedDeliveryPolicies) -> DelayedDelivery:
+    return DelayedDelivery(p.active, p.tick_time_ms, p.max_delivery_delay_ms)
+
+
+def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
+    """The policies a request sets (its read-only ``bundles`` is not one)."""
+    quotas = {}
+    if p.HasField("destination_storage_quota"):
+        quotas[QuotaType.DESTINATION_STORAGE] = quota_from_proto(p.destination_storage_quota)
+    if p.HasField("message_age_quota"):
+        quotas[QuotaType.MESSAGE_AGE] = quota_from_proto(p.message_age_quota)
+    dead_letter = dead_letter_from_proto(p.dead_letter)
+    return NamespacePolicies(
+        retention=RetentionPolicy(p.retention.retention_time_minutes, p.retention.retention_size_mb)
+        if p.HasField("retention") else None,
+        message_ttl_s=p.message_ttl_seconds if p.HasField("message_ttl_seconds") else None,
+        backlog_quotas=quotas,
+        deduplication=p.deduplication if p.HasField("deduplication") else None,
+        delayed_delivery=_delayed_from_proto(p.delayed_delivery) if p.HasField("delayed_delivery") else None,
+        dead_letter=dead_letter if dead_letter.to_document() else None,
+    )
+
+
+def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.NamespacePolicies:
+    out = pb.NamespacePolicies(bundles=bundles)
+    if policies.retention is not None:
+        out.retention.CopyFrom(pb.RetentionPolicies(
+            retention_time_minutes=policies.retention.retention_time_minutes,
+            retention_size_mb=policies.retention.retention_size_mb,
+        ))
+    if policies.message_ttl_s is not None:
+        out.message_ttl_seconds = policies.message_ttl_s
+    for kind, field in ((QuotaType.DESTINATION_STORAGE, out.destination_storage_quota),
+                        (QuotaType.MESSAGE_AGE, out.message_age_quota)):
+        quota = policies.quota(kind)
+        if quota is not None:
+            field.CopyFrom(quota_to_proto(quota))
+    if policies.deduplication is not None:
+        out.deduplication = policies.deduplication
+    delayed = policies.delayed_delivery
+    if delayed is not None:
+        out.delayed_delivery.CopyFrom(pb.DelayedDeliveryPolicies(
+            active=delayed.active, tick_time_ms=delayed.tick_time_ms, max_delivery_delay_ms=delayed.max_delivery_delay_ms,
+        ))
+    if policies.dead_letter is not None:
+        out.dead_letter.CopyFrom(dead_letter_to_proto(policies.dead_letter))
+    return out
+
+
+def _policy_value(request: pb.SetNamespacePolicyRequest) -> tuple[PolicyKind, object]:
+    which = request.WhichOneof("policy")
+    if which == "retention":
+        r = request.retention
+        return PolicyKind.RETENTION, RetentionPolicy(r.retention_time_minutes, r.retention_size_mb)
+    if which == "message_ttl_seconds":
+        return PolicyKind.MESSAGE_TTL, request.message_ttl_seconds
+    if which == "backlog_quota":
+        return PolicyKind.BACKLOG_QUOTA, quota_from_proto(request.backlog_quota)
+    if which == "deduplication":
+        return PolicyKind.DEDUPLICATION, request.deduplication
+    if which == "delayed_delivery":
+        return PolicyKind.DELAYED_DELIVERY, _delayed_from_proto(request.delayed_delivery)
+    if which == "dead_letter":
+        return PolicyKind.DEAD_LETTER, dead_letter_from_proto(request.dead_letter)
+    raise InvalidArgument("give the policy to set")
+
+
+class NamespacePolicyRpcs:
+    service: BrokerService
+
+    @rpc_errors
+    async def GetNamespacePolicies(self, request: pb.GetNamespacePoliciesRequest, context: grpc.aio.ServicerContext) -> pb.NamespacePolicies:
+        policies = await self.service.namespace_policies.get(request.namespace)
+        return policies_to_proto(policies, self.service.config.bundles_per_namespace)
+
+    @rpc_errors
+    async def SetNamespacePolicy(self, request: pb.SetNamespacePolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind, value = _policy_value(request)
+        quota_type = _quota_type(request.backlog_quota_type)
+        await self.service.namespace_policies.set(request.namespace, kind, value, quota_type)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RemoveNamespacePolicy(self, request: pb.RemoveNamespacePolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind = _KINDS.get(request.policy)
+        if kind is None:
+            raise InvalidArgument(f"name the policy to remove (got {request.policy})")
+        await self.service.namespace_policies.remove(request.namespace, kind, _quota_type(request.backlog_quota_type))
+        return pb.AdminResponse()

@@ -1,0 +1,162 @@
+"""Namespace policy bodies with Pulsar's JSON names (Policies, RetentionPolicies,
+BacklogQuota, DelayedDeliveryPolicies, BundlesData), Magnetar's dead-letter defaults,
+and their conversion to and from the broker's protobuf messages."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from magnetar.common.bundles import bundle_boundaries
+from magnetar.gateway.models import PulsarModel
+from magnetar.proto.v1 import broker_pb2 as pb
+
+Int32 = Annotated[int, Field(ge=-(2**31), lt=2**31)]
+Int64 = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+QuotaTypeName = Literal["destination_storage", "message_age"]
+QuotaPolicyName = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
+
+QUOTA_TYPES: dict[str, pb.BacklogQuotaType] = {
+    "destination_storage": pb.DESTINATION_STORAGE, "message_age": pb.MESSAGE_AGE,
+}
+_QUOTA_POLICIES: dict[str, pb.BacklogQuotaPolicy] = {
+    "producer_request_hold": pb.PRODUCER_REQUEST_HOLD,
+    "producer_exception": pb.PRODUCER_EXCEPTION,
+    "consumer_backlog_eviction": pb.CONSUMER_BACKLOG_EVICTION,
+}
+_QUOTA_POLICY_NAMES = {v: k for k, v in _QUOTA_POLICIES.items()}
+
+
+class RetentionPolicies(PulsarModel):
+    """-1: no limit; both 0: no retention (one 0 and the other not is refused)."""
+
+    retentionTimeInMinutes: Int32 = 0
+    retentionSizeInMB: Int64 = 0
+
+    def to_proto(self) -> pb.RetentionPolicies:
+        return pb.RetentionPolicies(
+            retention_time_minutes=self.retentionTimeInMinutes, retention_size_mb=self.retentionSizeInMB
+        )
+
+    @classmethod
+    def of(cls, p: pb.RetentionPolicies) -> RetentionPolicies:
+        return cls(retentionTimeInMinutes=p.retention_time_minutes, retentionSizeInMB=p.retention_size_mb)
+
+
+class BacklogQuota(PulsarModel):
+    """Sizes in bytes, ``limitTime`` in seconds, -1: no limit. ``limit`` is the deprecated
+    mirror of ``limitSize`` (read when ``limitSize`` is absent, always written)."""
+
+    limit: Int64 | None = None
+    limitSize: Int64 | None = None
+    limitTime: Int32 | None = None
+    policy: QuotaPolicyName = "producer_request_hold"
+
+    def to_proto(self) -> pb.BacklogQuota:
+        size = self.limitSize if self.limitSize is not None else self.limit
+        return pb.BacklogQuota(
+            limit_size=-1 if size is None else size, limit_time=-1 if self.limitTime is None else self.limitTime,
+            policy=_QUOTA_POLICIES[self.policy],
+        )
+
+    @classmethod
+    def of(cls, p: pb.BacklogQuota) -> BacklogQuota:
+        return cls(limit=p.limit_size, limitSize=p.limit_size, limitTime=p.limit_time,
+                   policy=_QUOTA_POLICY_NAMES[p.policy])  # type: ignore[arg-type]
+
+
+class DelayedDeliveryPolicies(PulsarModel):
+    active: bool = False
+    tickTime: Int64 = Field(default=0, description="ms; stored and shown (Magnetar uses exact timers)")
+    maxDeliveryDelayInMillis: Int64 = Field(default=0, description="0: no limit")
+
+    def to_proto(self) -> pb.DelayedDeliveryPolicies:
+        return pb.DelayedDeliveryPolicies(
+            active=self.active, tick_time_ms=self.tickTime, max_delivery_delay_ms=self.maxDeliveryDelayInMillis
+        )
+
+    @classmethod
+    def of(cls, p: pb.DelayedDeliveryPolicies) -> DelayedDeliveryPolicies:
+        return cls(active=p.active, tickTime=p.tick_time_ms, maxDeliveryDelayInMillis=p.max_delivery_delay_ms)
+
+
+class DeadLetterPolicy(PulsarModel):
+    """Magnetar's namespace defaults for retry letter and dead letter topics (names may
+    use ``{topic}`` and ``{subscription}``); null: the built-in default."""
+
+    maxRedeliverCount: int | None = Field(default=None, ge=1, lt=2**32)
+    retryLetterTopic: str | None = None
+    deadLetterTopic: str | None = None
+    initialSubscriptionName: str | None = None
+
+    def to_proto(self) -> pb.DeadLetterPolicy:
+        return pb.DeadLetterPolicy(
+            max_redeliver_count=self.maxRedeliverCount or 0, retry_letter_topic=self.retryLetterTopic or "",
+            dead_letter_topic=self.deadLetterTopic or "", initial_subscription_name=self.initialSubscriptionName or "",
+        )
+
+    @classmethod
+    def of(cls, p: pb.DeadLetterPolicy) -> DeadLetterPolicy:
+        return cls(
+            maxRedeliverCount=p.max_redeliver_count or None, retryLetterTopic=p.retry_letter_topic or None,
+            deadLetterTopic=p.dead_letter_topic or None, initialSubscriptionName=p.initial_subscription_name or None,
+        )
+
+
+class BundlesData(PulsarModel):
+    boundaries: list[str] = Field(default_factory=list)
+    numBundles: int = Field(default=0, ge=0, lt=2**32)
+
+
+class Policies(PulsarModel):
+    """Pulsar's Policies, with the fields Magnetar has (others are ignored on create);
+    null: not set, the broker's default applies."""
+
+    retention_policies: RetentionPolicies | None = None
+    message_ttl_in_seconds: Int32 | None = None
+    backlog_quota_map: dict[QuotaTypeName, BacklogQuota] = Field(default_factory=dict)
+    deduplicationEnabled: bool | None = None
+    delayed_delivery_policies: DelayedDeliveryPolicies | None = None
+    bundles: BundlesData | None = Field(default=None, description="fixed by the brokers' bundles_per_namespace")
+    magnetar_dead_letter_policy: DeadLetterPolicy | None = Field(
+        default=None, description="Magnetar's extension: the namespace's retry/dead-letter defaults"
+    )
+
+    def to_proto(self) -> pb.NamespacePolicies:
+        out = pb.NamespacePolicies()
+        if self.retention_policies is not None:
+            out.retention.CopyFrom(self.retention_policies.to_proto())
+        if self.message_ttl_in_seconds is not None:
+            out.message_ttl_seconds = self.message_ttl_in_seconds
+        for name, quota in self.backlog_quota_map.items():
+            target = out.destination_storage_quota if name == "destination_storage" else out.message_age_quota
+            target.CopyFrom(quota.to_proto())
+        if self.deduplicationEnabled is not None:
+            out.deduplication = self.deduplicationEnabled
+        if self.delayed_delivery_policies is not None:
+            out.delayed_delivery.CopyFrom(self.delayed_delivery_policies.to_proto())
+        if self.magnetar_dead_letter_policy is not None:
+            out.dead_letter.CopyFrom(self.magnetar_dead_letter_policy.to_proto())
+        if self.bundles is not None:
+            out.bundles = self.bundles.numBundles
+        return out
+
+    @classmethod
+    def of(cls, p: pb.NamespacePolicies) -> Policies:
+        quotas: dict[QuotaTypeName, BacklogQuota] = {}
+        if p.HasField("destination_storage_quota"):
+            quotas["destination_storage"] = BacklogQuota.of(p.destination_storage_quota)
+        if p.HasField("message_age_quota"):
+            quotas["message_age"] = BacklogQuota.of(p.message_age_quota)
+        return cls(
+            retention_policies=RetentionPolicies.of(p.retention) if p.HasField("retention") else None,
+            message_ttl_in_seconds=p.message_ttl_seconds if p.HasField("message_ttl_seconds") else None,
+            backlog_quota_map=quotas,
+            deduplicationEnabled=p.deduplication if p.HasField("deduplication") else None,
+            delayed_delivery_policies=DelayedDeliveryPolicies.of(p.delayed_delivery)
+            if p.HasField("delayed_delivery") else None,
+            bundles=BundlesData(boundaries=[f"0x{b:08x}" for b in bundle_boundaries(p.bundles)], numBundles=p.bundles)
+            if p.bundles else None,
+            magnetar_dead_letter_policy=DeadLetterPolicy.of(p.dead_letter) if p.HasField("dead_letter") else None,
+        )

@@ -1,0 +1,224 @@
+"""What a PersistentTopic and the broker's policy task enforce of namespace policies:
+backlog quotas (refusing producers, evicting), message TTL, deduplication on and off,
+delayed delivery off and its maximum delay. Over a real ManagedLedger on in-memory
+twins (the ``persistent_topic`` fixture) and an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from test_dispatch import Sink, settle
+from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.namespace_policies import (
+    BacklogQuota,
+    DelayedDelivery,
+    NamespacePolicies,
+    QuotaPolicy,
+    QuotaType,
+)
+from magnetar.broker.policy_task import NamespacePolicyTask
+from magnetar.broker.topic import PersistentTopic
+from magnetar.common.errors import InvalidArgument, NamespaceNotFound, ProducerBlockedQuotaExceeded
+from magnetar.proto.v1 import broker_pb2 as pb
+
+pytestmark = pytest.mark.asyncio
+TOPIC = "persistent://public/default/t"
+PAYLOAD = b"x" * 90
+
+
+def entry(seq: int = 0, publish_ms: int = 0, deliver_at_ms: int = 0) -> bytes:
+    message = pb.SingleMessage(payload=PAYLOAD, sequence_id=seq, deliver_at_ms=deliver_at_ms)
+    return pb.EntryBatch(producer_name="p", publish_time_ms=publish_ms, messages=[message]).SerializeToString()
+
+
+async def send(topic: PersistentTopic, seq: int, publish_ms: int = 0, producer: str = "p", **kw: int) -> pb.SendReceipt:
+    return await topic.publish(producer, entry(seq, publish_ms, **kw), 1, seq, seq)
+
+
+def quota(limit_size: int = -1, limit_time: int = -1, policy: QuotaPolicy = QuotaPolicy.PRODUCER_EXCEPTION) -> BacklogQuota:
+    return BacklogQuota(limit_size, limit_time, policy)
+
+
+class Policies:
+    """The policy source of the task: one namespace's policies."""
+
+    def __init__(self, policies: NamespacePolicies) -> None:
+        self.policies = policies
+
+    async def get(self, namespace: str) -> NamespacePolicies:
+        if namespace != "public/default":
+            raise NamespaceNotFound(namespace)
+        return self.policies
+
+
+def task(topic: PersistentTopic, policies: NamespacePolicies, now_s: float = 0.0) -> NamespacePolicyTask:
+    return NamespacePolicyTask({topic.name: topic}, Policies(policies), 60.0, clock=lambda: now_s)
+
+
+async def test_a_size_quota_refuses_sends_and_producers_while_the_backlog_is_over_it(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    entry_size = len(entry(1))
+    topic.apply_policies(NamespacePolicies(backlog_quotas={QuotaType.DESTINATION_STORAGE: quota(3 * entry_size)}))
+    for seq in range(3):
+        await send(topic, seq)
+    await send(topic, 3)  # the backlog was exactly at the quota: not over it
+    with pytest.raises(ProducerBlockedQuotaExceeded, match="over its namespace's backlog quota"):
+        await send(topic, 4)
+    with pytest.raises(ProducerBlockedQuotaExceeded):
+        topic.add_producer("another")
+    assert topic.ml.number_of_entries == 4  # the refused send stored nothing
+    sub.clear_backlog()
+    await send(topic, 4)
+    assert topic.add_producer("another") == -1
+    # Hold is enforced as exception; eviction never refuses.
+    sub.clear_backlog()
+    topic.apply_policies(NamespacePolicies(backlog_quotas={
+        QuotaType.DESTINATION_STORAGE: quota(0, policy=QuotaPolicy.PRODUCER_REQUEST_HOLD),
+    }))
+    await send(topic, 10)  # an empty backlog is not over a quota of 0
+    with pytest.raises(ProducerBlockedQuotaExceeded, match="producer_request_hold"):
+        await send(topic, 11)
+    topic.apply_policies(NamespacePolicies(backlog_quotas={
+        QuotaType.DESTINATION_STORAGE: quota(0, policy=QuotaPolicy.CONSUMER_BACKLOG_EVICTION),
+    }))
+    await send(topic, 11)
+
+
+async def test_eviction_moves_the_slowest_subscriptions_until_the_backlog_fits(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    slow = await topic.subscribe("slow", pb.SHARED, pb.EARLIEST)
+    fast = await topic.subscribe("fast", pb.SHARED, pb.EARLIEST)
+    for seq in range(1, 11):  # entries of one size
+        await send(topic, seq)
+    fast.skip(8)
+    limit = 3 * len(entry(1))
+    evicting = NamespacePolicies(backlog_quotas={QuotaType.DESTINATION_STORAGE: quota(limit, policy=QuotaPolicy.CONSUMER_BACKLOG_EVICTION)})
+    done = await task(topic, evicting).run_once()
+    assert done == {TOPIC: 7}
+    assert slow.cursor.backlog() == 3 and fast.cursor.backlog() == 2  # the fast one was not moved
+    assert topic.backlog_bytes() <= limit
+    assert await task(topic, evicting).run_once() == {}  # within quota now
+
+
+async def test_message_ttl_acknowledges_what_was_published_before_it_on_every_subscription(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    first = await topic.subscribe("a", pb.SHARED, pb.EARLIEST)
+    second = await topic.subscribe("b", pb.EXCLUSIVE, pb.EARLIEST)
+    consumer = Sink(first, "c1")
+    for seq, published in enumerate([1_000, 2_000, 3_000, 4_000]):
+        await send(topic, seq, publish_ms=published)
+    await settle()
+    assert len(consumer.consumer.pending) == 4
+    ttl = NamespacePolicies(message_ttl_s=2)
+    assert await task(topic, ttl, now_s=4.5).run_once() == {TOPIC: 4}  # 1 000 and 2 000 ms, on both
+    assert first.cursor.backlog() == 2 and second.cursor.backlog() == 2
+    assert len(consumer.consumer.pending) == 2  # what it held of them no longer counts as unacked
+    assert await task(topic, NamespacePolicies(message_ttl_s=0), now_s=100).run_once() == {}  # 0: never
+    assert await task(topic, ttl, now_s=100).run_once() == {TOPIC: 4}
+
+
+async def test_a_message_age_quota_blocks_producers_or_evicts(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    await send(topic, 0, publish_ms=1_000)
+    await send(topic, 1, publish_ms=9_000)
+    blocking = NamespacePolicies(backlog_quotas={QuotaType.MESSAGE_AGE: quota(limit_time=5)})
+    await task(topic, blocking, now_s=10).run_once()
+    with pytest.raises(ProducerBlockedQuotaExceeded, match="9 s old"):
+        await send(topic, 2, publish_ms=10_000)
+    sub.skip(1)
+    await task(topic, blocking, now_s=10).run_once()
+    await send(topic, 2, publish_ms=10_000)
+    evicting = NamespacePolicies(backlog_quotas={
+        QuotaType.MESSAGE_AGE: quota(limit_time=5, policy=QuotaPolicy.CONSUMER_BACKLOG_EVICTION),
+    })
+    assert await task(topic, evicting, now_s=14.5).run_once() == {TOPIC: 1}  # 9 000 ms is over 5 s old
+    assert sub.cursor.backlog() == 1
+    await task(topic, blocking, now_s=100).run_once()
+    with pytest.raises(ProducerBlockedQuotaExceeded):
+        await send(topic, 3)
+    topic.apply_policies(NamespacePolicies())
+    await send(topic, 3)  # nothing blocks once the quota is gone
+
+
+async def test_deduplication_switched_off_stores_resends_and_on_again_drops_them(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    assert (await send(topic, 0)).position is not None
+    assert (await send(topic, 0)).duplicate  # the broker's default: on
+    topic.apply_policies(NamespacePolicies(deduplication=False))
+    assert not (await send(topic, 0)).duplicate
+    assert (await send(topic, 1)).position is not None
+    topic.apply_policies(NamespacePolicies(deduplication=True))
+    assert (await send(topic, 1)).duplicate  # what was stored while off is known
+    assert topic.ml.number_of_entries == 3
+
+
+async def test_deduplication_switched_on_for_a_topic_loaded_without_it_scans_first():
+    config = BrokerConfig(deduplication_enabled=False, cursor_persist_interval_s=0.01)
+    ml = await open_ml(FakeLedgerClient(), MemoryStore())
+    topic = PersistentTopic(TOPIC, -1, ml, config)
+    await topic.load()
+    await send(topic, 5)
+    assert not (await send(topic, 5)).duplicate  # off
+    topic.apply_policies(NamespacePolicies(deduplication=True))
+    for _ in range(100):
+        if topic._dedup_complete:
+            break
+        await asyncio.sleep(0.01)
+    assert (await send(topic, 5)).duplicate and (await send(topic, 4)).duplicate
+    assert topic.add_producer("p") == 5
+    await topic.close()
+
+
+async def test_delayed_delivery_off_delivers_delayed_messages_at_once(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    consumer = Sink(sub, "c")
+    now_ms = int(time.time() * 1000)
+    await send(topic, 0, publish_ms=now_ms, deliver_at_ms=now_ms + 60_000)
+    await settle()
+    assert consumer.payloads() == []  # held until due
+    topic.apply_policies(NamespacePolicies(delayed_delivery=DelayedDelivery(active=False)))
+    await send(topic, 1, publish_ms=now_ms, deliver_at_ms=now_ms + 60_000)
+    await settle()
+    assert consumer.payloads() == [PAYLOAD]  # the new one went at once; the held one waits
+
+
+async def test_a_delay_over_the_namespace_maximum_is_refused(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    topic.apply_policies(NamespacePolicies(delayed_delivery=DelayedDelivery(max_delivery_delay_ms=1_000)))
+    await send(topic, 0, publish_ms=5_000, deliver_at_ms=6_000)
+    with pytest.raises(InvalidArgument, match="Exceeds max allowed delivery delay of 1000 milliseconds"):
+        await send(topic, 1, publish_ms=5_000, deliver_at_ms=6_001)
+    topic.apply_policies(NamespacePolicies(delayed_delivery=DelayedDelivery(active=False, max_delivery_delay_ms=1_000)))
+    await send(topic, 1, publish_ms=5_000, deliver_at_ms=60_000)  # not delayed at all: nothing to refuse
+
+
+async def test_a_round_skips_a_namespace_it_cannot_read_and_goes_on():
+    config = BrokerConfig(cursor_persist_interval_s=0.01)
+    other = PersistentTopic("persistent://other/ns/t", -1, await open_ml(FakeLedgerClient(), MemoryStore()), config)
+    mine = PersistentTopic(TOPIC, -1, await open_ml(FakeLedgerClient(), MemoryStore()), config)
+    for t in (other, mine):
+        await t.load()
+    sub = await mine.subscribe("s", pb.SHARED, pb.EARLIEST)
+    await send(mine, 0, publish_ms=1)
+    round_ = NamespacePolicyTask({other.name: other, mine.name: mine}, Policies(NamespacePolicies(message_ttl_s=1)), 60.0,
+                                 clock=lambda: 10.0)
+    assert await round_.run_once() == {TOPIC: 1}
+    assert sub.cursor.backlog() == 0
+    round_.start()
+    await round_.close()
+    for t in (other, mine):
+        await t.close()
