@@ -135,7 +135,12 @@ class RestAdmin:
 
     # -- topics --------------------------------------------------------------------
     async def topics(self, namespace: str) -> list[str]:
-        return list(await self.request("GET", f"/admin/v2/persistent/{namespace}"))
+        """As the broker lists them: a partitioned topic by its own name, not its partitions
+        (Pulsar's REST list names the partitions)."""
+        partitioned = set(await self.request("GET", f"/admin/v2/persistent/{namespace}/partitioned"))
+        names = await self.request("GET", f"/admin/v2/persistent/{namespace}")
+        parents = {str(TopicName.parse(n).partitioned_topic_name) for n in names}
+        return sorted(n for n in parents | partitioned if n in partitioned or n in names)
 
     async def create_topic(self, topic: str, partitions: int = 0) -> None:
         if partitions:
@@ -184,7 +189,7 @@ class RestAdmin:
         await self.request("POST", _topic(topic, "subscription", _seg(subscription), "skip_all"))
 
     async def reset_cursor(self, topic: str, subscription: str, message_id: MessageId) -> None:
-        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor"), _position(message_id))
+        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor"), _reset_data(message_id))
 
     async def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
         await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor", str(timestamp_ms)))
@@ -211,10 +216,15 @@ def topic_path(name: TopicName) -> str:
 
 
 def _position(message_id: MessageId) -> Any:
-    """Pulsar's ResetCursorData (or "earliest"/"latest")."""
+    """Where a new subscription starts: "earliest", "latest" or Pulsar's ResetCursorData."""
     if message_id == MessageId.earliest:
         return "earliest"
     if message_id == MessageId.latest:
         return "latest"
+    return _reset_data(message_id)
+
+
+def _reset_data(message_id: MessageId) -> dict[str, int]:
+    """Pulsar's ResetCursorData (earliest is -1:-1, latest Long.MAX_VALUE in both fields)."""
     return {"ledgerId": message_id.ledger_id, "entryId": message_id.entry_id,
             "partitionIndex": message_id.partition, "batchIndex": message_id.batch_index}
