@@ -3,7 +3,7 @@
 Starts a real ZooKeeper, two bookies, one broker (E=Qw=Qa=2) and the gateway, then:
 
 a. REST: ``GET /admin/v2/persistent/public/default/<topic>/stats`` from ``--concurrency``
-   concurrent requests on kept-alive connections (httpx, this process) for ``--seconds``;
+   kept-alive connections (a minimal HTTP/1.1 client, this process) for ``--seconds``;
    calls/s. Baseline, in the same run: the same stats over the broker's gRPC admin RPC
    (the admin client, same concurrency), so the ratio shows what HTTP + the gateway add.
 b. WebSocket: one producer socket (``/ws/v2/producer/...?batchingEnabled=true``) with
@@ -31,7 +31,6 @@ import time
 from collections import deque
 from pathlib import Path
 
-import httpx
 import websockets
 
 from magnetar.client import aio
@@ -60,17 +59,52 @@ async def _for(seconds: float, concurrency: int, call: object) -> float:
     return done / (time.perf_counter() - started)
 
 
+class KeepAlive:
+    """A minimal HTTP/1.1 client on one kept-alive connection (as wrk drives a server): the
+    bench measures the gateway, not the client library (httpx costs more CPU per request
+    than the gateway does, on the same two cores)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+
+    async def __aenter__(self) -> KeepAlive:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.writer.close()
+
+    async def get(self, path: str) -> bytes:
+        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        body = await self.reader.readexactly(length)
+        if status != 200:
+            raise RuntimeError(f"GET {path}: {status} {body[:200]!r}")
+        return body
+
+
 async def stats_rest(gateway: str, topic: str, seconds: float, concurrency: int) -> float:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=gateway, limits=limits, timeout=30) as http:
-        path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/stats"
+    host, port = gateway.removeprefix("http://").rsplit(":", 1)
+    path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/stats"
+    connections = [await KeepAlive(host, int(port)).__aenter__() for _ in range(concurrency)]
+    free = list(connections)
 
-        async def call() -> None:
-            r = await http.get(path)
-            r.raise_for_status()
+    async def call() -> None:
+        connection = free.pop()
+        try:
+            await connection.get(path)
+        finally:
+            free.append(connection)
 
+    try:
         await _for(1.0, concurrency, call)  # warm-up
         return await _for(seconds, concurrency, call)
+    finally:
+        for connection in connections:
+            await connection.__aexit__()
 
 
 async def stats_grpc(url: str, topic: str, seconds: float, concurrency: int) -> float:

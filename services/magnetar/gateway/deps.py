@@ -15,7 +15,7 @@ from magnetar.gateway.errors import HttpError
 _NAME = re.compile(r"^[-=:.\w]+$")
 
 
-def context(request: Request) -> GatewayContext:
+async def context(request: Request) -> GatewayContext:
     ctx: GatewayContext = request.app.state.context
     return ctx
 
@@ -23,14 +23,14 @@ def context(request: Request) -> GatewayContext:
 Context = Annotated[GatewayContext, Depends(context)]
 
 
-def tenant_name(tenant: Annotated[str, Path(description="tenant name")]) -> str:
+async def tenant_name(tenant: Annotated[str, Path(description="tenant name")]) -> str:
     """Raises: HttpError 412 ``Tenant name is not valid`` (Pulsar's NamedEntity rule)."""
     if not _NAME.match(tenant):
         raise HttpError(412, "Tenant name is not valid")
     return tenant
 
 
-def namespace_name(
+async def namespace_name(
     tenant: Annotated[str, Path(description="tenant name")],
     namespace: Annotated[str, Path(description="namespace name")],
 ) -> str:
@@ -41,7 +41,7 @@ def namespace_name(
         raise HttpError(412, f"Namespace name is not valid: {exc.message}") from None
 
 
-def topic_name(
+async def topic_name(
     tenant: Annotated[str, Path(description="tenant name")],
     namespace: Annotated[str, Path(description="namespace name")],
     topic: Annotated[str, Path(description="topic name (a partition: name-partition-N)")],

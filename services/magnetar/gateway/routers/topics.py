@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query, Response
 
 from magnetar.common.bundles import bundle_of
-from magnetar.common.errors import AlreadyExists, InvalidArgument, InvalidTopicName
+from magnetar.common.errors import AlreadyExists, InvalidArgument, InvalidTopicName, MagnetarError
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.gateway import topic_stats
 from magnetar.gateway.deps import Context, Namespace, Topic
@@ -172,14 +172,21 @@ async def _not_partitioned(ctx: Context, topic: str) -> None:
 
 
 @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get a topic's (or a partition's) stats",
-            operation_id="PersistentTopics_getStats", responses=responses(404, 412))
+            operation_id="PersistentTopics_getStats", responses=responses(404, 412), response_model=TopicStats)
 async def get_stats(
     topic: Topic, ctx: Context, getPreciseBacklog: bool = False, subscriptionBacklogSize: bool = True,
     getEarliestTimeInBacklog: bool = False,
-) -> TopicStats:
-    await _not_partitioned(ctx, topic)
-    with pulsar_reasons(topic):
-        return topic_stats.topic_stats(await ctx.admin.topic_stats(topic))
+) -> Response:
+    # The stats are asked first: the partition count is read only when they are refused
+    # (one broker call on the hot path instead of two). The model is serialized here, once
+    # (returned as a model, FastAPI would validate it again).
+    try:
+        with pulsar_reasons(topic):
+            stats = topic_stats.topic_stats(await ctx.admin.topic_stats(topic))
+            return Response(stats.model_dump_json(), media_type="application/json")
+    except (MagnetarError, HttpError):
+        await _not_partitioned(ctx, topic)
+        raise
 
 
 @router.get("/{tenant}/{namespace}/{topic}/partitioned-stats",
