@@ -38,6 +38,8 @@ class TopicAdmin:
             InvalidTopicName: a bad name, or a partitioned topic's own name.
         """
         name = TopicName.parse(topic)
+        if str(name) in self.service.topics:  # served already: it exists (no metadata read)
+            return await self.service.get_topic(str(name), create=False)
         partitions = await self.service.partitions(str(name.partitioned_topic_name))
         admin_targets(str(name), partitions)  # TopicNotFound for a partition past the count
         return await self.service.get_topic(str(name), create=False, explicit=name.is_partition and partitions > 0)
