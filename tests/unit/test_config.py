@@ -53,3 +53,17 @@ def test_broker_sample_config_matches_the_defaults():
     assert BrokerConfig.load("conf/broker.toml").model_dump() == BrokerConfig.load().model_dump() | {"port": 6650}
     with open("conf/broker.toml") as fh:
         assert set(BrokerConfig.model_fields) <= set(fh.read().split())
+
+
+@pytest.mark.parametrize(("service", "default_port"), [("broker", 6650), ("auditor", 3182), ("gateway", 8080)])
+def test_every_services_sample_config_lists_every_key_with_its_default(service: str, default_port: int):
+    import importlib
+    import tomllib
+
+    module = importlib.import_module(f"magnetar.{service}.config")
+    config_cls = next(v for k, v in vars(module).items() if k.endswith("Config") and k != "ServiceConfig"
+                      and isinstance(v, type) and v.__module__ == module.__name__)
+    with open(f"conf/{service}.toml", "rb") as fh:
+        listed = tomllib.load(fh)
+    assert set(listed) == set(config_cls.model_fields)
+    assert config_cls.load(f"conf/{service}.toml").model_dump() == config_cls.load().model_dump() | {"port": default_port}
