@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from magnetar.common.healthcheck import grpc_health_serving
@@ -31,6 +32,8 @@ def launch(*args: str) -> subprocess.Popen[str]:
         args = (*args, "--port", str(free_port()))
     if "--auditor-port" not in args:  # nor the auditor's default 3182
         args = (*args, "--auditor-port", str(free_port()))
+    if "--gateway-port" not in args:  # nor the gateway's default 8080
+        args = (*args, "--gateway-port", str(free_port()))
     return subprocess.Popen(
         [sys.executable, "-m", "magnetar.standalone", *args],
         stdout=subprocess.PIPE,
@@ -68,10 +71,11 @@ def pids_with_arg(text: str) -> list[int]:
 
 
 def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
-    zk_port, bookie_port, auditor_port = free_port(), consecutive_free_ports(2), free_port()
+    zk_port, bookie_port, auditor_port, gateway_port = free_port(), consecutive_free_ports(2), free_port(), free_port()
     data = tmp_path / "data"
     proc = launch("--data-dir", str(data), "--bookies", "2", "--zk-port", str(zk_port),
-                  "--bookie-port", str(bookie_port), "--auditor-port", str(auditor_port))  # fmt: skip
+                  "--bookie-port", str(bookie_port), "--auditor-port", str(auditor_port),
+                  "--gateway-port", str(gateway_port))  # fmt: skip
     try:
         lines = read_until_running(proc)
         assert f"auditor    127.0.0.1:{auditor_port}" in lines
@@ -82,8 +86,13 @@ def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
         assert any(line.startswith("broker") for line in lines)
         assert four_letter_word("127.0.0.1", zk_port, "ruok") == "imok"
         assert grpc_health_serving(f"127.0.0.1:{bookie_port + 1}")
+        assert f"gateway    127.0.0.1:{gateway_port}" in lines
+        gateway = f"http://127.0.0.1:{gateway_port}"
+        assert httpx.get(f"{gateway}/readyz").json()["status"] == "ready"
+        assert httpx.get(f"{gateway}/admin/v2/clusters").json() == ["standalone"]
+        assert httpx.get(f"{gateway}/admin/v2/auditor").json()["leaderId"] == f"127.0.0.1:{auditor_port}"
         assert {p.name for p in (data / "logs").iterdir()} >= {
-            "zookeeper.log", "bookie-0.log", "bookie-1.log", "broker.log", "auditor.log"
+            "zookeeper.log", "bookie-0.log", "bookie-1.log", "broker.log", "auditor.log", "gateway.log"
         }  # fmt: skip
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -95,6 +104,7 @@ def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
     assert port_is_free("127.0.0.1", zk_port) and port_is_free("127.0.0.1", bookie_port)
     assert "signal received; shutting down" in (data / "logs" / "bookie-0.log").read_text()
     assert "stopped" in (data / "logs" / "auditor.log").read_text().splitlines()[-1]
+    assert "signal received; shutting down" in (data / "logs" / "gateway.log").read_text()
 
 
 def test_standalone_bookies_step_over_the_auditor_port() -> None:
