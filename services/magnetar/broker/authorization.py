@@ -1,0 +1,124 @@
+"""Who may do what: Pulsar's authorization model, as a pure decision over roles.
+
+- A **superuser** (``superuser_roles``) may do anything.
+- A tenant's **admin roles** (its TenantInfo ``adminRoles``) administer the tenant: its
+  namespaces, their policies and permissions, its topics and subscriptions; and they may
+  produce and consume on them.
+- **Namespace permissions** grant a role ``produce`` and/or ``consume`` on every topic of
+  the namespace (``functions``, ``sources``, ``sinks``, ``packages`` are accepted and have
+  no effect here).
+- **Subscription permissions** (optional): a subscription listed there may be consumed
+  only by the roles listed for it (and only if they also have ``consume``).
+- **Retry and dead-letter topics**: a role that may consume a subscription may produce to
+  that subscription's retry letter and dead letter topics (``reconsume_later`` and the
+  broker's moves need no separate produce grant).
+- Anyone else, and a role of another tenant, is refused. Without a role (anonymous) only
+  what authentication leaves open is allowed: when authorization is on, nothing.
+
+The doors (broker gRPC, gateway REST and WebSocket) ask :func:`authorize` with the
+caller's role; the decision is pure, so it is the same at every door.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+class Action(enum.Enum):
+    PRODUCE = "produce"
+    CONSUME = "consume"
+    ADMIN_TOPIC = "admin-topic"
+    """Create, delete, unload topics; subscription admin (skip, reset, delete)."""
+    ADMIN_NAMESPACE = "admin-namespace"
+    """Create or delete namespaces, set policies, grant and revoke permissions."""
+    ADMIN_TENANT = "admin-tenant"
+    """Create, update or delete tenants: superusers only (as Pulsar)."""
+
+
+GRANTABLE = frozenset({"produce", "consume", "functions", "sources", "sinks", "packages"})
+
+
+@dataclass(frozen=True)
+class NamespaceAuth:
+    """A namespace's permissions (Pulsar's AuthPolicies, namespace part)."""
+
+    roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """role -> granted actions (``produce``, ``consume``, …)."""
+    subscriptions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """subscription -> the roles that may consume it (absent: any role with ``consume``)."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, object] | None) -> NamespaceAuth:
+        doc = doc or {}
+        roles, subs = doc.get("namespace_auth"), doc.get("subscription_auth_roles")
+        roles = roles if isinstance(roles, Mapping) else {}  # absent (or garbled): no grants
+        subs = subs if isinstance(subs, Mapping) else {}
+        return cls(
+            {str(r): frozenset(map(str, a)) for r, a in roles.items()},
+            {str(s): frozenset(map(str, r)) for s, r in subs.items()},
+        )
+
+    def to_doc(self) -> dict[str, dict[str, list[str]]]:
+        return {
+            "namespace_auth": {r: sorted(a) for r, a in sorted(self.roles.items())},
+            "subscription_auth_roles": {s: sorted(r) for s, r in sorted(self.subscriptions.items())},
+        }
+
+    def granted(self, role: str, actions: Iterable[str]) -> NamespaceAuth:
+        """With ``role`` granted exactly ``actions``. Raises ValueError: an unknown action."""
+        wanted = frozenset(actions)
+        unknown = wanted - GRANTABLE
+        if unknown:
+            raise ValueError(f"unknown actions {sorted(unknown)}: grant any of {sorted(GRANTABLE)}")
+        return NamespaceAuth({**self.roles, role: wanted}, self.subscriptions)
+
+    def revoked(self, role: str) -> NamespaceAuth:
+        return NamespaceAuth({r: a for r, a in self.roles.items() if r != role}, self.subscriptions)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One thing a role wants to do."""
+
+    action: Action
+    topic: str | None = None
+    """The topic (full name) for produce, consume and topic admin."""
+    subscription: str | None = None
+    """The subscription consumed (consume), if any."""
+    letters: Mapping[str, str] = field(default_factory=dict)
+    """For produce: the retry letter and dead letter topics of the subscriptions the role
+    consumes (as their dead-letter policies resolve them) -> that subscription."""
+
+
+def authorize(
+    role: str | None, request: Request, *, superusers: Iterable[str], tenant_admins: Iterable[str],
+    namespace: NamespaceAuth,
+) -> bool:
+    """True when ``role`` may do ``request`` (see the module docstring). ``tenant_admins``
+    and ``namespace`` are those of the tenant and namespace the request is about."""
+    if role is None:
+        return False
+    if role in set(superusers):
+        return True
+    if request.action is Action.ADMIN_TENANT:
+        return False
+    if role in set(tenant_admins):
+        return True
+    if request.action in (Action.ADMIN_NAMESPACE, Action.ADMIN_TOPIC):
+        return False
+    granted = namespace.roles.get(role, frozenset())
+    if request.action is Action.CONSUME:
+        if "consume" not in granted:
+            return False
+        allowed = namespace.subscriptions.get(request.subscription or "")
+        return allowed is None or role in allowed
+    if "produce" in granted:
+        return True
+    # A consumer's retry and dead-letter copies: allowed on its own subscription's letters.
+    sub = request.letters.get(request.topic or "")
+    if "consume" in granted and sub is not None:
+        allowed = namespace.subscriptions.get(sub)
+        return allowed is None or role in allowed
+    return False

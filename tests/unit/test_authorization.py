@@ -1,0 +1,55 @@
+"""Pulsar's authorization model as a pure decision: superusers, tenant admins, namespace
+grants, subscription role lists, retry/DLQ letters; anonymous and other roles refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.broker.authorization import Action, NamespaceAuth, Request, authorize
+
+T = "persistent://acme/orders/in"
+NS = NamespaceAuth({"writer": frozenset({"produce"}), "reader": frozenset({"consume"}),
+                    "both": frozenset({"produce", "consume"})}, {"audit": frozenset({"auditor-role"})})
+
+
+def may(role: str | None, request: Request, namespace: NamespaceAuth = NS) -> bool:
+    return authorize(role, request, superusers=["root"], tenant_admins=["acme-admin"], namespace=namespace)
+
+
+@pytest.mark.parametrize(("role", "action", "expected"), [
+    ("root", Action.ADMIN_TENANT, True), ("acme-admin", Action.ADMIN_TENANT, False),
+    ("acme-admin", Action.ADMIN_NAMESPACE, True), ("acme-admin", Action.ADMIN_TOPIC, True),
+    ("acme-admin", Action.PRODUCE, True), ("acme-admin", Action.CONSUME, True),
+    ("writer", Action.PRODUCE, True), ("writer", Action.CONSUME, False), ("writer", Action.ADMIN_TOPIC, False),
+    ("reader", Action.CONSUME, True), ("reader", Action.PRODUCE, False), ("reader", Action.ADMIN_NAMESPACE, False),
+    ("both", Action.PRODUCE, True), ("both", Action.CONSUME, True),
+    ("stranger", Action.PRODUCE, False), ("stranger", Action.CONSUME, False),
+    (None, Action.PRODUCE, False), (None, Action.CONSUME, False), (None, Action.ADMIN_TENANT, False),
+])
+def test_the_matrix_of_roles_and_actions(role, action, expected):
+    assert may(role, Request(action, T, "s")) is expected
+
+
+def test_a_subscription_role_list_narrows_who_may_consume_it():
+    assert not may("reader", Request(Action.CONSUME, T, "audit"))
+    auditor = NamespaceAuth({"auditor-role": frozenset({"consume"})}, NS.subscriptions)
+    assert may("auditor-role", Request(Action.CONSUME, T, "audit"), auditor)
+    assert may("reader", Request(Action.CONSUME, T, "other"))
+
+
+def test_a_consumer_may_write_its_own_subscriptions_retry_and_dead_letters_only():
+    letters = {f"{T}-s-RETRY": "s", f"{T}-s-DLQ": "s"}
+    assert may("reader", Request(Action.PRODUCE, f"{T}-s-DLQ", letters=letters))
+    assert may("reader", Request(Action.PRODUCE, f"{T}-s-RETRY", letters=letters))
+    assert not may("reader", Request(Action.PRODUCE, T, letters=letters))
+    assert not may("reader", Request(Action.PRODUCE, f"{T}-x-DLQ", letters=letters))
+    audit = {f"{T}-audit-DLQ": "audit"}
+    assert not may("reader", Request(Action.PRODUCE, f"{T}-audit-DLQ", letters=audit))  # not on its list
+
+
+def test_grants_round_trip_and_unknown_actions_are_refused():
+    auth = NamespaceAuth().granted("r", ["produce", "functions"])
+    assert NamespaceAuth.from_doc(auth.to_doc()) == auth
+    assert auth.revoked("r") == NamespaceAuth()
+    with pytest.raises(ValueError, match="unknown actions"):
+        auth.granted("r", ["delete-everything"])
