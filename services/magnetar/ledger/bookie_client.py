@@ -15,6 +15,7 @@ from typing import NamedTuple
 import grpc
 
 from magnetar.common.errors import MagnetarError, NotConnected, from_code
+from magnetar.common.grpcauth import with_token
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
@@ -31,12 +32,13 @@ AddFailure = tuple[int, int, MagnetarError]
 
 
 class BookieClient:
-    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 10.0, token: str | None = None) -> None:
+        """``token``: presented with every call (bookies with authentication on)."""
         self.address = address
         self._target = f"bookie {address}"
         self.timeout_s = timeout_s
         self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-        self._stub = pb_grpc.BookieStub(self._channel)
+        self._stub = with_token(pb_grpc.BookieStub(self._channel), (lambda: token) if token else None)
         self._ids = itertools.count(1)
         self._call: grpc.aio.StreamStreamCall | None = None
         self._pending: dict[int, asyncio.Future[list[AddFailure]]] = {}
@@ -187,14 +189,15 @@ class BookieClient:
 class BookiePool:
     """One shared :class:`BookieClient` per bookie address."""
 
-    def __init__(self, timeout_s: float = 10.0) -> None:
+    def __init__(self, timeout_s: float = 10.0, token: str | None = None) -> None:
         self.timeout_s = timeout_s
+        self.token = token
         self._clients: dict[str, BookieClient] = {}
 
     def get(self, address: str) -> BookieClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = BookieClient(address, self.timeout_s)
+            client = self._clients[address] = BookieClient(address, self.timeout_s, self.token)
         return client
 
     async def close(self) -> None:
