@@ -16,7 +16,7 @@ import grpc
 
 from magnetar.common.errors import MagnetarError, NotConnected, from_code
 from magnetar.common.grpcauth import with_token
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
 
@@ -29,6 +29,12 @@ class Entry(NamedTuple):
 
 
 AddFailure = tuple[int, int, MagnetarError]
+
+
+def _named(exc: grpc.RpcError) -> bool:
+    """Whether the bookie ended the call with a Magnetar error code (not a lost link)."""
+    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    return any(key == ERROR_CODE_KEY for key, _ in trailing or ())
 
 
 class BookieClient:
@@ -91,6 +97,9 @@ class BookieClient:
                 if fut.done():  # already failed by the response reader
                     fut.exception()
                 fut.cancel()
+                if isinstance(exc, grpc.RpcError) and _named(exc):
+                    # The bookie ended the stream with a typed refusal (a missing token).
+                    raise from_rpc_error(exc, self._target) from exc
                 why = exc.details() if isinstance(exc, grpc.RpcError) else "stream closed"  # type: ignore[attr-defined]
                 raise NotConnected(f"the add stream to {self._target} broke ({why}): is the bookie up?") from exc
         return fut
