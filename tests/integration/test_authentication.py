@@ -7,7 +7,8 @@ on, the broker presenting its service token to the bookies.
 - the broker refuses an anonymous producer and a token signed with another key
   (AuthenticationError, not retried), and a valid token produces and consumes;
 - ``magnetar admin``, ``produce`` and ``consume`` present ``--auth-token``,
-  ``--auth-token-file`` or ``MAGNETAR_AUTH_TOKEN``.
+  ``--auth-token-file`` or ``MAGNETAR_AUTH_TOKEN``;
+- the gateway presents its service token to the brokers (one without gets 401s).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 import magnetar.asyncio as ma
@@ -25,7 +27,7 @@ from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.ledger.bookie_client import BookieClient, Entry
-from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
+from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
 from magnetar.testing.shell import MAGNETAR
 
 pytestmark = pytest.mark.integration
@@ -162,3 +164,17 @@ def test_the_cli_tools_present_a_token(keys: Keys, broker: BrokerProcess, tmp_pa
     assert wrong.returncode == 1 and wrong.stderr.strip().splitlines() == [
         "magnetar produce: the token is malformed (not a JWT)"
     ]
+
+
+async def test_the_gateway_presents_its_service_token_to_the_brokers(
+    keys: Keys, broker: BrokerProcess, gateway_factory: ServiceFactory[GatewayProcess]
+) -> None:
+    with_token = gateway_factory(broker_refresh_interval_s=0.5, broker_client_auth_token_file=str(keys.service_token_file))
+    without = gateway_factory(broker_refresh_interval_s=0.5)
+    topic = "/admin/v2/persistent/public/default/gw-secured"
+    async with httpx.AsyncClient(base_url=with_token.url, timeout=30) as http:
+        assert (await http.put(topic)).status_code == 204
+        assert (await http.get(f"{topic}/stats")).status_code == 200
+    async with httpx.AsyncClient(base_url=without.url, timeout=30) as http:
+        refused = await http.get(f"{topic}/stats")
+        assert refused.status_code == 401 and "no token" in refused.json()["reason"]
