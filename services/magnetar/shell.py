@@ -128,7 +128,7 @@ async def triggeraudit(args: argparse.Namespace) -> int:
             raise MagnetarError(
                 f"no auditor is running on {args.zookeeper}{args.zk_root}: start one with `magnetar auditor`"
             )
-    r = await forward_trigger(target)
+    r = await forward_trigger(target, token=toolauth.token(args))
     _out(
         f"audit by {r.auditor_id}: {r.ledgers_checked} closed ledgers, {r.fragments_checked} fragments checked, "
         f"{r.ledgers_marked} marked under-replicated, in {r.duration_s:.2f} s"

@@ -8,7 +8,8 @@ on, the broker presenting its service token to the bookies.
   (AuthenticationError, not retried), and a valid token produces and consumes;
 - ``magnetar admin``, ``produce`` and ``consume`` present ``--auth-token``,
   ``--auth-token-file`` or ``MAGNETAR_AUTH_TOKEN``;
-- the gateway presents its service token to the brokers (one without gets 401s).
+- the gateway presents its service token to the brokers (one without gets 401s);
+- an auditor with authentication on answers superuser roles only.
 """
 
 from __future__ import annotations
@@ -23,11 +24,18 @@ import httpx
 import pytest
 
 import magnetar.asyncio as ma
+from magnetar.auditor.server import fetch_status, forward_trigger
 from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.ledger.bookie_client import BookieClient, Entry
-from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
+from magnetar.testing.processes import (
+    AuditorProcess,
+    BookieProcess,
+    BrokerProcess,
+    GatewayProcess,
+    ServiceFactory,
+)
 from magnetar.testing.shell import MAGNETAR
 
 pytestmark = pytest.mark.integration
@@ -178,3 +186,18 @@ async def test_the_gateway_presents_its_service_token_to_the_brokers(
     async with httpx.AsyncClient(base_url=without.url, timeout=30) as http:
         refused = await http.get(f"{topic}/stats")
         assert refused.status_code == 401 and "no token" in refused.json()["reason"]
+
+
+async def test_an_auditor_with_authentication_on_answers_superusers_only(
+    keys: Keys, bookie_factory: ServiceFactory[BookieProcess], auditor_factory: ServiceFactory[AuditorProcess]
+) -> None:
+    bookie_factory(**keys.settings())
+    auditor = auditor_factory(**keys.settings(broker_client_auth_token_file=str(keys.service_token_file)))
+    with pytest.raises(AuthenticationError, match="no token"):
+        await fetch_status(auditor.address)
+    with pytest.raises(AuthorizationError, match="superuser"):
+        await forward_trigger(auditor.address, token=keys.token("app-1"))
+    status = await fetch_status(auditor.address, token=keys.service_token)
+    assert status.auditor_id == auditor.address
+    report = await forward_trigger(auditor.address, token=keys.service_token)
+    assert report.auditor_id == auditor.address
