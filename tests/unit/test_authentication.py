@@ -148,3 +148,24 @@ def test_bad_authentication_arguments() -> None:
     failing = ma.AuthenticationToken(lambda: "")
     with pytest.raises(AuthenticationError, match="returned no token"):
         failing.token()
+
+
+def test_a_bare_unauthenticated_or_permission_denied_status_is_typed() -> None:
+    from magnetar.common.grpcutil import from_rpc_error
+
+    class Bare(grpc.RpcError):
+        def __init__(self, code: grpc.StatusCode) -> None:
+            self._code = code
+
+        def code(self) -> grpc.StatusCode:
+            return self._code
+
+        def details(self) -> str:
+            return "refused by a proxy"
+
+        def trailing_metadata(self) -> tuple[()]:
+            return ()
+
+    assert isinstance(from_rpc_error(Bare(grpc.StatusCode.UNAUTHENTICATED)), AuthenticationError)
+    assert isinstance(from_rpc_error(Bare(grpc.StatusCode.PERMISSION_DENIED)), AuthorizationError)
+    assert not AuthenticationError.retriable and not AuthorizationError.retriable
