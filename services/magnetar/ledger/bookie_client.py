@@ -14,7 +14,13 @@ from typing import NamedTuple
 
 import grpc
 
-from magnetar.common.errors import MagnetarError, NotConnected, from_code
+from magnetar.common.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    MagnetarError,
+    NotConnected,
+    from_code,
+)
 from magnetar.common.grpcauth import with_token
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
 from magnetar.proto.v1 import bookie_pb2 as pb
@@ -29,12 +35,6 @@ class Entry(NamedTuple):
 
 
 AddFailure = tuple[int, int, MagnetarError]
-
-
-def _named(exc: grpc.RpcError) -> bool:
-    """Whether the bookie ended the call with a Magnetar error code (not a lost link)."""
-    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-    return any(key == ERROR_CODE_KEY for key, _ in trailing or ())
 
 
 class BookieClient:
@@ -97,12 +97,30 @@ class BookieClient:
                 if fut.done():  # already failed by the response reader
                     fut.exception()
                 fut.cancel()
-                if isinstance(exc, grpc.RpcError) and _named(exc):
-                    # The bookie ended the stream with a typed refusal (a missing token).
-                    raise from_rpc_error(exc, self._target) from exc
+                refusal = await self._refusal(exc)
+                if refusal is not None:  # the bookie ended the stream on purpose (no token)
+                    raise refusal from exc
                 why = exc.details() if isinstance(exc, grpc.RpcError) else "stream closed"  # type: ignore[attr-defined]
                 raise NotConnected(f"the add stream to {self._target} broke ({why}): is the bookie up?") from exc
         return fut
+
+    async def _refusal(self, exc: BaseException) -> MagnetarError | None:
+        """The bookie's refusal (a missing or rejected token) behind a failed add write,
+        or None for a lost connection. A write racing with the bookie's refusal of the
+        stream loses the refusal: grpc ends the call with a bare INTERNAL of its own. A
+        quick unary call (which the bookie checks the same way) then tells which."""
+        if isinstance(exc, grpc.RpcError):
+            if any(key == ERROR_CODE_KEY for key, _ in exc.trailing_metadata() or ()):
+                return from_rpc_error(exc, self._target)
+            if exc.code() != grpc.StatusCode.INTERNAL:
+                return None
+        try:
+            await self._stub.GetInfo(pb.GetInfoRequest(), timeout=1.0)
+        except grpc.RpcError as probe:
+            error = from_rpc_error(probe, self._target)
+            if isinstance(error, AuthenticationError | AuthorizationError):
+                return error
+        return None
 
     def _ensure_stream(self) -> grpc.aio.StreamStreamCall:
         if self._call is None or self._call.done():
