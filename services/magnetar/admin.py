@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from magnetar import toolauth
 from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, topic_path
 from magnetar.common.errors import InvalidArgument, MagnetarError
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", default=DEFAULT_URL, help=f"service URL or broker host:port (default {DEFAULT_URL})")
     parser.add_argument("--admin-url", help="the gateway's URL (http://host:8080): use its REST API instead of gRPC")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+    toolauth.add_arguments(parser)
     groups = parser.add_subparsers(
         dest="group", required=True, metavar="{tenants,namespaces,topics,bookies,ledgers,dlq}"
     )
@@ -315,11 +317,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace) -> None:
+    token = toolauth.token(args)
     if args.group in GATEWAY_GROUPS:
-        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout) as rest:
+        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, token) as rest:
             await _run_gateway(rest, args)
         return
-    admin: Admin = RestAdmin(args.admin_url, args.timeout) if args.admin_url else AdminClient(args.url, args.timeout)
+    admin: Admin = (
+        RestAdmin(args.admin_url, args.timeout, token) if args.admin_url
+        else AdminClient(args.url, args.timeout, (lambda: token) if token else None)
+    )
     async with admin:
         await _run(admin, args)
 

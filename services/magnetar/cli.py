@@ -17,6 +17,7 @@ COMMANDS = {
     "admin": ("magnetar.admin", "tenants, namespaces and topics (like pulsar-admin)"),
     "produce": ("magnetar.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
     "consume": ("magnetar.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),
+    "tokens": ("magnetar.tokenstool", "create keys and JWT tokens, show and validate tokens (like pulsar tokens)"),
     "shell": ("magnetar.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
 }
 

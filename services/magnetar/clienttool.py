@@ -11,7 +11,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from magnetar.client.sync import Client, ConsumerType, InitialPosition, Message, MessageId, Result
+from magnetar import toolauth
+from magnetar.client.sync import (
+    AuthenticationToken,
+    Client,
+    ConsumerType,
+    InitialPosition,
+    Message,
+    MessageId,
+    Result,
+)
 from magnetar.common.errors import MagnetarError, Timeout
 
 DEFAULT_URL = "127.0.0.1:6650"
@@ -55,7 +64,7 @@ def produce(args: argparse.Namespace) -> int:
     def done(res: object, _msg_id: MessageId | None) -> None:
         results.append(res)
 
-    client = Client(args.url)
+    client = _client(args)
     try:
         producer = client.create_producer(args.topic, batching_enabled=not args.disable_batching)
         for _ in range(args.num_produce):
@@ -78,7 +87,7 @@ def consume(args: argparse.Namespace) -> int:
     if args.num_messages < 0:
         raise UsageError("-n must not be negative (0 means forever)")
     timeout_ms = None if args.timeout is None else int(args.timeout * 1000)
-    client = Client(args.url)
+    client = _client(args)
     received = 0
     try:
         consumer = client.subscribe(
@@ -100,10 +109,16 @@ def consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace) -> Client:
+    token = toolauth.token(args)
+    return Client(args.url, authentication=AuthenticationToken(token) if token else None)
+
+
 def build_parser(command: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"magnetar {command}")
     parser.add_argument("topic", metavar="TOPIC")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"broker host:port (default {DEFAULT_URL})")
+    toolauth.add_arguments(parser)
     if command == "produce":
         parser.description = "Send messages to a topic (like pulsar-client produce)."
         parser.add_argument("-m", "--messages", action="append", required=True, help="message text (repeatable)")

@@ -3,6 +3,8 @@
 
 from magnetar.common.errors import (
     AlreadyExists,
+    AuthenticationError,
+    AuthorizationError,
     ConsumerBusy,
     InvalidArgument,
     InvalidTopicName,
@@ -25,6 +27,8 @@ from magnetar.common.errors import (
 
 __all__ = [
     "AlreadyExists",
+    "AuthenticationError",
+    "AuthorizationError",
     "ConsumerBusy",
     "InvalidArgument",
     "InvalidTopicName",

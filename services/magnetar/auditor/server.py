@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection
 from magnetar.auditor.config import DEFAULT_PORT, AuditorConfig
 from magnetar.auditor.service import AuditorService, NotLeader
 from magnetar.common.errors import MagnetarError
+from magnetar.common.grpcauth import server_interceptors, with_token
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, SERVER_OPTIONS, from_rpc_error, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.proto.v1 import auditor_pb2 as pb
@@ -84,37 +85,43 @@ class AuditorServicer(pb_grpc.AuditorServicer):
         except NotLeader as exc:
             if not exc.leader or exc.leader == self.service.auditor_id:
                 raise
-            return await forward_trigger(exc.leader)
+            return await forward_trigger(exc.leader, token=self.service.service_token)
 
 
-async def fetch_status(address: str, max_ledgers: int = 1000, timeout_s: float = 10.0) -> pb.AuditorStatus:
-    """The status of the auditor replica at ``address``.
+async def fetch_status(
+    address: str, max_ledgers: int = 1000, timeout_s: float = 10.0, token: str | None = None
+) -> pb.AuditorStatus:
+    """The status of the auditor replica at ``address`` (presenting ``token`` if given).
 
     Raises:
         MagnetarError: it could not be reached or failed.
     """
     async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         try:
-            return await pb_grpc.AuditorStub(channel).GetStatus(
+            return await _stub(channel, token).GetStatus(
                 pb.GetStatusRequest(max_ledgers=max_ledgers), timeout=timeout_s
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, f"the auditor {address}") from exc
 
 
-async def forward_trigger(leader: str) -> pb.AuditReport:
-    """Ask the leading replica at ``leader`` to run the check.
+async def forward_trigger(leader: str, token: str | None = None) -> pb.AuditReport:
+    """Ask the leading replica at ``leader`` to run the check (presenting ``token``).
 
     Raises:
         MagnetarError: it could not be reached or failed.
     """
     async with grpc.aio.insecure_channel(leader, options=CHANNEL_OPTIONS) as channel:
         try:
-            return await pb_grpc.AuditorStub(channel).TriggerAudit(
+            return await _stub(channel, token).TriggerAudit(
                 pb.TriggerAuditRequest(), timeout=_AUDIT_RPC_TIMEOUT_S
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, f"the leading auditor {leader}") from exc
+
+
+def _stub(channel: grpc.aio.Channel, token: str | None) -> pb_grpc.AuditorStub:
+    return with_token(pb_grpc.AuditorStub(channel), (lambda: token) if token else None)  # type: ignore[no-any-return]
 
 
 class AuditorServer:
@@ -125,11 +132,14 @@ class AuditorServer:
         self.port = config.port or DEFAULT_PORT
         self.auditor_id = config.address(DEFAULT_PORT)
         self.service = AuditorService(config, self.auditor_id)
+        self.authenticator = config.authenticator()  # a bad key setting stops the start
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
 
     async def start(self) -> None:
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        # With authentication on, only superuser roles (operators, the gateway, replicas).
+        interceptors = server_interceptors(self.authenticator, "auditor", required_roles=self.config.superuser_roles)
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
         pb_grpc.add_AuditorServicer_to_server(AuditorServicer(self.service), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

@@ -62,8 +62,14 @@ class AuditorService:
         self.config = config
         self.auditor_id = auditor_id
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
+        self.service_token = config.service_token()
+        """Presented to bookies and to the leading replica (None: no authentication)."""
         self.client = LedgerClient(
-            self.zk, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+            self.zk,
+            LedgerClientConfig(
+                add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s,
+                auth_token=self.service_token,
+            ),
         )
         self.markers = ZkUnderReplicationStore(self.zk)
         self.throttle = Throttle(config.throttle_entries_per_s)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from magnetar.common.config import ServiceConfig
+from magnetar.common.config import AuthenticationSettings, ServiceConfig
 
 DEFAULT_PORT = 3181
 
 
-class BookieConfig(ServiceConfig):
+class BookieConfig(ServiceConfig, AuthenticationSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BOOKIE_", extra="forbid")
 
     data_dir: str = "./data/bookie"

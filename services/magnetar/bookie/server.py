@@ -17,6 +17,7 @@ from magnetar.bookie.bookie import Bookie, StoredEntry
 from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
 from magnetar.bookie.metrics import BookieCollector
 from magnetar.common.errors import MagnetarError
+from magnetar.common.grpcauth import server_interceptors
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.tasks import BackgroundTasks
@@ -147,6 +148,7 @@ class BookieServer:
         self.port = config.port or DEFAULT_PORT
         self.bookie_id = config.advertised_address or f"{config.host}:{self.port}"
         self.bookie = Bookie(config, self.bookie_id)
+        self.authenticator = config.authenticator()  # a bad key setting stops the start
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
@@ -155,7 +157,9 @@ class BookieServer:
 
     async def start(self) -> None:
         await self.bookie.start()
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        # With authentication on, only superuser roles (brokers, auditors, tools) get in.
+        interceptors = server_interceptors(self.authenticator, "bookie", required_roles=self.config.superuser_roles)
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
         pb_grpc.add_BookieServicer_to_server(BookieServicer(self.bookie), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

@@ -27,6 +27,7 @@ from magnetar.broker.topic_admin import TopicAdmin
 from magnetar.broker.topic_rpcs import TopicAdminRpcs
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
+from magnetar.common.grpcauth import server_interceptors
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
@@ -419,14 +420,20 @@ class BrokerServer:
         self.broker_id = config.advertised_address or f"{config.host}:{self.port}"
         self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
         session = self.session
+        # Read the keys and the service token now: a bad setting stops the start.
+        self.authenticator = config.authenticator()
+        token = config.service_token()
         ledgers = LedgerClient(
-            session, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+            session,
+            LedgerClientConfig(
+                add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s, auth_token=token
+            ),
         )
         self.service = BrokerService(
             config, self.broker_id, session, ledgers=ledgers, ml_store=ZkManagedLedgerStore(session),
             tenants=ZkTenantStore(session), ownership=ZkOwnershipStore(session),
             # Moves to topics other brokers serve go through the SDK, pointed at this broker.
-            remote_mover=RemoteMovePublisher(self.broker_id),
+            remote_mover=RemoteMovePublisher(self.broker_id, token=token),
         )
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
@@ -436,7 +443,7 @@ class BrokerServer:
         await self.session.start()
         try:
             await self.service.start()
-            server = grpc.aio.server(options=SERVER_OPTIONS)
+            server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors(self.authenticator, "broker"))
             pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
             if not server.add_insecure_port(f"{self.config.host}:{self.port}"):

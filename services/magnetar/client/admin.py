@@ -42,9 +42,11 @@ OWNER_RETRY = RetryPolicy(max_tries=3, delay_s=0.0)
 class AdminClient:
     """Administer a cluster through any of its brokers (``service_url``)."""
 
-    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
-        """Raises: InvalidArgument: a bad service URL."""
-        self.pool = ConnectionPool(service_url, operation_timeout_s)
+    def __init__(
+        self, service_url: str, operation_timeout_s: float = 30.0, token: Callable[[], str] | None = None
+    ) -> None:
+        """``token``: a token source (see ConnectionPool). Raises: InvalidArgument: a bad service URL."""
+        self.pool = ConnectionPool(service_url, operation_timeout_s, token)
         self.timeout = operation_timeout_s
 
     async def close(self) -> None:

@@ -22,6 +22,7 @@ from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
+from .auth import AuthenticationToken, token_source
 from .connection import ConnectionPool
 from .consumer import Consumer, Topics, topic_names
 from .message import Message
@@ -41,6 +42,7 @@ from .producer import Producer
 from .reader import Reader
 
 __all__ = [
+    "AuthenticationToken",
     "Client",
     "Consumer",
     "ConsumerDeadLetterPolicy",
@@ -64,7 +66,8 @@ class Client:
             separated by commas (any of them answers lookups).
         operation_timeout_seconds: limit for lookups, opening producers and
             subscribing (retriable failures are retried until then).
-        authentication: not supported yet; must be None.
+        authentication: an :class:`AuthenticationToken` sent with every call (None:
+            anonymous, for brokers with authentication off).
         connection_timeout_ms: accepted for compatibility (gRPC connects lazily; the
             operation timeout bounds every wait).
     """
@@ -77,9 +80,7 @@ class Client:
         operation_timeout_seconds: float = 30,
         connection_timeout_ms: int = 10000,
     ) -> None:
-        if authentication is not None:
-            raise InvalidArgument("authentication is not supported by this client yet")
-        self._pool = ConnectionPool(service_url, operation_timeout_seconds)
+        self._pool = ConnectionPool(service_url, operation_timeout_seconds, token_source(authentication))
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
+from magnetar.common.grpcauth import with_token
 from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
@@ -72,12 +73,17 @@ def is_retriable(exc: BaseException) -> bool:
 class ConnectionPool:
     """One gRPC channel per broker address, shared by every producer and consumer.
 
-    Channels are created lazily inside the running event loop.
+    Channels are created lazily inside the running event loop. With a ``token``
+    source, every call and stream made through :meth:`stub` carries
+    ``authorization: Bearer <token>``, the source asked anew each time.
     """
 
-    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, service_url: str, operation_timeout_s: float = 30.0, token: Callable[[], str] | None = None
+    ) -> None:
         self.service_hosts = parse_service_url(service_url)
         self.operation_timeout_s = operation_timeout_s
+        self.token = token
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, pb_grpc.BrokerStub] = {}
         self._next_host = itertools.count(random.randrange(len(self.service_hosts)))
@@ -90,7 +96,7 @@ class ConnectionPool:
         if stub is None:
             channel = grpc.aio.insecure_channel(address, options=CLIENT_CHANNEL_OPTIONS)
             self._channels[address] = channel
-            stub = self._stubs[address] = pb_grpc.BrokerStub(channel)
+            stub = self._stubs[address] = with_token(pb_grpc.BrokerStub(channel), self.token)
         return stub
 
     async def unary(self, address: str, call: Callable[[pb_grpc.BrokerStub], Awaitable[T]]) -> T:

@@ -31,9 +31,11 @@ _TYPES = {"Exclusive": pb.EXCLUSIVE, "Shared": pb.SHARED, "Failover": pb.FAILOVE
 class RestAdmin:
     """Administer a cluster through its gateway at ``admin_url`` (``http://host:8080``)."""
 
-    def __init__(self, admin_url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, admin_url: str, timeout_s: float = 30.0, token: str | None = None) -> None:
+        """``token``: sent as ``Authorization: Bearer`` with every request."""
         self.admin_url = admin_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.admin_url, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.AsyncClient(base_url=self.admin_url, timeout=timeout_s, headers=headers)
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -26,6 +26,7 @@ from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.message_id import MessageId
 
 from . import aio
+from .auth import AuthenticationToken
 from .consumer import Topics
 from .message import Message
 from .options import (
@@ -42,6 +43,7 @@ from .partition_producer import PartitionProducer
 from .producer import SendCallback
 
 __all__ = [
+    "AuthenticationToken",
     "Client",
     "Consumer",
     "ConsumerDeadLetterPolicy",
@@ -398,6 +400,8 @@ class Client:
     Args:
         service_url: ``"magnetar://host:port"``, ``"host:port"`` or several hosts
             separated by commas.
+        authentication: an :class:`AuthenticationToken` sent with every call (None:
+            anonymous).
         operation_timeout_seconds: limit for lookups, creating producers, subscribing.
     """
 

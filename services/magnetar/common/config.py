@@ -12,10 +12,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from magnetar.common.errors import InvalidArgument
+from magnetar.common.tokens import TokenAuthenticator, read_key_bytes
 
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "magnetar_config_file", default=None
@@ -94,3 +95,55 @@ class ServiceConfig(BaseSettings):
     def address(self, default_port: int) -> str:
         """The host:port peers should use to reach this service."""
         return self.advertised_address or f"{self.host}:{self.port or default_port}"
+
+
+class AuthenticationSettings(BaseModel):
+    """Token authentication of a service's gRPC door (docs/security.md); off by default."""
+
+    authentication_enabled: bool = False
+    """Require a valid token (``authorization: Bearer``) on every call but health checks."""
+    token_algorithm: str = "HS256"
+    """The only signing algorithm accepted: HS256/384/512 (secret key) or RS256/384/512,
+    ES256/384/512 (key pair); tokens naming another one (``none`` included) are refused."""
+    token_secret_key_file: str = ""
+    """The secret key (HS algorithms): a path, file:///path or data:;base64,<key>."""
+    token_public_key_file: str = ""
+    """The public key (RS, ES algorithms), PEM or DER: a path, file:///path or data:..."""
+    superuser_roles: list[str] = []
+    """Roles that may do everything (the services' own token is one of these)."""
+
+    def authenticator(self) -> TokenAuthenticator | None:
+        """The configured authenticator; None when authentication is off.
+
+        Raises:
+            InvalidArgument: the algorithm is unknown or its key is missing or unreadable.
+        """
+        if not self.authentication_enabled:
+            return None
+        return TokenAuthenticator.from_settings(
+            self.token_algorithm, self.token_secret_key_file, self.token_public_key_file
+        )
+
+
+class ServiceTokenSettings(BaseModel):
+    """The token a service presents to brokers and bookies (a superuser role's)."""
+
+    broker_client_auth_token: str = ""
+    """The token itself (prefer the _file key: environments and files leak less)."""
+    broker_client_auth_token_file: str = ""
+    """A file holding the token (read once at start); used if the token is not set."""
+
+    def service_token(self) -> str | None:
+        """The token to present, or None (no authentication).
+
+        Raises:
+            InvalidArgument: the token file cannot be read or is empty.
+        """
+        if self.broker_client_auth_token:
+            return self.broker_client_auth_token.strip()
+        if not self.broker_client_auth_token_file:
+            return None
+        token = read_key_bytes(self.broker_client_auth_token_file).decode(errors="replace").strip()
+        if not token:
+            raise InvalidArgument(f"the token file {self.broker_client_auth_token_file} is empty")
+        return token

@@ -20,6 +20,8 @@
     ├── ProducerBusy             a producer with that name is connected already
     ├── ProducerBlockedQuotaExceeded  the topic's backlog is over its namespace's quota
     ├── NotOwner                 this broker does not serve the topic (look it up again)
+    ├── AuthenticationError      no token, or a bad, expired or wrongly signed one
+    ├── AuthorizationError       the caller's role may not do that
     ├── NotEnoughBookies
     ├── MetadataError            ZooKeeper trouble
     │   └── MetadataVersionConflict
@@ -158,6 +160,22 @@ class NotOwner(MagnetarError):
     code = "NOT_OWNER"
     grpc_status = "FAILED_PRECONDITION"
     retriable = True
+
+
+class AuthenticationError(MagnetarError):
+    """The caller did not prove who it is: no token, or a malformed, expired or wrongly
+    signed one (Pulsar's AuthenticationException). Never retried: the same token fails
+    again. Messages name the reason, never the token."""
+
+    code = "AUTHENTICATION_ERROR"
+    grpc_status = "UNAUTHENTICATED"
+
+
+class AuthorizationError(MagnetarError):
+    """The caller's role is known but may not do that (Pulsar's AuthorizationException)."""
+
+    code = "AUTHORIZATION_ERROR"
+    grpc_status = "PERMISSION_DENIED"
 
 
 class LedgerFenced(MagnetarError):

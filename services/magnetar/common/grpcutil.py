@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 import grpc
 
 from magnetar.common.errors import (
+    AuthenticationError,
+    AuthorizationError,
     InvalidArgument,
     MagnetarError,
     NotConnected,
@@ -99,6 +101,10 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
         return Timeout(f"call to{where or ' the server'} timed out")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(details)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationError(details)
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return AuthorizationError(details)
     if code == grpc.StatusCode.CANCELLED:
         return ServiceClosed(f"call to{where or ' the server'} cancelled: {details}")
     return MagnetarError(f"{code.name if code else 'error'} from{where or ' the server'}: {details}")

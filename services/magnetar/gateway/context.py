@@ -13,6 +13,7 @@ from magnetar.client.aio import Client
 from magnetar.common.errors import MagnetarError
 from magnetar.gateway.config import GatewayConfig
 from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession
@@ -35,16 +36,21 @@ class GatewayContext:
     the admin client's connection pool (channels and service hosts)."""
     brokers: list[str] = field(default_factory=list)
     """The live brokers last read from ZooKeeper."""
+    service_token: str | None = None
+    """The token the gateway presents to brokers and bookies (None: none)."""
 
     @classmethod
     def build(cls, config: GatewayConfig, session: ZkSession) -> GatewayContext:
         url = config.broker_service_url or "127.0.0.1:6650"  # replaced by the registered brokers
-        admin = AdminClient(url, config.operation_timeout_s)
+        token = config.service_token()
+        admin = AdminClient(url, config.operation_timeout_s, (lambda: token) if token else None)
         if not config.broker_service_url:
             admin.pool.service_hosts = []
         client = Client.sharing(admin.pool)  # one pool: one channel per broker, hosts kept fresh below
+        ledgers = LedgerClient(session, LedgerClientConfig(auth_token=token))
         return cls(
-            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), LedgerClient(session), client,
+            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), ledgers, client,
+            service_token=token,
         )
 
     def zookeeper_up(self) -> bool:

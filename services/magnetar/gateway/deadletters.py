@@ -254,20 +254,21 @@ class Replay:
         self._stopped = True
 
 
-def client_for(hosts: Sequence[str], timeout_s: float) -> mg.Client:
-    """An SDK client on the brokers at ``hosts``.
+def client_for(hosts: Sequence[str], timeout_s: float, token: str | None = None) -> mg.Client:
+    """An SDK client on the brokers at ``hosts`` (presenting ``token`` if given).
 
     Raises:
         NotConnected: no broker is registered.
     """
     if not hosts:
         raise NotConnected("no broker is registered; start a broker")
-    return mg.Client("magnetar://" + ",".join(hosts), operation_timeout_seconds=timeout_s)
+    auth = mg.AuthenticationToken(token) if token else None
+    return mg.Client("magnetar://" + ",".join(hosts), authentication=auth, operation_timeout_seconds=timeout_s)
 
 
 async def replay(
     hosts: Sequence[str], dlq: str, subscription: str, *, count: int | None = None,
-    ids: Sequence[str] | None = None, target: str | None = None, timeout_s: float = 30.0,
+    ids: Sequence[str] | None = None, target: str | None = None, timeout_s: float = 30.0, token: str | None = None,
 ) -> ReplayReport:
     """Replay ``dlq`` through ``subscription`` (see the module docstring).
 
@@ -279,7 +280,7 @@ async def replay(
     wanted = None if ids is None else frozenset(str(MessageId.parse(i)) for i in ids)
     if target is not None:
         target = str(TopicName.parse(target))
-    client = client_for(hosts, timeout_s)
+    client = client_for(hosts, timeout_s, token)
     try:
         return await Replay(client, dlq, subscription, count, wanted, target).run()
     finally:

@@ -43,6 +43,8 @@ _STATUS: list[tuple[type[e.MagnetarError], int]] = [
     (e.InvalidTopicName, 412),
     (e.InvalidArgument, 400),
     (e.AlreadyExists, 409),
+    (e.AuthenticationError, 401),
+    (e.AuthorizationError, 403),
     (e.NotFound, 404),
     (e.ConsumerBusy, 412),
     (e.ProducerBusy, 412),

@@ -14,8 +14,15 @@ from typing import NamedTuple
 
 import grpc
 
-from magnetar.common.errors import MagnetarError, NotConnected, from_code
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    MagnetarError,
+    NotConnected,
+    from_code,
+)
+from magnetar.common.grpcauth import with_token
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
 
@@ -31,12 +38,13 @@ AddFailure = tuple[int, int, MagnetarError]
 
 
 class BookieClient:
-    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 10.0, token: str | None = None) -> None:
+        """``token``: presented with every call (bookies with authentication on)."""
         self.address = address
         self._target = f"bookie {address}"
         self.timeout_s = timeout_s
         self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-        self._stub = pb_grpc.BookieStub(self._channel)
+        self._stub = with_token(pb_grpc.BookieStub(self._channel), (lambda: token) if token else None)
         self._ids = itertools.count(1)
         self._call: grpc.aio.StreamStreamCall | None = None
         self._pending: dict[int, asyncio.Future[list[AddFailure]]] = {}
@@ -89,9 +97,30 @@ class BookieClient:
                 if fut.done():  # already failed by the response reader
                     fut.exception()
                 fut.cancel()
+                refusal = await self._refusal(exc)
+                if refusal is not None:  # the bookie ended the stream on purpose (no token)
+                    raise refusal from exc
                 why = exc.details() if isinstance(exc, grpc.RpcError) else "stream closed"  # type: ignore[attr-defined]
                 raise NotConnected(f"the add stream to {self._target} broke ({why}): is the bookie up?") from exc
         return fut
+
+    async def _refusal(self, exc: BaseException) -> MagnetarError | None:
+        """The bookie's refusal (a missing or rejected token) behind a failed add write,
+        or None for a lost connection. A write racing with the bookie's refusal of the
+        stream loses the refusal: grpc ends the call with a bare INTERNAL of its own. A
+        quick unary call (which the bookie checks the same way) then tells which."""
+        if isinstance(exc, grpc.RpcError):
+            if any(key == ERROR_CODE_KEY for key, _ in exc.trailing_metadata() or ()):
+                return from_rpc_error(exc, self._target)
+            if exc.code() != grpc.StatusCode.INTERNAL:
+                return None
+        try:
+            await self._stub.GetInfo(pb.GetInfoRequest(), timeout=1.0)
+        except grpc.RpcError as probe:
+            error = from_rpc_error(probe, self._target)
+            if isinstance(error, AuthenticationError | AuthorizationError):
+                return error
+        return None
 
     def _ensure_stream(self) -> grpc.aio.StreamStreamCall:
         if self._call is None or self._call.done():
@@ -187,14 +216,15 @@ class BookieClient:
 class BookiePool:
     """One shared :class:`BookieClient` per bookie address."""
 
-    def __init__(self, timeout_s: float = 10.0) -> None:
+    def __init__(self, timeout_s: float = 10.0, token: str | None = None) -> None:
         self.timeout_s = timeout_s
+        self.token = token
         self._clients: dict[str, BookieClient] = {}
 
     def get(self, address: str) -> BookieClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = BookieClient(address, self.timeout_s)
+            client = self._clients[address] = BookieClient(address, self.timeout_s, self.token)
         return client
 
     async def close(self) -> None:

@@ -28,7 +28,7 @@ class LedgerClient:
         self.session = session
         self.store: ZkLedgerMetadataStore[LedgerMetadata] = ZkLedgerMetadataStore(session, LedgerMetadata.from_dict)
         self.registry = ZkBookieRegistry(session)
-        self.pool = BookiePool(timeout_s=self.config.read_timeout_s)
+        self.pool = BookiePool(timeout_s=self.config.read_timeout_s, token=self.config.auth_token)
         self.context = ClientContext(self.config, self.pool, self.registry, self.store)
         """What the handles, recovery and readers of this client work with."""
         self.writer_id = uuid.uuid4().hex

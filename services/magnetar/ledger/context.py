@@ -28,6 +28,8 @@ class LedgerClientConfig:
     max_entry_bytes: int = 5 * 1024 * 1024 + 64 * 1024 - 8
     """Largest payload (the bookie's limit less the 8-byte ledger header)."""
     properties: dict[str, str] = field(default_factory=dict)
+    auth_token: str | None = None
+    """The token presented to bookies with authentication on (a superuser role's)."""
 
 
 class BookieConnection(Protocol):

@@ -3,6 +3,7 @@ on a fixed loopback port."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -38,7 +39,12 @@ def config_env(
             raise InvalidArgument(
                 f"{key!r} is not a setting of {config_cls.__name__}; known: {', '.join(sorted(fields))}"
             )
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list | tuple | dict):
+            text = json.dumps(value)  # pydantic-settings reads complex values as JSON
+        else:
+            text = str(value)
         env[prefix + key.upper()] = text
     return env
 

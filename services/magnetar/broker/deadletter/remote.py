@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 class RemoteMovePublisher:
     """Publishes moves through the client SDK, over gRPC."""
 
-    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
-        self._pool = ConnectionPool(service_url, operation_timeout_s)
+    def __init__(self, service_url: str, operation_timeout_s: float = 30.0, token: str | None = None) -> None:
+        # The broker's own (superuser) token, when brokers require one.
+        self._pool = ConnectionPool(service_url, operation_timeout_s, (lambda: token) if token else None)
         self._kept: set[tuple[str, str]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 

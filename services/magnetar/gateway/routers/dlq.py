@@ -161,7 +161,7 @@ async def replay(topic: Topic, ctx: Context, body: ReplayRequest | None = None,
     sub = await dlq_subscription(ctx, topic, subscription)
     report = await deadletters.replay(
         ctx.admin.pool.service_hosts, topic, sub, count=body.count, ids=body.messageIds, target=body.target,
-        timeout_s=ctx.config.operation_timeout_s,
+        timeout_s=ctx.config.operation_timeout_s, token=ctx.service_token,
     )
     return ReplayResult(
         subscription=sub, moved=report.moved, skipped=report.skipped, failed=report.failed,
