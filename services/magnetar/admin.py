@@ -32,6 +32,7 @@ from magnetar.client.rest_admin import RestAdmin, topic_path
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 
 DEFAULT_URL = "127.0.0.1:6650"
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", default=DEFAULT_URL, help=f"service URL or broker host:port (default {DEFAULT_URL})")
     parser.add_argument("--admin-url", help="the gateway's URL (http://host:8080): use its REST API instead of gRPC")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+    add_tls_flags(parser)
     groups = parser.add_subparsers(
         dest="group", required=True, metavar="{tenants,namespaces,topics,bookies,ledgers,dlq}"
     )
@@ -316,10 +318,13 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _main(args: argparse.Namespace) -> None:
     if args.group in GATEWAY_GROUPS:
-        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout) as rest:
+        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, tls_from_flags(args)) as rest:
             await _run_gateway(rest, args)
         return
-    admin: Admin = RestAdmin(args.admin_url, args.timeout) if args.admin_url else AdminClient(args.url, args.timeout)
+    tls = tls_from_flags(args, args.url)
+    admin: Admin = (
+        RestAdmin(args.admin_url, args.timeout, tls) if args.admin_url else AdminClient(args.url, args.timeout, tls)
+    )
     async with admin:
         await _run(admin, args)
 

@@ -55,7 +55,7 @@ def produce(args: argparse.Namespace) -> int:
     def done(res: object, _msg_id: MessageId | None) -> None:
         results.append(res)
 
-    client = Client(args.url)
+    client = Client(args.url, tls_trust_certs_file_path=args.tls_trust_certs_file)
     try:
         producer = client.create_producer(args.topic, batching_enabled=not args.disable_batching)
         for _ in range(args.num_produce):
@@ -78,7 +78,7 @@ def consume(args: argparse.Namespace) -> int:
     if args.num_messages < 0:
         raise UsageError("-n must not be negative (0 means forever)")
     timeout_ms = None if args.timeout is None else int(args.timeout * 1000)
-    client = Client(args.url)
+    client = Client(args.url, tls_trust_certs_file_path=args.tls_trust_certs_file)
     received = 0
     try:
         consumer = client.subscribe(
@@ -103,7 +103,9 @@ def consume(args: argparse.Namespace) -> int:
 def build_parser(command: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"magnetar {command}")
     parser.add_argument("topic", metavar="TOPIC")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"broker host:port (default {DEFAULT_URL})")
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"broker host:port or service URL (default {DEFAULT_URL})")
+    parser.add_argument("--tls-trust-certs-file", dest="tls_trust_certs_file", default=None,
+                        help="PEM file of the CAs that sign the brokers' certificates (with a magnetar+ssl:// URL)")
     if command == "produce":
         parser.description = "Send messages to a topic (like pulsar-client produce)."
         parser.add_argument("-m", "--messages", action="append", required=True, help="message text (repeatable)")

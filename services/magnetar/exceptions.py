@@ -20,6 +20,7 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
     TenantNotFound,
     Timeout,
+    TlsHandshakeFailed,
     TopicNotFound,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "SubscriptionNotFound",
     "TenantNotFound",
     "Timeout",
+    "TlsHandshakeFailed",
     "TopicNotFound",
 ]

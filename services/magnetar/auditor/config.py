@@ -5,12 +5,12 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from magnetar.common.config import ServiceConfig
+from magnetar.common.config import ClientTlsConfig, ServiceConfig
 
 DEFAULT_PORT = 3182
 
 
-class AuditorConfig(ServiceConfig):
+class AuditorConfig(ServiceConfig, ClientTlsConfig):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_AUDITOR_", extra="forbid")
 
     grace_period_s: float = Field(default=30.0, ge=0)

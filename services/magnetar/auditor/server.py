@@ -15,6 +15,7 @@ from magnetar.auditor.service import AuditorService, NotLeader
 from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, SERVER_OPTIONS, from_rpc_error, rpc_errors
 from magnetar.common.metrics import serve_metrics
+from magnetar.common.tls import ClientTls, add_port, aio_channel, client_tls, server_tls
 from magnetar.proto.v1 import auditor_pb2 as pb
 from magnetar.proto.v1 import auditor_pb2_grpc as pb_grpc
 
@@ -84,16 +85,18 @@ class AuditorServicer(pb_grpc.AuditorServicer):
         except NotLeader as exc:
             if not exc.leader or exc.leader == self.service.auditor_id:
                 raise
-            return await forward_trigger(exc.leader)
+            return await forward_trigger(exc.leader, client_tls(self.service.config))
 
 
-async def fetch_status(address: str, max_ledgers: int = 1000, timeout_s: float = 10.0) -> pb.AuditorStatus:
-    """The status of the auditor replica at ``address``.
+async def fetch_status(
+    address: str, max_ledgers: int = 1000, timeout_s: float = 10.0, tls: ClientTls | None = None
+) -> pb.AuditorStatus:
+    """The status of the auditor replica at ``address`` (called with ``tls``, None: plain text).
 
     Raises:
         MagnetarError: it could not be reached or failed.
     """
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with aio_channel(address, tls, CHANNEL_OPTIONS) as channel:
         try:
             return await pb_grpc.AuditorStub(channel).GetStatus(
                 pb.GetStatusRequest(max_ledgers=max_ledgers), timeout=timeout_s
@@ -102,13 +105,13 @@ async def fetch_status(address: str, max_ledgers: int = 1000, timeout_s: float =
             raise from_rpc_error(exc, f"the auditor {address}") from exc
 
 
-async def forward_trigger(leader: str) -> pb.AuditReport:
-    """Ask the leading replica at ``leader`` to run the check.
+async def forward_trigger(leader: str, tls: ClientTls | None = None) -> pb.AuditReport:
+    """Ask the leading replica at ``leader`` to run the check (called with ``tls``).
 
     Raises:
         MagnetarError: it could not be reached or failed.
     """
-    async with grpc.aio.insecure_channel(leader, options=CHANNEL_OPTIONS) as channel:
+    async with aio_channel(leader, tls, CHANNEL_OPTIONS) as channel:
         try:
             return await pb_grpc.AuditorStub(channel).TriggerAudit(
                 pb.TriggerAuditRequest(), timeout=_AUDIT_RPC_TIMEOUT_S
@@ -136,7 +139,7 @@ class AuditorServer:
             (pb.DESCRIPTOR.services_by_name["Auditor"].full_name, reflection.SERVICE_NAME), server
         )
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        if not server.add_insecure_port(f"{self.config.host}:{self.port}"):
+        if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):
             raise MagnetarError(
                 f"cannot listen on {self.config.host}:{self.port}: is the port in use?"
             )

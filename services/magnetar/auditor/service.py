@@ -17,6 +17,7 @@ from magnetar.auditor.replicator import LedgerReplicator, Outcome, Progress
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.common.tls import client_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.election import LeaderElection
@@ -63,7 +64,8 @@ class AuditorService:
         self.auditor_id = auditor_id
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
         self.client = LedgerClient(
-            self.zk, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+            self.zk, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s),
+            tls=client_tls(config),
         )
         self.markers = ZkUnderReplicationStore(self.zk)
         self.throttle = Throttle(config.throttle_entries_per_s)

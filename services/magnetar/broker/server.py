@@ -31,6 +31,7 @@ from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.common.tls import add_port, client_tls, server_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
@@ -419,14 +420,16 @@ class BrokerServer:
         self.broker_id = config.advertised_address or f"{config.host}:{self.port}"
         self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
         session = self.session
+        tls = client_tls(config)  # how this broker calls bookies and brokers
         ledgers = LedgerClient(
-            session, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s)
+            session, LedgerClientConfig(add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s),
+            tls=tls,
         )
         self.service = BrokerService(
             config, self.broker_id, session, ledgers=ledgers, ml_store=ZkManagedLedgerStore(session),
             tenants=ZkTenantStore(session), ownership=ZkOwnershipStore(session),
             # Moves to topics other brokers serve go through the SDK, pointed at this broker.
-            remote_mover=RemoteMovePublisher(self.broker_id),
+            remote_mover=RemoteMovePublisher(self.broker_id, tls=tls),
         )
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
@@ -439,7 +442,7 @@ class BrokerServer:
             server = grpc.aio.server(options=SERVER_OPTIONS)
             pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-            if not server.add_insecure_port(f"{self.config.host}:{self.port}"):
+            if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):
                 raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
             await server.start()
             self.server = server

@@ -16,6 +16,7 @@ import grpc
 
 from magnetar.common.errors import MagnetarError, NotConnected, from_code
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, from_rpc_error
+from magnetar.common.tls import ClientTls, aio_channel
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
 
@@ -31,11 +32,12 @@ AddFailure = tuple[int, int, MagnetarError]
 
 
 class BookieClient:
-    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 10.0, tls: ClientTls | None = None) -> None:
+        """Args: tls: call the bookie with TLS (None: plain text)."""
         self.address = address
         self._target = f"bookie {address}"
         self.timeout_s = timeout_s
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = aio_channel(address, tls, CHANNEL_OPTIONS)
         self._stub = pb_grpc.BookieStub(self._channel)
         self._ids = itertools.count(1)
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -187,14 +189,15 @@ class BookieClient:
 class BookiePool:
     """One shared :class:`BookieClient` per bookie address."""
 
-    def __init__(self, timeout_s: float = 10.0) -> None:
+    def __init__(self, timeout_s: float = 10.0, tls: ClientTls | None = None) -> None:
         self.timeout_s = timeout_s
+        self.tls = tls
         self._clients: dict[str, BookieClient] = {}
 
     def get(self, address: str) -> BookieClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = BookieClient(address, self.timeout_s)
+            client = self._clients[address] = BookieClient(address, self.timeout_s, self.tls)
         return client
 
     async def close(self) -> None:

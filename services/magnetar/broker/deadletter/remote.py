@@ -26,6 +26,7 @@ from magnetar.client.options import ProducerConfig
 from magnetar.client.producer import Producer
 from magnetar.common.errors import AlreadyExists, MagnetarError
 from magnetar.common.grpcutil import from_rpc_error
+from magnetar.common.tls import ClientTls
 from magnetar.proto.v1 import broker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,9 @@ log = logging.getLogger(__name__)
 class RemoteMovePublisher:
     """Publishes moves through the client SDK, over gRPC."""
 
-    def __init__(self, service_url: str, operation_timeout_s: float = 30.0) -> None:
-        self._pool = ConnectionPool(service_url, operation_timeout_s)
+    def __init__(self, service_url: str, operation_timeout_s: float = 30.0, tls: ClientTls | None = None) -> None:
+        """``tls``: how brokers are called (the broker's ``tls_client_enabled``)."""
+        self._pool = ConnectionPool(service_url, operation_timeout_s, tls)
         self._kept: set[tuple[str, str]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
