@@ -158,3 +158,26 @@ def test_test_ca_issues_server_and_client_certificates(ca: TestCa) -> None:
     assert san.get_values_for_type(x509.DNSName) == ["localhost"]
     assert [str(a) for a in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert b"PRIVATE KEY" in Path(issued.key_file).read_bytes()
+
+
+def test_services_pass_their_client_tls_where_channels_are_made(tmp_path: Path, ca: TestCa) -> None:
+    from magnetar.broker.deadletter.remote import RemoteMovePublisher
+    from magnetar.ledger.bookie_client import BookiePool
+
+    tls = ClientTls(ca.cert_file)
+    assert RemoteMovePublisher("127.0.0.1:6650", tls=tls)._pool.tls == tls
+    assert BookiePool(tls=tls).tls == tls
+    assert ConnectionPool("magnetar://127.0.0.1:6650").tls is None
+
+
+def test_standalone_turns_tls_on_for_every_component() -> None:
+    from magnetar.standalone import _tls_env, build_parser
+
+    assert _tls_env(build_parser().parse_args([])) == {}
+    env = _tls_env(build_parser().parse_args(
+        ["--tls-cert-file", "n.pem", "--tls-key-file", "n.key", "--tls-trust-certs-file", "ca.pem"]
+    ))
+    for service in ("BOOKIE", "BROKER", "AUDITOR", "GATEWAY"):
+        assert env[f"MAGNETAR_{service}_TLS_ENABLED"] == "true"
+        assert env[f"MAGNETAR_{service}_TLS_TRUST_CERTS_FILE"] == "ca.pem"
+    assert "MAGNETAR_BOOKIE_TLS_CLIENT_ENABLED" not in env and env["MAGNETAR_BROKER_TLS_CLIENT_ENABLED"] == "true"

@@ -187,10 +187,11 @@ def add_port(server: grpc.aio.Server, address: str, tls: ServerTls | None) -> in
     return server.add_secure_port(address, server_credentials(tls))
 
 
-# How gRPC's client reports a handshake it refused (an untrusted chain; a host name not
-# in the certificate). A server refusing this client's certificate (mTLS) only closes the
-# socket, which reads like any lost connection.
-_HANDSHAKE_REFUSED = ("handshake failed", "certificate_verify_failed", "hostname verification check failed")
+# How gRPC's client reports a server certificate it refused (an untrusted chain; a host
+# name not in the certificate). Only these verdicts count: a handshake cut short (a server
+# stopping) must stay a retriable lost connection. A server refusing this client's
+# certificate (mTLS) only closes the socket, which reads like any lost connection too.
+_HANDSHAKE_REFUSED = ("certificate_verify_failed", "hostname verification check failed")
 
 
 def is_handshake_refused(details: str) -> bool:
