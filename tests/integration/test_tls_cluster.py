@@ -233,3 +233,32 @@ def test_admin_cli_over_tls(tls_cluster: TlsCluster, capsys: pytest.CaptureFixtu
              "tenants", "list"]  # fmt: skip
     assert admin_cli.main(other) == 1
     assert "TLS handshake" in capsys.readouterr().err
+
+
+async def test_a_broker_and_a_gateway_requiring_client_certificates(
+    tls_cluster: TlsCluster,
+    broker_factory: ServiceFactory[BrokerProcess],
+    gateway_factory: ServiceFactory[GatewayProcess],
+):
+    node, ca = tls_cluster.node, tls_cluster.ca.cert_file
+    mtls = {"tls_enabled": True, "tls_cert_file": node.cert_file, "tls_key_file": node.key_file,
+            "tls_trust_certs_file": ca, "tls_require_client_cert": True}  # fmt: skip
+    broker = broker_factory(**mtls)
+    url, topic = f"magnetar+ssl://{broker.address}", unique("mtls")
+    async with mg.Client(url, tls_trust_certs_file_path=ca, operation_timeout_seconds=3) as anonymous:
+        with pytest.raises((NotConnected, Timeout)):
+            await anonymous.get_topic_partitions(topic)
+    client = tls_cluster.client
+    async with mg.Client(url, tls_trust_certs_file_path=ca, tls_certificate_file_path=client.cert_file,
+                         tls_private_key_file_path=client.key_file) as known:  # fmt: skip
+        assert await known.get_topic_partitions(topic) == [topic]
+    # The gateway shows its certificate to the broker, and wants one from its own clients.
+    gateway = gateway_factory(**mtls, tls_client_enabled=True)
+    async with httpx.AsyncClient(verify=https_context(ClientTls(ca)), timeout=5) as anonymous_http:
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            await anonymous_http.get(f"{gateway.url}/admin/v2/clusters")
+    context = https_context(ClientTls(ca, client.cert_file, client.key_file))
+    async with httpx.AsyncClient(verify=context, timeout=10) as known_http:
+        assert (await known_http.get(f"{gateway.url}/admin/v2/brokers/standalone")).json() == [broker.address]
+        tenants = await known_http.get(f"{gateway.url}/admin/v2/tenants")  # gateway -> broker, mTLS
+        assert tenants.status_code == 200 and "public" in tenants.json(), tenants.text
