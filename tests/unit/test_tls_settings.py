@@ -181,3 +181,10 @@ def test_standalone_turns_tls_on_for_every_component() -> None:
         assert env[f"MAGNETAR_{service}_TLS_ENABLED"] == "true"
         assert env[f"MAGNETAR_{service}_TLS_TRUST_CERTS_FILE"] == "ca.pem"
     assert "MAGNETAR_BOOKIE_TLS_CLIENT_ENABLED" not in env and env["MAGNETAR_BROKER_TLS_CLIENT_ENABLED"] == "true"
+
+
+def test_https_context_names_a_file_it_cannot_load(tmp_path: Path) -> None:
+    from magnetar.common.tls import https_context
+
+    with pytest.raises(InvalidArgument, match="cannot load the TLS files"):
+        https_context(ClientTls(str(tmp_path / "missing.pem")))

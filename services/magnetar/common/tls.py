@@ -1,5 +1,6 @@
-"""TLS for every gRPC port: the settings of a TLS server and of a TLS client, and the
-gRPC credentials and channels built from them (PEM files read once per settings).
+"""TLS for every port: the settings of a TLS server and of a TLS client, the gRPC
+credentials and channels built from them (PEM files read once per settings), an SSL
+context for HTTPS clients, and the command-line tools' TLS flags.
 
 A port carries TLS or plain text, never both: a service with ``tls_enabled`` listens
 with TLS on its usual port (Pulsar uses a second port, 6651, for TLS; here one port per
@@ -118,10 +119,17 @@ def tls_from_flags(args: argparse.Namespace, url: str = "") -> ClientTls | None:
 
 def https_context(tls: ClientTls) -> ssl.SSLContext:
     """A client SSL context trusting ``tls``'s CAs (default: the system's), showing its
-    client certificate if it has one, and checking the host name."""
-    context = ssl.create_default_context(cafile=tls.trust_certs_file or None)
-    if tls.cert_file:
-        context.load_cert_chain(tls.cert_file, tls.key_file)
+    client certificate if it has one, and checking the host name.
+
+    Raises:
+        InvalidArgument: a file cannot be read or is not a certificate or key.
+    """
+    try:
+        context = ssl.create_default_context(cafile=tls.trust_certs_file or None)
+        if tls.cert_file:
+            context.load_cert_chain(tls.cert_file, tls.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidArgument(f"cannot load the TLS files {tls.trust_certs_file!r}, {tls.cert_file!r}: {exc}") from exc
     return context
 
 
