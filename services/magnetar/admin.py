@@ -33,6 +33,7 @@ from magnetar.client.rest_admin import RestAdmin, topic_path
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 
 DEFAULT_URL = "127.0.0.1:6650"
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--admin-url", help="the gateway's URL (http://host:8080): use its REST API instead of gRPC")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
     toolauth.add_arguments(parser)
+    add_tls_flags(parser)
     groups = parser.add_subparsers(
         dest="group", required=True, metavar="{tenants,namespaces,topics,bookies,ledgers,dlq}"
     )
@@ -319,12 +321,13 @@ def main(argv: list[str] | None = None) -> int:
 async def _main(args: argparse.Namespace) -> None:
     token = toolauth.token(args)
     if args.group in GATEWAY_GROUPS:
-        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, token) as rest:
+        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, tls=tls_from_flags(args), token=token) as rest:
             await _run_gateway(rest, args)
         return
+    tls = tls_from_flags(args, args.url)
     admin: Admin = (
-        RestAdmin(args.admin_url, args.timeout, token) if args.admin_url
-        else AdminClient(args.url, args.timeout, (lambda: token) if token else None)
+        RestAdmin(args.admin_url, args.timeout, tls=tls, token=token) if args.admin_url
+        else AdminClient(args.url, args.timeout, tls=tls, token=(lambda: token) if token else None)
     )
     async with admin:
         await _run(admin, args)

@@ -111,14 +111,19 @@ def consume(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> Client:
     token = toolauth.token(args)
-    return Client(args.url, authentication=AuthenticationToken(token) if token else None)
+    return Client(
+        args.url, authentication=AuthenticationToken(token) if token else None,
+        tls_trust_certs_file_path=args.tls_trust_certs_file,
+    )
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"magnetar {command}")
     parser.add_argument("topic", metavar="TOPIC")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"broker host:port (default {DEFAULT_URL})")
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"broker host:port or service URL (default {DEFAULT_URL})")
     toolauth.add_arguments(parser)
+    parser.add_argument("--tls-trust-certs-file", dest="tls_trust_certs_file", default=None,
+                        help="PEM file of the CAs that sign the brokers' certificates (with a magnetar+ssl:// URL)")
     if command == "produce":
         parser.description = "Send messages to a topic (like pulsar-client produce)."
         parser.add_argument("-m", "--messages", action="append", required=True, help="message text (repeatable)")

@@ -22,6 +22,7 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
     TenantNotFound,
     Timeout,
+    TlsHandshakeFailed,
     TopicNotFound,
 )
 
@@ -46,5 +47,6 @@ __all__ = [
     "SubscriptionNotFound",
     "TenantNotFound",
     "Timeout",
+    "TlsHandshakeFailed",
     "TopicNotFound",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 
 from magnetar import toolauth
 from magnetar.common.errors import MagnetarError
+from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
@@ -48,7 +49,7 @@ def numbered_payload(entry_id: int, size: int) -> bytes:
 async def _ledger_client(args: argparse.Namespace) -> AsyncIterator[LedgerClient]:
     session = ZkSession(args.zookeeper, args.zk_root)
     await session.start()
-    client = LedgerClient(session, LedgerClientConfig(auth_token=toolauth.token(args)))
+    client = LedgerClient(session, LedgerClientConfig(auth_token=toolauth.token(args)), tls=tls_from_flags(args))
     try:
         yield client
     finally:
@@ -128,7 +129,7 @@ async def triggeraudit(args: argparse.Namespace) -> int:
             raise MagnetarError(
                 f"no auditor is running on {args.zookeeper}{args.zk_root}: start one with `magnetar auditor`"
             )
-    r = await forward_trigger(target, token=toolauth.token(args))
+    r = await forward_trigger(target, tls=tls_from_flags(args), token=toolauth.token(args))
     _out(
         f"audit by {r.auditor_id}: {r.ledgers_checked} closed ledgers, {r.fragments_checked} fragments checked, "
         f"{r.ledgers_marked} marked under-replicated, in {r.duration_s:.2f} s"
@@ -138,7 +139,7 @@ async def triggeraudit(args: argparse.Namespace) -> int:
 
 async def bookiesanity(args: argparse.Namespace) -> int:
     ledger_id = SANITY_LEDGER_BASE + random.getrandbits(32)
-    async with BookieClient(args.bookie, token=toolauth.token(args)) as client:
+    async with BookieClient(args.bookie, tls=tls_from_flags(args), token=toolauth.token(args)) as client:
         entries = [Entry(ledger_id, e, e - 1, numbered_payload(e, 64)) for e in range(args.entries)]
         failed = await client.add_entries(entries)
         if failed:
@@ -153,7 +154,7 @@ async def bookiesanity(args: argparse.Namespace) -> int:
 
 async def bookie_write(args: argparse.Namespace) -> int:
     """Entries 0..N-1 with up to a window in flight; ``acked E`` after each in-order ack."""
-    async with BookieClient(args.bookie, token=toolauth.token(args)) as client:
+    async with BookieClient(args.bookie, tls=tls_from_flags(args), token=toolauth.token(args)) as client:
         in_flight: deque[tuple[int, asyncio.Future[list[tuple[int, int, MagnetarError]]]]] = deque()
         next_entry = 0
         try:
@@ -177,7 +178,7 @@ async def bookie_write(args: argparse.Namespace) -> int:
 
 
 async def readledger(args: argparse.Namespace) -> int:
-    async with BookieClient(args.bookie, token=toolauth.token(args)) as client:
+    async with BookieClient(args.bookie, tls=tls_from_flags(args), token=toolauth.token(args)) as client:
         async for e in client.read_entries(args.ledger, args.from_entry, args.to_entry):
             head = e.payload[:20].decode("utf-8", "backslashreplace")
             _out(f"{e.entry_id}\t{len(e.payload)}\t{head}")
@@ -189,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zookeeper", default="127.0.0.1:2181", help="ZooKeeper HOST:PORT")
     parser.add_argument("--zk-root", dest="zk_root", default="/magnetar", help="root znode")
     toolauth.add_arguments(parser)
+    add_tls_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("listbookies", help="registered writable bookies, one host:port per line")

@@ -24,6 +24,7 @@ from magnetar.common.childproc import ChildNotReady, ChildProcess
 from magnetar.common.errors import MagnetarError
 from magnetar.common.healthcheck import grpc_health_serving, http_ready
 from magnetar.common.netutil import can_connect, port_is_free
+from magnetar.common.tls import ClientTls
 from magnetar.common.zkserver import ZooKeeperServer
 
 HOST = "127.0.0.1"
@@ -128,7 +129,28 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         "--replicas", type=int, default=None,
         help="copies of each entry, E=Qw=Qa (default: 2, or 1 with a single bookie)",
     )
+    parser.add_argument("--tls-cert-file", default="",
+                        help="TLS on every port: the PEM certificate every component serves (and shows as client)")
+    parser.add_argument("--tls-key-file", default="", help="the PEM key of --tls-cert-file")
+    parser.add_argument("--tls-trust-certs-file", default="", help="the PEM CA bundle components trust (with TLS)")
     return parser
+
+
+def _tls_env(args: argparse.Namespace) -> dict[str, str]:
+    """The children's TLS settings: every port TLS, every call between them TLS, when
+    ``--tls-cert-file`` is given; none otherwise."""
+    if not args.tls_cert_file:
+        return {}
+    env: dict[str, str] = {}
+    for service in ("BOOKIE", "BROKER", "AUDITOR", "GATEWAY"):
+        prefix = f"MAGNETAR_{service}_"
+        env |= {
+            f"{prefix}TLS_ENABLED": "true", f"{prefix}TLS_CERT_FILE": args.tls_cert_file,
+            f"{prefix}TLS_KEY_FILE": args.tls_key_file, f"{prefix}TLS_TRUST_CERTS_FILE": args.tls_trust_certs_file,
+        }  # fmt: skip
+        if service != "BOOKIE":  # the bookie calls no one
+            env[f"{prefix}TLS_CLIENT_ENABLED"] = "true"
+    return env
 
 
 def bookie_ports(first: int, count: int, avoid: int) -> list[int]:
@@ -155,7 +177,9 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         )  # fmt: skip
         tiers.append([_ZooKeeper(server)])
         zk_connect = server.connect_string
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **_tls_env(args)}
+    probe_tls = ClientTls(args.tls_trust_certs_file) if args.tls_cert_file else None
+    grpc_ready = partial(grpc_health_serving, tls=probe_tls)
     bookies: list[Component] = []
     for i, port in enumerate(bookie_ports(args.bookie_port, args.bookies, args.auditor_port)):
         name, address = f"bookie-{i}", f"{HOST}:{port}"
@@ -165,7 +189,7 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
             "--data-dir", str(data_dir / name),
         ]  # fmt: skip
         process = ChildProcess(name, argv, logs / f"{name}.log", env=env, own_process_group=True)
-        bookies.append(_Service(name, address, process, partial(grpc_health_serving, address)))
+        bookies.append(_Service(name, address, process, partial(grpc_ready, address)))
     tiers.append(bookies)
     replicas = args.replicas or min(2, args.bookies)
     broker_env = {
@@ -180,14 +204,14 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.port),
     ]  # fmt: skip
     process = ChildProcess("broker", argv, logs / "broker.log", env=broker_env, own_process_group=True)
-    services: list[Component] = [_Service("broker", address, process, partial(grpc_health_serving, address))]
+    services: list[Component] = [_Service("broker", address, process, partial(grpc_ready, address))]
     address = f"{HOST}:{args.auditor_port}"
     argv = [
         sys.executable, "-m", "magnetar.auditor", "--zookeeper", zk_connect,
         "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.auditor_port),
     ]  # fmt: skip
     process = ChildProcess("auditor", argv, logs / "auditor.log", env=env, own_process_group=True)
-    services.append(_Service("auditor", address, process, partial(grpc_health_serving, address)))
+    services.append(_Service("auditor", address, process, partial(grpc_ready, address)))
     tiers.append(services)
     address = f"{HOST}:{args.gateway_port}"
     argv = [
@@ -195,7 +219,9 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         "--zk-root", args.zk_root, "--host", HOST, "--port", str(args.gateway_port),
     ]  # fmt: skip
     process = ChildProcess("gateway", argv, logs / "gateway.log", env=env, own_process_group=True)
-    tiers.append([_Service("gateway", address, process, partial(http_ready, f"http://{address}/readyz"))])
+    scheme = "https" if probe_tls else "http"
+    ready = partial(http_ready, f"{scheme}://{address}/readyz", tls=probe_tls)
+    tiers.append([_Service("gateway", address, process, ready)])
     return tiers
 
 
@@ -230,6 +256,8 @@ def _run(args: argparse.Namespace) -> None:
         raise _Failure("--bookies must be at least 1")
     if args.replicas is not None and not 1 <= args.replicas <= args.bookies:
         raise _Failure(f"--replicas must be between 1 and the number of bookies ({args.bookies})")
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        raise _Failure("--tls-cert-file and --tls-key-file go together")
     _check_ports(args)
     data_dir = Path(args.data_dir).absolute()
     tiers = _components(args, data_dir)

@@ -12,9 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+import magnetar
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.common.netutil import free_port, port_is_free
+from magnetar.common.tls import ClientTls, https_context
 from magnetar.common.zkserver import four_letter_word
+from magnetar.testing.certs import TestCa
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +197,30 @@ def test_sigkill_of_the_whole_standalone_loses_no_acked_message(tmp_path: Path) 
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_standalone_with_tls_on_every_port(tmp_path: Path) -> None:
+    ca = TestCa.create(tmp_path / "ca")
+    node = ca.issue("node", ["127.0.0.1"])
+    zk_port, bookie_port, gateway_port, port = free_port(), consecutive_free_ports(2), free_port(), free_port()
+    proc = launch("--data-dir", str(tmp_path / "data"), "--bookies", "2", "--zk-port", str(zk_port),
+                  "--bookie-port", str(bookie_port), "--gateway-port", str(gateway_port), "--port", str(port),
+                  "--tls-cert-file", node.cert_file, "--tls-key-file", node.key_file,
+                  "--tls-trust-certs-file", ca.cert_file)  # fmt: skip
+    tls = ClientTls(ca.cert_file)
+    try:
+        read_until_running(proc)
+        assert grpc_health_serving(f"127.0.0.1:{bookie_port}", tls=tls)
+        assert not grpc_health_serving(f"127.0.0.1:{bookie_port}")  # no plain text on a TLS port
+        gateway = f"https://127.0.0.1:{gateway_port}"
+        assert httpx.get(f"{gateway}/admin/v2/clusters", verify=https_context(tls)).json() == ["standalone"]
+        with magnetar.Client(f"magnetar+ssl://127.0.0.1:{port}", tls_trust_certs_file_path=ca.cert_file) as client:
+            consumer = client.subscribe("tls-standalone", "s")
+            client.create_producer("tls-standalone").send(b"secret")
+            assert consumer.receive(timeout_millis=10_000).data() == b"secret"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 0, err

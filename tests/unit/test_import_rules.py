@@ -5,7 +5,8 @@
 - gRPC only in the adapters (``server.py``, ``broker/admin_rpcs.py``, ``broker/topic_rpcs.py``,
   ``broker/namespace_rpcs.py``, ``broker/deadletter/remote.py``, the CLI tools), the
   SDK's transport (``client/connection.py``, ``client/handler.py``), the bookie transport
-  (``ledger/bookie_client.py``), ``common/grpcutil.py``, ``common/grpcauth.py`` and ``common/healthcheck.py``
+  (``ledger/bookie_client.py``), ``common/grpcutil.py``, ``common/grpcauth.py``, ``common/healthcheck.py``,
+  ``common/tls.py``
   and the test support;
 - ``common/`` and ``metadata/`` import no service package;
 - the broker core, imported on its own, does not load gRPC.
@@ -28,7 +29,7 @@ SERVICES = ("bookie", "broker", "auditor", "ledger", "client", "gateway")
 GRPC_ALLOWED = {
     "admin.py", "shell.py", "clienttool.py", "broker/admin_rpcs.py", "broker/topic_rpcs.py", "broker/namespace_rpcs.py",
     "broker/deadletter/remote.py", "client/connection.py", "ledger/bookie_client.py",
-    "common/grpcutil.py", "common/grpcauth.py", "common/healthcheck.py",
+    "common/grpcutil.py", "common/grpcauth.py", "common/healthcheck.py", "common/tls.py",
 }
 KNOWN: set[tuple[str, str]] = set()
 

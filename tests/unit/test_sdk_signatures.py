@@ -76,3 +76,24 @@ def test_both_clients_export_the_same_names() -> None:
     assert sorted(magnetar.__all__) == sorted(ma.__all__)
     for name in magnetar.__all__:
         assert getattr(magnetar, name) is not None and getattr(ma, name) is not None
+
+
+# pulsar-client's Client(...) options (Python, 3.x), after service_url.
+PULSAR_CLIENT = {
+    "authentication", "operation_timeout_seconds", "io_threads", "message_listener_threads",
+    "concurrent_lookup_requests", "log_conf_file_path", "use_tls", "tls_trust_certs_file_path",
+    "tls_allow_insecure_connection", "tls_validate_hostname", "logger", "connection_timeout_ms", "listener_name",
+    "tls_private_key_file_path", "tls_certificate_file_path",
+}
+TLS_OPTIONS = {n for n in PULSAR_CLIENT if "tls" in n}
+
+
+def _client_options(cls: type) -> dict[str, object]:
+    params = inspect.signature(cls.__init__).parameters
+    return {n: p.default for n, p in params.items() if n not in {"self", "service_url"}}
+
+
+def test_both_clients_take_the_same_connection_options_named_as_pulsar_names_them() -> None:
+    assert _client_options(magnetar.Client) == _client_options(ma.Client)
+    assert set(_client_options(ma.Client)) <= PULSAR_CLIENT
+    assert TLS_OPTIONS <= set(_client_options(ma.Client))

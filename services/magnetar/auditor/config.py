@@ -5,12 +5,17 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from magnetar.common.config import AuthenticationSettings, ServiceConfig, ServiceTokenSettings
+from magnetar.common.config import (
+    AuthenticationSettings,
+    ClientTlsConfig,
+    ServiceConfig,
+    ServiceTokenSettings,
+)
 
 DEFAULT_PORT = 3182
 
 
-class AuditorConfig(ServiceConfig, AuthenticationSettings, ServiceTokenSettings):
+class AuditorConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_AUDITOR_", extra="forbid")
 
     grace_period_s: float = Field(default=30.0, ge=0)

@@ -16,6 +16,7 @@ from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcauth import server_interceptors, with_token
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, SERVER_OPTIONS, from_rpc_error, rpc_errors
 from magnetar.common.metrics import serve_metrics
+from magnetar.common.tls import ClientTls, add_port, aio_channel, client_tls, server_tls
 from magnetar.proto.v1 import auditor_pb2 as pb
 from magnetar.proto.v1 import auditor_pb2_grpc as pb_grpc
 
@@ -85,18 +86,20 @@ class AuditorServicer(pb_grpc.AuditorServicer):
         except NotLeader as exc:
             if not exc.leader or exc.leader == self.service.auditor_id:
                 raise
-            return await forward_trigger(exc.leader, token=self.service.service_token)
+            return await forward_trigger(exc.leader, tls=client_tls(self.service.config), token=self.service.service_token)
 
 
 async def fetch_status(
-    address: str, max_ledgers: int = 1000, timeout_s: float = 10.0, token: str | None = None
+    address: str, max_ledgers: int = 1000, timeout_s: float = 10.0, *, tls: ClientTls | None = None,
+    token: str | None = None,
 ) -> pb.AuditorStatus:
-    """The status of the auditor replica at ``address`` (presenting ``token`` if given).
+    """The status of the auditor replica at ``address`` (called with ``tls``, None: plain
+    text; presenting ``token`` if given).
 
     Raises:
         MagnetarError: it could not be reached or failed.
     """
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    async with aio_channel(address, tls, CHANNEL_OPTIONS) as channel:
         try:
             return await _stub(channel, token).GetStatus(
                 pb.GetStatusRequest(max_ledgers=max_ledgers), timeout=timeout_s
@@ -105,13 +108,14 @@ async def fetch_status(
             raise from_rpc_error(exc, f"the auditor {address}") from exc
 
 
-async def forward_trigger(leader: str, token: str | None = None) -> pb.AuditReport:
-    """Ask the leading replica at ``leader`` to run the check (presenting ``token``).
+async def forward_trigger(leader: str, *, tls: ClientTls | None = None, token: str | None = None) -> pb.AuditReport:
+    """Ask the leading replica at ``leader`` to run the check (called with ``tls``,
+    presenting ``token``).
 
     Raises:
         MagnetarError: it could not be reached or failed.
     """
-    async with grpc.aio.insecure_channel(leader, options=CHANNEL_OPTIONS) as channel:
+    async with aio_channel(leader, tls, CHANNEL_OPTIONS) as channel:
         try:
             return await _stub(channel, token).TriggerAudit(
                 pb.TriggerAuditRequest(), timeout=_AUDIT_RPC_TIMEOUT_S
@@ -146,7 +150,7 @@ class AuditorServer:
             (pb.DESCRIPTOR.services_by_name["Auditor"].full_name, reflection.SERVICE_NAME), server
         )
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        if not server.add_insecure_port(f"{self.config.host}:{self.port}"):
+        if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):
             raise MagnetarError(
                 f"cannot listen on {self.config.host}:{self.port}: is the port in use?"
             )

@@ -17,6 +17,7 @@ from magnetar.auditor.replicator import LedgerReplicator, Outcome, Progress
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.common.tls import client_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.election import LeaderElection
@@ -70,6 +71,7 @@ class AuditorService:
                 add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s,
                 auth_token=self.service_token,
             ),
+            tls=client_tls(config),
         )
         self.markers = ZkUnderReplicationStore(self.zk)
         self.throttle = Throttle(config.throttle_entries_per_s)

@@ -21,6 +21,7 @@ from magnetar.common.grpcauth import server_interceptors
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.common.tls import add_port, server_tls
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.session import ZkSession
 from magnetar.proto.v1 import bookie_pb2 as pb
@@ -167,7 +168,7 @@ class BookieServer:
         )
         # grpc's HealthServicer starts with "" SERVING: say NOT_SERVING until registered.
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = server.add_insecure_port(f"{self.config.host}:{self.port}")
+        bound = add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config))
         if not bound:
             raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
         await server.start()

@@ -7,14 +7,19 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from magnetar.common.config import AuthenticationSettings, ServiceConfig, ServiceTokenSettings
+from magnetar.common.config import (
+    AuthenticationSettings,
+    ClientTlsConfig,
+    ServiceConfig,
+    ServiceTokenSettings,
+)
 from magnetar.common.errors import InvalidArgument
 from magnetar.ledger.metadata import check_quorums
 
 DEFAULT_PORT = 6650
 
 
-class BrokerConfig(ServiceConfig, AuthenticationSettings, ServiceTokenSettings):
+class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
 
     cluster_name: str = "standalone"

@@ -32,6 +32,7 @@ from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.common.tls import add_port, client_tls, server_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
@@ -423,17 +424,19 @@ class BrokerServer:
         # Read the keys and the service token now: a bad setting stops the start.
         self.authenticator = config.authenticator()
         token = config.service_token()
+        tls = client_tls(config)  # how this broker calls bookies and brokers
         ledgers = LedgerClient(
             session,
             LedgerClientConfig(
                 add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s, auth_token=token
             ),
+            tls=tls,
         )
         self.service = BrokerService(
             config, self.broker_id, session, ledgers=ledgers, ml_store=ZkManagedLedgerStore(session),
             tenants=ZkTenantStore(session), ownership=ZkOwnershipStore(session),
             # Moves to topics other brokers serve go through the SDK, pointed at this broker.
-            remote_mover=RemoteMovePublisher(self.broker_id, token=token),
+            remote_mover=RemoteMovePublisher(self.broker_id, tls=tls, token=token),
         )
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
@@ -446,7 +449,7 @@ class BrokerServer:
             server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors(self.authenticator, "broker"))
             pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-            if not server.add_insecure_port(f"{self.config.host}:{self.port}"):
+            if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):
                 raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
             await server.start()
             self.server = server

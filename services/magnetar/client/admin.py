@@ -30,6 +30,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 from .connection import ConnectionPool
 
 if TYPE_CHECKING:
+    from magnetar.common.tls import ClientTls
     from magnetar.proto.v1.broker_pb2_grpc import BrokerStub
 
     Call = Callable[[BrokerStub], Awaitable["R"]]
@@ -43,10 +44,14 @@ class AdminClient:
     """Administer a cluster through any of its brokers (``service_url``)."""
 
     def __init__(
-        self, service_url: str, operation_timeout_s: float = 30.0, token: Callable[[], str] | None = None
+        self, service_url: str, operation_timeout_s: float = 30.0, *, tls: ClientTls | None = None,
+        token: Callable[[], str] | None = None,
     ) -> None:
-        """``token``: a token source (see ConnectionPool). Raises: InvalidArgument: a bad service URL."""
-        self.pool = ConnectionPool(service_url, operation_timeout_s, token)
+        """``tls``: call the brokers with TLS (also on with a ``magnetar+ssl://`` URL);
+        ``token``: a token source (see ConnectionPool).
+
+        Raises: InvalidArgument: a bad service URL, unreadable TLS files."""
+        self.pool = ConnectionPool(service_url, operation_timeout_s, tls=tls, token=token)
         self.timeout = operation_timeout_s
 
     async def close(self) -> None:

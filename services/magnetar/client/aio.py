@@ -23,7 +23,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
 from .auth import AuthenticationToken, token_source
-from .connection import ConnectionPool
+from .connection import ConnectionPool, sdk_tls
 from .consumer import Consumer, Topics, topic_names
 from .message import Message
 from .options import (
@@ -63,13 +63,26 @@ class Client:
 
     Args:
         service_url: ``"magnetar://host:port"``, ``"host:port"``, or several hosts
-            separated by commas (any of them answers lookups).
+            separated by commas (any of them answers lookups); ``"magnetar+ssl://…"``
+            (or ``"pulsar+ssl://…"``) for TLS.
         operation_timeout_seconds: limit for lookups, opening producers and
             subscribing (retriable failures are retried until then).
         authentication: an :class:`AuthenticationToken` sent with every call (None:
             anonymous, for brokers with authentication off).
         connection_timeout_ms: accepted for compatibility (gRPC connects lazily; the
             operation timeout bounds every wait).
+        use_tls: TLS with a plain ``magnetar://`` URL (as a ``+ssl`` URL).
+        tls_trust_certs_file_path: PEM file of the CAs trusted to sign the brokers'
+            certificates (default: the system's roots).
+        tls_allow_insecure_connection: not supported (gRPC always verifies the
+            certificate): True is refused with InvalidArgument.
+        tls_validate_hostname: the broker's certificate must name the host dialled;
+            gRPC always checks it, so False is refused (pulsar-client's default is False).
+        tls_private_key_file_path, tls_certificate_file_path: a client certificate for
+            brokers that require one (mTLS).
+
+    Raises:
+        InvalidArgument: a bad URL, an unsupported TLS option, unreadable TLS files.
     """
 
     def __init__(
@@ -79,8 +92,19 @@ class Client:
         authentication: object | None = None,
         operation_timeout_seconds: float = 30,
         connection_timeout_ms: int = 10000,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = True,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
     ) -> None:
-        self._pool = ConnectionPool(service_url, operation_timeout_seconds, token_source(authentication))
+        tls = sdk_tls(
+            service_url, use_tls=use_tls, trust_certs_file_path=tls_trust_certs_file_path,
+            allow_insecure_connection=tls_allow_insecure_connection, validate_hostname=tls_validate_hostname,
+            certificate_file_path=tls_certificate_file_path, private_key_file_path=tls_private_key_file_path,
+        )  # fmt: skip
+        self._pool = ConnectionPool(service_url, operation_timeout_seconds, tls=tls, token=token_source(authentication))
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()

@@ -16,19 +16,22 @@ from magnetar.common.grpcauth import with_token
 from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
+from magnetar.common.tls import ClientTls, aio_channel, channel_credentials
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 6650
-_SCHEMES = ("magnetar://", "pulsar://")
+_SCHEMES = ("magnetar://", "pulsar://", "magnetar+ssl://", "pulsar+ssl://")
+_TLS_SCHEMES = ("magnetar+ssl://", "pulsar+ssl://")
 LOOKUP_ATTEMPT_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
 def parse_service_url(url: str) -> list[str]:
-    """``"magnetar://h1:6650,h2"``, ``"h:6650"`` → ``["h1:6650", "h2:6650"]``."""
+    """``"magnetar://h1:6650,h2"``, ``"h:6650"`` → ``["h1:6650", "h2:6650"]`` (also
+    ``pulsar://``, and ``magnetar+ssl://``/``pulsar+ssl://`` for TLS)."""
     rest = url.strip()
     for scheme in _SCHEMES:
         if rest.startswith(scheme):
@@ -36,7 +39,7 @@ def parse_service_url(url: str) -> list[str]:
             break
     else:
         if "://" in rest:
-            raise InvalidArgument(f"unsupported service URL scheme in {url!r}: use magnetar://host:port")
+            raise InvalidArgument(f"unsupported service URL scheme in {url!r}: use magnetar://host:port or magnetar+ssl://host:port")
     rest = rest.rstrip("/")
     hosts = []
     for part in rest.split(","):
@@ -52,6 +55,44 @@ def parse_service_url(url: str) -> list[str]:
     if not hosts:
         raise InvalidArgument(f"no broker address in service URL {url!r}")
     return hosts
+
+
+def url_uses_tls(url: str) -> bool:
+    """Whether the service URL asks for TLS (``magnetar+ssl://``, ``pulsar+ssl://``)."""
+    return url.strip().startswith(_TLS_SCHEMES)
+
+
+def sdk_tls(
+    service_url: str,
+    *,
+    use_tls: bool = False,
+    trust_certs_file_path: str | None = None,
+    allow_insecure_connection: bool = False,
+    validate_hostname: bool = True,
+    certificate_file_path: str | None = None,
+    private_key_file_path: str | None = None,
+) -> ClientTls | None:
+    """The TLS settings of a client from pulsar-client's options (None: plain text).
+
+    TLS is on with a ``+ssl`` URL or ``use_tls``; the other options count only then.
+
+    Raises:
+        InvalidArgument: an option gRPC cannot honour: it always verifies the server's
+            certificate chain and host name, so neither check can be turned off.
+    """
+    if not (use_tls or url_uses_tls(service_url)):
+        return None
+    if allow_insecure_connection:
+        raise InvalidArgument(
+            "tls_allow_insecure_connection is not supported: gRPC always verifies the server's certificate;"
+            " pass the CA that signed it as tls_trust_certs_file_path"
+        )
+    if not validate_hostname:
+        raise InvalidArgument(
+            "tls_validate_hostname=False is not supported: gRPC always checks that the server's certificate"
+            " names the host in the service URL; connect by a name or address the certificate lists"
+        )
+    return ClientTls(trust_certs_file_path or "", certificate_file_path or "", private_key_file_path or "")
 
 
 # Reopening a stream: 0.1 s doubling to 5 s, each wait 0-10 % shorter at random; no limit
@@ -73,17 +114,23 @@ def is_retriable(exc: BaseException) -> bool:
 class ConnectionPool:
     """One gRPC channel per broker address, shared by every producer and consumer.
 
-    Channels are created lazily inside the running event loop. With a ``token``
-    source, every call and stream made through :meth:`stub` carries
+    Channels are created lazily inside the running event loop, with TLS when ``tls`` is
+    given or the URL is a ``+ssl`` one (then trusting the system's roots). With a
+    ``token`` source, every call and stream made through :meth:`stub` carries
     ``authorization: Bearer <token>``, the source asked anew each time.
     """
 
     def __init__(
-        self, service_url: str, operation_timeout_s: float = 30.0, token: Callable[[], str] | None = None
+        self, service_url: str, operation_timeout_s: float = 30.0, *, tls: ClientTls | None = None,
+        token: Callable[[], str] | None = None,
     ) -> None:
+        """Raises: InvalidArgument: a bad service URL, or TLS files that cannot be read."""
         self.service_hosts = parse_service_url(service_url)
         self.operation_timeout_s = operation_timeout_s
         self.token = token
+        self.tls = tls if tls is not None else (ClientTls() if url_uses_tls(service_url) else None)
+        if self.tls is not None:
+            channel_credentials(self.tls)  # read the files now: a wrong path fails here, once
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, pb_grpc.BrokerStub] = {}
         self._next_host = itertools.count(random.randrange(len(self.service_hosts)))
@@ -94,7 +141,7 @@ class ConnectionPool:
             raise NotConnected("the client is closed")
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=CLIENT_CHANNEL_OPTIONS)
+            channel = aio_channel(address, self.tls, CLIENT_CHANNEL_OPTIONS)
             self._channels[address] = channel
             stub = self._stubs[address] = with_token(pb_grpc.BrokerStub(channel), self.token)
         return stub

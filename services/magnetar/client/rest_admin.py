@@ -10,6 +10,7 @@ gateway's ``reason`` as its message.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 from urllib.parse import quote
 
@@ -18,6 +19,7 @@ import httpx
 from magnetar.common import errors as e
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.common.tls import ClientTls, https_context
 from magnetar.proto.v1 import broker_pb2 as pb
 
 _ERRORS: dict[int, type[e.MagnetarError]] = {
@@ -31,11 +33,15 @@ _TYPES = {"Exclusive": pb.EXCLUSIVE, "Shared": pb.SHARED, "Failover": pb.FAILOVE
 class RestAdmin:
     """Administer a cluster through its gateway at ``admin_url`` (``http://host:8080``)."""
 
-    def __init__(self, admin_url: str, timeout_s: float = 30.0, token: str | None = None) -> None:
-        """``token``: sent as ``Authorization: Bearer`` with every request."""
+    def __init__(
+        self, admin_url: str, timeout_s: float = 30.0, *, tls: ClientTls | None = None, token: str | None = None,
+    ) -> None:
+        """``tls``: how an ``https://`` gateway is verified (its CAs, a client certificate;
+        None: the system's roots); ``token``: sent as ``Authorization: Bearer`` with every request."""
         self.admin_url = admin_url.rstrip("/")
+        verify: ssl.SSLContext | bool = https_context(tls) if tls is not None else True
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        self._http = httpx.AsyncClient(base_url=self.admin_url, timeout=timeout_s, headers=headers)
+        self._http = httpx.AsyncClient(base_url=self.admin_url, timeout=timeout_s, verify=verify, headers=headers)
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -399,10 +399,11 @@ class Client:
 
     Args:
         service_url: ``"magnetar://host:port"``, ``"host:port"`` or several hosts
-            separated by commas.
+            separated by commas; ``"magnetar+ssl://…"`` for TLS.
         authentication: an :class:`AuthenticationToken` sent with every call (None:
             anonymous).
         operation_timeout_seconds: limit for lookups, creating producers, subscribing.
+        use_tls, tls_*: TLS options as :class:`magnetar.asyncio.Client` takes them.
     """
 
     def __init__(
@@ -412,6 +413,12 @@ class Client:
         authentication: object | None = None,
         operation_timeout_seconds: float = 30,
         connection_timeout_ms: int = 10000,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = True,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
     ) -> None:
         self._runner = _LoopThread()
 

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from magnetar.common.errors import InvalidArgument
@@ -62,6 +62,25 @@ class ServiceConfig(BaseSettings):
     metrics_port: int = 0
     """Prometheus /metrics port; 0 disables the endpoint."""
     log_level: str = "INFO"
+    tls_enabled: bool = False
+    """Serve this service's port with TLS (gRPC, or HTTPS for the gateway) instead of plain text."""
+    tls_cert_file: str = ""
+    """PEM certificate chain of this service (served with TLS; shown as client certificate)."""
+    tls_key_file: str = ""
+    """PEM private key of ``tls_cert_file``."""
+    tls_trust_certs_file: str = ""
+    """PEM CA bundle that peers' certificates must chain to: clients' (mTLS) and servers' this
+    service calls ("": the system's roots for servers)."""
+    tls_require_client_cert: bool = False
+    """With ``tls_enabled``: refuse clients without a certificate signed by ``tls_trust_certs_file``."""
+
+    @model_validator(mode="after")
+    def _tls_has_its_files(self) -> Self:
+        if self.tls_enabled and not (self.tls_cert_file and self.tls_key_file):
+            raise ValueError("tls_enabled needs tls_cert_file and tls_key_file")
+        if self.tls_require_client_cert and not self.tls_trust_certs_file:
+            raise ValueError("tls_require_client_cert needs tls_trust_certs_file (the CA of client certificates)")
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -147,3 +166,11 @@ class ServiceTokenSettings(BaseModel):
         if not token:
             raise InvalidArgument(f"the token file {self.broker_client_auth_token_file} is empty")
         return token
+
+
+class ClientTlsConfig(BaseSettings):
+    """The key of services that call other services (brokers, auditors, the gateway)."""
+
+    tls_client_enabled: bool = False
+    """Call bookies, brokers and auditor replicas with TLS, trusting ``tls_trust_certs_file``
+    and showing ``tls_cert_file``/``tls_key_file`` (when set) as client certificate."""

@@ -27,6 +27,7 @@
     │   └── MetadataVersionConflict
     ├── Timeout
     ├── NotConnected
+    │   └── TlsHandshakeFailed   the server's certificate (or its host name) is not trusted
     └── ServiceClosed
 
 Every class has a stable ``code`` (sent over the wire), a ``retriable`` flag and a
@@ -225,6 +226,15 @@ class NotConnected(MagnetarError):
     code = "NOT_CONNECTED"
     grpc_status = "UNAVAILABLE"
     retriable = True
+
+
+class TlsHandshakeFailed(NotConnected):
+    """The TLS handshake was refused: the server's certificate is not signed by a trusted
+    CA or not issued for the host name dialled. Not retried: it fails the same way until
+    the configuration changes."""
+
+    code = "TLS_HANDSHAKE_FAILED"
+    retriable = False
 
 
 class ServiceClosed(MagnetarError):

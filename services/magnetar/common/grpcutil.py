@@ -22,8 +22,10 @@ from magnetar.common.errors import (
     NotConnected,
     ServiceClosed,
     Timeout,
+    TlsHandshakeFailed,
     from_code,
 )
+from magnetar.common.tls import is_handshake_refused
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,8 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
     for key, value in trailing or ():
         if key == ERROR_CODE_KEY:
             return from_code(str(value), details)
+    if code == grpc.StatusCode.UNAVAILABLE and is_handshake_refused(details):
+        return TlsHandshakeFailed(f"TLS handshake with{where or ' the server'} refused: {details}")
     if code == grpc.StatusCode.UNAVAILABLE:
         return NotConnected(f"cannot reach{where or ' the server'}: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -1,5 +1,6 @@
 """Readiness probes: the standard gRPC health check (grpc.health.v1.Health/Check), and an
-HTTP readiness endpoint (the gateway's ``/readyz``)."""
+HTTP readiness endpoint (the gateway's ``/readyz``); both over TLS when given a
+:class:`ClientTls`."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import urllib.request
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from magnetar.common.tls import ClientTls, https_context, sync_channel
 
-def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "") -> bool:
+
+def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "", tls: ClientTls | None = None) -> bool:
     """True when the gRPC server at ``host:port`` reports SERVING for ``service``.
 
-    Any failure (nothing listening, not serving yet, no health service) is False.
+    Any failure (nothing listening, not serving yet, no health service, a TLS handshake
+    refused) is False.
     """
-    with grpc.insecure_channel(address) as channel:
+    with sync_channel(address, tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
@@ -24,10 +28,12 @@ def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "")
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def http_ready(url: str, timeout_s: float = 1.0) -> bool:
-    """True when ``url`` answers 200; any failure (nothing listening, 503) is False."""
+def http_ready(url: str, timeout_s: float = 1.0, tls: ClientTls | None = None) -> bool:
+    """True when ``url`` answers 200; any failure (nothing listening, 503, a TLS
+    handshake refused) is False. ``tls``: how an ``https://`` URL is verified."""
+    context = https_context(tls) if tls is not None else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False

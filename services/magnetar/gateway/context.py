@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from magnetar.client.admin import AdminClient
 from magnetar.client.aio import Client
 from magnetar.common.errors import MagnetarError
+from magnetar.common.tls import ClientTls, client_tls
 from magnetar.gateway.config import GatewayConfig
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
@@ -34,6 +35,8 @@ class GatewayContext:
     client: Client
     """The SDK client WebSocket producers, consumers and readers are made with; it shares
     the admin client's connection pool (channels and service hosts)."""
+    tls: ClientTls | None = None
+    """How brokers, bookies and auditors are called (None: plain text)."""
     brokers: list[str] = field(default_factory=list)
     """The live brokers last read from ZooKeeper."""
     service_token: str | None = None
@@ -43,13 +46,14 @@ class GatewayContext:
     def build(cls, config: GatewayConfig, session: ZkSession) -> GatewayContext:
         url = config.broker_service_url or "127.0.0.1:6650"  # replaced by the registered brokers
         token = config.service_token()
-        admin = AdminClient(url, config.operation_timeout_s, (lambda: token) if token else None)
+        tls = client_tls(config)
+        admin = AdminClient(url, config.operation_timeout_s, tls=tls, token=(lambda: token) if token else None)
         if not config.broker_service_url:
             admin.pool.service_hosts = []
         client = Client.sharing(admin.pool)  # one pool: one channel per broker, hosts kept fresh below
-        ledgers = LedgerClient(session, LedgerClientConfig(auth_token=token))
+        ledgers = LedgerClient(session, LedgerClientConfig(auth_token=token), tls=tls)
         return cls(
-            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), ledgers, client,
+            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), ledgers, client, tls,
             service_token=token,
         )
 

@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from typing import Any
 
 import uvicorn
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.tls import read_pem
 from magnetar.gateway.app import create_app
 from magnetar.gateway.config import DEFAULT_PORT, GatewayConfig
 from magnetar.gateway.context import GatewayContext
 from magnetar.metadata.session import ZkSession
 
 log = logging.getLogger(__name__)
+
+
+def https_options(config: GatewayConfig) -> dict[str, Any]:
+    """uvicorn's TLS settings for ``config`` (HTTPS and WSS on the one port), none
+    when TLS is off; with ``tls_require_client_cert`` clients must show a certificate
+    signed by ``tls_trust_certs_file``."""
+    if not config.tls_enabled:
+        return {}
+    for path, what in ((config.tls_cert_file, "certificate file"), (config.tls_key_file, "key file")):
+        read_pem(path, what)  # a clear error now rather than uvicorn's traceback
+    options: dict[str, Any] = {"ssl_certfile": config.tls_cert_file, "ssl_keyfile": config.tls_key_file}
+    if config.tls_trust_certs_file:
+        options["ssl_ca_certs"] = config.tls_trust_certs_file
+        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED if config.tls_require_client_cert else ssl.CERT_OPTIONAL
+    return options
 
 
 class GatewayServer:
@@ -32,7 +50,7 @@ class GatewayServer:
             await self.context.refresh_brokers()
             server = uvicorn.Server(uvicorn.Config(
                 create_app(self.context), host=self.config.host, port=self.port, log_config=None,
-                access_log=False, lifespan="off", ws="websockets-sansio",
+                access_log=False, lifespan="off", ws="websockets-sansio", **https_options(self.config),
             ))
             self._serving = asyncio.get_running_loop().create_task(server.serve(), name="gateway-http")
             while not server.started:
@@ -45,7 +63,8 @@ class GatewayServer:
             await self._close()
             raise
         self._refresh = asyncio.get_running_loop().create_task(self.context.keep_brokers_fresh(), name="gateway-brokers")
-        log.info("gateway on http://%s:%d (cluster %s)", self.config.host, self.port, self.config.cluster_name)
+        scheme = "https" if self.config.tls_enabled else "http"
+        log.info("gateway on %s://%s:%d (cluster %s)", scheme, self.config.host, self.port, self.config.cluster_name)
 
     async def stop(self) -> None:
         if self._refresh is not None:

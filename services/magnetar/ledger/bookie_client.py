@@ -23,6 +23,7 @@ from magnetar.common.errors import (
 )
 from magnetar.common.grpcauth import with_token
 from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
+from magnetar.common.tls import ClientTls, aio_channel
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
 
@@ -38,12 +39,15 @@ AddFailure = tuple[int, int, MagnetarError]
 
 
 class BookieClient:
-    def __init__(self, address: str, timeout_s: float = 10.0, token: str | None = None) -> None:
-        """``token``: presented with every call (bookies with authentication on)."""
+    def __init__(
+        self, address: str, timeout_s: float = 10.0, *, tls: ClientTls | None = None, token: str | None = None
+    ) -> None:
+        """Args: tls: call the bookie with TLS (None: plain text); token: presented with
+        every call (bookies with authentication on)."""
         self.address = address
         self._target = f"bookie {address}"
         self.timeout_s = timeout_s
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = aio_channel(address, tls, CHANNEL_OPTIONS)
         self._stub = with_token(pb_grpc.BookieStub(self._channel), (lambda: token) if token else None)
         self._ids = itertools.count(1)
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -216,15 +220,16 @@ class BookieClient:
 class BookiePool:
     """One shared :class:`BookieClient` per bookie address."""
 
-    def __init__(self, timeout_s: float = 10.0, token: str | None = None) -> None:
+    def __init__(self, timeout_s: float = 10.0, *, tls: ClientTls | None = None, token: str | None = None) -> None:
         self.timeout_s = timeout_s
+        self.tls = tls
         self.token = token
         self._clients: dict[str, BookieClient] = {}
 
     def get(self, address: str) -> BookieClient:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = BookieClient(address, self.timeout_s, self.token)
+            client = self._clients[address] = BookieClient(address, self.timeout_s, tls=self.tls, token=self.token)
         return client
 
     async def close(self) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NoSuchLedger
+from magnetar.common.tls import ClientTls
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.context import ClientContext, LedgerClientConfig
 from magnetar.ledger.handle import LedgerHandle
@@ -23,12 +24,15 @@ from magnetar.metadata.session import ZkSession
 
 
 class LedgerClient:
-    def __init__(self, session: ZkSession, config: LedgerClientConfig | None = None) -> None:
+    def __init__(
+        self, session: ZkSession, config: LedgerClientConfig | None = None, tls: ClientTls | None = None
+    ) -> None:
+        """Args: tls: how bookies are called (None: plain text)."""
         self.config = config or LedgerClientConfig()
         self.session = session
         self.store: ZkLedgerMetadataStore[LedgerMetadata] = ZkLedgerMetadataStore(session, LedgerMetadata.from_dict)
         self.registry = ZkBookieRegistry(session)
-        self.pool = BookiePool(timeout_s=self.config.read_timeout_s, token=self.config.auth_token)
+        self.pool = BookiePool(timeout_s=self.config.read_timeout_s, tls=tls, token=self.config.auth_token)
         self.context = ClientContext(self.config, self.pool, self.registry, self.store)
         """What the handles, recovery and readers of this client work with."""
         self.writer_id = uuid.uuid4().hex

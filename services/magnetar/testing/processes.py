@@ -19,6 +19,7 @@ from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.healthcheck import grpc_health_serving, http_ready
 from magnetar.common.netutil import free_port
+from magnetar.common.tls import ClientTls
 from magnetar.gateway.config import GatewayConfig
 
 ENV_PREFIX = "MAGNETAR_BOOKIE_"
@@ -47,6 +48,17 @@ def config_env(
             text = str(value)
         env[prefix + key.upper()] = text
     return env
+
+
+def probe_tls(config: Mapping[str, Any]) -> ClientTls | None:
+    """How to probe a process started with ``config``: with TLS when it serves TLS,
+    trusting its ``tls_trust_certs_file`` and showing its own certificate (issued for
+    client use too) when it requires client certificates."""
+    if not config.get("tls_enabled"):
+        return None
+    if config.get("tls_require_client_cert"):
+        return ClientTls(config.get("tls_trust_certs_file", ""), config["tls_cert_file"], config["tls_key_file"])
+    return ClientTls(config.get("tls_trust_certs_file", ""))
 
 
 class ServiceProcess:
@@ -95,6 +107,8 @@ class ServiceProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(self.env_prefix)}
         env.update(config_env(config or {}, self.config_cls, self.env_prefix))
         env["PYTHONUNBUFFERED"] = "1"
+        self.probe_tls = probe_tls(config or {})
+        """How the readiness probe calls this process (a test may replace it before start)."""
         log = Path(log_path) if log_path else self.data_dir.parent / f"{self.name}.log"
         self.process = ChildProcess(self.name, argv, log, env=env)
 
@@ -119,7 +133,7 @@ class ServiceProcess:
 
     def is_serving(self) -> bool:
         """True when the gRPC health check answers SERVING."""
-        return grpc_health_serving(self.address, timeout_s=1.0)
+        return grpc_health_serving(self.address, timeout_s=1.0, tls=self.probe_tls)
 
     def start(self, timeout: float = 30.0) -> Self:
         """Start and wait until the health check answers SERVING.
@@ -192,10 +206,10 @@ class GatewayProcess(ServiceProcess):
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"{'https' if self.probe_tls else 'http'}://{self.address}"
 
     def is_serving(self) -> bool:
-        return http_ready(f"{self.url}/readyz")
+        return http_ready(f"{self.url}/readyz", tls=self.probe_tls)
 
 
 P = TypeVar("P", bound=ServiceProcess)

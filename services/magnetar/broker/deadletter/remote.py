@@ -26,6 +26,7 @@ from magnetar.client.options import ProducerConfig
 from magnetar.client.producer import Producer
 from magnetar.common.errors import AlreadyExists, MagnetarError
 from magnetar.common.grpcutil import from_rpc_error
+from magnetar.common.tls import ClientTls
 from magnetar.proto.v1 import broker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -34,9 +35,13 @@ log = logging.getLogger(__name__)
 class RemoteMovePublisher:
     """Publishes moves through the client SDK, over gRPC."""
 
-    def __init__(self, service_url: str, operation_timeout_s: float = 30.0, token: str | None = None) -> None:
-        # The broker's own (superuser) token, when brokers require one.
-        self._pool = ConnectionPool(service_url, operation_timeout_s, (lambda: token) if token else None)
+    def __init__(
+        self, service_url: str, operation_timeout_s: float = 30.0, *, tls: ClientTls | None = None,
+        token: str | None = None,
+    ) -> None:
+        """``tls``: how brokers are called (the broker's ``tls_client_enabled``); ``token``:
+        the broker's own (superuser) token, when brokers require one."""
+        self._pool = ConnectionPool(service_url, operation_timeout_s, tls=tls, token=(lambda: token) if token else None)
         self._kept: set[tuple[str, str]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 

@@ -67,14 +67,14 @@ async def get_ledger(ctx: Context, ledger_id: int = Path(ge=0, le=2**63 - 1)) ->
 @router.get("/auditor", summary="The auditor: leader, under-replicated ledgers and replication progress",
             operation_id="Magnetar_getAuditorStatus", responses=responses())
 async def get_auditor(ctx: Context, maxLedgers: int = Query(1000, ge=1, le=100_000)) -> dict[str, Any]:  # noqa: N803
-    status = await fetch_status(await _leader(ctx), maxLedgers, token=ctx.service_token)
+    status = await fetch_status(await _leader(ctx), maxLedgers, tls=ctx.tls, token=ctx.service_token)
     return to_json(status)
 
 
 @router.post("/auditor/audit", summary="Run the auditor's check of every closed ledger now (on the leader)",
              operation_id="Magnetar_triggerAudit", responses=responses())
 async def trigger_audit(ctx: Context) -> dict[str, Any]:
-    report = await forward_trigger(await _leader(ctx), token=ctx.service_token)
+    report = await forward_trigger(await _leader(ctx), tls=ctx.tls, token=ctx.service_token)
     return to_json(report)
 
 
