@@ -140,6 +140,8 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
             "deadLetterTopic": policy.dead_letter_topic or None,
             "initialSubscriptionName": policy.initial_subscription_name or None,
         })
+    elif await _run_rates(admin, args):
+        pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
     elif action == "bundles":
@@ -150,6 +152,59 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
         await admin.delete_namespace(namespace)
     else:
         _print_names(await admin.namespaces(namespace))
+
+
+async def _run_rates(admin: Admin, args: argparse.Namespace) -> bool:
+    """The publish/dispatch rate commands (JSON as pulsar-admin prints them; nothing when
+    not set); False when ``args`` is none of them."""
+    action, namespace = args.action, args.name
+    if action == "set-publish-rate":
+        await admin.set_publish_rate(namespace, pb.PublishRate(msg_rate=args.msg_publish_rate, byte_rate=args.byte_publish_rate))
+    elif action == "get-publish-rate":
+        got = await admin.publish_rate(namespace)
+        if got is not None:
+            _print_json({"publishThrottlingRateInMsg": got.msg_rate, "publishThrottlingRateInByte": got.byte_rate})
+    elif action == "remove-publish-rate":
+        await admin.remove_publish_rate(namespace)
+    elif action == "set-dispatch-rate":
+        await admin.set_dispatch_rate(namespace, pb.DispatchRate(
+            msg_rate=args.msg_dispatch_rate, byte_rate=args.byte_dispatch_rate,
+            relative_to_publish_rate=args.relative_to_publish_rate, period_s=args.dispatch_rate_period,
+        ))
+    elif action == "get-dispatch-rate":
+        rate = await admin.dispatch_rate(namespace)
+        if rate is not None:
+            _print_json({
+                "dispatchThrottlingRateInMsg": rate.msg_rate, "dispatchThrottlingRateInByte": rate.byte_rate,
+                "relativeToPublishRate": rate.relative_to_publish_rate, "ratePeriodInSecond": rate.period_s,
+            })
+    elif action == "remove-dispatch-rate":
+        await admin.remove_dispatch_rate(namespace)
+    else:
+        return False
+    return True
+
+
+def _rate_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
+    """pulsar-admin's namespaces set/get/remove-publish-rate and -dispatch-rate."""
+    for what in ("publish", "dispatch"):
+        for verb, text in (("get", "print {} as JSON (nothing: not set)"), ("remove", "remove {}")):
+            namespaces.add_parser(f"{verb}-{what}-rate", help=text.format(f"a namespace's {what} rate")).add_argument(
+                "name", metavar="TENANT/NAMESPACE")
+    p = namespaces.add_parser("set-publish-rate", help="limit the publish rate of each topic partition "
+                              "(producers over it are paused, not failed)")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-m", "--msg-publish-rate", type=int, default=-1, metavar="N", help="messages/s (-1: no limit)")
+    p.add_argument("-b", "--byte-publish-rate", type=int, default=-1, metavar="N", help="bytes/s (-1: no limit)")
+    p = namespaces.add_parser("set-dispatch-rate", help="limit the dispatch rate of each topic partition "
+                              "(its subscriptions share it)")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-md", "--msg-dispatch-rate", type=int, default=-1, metavar="N",
+                   help="messages per period (-1: no limit)")
+    p.add_argument("-bd", "--byte-dispatch-rate", type=int, default=-1, metavar="N", help="bytes per period (-1: no limit)")
+    p.add_argument("-dt", "--dispatch-rate-period", type=int, default=1, metavar="S", help="the period in seconds (default 1)")
+    p.add_argument("-rp", "--relative-to-publish-rate", action="store_true",
+                   help="add the topic's publish rate to the limits")
 
 
 async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
@@ -236,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-RETRY")
     p.add_argument("--dead-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-DLQ")
     p.add_argument("--initial-subscription-name", metavar="NAME", help="the DLQ's subscription, e.g. {subscription}-DLQ-sub")
+    _rate_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")

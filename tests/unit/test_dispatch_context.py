@@ -12,6 +12,7 @@ from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.ratelimit import RateLimiter
 from magnetar.proto.v1 import broker_pb2 as pb
 
 
@@ -66,6 +67,7 @@ class Context:
     consumers: list[BrokerConsumer] = field(default_factory=list)
     settings: BrokerConfig = field(default_factory=BrokerConfig)
     delayed_delivery: bool = True
+    dispatch_limiter: RateLimiter | None = None
     out: int = 0
 
     def __post_init__(self) -> None:

@@ -18,9 +18,11 @@ from magnetar.broker.namespace_policies import (
     SINGLE_ZERO_LIMIT,
     BacklogQuota,
     DelayedDelivery,
+    DispatchRate,
     NamespacePolicies,
     NamespacePolicyAdmin,
     PolicyKind,
+    PublishRate,
     QuotaPolicy,
     QuotaType,
     checked,
@@ -116,6 +118,29 @@ def test_delayed_delivery_deduplication_and_dead_letter_values_are_checked() -> 
     assert with_policy(with_dl, PolicyKind.DEAD_LETTER, DeadLetterDefaults()).dead_letter is None
 
 
+@pytest.mark.parametrize(("kind", "value", "reason"), [
+    (PolicyKind.PUBLISH_RATE, PublishRate(-2, -1), "publishThrottlingRateInMsg must be -1 (no limit) or a 32-bit count >= 0"),
+    (PolicyKind.PUBLISH_RATE, PublishRate(2**31, -1), "publishThrottlingRateInMsg"),
+    (PolicyKind.PUBLISH_RATE, PublishRate(10, -5), "publishThrottlingRateInByte must be -1 (no limit) or >= 0, got -5"),
+    (PolicyKind.DISPATCH_RATE, DispatchRate(-3), "dispatchThrottlingRateInMsg must be -1"),
+    (PolicyKind.DISPATCH_RATE, DispatchRate(10, -9), "dispatchThrottlingRateInByte must be -1"),
+    (PolicyKind.DISPATCH_RATE, DispatchRate(10, -1, False, 0), "ratePeriodInSecond must be at least 1, got 0"),
+    (PolicyKind.DISPATCH_RATE, DispatchRate(10, -1, "yes", 1), "relativeToPublishRate is a boolean"),  # type: ignore[arg-type]
+    (PolicyKind.DISPATCH_RATE, PublishRate(10, -1), "the dispatchRate policy is a DispatchRate"),
+])
+def test_bad_rates_are_refused_with_a_clear_reason(kind: PolicyKind, value: object, reason: str) -> None:
+    error = _refused(kind, value)
+    assert isinstance(error, InvalidArgument) and reason in error.message
+
+
+def test_rates_are_set_and_removed() -> None:
+    policies = with_policy(EMPTY, PolicyKind.PUBLISH_RATE, PublishRate(1000, 1 << 40))
+    policies = with_policy(policies, PolicyKind.DISPATCH_RATE, DispatchRate(0, -1))  # 0 is no limit, as -1
+    assert policies.publish_rate == PublishRate(1000, 1 << 40) and policies.dispatch_rate == DispatchRate(0, -1)
+    assert without_policy(policies, PolicyKind.PUBLISH_RATE).publish_rate is None
+    assert without_policy(policies, PolicyKind.DISPATCH_RATE) == NamespacePolicies(publish_rate=PublishRate(1000, 1 << 40))
+
+
 def test_without_policy_removes_one_kind_and_one_quota_type() -> None:
     p = checked(NamespacePolicies(
         retention=RetentionPolicy(60, -1), message_ttl_s=30, deduplication=False,
@@ -145,6 +170,7 @@ FULL = NamespacePolicies(
     retention=RetentionPolicy(60, 100), message_ttl_s=30, deduplication=False,
     backlog_quotas={STORAGE: BacklogQuota(10, -1, QuotaPolicy.PRODUCER_EXCEPTION), AGE: BacklogQuota(-1, 5)},
     delayed_delivery=DelayedDelivery(False, 250, 9000), dead_letter=DeadLetterDefaults(max_redeliver_count=3),
+    publish_rate=PublishRate(1000, -1), dispatch_rate=DispatchRate(500, 10_000, True, 2),
 )
 
 
@@ -171,6 +197,8 @@ def test_values_older_code_stored_are_read_as_they_are() -> None:
     {"deduplication": "yes"},
     {"delayed_delivery": {"active": True, "unknown": 1}},
     {"dead_letter_policy": {"max_redeliver_count": 0}},
+    {"publish_rate": {"msg_rate": -7, "byte_rate": -1}},
+    {"dispatch_rate": {"msg_rate": 1, "byte_rate": 1, "relative_to_publish_rate": False, "period_s": 0}},
 ])
 def test_corrupt_documents_are_reported(doc: dict[str, Any]) -> None:
     with pytest.raises(CorruptMetadata, match="t/ns"):

@@ -1,6 +1,6 @@
 """What a PersistentTopic and the broker's policy task enforce of namespace policies:
 backlog quotas (refusing producers, evicting), message TTL, deduplication on and off,
-delayed delivery off and its maximum delay. Over a real ManagedLedger on in-memory
+delayed delivery off and its maximum delay, publish and dispatch rates. Over a real ManagedLedger on in-memory
 twins (the ``persistent_topic`` fixture) and an injected clock."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.namespace_policies import (
     BacklogQuota,
     DelayedDelivery,
+    DispatchRate,
     NamespacePolicies,
+    PublishRate,
     QuotaPolicy,
     QuotaType,
 )
@@ -222,3 +224,49 @@ async def test_a_round_skips_a_namespace_it_cannot_read_and_goes_on():
     await round_.close()
     for t in (other, mine):
         await t.close()
+
+
+async def test_a_publish_rate_makes_the_door_wait_and_counts_the_producers_throttled_time(persistent_topic):
+    topic = persistent_topic
+    topic.apply_policies(NamespacePolicies(publish_rate=PublishRate(20, -1)))
+    await topic.load()
+    topic.add_producer("p")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await topic.throttle_publish("p", 19, 1900)  # one token left: no wait
+    assert loop.time() - started < 0.05
+    await topic.throttle_publish("p", 10, 1000)  # 9 in debt: 0.5 s until one token is back
+    waited = loop.time() - started
+    assert 0.5 <= waited < 0.8
+    assert topic.stats().publishers[0].throttled_time_ms >= 500
+    # Same policy again (the policy task's round): the bucket keeps its debt.
+    limiter = topic.publish_limiter
+    topic.apply_policies(NamespacePolicies(publish_rate=PublishRate(20, -1)))
+    assert topic.publish_limiter is limiter
+    # Removing the policy ends a wait at its next check.
+    topic.publish_limiter.consume(100, 0)
+    waiting = asyncio.ensure_future(topic.throttle_publish("p", 1, 100))
+    await asyncio.sleep(0.05)
+    topic.apply_policies(NamespacePolicies())
+    await asyncio.wait_for(waiting, 2.0)  # at most one 1 s check later
+    assert topic.publish_limiter is None
+
+
+async def test_a_dispatch_rate_slows_dispatch_and_loses_nothing(persistent_topic):
+    topic = persistent_topic
+    topic.apply_policies(NamespacePolicies(dispatch_rate=DispatchRate(10, -1)))
+    await topic.load()
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    for seq in range(25):
+        await send(topic, seq)
+    consumer = Sink(sub, "c")
+    await settle()
+    assert 10 <= len(consumer.payloads()) <= 12  # the full bucket, then a wait
+    await asyncio.sleep(0.55)
+    assert 15 <= len(consumer.payloads()) <= 18
+    stats = topic.stats().subscriptions[0]
+    assert stats.dispatch_throttled_msg_events >= 1 and stats.dispatch_throttled_bytes_events == 0
+    topic.apply_policies(NamespacePolicies())  # removed: the rest goes at the next wake-up
+    await asyncio.sleep(1.1)
+    assert len(consumer.payloads()) == 25
+    assert topic.stats().subscriptions[0].dispatch_throttled_time_ms >= 400

@@ -13,6 +13,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import MovePublisher
 from magnetar.broker.managedledger.ledger import ManagedLedger
 from magnetar.broker.managedledger.position import Position
+from magnetar.broker.ratelimit import RateLimiter
 from magnetar.broker.subscription import Subscription
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -27,6 +28,7 @@ class TopicTwin:
         self.config = config
         self.mover: MovePublisher | None = None
         self.delayed_delivery_enabled = True
+        self.dispatch_limiter: RateLimiter | None = None
         self.msg_out = 0
         self.subscriptions: dict[str, Subscription] = {}
 

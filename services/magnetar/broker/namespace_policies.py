@@ -1,5 +1,5 @@
 """A namespace's policies, as Pulsar's: retention, message TTL, backlog quotas,
-deduplication and delayed delivery, plus Magnetar's dead-letter defaults. Typed values,
+deduplication, delayed delivery, publish and dispatch rates, plus Magnetar's dead-letter defaults. Typed values,
 Pulsar's rules for setting them, and their keys in the namespace's policies document
 (:mod:`magnetar.metadata.tenants`).
 
@@ -7,7 +7,9 @@ Stored keys (absent: not set, the broker's default applies): ``retention``
 (``retention_time_minutes``, ``retention_size_mb``), ``message_ttl_seconds``,
 ``backlog_quotas`` (``{"destination_storage": {"limit_size", "limit_time", "policy"}}``),
 ``deduplication``, ``delayed_delivery`` (``active``, ``tick_time_ms``,
-``max_delivery_delay_ms``) and ``dead_letter_policy``. Other keys of the document are
+``max_delivery_delay_ms``), ``publish_rate`` (``msg_rate``, ``byte_rate``),
+``dispatch_rate`` (``msg_rate``, ``byte_rate``, ``relative_to_publish_rate``,
+``period_s``) and ``dead_letter_policy``. Other keys of the document are
 kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
@@ -18,7 +20,7 @@ against the other's old value. A refused change writes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum, StrEnum
 from typing import Any, Protocol, TypeVar
 
@@ -34,6 +36,8 @@ TTL_KEY = "message_ttl_seconds"
 QUOTAS_KEY = "backlog_quotas"
 DEDUPLICATION_KEY = "deduplication"
 DELAYED_KEY = "delayed_delivery"
+PUBLISH_RATE_KEY = "publish_rate"
+DISPATCH_RATE_KEY = "dispatch_rate"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -56,6 +60,8 @@ class PolicyKind(Enum):
     DEDUPLICATION = "deduplication"
     DELAYED_DELIVERY = "delayedDelivery"
     DEAD_LETTER = "deadLetterPolicy"
+    PUBLISH_RATE = "publishRate"
+    DISPATCH_RATE = "dispatchRate"
 
 
 class QuotaType(StrEnum):
@@ -102,6 +108,32 @@ class DelayedDelivery:
 
 
 @dataclass(frozen=True)
+class PublishRate:
+    """Pulsar's PublishRate: per topic partition, messages and bytes a second; -1 (or 0):
+    no limit."""
+
+    msg_rate: int = -1
+    """publishThrottlingRateInMsg"""
+    byte_rate: int = -1
+    """publishThrottlingRateInByte"""
+
+
+@dataclass(frozen=True)
+class DispatchRate:
+    """Pulsar's DispatchRate: per topic partition (its subscriptions share it), messages
+    and bytes dispatched per ``period_s`` seconds; -1 (or 0): no limit."""
+
+    msg_rate: int = -1
+    """dispatchThrottlingRateInMsg"""
+    byte_rate: int = -1
+    """dispatchThrottlingRateInByte"""
+    relative_to_publish_rate: bool = False
+    """The limits are added to the topic's publish rate of the last stats interval."""
+    period_s: int = 1
+    """ratePeriodInSecond"""
+
+
+@dataclass(frozen=True)
 class NamespacePolicies:
     """What a namespace sets (None / empty: not set; the broker's default applies)."""
 
@@ -112,6 +144,8 @@ class NamespacePolicies:
     deduplication: bool | None = None
     delayed_delivery: DelayedDelivery | None = None
     dead_letter: DeadLetterDefaults | None = None
+    publish_rate: PublishRate | None = None
+    dispatch_rate: DispatchRate | None = None
 
     def quota(self, kind: QuotaType) -> BacklogQuota | None:
         return self.backlog_quotas.get(kind)
@@ -173,6 +207,29 @@ def check_delayed_delivery(policy: DelayedDelivery) -> DelayedDelivery:
     return policy
 
 
+def check_publish_rate(rate: PublishRate) -> PublishRate:
+    """Raises: InvalidArgument: a limit below -1 or out of Pulsar's range (int32 messages,
+    int64 bytes)."""
+    if not _is_int(rate.msg_rate, -1, _INT32_MAX):
+        raise InvalidArgument(f"publishThrottlingRateInMsg must be -1 (no limit) or a 32-bit count >= 0, got {rate.msg_rate!r}")
+    if not _is_int(rate.byte_rate, -1):
+        raise InvalidArgument(f"publishThrottlingRateInByte must be -1 (no limit) or >= 0, got {rate.byte_rate!r}")
+    return rate
+
+
+def check_dispatch_rate(rate: DispatchRate) -> DispatchRate:
+    """Raises: InvalidArgument: a limit below -1, a period below 1 s, a flag not a bool."""
+    if not _is_int(rate.msg_rate, -1, _INT32_MAX):
+        raise InvalidArgument(f"dispatchThrottlingRateInMsg must be -1 (no limit) or a 32-bit count >= 0, got {rate.msg_rate!r}")
+    if not _is_int(rate.byte_rate, -1):
+        raise InvalidArgument(f"dispatchThrottlingRateInByte must be -1 (no limit) or >= 0, got {rate.byte_rate!r}")
+    if not _is_int(rate.period_s, 1, _INT32_MAX):
+        raise InvalidArgument(f"ratePeriodInSecond must be at least 1, got {rate.period_s!r}")
+    if not isinstance(rate.relative_to_publish_rate, bool):
+        raise InvalidArgument(f"relativeToPublishRate is a boolean, not {rate.relative_to_publish_rate!r}")
+    return rate
+
+
 def quota_within_retention(quota: BacklogQuota | None, retention: RetentionPolicy | None) -> bool:
     """Pulsar's check of a destination_storage quota against retention: a positive
     retention limit must exceed the quota's (size in bytes, time in seconds)."""
@@ -188,7 +245,7 @@ def with_policy(
     policies: NamespacePolicies, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
 ) -> NamespacePolicies:
     """``policies`` with ``kind`` set to ``value`` (RetentionPolicy, int seconds,
-    BacklogQuota, bool, DelayedDelivery or DeadLetterDefaults), checked by Pulsar's rules.
+    BacklogQuota, bool, DelayedDelivery, PublishRate, DispatchRate or DeadLetterDefaults), checked by Pulsar's rules.
 
     Raises:
         InvalidArgument: a bad value (400 in Pulsar's REST API).
@@ -211,6 +268,10 @@ def with_policy(
         return replace(policies, deduplication=_typed(value, bool, kind))
     if kind is PolicyKind.DELAYED_DELIVERY:
         return replace(policies, delayed_delivery=check_delayed_delivery(_typed(value, DelayedDelivery, kind)))
+    if kind is PolicyKind.PUBLISH_RATE:
+        return replace(policies, publish_rate=check_publish_rate(_typed(value, PublishRate, kind)))
+    if kind is PolicyKind.DISPATCH_RATE:
+        return replace(policies, dispatch_rate=check_dispatch_rate(_typed(value, DispatchRate, kind)))
     defaults = _typed(value, DeadLetterDefaults, kind)
     defaults.check()
     return replace(policies, dead_letter=defaults if defaults.to_document() else None)
@@ -230,6 +291,10 @@ def without_policy(
         return replace(policies, deduplication=None)
     if kind is PolicyKind.DELAYED_DELIVERY:
         return replace(policies, delayed_delivery=None)
+    if kind is PolicyKind.PUBLISH_RATE:
+        return replace(policies, publish_rate=None)
+    if kind is PolicyKind.DISPATCH_RATE:
+        return replace(policies, dispatch_rate=None)
     return replace(policies, dead_letter=None)
 
 
@@ -246,6 +311,8 @@ def checked(policies: NamespacePolicies) -> NamespacePolicies:
         (PolicyKind.DEDUPLICATION, policies.deduplication, QuotaType.DESTINATION_STORAGE),
         (PolicyKind.DELAYED_DELIVERY, policies.delayed_delivery, QuotaType.DESTINATION_STORAGE),
         (PolicyKind.DEAD_LETTER, policies.dead_letter, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.PUBLISH_RATE, policies.publish_rate, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.DISPATCH_RATE, policies.dispatch_rate, QuotaType.DESTINATION_STORAGE),
     ]
     for kind, value, quota_type in steps:
         if value is not None:
@@ -272,6 +339,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
         quotas = doc.get(QUOTAS_KEY) or {}
         delayed = doc.get(DELAYED_KEY)
         dead_letter = doc.get(DEAD_LETTER_KEY)
+        publish_rate, dispatch_rate = doc.get(PUBLISH_RATE_KEY), doc.get(DISPATCH_RATE_KEY)
         policies = NamespacePolicies(
             retention=None if retention is None else RetentionPolicy(
                 *validate_retention(retention["retention_time_minutes"], retention["retention_size_mb"])
@@ -284,6 +352,8 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             deduplication=doc.get(DEDUPLICATION_KEY),
             delayed_delivery=None if delayed is None else check_delayed_delivery(DelayedDelivery(**delayed)),
             dead_letter=None if dead_letter is None else DeadLetterDefaults.from_document(dead_letter),
+            publish_rate=None if publish_rate is None else check_publish_rate(PublishRate(**publish_rate)),
+            dispatch_rate=None if dispatch_rate is None else check_dispatch_rate(DispatchRate(**dispatch_rate)),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -310,6 +380,8 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
             "max_delivery_delay_ms": delayed.max_delivery_delay_ms,
         },
         DEAD_LETTER_KEY: None if dead_letter is None else dead_letter.to_document() or None,
+        PUBLISH_RATE_KEY: None if policies.publish_rate is None else asdict(policies.publish_rate),
+        DISPATCH_RATE_KEY: None if policies.dispatch_rate is None else asdict(policies.dispatch_rate),
     }
 
 

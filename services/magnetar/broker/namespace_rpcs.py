@@ -11,8 +11,10 @@ from magnetar.broker.deadletter import DeadLetterDefaults
 from magnetar.broker.namespace_policies import (
     BacklogQuota,
     DelayedDelivery,
+    DispatchRate,
     NamespacePolicies,
     PolicyKind,
+    PublishRate,
     QuotaPolicy,
     QuotaType,
 )
@@ -39,6 +41,7 @@ _KINDS = {
     pb.POLICY_RETENTION: PolicyKind.RETENTION, pb.POLICY_MESSAGE_TTL: PolicyKind.MESSAGE_TTL,
     pb.POLICY_BACKLOG_QUOTA: PolicyKind.BACKLOG_QUOTA, pb.POLICY_DEDUPLICATION: PolicyKind.DEDUPLICATION,
     pb.POLICY_DELAYED_DELIVERY: PolicyKind.DELAYED_DELIVERY, pb.POLICY_DEAD_LETTER: PolicyKind.DEAD_LETTER,
+    pb.POLICY_PUBLISH_RATE: PolicyKind.PUBLISH_RATE, pb.POLICY_DISPATCH_RATE: PolicyKind.DISPATCH_RATE,
 }
 
 
@@ -81,6 +84,14 @@ def _delayed_from_proto(p: pb.DelayedDeliveryPolicies) -> DelayedDelivery:
     return DelayedDelivery(p.active, p.tick_time_ms, p.max_delivery_delay_ms)
 
 
+def publish_rate_from_proto(p: pb.PublishRate) -> PublishRate:
+    return PublishRate(p.msg_rate, p.byte_rate)
+
+
+def dispatch_rate_from_proto(p: pb.DispatchRate) -> DispatchRate:
+    return DispatchRate(p.msg_rate, p.byte_rate, p.relative_to_publish_rate, p.period_s)
+
+
 def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
     """The policies a request sets (its read-only ``bundles`` is not one)."""
     quotas = {}
@@ -97,6 +108,8 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         deduplication=p.deduplication if p.HasField("deduplication") else None,
         delayed_delivery=_delayed_from_proto(p.delayed_delivery) if p.HasField("delayed_delivery") else None,
         dead_letter=dead_letter if dead_letter.to_document() else None,
+        publish_rate=publish_rate_from_proto(p.publish_rate) if p.HasField("publish_rate") else None,
+        dispatch_rate=dispatch_rate_from_proto(p.dispatch_rate) if p.HasField("dispatch_rate") else None,
     )
 
 
@@ -123,6 +136,14 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         ))
     if policies.dead_letter is not None:
         out.dead_letter.CopyFrom(dead_letter_to_proto(policies.dead_letter))
+    if policies.publish_rate is not None:
+        out.publish_rate.CopyFrom(pb.PublishRate(msg_rate=policies.publish_rate.msg_rate, byte_rate=policies.publish_rate.byte_rate))
+    dispatch = policies.dispatch_rate
+    if dispatch is not None:
+        out.dispatch_rate.CopyFrom(pb.DispatchRate(
+            msg_rate=dispatch.msg_rate, byte_rate=dispatch.byte_rate,
+            relative_to_publish_rate=dispatch.relative_to_publish_rate, period_s=dispatch.period_s,
+        ))
     return out
 
 
@@ -141,6 +162,10 @@ def _policy_value(request: pb.SetNamespacePolicyRequest) -> tuple[PolicyKind, ob
         return PolicyKind.DELAYED_DELIVERY, _delayed_from_proto(request.delayed_delivery)
     if which == "dead_letter":
         return PolicyKind.DEAD_LETTER, dead_letter_from_proto(request.dead_letter)
+    if which == "publish_rate":
+        return PolicyKind.PUBLISH_RATE, publish_rate_from_proto(request.publish_rate)
+    if which == "dispatch_rate":
+        return PolicyKind.DISPATCH_RATE, dispatch_rate_from_proto(request.dispatch_rate)
     raise InvalidArgument("give the policy to set")
 
 

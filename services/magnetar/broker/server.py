@@ -103,6 +103,11 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                     for s in sends:
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
                         await pending.put((s.request_id, published))
+                    if topic.publish_limiter is not None and sends:
+                        # Over the namespace's publishRate, the next request is not read
+                        # until the bucket refills: the producer waits, nothing fails.
+                        await topic.throttle_publish(
+                            name, sum(s.num_messages for s in sends), sum(len(s.entry) for s in sends))
             finally:
                 await pending.put(None)
 

@@ -28,6 +28,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.deadletter import DeadLetterPolicy
+    from magnetar.broker.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ class SubscriptionTopic(Protocol):
     @property
     def delayed_delivery_enabled(self) -> bool:
         """False: delayed messages go out at once (the namespace's delayedDelivery policy)."""
+
+    @property
+    def dispatch_limiter(self) -> RateLimiter | None:
+        """The namespace's dispatchRate, shared by the topic's subscriptions (None: no limit)."""
 
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers."""
@@ -118,9 +123,16 @@ class Subscription:
     def delayed_delivery(self) -> bool:
         return self.topic.delayed_delivery_enabled
 
+    @property
+    def dispatch_limiter(self) -> RateLimiter | None:
+        return self.topic.dispatch_limiter
+
     def count_out(self, messages: int, size: int = 0) -> None:
         self.meter_out.add(messages, size)
         self.topic.count_out(messages, size)
+        limiter = self.topic.dispatch_limiter
+        if limiter is not None:
+            limiter.consume(messages, size)
 
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
         return self.moves.divert(position, batch, n, mask)
@@ -328,6 +340,9 @@ class Subscription:
             msg_out_counter=self.meter_out.messages, bytes_out_counter=self.meter_out.bytes,
             msg_rate_out=self.meter_out.msg_rate, msg_throughput_out=self.meter_out.byte_rate,
             backlog_size=self.backlog_size(), active_consumer=active.name if active is not None else "",
+            dispatch_throttled_time_ms=int(self.dispatcher.throttled_s * 1000),
+            dispatch_throttled_msg_events=self.dispatcher.throttled_msg_events,
+            dispatch_throttled_bytes_events=self.dispatcher.throttled_byte_events,
         )
 
     async def close(self) -> None:

@@ -21,7 +21,11 @@ Namespace policies enforced here (the rest is :mod:`magnetar.broker.policy_task`
 and every new producer (``ProducerBlockedQuotaExceeded`` while the backlog is over
 ``limit_size``); delayed delivery switched off delivers delayed messages at once (the
 dispatchers ask :attr:`PersistentTopic.delayed_delivery_enabled`); a delayed message due
-more than ``max_delivery_delay_ms`` after its publish time is refused.
+more than ``max_delivery_delay_ms`` after its publish time is refused. Rate limits
+(``publishRate``, ``dispatchRate``) are token buckets per topic partition
+(:mod:`magnetar.broker.ratelimit`): the produce door waits in :meth:`throttle_publish`
+before it reads a producer's next request, and the dispatchers of every subscription
+draw from :attr:`PersistentTopic.dispatch_limiter`.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.stats import estimated_size
 from magnetar.broker.namespace_policies import NamespacePolicies, QuotaType
+from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
 from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
 from magnetar.common.errors import (
@@ -77,6 +82,8 @@ class Publisher:
     name: str
     connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     meter_in: Meter = field(default_factory=Meter)
+    throttled_s: float = 0.0
+    """Time its stream was paused by the publish rate limit."""
 
 
 @dataclass
@@ -137,6 +144,10 @@ class PersistentTopic:
         """Its namespace's policies (set by the broker before :meth:`load`, refreshed by
         :meth:`apply_policies`)."""
         self._quota_blocked: str | None = None
+        self.publish_limiter: RateLimiter | None = None
+        """The namespace's publishRate for this partition (None: no limit)."""
+        self.dispatch_limiter: RateLimiter | None = None
+        """The namespace's dispatchRate for this partition, shared by its subscriptions."""
         self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
         self._closed = False
         self._sub_lock = asyncio.Lock()
@@ -145,6 +156,7 @@ class PersistentTopic:
     async def load(self) -> None:
         """Know the stored subscriptions; rebuild deduplication state from the entries
         when deduplication is on."""
+        self._apply_rates()
         self._load_subscriptions()
         if self.deduplication_enabled:
             self._dedup_tracked = True
@@ -182,12 +194,44 @@ class PersistentTopic:
     def apply_policies(self, policies: NamespacePolicies) -> None:
         """Enforce ``policies`` from now on."""
         self.policies = policies
+        self._apply_rates()
         age = policies.quota(QuotaType.MESSAGE_AGE)
         if age is None or age.limit_time < 0 or not age.blocks_producers:
             self._quota_blocked = None  # else the policy task decides at its next round
         if self.deduplication_enabled and not self._dedup_tracked and not self._closed:
             self._dedup_tracked = True
             self._tasks.spawn(self._scan_dedup(), name=f"dedup-scan:{self.name}")
+
+    def _apply_rates(self) -> None:
+        """Limiters for the policies' rates (kept, with their state, when unchanged)."""
+        publish, dispatch = self.policies.publish_rate, self.policies.dispatch_rate
+        self.publish_limiter = None if publish is None else limiter_for(
+            publish.msg_rate, publish.byte_rate, current=self.publish_limiter)
+        if dispatch is None:
+            self.dispatch_limiter = None
+            return
+        msgs, size = dispatch.msg_rate, dispatch.byte_rate
+        if dispatch.relative_to_publish_rate:  # Pulsar's: the limit plus what comes in
+            msgs += int(self.meter_in.msg_rate * dispatch.period_s) if msgs > 0 else 0
+            size += int(self.meter_in.byte_rate * dispatch.period_s) if size > 0 else 0
+        self.dispatch_limiter = limiter_for(msgs, size, dispatch.period_s, current=self.dispatch_limiter)
+
+    async def throttle_publish(self, producer_name: str, messages: int, size: int) -> None:
+        """Count a producer's sends against the publish rate and return once the rate
+        allows more: the door reads the producer's next request only then (its sends wait
+        in gRPC's flow control, never fail). A policy removed meanwhile ends the wait at
+        the next check."""
+        limiter = self.publish_limiter
+        if limiter is None:
+            return
+        limiter.consume(messages, size)
+        publisher = self.producers.get(producer_name)
+        loop = asyncio.get_running_loop()
+        while (limiter := self.publish_limiter) is not None and not self._closed and (wait := limiter.wait_s()) > 0:
+            started = loop.time()
+            await asyncio.sleep(min(wait, 1.0))  # re-checked: the policy may change
+            if publisher is not None:
+                publisher.throttled_s += loop.time() - started
 
     def block_producers(self, reason: str | None) -> None:
         """Refuse sends and new producers with ``reason`` (a message_age backlog quota,
@@ -482,7 +526,7 @@ class PersistentTopic:
                 pb.PublisherStats(
                     producer_name=p.name, connected_since_ms=p.connected_since_ms, msg_in_counter=p.meter_in.messages,
                     bytes_in_counter=p.meter_in.bytes, msg_rate_in=p.meter_in.msg_rate,
-                    msg_throughput_in=p.meter_in.byte_rate,
+                    msg_throughput_in=p.meter_in.byte_rate, throttled_time_ms=int(p.throttled_s * 1000),
                 )
                 for p in self.producers.values()
             ],

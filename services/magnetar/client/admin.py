@@ -161,7 +161,8 @@ class AdminClient:
     ) -> None:
         """Set one policy, given as one keyword of SetNamespacePolicyRequest's ``policy``:
         ``retention``, ``message_ttl_seconds``, ``backlog_quota`` (of
-        ``backlog_quota_type``), ``deduplication``, ``delayed_delivery`` or ``dead_letter``.
+        ``backlog_quota_type``), ``deduplication``, ``delayed_delivery``, ``dead_letter``,
+        ``publish_rate`` or ``dispatch_rate``.
 
         Raises:
             InvalidArgument: not exactly one policy, or a value Pulsar's rules refuse.
@@ -172,6 +173,30 @@ class AdminClient:
             raise InvalidArgument(f"set one policy at a time, got {sorted(policy) or 'none'}")
         request = pb.SetNamespacePolicyRequest(namespace=namespace, backlog_quota_type=backlog_quota_type, **policy)
         await self.call(lambda s: s.SetNamespacePolicy(request, timeout=self.timeout))
+
+    async def publish_rate(self, namespace: str) -> pb.PublishRate | None:
+        """The namespace's publishRate (None: not set, no limit)."""
+        policies = await self.namespace_policies(namespace)
+        return policies.publish_rate if policies.HasField("publish_rate") else None
+
+    async def set_publish_rate(self, namespace: str, rate: pb.PublishRate) -> None:
+        """Raises: InvalidArgument (a limit below -1), NamespaceNotFound."""
+        await self.set_namespace_policy(namespace, publish_rate=rate)
+
+    async def remove_publish_rate(self, namespace: str) -> None:
+        await self.remove_namespace_policy(namespace, pb.POLICY_PUBLISH_RATE)
+
+    async def dispatch_rate(self, namespace: str) -> pb.DispatchRate | None:
+        """The namespace's dispatchRate (None: not set, no limit)."""
+        policies = await self.namespace_policies(namespace)
+        return policies.dispatch_rate if policies.HasField("dispatch_rate") else None
+
+    async def set_dispatch_rate(self, namespace: str, rate: pb.DispatchRate) -> None:
+        """Raises: InvalidArgument (a limit below -1, a period below 1), NamespaceNotFound."""
+        await self.set_namespace_policy(namespace, dispatch_rate=rate)
+
+    async def remove_dispatch_rate(self, namespace: str) -> None:
+        await self.remove_namespace_policy(namespace, pb.POLICY_DISPATCH_RATE)
 
     async def remove_namespace_policy(
         self, namespace: str, policy: pb.NamespacePolicyKind,

@@ -130,6 +130,38 @@ class RestAdmin:
         else:
             await self.request("DELETE", _ns(namespace, "deadLetterPolicy"))
 
+    async def publish_rate(self, namespace: str) -> pb.PublishRate | None:
+        got = await self.request("GET", _ns(namespace, "publishRate"))
+        if got is None:
+            return None
+        return pb.PublishRate(msg_rate=got.get("publishThrottlingRateInMsg", -1), byte_rate=got.get("publishThrottlingRateInByte", -1))
+
+    async def set_publish_rate(self, namespace: str, rate: pb.PublishRate) -> None:
+        body = {"publishThrottlingRateInMsg": rate.msg_rate, "publishThrottlingRateInByte": rate.byte_rate}
+        await self.request("POST", _ns(namespace, "publishRate"), body)
+
+    async def remove_publish_rate(self, namespace: str) -> None:
+        await self.request("DELETE", _ns(namespace, "publishRate"))
+
+    async def dispatch_rate(self, namespace: str) -> pb.DispatchRate | None:
+        got = await self.request("GET", _ns(namespace, "dispatchRate"))
+        if got is None:
+            return None
+        return pb.DispatchRate(
+            msg_rate=got.get("dispatchThrottlingRateInMsg", -1), byte_rate=got.get("dispatchThrottlingRateInByte", -1),
+            relative_to_publish_rate=got.get("relativeToPublishRate", False), period_s=got.get("ratePeriodInSecond", 1),
+        )
+
+    async def set_dispatch_rate(self, namespace: str, rate: pb.DispatchRate) -> None:
+        body = {
+            "dispatchThrottlingRateInMsg": rate.msg_rate, "dispatchThrottlingRateInByte": rate.byte_rate,
+            "relativeToPublishRate": rate.relative_to_publish_rate, "ratePeriodInSecond": rate.period_s,
+        }
+        await self.request("POST", _ns(namespace, "dispatchRate"), body)
+
+    async def remove_dispatch_rate(self, namespace: str) -> None:
+        await self.request("DELETE", _ns(namespace, "dispatchRate"))
+
     async def bundles(self, namespace: str, bundle: str = "") -> list[pb.BundleOwner]:
         owners = (await self.request("GET", _ns(namespace, "bundles")))["owners"]
         return [pb.BundleOwner(bundle=b, broker_address=o or "") for b, o in owners.items() if not bundle or b == bundle]

@@ -41,6 +41,14 @@ async def namespace_name(
         raise HttpError(412, f"Namespace name is not valid: {exc.message}") from None
 
 
+async def property_namespace_name(
+    property: Annotated[str, Path(description="tenant name (Pulsar names it 'property' on this route)")],  # noqa: A002
+    namespace: Annotated[str, Path(description="namespace name")],
+) -> str:
+    """As :func:`namespace_name`, for Pulsar's routes that call the tenant ``{property}``."""
+    return await namespace_name(property, namespace)
+
+
 async def topic_name(
     tenant: Annotated[str, Path(description="tenant name")],
     namespace: Annotated[str, Path(description="namespace name")],
@@ -55,4 +63,5 @@ async def topic_name(
 
 Tenant = Annotated[str, Depends(tenant_name)]
 Namespace = Annotated[str, Depends(namespace_name)]
+PropertyNamespace = Annotated[str, Depends(property_namespace_name)]
 Topic = Annotated[str, Depends(topic_name)]

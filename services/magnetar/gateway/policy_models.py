@@ -1,5 +1,5 @@
 """Namespace policy bodies with Pulsar's JSON names (Policies, RetentionPolicies,
-BacklogQuota, DelayedDeliveryPolicies, BundlesData), Magnetar's dead-letter defaults,
+BacklogQuota, DelayedDeliveryPolicies, PublishRate, DispatchRate, BundlesData), Magnetar's dead-letter defaults,
 and their conversion to and from the broker's protobuf messages."""
 
 from __future__ import annotations
@@ -101,6 +101,42 @@ class DeadLetterPolicy(PulsarModel):
         return cls(
             maxRedeliverCount=p.max_redeliver_count or None, retryLetterTopic=p.retry_letter_topic or None,
             deadLetterTopic=p.dead_letter_topic or None, initialSubscriptionName=p.initial_subscription_name or None,
+        )
+
+
+class PublishRate(PulsarModel):
+    """Per topic partition, per second; -1: no limit."""
+
+    publishThrottlingRateInMsg: Int32 = -1
+    publishThrottlingRateInByte: Int64 = -1
+
+    def to_proto(self) -> pb.PublishRate:
+        return pb.PublishRate(msg_rate=self.publishThrottlingRateInMsg, byte_rate=self.publishThrottlingRateInByte)
+
+    @classmethod
+    def of(cls, p: pb.PublishRate) -> PublishRate:
+        return cls(publishThrottlingRateInMsg=p.msg_rate, publishThrottlingRateInByte=p.byte_rate)
+
+
+class DispatchRate(PulsarModel):
+    """Pulsar's DispatchRate(Impl): per topic partition, per ``ratePeriodInSecond``; -1: no limit."""
+
+    dispatchThrottlingRateInMsg: Int32 = -1
+    dispatchThrottlingRateInByte: Int64 = -1
+    relativeToPublishRate: bool = False
+    ratePeriodInSecond: Int32 = 1
+
+    def to_proto(self) -> pb.DispatchRate:
+        return pb.DispatchRate(
+            msg_rate=self.dispatchThrottlingRateInMsg, byte_rate=self.dispatchThrottlingRateInByte,
+            relative_to_publish_rate=self.relativeToPublishRate, period_s=self.ratePeriodInSecond,
+        )
+
+    @classmethod
+    def of(cls, p: pb.DispatchRate) -> DispatchRate:
+        return cls(
+            dispatchThrottlingRateInMsg=p.msg_rate, dispatchThrottlingRateInByte=p.byte_rate,
+            relativeToPublishRate=p.relative_to_publish_rate, ratePeriodInSecond=p.period_s,
         )
 
 

@@ -56,6 +56,7 @@ class PublisherStats(PulsarModel):
     connectedSince: str = ""
     clientVersion: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    throttledTimeMs: int = Field(default=0, description="Magnetar: time its stream was paused by the publishRate")
 
 
 class _Outflow(PulsarModel):
@@ -103,6 +104,10 @@ class SubscriptionStats(_Outflow):
     allowOutOfOrderDelivery: bool = False
     nonContiguousDeletedMessagesRanges: int = 0
     subscriptionProperties: dict[str, str] = Field(default_factory=dict)
+    dispatchThrottledMsgEventsByTopicLimit: int = 0
+    dispatchThrottledBytesEventsByTopicLimit: int = 0
+    dispatchThrottledTimeMs: int = Field(
+        default=0, description="Magnetar: time its dispatcher waited for the dispatchRate with messages to send")
 
 
 class TopicStats(PulsarModel):

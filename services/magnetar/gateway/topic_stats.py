@@ -45,6 +45,9 @@ def subscription_stats(s: pb.SubscriptionStats) -> m.SubscriptionStats:
         unackedMessages=s.unacked, type=TYPE_NAMES.get(s.type, "Exclusive"),
         activeConsumerName=s.active_consumer or None, consumers=consumers,
         isDurable=s.durable, durable=s.durable,
+        dispatchThrottledMsgEventsByTopicLimit=s.dispatch_throttled_msg_events,
+        dispatchThrottledBytesEventsByTopicLimit=s.dispatch_throttled_bytes_events,
+        dispatchThrottledTimeMs=s.dispatch_throttled_time_ms,
     )
 
 
@@ -53,7 +56,7 @@ def topic_stats(t: pb.TopicStats) -> m.TopicStats:
         m.PublisherStats(
             msgRateIn=p.msg_rate_in, msgThroughputIn=p.msg_throughput_in,
             averageMsgSize=_average(p.msg_throughput_in, p.msg_rate_in), producerId=i, producerName=p.producer_name,
-            connectedSince=iso_time(p.connected_since_ms),
+            connectedSince=iso_time(p.connected_since_ms), throttledTimeMs=p.throttled_time_ms,
         )
         for i, p in enumerate(t.publishers)
     ]
@@ -68,7 +71,8 @@ def topic_stats(t: pb.TopicStats) -> m.TopicStats:
 
 
 _SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgBacklog", "backlogSize",
-           "msgBacklogNoDelayed", "unackedMessages")
+           "msgBacklogNoDelayed", "unackedMessages", "dispatchThrottledMsgEventsByTopicLimit",
+           "dispatchThrottledBytesEventsByTopicLimit", "dispatchThrottledTimeMs")
 
 
 def _merge(into: m.SubscriptionStats, other: m.SubscriptionStats) -> None:

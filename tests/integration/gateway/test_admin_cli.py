@@ -25,6 +25,13 @@ def commands(tenant: str) -> list[list[str]]:
         ["namespaces", "set-dead-letter-policy", ns, "--max-redeliver-count", "3", "--dead-letter-topic", "{topic}-dead"],
         ["namespaces", "get-dead-letter-policy", ns], ["namespaces", "set-dead-letter-policy", ns],
         ["namespaces", "get-dead-letter-policy", ns],
+        ["namespaces", "get-publish-rate", ns], ["namespaces", "set-publish-rate", ns, "--msg-publish-rate", "1000"],
+        ["namespaces", "get-publish-rate", ns], ["namespaces", "remove-publish-rate", ns],
+        ["namespaces", "set-dispatch-rate", ns, "--msg-dispatch-rate", "500", "--byte-dispatch-rate", "1048576",
+         "--dispatch-rate-period", "2"],
+        ["namespaces", "get-dispatch-rate", ns], ["namespaces", "remove-dispatch-rate", ns],
+        ["namespaces", "get-dispatch-rate", ns],
+        ["namespaces", "set-publish-rate", ns, "--byte-publish-rate", "-5"],  # refused: exit 1
         ["topics", "create", topic], ["topics", "create-partitioned-topic", parts, "-p", "2"],
         ["topics", "list", ns],
         ["topics", "create-subscription", topic, "-s", "s1", "-m", "earliest"],

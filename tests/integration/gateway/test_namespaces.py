@@ -158,6 +158,11 @@ SUBRESOURCES = [
     ("messageTTL", 120, 120),
     ("deduplication", False, False),
     ("delayedDelivery", {"active": False}, {"active": False, "tickTime": 0, "maxDeliveryDelayInMillis": 0}),
+    ("publishRate", {"publishThrottlingRateInMsg": 1000},
+     {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": -1}),
+    ("dispatchRate", {"dispatchThrottlingRateInByte": 1 << 40, "ratePeriodInSecond": 2},
+     {"dispatchThrottlingRateInMsg": -1, "dispatchThrottlingRateInByte": 1 << 40, "relativeToPublishRate": False,
+      "ratePeriodInSecond": 2}),
 ]
 
 
@@ -226,7 +231,11 @@ async def test_bad_policy_values_and_missing_namespaces(http: httpx.AsyncClient,
                          ("retention", [1, 2]), ("delayedDelivery", {"tickTime": -1}),
                          ("delayedDelivery", {"maxDeliveryDelayInMillis": "soon"}),
                          ("deadLetterPolicy", {"maxRedeliverCount": 0}),
-                         ("deadLetterPolicy", {"deadLetterTopic": "a/b/c/d"})):
+                         ("deadLetterPolicy", {"deadLetterTopic": "a/b/c/d"}),
+                         ("publishRate", {"publishThrottlingRateInMsg": -2}),
+                         ("publishRate", {"publishThrottlingRateInMsg": 2**31}),
+                         ("dispatchRate", {"ratePeriodInSecond": 0}),
+                         ("dispatchRate", {"dispatchThrottlingRateInByte": -5})):
         r = await http.post(f"{url}/{segment}", json=bad)
         assert r.status_code == 400, (segment, bad, r.text)
         reason(r)

@@ -8,6 +8,12 @@ consumer gets which message is the subclass's :meth:`route`.
 
 Redelivery counts are stored before anything is sent again: when the cursor has
 unstored counts, the round writes them first (``ManagedCursor.persist_counts``).
+
+Under a dispatch rate limit (``DispatchContext.dispatch_limiter``, the namespace's
+``dispatchRate``) a round reads at most as many entries as the message bucket has
+tokens, and a round that finds the bucket empty waits for it (a timer wakes the loop)
+instead of reading; what goes out is counted by ``count_out``. Nothing is dropped: the
+messages wait in the topic.
 """
 
 from __future__ import annotations
@@ -16,13 +22,16 @@ import asyncio
 import heapq
 import logging
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.ratelimit import RateLimiter
 
 
 class EntrySource(Protocol):
@@ -80,8 +89,13 @@ class DispatchContext(Protocol):
     def delayed_delivery(self) -> bool:
         """False: delayed messages go out at once (the namespace's policy)."""
 
+    @property
+    def dispatch_limiter(self) -> RateLimiter | None:
+        """The dispatch rate limit (None: none); ``count_out`` takes its tokens."""
+
     def count_out(self, messages: int, size: int = 0) -> None:
-        """``messages`` (in entries of ``size`` bytes) went out to consumers (stats)."""
+        """``messages`` (in entries of ``size`` bytes) went out to consumers (stats, and
+        the dispatch rate limit's tokens)."""
 
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
         """True when the messages go to the dead letter topic instead (past
@@ -125,6 +139,12 @@ class Dispatcher:
         """Data of replay entries known without a read (delayed entries that came due)."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
+        self.throttled_s = 0.0
+        """Time spent waiting for the dispatch rate limit with work to do (stats)."""
+        self.throttled_msg_events = 0
+        self.throttled_byte_events = 0
+        self._throttled_since: float | None = None
+        self._throttle_timer: asyncio.TimerHandle | None = None
 
     # -- hooks for subclasses -----------------------------------------------------------
     def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
@@ -302,9 +322,12 @@ class Dispatcher:
             self._timer = None
 
     async def _round(self) -> bool:
+        if self._throttled_since is not None:  # the wait of the previous round is over
+            self.throttled_s += asyncio.get_running_loop().time() - self._throttled_since
+            self._throttled_since = None
         if self.delayed:
             await self._release_due()
-        if not self._any_available():
+        if not self._any_available() or self._throttled():
             return False
         progressed = False
         if self.sub.cursor.counts_dirty:
@@ -316,6 +339,34 @@ class Dispatcher:
         if self.may_read_new() and self._any_available() and self.sub.cursor.has_more_entries():
             progressed = await self._dispatch_new() or progressed
         return progressed
+
+    # -- dispatch rate limit ----------------------------------------------------------
+    def _throttled(self) -> bool:
+        """True (and a wake-up set for when tokens are back) when the rate limit stops
+        this round while there is something to send."""
+        loop = asyncio.get_running_loop()
+        limiter = self.sub.dispatch_limiter
+        if limiter is None:
+            return False
+        wait = limiter.wait_s()
+        if wait <= 0 or not (self.replay or self.sub.cursor.has_more_entries()):
+            return False
+        self.throttled_msg_events += limiter.msg_wait_s() > 0
+        self.throttled_byte_events += limiter.byte_wait_s() > 0
+        self._throttled_since = loop.time()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = loop.call_later(min(wait, 1.0), self.wake)  # re-checked: the policy may change
+        return True
+
+    def _read_limit(self) -> int:
+        """Entries one read may take: the broker's maximum, fewer when the rate limit's
+        message bucket holds fewer tokens (an entry is at least one message)."""
+        limit = self.sub.settings.dispatch_max_entries
+        limiter = self.sub.dispatch_limiter
+        if limiter is None:
+            return limit
+        return int(max(1, min(limit, limiter.messages_available())))
 
     def _message_count(self, position: Position, data: bytes) -> tuple[pb.EntryBatch, int]:
         batch = pb.EntryBatch.FromString(data)
@@ -332,8 +383,7 @@ class Dispatcher:
         ml = self.sub.entries
         epoch = self.epoch
         start = cursor.read_position
-        limit = self.sub.settings.dispatch_max_entries
-        entries = await ml.read_entries(start, limit, MAX_READ_BYTES)
+        entries = await ml.read_entries(start, self._read_limit(), MAX_READ_BYTES)
         if epoch != self.epoch or cursor.read_position != start:
             return True  # the cursor moved while reading: start over
         moved = False
@@ -361,7 +411,7 @@ class Dispatcher:
     async def _dispatch_replay(self) -> bool:
         ml = self.sub.entries
         epoch = self.epoch
-        limit = self.sub.settings.dispatch_max_entries
+        limit = self._read_limit()
         wanted = sorted(self.replay) if len(self.replay) <= limit else heapq.nsmallest(limit, self.replay)
         progressed = False
         for run in _runs(wanted):
@@ -416,6 +466,8 @@ class Dispatcher:
         """Stop at once (a replaced dispatcher must not touch the shared cursor again)."""
         self._closed = True
         self._cancel_timer()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self.delayed.close()  # deletes the spill files
         if self._task is not None:
             self._task.cancel()

@@ -1,6 +1,9 @@
 """``/admin/v2/namespaces``: list, create, delete, policies, topics, and the policy
-sub-resources retention, messageTTL, backlogQuota(Map), deduplication, delayedDelivery
-and Magnetar's deadLetterPolicy (Pulsar's Namespaces API).
+sub-resources retention, messageTTL, backlogQuota(Map), deduplication, delayedDelivery,
+publishRate, dispatchRate and Magnetar's deadLetterPolicy (Pulsar's Namespaces API).
+
+``publishRate`` keeps Pulsar's quirk: its route names the tenant ``{property}`` (Pulsar's
+operation is hidden from its swagger; the URL is the same).
 
 A policy that is not set reads as 204 with no body (Pulsar answers a null policy so);
 ``deadLetterPolicy`` always answers its four fields, null when not set, as ``magnetar
@@ -16,15 +19,17 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Query, Response
 
 from magnetar.common.names import TopicName
-from magnetar.gateway.deps import Context, Namespace, Tenant
+from magnetar.gateway.deps import Context, Namespace, PropertyNamespace, Tenant
 from magnetar.gateway.errors import HttpError, responses
 from magnetar.gateway.policy_models import (
     QUOTA_TYPES,
     BacklogQuota,
     DeadLetterPolicy,
     DelayedDeliveryPolicies,
+    DispatchRate,
     Int32,
     Policies,
+    PublishRate,
     QuotaTypeName,
     RetentionPolicies,
 )
@@ -230,6 +235,49 @@ async def set_delayed_delivery(namespace: Namespace, body: DelayedDeliveryPolici
                operation_id="Namespaces_removeDelayedDeliveryPolicies", responses=responses(404, 412))
 async def remove_delayed_delivery(namespace: Namespace, ctx: Context) -> Response:
     return await _remove(ctx, namespace, pb.POLICY_DELAYED_DELIVERY)
+
+
+# -- publish and dispatch rates --------------------------------------------------------
+@router.get("/{property}/{namespace}/publishRate", summary="Get the publish rate limit per topic partition",
+            operation_id="Namespaces_getPublishRate", response_model=PublishRate,
+            responses={**responses(404, 412), **NOT_SET})
+async def get_publish_rate(namespace: PropertyNamespace, ctx: Context) -> Any:
+    return await _get(ctx, namespace, "publish_rate", PublishRate.of)
+
+
+@router.post("/{property}/{namespace}/publishRate", status_code=204,
+             summary="Set the publish rate limit per topic partition (producers over it are paused, not failed)",
+             operation_id="Namespaces_setPublishRate", responses=responses(400, 404, 412))
+async def set_publish_rate(namespace: PropertyNamespace, ctx: Context,
+                           body: Annotated[PublishRate | None, Body()] = None) -> Response:
+    return await _set(ctx, namespace, publish_rate=(body or PublishRate()).to_proto())
+
+
+@router.delete("/{property}/{namespace}/publishRate", status_code=204, summary="Remove the publish rate limit",
+               operation_id="Namespaces_removePublishRate", responses=responses(404, 412))
+async def remove_publish_rate(namespace: PropertyNamespace, ctx: Context) -> Response:
+    return await _remove(ctx, namespace, pb.POLICY_PUBLISH_RATE)
+
+
+@router.get("/{tenant}/{namespace}/dispatchRate", summary="Get the dispatch rate limit per topic partition",
+            operation_id="Namespaces_getDispatchRate", response_model=DispatchRate,
+            responses={**responses(404, 412), **NOT_SET})
+async def get_dispatch_rate(namespace: Namespace, ctx: Context) -> Any:
+    return await _get(ctx, namespace, "dispatch_rate", DispatchRate.of)
+
+
+@router.post("/{tenant}/{namespace}/dispatchRate", status_code=204,
+             summary="Set the dispatch rate limit per topic partition (its subscriptions share it)",
+             operation_id="Namespaces_setDispatchRate", responses=responses(400, 404, 412))
+async def set_dispatch_rate(namespace: Namespace, ctx: Context,
+                            body: Annotated[DispatchRate | None, Body()] = None) -> Response:
+    return await _set(ctx, namespace, dispatch_rate=(body or DispatchRate()).to_proto())
+
+
+@router.delete("/{tenant}/{namespace}/dispatchRate", status_code=204, summary="Remove the dispatch rate limit",
+               operation_id="Namespaces_deleteDispatchRate", responses=responses(404, 412))
+async def delete_dispatch_rate(namespace: Namespace, ctx: Context) -> Response:
+    return await _remove(ctx, namespace, pb.POLICY_DISPATCH_RATE)
 
 
 # -- dead-letter defaults (Magnetar) ----------------------------------------------------

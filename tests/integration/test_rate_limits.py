@@ -1,0 +1,205 @@
+"""Namespace publishRate and dispatchRate on a real broker (issue 16, "Rate limits"):
+
+- a namespace limited to 1,000 msgs/s publishes at 1,000 ± 10% while its producer
+  pushes 20,000 msgs/s, and another tenant's topic on the same broker, its producer
+  sending as fast as it can, keeps its throughput within 15% of its figure without the
+  noisy neighbour (the two alternate, alone / together / alone / together / alone, and
+  0.5 s slices are compared by their medians); every send is confirmed and every message
+  consumed;
+- a topic limited to N msgs/s of dispatch delivers to its subscription at N ± 10%.
+
+Rates are printed (pytest -s shows them; docs/security.md quotes them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import pytest
+
+import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
+from magnetar.proto.v1 import broker_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+LIMIT = 1000
+PUSH = 20_000
+DISPATCH_LIMIT = 500
+CLUMP_S = 0.005
+"""Receipts this close together came in one clump (their callbacks run one by one)."""
+
+
+@pytest.fixture
+def broker(bookie_factory, broker_factory):
+    bookie_factory()
+    return broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1, stats_interval_s=1.0)
+
+
+async def _namespace(admin: AdminClient, name: str) -> str:
+    tenant = name.split("/")[0]
+    await admin.create_tenant(tenant)
+    await admin.create_namespace(name)
+    return name
+
+
+class Pusher:
+    """Offers ``rate`` msgs/s (or as fast as it can with rate 0) with blocking sends and
+    counts the confirmations by time."""
+
+    def __init__(self, producer: mg.Producer, name: str, rate: int = 0) -> None:
+        self.producer, self.name, self.rate = producer, name, rate
+        self.sent = 0
+        self.confirmed: list[float] = []
+        self.failed: list[BaseException] = []
+        self.outstanding = 0  # futures are not kept: a million of them slowed every GC pass
+
+    def _done(self, fut: asyncio.Future[mg.MessageId]) -> None:
+        self.outstanding -= 1
+        if fut.cancelled() or fut.exception() is not None:
+            self.failed.append(fut.exception() or asyncio.CancelledError())
+        else:
+            self.confirmed.append(time.monotonic())
+
+    async def run(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        step = 0.01
+        while (now := loop.time()) - start < seconds:
+            burst = int(self.rate * step) if self.rate else 100
+            for _ in range(burst):
+                fut = await self.producer.enqueue(f"{self.name}-{self.sent}".encode())
+                fut.add_done_callback(self._done)
+                self.outstanding += 1
+                self.sent += 1
+            if self.rate:
+                await asyncio.sleep(max(0.0, now + step - loop.time()))
+            else:
+                await asyncio.sleep(0)
+
+    def rate_between(self, start: float, end: float) -> float:
+        """Confirmations a second between the first and the last one in [start, end).
+        Receipts come in clumps (a paused producer's batches go in together), so
+        counting from one clump to another avoids an error of one clump."""
+        inside = [t for t in self.confirmed if start <= t < end]
+        if len(inside) < 2 or inside[-1] - inside[0] < CLUMP_S:
+            return 0.0
+        return sum(1 for t in inside if t > inside[0] + CLUMP_S) / (inside[-1] - inside[0])
+
+    def slices(self, start: float, end: float, width: float = 0.5) -> list[float]:
+        """The rate in each whole ``width`` slice of [start, end)."""
+        count = int((end - start) / width)
+        return [self.rate_between(start + i * width, start + (i + 1) * width) for i in range(count)]
+
+    async def settle(self) -> None:
+        await self.producer.flush()
+        while self.outstanding:
+            await asyncio.sleep(0.01)
+
+
+async def _consume_all(client: mg.Client, topic: str, expected: int, prefix: str) -> int:
+    consumer = await client.subscribe(topic, "check", initial_position=mg.InitialPosition.Earliest)
+    seen = set()
+    try:
+        while len(seen) < expected:
+            message = await consumer.receive(timeout_millis=20_000)
+            seen.add(message.data())
+            if len(seen) % 5000 == 0:  # under the broker's max_unacked_messages_per_consumer
+                await consumer.acknowledge_cumulative(message)
+    finally:
+        await consumer.close()
+    assert seen == {f"{prefix}-{i}".encode() for i in range(expected)}
+    return len(seen)
+
+
+async def test_a_publish_rate_holds_one_tenant_and_spares_the_other(broker):
+    async with AdminClient(broker.address, 10) as admin:
+        limited_ns = await _namespace(admin, "noisy/ns")
+        free_ns = await _namespace(admin, "quiet/ns")
+        await admin.set_publish_rate(limited_ns, pb.PublishRate(msg_rate=LIMIT, byte_rate=-1))
+        assert (await admin.publish_rate(limited_ns)) == pb.PublishRate(msg_rate=LIMIT, byte_rate=-1)
+    limited_topic, free_topic = f"persistent://{limited_ns}/t", f"persistent://{free_ns}/t"
+    async with mg.Client(f"magnetar://{broker.address}") as client:
+        # Subscriptions first, so that what is published is kept for the check at the end.
+        for topic in (limited_topic, free_topic):
+            await (await client.subscribe(topic, "check", initial_position=mg.InitialPosition.Earliest)).close()
+        # A short queue: what it still holds when it stops drains in 0.2 s.
+        limited = Pusher(await client.create_producer(
+            limited_topic, block_if_queue_full=True, batching_max_messages=50, max_pending_messages=200), "noisy", PUSH)
+        free = Pusher(await client.create_producer(free_topic, block_if_queue_full=True), "quiet")
+
+        async def free_alone(seconds: float) -> list[float]:
+            begin = time.monotonic()
+            await free.run(seconds)
+            return free.slices(begin + 0.3, time.monotonic())  # after the neighbour's queue drained
+
+        async def together(seconds: float) -> tuple[float, list[float], float]:
+            begin = time.monotonic()
+            await asyncio.gather(limited.run(seconds), free.run(seconds))
+            end = time.monotonic()
+            # From 0.5 s on: the bucket, full after a pause, first lets 1,000 through at once.
+            return limited.rate_between(begin + 0.5, end), free.slices(begin + 0.5, end), end - begin
+
+        # Alone, together, alone, together, alone, in 0.5 s slices compared by their
+        # medians: drift and short spikes in the machine's load (other processes share the
+        # 2 cores) cancel out. The noisy producer is measured over 2 x 2.5 s.
+        await free.run(1.0)  # warm up: connections, the first ledger, caches
+        alone = await free_alone(2.0)
+        limited_1, with_1, took_1 = await together(3.0)
+        alone += await free_alone(2.0)
+        limited_2, with_2, took_2 = await together(3.0)
+        alone += await free_alone(2.0)
+        limited_rate = (limited_1 + limited_2) / 2
+        baseline, free_with_neighbour = statistics.median(alone), statistics.median(with_1 + with_2)
+        together = with_1 + with_2
+        queued = limited.sent / (took_1 + took_2)
+        await limited.settle()
+        await free.settle()
+        async with AdminClient(broker.address, 10) as admin:
+            throttled_ms = (await admin.topic_stats(limited_topic)).publishers[0].throttled_time_ms
+        print(
+            f"\npublish rate limited to {LIMIT}/s: offered {PUSH:,} msgs/s, {queued:,.0f} msgs/s got into "
+            f"the producer's queue (blocked when full), confirmed {limited_1:,.0f} / {limited_2:,.0f} msgs/s (2 x 2.5 s), producer "
+            f"throttled {throttled_ms} ms; other tenant alone {baseline:,.0f} msgs/s (median of {len(alone)} slices of "
+            f"0.5 s, {min(alone):,.0f} to {max(alone):,.0f}), with the neighbour {free_with_neighbour:,.0f} msgs/s "
+            f"({min(together):,.0f} to {max(together):,.0f}; {free_with_neighbour / baseline - 1:+.1%})"
+        )
+        assert LIMIT * 0.9 <= limited_rate <= LIMIT * 1.1
+        assert abs(free_with_neighbour / baseline - 1) <= 0.15
+        assert throttled_ms > 1000
+        assert not limited.failed and not free.failed
+        assert len(limited.confirmed) == limited.sent and len(free.confirmed) == free.sent
+        await _consume_all(client, limited_topic, limited.sent, "noisy")
+        await _consume_all(client, free_topic, free.sent, "quiet")
+
+
+async def test_a_dispatch_rate_paces_a_subscription(broker):
+    async with AdminClient(broker.address, 10) as admin:
+        ns = await _namespace(admin, "paced/ns")
+        await admin.set_dispatch_rate(ns, pb.DispatchRate(msg_rate=DISPATCH_LIMIT, byte_rate=-1, period_s=1))
+        topic = f"persistent://{ns}/t"
+        total = DISPATCH_LIMIT * 7
+        async with mg.Client(f"magnetar://{broker.address}") as client:
+            await (await client.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)).close()
+            producer = await client.create_producer(topic, batching_max_messages=10, block_if_queue_full=True)
+            futures = [await producer.enqueue(f"m-{i}".encode()) for i in range(total)]
+            await producer.flush()
+            await asyncio.gather(*futures)
+            consumer = await client.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)
+            arrivals, seen = [], set()
+            while len(seen) < total:
+                message = await consumer.receive(timeout_millis=20_000)
+                arrivals.append(time.monotonic())
+                seen.add(message.data())
+                await consumer.acknowledge(message)
+            start = arrivals[0] + 1.0  # after the first full bucket
+            window = [t for t in arrivals if start <= t < start + 5.0]
+            rate = len(window) / 5.0
+            stats = (await admin.topic_stats(topic)).subscriptions[0]
+            print(f"\ndispatch rate limited to {DISPATCH_LIMIT}/s: received {rate:,.0f} msgs/s over 5 s; "
+                  f"throttled {stats.dispatch_throttled_time_ms} ms in {stats.dispatch_throttled_msg_events} waits")
+            assert DISPATCH_LIMIT * 0.9 <= rate <= DISPATCH_LIMIT * 1.1
+            assert seen == {f"m-{i}".encode() for i in range(total)}
+            assert stats.dispatch_throttled_time_ms > 2000 and stats.dispatch_throttled_msg_events > 0
