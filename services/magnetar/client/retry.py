@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from magnetar.common.errors import InvalidArgument
+from magnetar.common.letters import RECONSUMETIMES
 
 from .message import Message
 from .options import DEFAULT_RETRY_DELAY_LEVELS
@@ -75,7 +76,7 @@ def reconsume_delay_ms(
             raise InvalidArgument(f"the delay level must be 1 to {len(levels_ms)}, not {level!r}")
         return levels_ms[level - 1]
     try:
-        times = max(0, int(message.properties().get("RECONSUMETIMES", "0")))
+        times = max(0, int(message.properties().get(RECONSUMETIMES, "0")))
     except ValueError:
         times = 0
     return levels_ms[min(times, len(levels_ms) - 1)]

@@ -26,7 +26,6 @@ failed one for a duplicate). Its id is reported; replay it by id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -36,7 +35,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import magnetar.asyncio as mg
-from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected
+from magnetar.common.errors import InvalidArgument, MagnetarError
+from magnetar.common.letters import (
+    ORIGIN_MESSAGE_ID,
+    REAL_TOPIC,
+    RECONSUMETIMES,
+    REPLAY_COUNT,
+    REPLAYED_AT,
+)
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -46,12 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REAL_TOPIC = "REAL_TOPIC"
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-RECONSUMETIMES = "RECONSUMETIMES"
-REPLAYED_AT = "REPLAYED_AT"
-REPLAY_COUNT = "REPLAY_COUNT"
-DEAD_LETTER_REASON = "DEAD_LETTER_REASON"
 DEFAULT_SUBSCRIPTION = "dlq-replay"
 """The subscription a replay reads through when the DLQ has none."""
 IDLE_S = 1.5
@@ -254,23 +254,12 @@ class Replay:
         self._stopped = True
 
 
-def client_for(hosts: Sequence[str], timeout_s: float, token: str | None = None) -> mg.Client:
-    """An SDK client on the brokers at ``hosts`` (presenting ``token`` if given).
-
-    Raises:
-        NotConnected: no broker is registered.
-    """
-    if not hosts:
-        raise NotConnected("no broker is registered; start a broker")
-    auth = mg.AuthenticationToken(token) if token else None
-    return mg.Client("magnetar://" + ",".join(hosts), authentication=auth, operation_timeout_seconds=timeout_s)
-
-
 async def replay(
-    hosts: Sequence[str], dlq: str, subscription: str, *, count: int | None = None,
-    ids: Sequence[str] | None = None, target: str | None = None, timeout_s: float = 30.0, token: str | None = None,
+    client: mg.Client, dlq: str, subscription: str, *, count: int | None = None,
+    ids: Sequence[str] | None = None, target: str | None = None,
 ) -> ReplayReport:
-    """Replay ``dlq`` through ``subscription`` (see the module docstring).
+    """Replay ``dlq`` through ``subscription`` with ``client`` (the gateway's SDK client:
+    its TLS and service token; the replay closes only the handles it opened).
 
     Raises:
         InvalidArgument: a count below 1, an id that is not a message id, a bad target.
@@ -280,9 +269,4 @@ async def replay(
     wanted = None if ids is None else frozenset(str(MessageId.parse(i)) for i in ids)
     if target is not None:
         target = str(TopicName.parse(target))
-    client = client_for(hosts, timeout_s, token)
-    try:
-        return await Replay(client, dlq, subscription, count, wanted, target).run()
-    finally:
-        with contextlib.suppress(MagnetarError):
-            await client.close()
+    return await Replay(client, dlq, subscription, count, wanted, target).run()

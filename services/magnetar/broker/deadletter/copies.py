@@ -21,14 +21,16 @@ from dataclasses import dataclass
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS
 from magnetar.common.errors import InvalidArgument
+from magnetar.common.letters import (
+    DEAD_LETTER_REASON,
+    DELAY_TIME,
+    ORIGIN_MESSAGE_ID,
+    REAL_TOPIC,
+    RECONSUMETIMES,
+    RETRY_TOPIC,
+)
 from magnetar.proto.v1 import broker_pb2 as pb
 
-REAL_TOPIC = "REAL_TOPIC"
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-RETRY_TOPIC = "RETRY_TOPIC"
-RECONSUMETIMES = "RECONSUMETIMES"
-DELAY_TIME = "DELAY_TIME"
-DEAD_LETTER_REASON = "DEAD_LETTER_REASON"
 MOVE_PRODUCER_PREFIX = "__move:"
 
 

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from magnetar.common import letters
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.names import TopicName
 from magnetar.gateway import deadletters
@@ -123,13 +124,13 @@ async def peek_dlq(topic: Topic, ctx: Context, subscription: Subscription = None
     out = []
     async for m in deadletters.messages(ctx.admin, names, sub, limit):
         props = dict(m.message.properties)
-        times = props.get(deadletters.RECONSUMETIMES)
+        times = props.get(letters.RECONSUMETIMES)
         mid = m.message_id
         out.append(DeadLetter(
             messageId=f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}:{mid.batch_index}",
-            realTopic=props.get(deadletters.REAL_TOPIC), originMessageId=props.get(deadletters.ORIGIN_MESSAGE_ID),
+            realTopic=props.get(letters.REAL_TOPIC), originMessageId=props.get(letters.ORIGIN_MESSAGE_ID),
             reconsumeTimes=int(times) if times and times.isdigit() else None,
-            reason=props.get(deadletters.DEAD_LETTER_REASON), publishTime=_iso(m.publish_time_ms),
+            reason=props.get(letters.DEAD_LETTER_REASON), publishTime=_iso(m.publish_time_ms),
             eventTime=_iso(m.message.event_time_ms) if m.message.event_time_ms else None,
             key=m.message.partition_key if m.message.has_partition_key else None, producerName=m.producer_name,
             properties=props, payload=base64.b64encode(m.message.payload).decode(),
@@ -159,10 +160,7 @@ async def replay(topic: Topic, ctx: Context, body: ReplayRequest | None = None,
                  subscription: Subscription = None) -> ReplayResult:
     body = body or ReplayRequest()
     sub = await dlq_subscription(ctx, topic, subscription)
-    report = await deadletters.replay(
-        ctx.admin.pool.service_hosts, topic, sub, count=body.count, ids=body.messageIds, target=body.target,
-        timeout_s=ctx.config.operation_timeout_s, token=ctx.service_token,
-    )
+    report = await deadletters.replay(ctx.client, topic, sub, count=body.count, ids=body.messageIds, target=body.target)
     return ReplayResult(
         subscription=sub, moved=report.moved, skipped=report.skipped, failed=report.failed,
         failedMessageIds=report.failed_ids, movedByTarget=dict(report.by_target),
