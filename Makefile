@@ -53,7 +53,7 @@ proto: ## Generate the gRPC stubs into services/magnetar/proto/v1
 	  sed -e 's/^from magnetar\.v1 import/from magnetar.proto.v1 import/' "$$f" > $(PROTO_OUT)/$$(basename $$f); done
 	@touch $(PROTO_OUT)/__init__.py
 
-run: setup ## Start ZooKeeper, 3 bookies, a broker and an auditor on this machine (data under ./data); Ctrl-C stops
+run: setup ## Start ZooKeeper, 3 bookies, a broker, an auditor and the gateway (8080) on this machine (data under ./data); Ctrl-C stops
 	$(VENV)/bin/magnetar standalone --data-dir ./data
 
 test: setup ## Run the whole test suite (unit + integration, real ZooKeeper and processes)
