@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,6 +28,7 @@ from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.ledger.bookie_client import BookieClient, Entry
+from magnetar.testing.auth import SERVICE_ROLE, Keys
 from magnetar.testing.processes import (
     AuditorProcess,
     BookieProcess,
@@ -40,35 +40,9 @@ from magnetar.testing.shell import MAGNETAR
 
 pytestmark = pytest.mark.integration
 
-SERVICE_ROLE = "magnetar-service"
-
-
-@dataclass
-class Keys:
-    secret_file: Path
-    key: bytes
-    service_token: str
-    service_token_file: Path
-
-    def token(self, role: str, **kwargs: float) -> str:
-        return tokens.create_token(role, self.key, **kwargs)
-
-    def settings(self, **more: object) -> dict[str, object]:
-        return {
-            "authentication_enabled": True, "token_secret_key_file": str(self.secret_file),
-            "superuser_roles": [SERVICE_ROLE], **more,
-        }
-
-
 @pytest.fixture
 def keys(tmp_path: Path) -> Keys:
-    key = tokens.generate_secret_key()
-    secret_file = tmp_path / "secret.key"
-    secret_file.write_bytes(key)
-    service_token = tokens.create_token(SERVICE_ROLE, key)
-    token_file = tmp_path / "service.token"
-    token_file.write_text(service_token + "\n")
-    return Keys(secret_file, key, service_token, token_file)
+    return Keys.make(tmp_path)
 
 
 @pytest.fixture

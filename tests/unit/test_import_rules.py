@@ -3,7 +3,7 @@
 
 - kazoo only in ``metadata/``;
 - gRPC only in the adapters (``server.py``, ``broker/admin_rpcs.py``, ``broker/topic_rpcs.py``,
-  ``broker/namespace_rpcs.py``, ``broker/deadletter/remote.py``, the CLI tools), the
+  ``broker/namespace_rpcs.py``, ``broker/authorization_rpcs.py``, ``broker/permission_rpcs.py``, ``broker/deadletter/remote.py``, the CLI tools), the
   SDK's transport (``client/connection.py``, ``client/handler.py``), the bookie transport
   (``ledger/bookie_client.py``), ``common/grpcutil.py``, ``common/grpcauth.py``, ``common/healthcheck.py``,
   ``common/tls.py``
@@ -27,7 +27,7 @@ import magnetar
 ROOT = Path(magnetar.__file__).parent
 SERVICES = ("bookie", "broker", "auditor", "ledger", "client", "gateway")
 GRPC_ALLOWED = {
-    "admin.py", "shell.py", "clienttool.py", "broker/admin_rpcs.py", "broker/topic_rpcs.py", "broker/namespace_rpcs.py",
+    "admin.py", "shell.py", "clienttool.py", "broker/admin_rpcs.py", "broker/topic_rpcs.py", "broker/namespace_rpcs.py", "broker/authorization_rpcs.py", "broker/permission_rpcs.py",
     "broker/deadletter/remote.py", "client/connection.py", "ledger/bookie_client.py",
     "common/grpcutil.py", "common/grpcauth.py", "common/healthcheck.py", "common/tls.py",
 }
@@ -82,7 +82,7 @@ def test_no_module_breaks_the_import_rules_beyond_the_known_ones() -> None:
 
 
 BROKER_ADAPTERS = {
-    "broker/server.py", "broker/admin_rpcs.py", "broker/topic_rpcs.py", "broker/namespace_rpcs.py", "broker/__main__.py",
+    "broker/server.py", "broker/admin_rpcs.py", "broker/topic_rpcs.py", "broker/namespace_rpcs.py", "broker/authorization_rpcs.py", "broker/permission_rpcs.py", "broker/__main__.py",
     "broker/deadletter/remote.py",
 }
 

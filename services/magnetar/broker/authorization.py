@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 
 
 class Action(enum.Enum):
+    LOOKUP = "lookup"
+    """Find a topic, read its stats, list a namespace's topics: a role that may produce
+    or consume there (Pulsar's canLookup)."""
     PRODUCE = "produce"
     CONSUME = "consume"
     ADMIN_TOPIC = "admin-topic"
@@ -77,6 +80,25 @@ class NamespaceAuth:
     def revoked(self, role: str) -> NamespaceAuth:
         return NamespaceAuth({r: a for r, a in self.roles.items() if r != role}, self.subscriptions)
 
+    def subscription_granted(self, subscription: str, roles: Iterable[str]) -> NamespaceAuth:
+        """With ``roles`` added to those that may consume ``subscription``.
+
+        Raises: ValueError: no subscription or no role named."""
+        added = frozenset(r for r in roles if r)
+        if not subscription or not added:
+            raise ValueError("name a subscription and at least one role")
+        now = self.subscriptions.get(subscription, frozenset())
+        return NamespaceAuth(self.roles, {**self.subscriptions, subscription: now | added})
+
+    def subscription_revoked(self, subscription: str, role: str) -> NamespaceAuth:
+        """Without ``role`` on ``subscription``'s list (an emptied list is removed: any
+        role with ``consume`` may consume the subscription again, as in Pulsar)."""
+        left = self.subscriptions.get(subscription, frozenset()) - {role}
+        subs = {s: r for s, r in self.subscriptions.items() if s != subscription}
+        if left:
+            subs[subscription] = left
+        return NamespaceAuth(self.roles, subs)
+
 
 @dataclass(frozen=True)
 class Request:
@@ -90,6 +112,16 @@ class Request:
     letters: Mapping[str, str] = field(default_factory=dict)
     """For produce: the retry letter and dead letter topics of the subscriptions the role
     consumes (as their dead-letter policies resolve them) -> that subscription."""
+    namespace: str | None = None
+    """``tenant/namespace`` of a namespace-level request (no topic)."""
+    tenant: str | None = None
+    """The tenant of a tenant-level request (no topic, no namespace)."""
+
+    def what(self) -> str:
+        """The action and its object, for refusals and logs."""
+        target = self.topic or self.namespace or self.tenant
+        sub = f" (subscription {self.subscription})" if self.subscription else ""
+        return f"{self.action.value} on {target}{sub}" if target else self.action.value
 
 
 def authorize(
@@ -109,6 +141,8 @@ def authorize(
     if request.action in (Action.ADMIN_NAMESPACE, Action.ADMIN_TOPIC):
         return False
     granted = namespace.roles.get(role, frozenset())
+    if request.action is Action.LOOKUP:
+        return bool(granted & {"produce", "consume"})
     if request.action is Action.CONSUME:
         if "consume" not in granted:
             return False

@@ -100,10 +100,24 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Partly acknowledged batch entries stored per cursor."""
     max_redelivery_counts_to_persist: int = Field(default=5_000, ge=1)
     """Redelivery counts stored per cursor; later ones restart from 0 after a restart."""
+    authorization_enabled: bool = False
+    """Check what each role may do (Pulsar's authorizationEnabled; docs/security.md):
+    superusers, tenant admin roles, namespace and subscription permissions. Needs
+    authentication_enabled (a role comes from a token)."""
+    authorization_cache_ttl_s: float = Field(default=2.0, gt=0, le=4.0)
+    """How long a tenant's admin roles and a namespace's permissions are used before
+    being read again; open streams ask again every min(1 s, this), so a revoked role
+    loses access, open streams included, within this + 1 s (at most 5 s)."""
     crash_point: str = ""
     """Fault injection for crash tests: the broker exits at once on reaching this named
     point (``after_move_publish``: a retry/DLQ copy is stored, the original not yet
     acknowledged). Empty: never."""
+
+    @model_validator(mode="after")
+    def _authorization(self) -> Self:
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ValueError("authorization_enabled needs authentication_enabled: roles come from tokens")
+        return self
 
     @model_validator(mode="after")
     def _quorums(self) -> Self:

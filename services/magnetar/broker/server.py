@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -13,12 +13,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from magnetar.broker.admin_rpcs import SubscriptionAdminRpcs
+from magnetar.broker.authorization import Action, Request
+from magnetar.broker.authorization_rpcs import AuthorizationInterceptor
+from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.deadletter.remote import RemoteMovePublisher
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.namespace_rpcs import NamespacePolicyRpcs, policies_from_proto
+from magnetar.broker.permission_rpcs import PermissionRpcs
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.tenant_info import TenantInfo
@@ -26,8 +30,8 @@ from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.broker.topic_admin import TopicAdmin
 from magnetar.broker.topic_rpcs import TopicAdminRpcs
 from magnetar.common import masks
-from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
-from magnetar.common.grpcauth import server_interceptors
+from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
+from magnetar.common.grpcauth import CALLER_ROLE, server_interceptors
 from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
@@ -54,9 +58,40 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=partition, batch_index=-1)
 
 
-class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, pb_grpc.BrokerServicer):
+class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, pb_grpc.BrokerServicer):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
+        # Unary calls are checked by AuthorizationInterceptor; streams here.
+        self.authorizer: Authorizer | None = service.authorizer if service.config.authorization_enabled else None
+
+    async def _authorize(self, request: Request) -> str | None:
+        """The caller's role, if it may do ``request``. Raises: AuthorizationError."""
+        role = CALLER_ROLE.get()
+        if self.authorizer is not None:
+            await self.authorizer.check(role, request)
+        return role
+
+    def _watch_access(self, role: str | None, request: Request, on_refused: Callable[[MagnetarError], None]) -> asyncio.Task[None] | None:
+        """While a stream is open, ask again every recheck interval; a refusal (a grant
+        revoked, a role taken off the tenant's admins) ends the stream with it."""
+        authorizer = self.authorizer
+        if authorizer is None or role in authorizer.superusers:
+            return None
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(authorizer.recheck_interval_s)
+                try:
+                    allowed = await authorizer.allowed(role, request)
+                except MagnetarError as exc:  # ZooKeeper away: the last decision stands
+                    log.info("could not check %r's access to %s again: %s", role, request.what(), exc.message)
+                    continue
+                if not allowed:
+                    log.warning("refused: role %r may no longer %s; its stream ends", role, request.what())
+                    on_refused(AuthorizationError(f"role {role!r} is no longer authorized to {request.what()}"))
+                    return
+
+        return asyncio.create_task(watch(), name=f"access:{request.what()}")
 
     @rpc_errors
     async def Lookup(self, request: pb.LookupRequest, context: grpc.aio.ServicerContext) -> pb.LookupResponse:
@@ -73,6 +108,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             first = await it.__anext__()
             if first.WhichOneof("kind") != "open":
                 raise InvalidArgument("a produce stream must start with OpenProducer")
+            access = Request(Action.PRODUCE, str(TopicName.parse(first.open.topic)))
+            role = await self._authorize(access)
             topic = await self.service.get_topic(first.open.topic)
             name = first.open.producer_name or self.service.new_producer_name()
             ended: asyncio.Future[MagnetarError] = asyncio.get_running_loop().create_future()
@@ -112,6 +149,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 await pending.put(None)
 
         receiver = asyncio.create_task(receive())
+        watcher = self._watch_access(role, access, on_close)
         try:
             yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
             item = await pending.get()
@@ -142,6 +180,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             await receiver
         finally:
             receiver.cancel()
+            if watcher is not None:
+                watcher.cancel()
             topic.remove_producer(name)
 
     async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
@@ -155,6 +195,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             s = first.subscribe
             if not s.subscription:
                 raise InvalidArgument("a subscription name is required")
+            access = Request(Action.CONSUME, str(TopicName.parse(s.topic)), s.subscription)
+            role = await self._authorize(access)
             topic = await self.service.get_topic(s.topic)
             start = topic.position_of(s.start_message_id) if s.HasField("start_message_id") else None
             subscription = await topic.subscribe(
@@ -166,6 +208,11 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 defaults = await self.service.dead_letter_defaults(str(TopicName.parse(topic.name).namespace))
                 asked = s.dead_letter_policy if s.HasField("dead_letter_policy") else None
                 policy = resolve_dead_letter(topic.name, s.subscription, asked, defaults)
+                for letters in {policy.retry_letter_topic, policy.dead_letter_topic}:
+                    # Its own letters in its namespace come with consume; elsewhere they
+                    # need produce there, or a consumer could write into any namespace.
+                    if TopicName.parse(letters).namespace != TopicName.parse(topic.name).namespace:
+                        await self._authorize(Request(Action.PRODUCE, letters))
             def sink(deliveries: list[pb.Delivery]) -> None:
                 if service.serving():  # else the topic is being unloaded: nothing goes out
                     out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries)))
@@ -216,6 +263,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 out.put_nowait(None)
 
         receiver = asyncio.create_task(receive())
+        watcher = self._watch_access(role, access, out.put_nowait)
         try:
             subscribed = pb.Subscribed(consumer_name=consumer.name)
             if policy is not None:
@@ -229,6 +277,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 yield resp
         finally:
             receiver.cancel()
+            if watcher is not None:
+                watcher.cancel()
             await asyncio.gather(receiver, return_exceptions=True)
             # A move in flight finishes (publish, then ack) even when the stream is gone.
             await moves.wait()
@@ -261,11 +311,13 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
     async def UpdateTenant(self, request: pb.UpdateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
         info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(self.service.config.cluster_name)
         await self.service.tenants.update_tenant(request.tenant, lambda doc: doc | info.to_doc())
+        self.service.authorizer.forget(tenant=request.tenant)
         return pb.AdminResponse()
 
     @rpc_errors
     async def DeleteTenant(self, request: pb.DeleteTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
         await self.service.tenants.delete_tenant(request.tenant)
+        self.service.authorizer.forget(tenant=request.tenant)
         return pb.AdminResponse()
 
     @rpc_errors
@@ -280,6 +332,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
     @rpc_errors
     async def DeleteNamespace(self, request: pb.DeleteNamespaceRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
         await self.service.tenants.delete_namespace(*_split_namespace(request.namespace))
+        self.service.authorizer.forget(namespace=request.namespace)
         return pb.AdminResponse()
 
     @rpc_errors
@@ -451,7 +504,10 @@ class BrokerServer:
         await self.session.start()
         try:
             await self.service.start()
-            server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors(self.authenticator, "broker"))
+            interceptors = server_interceptors(self.authenticator, "broker")
+            if self.config.authorization_enabled:
+                interceptors.append(AuthorizationInterceptor(self.service.authorizer))
+            server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
             pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
             if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):

@@ -9,6 +9,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
@@ -92,6 +93,9 @@ class BrokerService:
         self.rates = RateSampler(self.topics, config.stats_interval_s)
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
         self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)
+        self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
+        """Namespace permissions (kept with authorization off too) and, with
+        ``config.authorization_enabled``, the decisions every door asks."""
 
     async def start(self) -> None:
         await self.tenants.ensure_defaults((self.config.cluster_name,))

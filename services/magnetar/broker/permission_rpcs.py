@@ -1,0 +1,51 @@
+"""The broker's permission RPCs (a mixin of ``BrokerServicer``): wire ↔
+:class:`magnetar.broker.authorizer.Authorizer` (Pulsar's grant-permission,
+revoke-permission, permissions and their subscription counterparts)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from magnetar.common.grpcutil import rpc_errors
+from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+
+class PermissionRpcs:
+    service: BrokerService
+
+    @rpc_errors
+    async def GrantPermission(self, request: pb.GrantPermissionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.authorizer.grant(request.namespace, request.role, request.actions)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RevokePermission(self, request: pb.RevokePermissionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.authorizer.revoke(request.namespace, request.role)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GrantSubscriptionPermission(
+        self, request: pb.GrantSubscriptionPermissionRequest, context: grpc.aio.ServicerContext,
+    ) -> pb.AdminResponse:
+        await self.service.authorizer.grant_subscription(request.namespace, request.subscription, request.roles)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RevokeSubscriptionPermission(
+        self, request: pb.RevokeSubscriptionPermissionRequest, context: grpc.aio.ServicerContext,
+    ) -> pb.AdminResponse:
+        await self.service.authorizer.revoke_subscription(request.namespace, request.subscription, request.role)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GetPermissions(self, request: pb.GetPermissionsRequest, context: grpc.aio.ServicerContext) -> pb.Permissions:
+        auth = await self.service.authorizer.permissions(request.namespace)
+        return pb.Permissions(
+            roles={r: pb.NameSet(names=sorted(a)) for r, a in auth.roles.items()},
+            subscriptions={s: pb.NameSet(names=sorted(r)) for s, r in auth.subscriptions.items()},
+        )
