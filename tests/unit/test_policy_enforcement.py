@@ -78,18 +78,34 @@ async def test_a_size_quota_refuses_sends_and_producers_while_the_backlog_is_ove
     sub.clear_backlog()
     await send(topic, 4)
     assert topic.add_producer("another") == -1
-    # Hold is enforced as exception; eviction never refuses.
+    # Eviction never refuses.
     sub.clear_backlog()
-    topic.apply_policies(NamespacePolicies(backlog_quotas={
-        QuotaType.DESTINATION_STORAGE: quota(0, policy=QuotaPolicy.PRODUCER_REQUEST_HOLD),
-    }))
-    await send(topic, 10)  # an empty backlog is not over a quota of 0
-    with pytest.raises(ProducerBlockedQuotaExceeded, match="producer_request_hold"):
-        await send(topic, 11)
     topic.apply_policies(NamespacePolicies(backlog_quotas={
         QuotaType.DESTINATION_STORAGE: quota(0, policy=QuotaPolicy.CONSUMER_BACKLOG_EVICTION),
     }))
+    await send(topic, 10)
     await send(topic, 11)
+
+
+async def test_a_hold_quota_holds_the_producer_until_the_backlog_is_back_under_it(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    topic.add_producer("p")
+    topic.apply_policies(NamespacePolicies(backlog_quotas={
+        QuotaType.DESTINATION_STORAGE: quota(len(entry(1)), policy=QuotaPolicy.PRODUCER_REQUEST_HOLD),
+    }))
+    await send(topic, 1)
+    await topic.hold_while_over_quota("p")  # at the quota, not over it: no wait
+    await send(topic, 2)  # over it now, yet neither the send nor a new producer is refused
+    assert topic.add_producer("another") == -1
+    held = asyncio.create_task(topic.hold_while_over_quota("p", check_s=0.01))
+    await asyncio.sleep(0.1)
+    assert not held.done()  # the door reads nothing more from the producer
+    sub.clear_backlog()
+    await asyncio.wait_for(held, 1.0)
+    assert topic.producers["p"].throttled_s >= 0.09
+    assert topic.ml.number_of_entries == 2
 
 
 async def test_eviction_moves_the_slowest_subscriptions_until_the_backlog_fits(persistent_topic):

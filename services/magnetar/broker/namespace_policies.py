@@ -91,8 +91,8 @@ class BacklogQuota:
 
     @property
     def blocks_producers(self) -> bool:
-        """Over quota, producers are refused (hold is enforced as exception); else the
-        slowest subscriptions are moved forward."""
+        """Over quota, producers are held (producer_request_hold: their sends wait) or
+        refused (producer_exception); else the slowest subscriptions are moved forward."""
         return self.policy is not QuotaPolicy.CONSUMER_BACKLOG_EVICTION
 
 

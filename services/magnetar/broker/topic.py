@@ -18,8 +18,10 @@ background, and resends are recognised once that scan is done.
 
 Namespace policies enforced here (the rest is :mod:`magnetar.broker.policy_task`'s): a
 ``destination_storage`` backlog quota that blocks producers is checked on every publish
-and every new producer (``ProducerBlockedQuotaExceeded`` while the backlog is over
-``limit_size``); delayed delivery switched off delivers delayed messages at once (the
+and every new producer: with ``producer_exception`` they are refused
+(``ProducerBlockedQuotaExceeded`` while the backlog is over ``limit_size``), with
+``producer_request_hold`` the produce door stops reading the producer's requests until
+the backlog is back under the quota (:meth:`hold_while_over_quota`); delayed delivery switched off delivers delayed messages at once (the
 dispatchers ask :attr:`PersistentTopic.delayed_delivery_enabled`); a delayed message due
 more than ``max_delivery_delay_ms`` after its publish time is refused. Rate limits
 (``publishRate``, ``dispatchRate``) are token buckets per topic partition
@@ -45,7 +47,7 @@ from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
 from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.stats import estimated_size
-from magnetar.broker.namespace_policies import NamespacePolicies, QuotaType
+from magnetar.broker.namespace_policies import NamespacePolicies, QuotaPolicy, QuotaType
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
 from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
@@ -243,19 +245,45 @@ class PersistentTopic:
         marks = (s.cursor.mark_delete_position for s in self.subscriptions.values() if s.durable)
         return backlog_bytes(self.ml.layout, slowest(marks))
 
-    def _quota_error(self) -> ProducerBlockedQuotaExceeded | None:
+    def _quota_exceeded(self) -> tuple[ProducerBlockedQuotaExceeded, bool] | None:
+        """Why producers are blocked now and whether the quota holds them
+        (``producer_request_hold``) rather than refusing them (``producer_exception``)."""
         if self._quota_blocked is not None:
-            return ProducerBlockedQuotaExceeded(self._quota_blocked)
+            age = self.policies.quota(QuotaType.MESSAGE_AGE)
+            hold = age is not None and age.policy is QuotaPolicy.PRODUCER_REQUEST_HOLD
+            return ProducerBlockedQuotaExceeded(self._quota_blocked), hold
         quota = self.policies.quota(QuotaType.DESTINATION_STORAGE)
         if quota is None or quota.limit_size < 0 or not quota.blocks_producers:
             return None
         size = self.backlog_bytes()
         if size <= quota.limit_size:
             return None
+        hold = quota.policy is QuotaPolicy.PRODUCER_REQUEST_HOLD
         return ProducerBlockedQuotaExceeded(
             f"topic {self.name}: its backlog of {size} bytes is over its namespace's backlog quota of "
-            f"{quota.limit_size} bytes (policy {quota.policy}); sends are refused until consumers catch up"
-        )
+            f"{quota.limit_size} bytes (policy {quota.policy}); "
+            + ("sends are held until consumers catch up" if hold else "sends are refused until consumers catch up")
+        ), hold
+
+    def _quota_error(self) -> ProducerBlockedQuotaExceeded | None:
+        """The refusal of a ``producer_exception`` quota exceeded (a held one refuses nothing)."""
+        exceeded = self._quota_exceeded()
+        return None if exceeded is None or exceeded[1] else exceeded[0]
+
+    async def hold_while_over_quota(self, producer_name: str, check_s: float = 0.2) -> None:
+        """Return once no ``producer_request_hold`` backlog quota is exceeded: the door
+        reads the producer's next request only then, so its sends wait (in the client,
+        under its send timeout) instead of failing, as Pulsar's hold policy. The time
+        counts as the producer's throttled time."""
+        if not (self.policies.backlog_quotas or self._quota_blocked):
+            return
+        publisher = self.producers.get(producer_name)
+        loop = asyncio.get_running_loop()
+        while not self._closed and (exceeded := self._quota_exceeded()) is not None and exceeded[1]:
+            started = loop.time()
+            await asyncio.sleep(check_s)  # consumers catch up, or the policy changes
+            if publisher is not None:
+                publisher.throttled_s += loop.time() - started
 
     # -- producers -------------------------------------------------------------
     def add_producer(self, producer_name: str, on_close: Callable[[MagnetarError], None] | None = None) -> int:
