@@ -6,6 +6,8 @@
   noisy neighbour (the two alternate, alone / together / alone / together / alone, and
   0.5 s slices are compared by their medians); every send is confirmed and every message
   consumed;
+- a backlog quota with producer_request_hold holds sends (none fails) until the
+  subscription catches up;
 - a topic limited to N msgs/s of dispatch delivers to its subscription at N ± 10%.
 
 Rates are printed (pytest -s shows them; docs/security.md quotes them).
@@ -203,3 +205,34 @@ async def test_a_dispatch_rate_paces_a_subscription(broker):
             assert DISPATCH_LIMIT * 0.9 <= rate <= DISPATCH_LIMIT * 1.1
             assert seen == {f"m-{i}".encode() for i in range(total)}
             assert stats.dispatch_throttled_time_ms > 2000 and stats.dispatch_throttled_msg_events > 0
+
+
+async def test_a_hold_backlog_quota_holds_sends_until_consumers_catch_up(broker):
+    """backlogQuota producer_request_hold: over the quota the producer's sends wait (none
+    fails) and go through once the subscription has caught up."""
+    async with AdminClient(broker.address, 10) as admin:
+        ns = await _namespace(admin, "held/ns")
+        topic = f"persistent://{ns}/t"
+        async with mg.Client(f"magnetar://{broker.address}") as client:
+            consumer = await client.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)
+            producer = await client.create_producer(topic, batching_enabled=False, send_timeout_millis=30_000)
+            await producer.send(b"first")
+            await admin.set_namespace_policy(ns, backlog_quota=pb.BacklogQuota(
+                limit_size=10, limit_time=-1, policy=pb.PRODUCER_REQUEST_HOLD))
+            await producer.send(b"over the quota now")  # read before the backlog was checked
+            held = [await producer.enqueue(f"held-{i}".encode()) for i in range(3)]
+            await asyncio.sleep(1.5)
+            assert not any(f.done() for f in held)  # waiting, not failed
+            stats = (await admin.topic_stats(topic)).publishers[0]
+            assert stats.throttled_time_ms >= 1000
+
+            async def drain() -> list[bytes]:  # the consumer catches up, message by message
+                got = []
+                for _ in range(2 + len(held)):
+                    message = await consumer.receive(timeout_millis=10_000)
+                    got.append(message.data())
+                    await consumer.acknowledge(message)
+                return got
+
+            got, *_ = await asyncio.wait_for(asyncio.gather(drain(), *held), 20)
+            assert got == [b"first", b"over the quota now", *(f"held-{i}".encode() for i in range(3))]
