@@ -140,7 +140,7 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
             "deadLetterTopic": policy.dead_letter_topic or None,
             "initialSubscriptionName": policy.initial_subscription_name or None,
         })
-    elif await _run_rates(admin, args):
+    elif await _run_rates(admin, args) or await _run_permissions(admin, args):
         pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
@@ -183,6 +183,59 @@ async def _run_rates(admin: Admin, args: argparse.Namespace) -> bool:
     else:
         return False
     return True
+
+
+async def _run_permissions(admin: Admin, args: argparse.Namespace) -> bool:
+    """The permission commands (JSON as pulsar-admin prints them); False when ``args`` is
+    none of them."""
+    action, namespace = args.action, args.name
+    if action == "grant-permission":
+        await admin.grant_permission(namespace, args.role, args.actions)
+    elif action == "revoke-permission":
+        await admin.revoke_permission(namespace, args.role)
+    elif action == "permissions":
+        _print_json(await admin.permissions(namespace))
+    elif action == "grant-subscription-permission":
+        await admin.grant_subscription_permission(namespace, args.subscription, args.roles)
+    elif action == "revoke-subscription-permission":
+        await admin.revoke_subscription_permission(namespace, args.subscription, args.role)
+    elif action == "subscription-permission":
+        _print_json(await admin.subscription_permissions(namespace))
+    else:
+        return False
+    return True
+
+
+def _names(text: str) -> list[str]:
+    """``a,b`` → ``["a", "b"]`` (blanks dropped)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _permission_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
+    """pulsar-admin's namespaces grant/revoke-permission, permissions, and their
+    subscription counterparts."""
+    p = namespaces.add_parser("grant-permission", help="give a role actions on a namespace (replacing what it had)")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("--role", required=True, help="the client role")
+    p.add_argument("--actions", required=True, type=_names, metavar="ACTION,ACTION",
+                   help="produce, consume, functions, sources, sinks, packages")
+    p = namespaces.add_parser("revoke-permission", help="take every action on a namespace away from a role")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("--role", required=True, help="the client role")
+    namespaces.add_parser("permissions", help="print each role's actions on a namespace as JSON").add_argument(
+        "name", metavar="TENANT/NAMESPACE")
+    p = namespaces.add_parser("grant-subscription-permission",
+                              help="let only these roles (among those with consume) consume a subscription")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("--subscription", required=True, metavar="SUB", help="the subscription name")
+    p.add_argument("--roles", required=True, type=_names, metavar="ROLE,ROLE", help="roles to add to its list")
+    p = namespaces.add_parser("revoke-subscription-permission", help="remove a role from a subscription's list")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("--subscription", required=True, metavar="SUB", help="the subscription name")
+    p.add_argument("--role", required=True, help="the client role")
+    namespaces.add_parser("subscription-permission",
+                          help="print each limited subscription's roles as JSON").add_argument(
+        "name", metavar="TENANT/NAMESPACE")
 
 
 def _rate_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
@@ -292,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dead-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-DLQ")
     p.add_argument("--initial-subscription-name", metavar="NAME", help="the DLQ's subscription, e.g. {subscription}-DLQ-sub")
     _rate_commands(namespaces)
+    _permission_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")

@@ -11,6 +11,7 @@ gateway's ``reason`` as its message.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +24,7 @@ from magnetar.common.tls import ClientTls, https_context
 from magnetar.proto.v1 import broker_pb2 as pb
 
 _ERRORS: dict[int, type[e.MagnetarError]] = {
-    400: e.InvalidArgument, 404: e.NotFound, 405: e.InvalidArgument, 406: e.InvalidArgument,
+    400: e.InvalidArgument, 401: e.AuthenticationError, 403: e.AuthorizationError, 404: e.NotFound, 405: e.InvalidArgument, 406: e.InvalidArgument,
     409: e.AlreadyExists, 412: e.PreconditionFailed, 422: e.InvalidArgument,
     503: e.NotConnected, 504: e.Timeout,
 }
@@ -172,6 +173,27 @@ class RestAdmin:
             return [bundle]
         await self.request("PUT", _ns(namespace, "unload"))
         return []
+
+    # -- permissions -----------------------------------------------------------------
+    async def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
+        await self.request("POST", _ns(namespace, "permissions", _seg(role)), list(actions))
+
+    async def revoke_permission(self, namespace: str, role: str) -> None:
+        await self.request("DELETE", _ns(namespace, "permissions", _seg(role)))
+
+    async def grant_subscription_permission(self, namespace: str, subscription: str, roles: Iterable[str]) -> None:
+        await self.request("POST", _ns(namespace, "permissions", "subscription", _seg(subscription)), list(roles))
+
+    async def revoke_subscription_permission(self, namespace: str, subscription: str, role: str) -> None:
+        await self.request("DELETE", _ns(namespace, "permissions", _seg(subscription), _seg(role)))
+
+    async def permissions(self, namespace: str) -> dict[str, list[str]]:
+        got = await self.request("GET", _ns(namespace, "permissions")) or {}
+        return {role: sorted(got[role]) for role in sorted(got)}
+
+    async def subscription_permissions(self, namespace: str) -> dict[str, list[str]]:
+        got = await self.request("GET", _ns(namespace, "permissions", "subscription")) or {}
+        return {sub: sorted(got[sub]) for sub in sorted(got)}
 
     # -- topics --------------------------------------------------------------------
     async def topics(self, namespace: str) -> list[str]:

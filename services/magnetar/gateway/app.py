@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 
 import magnetar
 from magnetar.gateway import errors
+from magnetar.gateway.auth import TokenAuthMiddleware
 from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.deps import Context
 from magnetar.gateway.metrics import GatewayMetrics
@@ -16,6 +17,8 @@ from magnetar.gateway.routers import (
     dlq,
     lookup,
     namespaces,
+    permissions,
+    producer,
     storage,
     subscriptions,
     tenants,
@@ -25,8 +28,8 @@ from magnetar.gateway.routers import (
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, tenants.router, namespaces.router, lookup.router, topics.router, subscriptions.router, unload.router,
-    storage.router, dlq.router, websocket.router,
+    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router,
+    subscriptions.router, unload.router, storage.router, dlq.router, producer.router, websocket.router,
 )
 
 
@@ -38,8 +41,10 @@ def create_app(context: GatewayContext) -> FastAPI:
     )
     app.state.context = context
     errors.install(app)
+    if context.authenticator is not None:
+        app.add_middleware(TokenAuthMiddleware, authenticator=context.authenticator)
     metrics = GatewayMetrics()
-    metrics.install(app)
+    metrics.install(app)  # outside authentication: refusals are counted too
     for router in ROUTERS:
         app.include_router(router)
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from magnetar.common.config import ClientTlsConfig, ServiceConfig, ServiceTokenSettings
+from magnetar.common.config import (
+    AuthenticationSettings,
+    ClientTlsConfig,
+    ServiceConfig,
+    ServiceTokenSettings,
+)
 
 DEFAULT_PORT = 8080
 
 
-class GatewayConfig(ServiceConfig, ClientTlsConfig, ServiceTokenSettings):
+class GatewayConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_GATEWAY_", extra="forbid")
 
     cluster_name: str = "standalone"

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.aio import Client
+from magnetar.client.connection import ConnectionPool
 from magnetar.common.errors import MagnetarError
 from magnetar.common.tls import ClientTls, client_tls
+from magnetar.common.tokens import TokenAuthenticator
+from magnetar.gateway.auth import caller_token
 from magnetar.gateway.config import GatewayConfig
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
@@ -21,6 +26,16 @@ from magnetar.metadata.session import ZkSession
 from magnetar.metadata.tenants import ZkTenantStore
 
 log = logging.getLogger(__name__)
+
+
+def _service_url(config: GatewayConfig) -> str:
+    """The brokers to start from (replaced by the registered ones without a configured URL)."""
+    return config.broker_service_url or "127.0.0.1:6650"
+
+
+def _caller_token() -> str:
+    """The token of the request being served ("" outside one: the broker refuses the call)."""
+    return caller_token.get() or ""
 
 
 @dataclass
@@ -42,20 +57,55 @@ class GatewayContext:
     service_token: str | None = None
     """The token the gateway presents to brokers and bookies (None: none)."""
 
+    authenticator: TokenAuthenticator | None = None
+    """Verifies the callers' tokens (None: authentication is off)."""
+    _session_pools: set[ConnectionPool] = field(default_factory=set, init=False, repr=False)
+    """The pools of the sessions open with a caller's token (kept on the live brokers)."""
+
     @classmethod
     def build(cls, config: GatewayConfig, session: ZkSession) -> GatewayContext:
-        url = config.broker_service_url or "127.0.0.1:6650"  # replaced by the registered brokers
+        """Raises: InvalidArgument: a bad token, key or TLS setting."""
         token = config.service_token()
+        authenticator = config.authenticator()
         tls = client_tls(config)
-        admin = AdminClient(url, config.operation_timeout_s, tls=tls, token=(lambda: token) if token else None)
+        # With authentication on, a request's broker calls carry the caller's token and
+        # nothing else: a call made outside a request is refused rather than run with
+        # the gateway's own (superuser) token.
+        source: Callable[[], str] | None = (lambda: token) if token else None
+        if authenticator is not None:
+            source = _caller_token
+        admin = AdminClient(_service_url(config), config.operation_timeout_s, tls=tls, token=source)
         if not config.broker_service_url:
             admin.pool.service_hosts = []
         client = Client.sharing(admin.pool)  # one pool: one channel per broker, hosts kept fresh below
         ledgers = LedgerClient(session, LedgerClientConfig(auth_token=token), tls=tls)
         return cls(
             config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), ledgers, client, tls,
-            service_token=token,
+            service_token=token, authenticator=authenticator,
         )
+
+    @asynccontextmanager
+    async def caller_client(self) -> AsyncIterator[Client]:
+        """An SDK client for a long-lived session of the request being served (a WebSocket
+        producer, consumer or reader, a DLQ replay), whose calls and reconnects carry the
+        caller's token. Without authentication: the shared client (not closed here).
+        Otherwise a client of its own (the gateway's TLS settings, the live brokers),
+        closed with everything it opened when the block ends."""
+        token = caller_token.get()
+        if self.authenticator is None or token is None:
+            yield self.client
+            return
+        pool = ConnectionPool(_service_url(self.config), self.config.operation_timeout_s, tls=self.tls,
+                              token=lambda: token)
+        if not self.config.broker_service_url:
+            pool.service_hosts = list(self.brokers)
+        self._session_pools.add(pool)
+        client = Client.sharing(pool)
+        try:
+            yield client
+        finally:
+            self._session_pools.discard(pool)
+            await client.close()
 
     def zookeeper_up(self) -> bool:
         return self.session.state is SessionState.CONNECTED
@@ -65,7 +115,8 @@ class GatewayContext:
         hosts admin calls go to."""
         self.brokers = await self.ownership.list_brokers()
         if not self.config.broker_service_url:
-            self.admin.pool.service_hosts = list(self.brokers)
+            for pool in (self.admin.pool, *self._session_pools):
+                pool.service_hosts = list(self.brokers)
         return self.brokers
 
     async def keep_brokers_fresh(self) -> None:
@@ -78,6 +129,7 @@ class GatewayContext:
                 log.warning("could not read the registered brokers: %s", exc.message)
 
     async def close(self) -> None:
+        await asyncio.gather(*(pool.close() for pool in self._session_pools), return_exceptions=True)
         await self.client.close()  # every WebSocket's producer, consumer and reader
         await self.admin.close()
         await self.ledgers.close()

@@ -1,7 +1,9 @@
-"""What routes take with ``Depends``: the context, and checked path names."""
+"""What routes take with ``Depends``: the context, checked path names, and the
+superuser check of what the gateway serves itself."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Annotated
 
@@ -9,9 +11,11 @@ from fastapi import Depends, Path, Request
 
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.names import NamespaceName, TopicName
+from magnetar.gateway.auth import caller_role
 from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.errors import HttpError
 
+log = logging.getLogger(__name__)
 _NAME = re.compile(r"^[-=:.\w]+$")
 
 
@@ -21,6 +25,26 @@ async def context(request: Request) -> GatewayContext:
 
 
 Context = Annotated[GatewayContext, Depends(context)]
+
+
+async def require_superuser(request: Request) -> None:
+    """With authentication on, only the gateway's ``superuser_roles`` pass: for what it
+    serves without asking a broker (bookies, ledgers, the auditor, ZooKeeper's view of
+    the cluster), which no broker would authorize.
+
+    Raises: HttpError 403.
+    """
+    ctx: GatewayContext = request.app.state.context
+    if ctx.authenticator is None:
+        return
+    role = caller_role.get()
+    if role not in ctx.config.superuser_roles:
+        log.warning("gateway refused %s %s to role %r: a superuser role is required", request.method,
+                    request.url.path, role)
+        raise HttpError(403, f"role {role!r} may not use {request.url.path}: a superuser role is required")
+
+
+SuperUser = Depends(require_superuser)
 
 
 async def tenant_name(tenant: Annotated[str, Path(description="tenant name")]) -> str:

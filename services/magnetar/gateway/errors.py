@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from magnetar.common import errors as e
+from magnetar.gateway.auth import caller_role
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,8 @@ _STATUS: list[tuple[type[e.MagnetarError], int]] = [
 
 _DESCRIPTIONS = {
     400: "Bad request: a malformed body or value",
-    401: "Authentication required",
-    403: "Not authorized",
+    401: "Authentication required: no token, or an invalid or expired one",
+    403: "Not authorized: the role may not do this",
     404: "Not found",
     405: "Not allowed on this kind of resource",
     406: "Not acceptable: a value out of range (a partition count)",
@@ -80,8 +81,9 @@ def status_of(exc: e.MagnetarError) -> int:
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The error responses a route declares in the OpenAPI document (503 always)."""
-    return {c: {"model": ErrorBody, "description": _DESCRIPTIONS[c]} for c in sorted({*codes, 503})}
+    """The error responses a route declares in the OpenAPI document (401 and 403, which
+    any route gives with authentication on, and 503 always)."""
+    return {c: {"model": ErrorBody, "description": _DESCRIPTIONS[c]} for c in sorted({*codes, 401, 403, 503})}
 
 
 def error_response(status: int, reason: str) -> JSONResponse:
@@ -98,7 +100,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(e.MagnetarError)
     async def _magnetar(request: Request, exc: e.MagnetarError) -> JSONResponse:
         status = status_of(exc)
-        if status == 500:
+        if status in (401, 403):  # a broker refused the caller: one line, never the token
+            log.warning("a broker refused %s %s to role %r: %s", request.method, request.url.path, caller_role.get(),
+                        exc.message)
+        elif status == 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc.message)
         return error_response(status, exc.message)
 

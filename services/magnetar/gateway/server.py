@@ -12,6 +12,7 @@ import uvicorn
 from magnetar.common.errors import MagnetarError
 from magnetar.common.tls import read_pem
 from magnetar.gateway.app import create_app
+from magnetar.gateway.auth import RedactTokens
 from magnetar.gateway.config import DEFAULT_PORT, GatewayConfig
 from magnetar.gateway.context import GatewayContext
 from magnetar.metadata.session import ZkSession
@@ -36,6 +37,7 @@ def https_options(config: GatewayConfig) -> dict[str, Any]:
 
 class GatewayServer:
     def __init__(self, config: GatewayConfig) -> None:
+        logging.getLogger("uvicorn.error").addFilter(RedactTokens())  # its upgrade lines show ?token=
         self.config = config
         self.port = config.port or DEFAULT_PORT
         self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)

@@ -1,10 +1,14 @@
-"""``/admin/v2/clusters`` and ``/admin/v2/brokers``: the one cluster and its live brokers."""
+"""``/admin/v2/clusters`` and ``/admin/v2/brokers``: the one cluster and its live brokers.
+
+With authentication on, the cluster's details and its broker list (read from ZooKeeper)
+are the superusers' (Pulsar's ``validateSuperUserAccess``); the cluster's name is any
+authenticated role's."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from magnetar.gateway.deps import Context
+from magnetar.gateway.deps import Context, SuperUser
 from magnetar.gateway.errors import HttpError, responses
 from magnetar.gateway.models import ClusterData
 
@@ -23,7 +27,7 @@ async def get_clusters(ctx: Context) -> list[str]:
 
 
 @router.get("/clusters/{cluster}", summary="Get a cluster's service URLs", operation_id="ClustersBase_getCluster",
-            responses=responses(404))
+            responses=responses(404), dependencies=[SuperUser])
 async def get_cluster(cluster: str, ctx: Context, request: Request) -> ClusterData:
     _require_cluster(ctx, cluster)
     brokers = await ctx.refresh_brokers()
@@ -34,7 +38,7 @@ async def get_cluster(cluster: str, ctx: Context, request: Request) -> ClusterDa
 
 
 @router.get("/brokers/{cluster}", summary="List the cluster's live brokers (host:port)",
-            operation_id="BrokersBase_getActiveBrokers", responses=responses(404))
+            operation_id="BrokersBase_getActiveBrokers", responses=responses(404), dependencies=[SuperUser])
 async def get_active_brokers(cluster: str, ctx: Context) -> list[str]:
     _require_cluster(ctx, cluster)
     return await ctx.refresh_brokers()

@@ -160,7 +160,8 @@ async def replay(topic: Topic, ctx: Context, body: ReplayRequest | None = None,
                  subscription: Subscription = None) -> ReplayResult:
     body = body or ReplayRequest()
     sub = await dlq_subscription(ctx, topic, subscription)
-    report = await deadletters.replay(ctx.client, topic, sub, count=body.count, ids=body.messageIds, target=body.target)
+    async with ctx.caller_client() as client:  # the caller's token: it needs consume here, produce on the targets
+        report = await deadletters.replay(client, topic, sub, count=body.count, ids=body.messageIds, target=body.target)
     return ReplayResult(
         subscription=sub, moved=report.moved, skipped=report.skipped, failed=report.failed,
         failedMessageIds=report.failed_ids, movedByTarget=dict(report.by_target),

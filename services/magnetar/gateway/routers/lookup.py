@@ -17,8 +17,11 @@ router = APIRouter(prefix="/lookup/v2/topic", tags=["lookup"])
 async def lookup_topic(domain: str, tenant: str, namespace: str, topic: Topic, ctx: Context, request: Request) -> LookupData:
     if domain != "persistent":
         raise HttpError(405, f"Only persistent topics are served (not {domain!r})")
+    if ctx.authenticator is not None:
+        address = await ctx.admin.lookup(topic)  # the broker decides first: no namespace's existence shown to others
     await ctx.tenants.get_policies(tenant, namespace)  # TenantNotFound / NamespaceNotFound: 404
-    address = await ctx.admin.lookup(topic)
+    if ctx.authenticator is None:
+        address = await ctx.admin.lookup(topic)
     if not address:
         raise InvalidArgument(f"no broker serves {topic}")
     url = f"magnetar://{address}"

@@ -4,6 +4,8 @@
 ``/admin/v2/ledgers/{id}`` (a ledger's metadata, as ``magnetar shell ledgermetadata``
 prints it), ``/admin/v2/auditor`` (leader, under-replicated ledgers, progress) and
 ``POST /admin/v2/auditor/audit`` (run the periodic check now, on the leader).
+
+With authentication on, only the gateway's superuser roles may use them (403 otherwise).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from fastapi import APIRouter, Path, Query
 
 from magnetar.auditor.server import fetch_status, forward_trigger
 from magnetar.common.errors import MagnetarError, NotConnected
-from magnetar.gateway.deps import Context
+from magnetar.gateway.deps import Context, SuperUser
 from magnetar.gateway.errors import responses
 from magnetar.gateway.models import PulsarModel
 from magnetar.gateway.protojson import to_json
 from magnetar.metadata.election import leader_of
 
-router = APIRouter(prefix="/admin/v2", tags=["storage"])
+# Served from ZooKeeper and the bookies, which no broker authorizes: superusers only.
+router = APIRouter(prefix="/admin/v2", tags=["storage"], dependencies=[SuperUser])
 BOOKIE_INFO_TIMEOUT_S = 3.0
 
 

@@ -27,6 +27,7 @@ from magnetar.gateway.websocket.frames import (
     FrameError,
     WebSocketError,
     end_of_topic_frame,
+    error_of,
     message_frame,
     parse_command,
 )
@@ -115,9 +116,13 @@ class _DeliverySession:
         except (SocketClosed, ServiceClosed):
             return
         except Exception as exc:
-            log.exception("delivering to a WebSocket %s failed", self.kind)
+            error = error_of(exc)
             detail = exc.message if isinstance(exc, MagnetarError) else repr(exc)
-            await self._close(WebSocketError.UnknownError, detail)
+            if error is WebSocketError.UnknownError:
+                log.exception("delivering to a WebSocket %s failed", self.kind)
+            else:
+                log.warning("a broker refused a WebSocket %s: %s", self.kind, detail)
+            await self._close(error, detail)
 
     async def _close(self, error: WebSocketError, detail: str) -> None:
         await self.socket.close(error.close_code, close_reason(error, detail))

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from magnetar.client.message import Message
+from magnetar.common import errors
 from magnetar.gateway.websocket import ids
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,6 +77,16 @@ class FrameError(Exception):
 
 
 # -- times -------------------------------------------------------------------------
+def error_of(exc: BaseException) -> WebSocketError:
+    """Pulsar's number for what failed the SDK handle under a socket: a broker refusing
+    the caller's token (5) or role (6); anything else is 8."""
+    if isinstance(exc, errors.AuthorizationError):
+        return WebSocketError.NotAuthorizedError
+    if isinstance(exc, errors.AuthenticationError):
+        return WebSocketError.AuthenticationError
+    return WebSocketError.UnknownError
+
+
 def iso_time(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 in UTC with milliseconds: ``...T12:00:00.123Z``."""
     seconds, millis = divmod(ms, 1000)

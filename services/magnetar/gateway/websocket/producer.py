@@ -26,6 +26,7 @@ from magnetar.gateway.websocket.frames import (
     WebSocketError,
     ack_error,
     ack_ok,
+    error_of,
     parse_publish,
 )
 from magnetar.gateway.websocket.socket import Socket, SocketClosed, close_reason
@@ -139,5 +140,5 @@ def _ack_of(future: asyncio.Future[MessageId], context: str | None) -> str:
     exc = future.exception()
     if exc is not None:
         message = exc.message if isinstance(exc, MagnetarError) else str(exc)
-        return ack_error(WebSocketError.UnknownError, message, context)
+        return ack_error(error_of(exc), message, context)
     return ack_ok(ids.encode(future.result()), context)

@@ -4,8 +4,11 @@ A socket is accepted only once its SDK handle is open; what stops that is answer
 an HTTP status before the upgrade, as Pulsar does (the body is ``{"reason": ...}`` as
 everywhere in the gateway): 400 ``Invalid query params: ...`` for a bad parameter, 404
 for a missing topic or namespace, 409 for an Exclusive subscription or producer name
-in use, 503 when no broker answers, 504 on a timeout. The handle is closed when the
-socket closes, whoever closes it.
+in use, 503 when no broker answers, 504 on a timeout, 401 / 403 when the brokers refuse
+the caller. The handle is closed when the socket closes, whoever closes it.
+
+With authentication on, the upgrade must present a token (gateway/auth.py) and each
+socket's handle is opened by an SDK client of its own presenting that token.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from typing import Protocol, TypeVar
 from fastapi import APIRouter, WebSocket
 from fastapi.responses import JSONResponse
 
+from magnetar.client.aio import Client
 from magnetar.client.options import ConsumerDeadLetterPolicy
 from magnetar.common import errors as e
 from magnetar.common.names import TopicName
+from magnetar.gateway.auth import caller_role
 from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.errors import status_of
 from magnetar.gateway.websocket.consumer import ConsumerSession, ReaderSession
@@ -105,29 +110,36 @@ async def _deny(websocket: WebSocket, status: int, reason: str) -> None:
 async def _serve(
     websocket: WebSocket,
     failure: str,
-    open_handle: Callable[[], Awaitable[H]],
+    open_handle: Callable[[Client], Awaitable[H]],
     session: Callable[[Socket, H], _Session],
 ) -> None:
-    """Open the handle, accept, run the session, close the handle; or refuse the upgrade."""
-    try:
-        handle = await open_handle()
-    except Exception as exc:
-        status = upgrade_status(exc)
-        detail = exc.message if isinstance(exc, e.MagnetarError) else repr(exc)
-        if status == 500:
-            log.error("%s on %s: %s", failure, websocket.url.path, detail)
-        await _deny(websocket, status, f"{failure}: {detail}")
-        return
-    try:
-        await websocket.accept()
-        await session(StarletteSocket(websocket), handle).run()
-    except OSError:
-        pass  # the client went away before the socket opened
-    finally:
+    """Open the handle, accept, run the session, close the handle; or refuse the upgrade.
+
+    The handle is opened with the caller's own SDK client (see
+    :meth:`GatewayContext.caller_client`), so the brokers authorize the caller, also
+    when the handle reconnects later."""
+    async with _context(websocket).caller_client() as client:
         try:
-            await handle.close()
-        except Exception:
-            log.exception("closing the SDK handle of %s failed", websocket.url.path)
+            handle = await open_handle(client)
+        except Exception as exc:
+            status = upgrade_status(exc)
+            detail = exc.message if isinstance(exc, e.MagnetarError) else repr(exc)
+            if status == 500:
+                log.error("%s on %s: %s", failure, websocket.url.path, detail)
+            elif status in (401, 403):  # the route, the role and the reason; never the token
+                log.warning("a broker refused WEBSOCKET %s to role %r: %s", websocket.url.path, caller_role.get(), detail)
+            await _deny(websocket, status, f"{failure}: {detail}")
+            return
+        try:
+            await websocket.accept()
+            await session(StarletteSocket(websocket), handle).run()
+        except OSError:
+            pass  # the client went away before the socket opened
+        finally:
+            try:
+                await handle.close()
+            except Exception:
+                log.exception("closing the SDK handle of %s failed", websocket.url.path)
 
 
 @router.websocket(PRODUCER_PATH)
@@ -136,10 +148,9 @@ async def producer_socket(websocket: WebSocket, tenant: str, namespace: str, top
     if (checked := await _checked(websocket, tenant, namespace, topic, producer_params)) is None:
         return
     name, p = checked
-    client = _context(websocket).client
     await _serve(
         websocket, "Failed to create producer",
-        lambda: client.create_producer(
+        lambda client: client.create_producer(
             name, producer_name=p.producer_name, send_timeout_millis=p.send_timeout_millis,
             max_pending_messages=p.max_pending_messages, block_if_queue_full=False,
             batching_enabled=p.batching_enabled, batching_max_messages=p.batching_max_messages,
@@ -163,7 +174,7 @@ async def consumer_socket(websocket: WebSocket, tenant: str, namespace: str, top
         policy = ConsumerDeadLetterPolicy(max_redeliver_count=p.max_redeliver_count, dead_letter_topic=p.dead_letter_topic)
     await _serve(
         websocket, "Failed to subscribe",
-        lambda: ctx.client.subscribe(
+        lambda client: client.subscribe(
             name, subscription, consumer_type=p.subscription_type, consumer_name=p.consumer_name,
             receiver_queue_size=p.receiver_queue_size, priority_level=p.priority_level,
             negative_ack_redelivery_delay_ms=p.negative_ack_redelivery_delay_ms,
@@ -183,7 +194,7 @@ async def reader_socket(websocket: WebSocket, tenant: str, namespace: str, topic
     name, p = checked
     await _serve(
         websocket, "Failed to create reader",
-        lambda: ctx.client.create_reader(
+        lambda client: client.create_reader(
             name, p.start, reader_name=p.reader_name, receiver_queue_size=p.receiver_queue_size
         ),
         lambda socket, reader: ReaderSession(socket, reader, p.receiver_queue_size),
