@@ -1,0 +1,348 @@
+"""Issue 16's isolation matrix, with real processes: a bookie, a broker with
+authentication and authorization on, and a gateway with authentication on.
+
+2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 9 identities ×
+5 actions × 3 doors (gRPC through the SDK and the admin client, REST, WebSocket). Every
+cell is tried for real and its outcome compared with Pulsar's model: ``ok``, ``401``
+(who you are is not proven) or ``403`` (not allowed). WebSocket has no admin API: its
+admin cells are ``–``. REST consume is a peek of a subscription's message (it needs
+consume), REST produce is Pulsar's REST producer. A WebSocket consumer starts at the latest
+message (Pulsar's), so its subscription is made first, at the earliest, by the superuser.
+
+A refusal changes nothing: after the matrix, the superuser checks that exactly the
+messages of allowed produce cells are stored, that refused subscriptions, topics and
+grants do not exist, and that refused tenant deletions left their tenants.
+
+The table is printed, and docs/security.md must hold it as printed (run with
+``MAGNETAR_WRITE_MATRIX=1`` to write it there after a deliberate change).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import os
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+import magnetar.asyncio as ma
+from magnetar.client.admin import AdminClient
+from magnetar.common import tokens
+from magnetar.common.errors import AuthenticationError, AuthorizationError, MagnetarError
+from magnetar.common.message_id import MessageId
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.testing.auth import SERVICE_ROLE, Keys
+from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
+
+pytestmark = pytest.mark.integration
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+BEGIN, END = "<!-- isolation-matrix:begin -->", "<!-- isolation-matrix:end -->"
+
+TENANTS = ("alpha", "beta")
+IDENTITIES = (
+    "superuser", "tenant admin", "producer-only", "consumer-only", "no grant",
+    "anonymous", "expired token", "token signed with another key", "alg: none",
+)
+ACTIONS = ("produce", "consume", "create/delete topic", "grant", "delete tenant")
+DOORS = ("gRPC", "REST", "WebSocket")
+UNPROVEN = {"anonymous", "expired token", "token signed with another key", "alg: none"}
+OWN_TENANT_ALLOWS = {
+    "tenant admin": {"produce", "consume", "create/delete topic", "grant"},
+    "producer-only": {"produce"},
+    "consumer-only": {"consume"},
+    "no grant": set(),
+}
+
+
+def expected(identity: str, action: str, tenant: str, door: str) -> str:
+    """Pulsar's model: superusers do anything; a tenant's roles act on their tenant only,
+    each as far as its grants go; deleting a tenant is the superusers'."""
+    if door == "WebSocket" and action not in ("produce", "consume"):
+        return "–"
+    if identity in UNPROVEN:
+        return "401"
+    if identity == "superuser":
+        return "ok"
+    return "ok" if tenant == "alpha" and action in OWN_TENANT_ALLOWS[identity] else "403"
+
+
+def alg_none(role: str) -> str:
+    def part(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'sub': role})}."
+
+
+def token_of(identity: str, keys: Keys) -> str | None:
+    return {
+        "superuser": keys.token("root"),
+        "tenant admin": keys.token("alpha-admin"),
+        "producer-only": keys.token("alpha-producer"),
+        "consumer-only": keys.token("alpha-consumer"),
+        "no grant": keys.token("alpha-nobody"),
+        "anonymous": None,
+        "expired token": keys.token("alpha-admin", expires_in_s=60, now=1_000_000),
+        "token signed with another key": tokens.create_token("alpha-admin", tokens.generate_secret_key()),
+        "alg: none": alg_none("alpha-admin"),
+    }[identity]
+
+
+def outcome_of(exc: BaseException) -> str:
+    if isinstance(exc, AuthenticationError):
+        return "401"
+    if isinstance(exc, AuthorizationError):
+        return "403"
+    return f"error: {type(exc).__name__}: {exc}"
+
+
+def http_outcome(response: httpx.Response) -> str:
+    if response.is_success:
+        return "ok"
+    if response.status_code in (401, 403):
+        assert "reason" in response.json(), response.text  # Pulsar's error body
+        return str(response.status_code)
+    return f"HTTP {response.status_code}: {response.text[:200]}"
+
+
+class Matrix:
+    """Runs the cells; remembers what each allowed or refused cell should have left."""
+
+    def __init__(self, broker: BrokerProcess, gateway: GatewayProcess, keys: Keys) -> None:
+        self.broker, self.gateway, self.keys = broker, gateway, keys
+        self.cells: dict[tuple[str, str, str, str], str] = {}
+        self.produced: dict[str, bool] = {}  # payload -> allowed
+        self.subscriptions: dict[tuple[str, str], bool] = {}  # (topic, subscription) -> allowed
+        self.topics: list[str] = []
+        self.grants: dict[tuple[str, str], bool] = {}  # (namespace, role) -> allowed
+        self.doomed: dict[str, bool] = {}  # tenant to delete -> allowed
+        self.counter = itertools.count()
+
+    # -- the doors -------------------------------------------------------------------
+    async def grpc(self, token: str | None, action: str, tenant: str, n: int) -> str:
+        auth = ma.AuthenticationToken(token) if token is not None else None
+        ns = f"{tenant}/ns"
+        try:
+            if action in ("produce", "consume"):
+                async with ma.Client(self.broker.address, authentication=auth, operation_timeout_seconds=15) as client:
+                    if action == "produce":
+                        producer = await client.create_producer(f"persistent://{ns}/data")
+                        await producer.send(self.payload(tenant, n))
+                    else:
+                        consumer = await client.subscribe(
+                            f"persistent://{ns}/data", self.subscription(tenant, n),
+                            initial_position=ma.InitialPosition.Earliest,
+                        )
+                        await consumer.receive(timeout_millis=10_000)
+                return "ok"
+            admin = AdminClient(self.broker.address, 15, token=(lambda: token) if token is not None else None)
+            async with admin:
+                await self.admin_action(admin, action, tenant, n)
+            return "ok"
+        except MagnetarError as exc:
+            return outcome_of(exc)
+
+    async def admin_action(self, admin: AdminClient, action: str, tenant: str, n: int) -> None:
+        ns = f"{tenant}/ns"
+        if action == "create/delete topic":
+            topic = self.topic(tenant, n)
+            await admin.create_topic(topic)
+            await admin.delete_topic(topic)
+        elif action == "grant":
+            role = self.grantee(tenant, n)
+            await admin.call(lambda stub: stub.GrantPermission(
+                pb.GrantPermissionRequest(namespace=ns, role=role, actions=["consume"])))
+        else:
+            await admin.delete_tenant(self.doomed_tenant(tenant, n))
+
+    async def rest(self, token: str | None, action: str, tenant: str, n: int) -> str:
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        ns = f"{tenant}/ns"
+        async with httpx.AsyncClient(base_url=self.gateway.url, headers=headers, timeout=30) as http:
+            if action == "produce":
+                body = {"messages": [{"payload": base64.b64encode(self.payload(tenant, n)).decode()}]}
+                return http_outcome(await http.post(f"/topics/persistent/{ns}/data", json=body))
+            if action == "consume":
+                return http_outcome(await http.get(f"/admin/v2/persistent/{ns}/data/subscription/peek/position/1"))
+            if action == "create/delete topic":
+                local = self.topic(tenant, n).rsplit("/", 1)[1]
+                created = http_outcome(await http.put(f"/admin/v2/persistent/{ns}/{local}"))
+                if created != "ok":
+                    return created
+                return http_outcome(await http.delete(f"/admin/v2/persistent/{ns}/{local}"))
+            if action == "grant":
+                role = self.grantee(tenant, n)
+                return http_outcome(await http.post(f"/admin/v2/namespaces/{ns}/permissions/{role}", json=["consume"]))
+            return http_outcome(await http.delete(f"/admin/v2/tenants/{self.doomed_tenant(tenant, n)}"))
+
+    async def websocket(self, token: str | None, action: str, tenant: str, n: int) -> str:
+        base = self.gateway.url.replace("http://", "ws://") + f"/ws/v2/{{}}/persistent/{tenant}/ns/data"
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        if action == "produce":
+            url = base.format("producer")
+        else:
+            url = base.format("consumer") + "/" + self.subscription(tenant, n)
+        try:
+            async with connect(url, additional_headers=headers, open_timeout=30) as ws:
+                if action == "produce":
+                    await ws.send(json.dumps({"payload": base64.b64encode(self.payload(tenant, n)).decode()}))
+                    answer = json.loads(await ws.recv())
+                    assert answer.get("result") == "ok", answer
+                else:
+                    message = json.loads(await ws.recv())
+                    assert "messageId" in message, message
+            return "ok"
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            return str(status) if status in (401, 403) else f"HTTP {status}: {exc.response.body!r}"
+
+    # -- what the cells leave ----------------------------------------------------------
+    def payload(self, tenant: str, n: int) -> bytes:
+        return f"{tenant}-cell-{n}".encode()
+
+    def subscription(self, tenant: str, n: int) -> str:
+        return f"cell-{n}"
+
+    def topic(self, tenant: str, n: int) -> str:
+        return f"persistent://{tenant}/ns/made-{n}"
+
+    def grantee(self, tenant: str, n: int) -> str:
+        return f"grantee-{n}"
+
+    def doomed_tenant(self, tenant: str, n: int) -> str:
+        return f"{tenant}-doomed-{n}"
+
+    async def run(self, admin: AdminClient) -> None:
+        doors: dict[str, Callable[[str | None, str, str, int], Awaitable[str]]] = {
+            "gRPC": self.grpc, "REST": self.rest, "WebSocket": self.websocket,
+        }
+        for identity, tenant, action, door in itertools.product(IDENTITIES, TENANTS, ACTIONS, DOORS):
+            want = expected(identity, action, tenant, door)
+            if want == "–":
+                self.cells[identity, tenant, action, door] = "–"
+                continue
+            n = next(self.counter)
+            if action == "consume" and door == "WebSocket":
+                # Pulsar's WebSocket consumers start at the latest message: the
+                # subscription is made first, at the earliest, by the superuser.
+                await admin.create_subscription(
+                    f"persistent://{tenant}/ns/data", self.subscription(tenant, n), MessageId.earliest)
+            if action == "delete tenant":
+                await admin.create_tenant(
+                    self.doomed_tenant(tenant, n),
+                    pb.TenantInfo(admin_roles=[f"{tenant}-admin"], allowed_clusters=["standalone"]),
+                )
+            try:
+                got = await asyncio.wait_for(doors[door](token_of(identity, self.keys), action, tenant, n), 30)
+            except TimeoutError:
+                got = "no answer in 30 s"
+            print(f"cell {n}: {identity} / {tenant} / {action} / {door}: {got}", flush=True)
+            self.cells[identity, tenant, action, door] = got
+            allowed = got == "ok"
+            if action == "produce":
+                self.produced[self.payload(tenant, n).decode()] = allowed
+            elif action == "consume" and door == "gRPC":
+                self.subscriptions[f"persistent://{tenant}/ns/data", self.subscription(tenant, n)] = allowed
+            elif action == "create/delete topic":
+                self.topics.append(self.topic(tenant, n))
+            elif action == "grant":
+                self.grants[f"{tenant}/ns", self.grantee(tenant, n)] = allowed
+            elif action == "delete tenant":
+                self.doomed[self.doomed_tenant(tenant, n)] = allowed
+
+    def table(self) -> str:
+        """One row per identity and tenant, one column per action; a cell gives the
+        outcome at each door as gRPC / REST / WebSocket."""
+        lines = [
+            "| identity (alpha's roles) | tenant | " + " | ".join(ACTIONS) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in ACTIONS) + " |",
+        ]
+        for identity, tenant in itertools.product(IDENTITIES, TENANTS):
+            cells = [" / ".join(self.cells[identity, tenant, a, d] for d in DOORS) for a in ACTIONS]
+            lines.append(f"| {identity} | {tenant}{' (own)' if tenant == 'alpha' else ' (other)'} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    return Keys.make(tmp_path)
+
+
+async def test_the_isolation_matrix(
+    keys: Keys, bookie_factory: ServiceFactory[BookieProcess], broker_factory: ServiceFactory[BrokerProcess],
+    gateway_factory: ServiceFactory[GatewayProcess],
+) -> None:
+    superusers = [SERVICE_ROLE, "root"]
+    bookie_factory(**keys.settings())
+    broker = broker_factory(
+        ensemble_size=1, write_quorum=1, ack_quorum=1,
+        **keys.settings(superuser_roles=superusers, authorization_enabled=True,
+                        broker_client_auth_token_file=str(keys.service_token_file)),
+    )
+    gateway = gateway_factory(
+        broker_refresh_interval_s=0.5,
+        **keys.settings(superuser_roles=superusers, broker_client_auth_token_file=str(keys.service_token_file)),
+    )
+    async with AdminClient(broker.address, 15, token=lambda: keys.service_token) as admin:
+        for tenant in TENANTS:
+            await admin.create_tenant(tenant, pb.TenantInfo(admin_roles=[f"{tenant}-admin"], allowed_clusters=["standalone"]))
+            await admin.create_namespace(f"{tenant}/ns")
+            for role, action in ((f"{tenant}-producer", "produce"), (f"{tenant}-consumer", "consume")):
+                await admin.call(lambda stub, r=role, a=action, t=tenant: stub.GrantPermission(
+                    pb.GrantPermissionRequest(namespace=f"{t}/ns", role=r, actions=[a])))
+            data = f"persistent://{tenant}/ns/data"
+            await admin.create_topic(data)
+            await admin.create_subscription(data, "peek", MessageId.earliest)
+            async with ma.Client(broker.address, authentication=ma.AuthenticationToken(keys.service_token)) as client:
+                producer = await client.create_producer(data)
+                await producer.send(b"seed")
+
+        matrix = Matrix(broker, gateway, keys)
+        await matrix.run(admin)
+        table = matrix.table()
+        print("\n" + table)
+
+        wrong = {
+            cell: got for cell, got in matrix.cells.items() if got != expected(cell[0], cell[2], cell[1], cell[3])
+        }
+        assert not wrong, "cells not as specified:\n" + "\n".join(
+            f"{c}: got {g}, expected {expected(c[0], c[2], c[1], c[3])}" for c, g in wrong.items()
+        )
+
+        # Refusals changed nothing; what was allowed happened.
+        stored: set[str] = set()
+        for tenant in TENANTS:
+            async with ma.Client(broker.address, authentication=ma.AuthenticationToken(keys.service_token)) as client:
+                reader = await client.create_reader(f"persistent://{tenant}/ns/data", MessageId.earliest)
+                while await reader.has_message_available():
+                    stored.add((await reader.read_next(timeout_millis=10_000)).data().decode())
+        assert {p for p, ok in matrix.produced.items() if ok} == stored - {"seed"}
+        for (topic, sub), ok in matrix.subscriptions.items():
+            assert (sub in await admin.subscriptions(topic)) is ok, (topic, sub)
+        for tenant in TENANTS:
+            assert not set(matrix.topics) & set(await admin.topics(f"{tenant}/ns"))
+        for (ns, role), ok in matrix.grants.items():
+            perms = await admin.call(lambda stub, n=ns: stub.GetPermissions(pb.GetPermissionsRequest(namespace=n)))
+            assert (role in perms.roles) is ok, (ns, role)
+        tenants = set(await admin.tenants())
+        for tenant, ok in matrix.doomed.items():
+            assert (tenant not in tenants) is ok, tenant
+
+    for process in (broker, gateway):
+        assert not any(t and t in process.log_tail(2000) for t in (token_of(i, keys) for i in IDENTITIES))
+
+    if os.environ.get("MAGNETAR_WRITE_MATRIX"):
+        text = DOCS.read_text()
+        DOCS.write_text(re.sub(f"{re.escape(BEGIN)}.*?{re.escape(END)}", f"{BEGIN}\n{table}\n{END}", text, flags=re.S))
+    documented = DOCS.read_text()
+    assert BEGIN in documented and END in documented, f"docs/security.md lost its {BEGIN} / {END} markers"
+    documented = documented[documented.index(BEGIN) + len(BEGIN): documented.index(END)].strip()
+    assert documented == table, "docs/security.md's isolation matrix differs from the measured one"
