@@ -284,7 +284,20 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
     group, action = args.group, args.action
     if group == "tenants":
         if action == "create":
-            await admin.create_tenant(args.name)
+            roles, clusters = args.admin_roles or [], args.allowed_clusters
+            if roles or clusters:  # no clusters named: every cluster there is (as pulsar-admin)
+                clusters = clusters or await admin.clusters()
+                await admin.create_tenant(args.name, pb.TenantInfo(admin_roles=roles, allowed_clusters=clusters))
+            else:
+                await admin.create_tenant(args.name)
+        elif action == "get":
+            info = await admin.tenant(args.name)
+            _print_json({"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)})
+        elif action == "update":
+            info = await admin.tenant(args.name)  # what is not named is kept
+            roles = info.admin_roles if args.admin_roles is None else args.admin_roles
+            clusters = args.allowed_clusters or info.allowed_clusters
+            await admin.update_tenant(args.name, pb.TenantInfo(admin_roles=roles, allowed_clusters=clusters))
         elif action == "delete":
             await admin.delete_tenant(args.name)
         else:
@@ -326,8 +339,16 @@ def build_parser() -> argparse.ArgumentParser:
                 p.add_argument("name", metavar=metavar)
         return sub
 
-    group("tenants", {"create": ("create a tenant", "TENANT"), "delete": ("delete a tenant", "TENANT"),
-                      "list": ("list tenants", None)})
+    tenants = group("tenants", {"delete": ("delete a tenant", "TENANT"), "list": ("list tenants", None),
+                                "get": ("print a tenant's admin roles and allowed clusters as JSON", "TENANT")})
+    for action, help_text in (("create", "create a tenant"),
+                              ("update", "change a tenant's admin roles or allowed clusters (the others are kept)")):
+        p = tenants.add_parser(action, help=help_text)
+        p.add_argument("name", metavar="TENANT")
+        p.add_argument("-r", "--admin-roles", type=_names, metavar="ROLE,ROLE",
+                       help="the roles that administer the tenant (an empty string: none)")
+        p.add_argument("-c", "--allowed-clusters", type=_names, metavar="CLUSTER,CLUSTER",
+                       help="the clusters its namespaces may use (default: every cluster)")
     namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
                                       "delete": ("delete a namespace", "TENANT/NAMESPACE"),
                                       "list": ("list a tenant's namespaces", "TENANT"),

@@ -95,6 +95,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "UpdateTenant": _tenant(Action.ADMIN_TENANT),
     "DeleteTenant": _tenant(Action.ADMIN_TENANT),
     "ListTenants": _superuser,
+    "ListClusters": _superuser,
 }
 
 

@@ -323,6 +323,10 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
         return pb.AdminResponse()
 
     @rpc_errors
+    async def ListClusters(self, request: pb.ListClustersRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
+        return pb.NameList(names=[self.service.config.cluster_name])
+
+    @rpc_errors
     async def ListTenants(self, request: pb.ListTenantsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
         return pb.NameList(names=await self.service.tenants.list_tenants())
 

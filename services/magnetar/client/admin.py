@@ -103,6 +103,10 @@ class AdminClient:
         return [await self.on_owner(target, _bound(fn, target)) for target in targets]
 
     # -- tenants -------------------------------------------------------------------
+    async def clusters(self) -> list[str]:
+        """The clusters tenants may be allowed on (this one)."""
+        return list((await self.call(lambda s: s.ListClusters(pb.ListClustersRequest(), timeout=self.timeout))).names)
+
     async def tenants(self) -> list[str]:
         return list((await self.call(lambda s: s.ListTenants(pb.ListTenantsRequest(), timeout=self.timeout))).names)
 

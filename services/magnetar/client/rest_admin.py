@@ -79,13 +79,24 @@ class RestAdmin:
         return response.content
 
     # -- tenants -------------------------------------------------------------------
+    async def clusters(self) -> list[str]:
+        return list(await self.request("GET", "/admin/v2/clusters"))
+
     async def tenants(self) -> list[str]:
         return list(await self.request("GET", "/admin/v2/tenants"))
+
+    async def tenant(self, tenant: str) -> pb.TenantInfo:
+        info = await self.request("GET", f"/admin/v2/tenants/{_seg(tenant)}")
+        return pb.TenantInfo(admin_roles=info.get("adminRoles") or [], allowed_clusters=info.get("allowedClusters") or [])
+
+    async def update_tenant(self, tenant: str, info: pb.TenantInfo) -> None:
+        body = {"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)}
+        await self.request("POST", f"/admin/v2/tenants/{_seg(tenant)}", body)
 
     async def create_tenant(self, tenant: str, info: pb.TenantInfo | None = None) -> None:
         """Without ``info``: no admin roles, allowed on the cluster (as pulsar-admin)."""
         if info is None:
-            info = pb.TenantInfo(allowed_clusters=await self.request("GET", "/admin/v2/clusters"))
+            info = pb.TenantInfo(allowed_clusters=await self.clusters())
         body = {"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)}
         await self.request("PUT", f"/admin/v2/tenants/{_seg(tenant)}", body)
 

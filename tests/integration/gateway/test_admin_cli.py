@@ -17,7 +17,11 @@ from magnetar.testing.shell import magnetar
 def commands(tenant: str) -> list[list[str]]:
     ns, topic, parts = f"{tenant}/ns", f"persistent://{tenant}/ns/t", f"persistent://{tenant}/ns/p"
     return [
-        ["tenants", "create", tenant], ["tenants", "list"],
+        ["tenants", "create", tenant], ["tenants", "list"], ["tenants", "get", tenant],
+        ["tenants", "update", tenant, "--admin-roles", "ops,dev"], ["tenants", "get", tenant],
+        ["tenants", "create", f"{tenant}-roles", "-r", "owner", "-c", "standalone"], ["tenants", "get", f"{tenant}-roles"],
+        ["tenants", "delete", f"{tenant}-roles"], ["tenants", "create", f"{tenant}-all", "-r", "x"],
+        ["tenants", "get", f"{tenant}-all"], ["tenants", "delete", f"{tenant}-all"], ["tenants", "update", tenant, "-c", "elsewhere"],  # refused: exit 1
         ["namespaces", "create", ns], ["namespaces", "list", tenant],
         ["namespaces", "get-retention", ns], ["namespaces", "set-retention", ns, "-t", "60", "-s", "10"],
         ["namespaces", "get-retention", ns],
