@@ -41,11 +41,6 @@ from magnetar.testing.shell import MAGNETAR
 pytestmark = pytest.mark.integration
 
 @pytest.fixture
-def keys(tmp_path: Path) -> Keys:
-    return Keys.make(tmp_path)
-
-
-@pytest.fixture
 def broker(keys: Keys, bookie_factory: ServiceFactory[BookieProcess],
            broker_factory: ServiceFactory[BrokerProcess]) -> BrokerProcess:
     bookie_factory(**keys.settings())

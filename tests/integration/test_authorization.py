@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -28,11 +27,6 @@ pytestmark = pytest.mark.integration
 
 NS = "acme/orders"
 TOPIC = f"persistent://{NS}/in"
-
-
-@pytest.fixture
-def keys(tmp_path: Path) -> Keys:
-    return Keys.make(tmp_path)
 
 
 @pytest.fixture

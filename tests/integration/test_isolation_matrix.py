@@ -271,11 +271,6 @@ class Matrix:
         return "\n".join(lines)
 
 
-@pytest.fixture
-def keys(tmp_path: Path) -> Keys:
-    return Keys.make(tmp_path)
-
-
 async def test_the_isolation_matrix(
     keys: Keys, bookie_factory: ServiceFactory[BookieProcess], broker_factory: ServiceFactory[BrokerProcess],
     gateway_factory: ServiceFactory[GatewayProcess],

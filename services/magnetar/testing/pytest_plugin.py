@@ -8,6 +8,8 @@ conftest. Fixtures:
 - ``zk_session``: a started :class:`ZkSession` on ``zk_root`` (async fixture).
 - ``bookie_factory``: ``bookie_factory(**settings)`` starts a bookie process.
 - ``broker_factory``: ``broker_factory(**settings)`` starts a broker process.
+- ``keys``: a secret key and service token (:class:`magnetar.testing.auth.Keys`) for
+  services with authentication on (``keys.settings()``, ``keys.token(role)``).
 
 When a test fails, the log tails of the processes it used are added to its report.
 A fixture that starts another kind of process calls :func:`track_process` with it.
@@ -25,6 +27,7 @@ import pytest_asyncio
 
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.metadata.session import ZkSession
+from magnetar.testing.auth import Keys
 from magnetar.testing.processes import (
     AuditorProcess,
     BookieProcess,
@@ -97,6 +100,12 @@ def zk_connect(zk_server: ZooKeeperServer, request: pytest.FixtureRequest) -> st
         zk_server.start()
     track_process(request.node, _ZooKeeperLogs(zk_server))
     return zk_server.connect_string
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Keys:
+    """A fresh secret key and service token for services with authentication on."""
+    return Keys.make(tmp_path)
 
 
 @pytest.fixture
