@@ -17,7 +17,7 @@ REREPLICATION_MB ?= 100
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto ## Install everything (apt ZooKeeper, virtualenv, gRPC stubs); idempotent
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark ## Install everything (apt ZooKeeper and Java, virtualenv, gRPC stubs, PySpark for spark-jobs/); idempotent
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
@@ -37,6 +37,11 @@ $(STAMPS)/venv: pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements.lock
 	@$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(STAMPS)/spark: $(STAMPS)/venv spark-jobs/requirements.lock
+	@echo ">> installing PySpark and the Spark jobs' dependencies (spark-jobs/requirements.lock)"
+	@$(PY) -m pip install -q --disable-pip-version-check -r spark-jobs/requirements.lock
 	@touch $@
 
 $(STAMPS)/proto: $(STAMPS)/venv $(PROTOS)
