@@ -145,7 +145,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                         # until the bucket refills: the producer waits, nothing fails.
                         await topic.throttle_publish(
                             name, sum(s.num_messages for s in sends), sum(len(s.entry) for s in sends))
-                    if sends:  # a producer_request_hold backlog quota exceeded: the same
+                    if sends and topic.may_hold_producers:  # a producer_request_hold quota exceeded: the same
                         await topic.hold_while_over_quota(name)
             finally:
                 await pending.put(None)

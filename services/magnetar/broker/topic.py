@@ -270,12 +270,18 @@ class PersistentTopic:
         exceeded = self._quota_exceeded()
         return None if exceeded is None or exceeded[1] else exceeded[0]
 
+    @property
+    def may_hold_producers(self) -> bool:
+        """Cheap: whether a backlog quota could hold producers now (the door asks on every
+        request before it awaits :meth:`hold_while_over_quota`)."""
+        return bool(self.policies.backlog_quotas) or self._quota_blocked is not None
+
     async def hold_while_over_quota(self, producer_name: str, check_s: float = 0.2) -> None:
         """Return once no ``producer_request_hold`` backlog quota is exceeded: the door
         reads the producer's next request only then, so its sends wait (in the client,
         under its send timeout) instead of failing, as Pulsar's hold policy. The time
         counts as the producer's throttled time."""
-        if not (self.policies.backlog_quotas or self._quota_blocked):
+        if not self.may_hold_producers:
             return
         publisher = self.producers.get(producer_name)
         loop = asyncio.get_running_loop()
