@@ -12,7 +12,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench fuzz-api clean
+.PHONY: help setup run test test-unit test-integration lint proto bench fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -85,6 +85,21 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/gateway.py
 	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES) --rate $(DELAYED_RATE)
 	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
+
+# The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
+# machine, Python workers on the virtualenv's interpreter.
+SPARK_MASTER ?= local[*]
+SERVICE_URL ?= magnetar://127.0.0.1:6650
+ADMIN_URL ?= http://127.0.0.1:8080
+SPARK_JOB = SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(CURDIR)/$(PY) PYSPARK_DRIVER_PYTHON=$(CURDIR)/$(PY) \
+	PYTHONPATH=$(CURDIR)/spark-jobs MAGNETAR_SERVICE_URL=$(SERVICE_URL) MAGNETAR_ADMIN_URL=$(ADMIN_URL) \
+	$(VENV)/bin/spark-submit --master '$(SPARK_MASTER)' --conf spark.ui.enabled=false --conf spark.log.level=WARN
+
+dlq-replay: setup ## Replay DLQs with Spark against `make run`: make dlq-replay ARGS="--topic orders --subscription billing [--dry-run]"
+	$(SPARK_JOB) spark-jobs/dlq_replay.py $(ARGS)
+
+dlq-report: setup ## Count DLQ messages by REAL_TOPIC, reason, age: make dlq-report ARGS="--namespace public/default --png r.png"
+	$(SPARK_JOB) spark-jobs/dlq_report.py $(ARGS)
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
 	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build

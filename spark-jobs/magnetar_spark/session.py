@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -15,6 +16,12 @@ def local_session(app_name: str, master: str = "local[2]", **conf: str) -> Any:
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The workers import magnetar_spark (the data source's classes are pickled by
+    # reference): put spark-jobs/ on their path when it is not installed.
+    jobs_dir = str(Path(__file__).resolve().parents[1])
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if jobs_dir not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([jobs_dir, *paths])
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master)

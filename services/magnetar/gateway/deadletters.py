@@ -10,7 +10,7 @@ again never loses a message; deduplication makes it never duplicate one either. 
 DLQ partition publishes to each target through a producer of its own, named
 ``dlq-replay:<DLQ partition>:<scope>`` (scope ``all`` for "all" and "the first N"
 replays, a digest of the id list for a replay of chosen ids), with the sequence id
-packed from the DLQ message id (:func:`sequence_id`): the DLQ is read in order, so the
+packed from the DLQ message id (:func:`magnetar.client.deadletters.sequence_id`): the DLQ is read in order, so the
 ids grow, and a message published before an interruption comes back from the target's
 deduplication as a duplicate instead of a second copy.
 
@@ -35,14 +35,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import magnetar.asyncio as mg
+from magnetar.client.deadletters import is_dlq_topic as is_dlq_topic  # re-exported: routers, tests
+from magnetar.client.deadletters import replay_properties as replay_properties
+from magnetar.client.deadletters import sequence_id as sequence_id
 from magnetar.common.errors import InvalidArgument, MagnetarError
-from magnetar.common.letters import (
-    ORIGIN_MESSAGE_ID,
-    REAL_TOPIC,
-    RECONSUMETIMES,
-    REPLAY_COUNT,
-    REPLAYED_AT,
-)
+from magnetar.common.letters import REAL_TOPIC
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -58,41 +55,6 @@ IDLE_S = 1.5
 """A replay ends when nothing more arrives for this long (its snapshot's end may be acked)."""
 WINDOW = 1000
 """Sends in flight at once."""
-
-_LEDGER_BITS, _ENTRY_BITS, _BATCH_BITS = 27, 24, 12
-
-
-def sequence_id(mid: MessageId) -> int:
-    """A DLQ message id packed into a sequence id that grows with the id (within one
-    partition): ledger (27 bits), entry (24), batch index + 1 (12).
-
-    Raises:
-        InvalidArgument: an id beyond those widths (a replay refuses it rather than let
-            two messages share a sequence id).
-    """
-    ledger, entry, batch = mid.ledger_id, mid.entry_id, mid.batch_index + 1
-    if not (0 <= ledger < 1 << _LEDGER_BITS and 0 <= entry < 1 << _ENTRY_BITS and 0 <= batch < 1 << _BATCH_BITS):
-        raise InvalidArgument(f"message id {mid} is too large to replay with deduplication")
-    return (ledger << (_ENTRY_BITS + _BATCH_BITS)) | (entry << _BATCH_BITS) | batch
-
-
-def replay_properties(message: mg.Message, now_ms: int) -> dict[str, str]:
-    props = message.properties()
-    props.pop(RECONSUMETIMES, None)
-    props.setdefault(ORIGIN_MESSAGE_ID, str(message.message_id()))
-    try:
-        count = int(props.get(REPLAY_COUNT, "0"))
-    except ValueError:
-        count = 0
-    props[REPLAY_COUNT] = str(count + 1)
-    props[REPLAYED_AT] = str(now_ms)
-    return props
-
-
-def is_dlq_topic(name: str) -> bool:
-    """A topic named as Pulsar names DLQs (``<topic>-<subscription>-DLQ``, any partition)."""
-    return TopicName.parse(name).partitioned_topic_name.local_name.endswith("-DLQ")
-
 
 PEEK_PAGE = 500
 """Messages read per peek call."""

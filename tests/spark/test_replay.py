@@ -1,0 +1,199 @@
+"""The DLQ replay job: the pure transform on its output; 10,000 dead letters made by real
+consumers replayed to their 3 topics; filters, a transform, a dry run and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import dlq_replay
+import pytest
+from magnetar_spark.replay import ReplayConfig, Selection, select, transform
+from magnetar_spark.testing import Cluster, cluster, dead_letter, read_all, wait_for_backlog
+
+import magnetar.asyncio as mg
+from magnetar.client.deadletters import replayed_properties, sequence_id
+from magnetar.client.rest_admin import RestAdmin
+from magnetar.common.message_id import MessageId
+
+pytestmark = pytest.mark.integration
+
+DLQ_COLUMNS = (
+    "message_id STRING, topic STRING, partition INT, key STRING, value BINARY, properties MAP<STRING,STRING>, "
+    "publish_time TIMESTAMP, event_time TIMESTAMP, redelivery_count INT, entry_size INT"
+)
+
+
+@pytest.fixture(scope="module")
+def mcluster(zk_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with cluster(zk_server, Path(tmp_path_factory.mktemp("spark-replay"))) as c:
+        yield c
+
+
+def unique(prefix: str) -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def args(c: Cluster, *extra: str):
+    return dlq_replay.parse_args(["--service-url", c.service_url, "--admin-url", c.admin_url, *extra])
+
+
+# -- the pure part ---------------------------------------------------------------------------
+
+def dlq_row(mid: str, props: dict[str, str], minutes_ago: int, now: dt.datetime, partition: int = -1):
+    published = now - dt.timedelta(minutes=minutes_ago)
+    return (mid, "persistent://public/default/orders-s-DLQ", partition, "k", b"payload", props, published, None, 0, 1)
+
+
+def test_transform_builds_the_copies_as_the_gateway_does(spark) -> None:
+    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    rows = [
+        dlq_row("5:7:-1:-1", {"REAL_TOPIC": "persistent://public/default/orders", "RECONSUMETIMES": "2",
+                              "ORIGIN_MESSAGE_ID": "1:2:-1:-1", "x": "y"}, 90, now),
+        dlq_row("5:8:1:3", {"REAL_TOPIC": "persistent://public/default/orders", "REPLAY_COUNT": "2"}, 10, now, 1),
+        dlq_row("6:0:-1:-1", {"x": "no real topic"}, 5, now),
+    ]
+    df = spark.createDataFrame(rows, DLQ_COLUMNS)
+    cfg = ReplayConfig(Selection(), now_ms=1_767_268_800_000)
+    out = {r["ack_message_id"]: r for r in transform(df, cfg).collect()}
+    for mid, props in (("5:7:-1:-1", rows[0][5]), ("5:8:1:3", rows[1][5])):
+        assert out[mid]["properties"] == replayed_properties(props, mid, cfg.now_ms)
+        assert out[mid]["sequence_id"] == sequence_id(MessageId.parse(mid))
+        assert out[mid]["topic"] == "persistent://public/default/orders"
+        assert out[mid]["value"] == b"payload" and out[mid]["key"] == "k"
+    assert out["5:7:-1:-1"]["properties"]["ORIGIN_MESSAGE_ID"] == "1:2:-1:-1"
+    assert out["5:8:1:3"]["properties"]["ORIGIN_MESSAGE_ID"] == "5:8:1:3"
+    assert out["5:8:1:3"]["properties"]["REPLAY_COUNT"] == "3"
+    assert out["5:8:1:3"]["ack_topic"] == "persistent://public/default/orders-s-DLQ-partition-1"
+    digest = Selection().digest()
+    assert out["5:7:-1:-1"]["producer_name"] == f"dlq-replay:persistent://public/default/orders-s-DLQ:5:{digest}"
+    assert out["6:0:-1:-1"]["topic"] is None
+    retargeted = transform(df, ReplayConfig(Selection(target="persistent://public/default/fixed"), 1)).collect()
+    assert {r["topic"] for r in retargeted} == {"persistent://public/default/fixed"}
+    assert len({r["producer_name"] for r in retargeted} & {r["producer_name"] for r in out.values()}) == 0
+
+    chosen = select(df, Selection(older_than="1h"), int(now.timestamp() * 1000)).collect()
+    assert [r["message_id"] for r in chosen] == ["5:7:-1:-1"]
+    chosen = select(df, Selection(newer_than="30m", where="properties['x'] IS NULL"), int(now.timestamp() * 1000))
+    assert [r["message_id"] for r in chosen.collect()] == ["5:8:1:3"]
+    # the first two in DLQ order: partition by partition, then by id
+    assert [r["message_id"] for r in select(df, Selection(max_messages=2), 0).collect()] == ["5:7:-1:-1", "6:0:-1:-1"]
+
+
+# -- against a cluster -------------------------------------------------------------------------
+
+def test_ten_thousand_dead_letters_go_back_to_their_three_topics(spark, mcluster: Cluster) -> None:
+    topics = [unique("orders") for _ in range(3)]
+    counts = [3334, 3333, 3333]
+
+    async def fill() -> list[list[str]]:
+        return await asyncio.gather(*(dead_letter(mcluster.service_url, t, "s", n) for t, n in zip(topics, counts, strict=True)))
+
+    origins = asyncio.run(fill())
+    for t, n in zip(topics, counts, strict=True):
+        assert asyncio.run(wait_for_backlog(mcluster.admin_url, f"{t}-s-DLQ", "s-DLQ-sub", n)) == n
+    summary = dlq_replay.run(args(mcluster, "--namespace", "public/default", "--where",
+                                  f"topic IN ({', '.join(repr(t + '-s-DLQ') for t in topics)})"), spark)
+    assert summary.exit_code == 0
+    assert summary.moved == 10_000 and summary.failed == 0 and summary.already_there == 0
+    assert summary.by_target == Counter(dict(zip(topics, counts, strict=True)))
+    for t, ids in zip(topics, origins, strict=True):
+        copies = [m for m in asyncio.run(read_all(mcluster.service_url, t)) if "REPLAY_COUNT" in m.properties()]
+        assert Counter(m.properties()["ORIGIN_MESSAGE_ID"] for m in copies) == Counter(ids)  # each once
+        assert all("RECONSUMETIMES" not in m.properties() and m.properties()["REPLAY_COUNT"] == "1" for m in copies)
+        assert asyncio.run(wait_for_backlog(mcluster.admin_url, f"{t}-s-DLQ", "s-DLQ-sub", 0)) == 0
+    # consumed on the original topics, by their subscription
+    asyncio.run(_consume_all(mcluster, topics[0], "s", counts[0]))
+
+
+async def _consume_all(c: Cluster, topic: str, subscription: str, n: int) -> None:
+    async with mg.Client(c.service_url) as client:
+        consumer = await client.subscribe(topic, subscription, consumer_type=mg.ConsumerType.Shared)
+        got = set()
+        while len(got) < n:
+            msg = await consumer.receive(timeout_millis=10_000)
+            got.add(msg.properties()["ORIGIN_MESSAGE_ID"])
+            await consumer.acknowledge(msg)
+        await consumer.close()
+
+
+async def fill_dlq(c: Cluster, dlq: str, rows: list[tuple[bytes, dict[str, str]]]) -> None:
+    """A DLQ as the broker fills it (one unbatched entry per message), with its subscription."""
+    async with mg.Client(c.service_url) as client, RestAdmin(c.admin_url) as admin:
+        await admin.create_topic(dlq)
+        await admin.create_subscription(dlq, "s-DLQ-sub", MessageId.earliest)
+        producer = await client.create_producer(dlq, batching_enabled=False, max_pending_messages=20_000)
+        await asyncio.gather(*(producer.send(v, properties=p) for v, p in rows))
+        await producer.close()
+
+
+def upper_payload(df):
+    """A --transform: upper-case every payload."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn("value", F.upper(F.col("value").cast("string")).cast("binary"))
+
+
+def wrong_schema(df):
+    return df.drop("properties")
+
+
+def raises(df):
+    raise ValueError("cannot fix these")
+
+
+def test_filters_transform_dry_run_and_bad_input(spark, mcluster: Cluster, capsys) -> None:
+    real, gone = unique("real"), unique("gone")
+    dlq = unique("mixed") + "-s-DLQ"
+    asyncio.run(_create(mcluster, real))
+    rows = [(f"a{i}".encode(), {"REAL_TOPIC": real, "kind": "a", "ORIGIN_MESSAGE_ID": f"1:{i}:-1:-1"}) for i in range(20)]
+    rows += [(f"b{i}".encode(), {"REAL_TOPIC": real, "kind": "b"}) for i in range(7)]
+    rows += [(b"orphan", {"kind": "a"}), (b"lost", {"REAL_TOPIC": gone, "kind": "a"})]
+    asyncio.run(fill_dlq(mcluster, dlq, rows))
+    base = ["--dlq-topic", dlq, "--where", "properties['kind'] = 'a'", "--transform", "test_replay:upper_payload"]
+
+    dry = dlq_replay.run(args(mcluster, *base, "--dry-run"), spark)
+    assert dry.by_target == Counter({real: 20}) and dry.no_real_topic == 1 and dry.missing_target == Counter({gone: 1})
+    assert dry.skipped_by_filter == 7 and dry.exit_code == 1
+    assert asyncio.run(read_all(mcluster.service_url, real)) == []
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "s-DLQ-sub", 29, timeout_s=2)) == 29
+
+    for bad, message in (("test_replay:wrong_schema", "wrong schema"), ("test_replay:raises", "cannot fix these"),
+                         ("no_such_module:f", "cannot load")):
+        with pytest.raises(dlq_replay.BadArguments, match=message):
+            dlq_replay.run(args(mcluster, "--dlq-topic", dlq, "--transform", bad), spark)
+    assert asyncio.run(read_all(mcluster.service_url, real)) == []
+
+    summary = dlq_replay.run(args(mcluster, *base), spark)
+    assert summary.moved == 20 and summary.by_target == Counter({real: 20})
+    assert summary.skipped_by_filter == 7 and summary.no_real_topic == 1 and summary.missing_target == Counter({gone: 1})
+    assert summary.exit_code == 1  # partial: two messages could not go anywhere
+    copies = asyncio.run(read_all(mcluster.service_url, real))
+    assert sorted(m.data() for m in copies) == sorted(f"A{i}".encode() for i in range(20))
+    assert {m.properties()["ORIGIN_MESSAGE_ID"] for m in copies} == {f"1:{i}:-1:-1" for i in range(20)}
+    # left in the DLQ, unacknowledged: the 7 filtered out, the orphan and the lost one
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "s-DLQ-sub", 9)) == 9
+
+    again = dlq_replay.run(args(mcluster, *base), spark)  # nothing new selected
+    assert again.moved == 0 and len(asyncio.run(read_all(mcluster.service_url, real))) == 20
+
+
+async def _create(c: Cluster, topic: str) -> None:
+    async with RestAdmin(c.admin_url) as admin:
+        await admin.create_topic(topic)
+
+
+def test_bad_arguments_exit_2_with_one_line(spark, mcluster: Cluster, capsys) -> None:
+    missing = unique("never") + "-s-DLQ"
+    code = dlq_replay.main(["--service-url", mcluster.service_url, "--admin-url", mcluster.admin_url,
+                            "--dlq-topic", missing, "--master", "local[2]"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"dlq_replay.py: error: DLQ {missing} does not exist"]
+    for argv in (["--topic", "t"], ["--dlq-topic", "d", "--older-than", "soon"], []):
+        with pytest.raises(SystemExit) as exc:
+            dlq_replay.parse_args(argv)
+        assert exc.value.code == 2
