@@ -121,3 +121,29 @@ async def test_consumer_seek_by_message_id_and_by_publish_time(url):
 
         await consumer.unsubscribe()
         assert "s" not in await subscriptions(url, topic)
+
+
+async def test_the_unacked_limit_holds_shared_consumers_only_not_readers_or_exclusive(bookie_factory, broker_factory):
+    """max_unacked_messages_per_consumer is Pulsar's Shared/Key_Shared limit: a reader
+    (which never acknowledges) and an Exclusive consumer read past it; a Shared
+    consumer stops there until it acknowledges."""
+    bookie_factory()
+    broker = broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1, max_unacked_messages_per_consumer=100)
+    topic = "persistent://public/default/past-the-unacked-limit"
+    async with mg.Client(broker.address) as client:
+        await send_all(client, topic, range(300), batching=True)
+        reader = await client.create_reader(topic, mg.MessageId.earliest)
+        assert await read_values(reader, 300) == list(range(300))
+        exclusive = await client.subscribe(topic, "excl", initial_position=mg.InitialPosition.Earliest)
+        assert [int((await exclusive.receive(timeout_millis=10_000)).data()) for _ in range(300)] == list(range(300))
+        shared = await client.subscribe(topic, "shared", consumer_type=mg.ConsumerType.Shared,
+                                        initial_position=mg.InitialPosition.Earliest)
+        got = []
+        with pytest.raises(mg.Timeout):
+            while True:
+                got.append(await shared.receive(timeout_millis=1500))
+        assert 100 <= len(got) < 300  # held at the limit (whole batches count)
+        for message in got:
+            await shared.acknowledge(message)
+        more = await shared.receive(timeout_millis=10_000)
+        assert int(more.data()) not in {int(m.data()) for m in got}

@@ -63,8 +63,9 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Subscriptions' positions are written to ZooKeeper at most this often: after a
     crash, acks of the last interval may be delivered again (nothing older)."""
     max_unacked_messages_per_consumer: int = Field(default=50_000, ge=0)
-    """A consumer holding this many unacknowledged messages gets nothing more until it
-    acks half of them (Pulsar's ``maxUnackedMessagesPerConsumer``; 0: no limit)."""
+    """A Shared or Key_Shared consumer holding this many unacknowledged messages gets
+    nothing more until it acks half of them (Pulsar's ``maxUnackedMessagesPerConsumer``;
+    0: no limit). Exclusive and Failover consumers and readers have no such limit."""
     stats_interval_s: float = Field(default=10.0, gt=0)
     """Topic stats' message and byte rates are those of the last interval this long."""
     retention_check_interval_s: float = Field(default=60.0, gt=0)

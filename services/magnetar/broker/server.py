@@ -224,7 +224,10 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 sink=sink,
                 on_reset=lambda: out.put_nowait(pb.ConsumeResponse(reset=pb.CursorReset())),
                 on_close=out.put_nowait,
-                max_unacked=self.service.config.max_unacked_messages_per_consumer,
+                # Pulsar's maxUnackedMessagesPerConsumer: Shared and Key_Shared only (an
+                # Exclusive or Failover consumer, a reader above all, may hold any number).
+                max_unacked=self.service.config.max_unacked_messages_per_consumer
+                if s.type in (pb.SHARED, pb.KEY_SHARED) else 0,
             )
             consumer.dead_letter = policy
             subscription.add_consumer(consumer, s.type)
