@@ -6,7 +6,9 @@ negative acks would take): every message carries what the broker's move gives a 
 letter (REAL_TOPIC, round robin over --targets topics, ORIGIN_MESSAGE_ID,
 RECONSUMETIMES, DEAD_LETTER_REASON). The DLQ is partitioned (--partitions) and has the
 initial subscription a consumer's dead-letter policy would create. The replay job
-(spark-jobs/dlq_replay.py, in process) then moves it all back.
+(spark-jobs/dlq_replay.py, in process) then moves it all back; with no transform and no
+filter it takes the fused path (each Spark task reads, publishes and acknowledges its
+slice in one Python worker; docs/spark.md, "Performance").
 
 Printed and written to bench/results/dlq_replay.json: the fill time, and for the replay
 the Spark session's start, planning, the run (read + publish + ack, in the tasks), the

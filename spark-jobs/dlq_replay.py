@@ -31,7 +31,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from magnetar_spark.replay import DEFAULT_SUBSCRIPTION, ReplayConfig, Selection, parse_duration_ms  # noqa: E402
+from magnetar_spark.replay import (  # noqa: E402
+    DEFAULT_SUBSCRIPTION,
+    ReplayConfig,
+    Selection,
+    fused,
+    parse_duration_ms,
+)
 
 
 class BadArguments(Exception):
@@ -216,6 +222,8 @@ def run(args: argparse.Namespace, spark: Any) -> Summary:
     summary.dlqs = dlqs
     selection = Selection(args.older_than, args.newer_than, args.where, args.max_messages, args.transform, args.target)
     cfg = ReplayConfig(selection, int(time.time() * 1000))
+    if not args.dry_run and fused(selection):
+        return _run_fused(args, spark, dlqs, cfg, summary, t0, admin_call)
     frames = []
     for dlq in dlqs:
         try:
@@ -289,6 +297,73 @@ def run(args: argparse.Namespace, spark: Any) -> Summary:
     if read_total is not None:
         handled = summary.moved + summary.no_real_topic + sum(summary.missing_target.values()) + summary.failed
         summary.skipped_by_filter = max(0, read_total.value - handled)
+    return summary
+
+
+def _writer_options(args: argparse.Namespace) -> Any:
+    from magnetar_spark.writing import WriterOptions
+
+    return WriterOptions(
+        service_url=args.service_url, topic=None, token=args.auth_token, producer_prefix="dlq-replay",
+        ack_subscription="", admin_url=args.admin_url, skip_without_topic=True,
+        fail_after=int(os.environ["DLQ_REPLAY_FAIL_TASK_AFTER"]) if os.environ.get("DLQ_REPLAY_FAIL_TASK_AFTER") else None,
+        fail_marker=os.environ.get("DLQ_REPLAY_FAIL_MARKER") or None,
+    )
+
+
+def _add_stats(summary: Summary, stats: Any) -> None:
+    """One task's ``writing.PublishStats`` into the summary."""
+    summary.moved += stats.sent + stats.duplicates
+    summary.already_there += stats.duplicates
+    summary.no_real_topic += stats.no_topic
+    summary.failed += stats.failed
+    summary.by_target.update(stats.by_topic)
+    summary.missing_target.update(stats.missing)
+    summary.timings["publish_task_s"] = summary.timings.get("publish_task_s", 0.0) + stats.publish_s
+    summary.timings["ack_task_s"] = summary.timings.get("ack_task_s", 0.0) + stats.ack_s
+
+
+def _run_fused(args: argparse.Namespace, spark: Any, dlqs: list[str], cfg: ReplayConfig, summary: Summary,
+               t0: float, admin_call: Any) -> Summary:
+    """No transform, no ``--where``, no ``--max-messages``: one Spark task per slice (DLQ
+    partition and ledger, as the source plans them) reads it with the SDK and publishes
+    and acknowledges it in the same Python worker (``replay.fused_task``): no rows through
+    the JVM. Same producer names, sequence ids, skip rule and ack-after-receipt as the
+    Spark path; Spark still schedules and retries the tasks."""
+    from magnetar_spark import gateway, positions
+    from magnetar_spark.options import SourceOptions
+    from magnetar_spark.replay import fused_task
+
+    from magnetar.common.errors import NotFound
+
+    work = []
+    for dlq in dlqs:
+        try:
+            sub, _exists = admin_call(lambda admin, d=dlq: _choose_subscription(admin, d, args.subscription_name, False))
+        except NotFound:
+            raise BadArguments(f"DLQ {dlq} does not exist") from None
+        print(f"dlq-replay: {dlq} through subscription {sub!r}", flush=True)
+        options = {"service.url": args.service_url, "admin.url": args.admin_url, "topic": dlq,
+                   "includeEntrySize": "true", "startAtSubscription": sub}
+        if args.auth_token:
+            options["auth.token"] = args.auth_token
+        opts = SourceOptions.parse(options)
+        layouts = gateway.call(opts.admin_url, opts.token, lambda admin, o=opts, s=sub: gateway.layouts(admin, o.topics, s))
+        work += [(opts, spec, sub) for spec in positions.plan(layouts, opts.starting, opts.ending)]
+    summary.timings["plan_s"] = time.monotonic() - t0
+    t1 = time.monotonic()
+    wopts = _writer_options(args)
+    if work:
+        results = spark.sparkContext.parallelize(work, len(work)).map(
+            lambda w: fused_task(w[0], w[1], w[2], cfg, wopts)).collect()
+        read = 0
+        for r in results:
+            _add_stats(summary, r["stats"])
+            read += r["read"]
+        if cfg.selection.filtered:
+            handled = summary.moved + summary.no_real_topic + sum(summary.missing_target.values()) + summary.failed
+            summary.skipped_by_filter = max(0, read - handled)
+    summary.timings["run_s"] = time.monotonic() - t1
     return summary
 
 

@@ -4,7 +4,7 @@ end, yielding Arrow record batches with the source's exact schema."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .options import SourceOptions
@@ -130,7 +130,7 @@ class _SliceReader:
         if self.client is not None:
             await self.client.close()
 
-    async def fill(self, cols: _Columns) -> bool:
+    async def fill(self, cols: Any) -> bool:
         """Add entries to ``cols`` until a batch is full; True when the slice is done."""
         s = self.s
         while len(cols) < ROWS_PER_BATCH:
@@ -152,16 +152,21 @@ class _SliceReader:
         return False
 
 
-def read_slice(opts: SourceOptions, s: SliceSpec) -> Iterator[Any]:
-    """Arrow record batches of every message of ``s`` (in id order)."""
+def read_slice(opts: SourceOptions, s: SliceSpec, columns: Callable[[], Any] | None = None) -> Iterator[Any]:
+    """Arrow record batches of every message of ``s`` (in id order).
+
+    With ``columns``, a factory of collectors like ``_Columns`` (``add_entry(topic,
+    partition, messages, entry_size)``, ``__len__``, ``batch(schema)``), their batches
+    instead: the DLQ replay's fused path builds its rows to publish with it."""
     schema = arrow_schema(opts.include_entry_size)
+    make = columns or _Columns
     loop = asyncio.new_event_loop()
     sr = _SliceReader(opts, s)
     try:
         loop.run_until_complete(sr.open(s.start[0], s.start[1]))
         finished = False
         while not finished:
-            cols = _Columns()
+            cols = make()
             finished = loop.run_until_complete(sr.fill(cols))
             if len(cols):
                 yield cols.batch(schema)

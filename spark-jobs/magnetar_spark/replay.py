@@ -140,3 +140,158 @@ def counts_by_target(df: Any) -> dict[str, int]:
     """Rows per target topic ("" for rows without one): what a dry run prints."""
     rows = df.groupBy("topic").count().collect()
     return {(r["topic"] or ""): int(r["count"]) for r in rows}
+
+
+# -- the fused path: read, publish and acknowledge in one Python task -----------------------------
+
+def fused(selection: Selection) -> bool:
+    """Whether a replay can skip Spark SQL: no transform, no ``--where``, no
+    ``--max-messages`` (the time filters are applied while reading)."""
+    return selection.transform is None and selection.where is None and selection.max_messages is None
+
+
+class _List:
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+
+    def to_pylist(self) -> list[Any]:
+        return self.values
+
+
+class RowsBatch:
+    """Rows to publish as Python lists, with the two methods of an Arrow record batch that
+    ``writing.publish`` uses (``schema.get_field_index``, ``column(i).to_pylist()``)."""
+
+    def __init__(self, columns: dict[str, list[Any]]) -> None:
+        self.names = list(columns)
+        self.columns = list(columns.values())
+        self.schema = self
+
+    def get_field_index(self, name: str) -> int:
+        return self.names.index(name) if name in self.names else -1
+
+    def column(self, index: int) -> _List:
+        return _List(self.columns[index])
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.columns[0])
+
+
+class ReplayRows:
+    """A ``reading.read_slice`` collector that turns DLQ messages into the rows
+    :func:`transform` makes (same producer names, sequence ids, properties, targets and
+    acknowledgements), keeping only those the time filters select; ``read`` counts every
+    message of the slice read."""
+
+    NAMES = ("topic", "key", "value", "event_time", "properties", "producer_name", "sequence_id",
+             "ack_topic", "ack_message_id", "ack_entry_size", "ack_subscription")
+
+    def __init__(self, cfg: ReplayConfig, subscription: str, counter: list[int]) -> None:
+        self.cfg, self.subscription, self.counter = cfg, subscription, counter
+        self.digest = cfg.selection.digest()
+        sel = cfg.selection
+        self.before = cfg.now_ms - parse_duration_ms(sel.older_than) if sel.older_than is not None else None
+        self.since = cfg.now_ms - parse_duration_ms(sel.newer_than) if sel.newer_than is not None else None
+        self.cols: list[list[Any]] = [[] for _ in self.NAMES]
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def add_entry(self, topic: str, partition: int, messages: list[Any], size: int) -> None:
+        import datetime as dt
+
+        from magnetar.client.deadletters import replayed_properties
+
+        (topics, keys, values, events, props, names, seqs, ack_topics, ack_ids, ack_sizes, ack_subs) = self.cols
+        dlq_partition = f"{topic}-partition-{partition}" if partition >= 0 else topic
+        now_ms, target, sub = self.cfg.now_ms, self.cfg.selection.target, self.subscription
+        self.counter[0] += len(messages)
+        for m in messages:
+            published = m.publish_timestamp()
+            if self.before is not None and not published < self.before:
+                continue
+            if self.since is not None and not published >= self.since:
+                continue
+            mid = m.message_id()
+            ledger, entry, batch = mid.ledger_id, mid.entry_id, mid.batch_index
+            if not (ledger < 1 << LEDGER_BITS and entry < 1 << ENTRY_BITS and batch + 1 < 1 << BATCH_BITS):
+                raise ValueError(f"message id too large to replay with deduplication: {ledger}:{entry}:{partition}:{batch}")
+            mid_text = f"{ledger}:{entry}:{partition}:{batch}"
+            original = m.properties()
+            to = target or original.get(REAL_TOPIC)
+            topics.append(to or None)
+            keys.append(m.partition_key() if m.has_partition_key() else None)
+            values.append(m.data())
+            event = m.event_timestamp()
+            events.append(dt.datetime.fromtimestamp(event / 1000, dt.UTC) if event else None)
+            props.append(replayed_properties(original, mid_text, now_ms))
+            names.append(f"dlq-replay:{dlq_partition}:{ledger}:{self.digest}")
+            seqs.append((ledger << (ENTRY_BITS + BATCH_BITS)) | (entry << BATCH_BITS) | (batch + 1))
+            ack_topics.append(dlq_partition)
+            ack_ids.append(mid_text)
+            ack_sizes.append(size)
+            ack_subs.append(sub)
+
+    def batch(self, _schema: Any) -> RowsBatch:
+        out = RowsBatch(dict(zip(self.NAMES, self.cols, strict=True)))
+        self.cols = [[] for _ in self.NAMES]
+        return out
+
+
+def fused_task(source_opts: Any, spec: Any, subscription: str, cfg: ReplayConfig, writer_opts: Any) -> dict[str, Any]:
+    """One slice, read with the SDK (in a thread) and published + acknowledged in this
+    Python worker by ``writing.publish``, under the same rules as the Spark path: the
+    task's ``writing.PublishStats`` (``stats``) and ``read`` (messages read)."""
+    import queue
+    import threading
+    import time
+    from contextlib import closing
+
+    from .reading import read_slice
+    from .writing import publish
+
+    counter = [0]
+    batches: queue.Queue[Any] = queue.Queue(maxsize=4)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            with closing(read_slice(source_opts, spec, lambda: ReplayRows(cfg, subscription, counter))) as reads:
+                for b in reads:
+                    while not stop.is_set():
+                        try:
+                            batches.put(b, timeout=0.5)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+            batches.put(done)
+        except BaseException as exc:  # handed to the publishing side, which raises it
+            batches.put(exc)
+
+    def consume() -> Any:
+        while True:
+            item = batches.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    thread = threading.Thread(target=produce, name="dlq-replay-reader", daemon=True)
+    thread.start()
+    try:
+        stats = publish(writer_opts, consume())
+    finally:
+        stop.set()
+        deadline = time.monotonic() + 30
+        while thread.is_alive() and time.monotonic() < deadline:  # unblock a reader waiting to put
+            try:
+                batches.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        # a reader still stuck on the broker is a daemon thread: it is not waited for
+    return {"stats": stats, "read": counter[0]}
