@@ -90,17 +90,20 @@ class BatchContainer:
     def __len__(self) -> int:
         return len(self.messages)
 
-    def has_room_for(self, msg: pb.SingleMessage) -> bool:
-        """An empty container takes any one message; otherwise both limits must hold."""
+    def has_room_for(self, msg: pb.SingleMessage, size: int | None = None) -> bool:
+        """An empty container takes any one message; otherwise both limits must hold.
+        ``size``: the message's :func:`message_size`, when the caller has it already."""
         if not self.messages:
             return True
-        return len(self.messages) < self.max_messages and self.size + message_size(msg) <= self.max_bytes
+        if size is None:
+            size = message_size(msg)
+        return len(self.messages) < self.max_messages and self.size + size <= self.max_bytes
 
-    def add(self, msg: pb.SingleMessage, fut: asyncio.Future) -> bool:
+    def add(self, msg: pb.SingleMessage, fut: asyncio.Future, size: int | None = None) -> bool:
         """Add a message; True when the container is now full and should be sent."""
         self.messages.append(msg)
         self.futures.append(fut)
-        self.size += message_size(msg)
+        self.size += message_size(msg) if size is None else size
         return len(self.messages) >= self.max_messages or self.size >= self.max_bytes
 
     def drain(self) -> tuple[list[pb.SingleMessage], list[asyncio.Future]]:

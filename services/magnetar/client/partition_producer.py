@@ -24,7 +24,7 @@ from magnetar.common.errors import (
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
-from .batching import BatchContainer, OpSendBatch, build_op
+from .batching import BatchContainer, OpSendBatch, build_op, message_size
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .options import ProducerConfig
@@ -214,9 +214,10 @@ class PartitionProducer(ConnectionHandler):
             self.flush_batch()  # keeps send order: earlier batched messages go first
             self._enqueue(build_op(next(self._request_ids), self.name, [msg], [fut], batched=False))
             return fut
-        if not self._container.has_room_for(msg):
+        size = message_size(msg)  # once: a scan of its properties
+        if not self._container.has_room_for(msg, size):
             self.flush_batch()
-        if self._container.add(msg, fut):
+        if self._container.add(msg, fut, size):
             self.flush_batch()
         elif self._batch_timer is None:
             delay = max(0, self.conf.batching_max_publish_delay_ms) / 1000

@@ -36,7 +36,8 @@ def build_message(
 ) -> pb.SingleMessage:
     if not isinstance(content, bytes | bytearray | memoryview):
         raise TypeError(f"message content must be bytes, not {type(content).__name__}")
-    content = bytes(content)
+    if type(content) is not bytes:
+        content = bytes(content)  # a bytearray or memoryview: a copy the caller cannot change
     if len(content) > max_size:
         raise MessageTooBig(len(content), max_size)
     msg = pb.SingleMessage(payload=content)
