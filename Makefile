@@ -86,6 +86,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/delayed.py --messages $(DELAYED_MESSAGES) --rate $(DELAYED_RATE)
 	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
 	$(PY) bench/dlq_replay.py
+	$(PY) bench/rate_limits.py
 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.

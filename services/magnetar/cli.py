@@ -18,6 +18,7 @@ COMMANDS = {
     "produce": ("magnetar.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
     "consume": ("magnetar.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),
     "tokens": ("magnetar.tokenstool", "create keys and JWT tokens, show and validate tokens (like pulsar tokens)"),
+    "health": ("magnetar.healthtool", "exit 0 when a service answers its health check (container probes)"),
     "shell": ("magnetar.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
 }
 

@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from magnetar import toolauth
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.ledger.client import LedgerClient
@@ -185,6 +185,25 @@ async def readledger(args: argparse.Namespace) -> int:
     return 0
 
 
+async def bookieformat(args: argparse.Namespace) -> int:
+    """Create a bookie's directories and cookies once (BookKeeper's ``bookieformat``, minus
+    its wiping): directories that carry this bookie's cookies are left as they are."""
+    from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
+    from magnetar.bookie.cookie import format_dirs
+
+    config = BookieConfig.load(
+        args.config, data_dir=args.data_dir, journal_dir=args.journal_dir,
+        advertised_address=args.advertised_address, port=args.port,
+    )
+    if not config.advertised_address and not config.port:
+        raise InvalidArgument("bookieformat needs the bookie's id: give --advertised-address or a fixed --port")
+    bookie_id = config.address(DEFAULT_PORT)
+    cookie, formatted = await asyncio.to_thread(format_dirs, config, bookie_id)
+    state = "formatted" if formatted else "already formatted, nothing changed"
+    _out(f"bookie {bookie_id}: {state} (data {cookie.data_dir}, journal {cookie.journal_dir})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar shell", description="Bookie and ledger tools.")
     parser.add_argument("--zookeeper", default="127.0.0.1:2181", help="ZooKeeper HOST:PORT")
@@ -240,6 +259,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_entry", type=int, default=0)
     p.add_argument("--to", dest="to_entry", type=int, default=-1)
     p.set_defaults(run=readledger)
+
+    p = sub.add_parser(
+        "bookieformat", help="create a bookie's directories and cookies once (a second run changes nothing)",
+        description="Reads the bookie's settings like `magnetar bookie` does (--config, MAGNETAR_BOOKIE_* "
+        "environment, flags) and writes its cookies unless they are there already.",
+    )
+    p.add_argument("--config", help="the bookie's TOML config file")
+    p.add_argument("--data-dir", dest="data_dir")
+    p.add_argument("--journal-dir", dest="journal_dir")
+    p.add_argument("--advertised-address", dest="advertised_address", help="the bookie's id, host:port")
+    p.add_argument("--port", type=int)
+    p.set_defaults(run=bookieformat)
     return parser
 
 

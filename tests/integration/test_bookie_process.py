@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from magnetar.common.childproc import ChildNotReady
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.session import ZkSession
-from magnetar.testing.processes import BookieFactory, config_env
+from magnetar.testing.processes import BookieFactory, BookieProcess, config_env
+from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +62,39 @@ def test_several_bookies(bookie_factory: BookieFactory) -> None:
     bookies = [bookie_factory() for _ in range(2)]
     assert len({b.address for b in bookies}) == 2
     assert all(b.data_dir.is_dir() and b.log_path.exists() for b in bookies)
+
+
+def test_bookieformat_once_then_the_bookie_checks_its_cookies(
+    bookie_factory: BookieFactory, zk_connect: str, zk_root: str, tmp_path: Path
+) -> None:
+    """The init step of a bookie pod: ``magnetar shell bookieformat`` writes the cookies
+    once; the bookie serves on them, and refuses directories of another bookie or a
+    volume that lost its cookie; ``magnetar health`` says whether it serves."""
+    bookie = bookie_factory.create()
+    data = bookie.data_dir
+    first = magnetar("shell", "bookieformat", "--data-dir", str(data), "--port", str(bookie.port))
+    assert first.returncode == 0 and "formatted (" in first.stdout, first
+    cookie = (data / "cookie.json").read_bytes()
+    again = magnetar("shell", "bookieformat", "--data-dir", str(data), "--port", str(bookie.port))
+    assert again.returncode == 0 and "already formatted, nothing changed" in again.stdout, again
+    assert (data / "cookie.json").read_bytes() == cookie == (data / "journal" / "cookie.json").read_bytes()
+    assert json.loads(cookie)["bookie_id"] == bookie.address
+
+    bookie.start()
+    assert magnetar("health", bookie.address).returncode == 0
+    assert (data / "cookie.json").read_bytes() == cookie  # the bookie kept the formatted cookie
+    bookie.stop()
+    down = magnetar("health", bookie.address, "--timeout", "0.5")
+    assert down.returncode == 1 and down.stderr.strip() == f"magnetar health: not serving: {bookie.address}"
+
+    # Another bookie on these directories: refused with one line, nothing served.
+    impostor = BookieProcess(zk_connect, zk_root, data, extra_args=[], name="impostor")
+    with pytest.raises(ChildNotReady):
+        impostor.start(timeout=15)
+    assert f"belongs to bookie {bookie.address}" in impostor.log_path.read_text()
+    # The journal volume came back empty: refused too.
+    (data / "journal" / "cookie.json").unlink()
+    refused = magnetar("shell", "bookieformat", "--data-dir", str(data), "--port", str(bookie.port))
+    assert refused.returncode == 1 and "has none: one of the bookie's volumes" in refused.stderr, refused
+    with pytest.raises(ChildNotReady):
+        bookie.start(timeout=15)

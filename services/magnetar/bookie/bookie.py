@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from magnetar import __version__
 from magnetar.bookie.config import BookieConfig
+from magnetar.bookie.cookie import format_dirs
 from magnetar.bookie.journal import Journal, replay
 from magnetar.bookie.ledgerstorage import LedgerState, LedgerStorage
 from magnetar.bookie.record import (
@@ -85,7 +86,9 @@ class Bookie:
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
         """Open storage, replay the journal from the LastLogMark, start background tasks."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        _cookie, formatted = await asyncio.to_thread(format_dirs, self.config, self.bookie_id)
+        if formatted:
+            log.info("bookie %s: directories formatted (cookies written)", self.bookie_id)
         await asyncio.to_thread(self.storage.open)
         replayed = await asyncio.to_thread(self._replay)
         self.journal.start(asyncio.get_running_loop())
