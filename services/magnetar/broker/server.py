@@ -184,6 +184,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             receiver.cancel()
             if watcher is not None:
                 watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
             topic.remove_producer(name)
 
     async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
@@ -284,7 +285,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             receiver.cancel()
             if watcher is not None:
                 watcher.cancel()
-            await asyncio.gather(receiver, return_exceptions=True)
+            await asyncio.gather(receiver, *(w for w in (watcher,) if w is not None), return_exceptions=True)
             # A move in flight finishes (publish, then ack) even when the stream is gone.
             await moves.wait()
             subscription.remove_consumer(consumer)
