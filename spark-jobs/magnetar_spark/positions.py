@@ -52,7 +52,7 @@ def parse_pos(text: str) -> Pos:
     from magnetar.common.message_id import MessageId
 
     mid = MessageId.parse(text)
-    return (mid.ledger_id, mid.entry_id, mid.batch_index)
+    return (mid.ledger_id(), mid.entry_id(), mid.batch_index())
 
 
 def snapshot_end(layout: PartitionLayout) -> Pos:

@@ -48,7 +48,7 @@ class _Columns:
         c = self.cols
         for m in messages:
             mid = m.message_id()
-            c[0].append(f"{mid.ledger_id}:{mid.entry_id}:{partition}:{mid.batch_index}")
+            c[0].append(f"{mid.ledger_id()}:{mid.entry_id()}:{partition}:{mid.batch_index()}")
             c[1].append(topic)
             c[2].append(partition)
             c[3].append(m.partition_key() if m.has_partition_key() else None)
@@ -83,14 +83,14 @@ async def _next_entry(reader: Any, held: list[Any], timeout_ms: int) -> list[Any
                 return None
             first = await reader.read_next(timeout_ms)
     messages = [first]
-    if first.message_id().batch_index >= 0:
-        position = (first.message_id().ledger_id, first.message_id().entry_id)
+    if first.message_id().batch_index() >= 0:
+        position = (first.message_id().ledger_id(), first.message_id().entry_id())
         while True:  # the rest of this batch is queued already (an entry is queued whole)
             try:
                 nxt = await reader.read_next(0)
             except Timeout:
                 break
-            if (nxt.message_id().ledger_id, nxt.message_id().entry_id) != position:
+            if (nxt.message_id().ledger_id(), nxt.message_id().entry_id()) != position:
                 held.append(nxt)
                 break
             messages.append(nxt)
@@ -138,7 +138,7 @@ class _SliceReader:
             if messages is None:
                 return True
             mid = messages[0].message_id()
-            ledger, entry = mid.ledger_id, mid.entry_id
+            ledger, entry = mid.ledger_id(), mid.entry_id()
             if (ledger, entry, -1) >= s.end:
                 return True
             chosen = [m for m in messages if s.start <= _pos(m) < s.end]
@@ -177,4 +177,4 @@ def read_slice(opts: SourceOptions, s: SliceSpec, columns: Callable[[], Any] | N
 
 def _pos(m: Any) -> tuple[int, int, int]:
     mid = m.message_id()
-    return (mid.ledger_id, mid.entry_id, mid.batch_index)
+    return (mid.ledger_id(), mid.entry_id(), mid.batch_index())

@@ -214,7 +214,7 @@ class ReplayRows:
             if self.since is not None and not published >= self.since:
                 continue
             mid = m.message_id()
-            ledger, entry, batch = mid.ledger_id, mid.entry_id, mid.batch_index
+            ledger, entry, batch = mid.ledger_id(), mid.entry_id(), mid.batch_index()
             if not (ledger < 1 << LEDGER_BITS and entry < 1 << ENTRY_BITS and batch + 1 < 1 << BATCH_BITS):
                 raise ValueError(f"message id too large to replay with deduplication: {ledger}:{entry}:{partition}:{batch}")
             mid_text = f"{ledger}:{entry}:{partition}:{batch}"

@@ -95,7 +95,7 @@ async def test_partitioned_topic_routes_by_key(cluster):
             msg = await consumer.receive(timeout_millis=20_000)
             key, seq = msg.data().decode().split(":")
             assert msg.partition_key() == key
-            partition_of[key].add(msg.message_id().partition)
+            partition_of[key].add(msg.message_id().partition())
             order[key].append(int(seq))
             assert ID_FORMAT.match(str(msg.message_id()))
             assert msg.topic_name().startswith("persistent://public/default/keyed-partition-")

@@ -58,10 +58,10 @@ async def test_one_shared_consumer_of_a_plain_and_a_partitioned_topic(url):
             msg = await consumer.receive(timeout_millis=20_000)
             source, value = msg.data().decode().split(":")
             if source == "plain":
-                assert msg.topic_name() == plain and msg.message_id().partition == -1
+                assert msg.topic_name() == plain and msg.message_id().partition() == -1
             else:
                 index = partition_for_key(msg.partition_key(), 2)
-                assert msg.topic_name() == f"{parted}-partition-{index}" == f"{parted}-partition-{msg.message_id().partition}"
+                assert msg.topic_name() == f"{parted}-partition-{index}" == f"{parted}-partition-{msg.message_id().partition()}"
             seen[msg.topic_name()].append(int(value))
             await consumer.acknowledge(msg)
         with pytest.raises(mg.Timeout):

@@ -66,7 +66,7 @@ async def test_reconsume_later_in_three_modes_with_every_property(cluster):
         assert 2.0 <= waited <= 3.0, waited
         retry_topic = f"{NS}/orders-billing-RETRY"
         assert first.topic_name() == retry_topic
-        assert first.message_id() != sent and first.message_id().ledger_id != sent.ledger_id
+        assert first.message_id() != sent and first.message_id().ledger_id() != sent.ledger_id()
         assert first.data() == b"pay" and first.partition_key() == "user-1" and first.event_timestamp() == 12345
         assert first.properties() == {
             "k": "v", "REAL_TOPIC": topic, "ORIGIN_MESSAGE_ID": str(sent), "RETRY_TOPIC": retry_topic,

@@ -224,7 +224,7 @@ async def test_partitioned_topic_with_partitions_on_both_brokers(cluster):
     async with mg.Client(cluster.second) as client:
         producer = await client.create_producer(topic, batching_enabled=False)
         ids = [await producer.send(b"m%d" % i, partition_key=f"k{i}") for i in range(40)]
-    per_partition = {p: sum(1 for m in ids if m.partition == i) for i, p in enumerate(partitions)}
+    per_partition = {p: sum(1 for m in ids if m.partition() == i) for i, p in enumerate(partitions)}
 
     async def backlogs() -> dict[str, int]:
         return {p: await cluster.backlog(p, "ps") for p in partitions}
@@ -243,19 +243,19 @@ async def test_partitioned_topic_with_partitions_on_both_brokers(cluster):
     assert await backlogs() == per_partition
 
     # A message id selects its partition; without a partition it is refused.
-    target = next(m for m in ids if m.partition == 1 and per_partition[partitions[1]] > 1)
+    target = next(m for m in ids if m.partition() == 1 and per_partition[partitions[1]] > 1)
     ok(cluster.admin("topics", "clear-backlog", topic, "-s", "ps"))
     ok(cluster.admin("topics", "reset-cursor", topic, "-s", "ps", "-m", str(target)))
     expected = {p: 0 for p in partitions}
-    expected[partitions[1]] = sum(1 for m in ids if m.partition == 1 and m.entry_id >= target.entry_id)
+    expected[partitions[1]] = sum(1 for m in ids if m.partition() == 1 and m.entry_id() >= target.entry_id())
     assert await backlogs() == expected
-    assert "give the partition" in fails(cluster.admin("topics", "reset-cursor", topic, "-s", "ps", "-m", f"{target.ledger_id}:{target.entry_id}"))
+    assert "give the partition" in fails(cluster.admin("topics", "reset-cursor", topic, "-s", "ps", "-m", f"{target.ledger_id()}:{target.entry_id()}"))
 
     async with mg.Client(cluster.first) as client:
         consumer = await client.subscribe(topic, "ps")
         got = [(await consumer.receive(timeout_millis=10_000)) for _ in range(expected[partitions[1]])]
         assert got[0].message_id().entry_id_only() == target
-        assert all(m.message_id().partition == 1 for m in got)
+        assert all(m.message_id().partition() == 1 for m in got)
         await consumer.close()
 
     # Asked directly, a broker that does not serve every partition says what to do.

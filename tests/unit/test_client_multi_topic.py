@@ -179,7 +179,7 @@ async def test_one_consumer_receives_and_acks_two_topics_one_partitioned(twin, c
         await consumer.receive(timeout_millis=100)
     by_topic = defaultdict(list)
     for msg in got:
-        by_topic[msg.topic_name()].append(msg.message_id().entry_id)
+        by_topic[msg.topic_name()].append(msg.message_id().entry_id())
     assert by_topic[f"{NS}/a"] == [0, 1, 2]
     parts = {t: ids for t, ids in by_topic.items() if t.startswith(f"{NS}/p-partition-")}
     assert sum(len(ids) for ids in parts.values()) == 4 and all(ids == sorted(ids) for ids in parts.values())

@@ -478,7 +478,7 @@ async def test_partitioned_topic_routes_by_key(twin, client):
     sent = {}
     for key in ("alice", "bob", "carol", "dave"):
         ids = [await producer.send(key.encode(), partition_key=key) for _ in range(3)]
-        assert {m.partition for m in ids} == {partition_for_key(key, 4)}
+        assert {m.partition() for m in ids} == {partition_for_key(key, 4)}
         sent[key] = ids
     for i in range(4):  # unkeyed: round robin over the partitions
         await producer.send(b"rr%d" % i)
@@ -487,11 +487,11 @@ async def test_partitioned_topic_routes_by_key(twin, client):
     for msg in received:
         if msg.partition_key():
             by_key[msg.partition_key()].add(msg.topic_name())
-            assert msg.topic_name().endswith(f"-partition-{msg.message_id().partition}")
+            assert msg.topic_name().endswith(f"-partition-{msg.message_id().partition()}")
     assert {k: len(v) for k, v in by_key.items()} == {"alice": 1, "bob": 1, "carol": 1, "dave": 1}
     used = {t for t, _ in twin.state.batches}
     assert used <= {f"persistent://public/default/parts-partition-{i}" for i in range(4)}
-    unkeyed = {m.message_id().partition for m in received if not m.partition_key()}
+    unkeyed = {m.message_id().partition() for m in received if not m.partition_key()}
     assert len(unkeyed) == 4
     assert await client.get_topic_partitions("parts") == [
         f"persistent://public/default/parts-partition-{i}" for i in range(4)
@@ -564,11 +564,11 @@ async def test_producer_resends_pending_batches_after_the_broker_restarts(twin, 
     resent = [(s.lowest_sequence_id, s.highest_sequence_id) for _, s in twin.state.batches[1 + len(before) :]]
     assert resent == before  # the same batches with the same sequence ids
     assert len(twin.state.entries["persistent://public/default/resend"]) == 1 + len(before)  # deduplicated
-    assert [m.entry_id for m in ids] == sorted(m.entry_id for m in ids) and ids[0].entry_id == 1
+    assert [m.entry_id() for m in ids] == sorted(m.entry_id() for m in ids) and ids[0].entry_id() == 1
     assert producer.producer_name() == "p1" and producer.partitions[0].reconnects == 1
-    assert first.entry_id == 0
+    assert first.entry_id() == 0
     after = await producer.send(b"after")
-    assert after.entry_id == 1 + len(before)
+    assert after.entry_id() == 1 + len(before)
     assert twin.state.entry_batches("resend")[-1].sequence_id == 5
 
 

@@ -85,11 +85,11 @@ def test_the_docs_examples_decode():
 @pytest.mark.parametrize("mid", IDS, ids=str)
 def test_round_trip_and_bytes_equal_protobufs_coding(mid: MessageId):
     assert ids.decode(ids.encode(mid)) == mid
-    expected = PulsarId(ledgerId=mid.ledger_id & (2**64 - 1), entryId=mid.entry_id & (2**64 - 1))
-    if mid.partition >= 0:
-        expected.partition = mid.partition
-    if mid.batch_index != -1:
-        expected.batch_index = mid.batch_index
+    expected = PulsarId(ledgerId=mid.ledger_id() & (2**64 - 1), entryId=mid.entry_id() & (2**64 - 1))
+    if mid.partition() >= 0:
+        expected.partition = mid.partition()
+    if mid.batch_index() != -1:
+        expected.batch_index = mid.batch_index()
     assert ids.to_bytes(mid) == expected.SerializeToString()
 
 

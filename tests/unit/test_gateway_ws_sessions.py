@@ -190,7 +190,7 @@ class TwinConsumer:
         return await self.queue.get()
 
     async def acknowledge(self, mid: MessageId) -> None:
-        if mid.partition > 0:
+        if mid.partition() > 0:
             raise InvalidArgument(f"message id {mid} names no partition")
         self.acked.append(mid)
 

@@ -18,9 +18,51 @@ INT32_MAX = 2147483647
 
 def test_defaults_and_str() -> None:
     mid = MessageId(12, 3)
-    assert (mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index) == (12, 3, -1, -1)
+    assert (mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()) == (12, 3, -1, -1)
     assert str(mid) == "12:3:-1:-1"
     assert str(MessageId(12, 3, 2, 7)) == "12:3:2:7"
+
+
+def test_parts_are_methods_as_in_pulsar_client() -> None:
+    # pulsar-client's MessageId: ledger_id(), entry_id(), partition(), batch_index().
+    mid = MessageId(1, 2, 3, 4)
+    assert mid.ledger_id() == 1
+    assert mid.entry_id() == 2
+    assert mid.partition() == 3
+    assert mid.batch_index() == 4
+    for name in ("ledger_id", "entry_id", "partition", "batch_index"):
+        assert callable(getattr(MessageId, name)) and callable(getattr(mid, name))
+    fast = MessageId.trusted(1, 2, 3, 4)
+    assert (fast.ledger_id(), fast.entry_id(), fast.partition(), fast.batch_index()) == (1, 2, 3, 4)
+    assert (MessageId.earliest.ledger_id(), MessageId.earliest.entry_id()) == (-1, -1)
+    assert (MessageId.latest.ledger_id(), MessageId.latest.entry_id()) == (INT64_MAX, INT64_MAX)
+    assert MessageId(ledger_id=7, entry_id=8, batch_index=0) == MessageId(7, 8, -1, 0)
+    assert repr(MessageId(1, 2)) == "MessageId(ledger_id=1, entry_id=2, partition=-1, batch_index=-1)"
+
+
+def test_equal_ids_hash_and_sort_alike_however_built() -> None:
+    built = [MessageId(3, 1, 0, 2), MessageId.parse("3:1:0:2"), MessageId.trusted(3, 1, 0, 2),
+             MessageId.deserialize(MessageId(3, 1, 0, 2).serialize())]
+    assert len(set(built)) == 1 and len({hash(m) for m in built}) == 1
+    assert {m: "x" for m in built} == {MessageId(3, 1, 0, 2): "x"}
+    # Order by ledger, then entry, then partition, then batch index, not by any one part.
+    assert MessageId(1, 9, 9, 9) < MessageId(2, 0, 0, 0)
+    assert MessageId(2, 0, 9, 9) < MessageId(2, 1, 0, 0)
+    assert MessageId(2, 1, 0, 9) < MessageId(2, 1, 1, 0)
+    assert MessageId(2, 1, 1, -1) < MessageId.trusted(2, 1, 1, 0) <= MessageId(2, 1, 1, 0)
+    assert max(built + [MessageId(3, 0)]) == MessageId(3, 1, 0, 2)
+
+
+def test_sentinel_of_ids_and_wire_ids() -> None:
+    from magnetar.common.message_id import message_id_sentinel
+
+    def wire(ledger: int, entry: int) -> broker_pb2.MessageIdData:
+        return broker_pb2.MessageIdData(ledger_id=ledger, entry_id=entry, partition=-1, batch_index=-1)
+
+    assert message_id_sentinel(MessageId.earliest) == message_id_sentinel(wire(-1, -1)) == "earliest"
+    assert message_id_sentinel(MessageId.latest) == message_id_sentinel(wire(INT64_MAX, INT64_MAX)) == "latest"
+    assert message_id_sentinel(MessageId(0, 0)) is message_id_sentinel(wire(0, 0)) is None
+    assert message_id_sentinel(MessageId(5, -1)) is None
 
 
 def test_sentinels_are_pulsars() -> None:
@@ -95,7 +137,13 @@ def test_constructor_checks(args: tuple[object, ...]) -> None:
 def test_frozen_hashable_picklable() -> None:
     mid = MessageId(5, 6, 1, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        mid.entry_id = 7  # type: ignore[misc]
+        mid._entry_id = 7  # type: ignore[misc]
+    for name in ("entry_id", "ledger_id"):  # nor can a method be shadowed
+        # (3.11's frozen+slots dataclass raises TypeError for a name that is not a field)
+        with pytest.raises((AttributeError, TypeError)):
+            setattr(mid, name, 7)
+    assert mid.entry_id() == 6
+    assert not hasattr(mid, "__dict__")  # slotted
     assert hash(mid) == hash(MessageId(5, 6, 1, 2))
     assert {mid, MessageId(5, 6, 1, 2)} == {mid}
     assert pickle.loads(pickle.dumps(mid)) == mid == copy.deepcopy(mid)
@@ -159,7 +207,7 @@ def test_serialize_byte_for_byte(mid: MessageId, hex_: str) -> None:
         int.from_bytes(data[16:20], "big", signed=True),
         int.from_bytes(data[20:24], "big", signed=True),
     )
-    assert fields == (mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index)
+    assert fields == (mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())
     assert MessageId.deserialize(data) == mid
     assert MessageId.deserialize(bytearray(data)) == mid
     assert MessageId.deserialize(memoryview(data)) == mid
@@ -208,10 +256,10 @@ def test_proto_round_trip(mid: MessageId) -> None:
     msg = mid.to_proto()
     assert isinstance(msg, broker_pb2.MessageIdData)
     assert (msg.ledger_id, msg.entry_id, msg.partition, msg.batch_index) == (
-        mid.ledger_id,
-        mid.entry_id,
-        mid.partition,
-        mid.batch_index,
+        mid.ledger_id(),
+        mid.entry_id(),
+        mid.partition(),
+        mid.batch_index(),
     )
     wire = msg.SerializeToString()
     assert MessageId.from_proto(broker_pb2.MessageIdData.FromString(wire)) == mid

@@ -131,7 +131,11 @@ class SubscriptionAdmin:
         if not missing:
             raise AlreadyExists(f"subscription {subscription!r} of {topic} already exists")
         for t in missing:
-            await t.create_subscription(subscription, named or t.position_of(message_id))
+            if named is None:
+                assert message_id is not None  # start was a message id
+                await t.create_subscription(subscription, t.position_of(message_id))
+            else:
+                await t.create_subscription(subscription, named)
 
     async def delete_subscription(self, topic: str, subscription: str, force: bool) -> None:
         """Delete ``subscription`` (on every partition that has it).

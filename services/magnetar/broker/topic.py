@@ -493,7 +493,7 @@ class PersistentTopic:
             await sub.close()
         await self.ml.delete_cursor(name)
 
-    def position_of(self, mid: Any) -> Position:
+    def position_of(self, mid: pb.MessageIdData) -> Position:
         """A message id's entry; earliest (-1) is ``(-1, -1)`` (before the first entry, as
         the cursor takes it), latest (INT64_MAX) the position after the last one."""
         named = message_id_sentinel(mid)

@@ -118,25 +118,25 @@ class AckTracker:
 
     def is_acked(self, mid: MessageId) -> bool:
         """True when ``mid`` was acked here already (a redelivery to skip)."""
-        pos = (mid.ledger_id, mid.entry_id)
+        pos = (mid.ledger_id(), mid.entry_id())
         if self._acked_upto is not None:
             ledger, entry, index = self._acked_upto
             if pos < (ledger, entry):
                 return True
-            if pos == (ledger, entry) and (index == -1 or 0 <= mid.batch_index <= index):
+            if pos == (ledger, entry) and (index == -1 or 0 <= mid.batch_index() <= index):
                 return True
         if pos in self._individual:
             return True
         state = self._batches.get(pos)
-        return state is not None and mid.batch_index >= 0 and bool(state.acked >> mid.batch_index & 1)
+        return state is not None and mid.batch_index() >= 0 and bool(state.acked >> mid.batch_index() & 1)
 
     # -- acks ------------------------------------------------------------------------
     def ack(self, mid: MessageId) -> bool:
         """Individual ack; True when it queued an entry ack."""
-        pos = (mid.ledger_id, mid.entry_id)
+        pos = (mid.ledger_id(), mid.entry_id())
         state = self._batches.get(pos)
-        if state is not None and mid.batch_index >= 0:
-            bit = 1 << mid.batch_index
+        if state is not None and mid.batch_index() >= 0:
+            bit = 1 << mid.batch_index()
             if state.acked & bit:
                 return False  # acked already: nothing changed
             state.acked |= bit
@@ -153,17 +153,17 @@ class AckTracker:
         self._unacked_since.pop(pos, None)
 
     def ack_cumulative(self, mid: MessageId) -> None:
-        pos = (mid.ledger_id, mid.entry_id)
+        pos = (mid.ledger_id(), mid.entry_id())
         state = self._batches.get(pos)
-        whole = mid.batch_index < 0 or state is None or mid.batch_index >= state.total - 1
+        whole = mid.batch_index() < 0 or state is None or mid.batch_index() >= state.total - 1
         if state is not None and not whole:
-            state.acked |= masks.full_mask(mid.batch_index + 1)
+            state.acked |= masks.full_mask(mid.batch_index() + 1)
             # Nothing of the entry left for us: the entry itself can be acked.
             whole = state.expected & state.acked == state.expected
-        upto = (mid.ledger_id, mid.entry_id, -1 if whole else mid.batch_index)
+        upto = (mid.ledger_id(), mid.entry_id(), -1 if whole else mid.batch_index())
         if self._acked_upto is None or self._later(upto, self._acked_upto):
             self._acked_upto = upto
-        target = pos if whole else (mid.ledger_id, mid.entry_id - 1)
+        target = pos if whole else (mid.ledger_id(), mid.entry_id() - 1)
         if self._highest_cumulative is None or target > self._highest_cumulative:
             self._cumulative = self._highest_cumulative = target
         for p in [p for p in self._batches if p < pos or (whole and p == pos)]:

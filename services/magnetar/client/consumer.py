@@ -155,9 +155,9 @@ class Consumer:
     def _partition_of(self, mid: MessageId) -> PartitionConsumer:
         if len(self._partitions) == 1:
             return self._partitions[0]
-        if not 0 <= mid.partition < len(self._partitions):
+        if not 0 <= mid.partition() < len(self._partitions):
             raise InvalidArgument(f"message id {mid} names no partition of {self._topic}")
-        return self._partitions[mid.partition]
+        return self._partitions[mid.partition()]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -321,8 +321,8 @@ async def seek_partitions(topic: str, partitions: list[PartitionConsumer], targe
     if isinstance(target, MessageId):
         if target in (MessageId.earliest, MessageId.latest) or len(partitions) == 1:
             chosen, mid, ts = partitions, target, None
-        elif 0 <= target.partition < len(partitions):
-            chosen, mid, ts = [partitions[target.partition]], target, None
+        elif 0 <= target.partition() < len(partitions):
+            chosen, mid, ts = [partitions[target.partition()]], target, None
         else:
             raise InvalidArgument(f"message id {target} names no partition of {topic}")
     elif isinstance(target, int) and not isinstance(target, bool):

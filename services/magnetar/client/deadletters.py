@@ -33,7 +33,7 @@ def sequence_id(mid: MessageId) -> int:
         InvalidArgument: an id beyond those widths (a replay refuses it rather than let
             two messages share a sequence id).
     """
-    ledger, entry, batch = mid.ledger_id, mid.entry_id, mid.batch_index + 1
+    ledger, entry, batch = mid.ledger_id(), mid.entry_id(), mid.batch_index() + 1
     if not (0 <= ledger < 1 << LEDGER_BITS and 0 <= entry < 1 << ENTRY_BITS and 0 <= batch < 1 << BATCH_BITS):
         raise InvalidArgument(f"message id {mid} is too large to replay with deduplication")
     return (ledger << (ENTRY_BITS + BATCH_BITS)) | (entry << BATCH_BITS) | batch

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from magnetar.common.errors import MagnetarError, ProducerQueueIsFull
 from magnetar.common.message_id import MessageId
 
 
@@ -49,9 +50,26 @@ class Result(enum.Enum):
 
     On failure the callback gets the :class:`~magnetar.MagnetarError` instead, so
     ``res == Result.Ok`` reads as in Pulsar and the error keeps its type and message.
+    A member other than ``Ok`` equals the errors of its kind: with a full queue the
+    callback gets a :class:`~magnetar.ProducerQueueIsFull`, which
+    ``== Result.ProducerQueueIsFull`` as Pulsar's result would. The values are Pulsar's.
     """
 
     Ok = 0
+    ProducerQueueIsFull = 27
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MagnetarError):
+            kind = _ERRORS.get(self.name)
+            return kind is not None and isinstance(other, kind)
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+_ERRORS: dict[str, type[MagnetarError]] = {"ProducerQueueIsFull": ProducerQueueIsFull}
+"""The error class a (failure) :class:`Result` stands for."""
 
 
 @dataclass

@@ -135,7 +135,7 @@ class PartitionConsumer(ConnectionHandler):
             return self.conf.start_message_id, self.conf.start_message_id_inclusive
         last = self.last_taken
         if last is not None:
-            if last.batch_index < 0:
+            if last.batch_index() < 0:
                 return last, False
             self._skip_through = last  # the rest of its batch is still to read
             return last.entry_id_only(), True
@@ -209,10 +209,10 @@ class PartitionConsumer(ConnectionHandler):
         """Mask of the messages of ``pos`` a reader took before it reconnected."""
         skip = self._skip_through
         assert skip is not None
-        if pos < (skip.ledger_id, skip.entry_id):
+        if pos < (skip.ledger_id(), skip.entry_id()):
             return 0
         self._skip_through = None  # the broker is past it now
-        return (1 << (skip.batch_index + 1)) - 1 if pos == (skip.ledger_id, skip.entry_id) else 0
+        return (1 << (skip.batch_index() + 1)) - 1 if pos == (skip.ledger_id(), skip.entry_id()) else 0
 
     def _on_cursor_reset(self) -> None:
         """The subscription moved: what we hold is void; start over from the new position."""
@@ -244,7 +244,7 @@ class PartitionConsumer(ConnectionHandler):
     # -- acks ------------------------------------------------------------------------
     def ack(self, mid: MessageId) -> None:
         if self.acks.ack(mid):  # the whole entry is acked: a pending nack of it is moot
-            self._nack_due.pop((mid.ledger_id, mid.entry_id), None)
+            self._nack_due.pop((mid.ledger_id(), mid.entry_id()), None)
         self._maybe_flush()
 
     def ack_cumulative(self, mid: MessageId) -> None:
@@ -256,7 +256,7 @@ class PartitionConsumer(ConnectionHandler):
             self._wakeup.set()
 
     def nack(self, mid: MessageId) -> None:
-        pos = (mid.ledger_id, mid.entry_id)
+        pos = (mid.ledger_id(), mid.entry_id())
         self.acks.forget_unacked(pos)
         self._nack_due[pos] = time.monotonic() + self.conf.negative_ack_redelivery_delay_ms / 1000
         if self.conf.negative_ack_redelivery_delay_ms <= 0:
@@ -426,7 +426,7 @@ class PartitionConsumer(ConnectionHandler):
             # The broker acked it; so does the tracker, which completes a batch's entry ack.
             self.ack(mid)
         else:
-            self.acks.forget_unacked((mid.ledger_id, mid.entry_id))
+            self.acks.forget_unacked((mid.ledger_id(), mid.entry_id()))
 
     def _on_done(self, done: pb.RequestDone) -> None:
         error = from_code(done.error.code, done.error.message) if done.HasField("error") else None

@@ -17,6 +17,7 @@ from magnetar.common.errors import (
     MagnetarError,
     NotConnected,
     ProducerBusy,
+    ProducerQueueIsFull,
     ServiceClosed,
     Timeout,
     from_code,
@@ -199,10 +200,13 @@ class PartitionProducer(ConnectionHandler):
 
         ``sequence_id``: the caller's own (default: the next of this producer).
         ``alone``: never batch it (delayed delivery needs an entry of its own).
+
+        Raises:
+            ProducerQueueIsFull: ``max_pending_messages`` are pending already.
         """
         self._check_usable()
         if self.queue_full():
-            raise MagnetarError(f"ProducerQueueIsFull: {self._pending_messages} messages pending on {self.topic}")
+            raise ProducerQueueIsFull(f"producer queue is full: {self._pending_messages} messages pending on {self.topic}")
         if sequence_id is None:
             msg.sequence_id = self._next_seq
             self._next_seq += 1

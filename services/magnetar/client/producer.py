@@ -10,7 +10,12 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, MessageTooBig
+from magnetar.common.errors import (
+    InvalidArgument,
+    MagnetarError,
+    MessageTooBig,
+    ProducerQueueIsFull,
+)
 from magnetar.common.keyhash import partition_for_key
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
@@ -152,6 +157,8 @@ class Producer:
 
         Raises:
             MessageTooBig: the content is larger than the maximum message size.
+            ProducerQueueIsFull: ``max_pending_messages`` sends are pending and
+                ``block_if_queue_full`` is off (with it, this waits for room).
             Timeout: not confirmed within ``send_timeout_millis``.
         """
         fut = await self.enqueue(
@@ -175,8 +182,19 @@ class Producer:
         """Queue one message without waiting; bad input raises at once.
 
         ``callback(Result.Ok, msg_id)`` or ``callback(error, None)`` runs on the event
-        loop once the outcome is known. A full queue raises here even with
-        ``block_if_queue_full`` (which :meth:`send` and the sync client honour).
+        loop once the outcome is known, and the returned future completes with the id
+        or fails with the error.
+
+        A full queue (``max_pending_messages`` sends pending) does not raise, as in
+        Pulsar: nothing is sent, ``callback(ProducerQueueIsFull, None)`` runs on the
+        event loop (the error ``== Result.ProducerQueueIsFull``) and the returned future
+        fails with :class:`~magnetar.ProducerQueueIsFull`. This method never waits, so
+        that holds even with ``block_if_queue_full`` (which :meth:`send` and the sync
+        client honour by waiting for room).
+
+        Raises:
+            MessageTooBig, InvalidArgument, TypeError: bad input (nothing is sent).
+            ServiceClosed: the producer is closed (or the error that failed it).
         """
         target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
         return self._submit(target, msg, delayed, sequence_id, callback)
@@ -206,7 +224,12 @@ class Producer:
         sequence_id: int | None,
         callback: SendCallback | None,
     ) -> asyncio.Future[MessageId]:
-        fut = target.send_message(msg, sequence_id=sequence_id, alone=delayed)
+        try:
+            fut = target.send_message(msg, sequence_id=sequence_id, alone=delayed)
+        except ProducerQueueIsFull as exc:
+            # Pulsar's sendAsync reports a full queue as the send's outcome, not by raising.
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(exc)
         if callback is not None:
             fut.add_done_callback(lambda f: _run_callback(callback, f))
         return fut

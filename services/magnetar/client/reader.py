@@ -86,8 +86,8 @@ class Reader:
         else:
             # Inclusive: the start entry itself is still to read.
             back = 1 if inclusive else 0
-            upto = (start.ledger_id, start.entry_id - back)
-            index = start.partition if len(partitions) > 1 else 0
+            upto = (start.ledger_id(), start.entry_id() - back)
+            index = start.partition() if len(partitions) > 1 else 0
             self._read_upto[index] = upto
 
     def topic(self) -> str:
@@ -101,8 +101,8 @@ class Reader:
         """
         msg = await self._consumer.receive(timeout_millis)
         mid = msg.message_id()
-        index = max(0, mid.partition) if len(self._read_upto) > 1 else 0
-        self._read_upto[index] = max(self._read_upto[index], (mid.ledger_id, mid.entry_id))
+        index = max(0, mid.partition()) if len(self._read_upto) > 1 else 0
+        self._read_upto[index] = max(self._read_upto[index], (mid.ledger_id(), mid.entry_id()))
         return msg
 
     async def has_message_available(self) -> bool:

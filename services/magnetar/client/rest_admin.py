@@ -299,5 +299,5 @@ def _position(message_id: MessageId) -> Any:
 
 def _reset_data(message_id: MessageId) -> dict[str, int]:
     """Pulsar's ResetCursorData (earliest is -1:-1, latest Long.MAX_VALUE in both fields)."""
-    return {"ledgerId": message_id.ledger_id, "entryId": message_id.entry_id,
-            "partitionIndex": message_id.partition, "batchIndex": message_id.batch_index}
+    return {"ledgerId": message_id.ledger_id(), "entryId": message_id.entry_id(),
+            "partitionIndex": message_id.partition(), "batchIndex": message_id.batch_index()}

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from magnetar.common.errors import MagnetarError, ServiceClosed
+from magnetar.common.errors import MagnetarError, ProducerQueueIsFull, ServiceClosed
 from magnetar.common.message_id import MessageId
 
 from . import aio
@@ -209,7 +209,12 @@ class Producer:
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
     ) -> MessageId:
-        """Send one message and block until the broker stored it; returns its id."""
+        """Send one message and block until the broker stored it; returns its id.
+
+        Raises:
+            ProducerQueueIsFull: ``max_pending_messages`` sends are pending and
+                ``block_if_queue_full`` is off (with it, this blocks until there is room).
+        """
         args = forwarded(locals())
         if self._runner.on_loop():
             raise RuntimeError("blocking client methods cannot be called from a send_async callback")
@@ -239,8 +244,15 @@ class Producer:
     ) -> None:
         """Queue one message; ``callback(res, msg_id)`` runs on the client's thread.
 
-        Bad input, a closed producer and a full queue (without ``block_if_queue_full``)
-        raise here; with ``block_if_queue_full`` a full queue blocks this thread.
+        A full queue (``max_pending_messages`` sends pending) blocks this thread with
+        ``block_if_queue_full``. Without it, as in Pulsar, it does not raise: nothing is
+        sent and ``callback(ProducerQueueIsFull, None)`` runs on the client's thread (the
+        error ``== Result.ProducerQueueIsFull``). Without a callback, which would leave
+        nothing to tell, it raises :class:`~magnetar.ProducerQueueIsFull`.
+
+        Raises:
+            MessageTooBig, InvalidArgument, TypeError: bad input (nothing is sent).
+            ServiceClosed: the producer is closed (or the error that failed it).
         """
         target, msg, delayed = self._producer._route(
             content, properties, partition_key, event_timestamp, deliver_at, deliver_after
@@ -251,7 +263,11 @@ class Producer:
             room = self._rooms.setdefault(id(target), _Room(self._conf.max_pending_messages))
         if room.full():
             if not self._conf.block_if_queue_full:
-                raise MagnetarError(f"ProducerQueueIsFull: {room.limit} messages pending on {target.topic}")
+                full = ProducerQueueIsFull(f"producer queue is full: {room.limit} messages pending on {target.topic}")
+                if callback is None:
+                    raise full
+                self._runner.post(_call, callback, full, None)  # the outcome, on the loop as any other
+                return
             if self._runner.on_loop():
                 raise RuntimeError("a full queue cannot block in a send_async callback")
             room.wait(target._check_usable)

@@ -19,6 +19,7 @@
     ├── ConsumerBusy             an Exclusive subscription has a consumer already
     ├── ProducerBusy             a producer with that name is connected already
     ├── ProducerBlockedQuotaExceeded  the topic's backlog is over its namespace's quota
+    ├── ProducerQueueIsFull      the producer's pending queue is full (client side, not waiting)
     ├── NotOwner                 this broker does not serve the topic (look it up again)
     ├── AuthenticationError      no token, or a bad, expired or wrongly signed one
     ├── AuthorizationError       the caller's role may not do that
@@ -155,6 +156,18 @@ class ProducerBlockedQuotaExceeded(MagnetarError):
 
     code = "PRODUCER_BLOCKED_QUOTA_EXCEEDED"
     grpc_status = "RESOURCE_EXHAUSTED"
+
+
+class ProducerQueueIsFull(MagnetarError):
+    """The producer already has ``max_pending_messages`` sends waiting for the broker and
+    was told not to wait (``block_if_queue_full=False``); nothing was sent (Pulsar's
+    ``ProducerQueueIsFull``). Raised by ``send``; ``send_async`` hands it to its callback.
+    Retriable: the same send is taken once earlier sends have their outcome. Client side
+    only, never sent over the wire."""
+
+    code = "PRODUCER_QUEUE_IS_FULL"
+    grpc_status = "RESOURCE_EXHAUSTED"
+    retriable = True
 
 
 class NotOwner(MagnetarError):

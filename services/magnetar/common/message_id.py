@@ -1,7 +1,8 @@
 """Message ids: where a message is stored, as ``ledgerId:entryId:partitionIndex:batchIndex``.
 
-``partition`` is -1 on a non-partitioned topic and ``batch_index`` -1 for a message that
-is not in a batch (a batch from a producer is one entry). Ids order like Pulsar's
+The parts are read with methods, as in pulsar-client: ``ledger_id()``, ``entry_id()``,
+``partition()`` (-1 on a non-partitioned topic) and ``batch_index()`` (-1 for a message
+that is not in a batch; a batch from a producer is one entry). Ids order like Pulsar's
 ``MessageIdAdv.compareTo``: by ledger, entry, partition, then batch index (so the
 entry-only id sorts before the messages of its batch).
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from magnetar.common.errors import InvalidArgument
@@ -38,21 +39,28 @@ Start = Literal["earliest", "latest"]
 _set = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True, order=True, init=False, repr=False, match_args=False)
 class MessageId:
     """The position of one message: immutable, hashable, ordered.
 
-    Attributes:
+    As in pulsar-client's ``MessageId``, the parts are read with methods:
+    :meth:`ledger_id`, :meth:`entry_id`, :meth:`partition` and :meth:`batch_index`.
+
+    Args:
         ledger_id: the ledger holding the entry (-1 only in :attr:`earliest`).
         entry_id: the entry within the ledger.
         partition: partition index of the topic, -1 when it is not partitioned.
         batch_index: index within the entry's batch, -1 when not batched.
+
+    Raises:
+        InvalidArgument: a part is not an int or is out of range.
     """
 
-    ledger_id: int
-    entry_id: int
-    partition: int = -1
-    batch_index: int = -1
+    # Private fields, in comparison order: the dataclass derives ==, hash and < from them.
+    _ledger_id: int
+    _entry_id: int
+    _partition: int
+    _batch_index: int
 
     SIZE: ClassVar[int] = _STRUCT.size
     earliest: ClassVar[MessageId]
@@ -60,33 +68,61 @@ class MessageId:
     latest: ClassVar[MessageId]
     """After every message (ledger and entry are Long.MAX_VALUE, as in Pulsar)."""
 
-    def __post_init__(self) -> None:
-        for field, value, high in (
-            ("ledger_id", self.ledger_id, INT64_MAX),
-            ("entry_id", self.entry_id, INT64_MAX),
-            ("partition", self.partition, _INT32_MAX),
-            ("batch_index", self.batch_index, _INT32_MAX),
+    def __init__(
+        self, ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+    ) -> None:
+        for name, value, high in (
+            ("ledger_id", ledger_id, INT64_MAX),
+            ("entry_id", entry_id, INT64_MAX),
+            ("partition", partition, _INT32_MAX),
+            ("batch_index", batch_index, _INT32_MAX),
         ):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidArgument(
-                    f"message id {field} must be an int, not {type(value).__name__}"
+                    f"message id {name} must be an int, not {type(value).__name__}"
                 )
             if not -1 <= value <= high:
-                raise InvalidArgument(f"message id {field} must be from -1 to {high}, got {value}")
+                raise InvalidArgument(f"message id {name} must be from -1 to {high}, got {value}")
+        _set(self, "_ledger_id", ledger_id)
+        _set(self, "_entry_id", entry_id)
+        _set(self, "_partition", partition)
+        _set(self, "_batch_index", batch_index)
 
     @classmethod
     def trusted(cls, ledger_id: int, entry_id: int, partition: int, batch_index: int) -> MessageId:
         """Build an id from values known to be valid (a broker's receipt or delivery)
         without the checks: the client makes one per message, so this is a hot path."""
         obj = object.__new__(cls)
-        _set(obj, "ledger_id", ledger_id)
-        _set(obj, "entry_id", entry_id)
-        _set(obj, "partition", partition)
-        _set(obj, "batch_index", batch_index)
+        _set(obj, "_ledger_id", ledger_id)
+        _set(obj, "_entry_id", entry_id)
+        _set(obj, "_partition", partition)
+        _set(obj, "_batch_index", batch_index)
         return obj
 
+    def ledger_id(self) -> int:
+        """The ledger holding the entry (-1 only in :attr:`earliest`)."""
+        return self._ledger_id
+
+    def entry_id(self) -> int:
+        """The entry within the ledger."""
+        return self._entry_id
+
+    def partition(self) -> int:
+        """The partition index of the topic, -1 when it is not partitioned."""
+        return self._partition
+
+    def batch_index(self) -> int:
+        """The index within the entry's batch, -1 when the message is not batched."""
+        return self._batch_index
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageId(ledger_id={self._ledger_id}, entry_id={self._entry_id}, "
+            f"partition={self._partition}, batch_index={self._batch_index})"
+        )
+
     def __str__(self) -> str:
-        return f"{self.ledger_id}:{self.entry_id}:{self.partition}:{self.batch_index}"
+        return f"{self._ledger_id}:{self._entry_id}:{self._partition}:{self._batch_index}"
 
     @classmethod
     def parse(cls, text: str) -> MessageId:
@@ -110,7 +146,7 @@ class MessageId:
 
     def serialize(self) -> bytes:
         """The 24-byte form (see the module docstring)."""
-        return _STRUCT.pack(self.ledger_id, self.entry_id, self.partition, self.batch_index)
+        return _STRUCT.pack(self._ledger_id, self._entry_id, self._partition, self._batch_index)
 
     @classmethod
     def deserialize(cls, data: bytes | bytearray | memoryview) -> MessageId:
@@ -136,17 +172,19 @@ class MessageId:
 
     def entry_id_only(self) -> MessageId:
         """The same position without the batch index: the id of the whole entry."""
-        return self if self.batch_index == -1 else replace(self, batch_index=-1)
+        if self._batch_index == -1:
+            return self
+        return self.trusted(self._ledger_id, self._entry_id, self._partition, -1)
 
     def to_proto(self) -> MessageIdData:
         """The wire ``MessageIdData`` (every field set, including -1s)."""
         from magnetar.proto.v1 import broker_pb2
 
         return broker_pb2.MessageIdData(
-            ledger_id=self.ledger_id,
-            entry_id=self.entry_id,
-            partition=self.partition,
-            batch_index=self.batch_index,
+            ledger_id=self._ledger_id,
+            entry_id=self._entry_id,
+            partition=self._partition,
+            batch_index=self._batch_index,
         )
 
     @classmethod
@@ -166,10 +204,18 @@ MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(INT64_MAX, INT64_MAX, -1, -1)
 
 
-def message_id_sentinel(message_id: Any) -> Start | None:
-    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry."""
-    if message_id.ledger_id == -1 and message_id.entry_id == -1:
+def message_id_sentinel(message_id: MessageId | MessageIdData) -> Start | None:
+    """``earliest`` (-1:-1), ``latest`` (INT64_MAX) or None for the id of an entry.
+
+    Takes a :class:`MessageId` (whose parts are methods) or a wire ``MessageIdData``
+    (whose parts are fields).
+    """
+    if isinstance(message_id, MessageId):
+        ledger_id, entry_id = message_id._ledger_id, message_id._entry_id
+    else:
+        ledger_id, entry_id = message_id.ledger_id, message_id.entry_id
+    if ledger_id == -1 and entry_id == -1:
         return "earliest"
-    if message_id.ledger_id == INT64_MAX:
+    if ledger_id == INT64_MAX:
         return "latest"
     return None

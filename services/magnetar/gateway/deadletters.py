@@ -171,7 +171,7 @@ class Replay:
             while len(self._pending) >= WINDOW:
                 await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
             try:
-                producer = await self._producer(message.message_id().partition, target)
+                producer = await self._producer(message.message_id().partition(), target)
             except MagnetarError as exc:
                 self._failed(message, target, exc)
                 return

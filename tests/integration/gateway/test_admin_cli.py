@@ -88,8 +88,8 @@ async def test_gateway_only_verbs(gateway_cluster: GatewayCluster):
     assert len(bookies) == 2 and all(b["state"] == "writable" for b in bookies)
     async with mg.Client(gateway_cluster.service_url) as client:
         mid = await (await client.create_producer(f"persistent://public/default/{unique('cli')}")).send(b"x")
-    ledger = json.loads((await asyncio.to_thread(magnetar, "admin", *door, "ledgers", "get", str(mid.ledger_id))).stdout)
-    assert ledger["ledgerId"] == mid.ledger_id and ledger["ensemble_size"] == 2
+    ledger = json.loads((await asyncio.to_thread(magnetar, "admin", *door, "ledgers", "get", str(mid.ledger_id()))).stdout)
+    assert ledger["ledgerId"] == mid.ledger_id() and ledger["ensemble_size"] == 2
     listed = await asyncio.to_thread(magnetar, "admin", *door, "dlq", "list", "public/default")
     assert listed.returncode == 0 and isinstance(json.loads(listed.stdout), list)
     missing = await asyncio.to_thread(magnetar, "admin", *door, "dlq", "replay", f"persistent://public/default/{unique('no')}-DLQ")

@@ -307,12 +307,12 @@ async def test_deduplication_off_stores_a_resend_and_on_drops_it(
     async with mg.Client(gateway_cluster.service_url) as client:
         producer = await client.create_producer(topic, producer_name="p", batching_enabled=False)
         first = await producer.send(b"a", sequence_id=1)
-        assert (await producer.send(b"a", sequence_id=1)).ledger_id == -1  # the broker's default: on
+        assert (await producer.send(b"a", sequence_id=1)).ledger_id() == -1  # the broker's default: on
         assert (await http.post(f"{BASE}/{namespace}/deduplication", json=False)).status_code == 204
         again = await producer.send(b"a", sequence_id=1)
-        assert again.ledger_id >= 0 and again != first  # stored a second time
+        assert again.ledger_id() >= 0 and again != first  # stored a second time
         assert (await http.post(f"{BASE}/{namespace}/deduplication", json=True)).status_code == 204
-        assert (await producer.send(b"a", sequence_id=1)).ledger_id == -1
+        assert (await producer.send(b"a", sequence_id=1)).ledger_id() == -1
     assert (await admin.topic_stats(topic)).entries == 2
 
 

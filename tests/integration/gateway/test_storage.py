@@ -28,10 +28,10 @@ async def test_ledger_metadata_of_a_topics_ledger(http: httpx.AsyncClient, gatew
         mid = await producer.send(b"x")
     finally:
         await client.close()
-    r = await http.get(f"/admin/v2/ledgers/{mid.ledger_id}")
+    r = await http.get(f"/admin/v2/ledgers/{mid.ledger_id()}")
     assert r.status_code == 200
     doc = r.json()
-    assert doc["ledgerId"] == mid.ledger_id
+    assert doc["ledgerId"] == mid.ledger_id()
     assert (doc["ensemble_size"], doc["write_quorum"], doc["ack_quorum"]) == (2, 2, 2)
     assert set(doc["fragments"][0]["bookies"]) == {b.address for b in gateway_cluster.bookies}
     assert (await http.get("/admin/v2/ledgers/999999999")).status_code == 404

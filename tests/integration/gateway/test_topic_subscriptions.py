@@ -44,7 +44,7 @@ async def topic(http: httpx.AsyncClient) -> str:
 
 async def test_create_at_positions_list_and_delete(http: httpx.AsyncClient, gateway_cluster: GatewayCluster, topic: str):
     ids = await produce(gateway_cluster.service_url, topic, 5)
-    third = {"ledgerId": ids[2].ledger_id, "entryId": ids[2].entry_id}
+    third = {"ledgerId": ids[2].ledger_id(), "entryId": ids[2].entry_id()}
     cases = [("at-latest", None, 0), ("at-latest-str", "latest", 0), ("at-earliest", "earliest", 5),
              ("at-third", third, 3), ("after-third", third | {"isExcluded": True}, 2),
              ("batch-ignored", third | {"batchIndex": 4, "partitionIndex": -1}, 3)]
@@ -128,7 +128,7 @@ async def test_reset_cursor_by_time_and_by_id(http: httpx.AsyncClient, gateway_c
     future = int(time.time() * 1000) + 3_600_000
     assert (await http.post(f"{P}/{topic}/subscription/s/resetcursor/{future}")).status_code == 204
     assert await backlog(http, topic, "s") == 0
-    body = {"ledgerId": ids[4].ledger_id, "entryId": ids[4].entry_id}
+    body = {"ledgerId": ids[4].ledger_id(), "entryId": ids[4].entry_id()}
     assert (await http.post(f"{P}/{topic}/subscription/s/resetcursor", json=body)).status_code == 204
     assert await backlog(http, topic, "s") == 2
     assert (await http.post(f"{P}/{topic}/subscription/s/resetcursor", json=body | {"excluded": True})).status_code == 204
@@ -172,7 +172,7 @@ async def test_peek_reads_unacknowledged_messages_without_changing_anything(
         sent = await asyncio.gather(*(batched.send(b"b%d" % i, properties={"i": str(i)}) for i in range(3)))
         single = await client.create_producer(topic, producer_name="single", batching_enabled=False)
         last = await single.send(b"alone", partition_key="k\u00e9y", event_timestamp=1_700_000_000_000)
-        assert {m.batch_index for m in sent} == {0, 1, 2} and len({(m.ledger_id, m.entry_id) for m in sent}) == 1
+        assert {m.batch_index() for m in sent} == {0, 1, 2} and len({(m.ledger_id(), m.entry_id()) for m in sent}) == 1
         first = min(sent)
 
         r = await http.get(f"{P}/{topic}/subscription/s/position/1")
@@ -181,7 +181,7 @@ async def test_peek_reads_unacknowledged_messages_without_changing_anything(
         assert MessageId.parse(r.headers["X-Pulsar-Message-ID"]) == first
         assert json.loads(r.headers["X-Pulsar-PROPERTY"]) == {"i": "0"} and r.headers["X-Pulsar-producer-name"] == "batcher"
         r = await http.get(f"{P}/{topic}/subscription/s/position/4")
-        assert r.content == b"alone" and r.headers["X-Pulsar-Message-ID"] == f"{last.ledger_id}:{last.entry_id}"
+        assert r.content == b"alone" and r.headers["X-Pulsar-Message-ID"] == f"{last.ledger_id()}:{last.entry_id()}"
         assert r.headers["X-Pulsar-partition-key-b64-encoded"] == "true"  # not ASCII: base64
         assert r.headers["X-Pulsar-partition-key"] == "a8OpeQ==" and "X-Pulsar-PROPERTY" not in r.headers
         assert r.headers["X-Pulsar-event-time"] == "2023-11-14T22:13:20.000Z"

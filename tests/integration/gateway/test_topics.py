@@ -221,13 +221,13 @@ async def test_internal_stats_show_the_managed_ledger(http: httpx.AsyncClient, g
         await producer.close()
         await consumer.close()
     assert stats
-    ledger = ids[0].ledger_id
+    ledger = ids[0].ledger_id()
     assert stats["numberOfEntries"] == 6 and stats["entriesAddedCounter"] == 6 and stats["totalSize"] > 6  # stored batches
-    assert stats["lastConfirmedEntry"] == f"{ledger}:{ids[5].entry_id}" and stats["state"] == "LedgerOpened"
+    assert stats["lastConfirmedEntry"] == f"{ledger}:{ids[5].entry_id()}" and stats["state"] == "LedgerOpened"
     assert stats["currentLedgerEntries"] == 6 and stats["lastLedgerCreatedTimestamp"].endswith("Z")
     assert [(x["ledgerId"], x["entries"], x["size"]) for x in stats["ledgers"]] == [(ledger, 6, stats["totalSize"])]
     cursor = stats["cursors"]["s"]
-    e = [i.entry_id for i in ids]
+    e = [i.entry_id() for i in ids]
     assert cursor["markDeletePosition"] == f"{ledger}:{e[0] - 1}"
     assert cursor["individuallyDeletedMessages"] == f"[({ledger}:{e[0]}..{ledger}:{e[2]}], ({ledger}:{e[3]}..{ledger}:{e[4]}]]"
     assert cursor["readPosition"] == f"{ledger}:{e[5] + 1}" and cursor["messagesConsumedCounter"] == 3
@@ -247,10 +247,10 @@ async def test_last_message_id(http: httpx.AsyncClient, gateway_cluster: Gateway
         on_partition = await client.create_producer(f"{namespace}/plast-partition-1")
         last_on_partition = await on_partition.send(b"y")
     assert (await http.get(f"{P}/{namespace}/last/lastMessageId")).json() == {
-        "ledgerId": sent[-1].ledger_id, "entryId": sent[-1].entry_id, "partitionIndex": -1,
+        "ledgerId": sent[-1].ledger_id(), "entryId": sent[-1].entry_id(), "partitionIndex": -1,
     }
     got = (await http.get(f"{P}/{namespace}/plast-partition-1/lastMessageId")).json()
-    assert (got["ledgerId"], got["entryId"], got["partitionIndex"]) == (last_on_partition.ledger_id, last_on_partition.entry_id, 1)
+    assert (got["ledgerId"], got["entryId"], got["partitionIndex"]) == (last_on_partition.ledger_id(), last_on_partition.entry_id(), 1)
     assert (await http.get(f"{P}/{namespace}/plast/lastMessageId")).status_code == 405
     r = await http.get(f"{P}/{namespace}/nope/lastMessageId")
     assert (r.status_code, reason(r)) == (404, f"Topic persistent://{namespace}/nope not found")
@@ -270,13 +270,13 @@ async def test_examine_reads_from_either_end(http: httpx.AsyncClient, gateway_cl
     r = await http.get(f"{P}/{topic}/examinemessage", params={"initialPosition": "earliest", "messagePosition": 1})
     assert r.status_code == 200 and r.content == b"first"
     assert r.headers["content-type"] == "application/octet-stream"
-    assert r.headers["X-Pulsar-Message-ID"] == f"{first.ledger_id}:{first.entry_id}"
+    assert r.headers["X-Pulsar-Message-ID"] == f"{first.ledger_id()}:{first.entry_id()}"
     assert json.loads(r.headers["X-Pulsar-PROPERTY"]) == {"k": "v"}
     assert r.headers["X-Pulsar-partition-key"] == "key-1" and r.headers["X-Pulsar-producer-name"] == "writer"
     assert r.headers["X-Pulsar-event-time"] == "2023-11-14T22:13:20.000Z" and r.headers["X-Pulsar-sequence-id"] == "0"
     assert r.headers["X-Pulsar-publish-time"].endswith("Z") and r.headers["X-Pulsar-Is-Encrypted"] == "false"
     r = await http.get(f"{P}/{topic}/examinemessage")  # latest, 1
-    assert r.content == b"last" and r.headers["X-Pulsar-Message-ID"] == f"{last.ledger_id}:{last.entry_id}"
+    assert r.content == b"last" and r.headers["X-Pulsar-Message-ID"] == f"{last.ledger_id()}:{last.entry_id()}"
     assert (await http.get(f"{P}/{topic}/examinemessage", params={"messagePosition": 3})).content == b"m1"
     assert (await http.get(f"{P}/{topic}/examinemessage", params={"messagePosition": 99})).content == b"first"
     for params in ({"messagePosition": 0}, {"initialPosition": "middle"}):

@@ -119,7 +119,7 @@ async def test_batched_pipelined_frames_get_ordered_acks_with_batch_indexes(gate
             await sender
         assert [a["context"] for a in acks] == [str(i) for i in range(count)]
         sent = [ids.decode(a["messageId"]) for a in acks]
-        assert any(m.batch_index > 0 for m in sent), "batchingEnabled=true should batch pipelined frames"
+        assert any(m.batch_index() > 0 for m in sent), "batchingEnabled=true should batch pipelined frames"
         got = [(await consumer.receive(timeout_millis=10_000)).message_id() for _ in range(count)]
         assert got == sent
 

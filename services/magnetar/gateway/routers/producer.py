@@ -67,8 +67,8 @@ def _payload(text: str, index: int) -> bytes:
 
 
 def _message_id(mid: MessageId) -> str:
-    text = f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}"
-    return f"{text}:{mid.batch_index}" if mid.batch_index >= 0 else text
+    text = f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}"
+    return f"{text}:{mid.batch_index()}" if mid.batch_index() >= 0 else text
 
 
 def _result(outcome: MessageId | BaseException) -> MessagePublishResult:

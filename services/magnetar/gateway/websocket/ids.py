@@ -39,15 +39,15 @@ def _put_varint(out: bytearray, value: int) -> None:
 def to_bytes(mid: MessageId) -> bytes:
     """The ``MessageIdData`` bytes of ``mid``."""
     out = bytearray(b"\x08")
-    _put_varint(out, mid.ledger_id)
+    _put_varint(out, mid.ledger_id())
     out.append(0x10)
-    _put_varint(out, mid.entry_id)
-    if mid.partition >= 0:
+    _put_varint(out, mid.entry_id())
+    if mid.partition() >= 0:
         out.append(0x18)
-        _put_varint(out, mid.partition)
-    if mid.batch_index != -1:
+        _put_varint(out, mid.partition())
+    if mid.batch_index() != -1:
         out.append(0x20)
-        _put_varint(out, mid.batch_index)
+        _put_varint(out, mid.batch_index())
     return bytes(out)
 
 
