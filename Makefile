@@ -12,7 +12,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -87,6 +87,17 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
 	$(PY) bench/dlq_replay.py
 	$(PY) bench/rate_limits.py
+
+# Magnetar next to Redis Streams, NATS JetStream and RabbitMQ quorum queues: the servers
+# come from Debian packages (bench/compare.py installs the missing ones), their Python
+# clients and matplotlib from bench/requirements-compare.lock. ARGS: e.g. --quick.
+$(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
+	@echo ">> installing the peers' clients and matplotlib (bench/requirements-compare.lock)"
+	@$(PY) -m pip install -q --disable-pip-version-check -r bench/requirements-compare.lock
+	@touch $@
+
+bench-compare: setup $(STAMPS)/bench-compare ## Magnetar vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
+	$(PY) bench/compare.py $(ARGS)
 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.

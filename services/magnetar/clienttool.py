@@ -66,7 +66,7 @@ def produce(args: argparse.Namespace) -> int:
 
     client = _client(args)
     try:
-        producer = client.create_producer(args.topic, batching_enabled=not args.disable_batching)
+        producer = client.create_producer(args.topic, batching_enabled=not args.disable_batching, block_if_queue_full=True)
         for _ in range(args.num_produce):
             for payload in messages:
                 producer.send_async(payload, done, properties=props or None, partition_key=args.key)
