@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import MagnetarError
+from magnetar.common.eventloop import loop_factory
 from magnetar.common.logging import configure
 
 C = TypeVar("C", bound=ServiceConfig)
@@ -76,7 +78,10 @@ def run_service(
         return 2
     configure(service, config.log_level)
     try:
-        asyncio.run(_serve(make_server, config))
+        if "MAGNETAR_SWITCH_INTERVAL" in os.environ:
+            sys.setswitchinterval(float(os.environ["MAGNETAR_SWITCH_INTERVAL"]))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(_serve(make_server, config))
     except MagnetarError as exc:
         print(f"magnetar {service}: {exc.message}", file=sys.stderr)
         return 1
