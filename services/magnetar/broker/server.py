@@ -138,7 +138,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                     if ended.done() or not service.serving():  # the stream is ending
                         return
                     for s in sends:
-                        published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
+                        published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id,
+                                                  maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0)
                         await pending.put((s.request_id, published))
                     if topic.publish_limiter is not None and sends:
                         # Over the namespace's publishRate, the next request is not read

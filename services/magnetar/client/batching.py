@@ -74,6 +74,8 @@ def build_op(
         highest_sequence_id=high,
         lowest_sequence_id=low,
     )
+    if len(messages) == 1:  # the broker parses the entry only if it is delayed
+        send.deliver_at_ms = messages[0].deliver_at_ms
     return OpSendBatch(send, futures, batched)
 
 
