@@ -66,6 +66,15 @@ def test_build_op_carries_the_sequence_range():
     assert entry.producer_name == "p" and entry.sequence_id == 7 and entry.batched and len(entry.messages) == 3
 
 
+def test_build_op_tells_the_broker_whether_its_one_message_is_delayed():
+    plain = build_op(1, "p", [pb.SingleMessage(payload=b"a")], [None], batched=False)
+    delayed = build_op(2, "p", [pb.SingleMessage(payload=b"a", deliver_at_ms=1234)], [None], batched=False)
+    several = build_op(3, "p", [pb.SingleMessage(payload=b"a"), pb.SingleMessage(payload=b"b")], [None, None], batched=True)
+    assert plain.send.HasField("deliver_at_ms") and plain.send.deliver_at_ms == 0
+    assert delayed.send.deliver_at_ms == 1234
+    assert not several.send.HasField("deliver_at_ms")  # a batch is delivered at once: never parsed
+
+
 async def test_receive_queue_hands_over_and_times_out():
     q: ReceiveQueue[int] = ReceiveQueue()
     q.put(1)

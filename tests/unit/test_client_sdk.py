@@ -537,6 +537,20 @@ async def test_send_timeout_fails_unconfirmed_sends(twin, client):
         await producer.send(b"never confirmed")
 
 
+async def test_each_send_times_out_at_its_own_deadline(twin, client):
+    # One timer per producer serves every pending send: a later send keeps its own deadline.
+    twin.state.hold_receipts = True
+    producer = await client.create_producer("slow-staggered", send_timeout_millis=400, batching_enabled=False)
+    first = producer.send_async(b"first", None)
+    await asyncio.sleep(0.3)
+    second = producer.send_async(b"second", None)
+    await asyncio.wait({first}, timeout=5)
+    assert isinstance(first.exception(), magnetar.Timeout)
+    assert not second.done()  # 300 ms of its 400 still to go
+    await asyncio.wait({second}, timeout=5)
+    assert isinstance(second.exception(), magnetar.Timeout)
+
+
 async def test_unreachable_service_raises_not_connected():
     c = ma.Client("127.0.0.1:1", operation_timeout_seconds=0.3)
     try:

@@ -138,7 +138,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                     if ended.done() or not service.serving():  # the stream is ending
                         return
                     for s in sends:
-                        published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id)
+                        published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id,
+                                                  maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0)
                         await pending.put((s.request_id, published))
                     if topic.publish_limiter is not None and sends:
                         # Over the namespace's publishRate, the next request is not read
@@ -445,10 +446,10 @@ async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: i
     except MagnetarError as exc:
         return pb.SendReceipt(request_id=request_id, error=_error(exc))
     receipt = pb.SendReceipt(request_id=request_id, duplicate=result.duplicate)
-    if result.position is not None:
-        receipt.message_id.CopyFrom(_message_id(result.position, partition))
-    else:
-        receipt.message_id.CopyFrom(pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=partition, batch_index=-1))
+    mid = receipt.message_id  # set in place: no message built and copied (the hot path)
+    mid.ledger_id, mid.entry_id = result.position if result.position is not None else (-1, -1)
+    mid.partition = partition
+    mid.batch_index = -1
     return receipt
 
 

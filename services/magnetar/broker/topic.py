@@ -328,8 +328,13 @@ class PersistentTopic:
                 if c.on_close is not None:
                     c.on_close(error)
 
-    def publish(self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int) -> asyncio.Future[PublishResult]:
+    def publish(
+        self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool = True
+    ) -> asyncio.Future[PublishResult]:
         """Store one entry (a batch); a resend recognised by deduplication is not stored.
+
+        ``maybe_delayed=False``: the producer said the entry's message is not delayed
+        (``SendBatch.deliver_at_ms`` 0), so the entry is not parsed to find out.
 
         Returns a future (no task per publish: this is the hot path). It fails with
         MessageTooBig, ServiceClosed, ProducerBlockedQuotaExceeded, InvalidArgument (a
@@ -344,7 +349,8 @@ class PersistentTopic:
         refused: MagnetarError | None = None
         if self.policies.backlog_quotas or self._quota_blocked:
             refused = self._quota_error()
-        if refused is None and num_messages == 1 and self.policies.max_delivery_delay_ms:
+        one_delayed = num_messages == 1 and maybe_delayed
+        if refused is None and one_delayed and self.policies.max_delivery_delay_ms:
             refused = _delay_error(entry, self.policies)
         if refused is not None:
             return _failed(loop, refused)
@@ -355,10 +361,11 @@ class PersistentTopic:
                     return _done(loop, PublishResult(None, duplicate=True))
                 if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
                     # The first copy is still in flight: wait for how it ends (rare).
-                    return loop.create_task(self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq))
+                    return loop.create_task(
+                        self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed))
             self._dedup.pushed[producer_name] = max(highest_seq, self._dedup.pushed.get(producer_name, -1))
         result: asyncio.Future[PublishResult] = loop.create_future()
-        added = self.ml.add_entry(entry, delivery_time(entry) if num_messages == 1 else 0)
+        added = self.ml.add_entry(entry, delivery_time(entry) if one_delayed else 0)
         publisher = self.producers.get(producer_name)
         meter = publisher.meter_in if publisher is not None else None
         added.add_done_callback(
@@ -394,12 +401,14 @@ class PersistentTopic:
         if not result.done():
             result.set_result(PublishResult(added.result()))
 
-    async def _publish_after_settled(self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int) -> PublishResult:
+    async def _publish_after_settled(
+        self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool
+    ) -> PublishResult:
         while lowest_seq > self._dedup.persisted.get(producer_name, -1) and lowest_seq <= self._dedup.pushed.get(producer_name, -1):
             waiter = asyncio.get_running_loop().create_future()
             self._settled_waiters.append(waiter)
             await waiter
-        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq)
+        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed)
 
     def _wake_settled(self) -> None:
         if self._settled_waiters:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -19,33 +18,30 @@ def message_size(msg: pb.SingleMessage) -> int:
     return size
 
 
-@dataclass
 class OpSendBatch:
     """One batch in flight: what was sent and who waits for its receipt."""
 
-    request: pb.ProduceRequest  # kind "send"
-    futures: list[asyncio.Future]
-    batched: bool
-    created: float = field(default_factory=time.monotonic)
-    # Which connection epoch last wrote it (-1: not written on the current stream).
-    epoch: int = -1
-    timer: asyncio.TimerHandle | None = None
+    __slots__ = ("send", "request_id", "highest_sequence_id", "futures", "batched", "deadline")
+
+    def __init__(self, send: pb.SendBatch, futures: list[asyncio.Future], batched: bool) -> None:
+        self.send = send
+        self.request_id: int = send.request_id  # plain ints: read for every receipt
+        self.highest_sequence_id: int = send.highest_sequence_id
+        self.futures = futures
+        self.batched = batched
+        # When the send times out (loop time); inf: never.
+        self.deadline = float("inf")
 
     @property
-    def request_id(self) -> int:
-        return int(self.request.send.request_id)
-
-    @property
-    def highest_sequence_id(self) -> int:
-        return int(self.request.send.highest_sequence_id)
+    def request(self) -> pb.ProduceRequest:
+        """The send as a whole ``ProduceRequest`` (what goes out when it travels alone)."""
+        return pb.ProduceRequest(send=self.send)
 
     @property
     def num_messages(self) -> int:
         return len(self.futures)
 
     def fail(self, exc: BaseException) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
         for fut in self.futures:
             if not fut.done():
                 fut.set_exception(exc)
@@ -58,23 +54,29 @@ def build_op(
     futures: list[asyncio.Future],
     batched: bool,
 ) -> OpSendBatch:
+    first = messages[0].sequence_id
+    if len(messages) == 1:
+        low = high = first
+    else:
+        seqs = [m.sequence_id for m in messages]
+        low, high = min(seqs), max(seqs)
     entry = pb.EntryBatch(
         producer_name=producer_name,
-        sequence_id=messages[0].sequence_id,
+        sequence_id=first,
         publish_time_ms=int(time.time() * 1000),
         batched=batched,
         messages=messages,
     )
-    seqs = [m.sequence_id for m in messages]
     send = pb.SendBatch(
         request_id=request_id,
         entry=entry.SerializeToString(),
         num_messages=len(messages),
-        highest_sequence_id=max(seqs),
-        lowest_sequence_id=min(seqs),
+        highest_sequence_id=high,
+        lowest_sequence_id=low,
     )
-    request = pb.ProduceRequest(send=send)
-    return OpSendBatch(request=request, futures=futures, batched=batched)
+    if len(messages) == 1:  # the broker parses the entry only if it is delayed
+        send.deliver_at_ms = messages[0].deliver_at_ms
+    return OpSendBatch(send, futures, batched)
 
 
 class BatchContainer:

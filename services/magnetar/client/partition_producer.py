@@ -49,9 +49,9 @@ class PartitionProducer(ConnectionHandler):
         self._request_ids = itertools.count(1)
         self._pending: dict[int, OpSendBatch] = {}  # by request id, in send order
         self._unsent: deque[OpSendBatch] = deque()
-        self._epoch = 0
         self._container = BatchContainer(conf.batching_max_messages, conf.batching_max_allowed_size_in_bytes)
         self._batch_timer: asyncio.TimerHandle | None = None
+        self._timeout_timer: asyncio.TimerHandle | None = None
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._pending_messages = 0
@@ -75,7 +75,6 @@ class PartitionProducer(ConnectionHandler):
         return call
 
     def _connected(self) -> None:
-        self._epoch += 1
         self._unsent = deque(self._pending.values())
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_loop(), name=f"producer-writer:{self.topic}")
@@ -115,8 +114,6 @@ class PartitionProducer(ConnectionHandler):
             self._messages_done(len(op.futures))
             return None
         del self._pending[receipt.request_id]
-        if op.timer is not None:
-            op.timer.cancel()
         if receipt.HasField("message_id"):
             ledger_id, entry_id = receipt.message_id.ledger_id, receipt.message_id.entry_id
         else:  # a duplicate the broker could not place
@@ -135,27 +132,25 @@ class PartitionProducer(ConnectionHandler):
             self._wakeup.clear()
             while self._unsent and self._call is not None:
                 # Everything queued while the last write was in flight goes in one stream
-                # message (each batch is still its own entry), in order.
-                ops = [op for op in self._unsent if self._pending.get(op.request_id) is op]  # not timed out
+                # message (each batch is still its own entry), in order. Taken off
+                # _unsent now: if the write fails, the reconnect queues every pending
+                # send again (_connected).
+                unsent, pending, ops = self._unsent, self._pending, []
+                while unsent:
+                    op = unsent.popleft()
+                    if pending.get(op.request_id) is op:  # not timed out
+                        ops.append(op)
                 if not ops:
-                    self._unsent.clear()
                     break
                 if len(ops) == 1:
                     request = ops[0].request
                 else:
-                    request = pb.ProduceRequest(sends=pb.SendBatches(batches=[op.request.send for op in ops]))
-                epoch, call = self._epoch, self._call
+                    request = pb.ProduceRequest(sends=pb.SendBatches(batches=[op.send for op in ops]))
                 try:
-                    await call.write(request)
+                    await self._call.write(request)
                 except Exception as exc:  # the stream broke; the reader reconnects
                     log.debug("producer on %s: write failed: %r", self.topic, exc)
                     break
-                if epoch == self._epoch:
-                    sent = {id(op) for op in ops}
-                    for op in ops:
-                        op.epoch = epoch
-                    while self._unsent and (id(self._unsent[0]) in sent or self._pending.get(self._unsent[0].request_id) is not self._unsent[0]):
-                        self._unsent.popleft()
 
     def _fail(self, exc: MagnetarError) -> None:
         self.failed = exc
@@ -167,6 +162,9 @@ class PartitionProducer(ConnectionHandler):
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+            self._timeout_timer = None
         msgs, futs = self._container.drain()
         for fut in futs:
             if not fut.done():
@@ -241,14 +239,26 @@ class PartitionProducer(ConnectionHandler):
     def _enqueue(self, op: OpSendBatch) -> None:
         self._pending[op.request_id] = op
         if self.conf.send_timeout_millis > 0:
-            op.timer = self._loop.call_later(self.conf.send_timeout_millis / 1000, self._expire, op)
+            op.deadline = self._loop.time() + self.conf.send_timeout_millis / 1000
+            if self._timeout_timer is None:
+                self._timeout_timer = self._loop.call_at(op.deadline, self._expire)
         self._unsent.append(op)
         self._wakeup.set()
 
-    def _expire(self, op: OpSendBatch) -> None:
-        if self._pending.get(op.request_id) is op:
+    def _expire(self) -> None:
+        """One timer per producer, not one per send (as Pulsar's sendTimeout task): the
+        pending sends are in send order, so their deadlines are too; those past theirs
+        fail with Timeout, and the timer is set again for the oldest still pending."""
+        self._timeout_timer = None
+        now = self._loop.time()
+        expired = []
+        for op in self._pending.values():
+            if op.deadline > now:
+                self._timeout_timer = self._loop.call_at(op.deadline, self._expire)
+                break
+            expired.append(op)
+        for op in expired:
             del self._pending[op.request_id]
-            op.timer = None
             op.fail(Timeout(f"send to {self.topic} not confirmed within {self.conf.send_timeout_millis} ms"))
             self._messages_done(len(op.futures))
 

@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from magnetar.common.errors import MagnetarError, ProducerQueueIsFull, ServiceClosed
+from magnetar.common.eventloop import loop_factory
 from magnetar.common.message_id import MessageId
 
 from . import aio
@@ -70,7 +71,7 @@ def forwarded(args: dict[str, Any], **changed: Any) -> dict[str, Any]:
 
 class _LoopThread:
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = loop_factory()()  # uvloop's when installed (magnetar.common.eventloop)
         # Calls posted from other threads, run in order on the loop (see post()).
         self._outbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
         self._scheduled = False

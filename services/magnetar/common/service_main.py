@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import MagnetarError
+from magnetar.common.eventloop import loop_factory
 from magnetar.common.logging import configure
 
 C = TypeVar("C", bound=ServiceConfig)
@@ -76,7 +77,8 @@ def run_service(
         return 2
     configure(service, config.log_level)
     try:
-        asyncio.run(_serve(make_server, config))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(_serve(make_server, config))
     except MagnetarError as exc:
         print(f"magnetar {service}: {exc.message}", file=sys.stderr)
         return 1

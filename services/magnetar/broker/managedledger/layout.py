@@ -89,6 +89,9 @@ class LedgerList:
 
     def find(self, ledger_id: int) -> LedgerInfo | None:
         """The ledger with this id, None when it is not (or no longer) in the list."""
+        ledgers = self.ledgers
+        if ledgers and ledgers[-1].ledger_id == ledger_id:  # the open ledger: every add asks
+            return ledgers[-1]
         i = self._index(ledger_id)
         if i < len(self.ledgers) and self.ledgers[i].ledger_id == ledger_id:
             return self.ledgers[i]
@@ -127,6 +130,8 @@ class LedgerList:
     def next_position(self, p: Position) -> Position:
         """The position after ``p``: the next entry of its ledger, else entry 0 of the next
         ledger that holds (or may get) entries; past the end, ``(L, e + 1)``."""
+        if p.ledger_id == self.open_ledger_id:  # the tail: every dispatch asks
+            return Position(p.ledger_id, p.entry_id + 1)
         i = self._index(p.ledger_id)
         if i < len(self.ledgers) and self.ledgers[i].ledger_id == p.ledger_id:
             info = self.ledgers[i]
