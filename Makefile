@@ -87,6 +87,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
 	$(PY) bench/dlq_replay.py
 	$(PY) bench/rate_limits.py
+	$(PY) bench/topics.py --consumers raw
 
 # Magnetar next to Redis Streams, NATS JetStream and RabbitMQ quorum queues: the servers
 # come from Debian packages (bench/compare.py installs the missing ones), their Python
