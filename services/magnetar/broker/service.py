@@ -423,6 +423,10 @@ class BrokerService:
             if not joined or not (create or explicit):
                 raise
             # We joined an opening that may not create the topic (an admin's look): we may.
+            # Its done callback (_opened) may not have run yet: drop it here, or the retry
+            # would join the same finished opening again, for ever.
+            if self._opening.get(key) is task:
+                del self._opening[key]
             return await self.get_topic(topic, create, explicit)
 
     def _opened(self, key: str, _task: asyncio.Task[PersistentTopic]) -> None:
