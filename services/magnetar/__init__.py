@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 # The client SDK imports grpc: load it on first use so `import magnetar` stays cheap.
 _SDK = frozenset({
-    "AuthenticationToken", "Client", "Consumer", "ConsumerDeadLetterPolicy", "ConsumerType", "HashingScheme", "InitialPosition",
-    "Message", "PartitionsRoutingMode", "Producer", "Reader", "Result",
+    "AuthenticationToken", "Client", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy", "ConsumerType",
+    "HashingScheme", "InitialPosition", "Message", "PartitionsRoutingMode", "Producer", "Reader", "Result",
 })  # fmt: skip
 
 

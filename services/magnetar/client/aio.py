@@ -8,6 +8,8 @@
     consumer = await client.subscribe("orders", "billing", consumer_type=ma.ConsumerType.Shared)
     msg = await consumer.receive(timeout_millis=5000)
     await consumer.acknowledge(msg)
+    for msg in await consumer.batch_receive():  # a list, under the batch_receive_policy
+        await consumer.acknowledge(msg)
     await client.close()
 """
 
@@ -29,6 +31,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    ConsumerBatchReceivePolicy,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
     ConsumerType,
@@ -45,6 +48,7 @@ __all__ = [
     "AuthenticationToken",
     "Client",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
     "ConsumerType",
     "HashingScheme",
@@ -178,6 +182,7 @@ class Client:
         enable_retry: bool = CONSUMER_DEFAULTS.enable_retry,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         retry_delay_levels: str | Sequence[timedelta | int] = CONSUMER_DEFAULTS.retry_delay_levels,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -187,10 +192,14 @@ class Client:
         :class:`Message` (a bare :class:`MessageId` does not name its topic); see
         :class:`magnetar.client.consumer.Consumer`. Patterns are not supported yet.
 
+        ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
+        :class:`ConsumerBatchReceivePolicy`; None: its defaults).
+
         Raises:
             ConsumerBusy: an Exclusive subscription already has a consumer.
             InvalidArgument: ``topic`` is neither a name nor a list or tuple of names, an
-                empty list, or a list naming a topic twice.
+                empty list, or a list naming a topic twice; ``batch_receive_policy`` is
+                not a :class:`ConsumerBatchReceivePolicy`.
             InvalidTopicName, TopicNotFound, NotConnected, Timeout (of any topic: nothing
                 stays subscribed then).
         """
@@ -209,6 +218,7 @@ class Client:
             enable_retry=enable_retry,
             dead_letter_policy=dead_letter_policy,
             retry_delay_levels=retry_delay_levels,
+            batch_receive_policy=batch_receive_policy,
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)

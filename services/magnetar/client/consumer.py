@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
+from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
@@ -19,7 +21,13 @@ from magnetar.common.names import TopicName
 
 from .connection import ConnectionPool
 from .message import Message
-from .options import ConsumerConfig, ConsumerDeadLetterPolicy, ConsumerType, InitialPosition
+from .options import (
+    ConsumerBatchReceivePolicy,
+    ConsumerConfig,
+    ConsumerDeadLetterPolicy,
+    ConsumerType,
+    InitialPosition,
+)
 from .partition_consumer import PartitionConsumer, Queued
 from .receive_queue import ReceiveQueue
 from .retry import parse_delay_levels, reconsume_delay_ms
@@ -69,6 +77,55 @@ def topic_names(topics: object) -> list[str]:
     return [str(n) for n in names]
 
 
+BatchLimits = tuple[int, int, float | None]  # max messages, max bytes (0: none), timeout in s (None: none)
+
+
+def batch_limits(conf: ConsumerConfig) -> BatchLimits:
+    """What one ``batch_receive`` takes under ``conf.batch_receive_policy`` (None: the
+    default policy): ``max_num_message`` capped at ``receiver_queue_size``, as Pulsar
+    caps it, and that cap also when the policy sets no count limit (so a batch is
+    complete once the queue holds what a partition can send without new permits).
+
+    Raises:
+        InvalidArgument: the policy is not a :class:`ConsumerBatchReceivePolicy`.
+    """
+    policy = conf.batch_receive_policy
+    if policy is None:
+        policy = ConsumerBatchReceivePolicy()
+    if not isinstance(policy, ConsumerBatchReceivePolicy):
+        raise InvalidArgument(f"batch_receive_policy must be a ConsumerBatchReceivePolicy, not {type(policy).__name__}")
+    cap = max(1, conf.receiver_queue_size)
+    max_items = min(policy.max_num_message, cap) if policy.max_num_message > 0 else cap
+    timeout_s = policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
+    return max_items, max(0, policy.max_num_bytes), timeout_s
+
+
+def _payload_size(item: Queued) -> int:
+    return len(item[1].data())
+
+
+Grant = tuple[PartitionConsumer, Message, int]  # a partition, its last message taken, how many
+
+
+def split_batch(batch: list[Queued]) -> tuple[list[Message], list[Grant]]:
+    """The messages of a taken batch, and per partition its latest message and count
+    (for :meth:`PartitionConsumer.batch_taken`), in C-speed passes over the batch."""
+    messages = [m for _, m in batch]
+    if not batch:
+        return messages, []
+    last = dict(batch)  # each partition's last message (later pairs win)
+    if len(last) == 1:
+        return messages, [(owner, msg, len(batch)) for owner, msg in last.items()]
+    counts = Counter(owner for owner, _ in batch)
+    return messages, [(owner, msg, counts[owner]) for owner, msg in last.items()]
+
+
+def grant_batch(grants: list[Grant]) -> None:
+    """On the loop: give the permits of a taken batch back (one Flow per partition)."""
+    for owner, last, count in grants:
+        owner.batch_taken(last, count)
+
+
 class Consumer:
     """Receives the messages of one subscription of one or more topics (every partition).
 
@@ -92,6 +149,7 @@ class Consumer:
         self._retry_by_topic = {p.topic: p for p in self._retry}
         self._by_topic = {p.topic: p for p in self._partitions + self._retry}
         self._delay_levels_ms = delay_levels_ms or []
+        self._batch = batch_limits(conf)
         self._closed = False
 
     @classmethod
@@ -106,6 +164,7 @@ class Consumer:
         retry letter topic the broker named (once each; same subscription, from its
         earliest message). All or nothing: on any failure what was opened is closed."""
         names = topic_names(topics)
+        batch_limits(conf)  # refuse a bad policy before subscribing anything
         count = conf.dead_letter_policy.max_redeliver_count if conf.dead_letter_policy else None
         if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
             raise InvalidArgument(f"max_redeliver_count must be an integer >= 1, not {count!r}")
@@ -183,6 +242,45 @@ class Consumer:
         """
         self._check_open()
         return self._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
+
+    async def batch_receive(self) -> list[Message]:
+        """The messages received, taken at once under the ``batch_receive_policy``
+        (Pulsar's ``batch_receive``; a list instead of a ``Messages`` object).
+
+        Returns as soon as the queued messages reach ``max_num_message`` (capped at
+        ``receiver_queue_size``) or ``max_num_bytes`` of payload, or once ``timeout_ms``
+        has passed since the call, with what arrived by then: possibly an empty list
+        (never a Timeout). A batch holds at most ``max_num_message`` messages and at most
+        ``max_num_bytes`` (but at least one message, whatever its size), in arrival
+        order; acknowledge each as usual. Every message keeps its topic (multi-topic and
+        partitioned consumers).
+
+        Raises:
+            ServiceClosed: the consumer is closed.
+        """
+        self._check_open()
+        max_items, max_bytes, timeout_s = self._batch
+        batch = await self._queue.get_batch(max_items, max_bytes, timeout_s, _payload_size, self.grant_held)
+        messages, grants = split_batch(batch)
+        grant_batch(grants)
+        return messages
+
+    def take_batch_blocking(self, on_wait: Callable[[], None] | None = None) -> list[Queued]:
+        """A batch of queued (partition, message) under the policy, waited for in the
+        calling thread (see :meth:`batch_receive`).
+
+        For the blocking client: call from any thread but the loop's; have the loop run
+        :func:`grant_batch` of :func:`split_batch`'s grants afterwards, and
+        :meth:`grant_held` when ``on_wait`` is called (the batch has to wait).
+        """
+        self._check_open()
+        max_items, max_bytes, timeout_s = self._batch
+        return self._queue.get_batch_blocking(max_items, max_bytes, timeout_s, _payload_size, on_wait)
+
+    def grant_held(self) -> None:
+        """Grant every partition's held-back permits now (see ``PartitionConsumer.grant_held``)."""
+        for p in self._partitions + self._retry:
+            p.grant_held()
 
     def target_of(self, message: MessageOrId) -> tuple[PartitionConsumer, MessageId]:
         """The partition consumer that owns ``message`` and its id (checks both; pure).

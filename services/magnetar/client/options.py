@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from magnetar.common.errors import MagnetarError, ProducerQueueIsFull
+from magnetar.common.errors import InvalidArgument, MagnetarError, ProducerQueueIsFull
 from magnetar.common.message_id import MessageId
 
 
@@ -86,6 +86,46 @@ class ConsumerDeadLetterPolicy:
     initial_subscription_name: str | None = None
 
 
+DEFAULT_BATCH_RECEIVE_MAX_BYTES = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ConsumerBatchReceivePolicy:
+    """How much one ``Consumer.batch_receive()`` returns (Pulsar's
+    ``ConsumerBatchReceivePolicy``, with its defaults: no count limit, 10 MiB, 100 ms).
+
+    A batch is complete as soon as the queued messages reach ``max_num_message`` or
+    ``max_num_bytes`` (payload bytes), or once ``timeout_ms`` has passed since the call,
+    with whatever arrived then (possibly nothing). A value <= 0 means no such limit (no
+    timeout: wait until a limit is reached). As in Pulsar, a policy with no count and no
+    byte limit gets the default byte limit (10 MiB), and one with no limit and no timeout
+    is refused; the consumer also caps ``max_num_message`` at its ``receiver_queue_size``.
+
+    Raises:
+        InvalidArgument: a value that is not an int, or all three <= 0.
+    """
+
+    max_num_message: int = -1
+    max_num_bytes: int = DEFAULT_BATCH_RECEIVE_MAX_BYTES
+    timeout_ms: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_message", "max_num_bytes", "timeout_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidArgument(f"ConsumerBatchReceivePolicy: {name} must be an int, not {value!r}")
+        if self.max_num_message <= 0 and self.max_num_bytes <= 0:
+            if self.timeout_ms <= 0:
+                raise InvalidArgument(
+                    "ConsumerBatchReceivePolicy needs at least one of max_num_message, max_num_bytes and "
+                    "timeout_ms > 0 (with none, batch_receive would never return)"
+                )
+            # Pulsar's reset (C++ BatchReceivePolicy, Java ConsumerBase): no limit at all
+            # would let one batch take any amount of memory.
+            object.__setattr__(self, "max_num_message", -1)
+            object.__setattr__(self, "max_num_bytes", DEFAULT_BATCH_RECEIVE_MAX_BYTES)
+
+
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 DEFAULT_RETRY_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
@@ -118,6 +158,8 @@ class ConsumerConfig:
     unacked_messages_timeout_ms: int | None = None
     enable_retry: bool = False
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    # What one batch_receive() returns (None: the default policy).
+    batch_receive_policy: ConsumerBatchReceivePolicy | None = field(default_factory=ConsumerBatchReceivePolicy)
     # reconsume_later's levels (level 1 is the first): "1s 5s 1m" or timedeltas / ms.
     retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS
     # Acks are grouped: sent every ack_group_time_ms or when this many are pending.

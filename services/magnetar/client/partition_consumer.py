@@ -234,6 +234,24 @@ class PartitionConsumer(ConnectionHandler):
         self.last_taken = msg.message_id()
         self._grant(1)
 
+    def batch_taken(self, last: Message, count: int) -> None:
+        """The application took ``count`` messages of this partition at once (a
+        ``batch_receive``), ``last`` the latest: their permits, and any held back, go back
+        in one Flow now (a batch is already a grouping; holding it until half the queue
+        is taken could keep the next batch from filling)."""
+        self.last_taken = last.message_id()
+        self._flow += self._taken + count
+        self._taken = 0
+        self._wakeup.set()
+
+    def grant_held(self) -> None:
+        """Grant now the permits held back until half the queue is taken: a batch waiting
+        for the queue to fill would otherwise wait for messages the broker cannot send."""
+        if self._taken:
+            self._flow += self._taken
+            self._taken = 0
+            self._wakeup.set()
+
     def _grant(self, n: int) -> None:
         self._taken += n
         if self._taken >= max(1, self.queue_size // 2):

@@ -4,10 +4,10 @@ Every client owns one event loop in a daemon thread; most blocking methods submi
 asyncio method to it (``asyncio.run_coroutine_threadsafe``) and wait. The per-message
 paths do not: ``send_async``, ``send``, ``acknowledge`` and taking a received message
 post small calls to an outbox (a deque) that the loop drains, waking the loop once per
-burst, and ``receive`` pops from the consumer's receive queue directly (it is
-thread-safe in that mode). ``send_async`` callbacks run on the loop's thread, so they
-must not block (nor call blocking methods of this client: that would wait for the
-thread they run on).
+burst, and ``receive`` and ``batch_receive`` pop from the consumer's receive queue
+directly (it is thread-safe in that mode; a batch posts its permits once).
+``send_async`` callbacks run on the loop's thread, so they must not block (nor call
+blocking methods of this client: that would wait for the thread they run on).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from magnetar.common.message_id import MessageId
 
 from . import aio
 from .auth import AuthenticationToken
-from .consumer import Topics
+from .consumer import Topics, grant_batch, split_batch
 from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
     ConsumerType,
     HashingScheme,
@@ -47,6 +48,7 @@ __all__ = [
     "AuthenticationToken",
     "Client",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
     "ConsumerType",
     "HashingScheme",
@@ -355,6 +357,21 @@ class Consumer:
         self._runner.post(owner.message_taken, msg)
         return msg
 
+    def batch_receive(self) -> list[Message]:
+        """Block for a batch of messages under the ``batch_receive_policy``: a list,
+        possibly empty after the policy's timeout (see
+        :meth:`magnetar.client.consumer.Consumer.batch_receive`). Acknowledge each."""
+        if self._runner.on_loop():
+            raise RuntimeError("blocking client methods cannot be called from a send_async callback")
+        batch = self._consumer.take_batch_blocking(self._grant_held)
+        messages, grants = split_batch(batch)
+        if grants:
+            self._runner.post(grant_batch, grants)
+        return messages
+
+    def _grant_held(self) -> None:
+        self._runner.post(self._consumer.grant_held)
+
     def acknowledge(self, message: Message | MessageId) -> None:
         """Queue the ack (acks go out grouped) without waiting for the client's thread."""
         owner, mid = self._consumer.target_of(message)
@@ -484,6 +501,7 @@ class Client:
         enable_retry: bool = CONSUMER_DEFAULTS.enable_retry,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         retry_delay_levels: str | Sequence[timedelta | int] = CONSUMER_DEFAULTS.retry_delay_levels,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`)."""
