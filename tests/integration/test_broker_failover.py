@@ -1,6 +1,7 @@
 """Broker failover: SIGKILL the broker that owns a topic while a producer sends and an
 Exclusive consumer receives; the other broker takes over, nothing acknowledged is lost,
-order is kept, and deduplication keeps resends out of the topic."""
+order is kept, what comes again is flagged as a redelivery, and deduplication keeps resends
+out of the topic."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ async def test_owner_killed_other_broker_takes_over(bookie_factory, broker_facto
     acked: list[int] = []
     ack_times: list[float] = []
     received: list[int] = []
+    counts: list[int] = []  # each delivery's redelivery count
     async with mg.Client(url) as client:
         consumer = await client.subscribe(topic, "sub", initial_position=mg.InitialPosition.Earliest)
         producer = await client.create_producer(topic, producer_name="failover-producer", block_if_queue_full=True, send_timeout_millis=60_000)
@@ -67,6 +69,7 @@ async def test_owner_killed_other_broker_takes_over(bookie_factory, broker_facto
             while len(set(received)) < TOTAL:
                 msg = await consumer.receive(timeout_millis=60_000)
                 received.append(int(msg.data()))
+                counts.append(msg.redelivery_count())
                 await consumer.acknowledge(msg)
 
         producing = asyncio.create_task(produce())
@@ -88,6 +91,10 @@ async def test_owner_killed_other_broker_takes_over(bookie_factory, broker_facto
     assert sorted(set(acked)) == list(range(TOTAL))  # every send was acknowledged
     assert set(received) >= set(acked)  # and every acknowledged message consumed
     assert first_occurrences(received) == sorted(set(received))  # in order (redeliveries only repeat)
+    seen: set[int] = set()
+    for value, count in zip(received, counts, strict=True):  # a message seen again is flagged so
+        assert value not in seen or count >= 1, f"message {value} came again with redelivery count 0"
+        seen.add(value)
 
     async with mg.Client(survivor.address) as client:  # the topic itself holds each message once
         check = await client.subscribe(topic, "check", initial_position=mg.InitialPosition.Earliest)

@@ -173,6 +173,7 @@ async def test_batch_acks_and_counts_survive_a_reopen_and_an_abandoned_owner():
         "batch_acks": [[lid0, 2, 10, "201"], [lid1, 1, 3, "2"]],
         "redelivery_counts": [[lid0, 2, 2], [lid2, 1, 1]],
         "properties": {},
+        "read_position": [lid0, 0],
     }
     again = await open_ml(client, store)  # no close of `ml`: only persist_counts made it
     c2 = again.cursors["sub"]
@@ -186,6 +187,34 @@ async def test_batch_acks_and_counts_survive_a_reopen_and_an_abandoned_owner():
     assert c3.acked_mask(pos[5]) == 0 and c3.is_acked(pos[5]) and c3.redelivery_count(pos[2]) == 2
     await third.close()
     await ml.close()
+
+
+async def test_what_a_previous_owner_may_have_delivered_comes_flagged_as_a_redelivery():
+    client, store, ml, pos, c = await filled(cursor_persist_interval_s=3600)
+    assert [p for p, _ in await c.read_entries(6, 1 << 20)] == pos[:6]  # dispatched 0..5
+    c.ack([pos[1]])
+    assert c.delivery_count(pos[3]) == 0  # this owner's own deliveries are counted as they happen
+    await ml.close()  # a clean hand-over: the read position goes with the cursor
+    assert stored(store)["read_position"] == list(ml.next_position(pos[5]))
+    ml2 = await open_ml(client, store)
+    c2 = ml2.cursors["sub"]
+    unacked = [p for p in pos if p != pos[1]]
+    assert [c2.delivery_count(p) for p in unacked] == [1, 1, 1, 1, 1, 0, 0, 0, 0]
+    assert c2.redelivery_count(pos[3]) == 0  # the dead letter count is not raised: nothing failed
+    c2.add_redeliveries([pos[3]])
+    assert c2.delivery_count(pos[3]) == 1 and c2.redelivery_count(pos[3]) == 1
+    # Abandoned (a crash): everything stored may have been sent, read or not.
+    ml3 = await open_ml(client, store)
+    c3 = ml3.cursors["sub"]
+    assert [c3.delivery_count(p) for p in unacked] == [1] * 9
+    fresh = await ml3.add_entry(b"after the take-over")
+    assert c3.delivery_count(fresh) == 0
+    new = await ml3.open_cursor("new-sub", "earliest")  # it had no owner before: nothing flagged
+    assert [new.delivery_count(p) for p in pos] == [0] * 10
+    c3.reset_to(pos[0])  # a replay asked for: first deliveries again
+    assert [c3.delivery_count(p) for p in pos] == [0] * 10
+    await ml3.close()
+    await ml2.close()
 
 
 async def test_old_documents_load_and_inconsistent_records_are_ignored():
@@ -315,7 +344,9 @@ async def test_reset_to_moves_the_cursor_both_ways_and_clears_everything_after()
     c.reset_to(P(pos[3].ledger_id, 77))  # past a closed ledger's end: the next ledger's first
     assert c.read_position == pos[4]
     await c.persist()
-    assert stored(store) == {"mark_delete": [pos[4].ledger_id, -1], "individually_acked": [], "properties": {}}
+    assert stored(store) == {
+        "mark_delete": [pos[4].ledger_id, -1], "individually_acked": [], "properties": {}, "read_position": list(pos[4]),
+    }  # fmt: skip
     for bad in ((-1, 0), (1,), "x", (1, -2)):
         with pytest.raises(InvalidArgument):
             c.reset_to(bad)  # type: ignore[arg-type]

@@ -53,6 +53,9 @@ class Cursor:
     def redelivery_count(self, p: Position) -> int:
         return 0
 
+    def delivery_count(self, p: Position) -> int:
+        return 0
+
     async def persist_counts(self) -> None:
         self.counts_dirty = False
 

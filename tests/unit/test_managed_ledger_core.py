@@ -438,6 +438,7 @@ async def test_cursor_persists_debounced_and_reopens_with_the_same_state():
         "mark_delete": [lid, 1],
         "individually_acked": [[[lid, 3], [lid, 4]], [[lid, 8], [lid, 8]]],
         "properties": {},
+        "read_position": [lid, 2],
     }
     c.ack([pos[9]])
     await c.flush()

@@ -224,7 +224,7 @@ class Dispatcher:
         delivery = pb.Delivery(
             message_id=pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=self.sub.partition, batch_index=-1),
             entry=data,
-            redelivery_count=self.sub.cursor.redelivery_count(position),
+            redelivery_count=self.sub.cursor.delivery_count(position),
         )
         skip = masks.full_mask(n) & ~mask
         if skip:

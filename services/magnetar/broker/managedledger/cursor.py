@@ -60,8 +60,12 @@ class ManagedCursor:
         batch_acks: Iterable[tuple[Position, int, int]] = (),
         redelivery_counts: Iterable[tuple[Position, int]] = (),
         durable: bool = True,
+        delivered_before: Position | None = None,
     ) -> None:
         """A cursor of ``ledger``; ``version`` None means not stored yet.
+
+        ``delivered_before``: a previous owner may have delivered every entry before it
+        (see :meth:`delivery_count`).
 
         Use :meth:`ManagedLedger.open_cursor` rather than this.
         """
@@ -80,6 +84,9 @@ class ManagedCursor:
         self._version = version
         self.read_position: Position = ledger.next_position(mark_delete)
         """The next position to read (dispatchers move it; :meth:`rewind` resets it)."""
+        self._read_high = self.read_position
+        """The highest read position before the last rewind or seek (stored with the cursor)."""
+        self._delivered_before = delivered_before
         self._advance_mark_delete()
         for p, size, mask in batch_acks:
             if not self.is_acked(p) and 0 < mask < full_mask(size):
@@ -106,9 +113,13 @@ class ManagedCursor:
             MetadataError: the document is not a cursor.
         """
         d = CursorDocument.from_doc(doc, f"cursor {name} of {ledger.name}")
+        delivered_before = d.read_position
+        crashed = ledger.recovered_before
+        if crashed is not None:  # the previous owner crashed: it may have sent anything stored
+            delivered_before = crashed if delivered_before is None else max(crashed, delivered_before)
         return cls(
             ledger, store, name, d.mark_delete, d.ranges, d.properties, version,
-            batch_acks=d.batch_acks, redelivery_counts=d.redelivery_counts,
+            batch_acks=d.batch_acks, redelivery_counts=d.redelivery_counts, delivered_before=delivered_before,
         )  # fmt: skip
 
     def to_doc(self) -> dict[str, Any]:
@@ -122,6 +133,7 @@ class ManagedCursor:
             [(p, size, mask) for p, (size, mask) in self._batch.items()],
             list(self._counts.items()),
             self.properties,
+            max(self._read_high, self.read_position),
         ).to_doc(self.ledger.config)
         for key in ("batch_acks", "redelivery_counts"):
             if not doc[key]:
@@ -242,6 +254,21 @@ class ManagedCursor:
         """How often the entry at ``p`` was sent again (0 when never, or acknowledged)."""
         return self._counts.get(Position.of(p), 0)
 
+    def delivery_count(self, p: Position) -> int:
+        """The redelivery count a delivery of the entry at ``p`` carries: its count, or 1
+        when a previous owner of the topic may have sent it already.
+
+        That owner crashed (everything it had stored is suspect) or handed the topic over
+        with the entry before its read position: its consumers may have received the entry,
+        and their acks may be lost with it. Such a delivery is flagged, as JMS's
+        ``JMSRedelivered``, so a consumer can tell it from a first delivery; the count the
+        dead letter policy uses (:meth:`redelivery_count`) is not raised, as nothing failed.
+        """
+        n = self._counts.get(p, 0)
+        if n == 0 and self._delivered_before is not None and p < self._delivered_before:
+            return 1
+        return n
+
     def add_redeliveries(self, positions: Iterable[Sequence[int]]) -> None:
         """Count one more redelivery of each entry; acknowledged entries and positions
         that are not stored entries are left out. Store with :meth:`persist_counts`
@@ -286,7 +313,8 @@ class ManagedCursor:
         self._acked.clear()
         self._batch.clear()
         self._counts.clear()
-        self.read_position = self.ledger.next_position(mark_delete)
+        self.read_position = self._read_high = self.ledger.next_position(mark_delete)
+        self._delivered_before = None  # a replay asked for: first deliveries again, as Pulsar's
         self._changed()
 
     def skip_entries(self, n: int) -> int:
@@ -366,10 +394,12 @@ class ManagedCursor:
     # -- reading --------------------------------------------------------------------
     def rewind(self) -> None:
         """Read again from the first entry after the mark-delete position."""
+        self._read_high = max(self._read_high, self.read_position)
         self.read_position = self.ledger.next_position(self.mark_delete_position)
 
     def seek(self, position: Sequence[int]) -> None:
         """Read next from ``position`` (not before the first entry after mark-delete)."""
+        self._read_high = max(self._read_high, self.read_position)
         self.read_position = max(Position.of(position), self.ledger.next_position(self.mark_delete_position))
 
     async def read_entries(self, max_entries: int, max_bytes: int) -> list[tuple[Position, bytes]]:

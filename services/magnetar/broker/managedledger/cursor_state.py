@@ -12,7 +12,12 @@ Stored form (JSON in the cursor's znode)::
      "individually_acked": [[[L1, E1], [L2, E2]], ...],
      "batch_acks": [[L, E, size, "<mask as hex>"], ...],
      "redelivery_counts": [[L, E, count], ...],
+     "read_position": [L, E],
      "properties": {...}}
+
+``read_position`` is the highest read position the owner had reached: every entry before
+it may have been delivered, so the next owner flags their first delivery as a redelivery
+(see :meth:`ManagedCursor.delivery_count`). Documents without it load with none.
 
 The document must fit in a znode (ZooKeeper's ``jute.maxbuffer``, 1 MB less one byte by
 default, which our servers keep). So what is stored is cut, lowest positions kept:
@@ -125,6 +130,8 @@ class CursorDocument:
     """(entry, batch size, mask)"""
     redelivery_counts: list[tuple[Position, int]] = field(default_factory=list)
     properties: dict[str, Any] = field(default_factory=dict)
+    read_position: Position | None = None
+    """Every entry before it may have been delivered by the owner that wrote this."""
 
     # -- writing ---------------------------------------------------------------------
     def to_doc(self, config: ManagedLedgerConfig, max_bytes: int = MAX_DOCUMENT_BYTES) -> dict[str, Any]:
@@ -144,6 +151,8 @@ class CursorDocument:
             "redelivery_counts": counts,
             "properties": self.properties,
         }
+        if self.read_position is not None:
+            doc["read_position"] = self.read_position.to_json()
         if _upper_bound(doc) > max_bytes:
             _cut_to(doc, max_bytes)
         return doc
@@ -168,6 +177,8 @@ class CursorDocument:
                     raise InvalidArgument(f"a redelivery count is a non-negative integer, not {n!r}")
                 out.redelivery_counts.append((Position.of((ledger_id, entry_id)), n))
             out.properties = dict(doc.get("properties", {}))
+            if doc.get("read_position") is not None:
+                out.read_position = Position.of(doc["read_position"])
         except (KeyError, TypeError, ValueError, InvalidArgument) as exc:
             raise MetadataError(f"{what}: stored document is not a cursor: {str(doc)[:500]}") from exc
         return out

@@ -104,6 +104,9 @@ class ManagedLedger:
         self._meta_lock = asyncio.Lock()
         self._new_entries = asyncio.Event()
         self._cursors = CursorRegistry(self, store)
+        self.recovered_before: Position | None = None
+        """Set when the previous owner crashed (a ledger was left open): every entry before
+        it may have been delivered by that owner (see :meth:`ManagedCursor.delivery_count`)."""
         self._tasks = BackgroundTasks(f"managed ledger {name}")
 
     # -- opening -----------------------------------------------------------------
@@ -134,8 +137,11 @@ class ManagedLedger:
         name = ManagedLedgerName(tenant, namespace, topic)
         loaded = await load_ledger_list(name, ledger_client, store)
         ledgers, version, properties, readers = loaded.ledgers, loaded.version, loaded.properties, loaded.readers
+        last_stored = ledgers.last_confirmed()
         handle, version = await register_new_ledger(name, ledger_client, store, config, ledgers, version, properties, clock)
         ml = cls(name, ledger_client, store, config, ledgers, version, properties, clock)
+        if loaded.recovered:
+            ml.recovered_before = ml.next_position(last_stored)
         await ml._delete_ledgers(loaded.dropped)  # only now that the list without them is stored
         for ledger_id, reader in readers.items():
             ml._reads.remember(ledger_id, reader)

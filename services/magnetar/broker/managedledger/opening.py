@@ -44,6 +44,8 @@ class LoadedList:
     """Readers of the ledgers recovered on the way (closed now)."""
     dropped: list[int] = field(default_factory=list)
     """Empty ledgers left out of the list, to delete once it is stored."""
+    recovered: bool = False
+    """A ledger was stored as open: its writer (the previous owner) did not close it."""
 
 
 def _parse(name: ManagedLedgerName, doc: dict[str, Any]) -> tuple[list[LedgerInfo], dict[str, str]]:
@@ -70,6 +72,7 @@ async def load_ledger_list(name: ManagedLedgerName, client: Ledgers, store: Mana
     loaded = LoadedList(LedgerList([]), version, properties)
     for info in infos:
         if info.entries < 0:
+            loaded.recovered = True
             try:
                 reader = await client.open_ledger(info.ledger_id, recovery=True)
             except NoSuchLedger:
