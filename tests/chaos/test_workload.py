@@ -1,0 +1,72 @@
+"""The chaos workload against a real cluster without faults: the checker must pass.
+
+Three bookies (E=3, Qw=2, Qa=2) and two brokers, so topics spread over both and the
+DLQ / retry copies sometimes go to a topic the other broker serves. About 20 s of
+producing at a low rate (the machine is small and shared), then a drain. Everything
+acknowledged must be delivered on every subscription, in order where required, with
+no unflagged duplicate, no early delayed message and exact DLQ accounting.
+
+``data/history-sample.jsonl`` (test_checker.py's recorded history) comes from this test:
+``CHAOS_SAVE_SAMPLE=tests/chaos/data/history-sample.jsonl CHAOS_WORKLOAD_TEST_RATE=100
+CHAOS_WORKLOAD_TEST_S=10 .venv/bin/python -m pytest tests/chaos/test_workload.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+
+import pytest
+from checker import check
+from history import History
+from report import summary, write_report
+from workload import Workload
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+QUORUM = dict(ensemble_size=3, write_quorum=2, ack_quorum=2)
+PRODUCE_S = float(os.environ.get("CHAOS_WORKLOAD_TEST_S", "20"))
+RATE = float(os.environ.get("CHAOS_WORKLOAD_TEST_RATE", "200"))
+
+
+@pytest.mark.timeout(240)
+async def test_the_workload_passes_the_checker_without_faults(bookie_factory, broker_factory, tmp_path):
+    for _ in range(3):
+        bookie_factory()
+    brokers = [broker_factory(**QUORUM) for _ in range(2)]
+    url = ",".join(b.address for b in brokers)
+    seed = random.randrange(1 << 31)
+    path = tmp_path / "history.jsonl"
+    with History(path) as history:
+        workload = Workload(url, history, rate=RATE, seed=seed, topic_prefix=f"chaos-test-{seed}")
+        try:
+            await workload.start()
+            await asyncio.sleep(PRODUCE_S)
+            await workload.stop_producing()
+            await workload.drain(timeout_s=60)
+            counters = workload.counters()
+            missing = workload.missing()
+        finally:
+            await workload.close()
+    if os.environ.get("CHAOS_SAVE_SAMPLE"):  # how data/history-sample.jsonl was recorded
+        shutil.copy(path, os.environ["CHAOS_SAVE_SAMPLE"])
+    events = History.load(path)
+    result = check(events)
+    json_path, png_path = write_report(events, result, tmp_path, seed=seed, settings={"rate": RATE, "duration": PRODUCE_S})
+    print(summary(result, seed, duration=PRODUCE_S))
+    assert missing == {}, missing
+    assert result.problems == [], "\n".join(result.problems[:50])
+    assert result.ok
+    # The workload did what it claims: every part ran, and the checker saw it.
+    assert result.sent >= 0.8 * RATE * PRODUCE_S and result.send_failed == 0, counters
+    assert result.acked == result.sent
+    assert result.failed_on_purpose > 0 and result.dead_lettered > 0
+    kinds = {e["kind"] for e in events if e["type"] == "subscription"}
+    assert kinds == {"failover", "key_shared", "shared_retry", "shared_delayed", "reader", "dlq"}
+    delivered_on = {e["sub"] for e in events if e["type"] == "deliver"}
+    assert delivered_on == {"fo-failover", "fo-reader", "ks-keyshared", "ks-failover", "sh-retry", "dl-delayed"}
+    assert any(e["type"] == "deliver" and e.get("retry") for e in events)  # retry letter copies
+    assert any(e["type"] == "deliver" and e["sub"] == "sh-retry" and e["rc"] > 0 for e in events)  # nack path
+    assert json_path.exists() and png_path.stat().st_size > 1000

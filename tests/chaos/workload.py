@@ -1,0 +1,417 @@
+"""The chaos workload: producers and consumers that record every outcome in a History.
+
+Four topics under ``topic_prefix`` (a full ``persistent://tenant/ns/name`` prefix, or a
+bare name in ``public/default``), every producer named (deduplication on):
+
+========  ============  ========  ==========================================================
+topic     partitions    batching  subscriptions (all from the earliest message)
+========  ============  ========  ==========================================================
+``-fo``   none          on        ``fo-failover`` (Failover, 2 consumers), a reader
+``-ks``   3             on        ``ks-keyshared`` (Key_Shared, 2), ``ks-failover`` (Failover, 2)
+``-sh``   none          off       ``sh-retry`` (Shared, 2, retry + DLQ, max_redeliver_count 2);
+                                  its DLQ read by ``sh-retry-DLQ-sub``
+``-dl``   none          off       ``dl-delayed`` (Shared, 2); every message delayed 1–10 s
+========  ============  ========  ==========================================================
+
+Each message carries its topic, key and per-key sequence number in its properties
+(``ct``, ``ck``, ``cs``; delayed ones also ``cda``, the intended deliver_at in ms), so
+the checker needs no SDK and retry / DLQ copies (which keep the properties) still say
+which message they are. On ``-sh`` a fixed fraction is failed on purpose, chosen by a
+hash of seed, key and sequence number: "poison" messages fail every time (they must end
+in the DLQ), "flaky" ones fail once (they must end acknowledged); half of each fail with
+a negative ack, half with ``reconsume_later`` (the retry letter topic).
+
+Every delivery is recorded before it is acknowledged. README.md has the event schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import zlib
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from checker import SeqBits
+from history import History
+
+import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
+from magnetar.common.errors import AlreadyExists, MagnetarError
+
+log = logging.getLogger(__name__)
+
+KEYS = 16
+PAYLOAD = b"m" * 100
+MAX_REDELIVER = 2
+POISON_PER_MILLE = 30
+FLAKY_PER_MILLE = 20
+NACK_DELAY_MS = 300
+RETRY_DELAY_MS = 1000
+DELAY_RANGE_S = (1.0, 10.0)
+SHARE = {"fo": 0.35, "ks": 0.35, "sh": 0.25, "dl": 0.05}
+"""Each topic's part of the total rate."""
+
+
+def fail_plan(seed: int, key: str, seq: int) -> tuple[str | None, str]:
+    """What the retry subscription's consumer does with a message: (None | "poison" |
+    "flaky", "nack" | "retry")."""
+    h = zlib.crc32(f"{seed}:{key}:{seq}".encode())
+    per_mille = h % 1000
+    via = "nack" if (h >> 10) & 1 else "retry"
+    if per_mille < POISON_PER_MILLE:
+        return "poison", via
+    if per_mille < POISON_PER_MILLE + FLAKY_PER_MILLE:
+        return "flaky", via
+    return None, via
+
+
+@dataclass
+class _Topic:
+    short: str
+    name: str
+    partitions: int
+    batching: bool
+    delayed: bool = False
+
+
+class Workload:
+    """Runs the workload against ``service_url`` and records it in ``history``."""
+
+    def __init__(self, service_url: str, history: History, *, rate: float = 2000.0, seed: int, topic_prefix: str) -> None:
+        self.url = service_url
+        self.history = history
+        self.rate = rate
+        self.seed = seed
+        prefix = topic_prefix if "://" in topic_prefix else f"persistent://public/default/{topic_prefix}"
+        self.namespace = prefix.split("://", 1)[1].rsplit("/", 1)[0]
+        self.topics = {
+            "fo": _Topic("fo", f"{prefix}-fo", 0, True),
+            "ks": _Topic("ks", f"{prefix}-ks", 3, True),
+            "sh": _Topic("sh", f"{prefix}-sh", 0, False),
+            "dl": _Topic("dl", f"{prefix}-dl", 0, False, delayed=True),
+        }
+        self.dlq_topic = f"{self.topics['sh'].name}-sh-retry-DLQ"
+        self._client: mg.Client | None = None
+        self._admin: AdminClient | None = None
+        self._producers: dict[str, Any] = {}
+        self._consumers: list[Any] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._producing: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self._pending: set[asyncio.Future[Any]] = set()
+        self._rng = random.Random(seed)
+        # For drain(): what must still arrive (bitmaps, so an hour's run stays small).
+        self._ok: dict[tuple[str, str], SeqBits] = defaultdict(SeqBits)  # (topic short, key) → acked seqs
+        self._seen: dict[tuple[str, str], SeqBits] = defaultdict(SeqBits)  # (sub, key) → delivered seqs
+        self._subs: dict[str, str] = {}  # sub → topic short (the subscriptions that must see everything)
+        self._unresolved: dict[tuple[str, int], str] = {}  # failed on purpose, outcome not seen yet
+        self._last_due = 0.0
+        self._counts: dict[str, int] = defaultdict(int)
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        """Create topics and subscriptions (retrying: faults may be under way), then
+        start consuming and producing."""
+        self.history.record("workload", seed=self.seed, rate=self.rate, topics={t.short: t.name for t in self.topics.values()},
+                            max_redeliver_count=MAX_REDELIVER, poison_per_mille=POISON_PER_MILLE,
+                            flaky_per_mille=FLAKY_PER_MILLE, dlq_topic=self.dlq_topic)
+        self._admin = AdminClient(self.url, operation_timeout_s=30)
+        self._client = mg.Client(self.url, operation_timeout_seconds=30)
+        await self._retry("dedup policy", lambda: self._admin_call(lambda a: a.set_namespace_policy(self.namespace, deduplication=True)))
+        for t in self.topics.values():
+            if t.partitions:
+                await self._retry(f"create {t.name}", lambda t=t: self._admin_call(lambda a: a.create_topic(t.name, t.partitions)))
+        fo, ks, sh, dl = (self.topics[k] for k in ("fo", "ks", "sh", "dl"))
+        await self._subscribe(fo, "fo-failover", mg.ConsumerType.Failover, "failover", ordered=True)
+        await self._subscribe(ks, "ks-keyshared", mg.ConsumerType.KeyShared, "key_shared", ordered=True)
+        await self._subscribe(ks, "ks-failover", mg.ConsumerType.Failover, "failover", ordered=True)
+        await self._subscribe(sh, "sh-retry", mg.ConsumerType.Shared, "shared_retry", ordered=False, retry=True)
+        await self._subscribe(dl, "dl-delayed", mg.ConsumerType.Shared, "shared_delayed", ordered=False)
+        await self._subscribe_dlq()
+        await self._start_reader(fo)
+        for t in self.topics.values():
+            self._producers[t.short] = await self._retry(f"producer {t.name}", lambda t=t: self._create_producer(t))
+        self.history.record("phase", name="producing")
+        total = sum(SHARE.values())
+        for t in self.topics.values():
+            self._producing.append(asyncio.create_task(self._produce(t, self.rate * SHARE[t.short] / total), name=f"produce-{t.short}"))
+
+    async def stop_producing(self) -> None:
+        """Stop sending; wait (up to the send timeout) for the outcome of every send."""
+        self._stop.set()
+        await asyncio.gather(*self._producing, return_exceptions=True)
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=60)
+        self.history.record("phase", name="stopped_producing", pending=len(self._pending))
+
+    async def drain(self, timeout_s: float) -> None:
+        """Consume until every subscription got every acknowledged send, every message
+        failed on purpose is settled and every delayed message is due, or ``timeout_s``."""
+        self.history.record("phase", name="draining")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            missing = self.missing()
+            if not missing and time.time() >= self._last_due:
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(1.0)  # let the last acks reach the broker (grouped every 100 ms)
+        self.history.record("phase", name="drained", missing=self.missing())
+
+    def missing(self) -> dict[str, int]:
+        """Per subscription, acknowledged sends not delivered yet; "unsettled": messages
+        failed on purpose whose outcome (DLQ or ack) was not seen yet."""
+        out: dict[str, int] = {}
+        for sub, short in self._subs.items():
+            n = 0
+            for (topic, key), ok in list(self._ok.items()):
+                if topic == short:
+                    n += (ok.as_int() & ~self._seen[sub, key].as_int()).bit_count()
+            if n:
+                out[sub] = n
+        if self._unresolved:
+            out["unsettled"] = len(self._unresolved)
+        return out
+
+    async def close(self) -> None:
+        self._stop.set()
+        tasks = self._producing + self._tasks
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.close()
+        if self._admin is not None:
+            await self._admin.close()
+        self.history.record("phase", name="closed")
+
+    def counters(self) -> dict[str, int]:
+        """Running totals for a progress line: sent, acked, send_failed, delivered, …"""
+        return dict(self._counts)
+
+    # -- setup -----------------------------------------------------------------------
+    async def _retry(self, what: str, fn: Callable[[], Any], deadline_s: float = 300.0) -> Any:
+        deadline = time.monotonic() + deadline_s
+        delay = 0.5
+        while True:
+            try:
+                return await fn()
+            except MagnetarError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                self.history.record("error", what=what, error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _admin_call(self, fn: Callable[[AdminClient], Any]) -> None:
+        assert self._admin is not None
+        try:
+            await fn(self._admin)
+        except AlreadyExists:
+            pass
+
+    async def _create_producer(self, t: _Topic) -> Any:
+        assert self._client is not None
+        return await self._client.create_producer(
+            t.name, producer_name=f"chaos-{self.seed}-{t.short}", batching_enabled=t.batching,
+            batching_max_publish_delay_ms=5, block_if_queue_full=True, max_pending_messages=2000,
+            send_timeout_millis=30_000,
+        )
+
+    async def _subscribe(
+        self, t: _Topic, sub: str, ctype: mg.ConsumerType, kind: str, *, ordered: bool, retry: bool = False
+    ) -> None:
+        assert self._client is not None
+        client = self._client
+        self.history.record("subscription", sub=sub, topic=t.name, kind=kind, ordered=ordered, required=True)
+        self._subs[sub] = t.short
+        extra: dict[str, Any] = {}
+        if retry:
+            extra = dict(
+                enable_retry=True, retry_delay_levels="1s", negative_ack_redelivery_delay_ms=NACK_DELAY_MS,
+                dead_letter_policy=mg.ConsumerDeadLetterPolicy(max_redeliver_count=MAX_REDELIVER),
+            )
+        for i in range(2):
+            name = f"{sub}-{i}"
+            consumer = await self._retry(f"subscribe {sub}", lambda name=name: client.subscribe(
+                t.name, sub, consumer_type=ctype, consumer_name=name, initial_position=mg.InitialPosition.Earliest,
+                receiver_queue_size=500, batch_receive_policy=mg.ConsumerBatchReceivePolicy(200, -1, 100), **extra,
+            ))
+            self._consumers.append(consumer)
+            self._tasks.append(asyncio.create_task(self._consume(consumer, sub, kind, name), name=f"consume-{name}"))
+
+    async def _subscribe_dlq(self) -> None:
+        assert self._client is not None
+        client = self._client
+        sub = "sh-retry-DLQ-sub"
+        self.history.record("subscription", sub=sub, topic=self.dlq_topic, kind="dlq", ordered=False, required=False)
+        consumer = await self._retry("subscribe dlq", lambda: client.subscribe(
+            self.dlq_topic, sub, consumer_type=mg.ConsumerType.Shared, consumer_name="dlq-0",
+            initial_position=mg.InitialPosition.Earliest,
+        ))
+        self._consumers.append(consumer)
+        self._tasks.append(asyncio.create_task(self._consume(consumer, sub, "dlq", "dlq-0"), name="consume-dlq"))
+
+    async def _start_reader(self, t: _Topic) -> None:
+        assert self._client is not None
+        client = self._client
+        sub = "fo-reader"
+        self.history.record("subscription", sub=sub, topic=t.name, kind="reader", ordered=True, required=True)
+        self._subs[sub] = t.short
+        reader = await self._retry("reader", lambda: client.create_reader(t.name, mg.MessageId.earliest, reader_name="fo-reader"))
+        self._tasks.append(asyncio.create_task(self._read(reader, sub), name="reader"))
+
+    # -- producing -------------------------------------------------------------------
+    async def _produce(self, t: _Topic, rate: float) -> None:
+        rng = random.Random(f"{self.seed}:{t.short}")
+        next_seq = [0] * KEYS
+        producer = self._producers[t.short]
+        sent = 0
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - t0) * rate) - sent
+            if due > rate:  # stalled (a fault): skip what was missed instead of bursting
+                self._counts["skipped"] += due - int(rate)
+                sent += due - int(rate)
+                due = int(rate)
+            if due <= 0:
+                await asyncio.sleep(min(0.01, 1.0 / rate))
+                continue
+            for _ in range(min(due, 500)):
+                k = rng.randrange(KEYS)
+                key, seq = f"k{k:02d}", next_seq[k]
+                next_seq[k] += 1
+                sent += 1
+                await self._send_one(t, producer, rng, key, seq)
+                if self._stop.is_set():
+                    return
+
+    async def _send_one(self, t: _Topic, producer: Any, rng: random.Random, key: str, seq: int) -> None:
+        props = {"ct": t.name, "ck": key, "cs": str(seq)}
+        fields: dict[str, Any] = {}
+        deliver_at = None
+        if t.delayed:
+            deliver_at = int((time.time() + rng.uniform(*DELAY_RANGE_S)) * 1000)
+            props["cda"] = str(deliver_at)
+            fields["deliver_at"] = deliver_at
+            self._last_due = max(self._last_due, deliver_at / 1000)
+        if t.short == "sh":
+            fail, via = fail_plan(self.seed, key, seq)
+            if fail:
+                fields.update(fail=fail, via=via)
+        self._counts["sent"] += 1
+        try:
+            fut = await producer.enqueue(PAYLOAD, properties=props, partition_key=key, deliver_at=deliver_at)
+        except MagnetarError as exc:
+            self._send_failed(t, key, seq, fields, exc)
+            return
+        self._pending.add(fut)
+        fut.add_done_callback(lambda f: self._send_done(f, t, key, seq, fields))
+
+    def _send_done(self, fut: asyncio.Future[Any], t: _Topic, key: str, seq: int, fields: dict[str, Any]) -> None:
+        self._pending.discard(fut)
+        exc = fut.exception() if not fut.cancelled() else MagnetarError("cancelled")
+        if exc is not None:
+            self._send_failed(t, key, seq, fields, exc)
+            return
+        self._counts["acked"] += 1
+        self._ok[t.short, key].add(seq)
+        self.history.record("send_ok", topic=t.name, key=key, seq=seq, id=str(fut.result()), **fields)
+
+    def _send_failed(self, t: _Topic, key: str, seq: int, fields: dict[str, Any], exc: BaseException) -> None:
+        self._counts["send_failed"] += 1
+        self.history.record("send_fail", topic=t.name, key=key, seq=seq, error=f"{type(exc).__name__}: {exc}", **fields)
+
+    # -- consuming -------------------------------------------------------------------
+    async def _consume(self, consumer: Any, sub: str, kind: str, name: str) -> None:
+        while True:
+            try:
+                batch = await consumer.batch_receive()
+            except asyncio.CancelledError:
+                raise
+            except MagnetarError as exc:
+                self._counts["errors"] += 1
+                self.history.record("error", what=f"receive {name}", error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(0.5)
+                continue
+            for msg in batch:
+                try:
+                    await self._handle(consumer, sub, kind, name, msg)
+                except MagnetarError as exc:
+                    self._counts["errors"] += 1
+                    self.history.record("error", what=f"handle {name}", error=f"{type(exc).__name__}: {exc}")
+
+    async def _handle(self, consumer: Any, sub: str, kind: str, name: str, msg: Any) -> None:
+        props = msg.properties()
+        topic, key, seq = props.get("ct", "?"), props.get("ck", "?"), int(props.get("cs", -1))
+        retry = int(props.get("RECONSUMETIMES", 0))
+        rc = msg.redelivery_count()
+        mid = str(msg.message_id())
+        if kind == "dlq":
+            self._counts["dlq"] += 1
+            self.history.record("dlq", sub=sub, topic=topic, key=key, seq=seq, id=mid, rc=rc,
+                                reason=props.get("DEAD_LETTER_REASON", ""), origin=props.get("ORIGIN_MESSAGE_ID", ""))
+            self._unresolved.pop((key, seq), None)
+            await consumer.acknowledge(msg)
+            return
+        fields: dict[str, Any] = {}
+        if "cda" in props:
+            fields = {"deliver_at": int(props["cda"]), "wall": round(time.time(), 6)}
+        if retry:
+            fields["retry"] = retry
+        self._counts["delivered"] += 1
+        if msg.topic_name() != topic:
+            fields["src"] = msg.topic_name()  # a partition, or the retry letter topic
+        self.history.record("deliver", sub=sub, topic=topic, key=key, seq=seq, id=mid, rc=rc, consumer=name, **fields)
+        if retry == 0:
+            self._seen[sub, key].add(seq)
+        if kind == "shared_retry":
+            fail, via = fail_plan(self.seed, key, seq)
+            if fail == "poison" or (fail == "flaky" and retry + rc == 0):
+                self._unresolved.setdefault((key, seq), fail)
+                await self._fail(consumer, sub, msg, topic, key, seq, fail, via, retry, rc, mid)
+                return
+            self.history.record("ack", sub=sub, topic=topic, key=key, seq=seq, id=mid, retry=retry)
+            self._unresolved.pop((key, seq), None)
+        await consumer.acknowledge(msg)
+
+    async def _fail(self, consumer: Any, sub: str, msg: Any, topic: str, key: str, seq: int, fail: str, via: str,
+                    retry: int, rc: int, mid: str) -> None:
+        if via == "nack":
+            self._counts["nacked"] += 1
+            self.history.record("nack", sub=sub, topic=topic, key=key, seq=seq, id=mid, rc=rc, fail=fail)
+            await consumer.negative_acknowledge(msg)
+            return
+        try:
+            await consumer.reconsume_later(msg, RETRY_DELAY_MS)
+        except MagnetarError as exc:  # nothing acknowledged: the message comes back
+            self.history.record("reconsume_fail", sub=sub, topic=topic, key=key, seq=seq, id=mid,
+                                error=f"{type(exc).__name__}: {exc}")
+            return
+        self._counts["reconsumed"] += 1
+        self.history.record("reconsume", sub=sub, topic=topic, key=key, seq=seq, id=mid, retry=retry, fail=fail)
+
+    async def _read(self, reader: Any, sub: str) -> None:
+        while True:
+            try:
+                msg = await reader.read_next(timeout_millis=1000)
+            except asyncio.CancelledError:
+                raise
+            except mg.Timeout:
+                continue
+            except MagnetarError as exc:
+                self._counts["errors"] += 1
+                self.history.record("error", what="reader", error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(0.5)
+                continue
+            props = msg.properties()
+            key, seq = props.get("ck", "?"), int(props.get("cs", -1))
+            self._counts["delivered"] += 1
+            self.history.record("deliver", sub=sub, topic=props.get("ct", "?"), key=key, seq=seq,
+                                id=str(msg.message_id()), rc=msg.redelivery_count(), consumer="reader")
+            self._seen[sub, key].add(seq)
+
