@@ -15,6 +15,7 @@ from magnetar.gateway.app import create_app
 from magnetar.gateway.auth import RedactTokens
 from magnetar.gateway.config import DEFAULT_PORT, GatewayConfig
 from magnetar.gateway.context import GatewayContext
+from magnetar.gateway.websocket.socket import ClientFrameErrors
 from magnetar.metadata.session import ZkSession
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,9 @@ def https_options(config: GatewayConfig) -> dict[str, Any]:
 
 class GatewayServer:
     def __init__(self, config: GatewayConfig) -> None:
-        logging.getLogger("uvicorn.error").addFilter(RedactTokens())  # its upgrade lines show ?token=
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.addFilter(RedactTokens())  # its upgrade lines show ?token=
+        uvicorn_log.addFilter(ClientFrameErrors())
         self.config = config
         self.port = config.port or DEFAULT_PORT
         self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)

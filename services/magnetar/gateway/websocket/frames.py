@@ -28,6 +28,8 @@ from magnetar.gateway.websocket import ids
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+MAX_DELIVER_AFTER_MS = timedelta.max // _MS
+"""The longest ``deliverAfterMs`` a delay can hold (about 2.7 million years)."""
 
 
 class WebSocketError(enum.IntEnum):
@@ -178,7 +180,7 @@ def parse_publish(text: str | bytes) -> Publish:
     Raises:
         FrameError: ``FailedToDeserializeFromJSON`` (not JSON, or a field of the wrong
             type; no context), ``PayloadEncodingError`` (payload missing or not base64,
-            a bad ``eventTime``; with the context).
+            a bad ``eventTime``, a ``deliverAfterMs`` too far ahead; with the context).
     """
     obj = _json_object(text)
     context = _text(obj, "context")
@@ -198,6 +200,11 @@ def parse_publish(text: str | bytes) -> Publish:
         raise FrameError(
             WebSocketError.PayloadEncodingError, f"Invalid Base64 message-payload error={exc}", context
         ) from None
+    if deliver_after is not None and deliver_after > MAX_DELIVER_AFTER_MS:
+        raise FrameError(
+            WebSocketError.PayloadEncodingError,
+            f"deliverAfterMs {deliver_after} is too far ahead (at most {MAX_DELIVER_AFTER_MS})", context,
+        )
     event_time_ms = None
     if event_time is not None:
         try:

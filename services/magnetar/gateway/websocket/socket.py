@@ -49,6 +49,21 @@ def close_reason(error: WebSocketError, detail: str = "") -> str:
     return raw[: MAX_REASON_BYTES - 3].decode(errors="ignore") + "..."
 
 
+class ClientFrameErrors(logging.Filter):
+    """Logs a client's invalid UTF-8 text frame (uvicorn closes the socket with 1007, as
+    RFC 6455 asks) as one warning line: uvicorn logs it as an error with a traceback,
+    so any client could fill the gateway's log with tracebacks. Installed on
+    ``uvicorn.error`` by the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.msg == "Invalid UTF-8 sequence received from client.":
+            record.msg = "Invalid UTF-8 in a text frame from a client: closed with 1007 (%s)"
+            record.args = (record.exc_info[1],)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 class StarletteSocket:
     """A :class:`Socket` over an accepted Starlette WebSocket."""
 
