@@ -56,7 +56,7 @@ def _read(directory: Path) -> Cookie | None:
         return Cookie(**raw)
     except FileNotFoundError:
         return None
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise PreconditionFailed(f"the cookie {path} is unreadable ({exc}); restore it or reformat the bookie") from exc
 
 

@@ -138,7 +138,11 @@ class MessageId:
         parts = text.split(":")
         if not 2 <= len(parts) <= 4 or not all(_INT_RE.fullmatch(p) for p in parts):
             raise InvalidArgument(f"invalid message id {text!r}: {_FORMAT_HINT}")
-        values = [int(p) for p in parts] + [-1] * (4 - len(parts))
+        try:
+            # int() refuses more than 4300 digits (sys.int_info.str_digits_check_threshold)
+            values = [int(p) for p in parts] + [-1] * (4 - len(parts))
+        except ValueError as exc:
+            raise InvalidArgument(f"invalid message id {text[:80]!r}: {exc}") from exc
         try:
             return cls(*values)
         except InvalidArgument as exc:

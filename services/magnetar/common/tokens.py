@@ -17,7 +17,6 @@ Pure: no gRPC, no environment; the servers' interceptor is in ``common/grpcauth.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 import secrets
@@ -64,9 +63,13 @@ def parse_duration(text: str) -> int:
         InvalidArgument: another form, or zero.
     """
     match = _DURATION.match(text)
-    if not match or int(match.group(1)) == 0:
-        raise InvalidArgument(f"bad duration {text!r}: write a positive number and a unit, such as 30m, 1h, 7d, 1y")
-    return int(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        number = int(match.group(1)) if match else 0
+    except ValueError:  # more digits than int() converts
+        number = 0
+    if number == 0 or match is None:
+        raise InvalidArgument(f"bad duration {text[:80]!r}: write a positive number and a unit, such as 30m, 1h, 7d, 1y")
+    return number * _UNIT_S[match.group(2)]
 
 
 # -- keys ---------------------------------------------------------------------------
@@ -103,14 +106,14 @@ def read_key_bytes(source: str | Path) -> bytes:
         if meta.endswith(";base64"):
             try:
                 return base64.b64decode(payload, validate=True)
-            except binascii.Error as exc:
+            except ValueError as exc:  # binascii.Error, or a character that is not ASCII
                 raise InvalidArgument("the data: key is not valid base64") from exc
         return payload.encode()
     path = Path(text[len("file://") :] if text.startswith("file://") else text)
     try:
         return path.read_bytes()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read key file {path}: {exc.strerror or exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise InvalidArgument(f"cannot read key file {path}: {getattr(exc, 'strerror', None) or exc}") from exc
 
 
 def decode_secret_key(data: bytes) -> bytes:

@@ -152,5 +152,5 @@ class LedgerMetadata:
                     Fragment(int(f["first_entry"]), tuple(str(b) for b in f["bookies"])) for f in doc["fragments"]
                 ),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise InvalidArgument(f"not valid ledger metadata: {exc!r}") from exc

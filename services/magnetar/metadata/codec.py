@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,18 @@ def encode(doc: Mapping[str, Any]) -> bytes:
     return text.encode()
 
 
+def _refuse_constant(name: str) -> float:
+    # NaN and Infinity are not JSON, and encode() could not write the document back.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} is too large for a float")
+    return value
+
+
 def decode(data: bytes, path: str = "") -> dict[str, Any]:
     """Parse a znode's data; an empty znode reads as an empty document.
 
@@ -40,8 +53,8 @@ def decode(data: bytes, path: str = "") -> dict[str, Any]:
         return {}
     where = f"znode {path}" if path else "metadata"
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        doc = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         preview = data[:60]
         raise CorruptMetadata(f"{where} does not hold valid JSON ({exc}): {preview!r}") from exc
     if not isinstance(doc, dict):
