@@ -12,7 +12,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -69,6 +69,11 @@ test-unit: setup ## Run the unit tests only
 
 test-integration: setup ## Run the integration tests only
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+FUZZ_EXAMPLES ?= 100000
+fuzz: setup ## The long fuzzing run: FUZZ_EXAMPLES inputs per decoder, gRPC method and WebSocket endpoint (default 100,000), fresh seeds; then fuzz-api
+	MAGNETAR_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz --timeout=0 -p no:cacheprovider $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory fuzz-api
 
 FUZZ_API_EXAMPLES ?= 200
 fuzz-api: setup ## schemathesis against the gateway's OpenAPI, FUZZ_API_EXAMPLES per operation and mode (default 200)

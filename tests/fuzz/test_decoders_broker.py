@@ -5,6 +5,7 @@ ledger entry framing and the managed ledger's ledger list entries."""
 from __future__ import annotations
 
 import oracles
+import pytest
 from fuzzsettings import FUZZ
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from test_decoders import mutated
 from magnetar.broker.managedledger.cursor_state import CursorDocument
 from magnetar.broker.managedledger.layout import LedgerInfo
 from magnetar.broker.managedledger.position import Position
+from magnetar.common.errors import MetadataError
 from magnetar.proto.v1 import broker_pb2 as pb
 
 I64 = st.integers(-(2**63), 2**63 - 1)
@@ -91,6 +93,8 @@ def _damaged_cursor_documents() -> st.SearchStrategy[object]:
 @example({"mark_delete": [1, 2], "batch_acks": [[1, 3, 2, "zz"]]})
 @example({"mark_delete": [1, 2], "properties": "ab"})
 @example({"mark_delete": [1, 2], "individually_acked": {"ab": 1}})
+@example({"mark_delete": [1, 2], "properties": ["ab", "cd"]})  # regression: pairs taken as an object
+@example({"mark_delete": [1, 2], "properties": [[1.5, 2], [None, 3]]})  # keys that JSON writes as strings
 def test_cursor_document_from_doc_refuses_only_with_metadata_error(stored: object) -> None:
     oracles.cursor_stored(stored)
 
@@ -163,3 +167,12 @@ def test_ledger_info_round_trips(info: LedgerInfo) -> None:
 @given(st.one_of(json_values, st.dictionaries(st.sampled_from(["ledger_id", "entries", "size", "created_ms", "max_deliver_at_ms"]), json_values, max_size=5)))
 def test_ledger_info_from_dict_refuses_only_with_metadata_error(doc: object) -> None:
     oracles.ledger_info_doc(doc)
+
+
+def test_cursor_document_properties_must_be_an_object() -> None:
+    # Regression (found by the fast fuzzer): dict() read a list of pairs as properties, whose
+    # non-string keys (1.5, None, inf) came back as strings after the cursor was stored.
+    for properties in (["ab", "cd"], [[1.5, 2]], [[None, 3]]):
+        with pytest.raises(MetadataError):
+            CursorDocument.from_doc({"mark_delete": [1, 2], "properties": properties}, "c")
+    assert CursorDocument.from_doc({"mark_delete": [1, 2], "properties": {"a": [1]}}, "c").properties == {"a": [1]}

@@ -11,7 +11,7 @@ a ``reason`` when one is invalid. After every batch the gateway still answers
 ``/admin/v2/clusters`` and its log holds no traceback. At the end the producer's topic
 holds exactly the messages acked ``ok``: nothing it refused, nothing cut mid-frame.
 
-``make test`` runs ``MAGNETAR_FUZZ_EXAMPLES`` inputs per endpoint (200) from a fixed
+``make test`` runs ``MAGNETAR_FUZZ_EXAMPLES`` inputs per endpoint (100) from a fixed
 seed; a long run (``make fuzz``) draws a seed and prints it; ``MAGNETAR_FUZZ_SEED``
 replays one.
 """

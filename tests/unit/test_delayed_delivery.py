@@ -11,6 +11,7 @@ from test_dispatch import Sink, settle
 
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS, DelayedIndex, effective_deliver_at
 from magnetar.broker.managedledger.position import Position
+from magnetar.common.errors import InvalidArgument
 from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio
@@ -128,6 +129,10 @@ async def test_publishing_records_the_latest_delivery_time_of_the_ledger(persist
         pb.SingleMessage(payload=b"x", deliver_at_ms=published + 40 * DAY_MS), pb.SingleMessage(payload=b"y"),
     ]).SerializeToString()  # fmt: skip
     await persistent_topic.publish("", batched, 2, 0, 0)  # a batch is delivered at once: not delayed
-    await persistent_topic.publish("", b"\xff\xff not an entry", 1, 0, 0)
+    with pytest.raises(InvalidArgument, match="not a message batch"):  # refused, not stored
+        await persistent_topic.publish("", b"\xff\xff not an entry", 1, 0, 0)
+    with pytest.raises(InvalidArgument, match="says 3 messages, its entry holds 2"):
+        await persistent_topic.publish("", batched, 3, 0, 0)
+    assert persistent_topic.ml.number_of_entries == 5
     (info,) = [i for i in persistent_topic.ml.ledgers if i.entries]
     assert info.max_deliver_at_ms == published + MAX_DELAY_MS  # clamped

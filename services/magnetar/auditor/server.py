@@ -14,7 +14,13 @@ from magnetar.auditor.config import DEFAULT_PORT, AuditorConfig
 from magnetar.auditor.service import AuditorService, NotLeader
 from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcauth import server_interceptors, with_token
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, SERVER_OPTIONS, from_rpc_error, rpc_errors
+from magnetar.common.grpcutil import (
+    CHANNEL_OPTIONS,
+    SERVER_OPTIONS,
+    MalformedRequestGuard,
+    from_rpc_error,
+    rpc_errors,
+)
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.tls import ClientTls, add_port, aio_channel, client_tls, server_tls
 from magnetar.proto.v1 import auditor_pb2 as pb
@@ -143,7 +149,7 @@ class AuditorServer:
     async def start(self) -> None:
         # With authentication on, only superuser roles (operators, the gateway, replicas).
         interceptors = server_interceptors(self.authenticator, "auditor", required_roles=self.config.superuser_roles)
-        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[MalformedRequestGuard(), *interceptors])
         pb_grpc.add_AuditorServicer_to_server(AuditorServicer(self.service), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

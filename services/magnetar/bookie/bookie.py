@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 DiskUsage = Callable[[str], Any]
 _READ_WINDOW = 512
+_MAX_EMPTY_WINDOWS = 2048
+"""Windows of nothing one read walks before giving up (1M entry ids: more than any
+gap a striped ledger or a re-replicated fragment leaves)."""
 _pack_body_header = BODY_HEADER.pack
 _pack_prefix = PREFIX.pack  # shutil.disk_usage's shape: .free, .total
 
@@ -249,12 +252,14 @@ class Bookie:
             await self.fence(ledger_id)
         state = self._state(ledger_id)
         self._check_id(first, "first entry")
-        if last < 0:
-            last = state.last_entry
+        # Nothing lies past the last stored entry: a huge ``last`` must not walk windows
+        # of nothing up to it (a read of 0..INT64_MAX never ended).
+        last = state.last_entry if last < 0 else min(last, state.last_entry)
         if last < first:
             return []
         out: list[StoredEntry] = []
         size = 0
+        empty = 0
         # Windows keep each step's work bounded: a chunked read of a long ledger stops
         # after max_bytes instead of looking up every remaining entry first.
         for start in range(first, last + 1, _READ_WINDOW):
@@ -262,6 +267,12 @@ class Bookie:
             records = await self._fetch(ledger_id, wanted)
             size = _collect(wanted, records, out, size, max_bytes)
             if max_bytes and size >= max_bytes:
+                break
+            empty = 0 if records else empty + 1
+            if empty >= _MAX_EMPTY_WINDOWS:
+                # A writer may add sparse ids (0, then 2**62): without an index lookup of
+                # the next stored id, walking the gap would never end. Stop; a caller
+                # reading on from here asks again past the gap.
                 break
         return out
 

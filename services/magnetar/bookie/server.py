@@ -18,7 +18,7 @@ from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
 from magnetar.bookie.metrics import BookieCollector
 from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcauth import server_interceptors
-from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
+from magnetar.common.grpcutil import SERVER_OPTIONS, MalformedRequestGuard, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.common.tls import add_port, server_tls
@@ -160,7 +160,7 @@ class BookieServer:
         await self.bookie.start()
         # With authentication on, only superuser roles (brokers, auditors, tools) get in.
         interceptors = server_interceptors(self.authenticator, "bookie", required_roles=self.config.superuser_roles)
-        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[MalformedRequestGuard(), *interceptors])
         pb_grpc.add_BookieServicer_to_server(BookieServicer(self.bookie), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

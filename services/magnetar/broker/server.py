@@ -32,7 +32,7 @@ from magnetar.broker.topic_rpcs import TopicAdminRpcs
 from magnetar.common import masks
 from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcauth import CALLER_ROLE, server_interceptors
-from magnetar.common.grpcutil import SERVER_OPTIONS, abort, rpc_errors
+from magnetar.common.grpcutil import SERVER_OPTIONS, MalformedRequestGuard, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import BackgroundTasks
@@ -199,6 +199,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             s = first.subscribe
             if not s.subscription:
                 raise InvalidArgument("a subscription name is required")
+            if s.type not in pb.SubscriptionType.values():
+                raise InvalidArgument(f"unknown subscription type {s.type}")
             access = Request(Action.CONSUME, str(TopicName.parse(s.topic)), s.subscription)
             role = await self._authorize(access)
             topic = await self.service.get_topic(s.topic)
@@ -518,7 +520,7 @@ class BrokerServer:
             interceptors = server_interceptors(self.authenticator, "broker")
             if self.config.authorization_enabled:
                 interceptors.append(AuthorizationInterceptor(self.service.authorizer))
-            server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
+            server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[MalformedRequestGuard(), *interceptors])
             pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
             if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):

@@ -429,8 +429,12 @@ class BrokerService:
                 del self._opening[key]
             return await self.get_topic(topic, create, explicit)
 
-    def _opened(self, key: str, _task: asyncio.Task[PersistentTopic]) -> None:
+    def _opened(self, key: str, task: asyncio.Task[PersistentTopic]) -> None:
         self._opening.pop(key, None)
+        if not task.cancelled():
+            # Retrieved here: every waiter that stayed has its outcome, and one that
+            # left (a cancelled stream) must not leave "exception was never retrieved".
+            task.exception()
 
     async def _open(self, name: TopicName, create: bool, explicit: bool) -> PersistentTopic:
         tenant, ns, local = name.tenant, name.namespace_part, name.local_name

@@ -173,7 +173,10 @@ class PersistentTopic:
             if not batch:
                 break
             for _pos, data in batch:
-                eb = pb.EntryBatch.FromString(data)
+                try:
+                    eb = pb.EntryBatch.FromString(data)
+                except DecodeError:
+                    continue  # stored as sent, never parsed: it names no producer
                 if eb.producer_name and eb.messages:
                     self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages))
             position = self.ml.next_position(batch[-1][0])
@@ -349,9 +352,13 @@ class PersistentTopic:
         refused: MagnetarError | None = None
         if self.policies.backlog_quotas or self._quota_blocked:
             refused = self._quota_error()
+        parsed = _parse_entry(entry, num_messages)
+        if isinstance(parsed, InvalidArgument):
+            return _failed(loop, parsed)
         one_delayed = num_messages == 1 and maybe_delayed
+        due = batch_delivery_time(parsed) if one_delayed else 0
         if refused is None and one_delayed and self.policies.max_delivery_delay_ms:
-            refused = _delay_error(entry, self.policies)
+            refused = _delay_error(parsed, self.policies)
         if refused is not None:
             return _failed(loop, refused)
         tracked = self._dedup_tracked and bool(producer_name)
@@ -365,7 +372,7 @@ class PersistentTopic:
                         self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed))
             self._dedup.pushed[producer_name] = max(highest_seq, self._dedup.pushed.get(producer_name, -1))
         result: asyncio.Future[PublishResult] = loop.create_future()
-        added = self.ml.add_entry(entry, delivery_time(entry) if one_delayed else 0)
+        added = self.ml.add_entry(entry, due)
         publisher = self.producers.get(producer_name)
         meter = publisher.meter_in if publisher is not None else None
         added.add_done_callback(
@@ -578,29 +585,41 @@ class PersistentTopic:
         )
 
 
-def delivery_time(entry: bytes) -> int:
-    """When the entry's delayed message is due (clamped; 0: not delayed).
-
-    Only an entry of one message can be delayed (the dispatcher delivers a batch at once),
-    so only those are parsed on the publish path; unbatched sends are the slow path
-    already (one entry each), and the parse costs about a microsecond.
-    """
+def _parse_entry(entry: bytes, num_messages: int) -> pb.EntryBatch | InvalidArgument:
+    """The entry a producer sent, parsed, or why it is refused: the broker stores only
+    entries its dispatchers, deduplication and peeks can read back (an EntryBatch of
+    ``num_messages`` messages). Parsing costs about 1.5 µs for one message, 65 µs for a
+    batch of 1,000 (upb), a few percent of the broker's work per message."""
     try:
         batch = pb.EntryBatch.FromString(entry)
-    except DecodeError:
-        return 0  # malformed: not a delayed message
+    except DecodeError as exc:
+        return InvalidArgument(f"the entry is not a message batch ({exc}); send it with a Magnetar or Pulsar-compatible client")
+    if num_messages != len(batch.messages) or num_messages < 1:
+        return InvalidArgument(f"the send says {num_messages} messages, its entry holds {len(batch.messages)}")
+    return batch
+
+
+def batch_delivery_time(batch: pb.EntryBatch) -> int:
+    """When a one-message entry's delayed message is due (clamped; 0: not delayed).
+
+    Only an entry of one message can be delayed (the dispatcher delivers a batch at once)."""
     if len(batch.messages) != 1:
         return 0
     return effective_deliver_at(batch.messages[0].deliver_at_ms, batch.publish_time_ms)
 
 
-def _delay_error(entry: bytes, policies: NamespacePolicies) -> InvalidArgument | None:
-    """Pulsar's check of ``maxDeliveryDelayInMillis`` (only while delayed delivery is on)."""
-    if not policies.delayed_delivery_active:
-        return None
+def delivery_time(entry: bytes) -> int:
+    """:func:`batch_delivery_time` of a stored entry (0 for one that does not parse)."""
     try:
         batch = pb.EntryBatch.FromString(entry)
     except DecodeError:
+        return 0  # malformed: not a delayed message
+    return batch_delivery_time(batch)
+
+
+def _delay_error(batch: pb.EntryBatch, policies: NamespacePolicies) -> InvalidArgument | None:
+    """Pulsar's check of ``maxDeliveryDelayInMillis`` (only while delayed delivery is on)."""
+    if not policies.delayed_delivery_active:
         return None
     limit = policies.max_delivery_delay_ms
     if len(batch.messages) == 1 and batch.messages[0].deliver_at_ms - batch.publish_time_ms > limit:

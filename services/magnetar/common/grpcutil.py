@@ -8,8 +8,9 @@ any ``grpc.RpcError`` back into the typed error with :func:`from_rpc_error`.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -86,6 +87,121 @@ def rpc_errors(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+class _Malformed:
+    """What the guarded deserializer hands on for bytes that do not parse."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _guarded(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def parse(raw: bytes) -> Any:
+        try:
+            return deserialize(raw)
+        except Exception as exc:  # DecodeError, or a message nested too deep
+            return _Malformed(f"{type(exc).__name__}: {exc}")
+
+    return parse
+
+
+class _StreamCheck:
+    """Reads a request stream for the servicer; it ends at a message that does not parse,
+    which the handler then reports (from its own task: a status set from the servicer's
+    reader task could race the one the handler sends)."""
+
+    __slots__ = ("malformed",)
+
+    def __init__(self) -> None:
+        self.malformed: _Malformed | None = None
+
+    async def read(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, _Malformed):
+                self.malformed = request
+                return
+            yield request
+
+
+def guard_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler`` with a request deserializer that never raises: a request that is not
+    valid protobuf ends the call with INVALID_ARGUMENT instead of grpc's UNKNOWN and a
+    logged traceback, and never reaches the servicer. In a request stream, the servicer
+    sees the stream end before the malformed message; the call then ends with
+    INVALID_ARGUMENT (unless the servicer ended it with a status of its own)."""
+    streaming_in, streaming_out = handler.request_streaming, handler.response_streaming
+    behavior = (
+        handler.stream_stream if streaming_in and streaming_out else handler.stream_unary if streaming_in
+        else handler.unary_stream if streaming_out else handler.unary_unary
+    )
+
+    async def refuse_if_malformed(request: Any, check: _StreamCheck, context: grpc.aio.ServicerContext) -> None:
+        bad = check.malformed if streaming_in else request if isinstance(request, _Malformed) else None
+        if bad is not None:
+            await abort(context, InvalidArgument(f"malformed request: {bad.reason}"))
+
+    if streaming_out and inspect.isasyncgenfunction(behavior):
+        async def wrapped_gen(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            check = _StreamCheck()
+            if not streaming_in:
+                await refuse_if_malformed(request, check, context)
+            async for reply in behavior(check.read(request) if streaming_in else request, context):
+                yield reply
+            await refuse_if_malformed(request, check, context)
+
+        wrapped: Callable[..., Any] = wrapped_gen
+    else:
+        async def wrapped_call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            check = _StreamCheck()
+            if not streaming_in:
+                await refuse_if_malformed(request, check, context)
+            result = behavior(check.read(request) if streaming_in else request, context)
+            reply = await result if inspect.isawaitable(result) else result
+            await refuse_if_malformed(request, check, context)
+            return reply
+
+        wrapped = wrapped_call
+    kwargs = {
+        "request_deserializer": _guarded(handler.request_deserializer),
+        "response_serializer": handler.response_serializer,
+    }
+    if streaming_in and streaming_out:
+        return grpc.stream_stream_rpc_method_handler(wrapped, **kwargs)
+    if streaming_in:
+        return grpc.stream_unary_rpc_method_handler(wrapped, **kwargs)
+    if streaming_out:
+        return grpc.unary_stream_rpc_method_handler(wrapped, **kwargs)
+    return grpc.unary_unary_rpc_method_handler(wrapped, **kwargs)
+
+
+class MalformedRequestGuard(grpc.aio.ServerInterceptor):
+    """Put first in every server's interceptors: see :func:`guard_handler`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        cached = self._cache.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        guarded = guard_handler(handler)
+        if cached is None:  # the servicer's own handler; another interceptor's refusals vary
+            self._cache[method] = (handler, guarded)
+        return guarded
 
 
 def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:

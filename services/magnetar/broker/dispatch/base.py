@@ -24,6 +24,8 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from google.protobuf.message import DecodeError
+
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
 from magnetar.broker.managedledger.position import Position
@@ -369,7 +371,13 @@ class Dispatcher:
         return int(max(1, min(limit, limiter.messages_available())))
 
     def _message_count(self, position: Position, data: bytes) -> tuple[pb.EntryBatch, int]:
-        batch = pb.EntryBatch.FromString(data)
+        try:
+            batch = pb.EntryBatch.FromString(data)
+        except DecodeError:
+            # The broker stores what producers send without parsing it: an entry that is
+            # not an EntryBatch goes out as one opaque message instead of stopping the
+            # subscription's dispatch for good.
+            batch = pb.EntryBatch()
         return batch, len(batch.messages) or 1
 
     def _unacked_mask(self, position: Position, n: int) -> int:

@@ -176,7 +176,10 @@ class CursorDocument:
                 if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                     raise InvalidArgument(f"a redelivery count is a non-negative integer, not {n!r}")
                 out.redelivery_counts.append((Position.of((ledger_id, entry_id)), n))
-            out.properties = dict(doc.get("properties", {}))
+            properties = doc.get("properties", {})
+            if not isinstance(properties, dict):  # dict() would also take a list of pairs
+                raise InvalidArgument(f"stored properties are an object, not {properties!r}")
+            out.properties = dict(properties)
             if doc.get("read_position") is not None:
                 out.read_position = Position.of(doc["read_position"])
         except (KeyError, TypeError, ValueError, InvalidArgument) as exc:
