@@ -79,6 +79,17 @@ FUZZ_API_EXAMPLES ?= 200
 fuzz-api: setup ## schemathesis against the gateway's OpenAPI, FUZZ_API_EXAMPLES per operation and mode (default 200)
 	FUZZ_API_EXAMPLES=$(FUZZ_API_EXAMPLES) $(PY) -m pytest tests/integration/gateway/test_api_fuzz.py $(PYTEST_ARGS)
 
+# The chaos run (tests/chaos/README.md): a real cluster under a seeded fault schedule, then the
+# checker; the report (JSON + PNG) goes to CHAOS_OUT. SEED empty: a random one (printed first).
+DURATION ?= 600
+SEED ?=
+RATE ?= 2000
+INTERVAL ?= 20
+CHAOS_OUT ?= docs/chaos
+.PHONY: chaos
+chaos: setup ## Chaos run: make chaos DURATION=600 SEED=<n> [RATE=2000 INTERVAL=20]; report in docs/chaos (root: netns, loop mounts)
+	$(PY) tests/chaos/run.py --duration $(DURATION) --seed '$(SEED)' --rate $(RATE) --interval $(INTERVAL) --out $(CHAOS_OUT)
+
 lint: setup ## ruff + mypy
 	$(VENV)/bin/ruff check services tests bench
 	$(VENV)/bin/mypy

@@ -81,6 +81,8 @@ class ServiceProcess:
         extra_args: Sequence[str] = (),
         config: Mapping[str, Any] | None = None,
         name: str | None = None,
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         """Describe the bookie; nothing runs until :meth:`start`.
 
@@ -93,14 +95,20 @@ class ServiceProcess:
             extra_args: more command-line arguments.
             config: more settings, passed as ``MAGNETAR_<SERVICE>_<KEY>`` variables.
             name: name in messages (default ``<module>-PORT``).
+            host: the address it binds and is reached at (a chaos test gives each
+                process an address in a network namespace of its own).
+            command_prefix: run the command through this, e.g. ``["nsenter",
+                "--net=/run/netns/X", "--"]`` (it must exec the command, not fork it,
+                so signals reach the service itself).
         """
+        self.host = host
         self.port = port or free_port()
         self.data_dir = Path(data_dir)
         self.name = name or f"{self.module}-{self.port}"
         argv = [
-            sys.executable, "-m", f"magnetar.{self.module}",
+            *command_prefix, sys.executable, "-m", f"magnetar.{self.module}",
             "--zookeeper", zk_connect, "--zk-root", zk_root,
-            "--host", "127.0.0.1", "--port", str(self.port),
+            "--host", host, "--port", str(self.port),
             *(["--data-dir", str(self.data_dir)] if self.uses_data_dir else []),
             *extra_args,
         ]  # fmt: skip
@@ -114,8 +122,8 @@ class ServiceProcess:
 
     @property
     def address(self) -> str:
-        """``127.0.0.1:PORT``, also the bookie id."""
-        return f"127.0.0.1:{self.port}"
+        """``HOST:PORT`` (``127.0.0.1:PORT`` by default), also the bookie id."""
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:

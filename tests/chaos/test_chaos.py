@@ -1,0 +1,60 @@
+"""Two minutes of faults under load, in ``make test``: the checker must pass.
+
+The whole chaos run (run.py) with a fixed seed whose first steps cover every fault
+kind: a bookie killed for good (its replacement started, Qw restored within 60 s), a
+broker's ZooKeeper session expired, an auditor killed and restarted, another one
+paused, a broker isolated by a network partition, a bookie's disk filled until it
+turned read-only, a broker paused. ``make chaos`` runs the long version.
+
+Network partitions and the small filesystems need root (network namespaces, loop
+mounts); without them the run goes on with the other fault kinds (the schedule
+differs then). ``CHAOS_TEST_RATE`` / ``CHAOS_TEST_SEED`` / ``CHAOS_TEST_S`` override
+the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from run import run_chaos
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SEED = int(os.environ.get("CHAOS_TEST_SEED", "173"))
+DURATION_S = float(os.environ.get("CHAOS_TEST_S", "120"))
+RATE = float(os.environ.get("CHAOS_TEST_RATE", "2000"))
+INTERVAL_S = 15.0
+
+
+def _log_tails(work: Path, lines: int = 25) -> str:
+    out = []
+    for log in sorted((work / "logs").glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        out.append(f"--- {log.name}\n" + "\n".join(tail))
+    return "\n".join(out)
+
+
+@pytest.mark.timeout(420)
+def test_two_minutes_of_faults_lose_nothing(tmp_path):
+    work = tmp_path / "work"
+    outcome = run_chaos(duration_s=DURATION_S, seed=SEED, rate=RATE, interval_s=INTERVAL_S,
+                        out_dir=tmp_path / "report", work_dir=work, drain_timeout_s=90)  # fmt: skip
+    print(outcome.text)
+    print(f"report: {outcome.json_path}, history and logs: {work}")
+    r = outcome.result
+    assert r.problems == [], "\n".join(r.problems[:30]) + "\n" + _log_tails(work)
+    assert r.ok
+    # Liveness (a producer stuck after its fault healed) is reported, not asserted here:
+    # after a broker's ZooKeeper session expiry a producer can stay stuck, an open bug
+    # (tests/chaos/README.md, "Open findings"); `make chaos` exits 1 on it.
+    if outcome.stalled:
+        print(f"STALLED topics (open liveness bug): {outcome.stalled}")
+    # The run did what it claims: traffic flowed and the faults happened.
+    assert r.acked >= 0.7 * RATE * DURATION_S, outcome.settings.get("counters")
+    assert r.faults >= 6
+    kinds = set(outcome.settings["kinds"])
+    if "kill_permanent" in kinds and SEED == 173:
+        assert r.qw_restores >= 1
+    assert outcome.json_path.exists() and outcome.png_path.stat().st_size > 1000
