@@ -65,6 +65,9 @@ class ClusterSettings:
     grace_period_s: float = 5.0
     """The auditors mark a bookie lost this long after its registration went."""
     open_ledger_grace_s: float = 10.0
+    live_writer_grace_s: float = 15.0
+    """An idle live writer's open ledger is fenced this long after the marker, so Qw is
+    back within 60 s of a bookie lost for good (5 + 15 s, then the copy)."""
     zk_tick_ms: int = 500
 
 
@@ -182,6 +185,7 @@ class ChaosCluster:
         for _ in range(s.auditors):
             self._add("auditor", AuditorProcess, {
                 "grace_period_s": s.grace_period_s, "open_ledger_grace_s": s.open_ledger_grace_s,
+                "live_writer_grace_s": s.live_writer_grace_s,
                 "poll_interval_s": 0.5, "retry_interval_s": 1.0, "zk_session_timeout_s": s.auditor_session_timeout_s,
             })  # fmt: skip
         if s.gateway:

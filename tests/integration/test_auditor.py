@@ -12,7 +12,7 @@ import urllib.request
 import grpc
 import pytest
 
-from magnetar.common.errors import NoSuchLedger
+from magnetar.common.errors import LedgerFenced, NoSuchLedger
 from magnetar.common.netutil import free_port
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.ledger.client import LedgerClient
@@ -370,6 +370,30 @@ async def test_open_ledgers_dead_writer_recovered_live_writer_left_alone(
     await live_handle.close()
     await check_fully_replicated(ledgers, {live_handle.ledger_id: 200}, live)
     assert (await auditor_status(auditor.address)).ledgers_replicated == 2
+
+
+async def test_an_idle_live_writers_ledger_is_fenced_after_its_grace_and_replicated(
+    bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
+):
+    # Found by the chaos run: a writer that stops writing never changes its ensemble, so
+    # without this Qw stays short until a second bookie loss takes both copies.
+    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    idle = await ledgers.create_ledger(3, 2, 2)
+    for e in range(100):
+        await idle.add_entry(numbered_payload(e, 100))
+    victim = next(b for b in bookies if b.address in idle.metadata.current_ensemble)
+    auditor_factory(**{**AUDITOR, "open_ledger_grace_s": 1.0, "live_writer_grace_s": 4.0})
+    victim.kill()
+    deadline = time.monotonic() + 60
+    while under_replicated(zk_connect, zk_root) or not (await ledgers.ledger_metadata(idle.ledger_id)).is_closed:
+        assert time.monotonic() < deadline, f"markers: {under_replicated(zk_connect, zk_root)}"
+        await asyncio.sleep(0.5)
+    closed = await ledgers.ledger_metadata(idle.ledger_id)
+    assert closed.last_entry_id == 99  # every acknowledged entry kept
+    live = {b.address for b in bookies if b is not victim}
+    await check_fully_replicated(ledgers, {idle.ledger_id: 100}, live)
+    with pytest.raises(LedgerFenced):  # the writer learns on its next add, and goes on elsewhere
+        await idle.add_entry(numbered_payload(100, 100))
 
 
 async def test_shell_triggeraudit_and_clear_errors(

@@ -28,6 +28,11 @@ class AuditorConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Serv
     open_ledger_grace_s: float = Field(default=30.0, ge=0)
     """An open ledger whose writer is gone is recovered (fenced and closed) once it has
     been marked this long, so its last fragment can be replicated."""
+    live_writer_grace_s: float = Field(default=60.0, ge=0)
+    """An open ledger whose writer is alive but has not replaced the lost bookie by its own
+    ensemble change (it has not written since) is recovered once marked this long, as
+    BookKeeper's ``openLedgerRereplicationGracePeriod``: the writer's next add is then
+    refused as fenced and it goes on in a new ledger."""
     throttle_entries_per_s: int = Field(default=0, ge=0)
     """Most entries one replica copies per second (0: no limit)."""
     replication_workers: int = Field(default=2, ge=1)

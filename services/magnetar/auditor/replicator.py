@@ -100,7 +100,7 @@ class LedgerReplicator:
                 reader = await self.client.open_ledger(ledger_id, recovery=True)
                 metadata = reader.metadata
                 log.info(
-                    "ledger %d: writer gone; recovered and closed at entry %d",
+                    "ledger %d: writer gone or idle; recovered and closed at entry %d",
                     ledger_id,
                     metadata.last_entry_id,
                 )
@@ -129,9 +129,14 @@ class LedgerReplicator:
         self, ledger_id: int, metadata: LedgerMetadata, marker: UnderReplicated
     ) -> str:
         """Why the current fragment of an open ledger must wait ("" : recover it now)."""
-        if metadata.writer and await self.client.store.writer_alive(metadata.writer):
-            return "open with a live writer: its own ensemble change replaces the lost bookie"
         age_s = time.time() - marker.marked_at_ms / 1000
+        if metadata.writer and await self.client.store.writer_alive(metadata.writer):
+            # A writer that writes replaces the lost bookie on its next add; one that does
+            # not (an idle topic) would leave Qw unrestored for good.
+            grace = self.config.live_writer_grace_s
+            if age_s < grace:
+                return f"open with a live writer: its ensemble change replaces the lost bookie, else recovery in {grace - age_s:.0f} s"
+            return ""
         if age_s < self.config.open_ledger_grace_s:
             return f"open, writer gone: recovery in {self.config.open_ledger_grace_s - age_s:.0f} s"
         return ""
