@@ -84,9 +84,11 @@ class ManagedCursor:
         self._version = version
         self.read_position: Position = ledger.next_position(mark_delete)
         """The next position to read (dispatchers move it; :meth:`rewind` resets it)."""
-        self._read_high = self.read_position
-        """The highest read position before the last rewind or seek (stored with the cursor)."""
         self._delivered_before = delivered_before
+        self._read_high = self.read_position if delivered_before is None else max(self.read_position, delivered_before)
+        """The highest read position before the last rewind or seek, stored with the cursor;
+        at least what a previous owner may have delivered, so the next owner flags that too
+        (an owner that moves the topic on before reading as far must not shrink it)."""
         self._advance_mark_delete()
         for p, size, mask in batch_acks:
             if not self.is_acked(p) and 0 < mask < full_mask(size):
