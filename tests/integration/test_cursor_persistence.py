@@ -95,6 +95,7 @@ async def test_batch_acks_and_redelivery_counts_survive_close_and_reopen(two_boo
             "batch_acks": [[lid[1], 1, 5, "5"], [lid[9], 9, 3, "3"], [lid[15], 5, 100, format(1 << 99, "x")]],
             "redelivery_counts": [[lid[1], 1, 2], [lid[3], 3, 1], [lid[20], 0, 1]],
             "properties": {},
+            "read_position": list(pos[1]),  # nothing read: the entry after mark-delete
         }
 
         ml = await b.open(max_entries_per_ledger=10)

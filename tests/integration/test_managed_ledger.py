@@ -160,6 +160,7 @@ async def test_cursors_persist_and_reopen_with_the_same_state(two_bookies, zk_co
             "mark_delete": list(pos[3]),
             "individually_acked": [[list(pos[9]), list(pos[10])], [list(pos[12]), list(pos[12])], [list(pos[24]), list(pos[24])]],
             "properties": {},
+            "read_position": list(pos[4]),  # nothing read: the entry after mark-delete
         }
         assert sorted(await b.store.list_cursors(*NAME)) == ["earliest", "latest", "latest-before"]
 
