@@ -89,6 +89,8 @@ class ManagedCursor:
         """The highest read position before the last rewind or seek, stored with the cursor;
         at least what a previous owner may have delivered, so the next owner flags that too
         (an owner that moves the topic on before reading as far must not shrink it)."""
+        self._stored_read: Position | None = None
+        """The read position of the last document made for the store."""
         self._advance_mark_delete()
         for p, size, mask in batch_acks:
             if not self.is_acked(p) and 0 < mask < full_mask(size):
@@ -135,8 +137,9 @@ class ManagedCursor:
             [(p, size, mask) for p, (size, mask) in self._batch.items()],
             list(self._counts.items()),
             self.properties,
-            max(self._read_high, self.read_position),
+            self._read_mark(),
         ).to_doc(self.ledger.config)
+        self._stored_read = self._read_mark()
         for key in ("batch_acks", "redelivery_counts"):
             if not doc[key]:
                 del doc[key]
@@ -255,6 +258,9 @@ class ManagedCursor:
     def redelivery_count(self, p: Sequence[int]) -> int:
         """How often the entry at ``p`` was sent again (0 when never, or acknowledged)."""
         return self._counts.get(Position.of(p), 0)
+
+    def _read_mark(self) -> Position:
+        return max(self._read_high, self.read_position)
 
     def delivery_count(self, p: Position) -> int:
         """The redelivery count a delivery of the entry at ``p`` carries: its count, or 1
@@ -517,6 +523,10 @@ class ManagedCursor:
         self._closed = True
         if not flush:
             self._dirty = False
+        elif self.durable and self._stored_read != self._read_mark():
+            # Deliveries since the last write: the next owner must flag them even when no
+            # ack made the cursor dirty (the acks may be lost with the hand-over).
+            self._dirty = True
         self._wake.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
