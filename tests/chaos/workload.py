@@ -110,6 +110,9 @@ class Workload:
         self._seen: dict[tuple[str, str], SeqBits] = defaultdict(SeqBits)  # (sub, key) → delivered seqs
         self._subs: dict[str, str] = {}  # sub → topic short (the subscriptions that must see everything)
         self._unresolved: dict[tuple[str, int], str] = {}  # failed on purpose, outcome not seen yet
+        # Outcome seen: a redelivery after it (a move's ack lost in a hand-over; the move
+        # itself is deduplicated, so no second DLQ copy comes) does not unsettle it.
+        self._settled: set[tuple[str, int]] = set()
         self._last_due = 0.0
         self._counts: dict[str, int] = defaultdict(int)
 
@@ -355,7 +358,7 @@ class Workload:
             self._counts["dlq"] += 1
             self.history.record("dlq", sub=sub, topic=topic, key=key, seq=seq, id=mid, rc=rc,
                                 reason=props.get("DEAD_LETTER_REASON", ""), origin=props.get("ORIGIN_MESSAGE_ID", ""))
-            self._unresolved.pop((key, seq), None)
+            self._settle(key, seq)
             await consumer.acknowledge(msg)
             return
         fields: dict[str, Any] = {}
@@ -372,12 +375,17 @@ class Workload:
         if kind == "shared_retry":
             fail, via = fail_plan(self.seed, key, seq)
             if fail == "poison" or (fail == "flaky" and retry + rc == 0):
-                self._unresolved.setdefault((key, seq), fail)
+                if (key, seq) not in self._settled:
+                    self._unresolved.setdefault((key, seq), fail)
                 await self._fail(consumer, sub, msg, topic, key, seq, fail, via, retry, rc, mid)
                 return
             self.history.record("ack", sub=sub, topic=topic, key=key, seq=seq, id=mid, retry=retry)
-            self._unresolved.pop((key, seq), None)
+            self._settle(key, seq)
         await consumer.acknowledge(msg)
+
+    def _settle(self, key: str, seq: int) -> None:
+        if self._unresolved.pop((key, seq), None) is not None:
+            self._settled.add((key, seq))
 
     async def _fail(self, consumer: Any, sub: str, msg: Any, topic: str, key: str, seq: int, fail: str, via: str,
                     retry: int, rc: int, mid: str) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 import magnetar
 import magnetar.asyncio as ma
-from magnetar.common.errors import TopicNotFound
+from magnetar.common.errors import NotConnected, TopicNotFound
 from magnetar.common.grpcutil import abort
 from magnetar.common.keyhash import partition_for_key
 from magnetar.common.names import TopicName
@@ -78,6 +78,8 @@ class TwinState:
         self.unsubscribe_error: common_pb2.Error | None = None
         self.resets_to_send = 0  # CursorResets pushed without a seek (an admin reset)
         self.hold_receipts = False
+        self.stall_produce = False  # the next produce stream reads nothing after its open ...
+        self.cut_stalled = asyncio.Event()  # ... until this is set; then it ends (retriable)
         self.producers = 0
         self.cond = asyncio.Condition()
 
@@ -124,6 +126,11 @@ class BrokerTwin(pb_grpc.BrokerServicer):
                 name = req.open.producer_name or f"twin-{st.producers}"
                 last = st.last_seq.get((topic, name), -1)
                 yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
+                if st.stall_produce:  # flow control fills: the producer's writes wait
+                    await st.cut_stalled.wait()
+                    st.stall_produce = False
+                    yield pb.ProduceResponse(closed=common_pb2.Error(code=NotConnected.code, message="cut", retriable=True))
+                    return
                 continue
             sends = [req.send] if req.HasField("send") else list(req.sends.batches)
             for send in sends:
@@ -584,6 +591,29 @@ async def test_producer_resends_pending_batches_after_the_broker_restarts(twin, 
     after = await producer.send(b"after")
     assert after.entry_id() == 1 + len(before)
     assert twin.state.entry_batches("resend")[-1].sequence_id == 5
+
+
+async def test_a_stream_cut_while_a_write_waits_keeps_the_producer_writing(twin, client):
+    """grpc raises CancelledError in a write in flight when the call is cancelled (here:
+    the reader cancels the stream the broker ended, while the writer waits on flow
+    control). That once ended the producer's writer task for good: reconnected, it sent
+    nothing again and every send timed out (the stuck producer of the chaos runs)."""
+    producer = await client.create_producer("cut", producer_name="p1", batching_enabled=False)
+    await producer.send(b"first")
+    twin.state.stall_produce = True
+    await twin.restart()  # the producer reconnects to a stream that reads nothing
+    await _eventually(lambda: producer.partitions[0].reconnects == 1)
+    payload = b"x" * (256 * 1024)
+    futs = []
+    for _ in range(40):  # 10 MiB: more than the stream's flow-control window
+        futs.append(producer.send_async(payload, None))
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.3)
+    twin.state.cut_stalled.set()  # the broker ends the stream; the reader cancels the call
+    ids = await asyncio.wait_for(asyncio.gather(*futs), 10)
+    assert [m.entry_id() for m in ids] == list(range(1, 41))
+    assert producer.partitions[0].reconnects == 2
+    assert (await producer.send(b"after")).entry_id() == 41
 
 
 async def test_consumer_resubscribes_after_the_broker_restarts(twin, client):

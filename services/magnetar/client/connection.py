@@ -13,7 +13,7 @@ import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
 from magnetar.common.grpcauth import with_token
-from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
+from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, ERROR_CODE_KEY, cancels_this_task, from_rpc_error
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
 from magnetar.common.tls import ClientTls, aio_channel, channel_credentials
@@ -260,6 +260,10 @@ class BrokerStream:
         """Raises: the typed error of the broken stream."""
         try:
             await self._call.write(request)
+        except asyncio.CancelledError:
+            if cancels_this_task():
+                raise
+            raise NotConnected(f"the stream to {self.target} was cancelled with a write in flight") from None
         except Exception as exc:
             raise await stream_error(self._call, exc, self.target) from exc
 
@@ -270,6 +274,10 @@ class BrokerStream:
         """
         try:
             resp = await self._call.read()
+        except asyncio.CancelledError:
+            if cancels_this_task():
+                raise
+            raise NotConnected(f"the stream to {self.target} was cancelled with a read in flight") from None
         except grpc.RpcError as exc:
             raise stream_rpc_error(exc, self.target) from exc
         return None if resp is grpc.aio.EOF else resp
@@ -281,6 +289,10 @@ class BrokerStream:
         """
         try:
             await self._call.done_writing()
+        except asyncio.CancelledError:
+            if cancels_this_task():
+                raise
+            raise NotConnected(f"the stream to {self.target} was cancelled with a half-close in flight") from None
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             raise NotConnected(f"the stream to {self.target} is gone: {exc!r}") from exc
 

@@ -32,6 +32,11 @@ from .options import ProducerConfig
 
 log = logging.getLogger(__name__)
 
+COMBINED_BYTES = 3 * 1024 * 1024
+"""Queued batches go out together in one stream message up to this many entry bytes
+(below gRPC's default 4 MiB receive limit, with room for the framing; one larger entry
+still goes alone)."""
+
 
 class PartitionProducer(ConnectionHandler):
     """Produces to one topic or one partition of a partitioned topic."""
@@ -135,11 +140,17 @@ class PartitionProducer(ConnectionHandler):
                 # message (each batch is still its own entry), in order. Taken off
                 # _unsent now: if the write fails, the reconnect queues every pending
                 # send again (_connected).
-                unsent, pending, ops = self._unsent, self._pending, []
+                # At most COMBINED_BYTES per stream message (a resend after a reconnect may
+                # have max_pending_messages entries of up to 5 MB each queued).
+                unsent, pending, ops, size = self._unsent, self._pending, [], 0
                 while unsent:
-                    op = unsent.popleft()
+                    op = unsent[0]
+                    if ops and size + len(op.send.entry) > COMBINED_BYTES:
+                        break
+                    unsent.popleft()
                     if pending.get(op.request_id) is op:  # not timed out
                         ops.append(op)
+                        size += len(op.send.entry)
                 if not ops:
                     break
                 if len(ops) == 1:

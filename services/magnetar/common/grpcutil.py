@@ -7,6 +7,7 @@ any ``grpc.RpcError`` back into the typed error with :func:`from_rpc_error`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -202,6 +203,22 @@ class MalformedRequestGuard(grpc.aio.ServerInterceptor):
         if cached is None:  # the servicer's own handler; another interceptor's refusals vary
             self._cache[method] = (handler, guarded)
         return guarded
+
+
+def cancels_this_task() -> bool:
+    """Whether a CancelledError out of a stream operation cancels the current task.
+
+    grpc.aio raises CancelledError in every operation in flight on a call that is
+    cancelled, also in tasks nobody cancelled: the SDK's handlers cancel a broken
+    stream's call from its reader task while the writer task may be mid-write. That is
+    a broken stream (call it NotConnected), not a cancellation of the writer: taken for
+    one, it ended the producer's and the consumer's writer tasks for good, after which
+    every send timed out and no ack or permit went out again (the stuck producer of the
+    chaos runs). The CancelledError stands only when the current task itself is being
+    cancelled (``Task.cancelling()``).
+    """
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:

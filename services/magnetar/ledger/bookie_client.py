@@ -22,7 +22,7 @@ from magnetar.common.errors import (
     from_code,
 )
 from magnetar.common.grpcauth import with_token
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, from_rpc_error
+from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, cancels_this_task, from_rpc_error
 from magnetar.common.tls import ClientTls, aio_channel
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
@@ -96,12 +96,14 @@ class BookieClient:
             self._pending[request.request_id] = fut
             try:
                 await call.write(request)
-            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            except (grpc.RpcError, asyncio.InvalidStateError, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError) and cancels_this_task():
+                    raise  # else the call was cancelled under the write (close()): a lost stream
                 self._pending.pop(request.request_id, None)
                 if fut.done():  # already failed by the response reader
                     fut.exception()
                 fut.cancel()
-                refusal = await self._refusal(exc)
+                refusal = None if isinstance(exc, asyncio.CancelledError) else await self._refusal(exc)
                 if refusal is not None:  # the bookie ended the stream on purpose (no token)
                     raise refusal from exc
                 why = exc.details() if isinstance(exc, grpc.RpcError) else "stream closed"  # type: ignore[attr-defined]
