@@ -50,9 +50,9 @@ SEED = int(os.environ.get("MAGNETAR_FUZZ_SEED") or (random.SystemRandom().randra
 BATCH = 5000
 """Inputs between two checks of the processes (health, logs)."""
 TIMEOUT_S = 30.0
-SERIAL = {"TriggerAudit": 2}
-"""In flight at once for methods whose every call does long work one after another (a
-whole audit): 48 of them queue past the deadline on a loaded machine (CI saw 31 of 100)."""
+CONCURRENCY = 48
+"""Calls in flight at once per method. TriggerAudit too: concurrent triggers share one
+audit (they once queued one whole audit each, and CI saw 31 of 100 pass the deadline)."""
 BROKER_MAX_MESSAGE = 64 * 1024
 LOG_MARKERS = ("Traceback", "Task exception was never retrieved", "Unexpected [", "exception was never retrieved")
 ALL = methods()
@@ -167,7 +167,7 @@ async def test_hostile_requests(cluster: Cluster, method: MethodDescriptor) -> N
     async with channel(cluster.target(method)) as ch:
         while batch := list(itertools.islice(inputs, BATCH)):
             n, seconds = await run_many(ch, iter(batch), timeout=TIMEOUT_S, on_outcome=record,
-                                        concurrency=SERIAL.get(method.name, 48))  # fmt: skip
+                                        concurrency=CONCURRENCY)  # fmt: skip
             sent, elapsed = sent + n, elapsed + seconds
             assert not crashes, f"seed {SEED}: " + "\n".join(crashes)
             await check_processes(cluster)

@@ -114,3 +114,62 @@ async def test_throttle_limits_the_rate():
     for _ in range(10):
         await t.acquire(100)
     assert loop.time() - start >= 0.45  # 1,000 entries at 2,000/s, the first 100 at once
+
+
+class _Registry:
+    async def list_writable(self) -> list[str]:
+        return ["b1"]
+
+    async def list_read_only(self) -> list[str]:
+        return []
+
+
+class _Markers:
+    def __init__(self) -> None:
+        self.recorded: list[dict[str, object]] = []
+
+    async def record_audit(self, summary: dict[str, object]) -> None:
+        self.recorded.append(summary)
+
+
+async def test_triggers_during_a_check_share_the_next_one(monkeypatch):
+    """A burst of triggers costs two checks, not one per call; each caller's check
+    started after it asked; a caller that gives up cancels nothing."""
+    from types import SimpleNamespace
+
+    from magnetar.auditor import leader as leader_mod
+    from magnetar.auditor.config import AuditorConfig
+
+    started: list[int] = []
+    gates = [asyncio.Event(), asyncio.Event(), asyncio.Event()]
+
+    async def check_all(client, markers, registered, full):
+        n = len(started)
+        started.append(n)
+        await gates[n].wait()
+        report = {"run": n}
+        return SimpleNamespace(duration_s=0.0, ledgers_checked=0, fragments_checked=0, ledgers_marked=0,
+                               to_dict=lambda: dict(report))  # fmt: skip
+
+    monkeypatch.setattr(leader_mod, "check_all", check_all)
+    markers = _Markers()
+    leader = leader_mod.AuditLeader(SimpleNamespace(registry=_Registry()), markers, AuditorConfig(), "a1")  # type: ignore[arg-type]
+    first = asyncio.create_task(leader.audit())
+    await asyncio.sleep(0.01)
+    assert started == [0]
+    burst = [asyncio.create_task(leader.audit()) for _ in range(100)]
+    quitter = asyncio.create_task(leader.audit())
+    await asyncio.sleep(0.01)
+    quitter.cancel()  # gives up: the others' check goes on
+    gates[0].set()
+    assert (await first)["run"] == 0
+    await asyncio.sleep(0.01)
+    assert started == [0, 1]  # one check for all hundred, begun after they asked
+    late = asyncio.create_task(leader.audit())  # asks during check 1: gets check 2
+    gates[1].set()
+    assert {(await t)["run"] for t in burst} == {1}
+    gates[2].set()
+    assert (await late)["run"] == 2
+    assert started == [0, 1, 2] and [r["run"] for r in markers.recorded] == [0, 1, 2]
+    assert quitter.cancelled()
+    await leader.close()

@@ -12,6 +12,7 @@ from magnetar.auditor.checker import check_all
 from magnetar.auditor.config import AuditorConfig
 from magnetar.auditor.metrics import AUDIT_DURATION
 from magnetar.common.errors import MagnetarError, NoSuchLedger
+from magnetar.common.tasks import BackgroundTasks
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.underreplication import ZkUnderReplicationStore
 
@@ -32,6 +33,9 @@ class AuditLeader:
         self.config = config
         self.lost = LostBookies(config.grace_period_s)
         self._audit_lock = asyncio.Lock()
+        # The callers of a check get its error; a check nobody waits for any more is not logged.
+        self._audits = BackgroundTasks(f"auditor {auditor_id} checks", on_error=lambda _task, _exc: None)
+        self._next_audit: asyncio.Task[dict[str, object]] | None = None
 
     async def run(self) -> None:
         """The leader's loop; runs until cancelled (leadership ends)."""
@@ -68,22 +72,44 @@ class AuditLeader:
                 pass
 
     async def audit(self) -> dict[str, object]:
-        """Run the periodic check now (one at a time) and record it in ZooKeeper."""
+        """Run the periodic check now and record it in ZooKeeper; its report.
+
+        One check runs at a time, and each caller is answered by a check that started
+        after it asked. Callers that ask while a check runs share the next one: a burst
+        of triggers (clients retrying, or hostile ones) costs at most two checks instead
+        of one per call queued behind the lock (a hundred concurrent TriggerAudit calls
+        once kept the auditor checking for minutes and most of them passed their
+        deadline). A caller that gives up does not cancel the check the others wait for.
+        """
+        task = self._next_audit
+        if task is None:
+            task = self._next_audit = self._audits.spawn(self._audit_next(), name="audit")
+        return await asyncio.shield(task)
+
+    async def close(self) -> None:
+        """Cancel a check under way or queued, and wait for it."""
+        await self._audits.close()
+
+    async def _audit_next(self) -> dict[str, object]:
         async with self._audit_lock:
-            registered = set(await self.client.registry.list_writable()) | set(
-                await self.client.registry.list_read_only()
-            )
-            report = await check_all(
-                self.client, self.markers, registered, self.config.full_entry_check
-            )
-            AUDIT_DURATION.observe(report.duration_s)
-            summary = {**report.to_dict(), "auditor_id": self.auditor_id}
-            await self.markers.record_audit(summary)
-            log.info(
-                "periodic check: %d closed ledgers, %d fragments, %d marked, in %.2f s",
-                report.ledgers_checked, report.fragments_checked, report.ledgers_marked, report.duration_s,
-            )  # fmt: skip
-            return summary
+            self._next_audit = None  # who asks from now on waits for the check after this one
+            return await self._audit_once()
+
+    async def _audit_once(self) -> dict[str, object]:
+        registered = set(await self.client.registry.list_writable()) | set(
+            await self.client.registry.list_read_only()
+        )
+        report = await check_all(
+            self.client, self.markers, registered, self.config.full_entry_check
+        )
+        AUDIT_DURATION.observe(report.duration_s)
+        summary = {**report.to_dict(), "auditor_id": self.auditor_id}
+        await self.markers.record_audit(summary)
+        log.info(
+            "periodic check: %d closed ledgers, %d fragments, %d marked, in %.2f s",
+            report.ledgers_checked, report.fragments_checked, report.ledgers_marked, report.duration_s,
+        )  # fmt: skip
+        return summary
 
     async def _next_audit_time(self) -> float:
         last = await self.markers.last_audit()

@@ -92,6 +92,7 @@ class AuditorService:
     async def stop(self) -> None:
         await self.election.close()
         await self._tasks.close()
+        await self.leader.close()
         await self.client.close()
         await self.zk.close()
 
