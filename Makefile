@@ -75,6 +75,10 @@ fuzz: setup ## The long fuzzing run: FUZZ_EXAMPLES inputs per decoder, gRPC meth
 	MAGNETAR_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz --timeout=0 -p no:cacheprovider $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory fuzz-api
 
+.PHONY: fuzz-results
+fuzz-results: ## What long fuzzing runs went through, per target (build/fuzz/results.jsonl), and the gRPC methods short of 100,000 inputs
+	@cd tests/fuzz && ../../$(PY) campaign.py ../../build/fuzz/results.jsonl
+
 FUZZ_API_EXAMPLES ?= 200
 fuzz-api: setup ## schemathesis against the gateway's OpenAPI, FUZZ_API_EXAMPLES per operation and mode (default 200)
 	FUZZ_API_EXAMPLES=$(FUZZ_API_EXAMPLES) $(PY) -m pytest tests/integration/gateway/test_api_fuzz.py $(PYTEST_ARGS)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fuzzsettings import EXAMPLES, LONG
+from fuzzsettings import EXAMPLES, LONG, record
 
 from magnetar.bookie import cookie as cookies
 from magnetar.bookie.record import Record
@@ -300,10 +300,12 @@ def run(name: str, inputs: Callable[[Gen], Input], examples: int = EXAMPLES) -> 
                 f"{name}: input {i} failed {oracle.__name__}{shown} with {type(exc).__name__}: {exc}; "
                 f"replay with MAGNETAR_FUZZ_SEED={SEED}"
             ) from exc
-    rate = examples / max(time.perf_counter() - start, 1e-9)
+    seconds = time.perf_counter() - start
+    rate = examples / max(seconds, 1e-9)
     line = f"fastfuzz {name}: {examples} inputs, {rate:,.0f}/s, seed {SEED}"
     print(line)
     REPORTS.append(line)
+    record("decoder", name, inputs=examples, seconds=seconds, seed=SEED)
     return rate
 
 

@@ -14,7 +14,10 @@ inputs built strategy by strategy, and shrinking of a failure to a minimal examp
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -34,3 +37,25 @@ FUZZ = settings(
 )
 """Decorate each property test with ``@FUZZ`` (``from fuzzsettings import FUZZ``); a module,
 not a conftest profile, so the other tiers' hypothesis settings are left alone."""
+
+
+RESULTS = os.environ.get("MAGNETAR_FUZZ_RESULTS", "build/fuzz/results.jsonl")
+"""Where a long run appends one JSON line per target that passed (``record``)."""
+
+
+def record(tier: str, target: str, *, inputs: int, seconds: float, seed: object, **extra: object) -> None:
+    """In a long run, append what a target went through without a failure: the tier
+    (``decoder``, ``rpc``, ``websocket``), the target, the inputs, the seconds and the
+    seed. A long run may be split over several invocations (``make fuzz PYTEST_ARGS='-k
+    …'``); the lines add up per target, each with its own seed, so distinct inputs."""
+    if not LONG:
+        return
+    path = Path(RESULTS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = {
+        "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "tier": tier, "target": target, "inputs": inputs, "seconds": round(seconds, 1),
+        "per_s": round(inputs / max(seconds, 1e-9), 1), "seed": seed, **extra,
+    }  # fmt: skip
+    with path.open("a") as f:
+        f.write(json.dumps(line) + "\n")

@@ -33,7 +33,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 import wsfuzz
-from fuzzsettings import EXAMPLES, LONG
+from fuzzsettings import EXAMPLES, LONG, record
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from wsfuzz import Frame
@@ -157,6 +157,8 @@ class Checker:
         await self.http.aclose()
         elapsed = time.monotonic() - self.started
         print(f"{endpoint}: {self.inputs} inputs in {elapsed:.1f} s ({self.inputs / elapsed:.1f} inputs/s); {self.where}")
+        if endpoint != "regression":
+            record("websocket", endpoint, inputs=self.inputs, seconds=elapsed, seed=SEED)
 
 
 def rng_for(endpoint: str) -> random.Random:
