@@ -1,7 +1,7 @@
 """The chaos workload against a real cluster without faults: the checker must pass.
 
 Three bookies (E=3, Qw=2, Qa=2) and two brokers, so topics spread over both and the
-DLQ / retry copies sometimes go to a topic the other broker serves. About 20 s of
+DLQ / retry copies sometimes go to a topic the other broker serves. About 10 s of
 producing at a low rate (the machine is small and shared), then a drain. Everything
 acknowledged must be delivered on every subscription, in order where required, with
 no unflagged duplicate, no early delayed message and exact DLQ accounting.
@@ -27,7 +27,7 @@ from workload import Workload
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUORUM = dict(ensemble_size=3, write_quorum=2, ack_quorum=2)
-PRODUCE_S = float(os.environ.get("CHAOS_WORKLOAD_TEST_S", "20"))
+PRODUCE_S = float(os.environ.get("CHAOS_WORKLOAD_TEST_S", "10"))
 RATE = float(os.environ.get("CHAOS_WORKLOAD_TEST_RATE", "200"))
 
 
