@@ -145,3 +145,48 @@ def test_a_bare_internal_on_a_stream_is_a_lost_connection_not_a_fatal_error() ->
     assert not stream_rpc_error(named_internal, "broker b:1").retriable
     unknown = stream_rpc_error(_RpcError(grpc.StatusCode.UNKNOWN, "Unexpected error"), "broker b:1")
     assert type(unknown) is MagnetarError and not unknown.retriable
+
+
+async def test_a_write_in_flight_when_the_call_is_cancelled_is_a_lost_stream() -> None:
+    """grpc raises CancelledError in a write waiting on flow control when another task
+    cancels the call; BrokerStream makes that NotConnected (the writer task lives on),
+    unless the writing task itself is the one being cancelled."""
+    from magnetar.client.connection import BrokerStream
+    from magnetar.common.errors import NotConnected
+
+    async def never_reads(requests, context):  # the window fills: writes wait
+        await asyncio.sleep(3600)
+        yield b""
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler("t.S", {"M": grpc.stream_stream_rpc_method_handler(never_reads)})]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+
+            async def fill(stream: BrokerStream) -> int:
+                n = 0
+                while True:
+                    await stream.write(b"x" * 65536)
+                    n += 1
+
+            stream = BrokerStream(ch.stream_stream("/t.S/M")(), "broker t")
+            writer = asyncio.create_task(fill(stream))
+            await asyncio.sleep(0.5)
+            assert not writer.done()  # blocked on flow control
+            stream.cancel()
+            with pytest.raises(NotConnected, match="cancelled with a write in flight"):
+                await writer
+
+            stream = BrokerStream(ch.stream_stream("/t.S/M")(), "broker t")
+            writer = asyncio.create_task(fill(stream))
+            await asyncio.sleep(0.5)
+            writer.cancel()  # the task itself: stays a cancellation
+            with pytest.raises(asyncio.CancelledError):
+                await writer
+            stream.cancel()
+    finally:
+        await server.stop(0)
