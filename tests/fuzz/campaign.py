@@ -1,7 +1,7 @@
 """Sum a long fuzzing run's results per target: ``python tests/fuzz/campaign.py [FILE]``.
 
 A long run (``make fuzz``) appends one line per target that passed to
-``build/fuzz/results.jsonl`` (``fuzzsettings.record``); a run split over several
+``build/fuzz/results.jsonl`` (``fuzzsettings.record_result``); a run split over several
 invocations (``make fuzz PYTEST_ARGS="-k Broker"``) adds up here. Prints, per tier and
 target, the inputs (each invocation has its own seed, so the inputs are distinct), the
 invocations and the slowest rate, and then every gRPC method short of ``--goal`` inputs.

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fuzzsettings import EXAMPLES, LONG, record
+from fuzzsettings import EXAMPLES, LONG, record_result
 
 from magnetar.bookie import cookie as cookies
 from magnetar.bookie.record import Record
@@ -305,7 +305,7 @@ def run(name: str, inputs: Callable[[Gen], Input], examples: int = EXAMPLES) -> 
     line = f"fastfuzz {name}: {examples} inputs, {rate:,.0f}/s, seed {SEED}"
     print(line)
     REPORTS.append(line)
-    record("decoder", name, inputs=examples, seconds=seconds, seed=SEED)
+    record_result("decoder", name, inputs=examples, seconds=seconds, seed=SEED)
     return rate
 
 

@@ -40,10 +40,10 @@ not a conftest profile, so the other tiers' hypothesis settings are left alone."
 
 
 RESULTS = os.environ.get("MAGNETAR_FUZZ_RESULTS", "build/fuzz/results.jsonl")
-"""Where a long run appends one JSON line per target that passed (``record``)."""
+"""Where a long run appends one JSON line per target that passed (``record_result``)."""
 
 
-def record(tier: str, target: str, *, inputs: int, seconds: float, seed: object, **extra: object) -> None:
+def record_result(tier: str, target: str, *, inputs: int, seconds: float, seed: object, **extra: object) -> None:
     """In a long run, append what a target went through without a failure: the tier
     (``decoder``, ``rpc``, ``websocket``), the target, the inputs, the seconds and the
     seed. A long run may be split over several invocations (``make fuzz PYTEST_ARGS='-k

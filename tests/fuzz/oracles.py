@@ -302,9 +302,8 @@ def read_lastmark(data: bytes, directory: Path) -> JournalPosition | None:
     path.write_bytes(data)
     try:
         return LastLogMark(path).position
-    except ValueError as exc:
-        assert type(exc) is ValueError  # not a UnicodeDecodeError or the like
-        assert "damaged" in str(exc)
+    except PreconditionFailed as exc:
+        assert "damaged" in exc.message
         return None
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fuzzsettings import EXAMPLES, LONG, record
+from fuzzsettings import EXAMPLES, LONG, record_result
 from google.protobuf.descriptor import MethodDescriptor
 from rpcfuzz import (
     Outcome,
@@ -177,7 +177,7 @@ async def test_hostile_requests(cluster: Cluster, method: MethodDescriptor) -> N
     for line in stuck:
         print("stuck:", line)
     assert codes.get("DEADLINE_EXCEEDED", 0) <= max(2, sent // 100), (codes, stuck)
-    record("rpc", method.full_name, inputs=sent, seconds=elapsed, seed=SEED, codes=codes)
+    record_result("rpc", method.full_name, inputs=sent, seconds=elapsed, seed=SEED, codes=codes)
 
 
 async def test_cut_connections(cluster: Cluster) -> None:

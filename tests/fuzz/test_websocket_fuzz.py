@@ -33,7 +33,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 import wsfuzz
-from fuzzsettings import EXAMPLES, LONG, record
+from fuzzsettings import EXAMPLES, LONG, record_result
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from wsfuzz import Frame
@@ -158,7 +158,7 @@ class Checker:
         elapsed = time.monotonic() - self.started
         print(f"{endpoint}: {self.inputs} inputs in {elapsed:.1f} s ({self.inputs / elapsed:.1f} inputs/s); {self.where}")
         if endpoint != "regression":
-            record("websocket", endpoint, inputs=self.inputs, seconds=elapsed, seed=SEED)
+            record_result("websocket", endpoint, inputs=self.inputs, seconds=elapsed, seed=SEED)
 
 
 def rng_for(endpoint: str) -> random.Random:

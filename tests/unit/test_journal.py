@@ -6,6 +6,7 @@ import pytest
 from magnetar.bookie.journal import Journal, journal_files, replay
 from magnetar.bookie.lastmark import START, JournalPosition, LastLogMark
 from magnetar.bookie.record import encode_add
+from magnetar.common.errors import PreconditionFailed
 
 
 async def write_journal(directory, n, size=100, per_batch=7, max_file=1 << 30, max_group=1 << 20):
@@ -122,5 +123,5 @@ def test_damaged_lastmark_is_reported(tmp_path):
     data = bytearray((tmp_path / "lastmark").read_bytes())
     data[6] ^= 1
     (tmp_path / "lastmark").write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="damaged"):
+    with pytest.raises(PreconditionFailed, match="damaged .*delete it"):
         LastLogMark(tmp_path / "lastmark")

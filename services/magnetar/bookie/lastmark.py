@@ -12,6 +12,8 @@ import zlib
 from pathlib import Path
 from typing import NamedTuple
 
+from magnetar.common.errors import PreconditionFailed
+
 _FORMAT = struct.Struct("<4sQQI")
 _MAGIC = b"MGLM"
 
@@ -37,11 +39,11 @@ class LastLogMark:
         except FileNotFoundError:
             return START
         if len(data) != _FORMAT.size + 4:
-            raise ValueError(f"LastLogMark file {self.path} is damaged (size {len(data)})")
+            raise _damaged(self.path, f"size {len(data)}")
         magic, file_id, offset, _ = _FORMAT.unpack_from(data)
         (crc,) = struct.unpack_from("<I", data, _FORMAT.size)
         if magic != _MAGIC or zlib.crc32(data[: _FORMAT.size]) != crc:
-            raise ValueError(f"LastLogMark file {self.path} is damaged (bad checksum)")
+            raise _damaged(self.path, "bad checksum")
         return JournalPosition(file_id, offset)
 
     def advance(self, position: JournalPosition) -> bool:
@@ -64,6 +66,13 @@ class LastLogMark:
         fsync_dir(self.path.parent)
         self.position = position
         return True
+
+
+def _damaged(path: Path, why: str) -> PreconditionFailed:
+    return PreconditionFailed(
+        f"the LastLogMark file {path} is damaged ({why}): restore it, delete it (the journal "
+        "is then replayed from its oldest file), or reformat the bookie"
+    )
 
 
 def fsync_dir(path: Path) -> None:

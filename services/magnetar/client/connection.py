@@ -13,7 +13,12 @@ import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
 from magnetar.common.grpcauth import with_token
-from magnetar.common.grpcutil import CLIENT_CHANNEL_OPTIONS, ERROR_CODE_KEY, cancels_this_task, from_rpc_error
+from magnetar.common.grpcutil import (
+    CLIENT_CHANNEL_OPTIONS,
+    ERROR_CODE_KEY,
+    cancels_this_task,
+    from_rpc_error,
+)
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
 from magnetar.common.tls import ClientTls, aio_channel, channel_credentials

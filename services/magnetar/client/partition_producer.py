@@ -142,7 +142,8 @@ class PartitionProducer(ConnectionHandler):
                 # send again (_connected).
                 # At most COMBINED_BYTES per stream message (a resend after a reconnect may
                 # have max_pending_messages entries of up to 5 MB each queued).
-                unsent, pending, ops, size = self._unsent, self._pending, [], 0
+                unsent, pending, size = self._unsent, self._pending, 0
+                ops: list[OpSendBatch] = []
                 while unsent:
                     op = unsent[0]
                     if ops and size + len(op.send.entry) > COMBINED_BYTES:

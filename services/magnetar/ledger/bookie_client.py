@@ -22,7 +22,12 @@ from magnetar.common.errors import (
     from_code,
 )
 from magnetar.common.grpcauth import with_token
-from magnetar.common.grpcutil import CHANNEL_OPTIONS, ERROR_CODE_KEY, cancels_this_task, from_rpc_error
+from magnetar.common.grpcutil import (
+    CHANNEL_OPTIONS,
+    ERROR_CODE_KEY,
+    cancels_this_task,
+    from_rpc_error,
+)
 from magnetar.common.tls import ClientTls, aio_channel
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
