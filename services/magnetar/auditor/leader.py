@@ -82,7 +82,7 @@ class AuditLeader:
         deadline). A caller that gives up does not cancel the check the others wait for.
         """
         task = self._next_audit
-        if task is None:
+        if task is None or task.done():  # done: cancelled (close) before it began
             task = self._next_audit = self._audits.spawn(self._audit_next(), name="audit")
         return await asyncio.shield(task)
 
