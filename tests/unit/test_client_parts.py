@@ -149,8 +149,9 @@ def test_a_bare_internal_on_a_stream_is_a_lost_connection_not_a_fatal_error() ->
 
 async def test_a_write_in_flight_when_the_call_is_cancelled_is_a_lost_stream() -> None:
     """grpc raises CancelledError in a write waiting on flow control when another task
-    cancels the call; BrokerStream makes that NotConnected (the writer task lives on),
-    unless the writing task itself is the one being cancelled."""
+    cancels the call, and in a read for the status of a write refused after the cancel;
+    BrokerStream makes both NotConnected (the writer task lives on), unless the writing
+    task itself is the one being cancelled."""
     from magnetar.client.connection import BrokerStream
     from magnetar.common.errors import NotConnected
 
@@ -180,6 +181,11 @@ async def test_a_write_in_flight_when_the_call_is_cancelled_is_a_lost_stream() -
             stream.cancel()
             with pytest.raises(NotConnected, match="cancelled with a write in flight"):
                 await writer
+            # A write after the cancel: grpc refuses it (InvalidStateError) and a read for
+            # the status raises CancelledError; that once escaped and ended the writer.
+            await asyncio.sleep(0.1)
+            with pytest.raises(NotConnected, match="the stream to broker t"):
+                await stream.write(b"y")
 
             stream = BrokerStream(ch.stream_stream("/t.S/M")(), "broker t")
             writer = asyncio.create_task(fill(stream))

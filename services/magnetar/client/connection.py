@@ -326,10 +326,17 @@ async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, targ
         return exc
     if isinstance(exc, grpc.RpcError):
         return stream_rpc_error(exc, target)
+    if call.cancelled():  # by our reader, as the stream broke: no status to read
+        return NotConnected(f"the stream to {target} was cancelled: {exc!r}")
     try:  # a write on a finished call: reading raises the status it finished with
         await asyncio.wait_for(call.read(), 1.0)
     except grpc.RpcError as rpc_exc:
         return stream_rpc_error(rpc_exc, target)
+    except asyncio.CancelledError:
+        # grpc's answer to a read on a cancelled call: only ours if this task is being
+        # cancelled (else it escaped the writer's handlers and ended the writer task).
+        if cancels_this_task():
+            raise
     except Exception:
         pass
     return NotConnected(f"the stream to {target} broke: {exc!r}")
