@@ -6,7 +6,8 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import grpc
@@ -264,11 +265,8 @@ class BrokerStream:
     async def write(self, request: Any) -> None:
         """Raises: the typed error of the broken stream."""
         try:
-            await self._call.write(request)
-        except asyncio.CancelledError:
-            if cancels_this_task():
-                raise
-            raise NotConnected(f"the stream to {self.target} was cancelled with a write in flight") from None
+            with self._cancel_is_a_lost_stream("a write"):
+                await self._call.write(request)
         except Exception as exc:
             raise await stream_error(self._call, exc, self.target) from exc
 
@@ -278,11 +276,8 @@ class BrokerStream:
         Raises: the typed error the stream ended with.
         """
         try:
-            resp = await self._call.read()
-        except asyncio.CancelledError:
-            if cancels_this_task():
-                raise
-            raise NotConnected(f"the stream to {self.target} was cancelled with a read in flight") from None
+            with self._cancel_is_a_lost_stream("a read"):
+                resp = await self._call.read()
         except grpc.RpcError as exc:
             raise stream_rpc_error(exc, self.target) from exc
         return None if resp is grpc.aio.EOF else resp
@@ -293,16 +288,24 @@ class BrokerStream:
         Raises: the typed error of the broken stream.
         """
         try:
-            await self._call.done_writing()
-        except asyncio.CancelledError:
-            if cancels_this_task():
-                raise
-            raise NotConnected(f"the stream to {self.target} was cancelled with a half-close in flight") from None
+            with self._cancel_is_a_lost_stream("a half-close"):
+                await self._call.done_writing()
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             raise NotConnected(f"the stream to {self.target} is gone: {exc!r}") from exc
 
     def cancel(self) -> None:
         self._call.cancel()
+
+    @contextmanager
+    def _cancel_is_a_lost_stream(self, what: str) -> Iterator[None]:
+        """A CancelledError grpc raises because another task cancelled the call is a lost
+        stream (see :func:`cancels_this_task`); this task's own cancellation stands."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            if cancels_this_task():
+                raise
+            raise NotConnected(f"the stream to {self.target} was cancelled with {what} in flight") from None
 
 
 def stream_rpc_error(exc: grpc.RpcError, target: str) -> MagnetarError:

@@ -32,7 +32,6 @@ from magnetar.common.errors import (
     ServiceClosed,
     from_code,
 )
-from magnetar.common.grpcutil import cancels_this_task
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -309,9 +308,7 @@ class PartitionConsumer(ConnectionHandler):
             self._wakeup.clear()
             try:
                 await self.write_pending()
-            except (Exception, asyncio.CancelledError):  # a writer that dies would hang the consumer
-                if cancels_this_task():  # closing
-                    raise
+            except Exception:  # a writer that dies would hang the consumer: log and go on
                 log.exception("consumer on %s: sending acks/permits failed", self.topic)
 
     async def write_pending(self, then: pb.ConsumeRequest | None = None) -> None:
@@ -348,13 +345,11 @@ class PartitionConsumer(ConnectionHandler):
             try:
                 for req in requests:
                     await call.write(req)
-            except (Exception, asyncio.CancelledError) as exc:  # the stream broke: keep them for the next stream
+            except Exception as exc:  # the stream broke: keep the acks for the next stream
                 log.debug("consumer on %s: write failed: %r", self.topic, exc)
                 self.acks.restore(acks)
                 self._redeliver.extend(redeliver)
                 self._flow += flow
-                if isinstance(exc, asyncio.CancelledError) and cancels_this_task():
-                    raise
                 if then is not None:
                     if isinstance(exc, MagnetarError):
                         raise

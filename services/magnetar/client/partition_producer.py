@@ -22,7 +22,6 @@ from magnetar.common.errors import (
     Timeout,
     from_code,
 )
-from magnetar.common.grpcutil import cancels_this_task
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -161,9 +160,7 @@ class PartitionProducer(ConnectionHandler):
                     request = pb.ProduceRequest(sends=pb.SendBatches(batches=[op.send for op in ops]))
                 try:
                     await self._call.write(request)
-                except (Exception, asyncio.CancelledError) as exc:  # the stream broke; the reader reconnects
-                    if isinstance(exc, asyncio.CancelledError) and cancels_this_task():
-                        raise  # closing
+                except Exception as exc:  # the stream broke; the reader reconnects
                     log.debug("producer on %s: write failed: %r", self.topic, exc)
                     break
 
