@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from test_managed_ledger_core import NAME, FakeLedgerClient, MemoryStore, open_ml
+from test_managed_ledger_core import NAME, FakeLedgerClient, MemoryStore, open_ml, stored_list
 
 from magnetar.broker.managedledger import ManagedLedgerConfig, Position
 from magnetar.broker.managedledger.cursor_state import MAX_DOCUMENT_BYTES, CursorDocument
@@ -220,6 +220,35 @@ async def test_what_a_previous_owner_may_have_delivered_comes_flagged_as_a_redel
     c3.reset_to(pos[0])  # a replay asked for: first deliveries again
     assert [c3.delivery_count(p) for p in pos] == [0] * 10
     await ml3.close()
+    await ml2.close()
+
+
+async def test_a_hand_over_whose_last_cursor_write_failed_leaves_every_stored_entry_flagged():
+    # The 1-hour chaos run: a broker paused past its ZooKeeper session closed its topics on
+    # waking; the cursor's last write failed (session expired), the ledger's close went
+    # through on the new session, and the next owner took 46 entries delivered after the
+    # cursor's last write for first deliveries (unflagged duplicates).
+    client, store, ml, pos, c = await filled(cursor_persist_interval_s=3600)
+    assert [p for p, _ in await c.read_entries(6, 1 << 20)] == pos[:6]
+    c.ack([pos[1]])
+    await c.flush()
+    assert [p for p, _ in await c.read_entries(4, 1 << 20)] == pos[6:]  # after the last write
+    c.ack([pos[0]])
+    writes = store.cursor_writes
+
+    async def session_lost(*args, **kwargs):
+        raise MetadataError("ZooKeeper write failed: SessionExpiredError")
+
+    store.put_cursor = session_lost
+    await ml.close()
+    assert store.cursor_writes == writes  # nothing of the failed write was stored
+    assert stored(store)["read_position"] == list(ml.next_position(pos[5]))
+    assert stored_list(store)[-1]["entries"] == -1  # left open: the next owner recovers it
+    del store.put_cursor
+    ml2 = await open_ml(client, store)
+    c2 = ml2.cursors["sub"]
+    assert c2.is_acked(pos[1]) and not c2.is_acked(pos[0])  # the ack after the write is lost
+    assert [c2.delivery_count(p) for p in pos if p != pos[1]] == [1] * 9
     await ml2.close()
 
 

@@ -81,7 +81,9 @@ class FakeHandle:
         await asyncio.sleep(self.client.close_delay)
         return md
 
-    async def abort(self) -> None:
+    async def abort(self, drain: bool = False) -> None:
+        if drain and self.pending:
+            await asyncio.gather(*(f for _, _, f in self.pending), return_exceptions=True)
         self.closed = True
         self.error = ServiceClosed("aborted")
 

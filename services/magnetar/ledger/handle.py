@@ -315,8 +315,11 @@ class LedgerHandle:
         finally:
             await self._tasks.close()
 
-    async def abort(self) -> None:
-        """Stop without closing the ledger (what a crashed writer leaves behind)."""
+    async def abort(self, drain: bool = False) -> None:
+        """Stop without closing the ledger (what a crashed writer leaves behind); with
+        ``drain``, let pending adds finish first (their writers get their answers)."""
+        if drain and self._pending:
+            await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
         self._closed = True
         self._fail(ServiceClosed(f"ledger {self.ledger_id} handle aborted"))
         await self._tasks.close()

@@ -90,7 +90,7 @@ class ManagedCursor:
         at least what a previous owner may have delivered, so the next owner flags that too
         (an owner that moves the topic on before reading as far must not shrink it)."""
         self._stored_read: Position | None = None
-        """The read position of the last document made for the store."""
+        """The read mark of the last document stored (None: none stored yet)."""
         self._advance_mark_delete()
         for p, size, mask in batch_acks:
             if not self.is_acked(p) and 0 < mask < full_mask(size):
@@ -139,7 +139,6 @@ class ManagedCursor:
             self.properties,
             self._read_mark(),
         ).to_doc(self.ledger.config)
-        self._stored_read = self._read_mark()
         for key in ("batch_acks", "redelivery_counts"):
             if not doc[key]:
                 del doc[key]
@@ -495,10 +494,12 @@ class ManagedCursor:
         if self._error is not None:
             raise self._error
         self._last_attempt = asyncio.get_running_loop().time()
+        read_mark = self._read_mark()
         doc = self.to_doc()
         counts_dirty, self._dirty, self._counts_dirty = self._counts_dirty, False, False
         try:
             self._version = await self._store.put_cursor(*self.ledger.name, self.name, doc, self._version)
+            self._stored_read = read_mark
         except MetadataVersionConflict as exc:
             self._dirty = True
             self._counts_dirty |= counts_dirty
@@ -523,7 +524,7 @@ class ManagedCursor:
         self._closed = True
         if not flush:
             self._dirty = False
-        elif self.durable and self._stored_read != self._read_mark():
+        elif not self.deliveries_stored:
             # Deliveries since the last write: the next owner must flag them even when no
             # ack made the cursor dirty (the acks may be lost with the hand-over).
             self._dirty = True
@@ -539,6 +540,15 @@ class ManagedCursor:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def deliveries_stored(self) -> bool:
+        """True when the stored document's read mark covers every entry this cursor may
+        have had delivered (always, for a non-durable cursor). When not (its last write
+        failed), a next owner reading the document would take entries delivered since
+        for first deliveries; :meth:`ManagedLedger.close` then leaves the open ledger to
+        be recovered, which flags everything stored."""
+        return not self.durable or (self._stored_read is not None and self._stored_read >= self._read_mark())
 
     def __repr__(self) -> str:
         return (

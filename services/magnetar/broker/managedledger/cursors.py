@@ -106,10 +106,14 @@ class CursorRegistry:
                 await cursor.close(flush=False)
             await self._store.delete_cursor(*self._ledger.name, name)
 
-    async def close_all(self, flush: bool) -> None:
-        """Close every cursor, writing pending changes of durable ones when ``flush``."""
-        for cursor in [*self.durable.values(), *self.non_durable.values()]:
+    async def close_all(self, flush: bool) -> bool:
+        """Close every cursor, writing pending changes of durable ones when ``flush``;
+        True when every durable cursor's stored read mark covers its deliveries (see
+        :attr:`ManagedCursor.deliveries_stored`)."""
+        cursors = [*self.durable.values(), *self.non_durable.values()]
+        for cursor in cursors:
             await cursor.close(flush=flush)
+        return all(cursor.deliveries_stored for cursor in cursors)
 
     def slowest_mark_delete(self) -> Position | None:
         """The lowest mark-delete position of the durable cursors (None without any)."""

@@ -604,9 +604,19 @@ class ManagedLedger:
         if self._roll_task is not None:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         self._submit_queued_anyway()
-        await self._cursors.close_all(flush_cursors)
+        deliveries_stored = await self._cursors.close_all(flush_cursors)
         handle, self._current = self._current, None
-        if handle is not None and self._error is None:
+        if handle is not None and self._error is None and flush_cursors and not deliveries_stored:
+            # A cursor's last write failed (ZooKeeper lost): its stored read mark is behind
+            # what went out. Closing the ledger would tell the next owner this was a clean
+            # hand-over, and it would take those entries for first deliveries; left open,
+            # the ledger is recovered and everything stored comes flagged as redelivered.
+            log.warning(
+                "managed ledger %s: a cursor could not store what it delivered; leaving ledger %d "
+                "open for the next owner to recover", self.name, handle.ledger_id,
+            )  # fmt: skip
+            await handle.abort(drain=True)
+        elif handle is not None and self._error is None:
             try:
                 closed = await handle.close()
             except MagnetarError as exc:
