@@ -222,6 +222,27 @@ async def test_range_reads_cross_windows_and_stop_at_max_bytes(tmp_path):
     await b.close()
 
 
+async def test_a_read_jumps_the_gaps_of_a_sparse_ledger(tmp_path):
+    # Entry ids far apart (a writer may choose them: the RPC fuzzer added 0 and 2**62): a
+    # read walked the gap window by window, and later gave up after 2,048 empty windows.
+    b = make(tmp_path, entry_log_max_bytes=1 << 20)
+    await b.start()
+    flushed = [0, 1, 5_000_000, 2**40]
+    cached = [2**40 + 1, 2**62, 2**63 - 1]
+    assert await add(b, [E(31, e, -1, payload(31, e)) for e in flushed]) == []
+    await b.flush()
+    assert await add(b, [E(31, e, -1, payload(31, e)) for e in cached]) == []
+    assert await add(b, [E(32, 7, -1, payload(32, 7))]) == []  # another ledger's entries are not its
+    every = flushed + cached
+    for last in (-1, 2**63 - 1):
+        got = await b.read_entries(31, 0, last)
+        assert [(e.entry_id, e.payload) for e in got] == [(e, payload(31, e)) for e in every]
+    assert [e.entry_id for e in await b.read_entries(31, 2, 2**40)] == [5_000_000, 2**40]
+    assert [e.entry_id for e in await b.read_entries(31, 2**40 + 2, 2**62 - 1)] == []
+    assert [e.entry_id for e in await b.read_entries(32, 0, -1)] == [7]
+    await b.close()
+
+
 async def test_the_inlined_add_path_writes_exactly_the_record_format(tmp_path):
     from magnetar.bookie.record import encode_add
 

@@ -45,9 +45,6 @@ log = logging.getLogger(__name__)
 
 DiskUsage = Callable[[str], Any]
 _READ_WINDOW = 512
-_MAX_EMPTY_WINDOWS = 2048
-"""Windows of nothing one read walks before giving up (1M entry ids: more than any
-gap a striped ledger or a re-replicated fragment leaves)."""
 _pack_body_header = BODY_HEADER.pack
 _pack_prefix = PREFIX.pack  # shutil.disk_usage's shape: .free, .total
 
@@ -259,22 +256,27 @@ class Bookie:
             return []
         out: list[StoredEntry] = []
         size = 0
-        empty = 0
         # Windows keep each step's work bounded: a chunked read of a long ledger stops
         # after max_bytes instead of looking up every remaining entry first.
-        for start in range(first, last + 1, _READ_WINDOW):
+        start: int | None = first
+        while start is not None and start <= last:
             wanted = range(start, min(last, start + _READ_WINDOW - 1) + 1)
             records = await self._fetch(ledger_id, wanted)
             size = _collect(wanted, records, out, size, max_bytes)
             if max_bytes and size >= max_bytes:
                 break
-            empty = 0 if records else empty + 1
-            if empty >= _MAX_EMPTY_WINDOWS:
-                # A writer may add sparse ids (0, then 2**62): without an index lookup of
-                # the next stored id, walking the gap would never end. Stop; a caller
-                # reading on from here asks again past the gap.
-                break
+            start = wanted.stop
+            if not records:
+                # A gap (a writer may add sparse ids: 0, then 2**62): jump to the next
+                # stored id instead of walking windows of nothing up to it.
+                start = await self._next_stored(ledger_id, start)
         return out
+
+    async def _next_stored(self, ledger_id: int, entry_id: int) -> int | None:
+        """The first entry id at or after ``entry_id`` in the write cache or the index."""
+        cached = self.storage.cache.next_entry(ledger_id, entry_id)
+        indexed = await asyncio.to_thread(self.storage.index.next_entry, ledger_id, entry_id)
+        return min((e for e in (cached, indexed) if e is not None), default=None)
 
     async def _fetch(self, ledger_id: int, entry_ids: Iterable[int]) -> dict[int, bytes]:
         """Records by entry id, from the write cache, else (in a thread) the entry logs."""

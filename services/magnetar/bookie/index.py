@@ -91,6 +91,15 @@ class LedgerIndex:
                     out[e] = Location(*_LOCATION.unpack(v))
         return out
 
+    def next_entry(self, ledger_id: int, entry_id: int) -> int | None:
+        """The first entry id at or after ``entry_id`` stored for the ledger (None: none)."""
+        with self._env.begin(db=self._entries) as txn:
+            cursor = txn.cursor()
+            if not cursor.set_range(_ENTRY_KEY.pack(ledger_id, entry_id)):
+                return None
+            found_ledger, found_entry = _ENTRY_KEY.unpack(cursor.key())
+            return found_entry if found_ledger == ledger_id else None
+
     # -- writes (blocking; each commit is fsynced) -------------------------
     def commit_flush(
         self,

@@ -57,6 +57,12 @@ class WriteCache:
             rec = self.flushing.get(key)
         return rec
 
+    def next_entry(self, ledger_id: int, entry_id: int) -> int | None:
+        """The first cached entry id at or after ``entry_id`` of the ledger (None: none).
+        A scan of the cache (bounded by its size); call it from the thread that writes it."""
+        found = [e for cache in (self.active, self.flushing) for lid, e in cache if lid == ledger_id and e >= entry_id]
+        return min(found, default=None)
+
     def swap(self) -> dict[Key, bytes]:
         self.flushing, self.active, self.active_bytes = self.active, {}, 0
         return self.flushing
