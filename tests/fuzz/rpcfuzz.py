@@ -353,19 +353,25 @@ class Outcome:
         return f"{self.method}: {self.code.name} {self.details[:300]!r} for {shown}"
 
 
-async def _unary(channel: grpc.aio.Channel, method: MethodDescriptor, request: Message | bytes, timeout: float) -> Outcome:
+Metadata = tuple[tuple[str, str], ...]
+
+
+async def _unary(
+    channel: grpc.aio.Channel, method: MethodDescriptor, request: Message | bytes, timeout: float, metadata: Metadata
+) -> Outcome:
     call = channel.unary_unary(path(method))
     try:
-        reply = await call(encode(request), timeout=timeout)
+        reply = await call(encode(request), timeout=timeout, metadata=metadata)
         return Outcome(method.name, grpc.StatusCode.OK, "", request, [reply])
     except grpc.aio.AioRpcError as exc:
         return Outcome(method.name, exc.code(), exc.details() or "", request)
 
 
 async def _server_stream(
-    channel: grpc.aio.Channel, method: MethodDescriptor, request: Message | bytes, cut_after: int | None, timeout: float
+    channel: grpc.aio.Channel, method: MethodDescriptor, request: Message | bytes, cut_after: int | None, timeout: float,
+    metadata: Metadata,
 ) -> Outcome:
-    call = channel.unary_stream(path(method))(encode(request), timeout=timeout)
+    call = channel.unary_stream(path(method))(encode(request), timeout=timeout, metadata=metadata)
     out = Outcome(method.name, grpc.StatusCode.OK, "", request)
     try:
         async for reply in call:
@@ -387,11 +393,11 @@ async def _server_stream(
 
 async def _bidi(
     channel: grpc.aio.Channel, method: MethodDescriptor, frames: list[Message | bytes], cut_after: int | None,
-    timeout: float,
+    timeout: float, metadata: Metadata,
 ) -> Outcome:
     """Write ``frames``; with ``cut_after``, cancel the call after that many frames (a
     stream cut mid-conversation); else half-close and read to the end."""
-    call = channel.stream_stream(path(method))(timeout=timeout)
+    call = channel.stream_stream(path(method))(timeout=timeout, metadata=metadata)
     out = Outcome(method.name, grpc.StatusCode.OK, "", frames[0] if frames else b"")
     out.request = b"".join(encode(f)[:40] + b"|" for f in frames) if any(isinstance(f, bytes) for f in frames) else (frames[0] if frames else b"")
 
@@ -474,19 +480,20 @@ def plans(gen: RequestGenerator, method: MethodDescriptor, count: int) -> Iterat
             yield Plan(method, [gen.request(method.input_type)], cut)
 
 
-async def run_plan(channel: grpc.aio.Channel, plan: Plan, timeout: float) -> Outcome:
+async def run_plan(channel: grpc.aio.Channel, plan: Plan, timeout: float, metadata: Metadata = ()) -> Outcome:
+    """Send one plan (with ``metadata``: a token, say) and say how the call ended."""
     method = plan.method
     if method.client_streaming:
-        return await _bidi(channel, method, plan.frames, plan.cut_after, timeout)
+        return await _bidi(channel, method, plan.frames, plan.cut_after, timeout, metadata)
     if method.server_streaming:
         cut = None if plan.cut_after is None else plan.cut_after + 1
-        return await _server_stream(channel, method, plan.frames[0], cut, timeout)
-    return await _unary(channel, method, plan.frames[0], timeout)
+        return await _server_stream(channel, method, plan.frames[0], cut, timeout, metadata)
+    return await _unary(channel, method, plan.frames[0], timeout, metadata)
 
 
 async def run_many(
     channel: grpc.aio.Channel, inputs: Iterator[Plan], *, concurrency: int = 48, timeout: float = 30.0,
-    on_outcome: Callable[[Plan, Outcome], None] | None = None,
+    on_outcome: Callable[[Plan, Outcome], None] | None = None, metadata: Metadata = (),
 ) -> tuple[int, float]:
     """Send every plan with ``concurrency`` calls in flight; return (calls, seconds)."""
     started = time.monotonic()
@@ -495,7 +502,7 @@ async def run_many(
     async def worker() -> None:
         nonlocal done
         for plan in inputs:  # one shared iterator: the workers take turns
-            outcome = await run_plan(channel, plan, timeout)
+            outcome = await run_plan(channel, plan, timeout, metadata)
             done += 1
             if on_outcome is not None:
                 on_outcome(plan, outcome)
