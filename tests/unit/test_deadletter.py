@@ -145,10 +145,10 @@ def test_bad_levels_are_refused(levels):
 
 
 def test_a_topic_remembers_only_the_latest_move_names(monkeypatch):
-    from magnetar.broker import topic as topic_module
+    from magnetar.broker import dedup as dedup_module
 
-    monkeypatch.setattr(topic_module, "MAX_MOVE_NAMES", 2)
-    dedup = topic_module._Dedup()
+    monkeypatch.setattr(dedup_module, "MAX_MOVE_NAMES", 2)
+    dedup = dedup_module.DedupState()
     for i in range(3):
         dedup.stored(f"__move:s:{i}:0:-1:-1", 1)
     dedup.stored("app-producer", 5)  # ordinary producers are never forgotten

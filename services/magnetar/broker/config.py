@@ -48,6 +48,10 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Create a non-partitioned topic on first use; off: unknown topics are an error."""
     deduplication_enabled: bool = True
     """Drop a resend (same producer name, sequence id not above the last stored)."""
+    deduplication_entries_interval: int = Field(default=1000, ge=0)
+    """Store a snapshot of the deduplication state every this many entries (Pulsar's
+    brokerDeduplicationEntriesInterval): a broker taking the topic over scans only the
+    entries after it. 0: no snapshots (every entry is scanned)."""
     dispatch_max_entries: int = Field(default=100, ge=1)
     """Entries read per dispatcher round."""
     delayed_bucket_s: float = Field(default=5.0, gt=0)

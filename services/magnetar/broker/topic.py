@@ -5,10 +5,10 @@ Deduplication (as Pulsar's): each producer name has a highest sequence id *pushe
 (sent to the managed ledger) and *persisted* (stored). A batch whose lowest sequence id
 is not above the pushed one is a resend and is not stored again. After a broker takes the
 topic over, the state is rebuilt by scanning the topic's entries (each EntryBatch names
-its producer and sequence ids); a snapshot in the ledger list's properties would bound
-that scan — not done yet. Retry/DLQ copies are deduplicated the same way, each moved
-message under a producer name of its own; only the latest ``MAX_MOVE_NAMES`` of those
-are remembered.
+its producer and sequence ids) from the last snapshot on (:mod:`magnetar.broker.dedup`,
+written every ``deduplication_entries_interval`` entries and on unload). Retry/DLQ
+copies are deduplicated the same way, each moved message under a producer name of its
+own; only the latest ``MAX_MOVE_NAMES`` of those are remembered.
 
 Deduplication is on when the namespace says so (policy ``deduplication``), else when the
 broker's ``deduplication_enabled`` does. Switched off, resends are stored again, but the
@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import DecodeError
 
 from magnetar.broker.backlog import backlog_bytes, slowest
-from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
+from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
 from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.stats import estimated_size
@@ -94,31 +93,6 @@ class PublishResult:
     duplicate: bool = False
 
 
-MAX_MOVE_NAMES = 100_000
-"""Retry/DLQ moves each use a producer name of their own (``__move:…``, see
-:mod:`magnetar.broker.deadletter.copies`); a topic remembers the latest this many of them."""
-
-
-@dataclass
-class _Dedup:
-    pushed: dict[str, int] = field(default_factory=dict)
-    persisted: dict[str, int] = field(default_factory=dict)
-    moves: deque[str] = field(default_factory=deque)
-
-    def stored(self, producer_name: str, highest_seq: int) -> None:
-        """``producer_name``'s entries up to ``highest_seq`` are stored."""
-        if highest_seq <= self.persisted.get(producer_name, -1):
-            return
-        if producer_name.startswith(MOVE_PRODUCER_PREFIX) and producer_name not in self.persisted:
-            self.moves.append(producer_name)
-            if len(self.moves) > MAX_MOVE_NAMES:
-                old = self.moves.popleft()
-                if self.pushed.get(old, -1) <= self.persisted.get(old, -1):  # none in flight
-                    self.pushed.pop(old, None)
-                    self.persisted.pop(old, None)
-        self.persisted[producer_name] = highest_seq
-
-
 class PersistentTopic:
     def __init__(
         self, name: str, partition: int, managed_ledger: Any, config: BrokerConfig,
@@ -139,7 +113,10 @@ class PersistentTopic:
         """Messages and bytes stored (resends deduplicated away are not counted)."""
         self.meter_out = Meter()
         """Messages and bytes delivered to the consumers of every subscription."""
-        self._dedup = _Dedup()
+        self._dedup = DedupState()
+        self._since_snapshot = 0  # entries stored since the last deduplication snapshot
+        self._covered: Position | None = None  # the last entry the state has taken in
+        self._snapshotting = False
         self._dedup_tracked = False  # the state follows every stored entry from now on
         self._dedup_complete = False  # ... and covers every entry stored before, too
         self.policies = NamespacePolicies()
@@ -165,24 +142,39 @@ class PersistentTopic:
             await self._scan_dedup()
 
     async def _scan_dedup(self) -> None:
-        """Learn every producer's highest stored sequence id from the entries (merged
-        with what was learnt meanwhile); resends are recognised from then on."""
+        """Learn every producer's highest stored sequence id from the last snapshot and
+        the entries after it (merged with what was learnt meanwhile); resends are
+        recognised from then on."""
         position: Position | None = self.ml.first_position if self.ml.number_of_entries else None
+        stored = self.ml.properties.get(SNAPSHOT_PROPERTY)
+        snapshot = None if stored is None else Snapshot.decode(stored)
+        if stored is not None and snapshot is None:
+            log.warning("topic %s: the deduplication snapshot is unreadable; scanning every entry", self.name)
+        if snapshot is not None:
+            for name, seq in snapshot.producers.items():
+                self._dedup.stored(name, seq)
+            if position is not None:
+                position = max(position, snapshot.scan_from)
+        scanned, last = 0, None
         while position is not None and not self._closed:
             batch = await self.ml.read_entries(position, 500, 16 * 1024 * 1024)
             if not batch:
                 break
-            for _pos, data in batch:
+            scanned, last = scanned + len(batch), batch[-1][0]
+            for pos, data in batch:
                 try:
                     eb = pb.EntryBatch.FromString(data)
                 except DecodeError:
                     continue  # stored as sent, never parsed: it names no producer
                 if eb.producer_name and eb.messages:
-                    self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages))
+                    self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages), pos)
             position = self.ml.next_position(batch[-1][0])
         pushed = self._dedup.pushed
         for name, seq in self._dedup.persisted.items():
             pushed[name] = max(pushed.get(name, -1), seq)
+        if last is not None and (self._covered is None or last > self._covered):
+            self._covered = last
+        self._since_snapshot += scanned  # a long scan: the next store snapshots at once
         self._dedup_complete = True
 
     # -- namespace policies ----------------------------------------------------------
@@ -397,8 +389,10 @@ class PersistentTopic:
             if not result.done():
                 result.set_exception(exc)
             return
+        position = added.result()
         if producer_name:
-            dedup.stored(producer_name, highest_seq)
+            dedup.stored(producer_name, highest_seq, position)
+            self._count_for_snapshot(position)
         self._wake_settled()
         self.meter_in.add(num_messages, size)
         if meter is not None:
@@ -406,7 +400,7 @@ class PersistentTopic:
         for sub in self.subscriptions.values():
             sub.notify_new_entries()
         if not result.done():
-            result.set_result(PublishResult(added.result()))
+            result.set_result(PublishResult(position))
 
     async def _publish_after_settled(
         self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool
@@ -526,15 +520,50 @@ class PersistentTopic:
     def last_position(self) -> Position | None:
         return self.ml.last_confirmed_position
 
+    # -- deduplication snapshots ------------------------------------------------------
+    def _count_for_snapshot(self, position: Position, entries: int = 1) -> None:
+        """The state has taken in the entries up to ``position`` (stores complete in
+        order): every ``deduplication_entries_interval`` entries, store a snapshot (in the
+        background; one at a time)."""
+        self._covered = position
+        self._since_snapshot += entries
+        interval = self.config.deduplication_entries_interval
+        if interval and self._since_snapshot >= interval and not self._snapshotting and self._dedup_complete:
+            self._snapshotting = True
+            self._tasks.spawn(self._store_snapshot(), name=f"dedup-snapshot:{self.name}")
+
+    def _put_snapshot(self) -> bool:
+        """Put a snapshot of the state in the ledger list's properties (in memory);
+        False when none can be made."""
+        if self._covered is None or not self._dedup_complete:
+            return False
+        snapshot = self._dedup.snapshot(self.ml.next_position(self._covered))
+        if snapshot is None:
+            return False
+        self.ml.put_property(SNAPSHOT_PROPERTY, snapshot.encode())
+        self._since_snapshot = 0
+        return True
+
+    async def _store_snapshot(self) -> None:
+        try:
+            if self._put_snapshot() and not self._closed:
+                await self.ml.store_properties()
+        except MagnetarError as exc:
+            log.warning("topic %s: could not store the deduplication snapshot: %s", self.name, exc.message)
+        finally:
+            self._snapshotting = False
+
     async def close(self, reason: MagnetarError | None = None) -> None:
         """Stop serving the topic: end every stream with ``reason`` (default NotOwner,
         which clients answer by looking the topic up again), then close the subscriptions
-        and the managed ledger."""
+        and the managed ledger (which stores a last deduplication snapshot with its list)."""
         self._closed = True
         self.end_streams(reason or NotOwner(f"topic {self.name} was unloaded from this broker; look it up again"))
         for sub in list(self.subscriptions.values()):
             await sub.close()
         await self._tasks.wait()
+        if self._since_snapshot:
+            self._put_snapshot()
         await self.ml.close()
 
     async def close_and_delete(self) -> None:

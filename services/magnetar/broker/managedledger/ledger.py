@@ -198,6 +198,24 @@ class ManagedLedger:
     def properties(self) -> dict[str, str]:
         return dict(self._properties)
 
+    def put_property(self, key: str, value: str | None) -> None:
+        """Set (None: remove) a property of the ledger list, in memory: it is stored with
+        the list's next write (a rollover, a trim, a clean close) or :meth:`store_properties`."""
+        if value is None:
+            self._properties.pop(key, None)
+        else:
+            self._properties[key] = value
+
+    async def store_properties(self) -> None:
+        """Write the ledger list (and so its properties) now.
+
+        Raises:
+            MetadataVersionConflict: another broker changed the list (it took the topic over).
+            MetadataError: ZooKeeper trouble.
+        """
+        self._check_open()
+        await self._save_list()
+
     @property
     def entries_added(self) -> int:
         """Entries added since this managed ledger was opened (Pulsar's entriesAddedCounter)."""
