@@ -196,3 +196,36 @@ async def test_a_write_in_flight_when_the_call_is_cancelled_is_a_lost_stream() -
             stream.cancel()
     finally:
         await server.stop(0)
+
+
+async def test_a_request_failed_by_the_broken_stream_before_it_was_sent_leaves_no_unretrieved_error():
+    # The chaos run's workload log: "Future exception was never retrieved: NotConnected:
+    # the stream of the consumer ... broke": a reconsume_later whose write failed because
+    # the stream broke; the break had failed its request future first, and forget() only
+    # cancelled futures not done yet.
+    import gc
+
+    from magnetar.client.requests import PendingRequests
+    from magnetar.common.errors import NotConnected
+
+    loop = asyncio.get_running_loop()
+    logged: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+    try:
+        requests = PendingRequests()
+        unsent = requests.new()
+        waited = requests.new()
+        waiter = asyncio.create_task(requests.wait(waited, 5.0, "seek"))
+        await asyncio.sleep(0)
+        requests.fail_all(NotConnected("the stream broke"))
+        requests.forget(unsent)
+        with pytest.raises(NotConnected):
+            await waiter
+        assert len(requests) == 0
+        del requests, waiter
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert logged == []

@@ -44,8 +44,7 @@ class PendingRequests:
             raise Timeout(f"{what}: no answer within {timeout_s:g} s") from None
         finally:
             self._waiting.pop(request_id, None)
-            if not fut.done():
-                fut.cancel()
+            _drop(fut)
 
     def done(self, request_id: int, error: MagnetarError | None = None) -> bool:
         """The broker answered ``request_id`` (with ``error``: it refused); False when no
@@ -62,10 +61,20 @@ class PendingRequests:
     def forget(self, request_id: int) -> None:
         """Drop a request that could not be sent."""
         fut = self._waiting.pop(request_id, None)
-        if fut is not None and not fut.done():
-            fut.cancel()
+        if fut is not None:
+            _drop(fut)
 
     def fail_all(self, exc: MagnetarError) -> None:
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_exception(exc)
+
+
+def _drop(fut: asyncio.Future[None]) -> None:
+    """Cancel a future no one will wait on, or take its outcome: the stream's breaking
+    may have failed it already (a request whose write failed), and asyncio would log
+    "Future exception was never retrieved"."""
+    if not fut.done():
+        fut.cancel()
+    elif not fut.cancelled():
+        fut.exception()
