@@ -22,6 +22,7 @@ from magnetar.bookie import cookie as cookies
 from magnetar.bookie.journal import replay
 from magnetar.bookie.lastmark import START, JournalPosition, LastLogMark
 from magnetar.bookie.record import CorruptRecord, Record, decode, encode_add, header_of
+from magnetar.broker.dedup import Snapshot as DedupSnapshot
 from magnetar.broker.dispatch import delaybuckets
 from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
@@ -611,3 +612,17 @@ def entry_log_read(raw: bytes, records: list[Record]) -> None:
         return
     assert got in records
     assert raw[:end] == encode_record(got)
+
+
+# -- the deduplication snapshot (a ledger list property) -----------------------------------------------
+def dedup_snapshot_round_trip(ledger_id: int, entry_id: int, producers: dict[str, int]) -> None:
+    snapshot = DedupSnapshot(Position(ledger_id, entry_id), producers)
+    assert DedupSnapshot.decode(snapshot.encode()) == snapshot
+
+
+def dedup_snapshot_text(text: str) -> None:
+    """Decoded, or None (a full scan then): never an exception; what decodes re-encodes
+    to a text that decodes the same."""
+    got = DedupSnapshot.decode(text)
+    if got is not None:
+        assert DedupSnapshot.decode(got.encode()) == got

@@ -25,6 +25,7 @@ from magnetar.bookie.entrylog import EntryLogger
 from magnetar.bookie.index import LedgerIndex, LedgerRecord, Location, entry_key, pack_location
 from magnetar.bookie.lastmark import JournalPosition
 from magnetar.bookie.record import BODY_HEADER_SIZE, PREFIX, Record, decode
+from magnetar.broker.dedup import Snapshot as DedupSnapshot
 from magnetar.broker.dispatch import delaybuckets
 from magnetar.broker.managedledger.position import Position
 from magnetar.common import tokens
@@ -753,3 +754,27 @@ def test_key_settings() -> None:
         return oracles.data_url_key, ("data:;base64," + base64.b64encode(g.raw(60)).decode(),)
 
     run("key_settings", inputs)
+
+
+def test_dedup_snapshot() -> None:
+    g = Gen("corpus:dedup_snapshot")
+
+    def producers(g: Gen) -> dict[str, int]:
+        return {g.text(12): g.integer(-(2**63), 2**63 - 1) for _ in range(g.randint(0, 5))}
+
+    corpus = [
+        DedupSnapshot(Position(g.integer(-1, 2**63 - 1), g.integer(-1, 2**63 - 1)), producers(g)).encode().encode()
+        for _ in range(CORPUS)
+    ]
+
+    def inputs(g: Gen) -> Input:
+        x = g.random()
+        if x < 0.3:
+            return oracles.dedup_snapshot_round_trip, (g.integer(*I64), g.integer(*I64), producers(g))
+        if x < 0.5:
+            return oracles.dedup_snapshot_text, (json.dumps({"scan_from": g.json_value(), "producers": g.json_value()}),)
+        if x < 0.6:
+            return oracles.dedup_snapshot_text, (g.text(60),)
+        return oracles.dedup_snapshot_text, (g.pick_mutated(corpus).decode(errors="replace"),)
+
+    run("dedup_snapshot", inputs)
