@@ -16,7 +16,8 @@ from magnetar.testing.shell import MAGNETAR, magnetar, parse_readledger
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-KILL_POINTS = 24
+KILL_POINTS = 20
+"""The issue asks for at least 20 random kill points; `make chaos` kills bookies for an hour."""
 SIZES = (1, 100, 1000, 10_000)
 # Small files and frequent flushes so kills land in journal rolls, flushes,
 # entry-log rolls and LastLogMark updates, not only in plain appends.
