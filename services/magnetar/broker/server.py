@@ -140,7 +140,11 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                     for s in sends:
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id,
                                                   maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0)
-                        await pending.put((s.request_id, published))
+                        try:
+                            await pending.put((s.request_id, published))
+                        except asyncio.CancelledError:
+                            _abandon((s.request_id, published))
+                            raise
                     if topic.publish_limiter is not None and sends:
                         # Over the namespace's publishRate, the next request is not read
                         # until the bucket refills: the producer waits, nothing fails.
@@ -153,6 +157,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
 
         receiver = asyncio.create_task(receive())
         watcher = self._watch_access(role, access, on_close)
+        item: tuple[int, asyncio.Future[PublishResult]] | None = None
         try:
             yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
             item = await pending.get()
@@ -178,11 +183,17 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 # In the stream, not as its status: the status of a call whose request
                 # stream is still being read may not reach the client intact.
                 yield pb.ProduceResponse(closed=_error(ended.result()))
-                await _drain_until_done(receiver, pending)
+                await _drain_until_done(receiver, pending, on_item=_abandon)
                 return
             await receiver
         finally:
             receiver.cancel()
+            # Sends no receipt will be written for (the client went away, the stream
+            # ended): their outcomes are taken, or asyncio logs a refused one as an
+            # exception never retrieved.
+            _abandon(item)
+            while not pending.empty():
+                _abandon(pending.get_nowait())
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
@@ -455,8 +466,12 @@ async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: i
     return receipt
 
 
-async def _drain_until_done(reader: asyncio.Task[None], queue: asyncio.Queue[Any], timeout_s: float = 10.0) -> None:
-    """Wait (bounded) for a stream's request reader to end, taking what it still queues.
+async def _drain_until_done(
+    reader: asyncio.Task[None], queue: asyncio.Queue[Any], timeout_s: float = 10.0,
+    on_item: Callable[[Any], None] | None = None,
+) -> None:
+    """Wait (bounded) for a stream's request reader to end, taking what it still queues
+    (each item given to ``on_item``).
 
     A client ends its call once it has read the closing message, and then the pending
     read ends too. Cancelling that read instead left a later stream on the same
@@ -466,9 +481,22 @@ async def _drain_until_done(reader: asyncio.Task[None], queue: asyncio.Queue[Any
     deadline = loop.time() + timeout_s
     while not reader.done() and loop.time() < deadline:
         try:
-            await asyncio.wait_for(queue.get(), 0.05)
+            item = await asyncio.wait_for(queue.get(), 0.05)
         except TimeoutError:
-            pass
+            continue
+        if on_item is not None:
+            on_item(item)
+
+
+def _abandon(item: tuple[int, asyncio.Future[PublishResult]] | None) -> None:
+    """A send whose receipt will not be written: take its outcome when it comes."""
+    if item is not None:
+        item[1].add_done_callback(_take_outcome)
+
+
+def _take_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _settle(future: asyncio.Future[MagnetarError], error: MagnetarError) -> None:

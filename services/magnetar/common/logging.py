@@ -21,10 +21,27 @@ class _Formatter(logging.Formatter):
         return line
 
 
+class _ClientGoneFilter(logging.Filter):
+    """grpc.aio logs ERROR with a traceback ("ExecuteBatchError raised in core by servicer
+    method [...]") when a client cancels a stream while the server is sending it a
+    message: the client went away, nothing failed here. Told in one WARNING line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR and message.startswith("ExecuteBatchError raised in core by servicer method"):
+            method = message.rpartition(" ")[2]
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                f"the client of {method} went away while a response was being sent", None, None, None
+            )
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def configure(service: str, level: str = "INFO") -> None:
     """Send every log record of this process to stderr in the structured format."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(service))
+    handler.addFilter(_ClientGoneFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
