@@ -122,3 +122,50 @@ async def test_the_throttle_paces_the_copy():
     start = loop.time()
     n = await copy(pool, "b", last=299, throttle=Throttle(1000), batch=50)
     assert n == 200 and loop.time() - start >= 0.15  # 200 entries at 1,000/s, the first batch free
+
+
+async def test_a_marked_bookie_that_is_back_is_a_source_again():
+    # The chaos run: bookie c was marked lost (away past the grace period) but came back
+    # with its data; then b was lost for good. Entries on (b, c) were "on no replica
+    # left" for the replicator, which skipped every marked bookie, until c was lost for
+    # good too and they were gone.
+    from test_ledger_handle import FakeStore
+
+    from magnetar.auditor.config import AuditorConfig
+    from magnetar.auditor.replicator import LedgerReplicator, Outcome, Progress
+    from magnetar.ledger.metadata import Fragment, LedgerMetadata
+    from magnetar.metadata.underreplication import UnderReplicated
+
+    pool = striped_pool(29)
+    pool.bookies["b"].down = True
+    store = FakeStore()
+    store.docs[L] = (LedgerMetadata(3, 2, 2, fragments=(Fragment(0, ENSEMBLE),)).closed(29, 300), 0)
+
+    class Registry:
+        async def list_writable(self) -> list[str]:
+            return ["a", "c", "d"]
+
+        async def list_read_only(self) -> list[str]:
+            return []
+
+    class Markers:
+        cleared = False
+
+        async def get(self, ledger_id: int) -> UnderReplicated:
+            return UnderReplicated(L, ("b", "c"), 0, 0)
+
+        async def clear(self, marker: UnderReplicated) -> bool:
+            self.cleared = True
+            return True
+
+    class Client:
+        def __init__(self) -> None:
+            self.pool, self.store, self.registry = pool, store, Registry()
+
+    markers = Markers()
+    replicator = LedgerReplicator(Client(), markers, AuditorConfig(), Throttle(0))  # type: ignore[arg-type]
+    assert await replicator.replicate(L, Progress(L)) == Outcome.DONE
+    metadata, _ = await store.read(L)
+    assert metadata.fragments == (Fragment(0, ("a", "d", "c")),) and markers.cleared
+    assert sorted(pool.bookies["d"].entries) == entries_on(ENSEMBLE, 2, "b", 0, 29)
+    assert not pool.bookies["b"].reads

@@ -220,3 +220,29 @@ async def test_the_writer_reads_confirmed_entries_back_from_any_replica():
     assert [(x.entry_id, x.payload) for x in entries] == [(e, b"e%d" % e) for e in range(6)]
     with pytest.raises(InvalidArgument):
         await handle.read(0, 6)  # past the LAC
+
+
+async def test_a_reader_follows_the_auditors_replacements_when_every_replica_it_knows_fails():
+    # The chaos run: a broker's reader, opened before two permanent bookie losses, asked
+    # the two dead bookies for ever; the auditor had put the entries on others meanwhile.
+    from magnetar.ledger.framing import frame
+    from magnetar.ledger.reader import LedgerReader
+
+    pool = FakePool(("b0", "b1", "b2", "b3"))
+    store = FakeStore()
+    ctx = ClientContext(LedgerClientConfig(read_timeout_s=1), pool, FakeRegistry(pool), store)
+    opened = LedgerMetadata(2, 2, 2, fragments=(Fragment(0, ("b0", "b1")),)).closed(9, 100)
+    for e in range(10):
+        for b in ("b0", "b1", "b2", "b3"):
+            pool.bookies[b].entries[e] = frame(10 * (e + 1), b"e%d" % e)
+    store.docs[1] = (opened, 0)
+    reader = LedgerReader(ctx, 1, opened, opened.last_entry_id)
+    pool.bookies["b0"].down = pool.bookies["b1"].down = True
+    with pytest.raises(NotConnected):  # the metadata did not change: the error stands
+        await reader.read(0, 9)
+    replaced = opened.with_replaced_bookie(0, ("b0", "b1"), "b0", "b2")
+    replaced = replaced.with_replaced_bookie(0, ("b2", "b1"), "b1", "b3")
+    store.docs[1] = (replaced, 1)
+    got = await reader.read(0, 9)
+    assert [(x.entry_id, x.payload) for x in got] == [(e, b"e%d" % e) for e in range(10)]
+    assert reader.metadata == replaced

@@ -45,7 +45,8 @@ async def copy_fragment(
     """Copy the entries ``repair.missing`` held to ``target``; returns how many.
 
     Args:
-        unusable: bookies not to read from (lost ones).
+        unusable: bookies not to read from (lost ones). ``repair.missing`` itself is read
+            from when it is not one of them (back, perhaps with the entries).
         on_copied: called with the count after each batch is durable on ``target``.
 
     Raises:
@@ -55,10 +56,13 @@ async def copy_fragment(
     ids = entries_on(
         repair.bookies, write_quorum, repair.missing, repair.first_entry, repair.last_entry
     )
-    skip = set(unusable) | {repair.missing, target}
+    skip = set(unusable) | {target}
     by_source: dict[str, list[int]] = {}
     for e in ids:
-        sources = [b for b in write_set(repair.bookies, write_quorum, e) if b not in skip]
+        # The missing bookie last: back, it may be empty (then every entry would be a
+        # second, single read).
+        sources = sorted((b for b in write_set(repair.bookies, write_quorum, e) if b not in skip),
+                         key=lambda b: b == repair.missing)  # fmt: skip
         if not sources:
             raise EntryLost(
                 f"ledger {ledger_id}: entry {e} has no replica left to copy from (write set without {', '.join(sorted(skip))})"

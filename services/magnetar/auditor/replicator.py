@@ -151,6 +151,12 @@ class LedgerReplicator:
     ) -> LedgerMetadata:
         """Copy one lost copy and swap the new bookie into the fragment; the new metadata."""
         writable = await self.client.registry.list_writable()
+        # A bookie the marker names may be back (it was away past the grace period: a
+        # partition, a long pause) with its data: it is a source again. Skipping every
+        # bookie ever marked left entries whose other copy was on such a bookie with
+        # "no replica left", until it was lost for real (a chaos run lost entries so).
+        registered = set(writable) | set(await self.client.registry.list_read_only())
+        unusable = lost - registered
         spares = sorted(set(writable) - set(repair.bookies) - lost)
         if spares:
             target = random.choice(spares)
@@ -177,7 +183,7 @@ class LedgerReplicator:
             ENTRIES_COPIED.inc(n)
 
         count = await copy_fragment(
-            self.client.pool, ledger_id, repair, metadata.write_quorum, target, lost, self.throttle,
+            self.client.pool, ledger_id, repair, metadata.write_quorum, target, unusable, self.throttle,
             self.config.batch_entries, copied,
         )  # fmt: skip
         if target == repair.missing:

@@ -4,6 +4,13 @@ Each wanted entry is asked of the first bookie of its write set; entries are gro
 each bookie gets one request for all of its share. An entry a bookie does not have, or
 that it could not serve (error, timeout), is asked of the next replica of its write set,
 until one has it or every replica was tried.
+
+A reader keeps the metadata it was opened with; the auditor may since have replaced lost
+bookies in it (re-replication). When every replica of an entry failed, the reader reads
+the metadata again and, if the ensembles changed, asks the new replicas (as BookKeeper's
+client follows metadata changes). A broker that kept a reader open across two permanent
+bookie losses otherwise asked the two dead bookies for ever (a chaos run: a Shared
+subscription stopped delivering).
 """
 
 from __future__ import annotations
@@ -126,8 +133,27 @@ class LedgerReader:
                 f"ledger {self.ledger_id}: entry {last} is past the last readable entry {self.last_entry_id}"
             )
         ids = list(range(first, last + 1))
-        raw = await read_from_replicas(self.ctx.pool, self.ledger_id, self.metadata, ids, self.ctx.config.read_timeout_s)
+        timeout_s = self.ctx.config.read_timeout_s
+        try:
+            raw = await read_from_replicas(self.ctx.pool, self.ledger_id, self.metadata, ids, timeout_s)
+        except MagnetarError:
+            if not await self._metadata_changed():
+                raise
+            raw = await read_from_replicas(self.ctx.pool, self.ledger_id, self.metadata, ids, timeout_s)
         return decode_entries(self.ledger_id, raw, ids)
+
+    async def _metadata_changed(self) -> bool:
+        """Read the metadata again; True (and use it) when its ensembles changed."""
+        try:
+            fresh, _ = await self.ctx.store.read(self.ledger_id)
+        except MagnetarError:
+            return False
+        if fresh.fragments == self.metadata.fragments:
+            return False
+        if self.metadata.is_closed and not fresh.is_closed:
+            return False  # not this ledger any more (never happens: closing is final)
+        self.metadata = fresh
+        return True
 
     async def refresh_lac(self) -> int:
         """Ask the bookies of the last fragment for the LAC (open ledgers)."""
