@@ -18,6 +18,7 @@ import os
 import random
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,28 +94,42 @@ class Cluster:
         return problems
 
 
-@pytest.fixture(scope="module")
-def cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+@contextmanager
+def start_cluster(
+    zk_server: ZooKeeperServer, base: Path, prefix: str, common: dict[str, object] | None = None,
+    broker: dict[str, object] | None = None, auditor: dict[str, object] | None = None,
+) -> Iterator[tuple[BookieProcess, BrokerProcess, AuditorProcess, BookieProcess]]:
+    """The four processes of a :class:`Cluster` (fuzzed bookie, broker, auditor, the
+    broker's bookie) on metadata roots named after ``prefix``, killed on exit, with the
+    settings ``common`` to all of them, and ``broker`` and ``auditor`` to those."""
     if not zk_server.alive:
         zk_server.start()
-    zk, base = zk_server.connect_string, tmp_path_factory.mktemp("rpcfuzz")
-    root, bookie_root = f"/rpcfuzz-{uuid.uuid4().hex[:8]}", f"/rpcfuzz-bookie-{uuid.uuid4().hex[:8]}"
+    zk, common = zk_server.connect_string, common or {}
+    root, bookie_root = f"/{prefix}-{uuid.uuid4().hex[:8]}", f"/{prefix}-bookie-{uuid.uuid4().hex[:8]}"
     started: list[ServiceProcess] = []
     try:
-        storage = BookieProcess(zk, root, base / "storage", name="storage-bookie", config={"flush_interval_s": 0.1})
+        storage = BookieProcess(zk, root, base / "storage", name="storage-bookie", config={"flush_interval_s": 0.1, **common})
         started.append(storage.start())
-        bookie = BookieProcess(zk, bookie_root, base / "bookie", name="fuzzed-bookie", config={"flush_interval_s": 0.1})
+        bookie = BookieProcess(zk, bookie_root, base / "bookie", name="fuzzed-bookie", config={"flush_interval_s": 0.1, **common})
         started.append(bookie.start())
-        broker = BrokerProcess(zk, root, base / "broker", name="broker", config={
+        the_broker = BrokerProcess(zk, root, base / "broker", name="broker", config={
             "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "max_message_bytes": BROKER_MAX_MESSAGE,
-        })
-        started.append(broker.start())
-        auditor = AuditorProcess(zk, root, base / "auditor", name="auditor", config={"grace_period_s": 2.0})
-        started.append(auditor.start())
-        yield Cluster(bookie, broker, auditor, storage)
+            **common, **(broker or {}),
+        })  # fmt: skip
+        started.append(the_broker.start())
+        the_auditor = AuditorProcess(zk, root, base / "auditor", name="auditor",
+                                     config={"grace_period_s": 2.0, **common, **(auditor or {})})  # fmt: skip
+        started.append(the_auditor.start())
+        yield bookie, the_broker, the_auditor, storage
     finally:
         for p in started:
             p.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with start_cluster(zk_server, tmp_path_factory.mktemp("rpcfuzz"), "rpcfuzz") as processes:
+        yield Cluster(*processes)
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,6 @@ test_rpc_fuzz.py's, against services with authentication off.
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,7 +22,6 @@ import pytest
 from fuzzsettings import EXAMPLES, LONG, record_result
 from rpcfuzz import Outcome, Plan, methods, plans, run_many
 from test_rpc_fuzz import (
-    BROKER_MAX_MESSAGE,
     CONCURRENCY,
     SEED,
     TIMEOUT_S,
@@ -32,6 +30,7 @@ from test_rpc_fuzz import (
     channel,
     check_processes,
     generator,
+    start_cluster,
 )
 from test_rpc_fuzz import Cluster as PlainCluster
 
@@ -41,7 +40,6 @@ from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.proto.v1 import bookie_pb2 as bpb
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.auth import SERVICE_ROLE, Keys
-from magnetar.testing.processes import AuditorProcess, BookieProcess, BrokerProcess, ServiceProcess
 from magnetar.testing.pytest_plugin import track_process
 
 pytestmark = [pytest.mark.integration]
@@ -78,31 +76,14 @@ class AuthCluster(PlainCluster):
 
 @pytest.fixture(scope="module")
 def cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
-    if not zk_server.alive:
-        zk_server.start()
-    zk, base = zk_server.connect_string, tmp_path_factory.mktemp("rpcfuzz-auth")
+    base = tmp_path_factory.mktemp("rpcfuzz-auth")
     keys = Keys.make(base)
-    root, bookie_root = f"/rpcfuzz-auth-{uuid.uuid4().hex[:8]}", f"/rpcfuzz-auth-bookie-{uuid.uuid4().hex[:8]}"
-    service = keys.settings(broker_client_auth_token_file=str(keys.service_token_file))
-    started: list[ServiceProcess] = []
-    try:
-        storage = BookieProcess(zk, root, base / "storage", name="storage-bookie",
-                                config={"flush_interval_s": 0.1, **keys.settings()})  # fmt: skip
-        started.append(storage.start())
-        bookie = BookieProcess(zk, bookie_root, base / "bookie", name="fuzzed-bookie",
-                               config={"flush_interval_s": 0.1, **keys.settings()})  # fmt: skip
-        started.append(bookie.start())
-        broker = BrokerProcess(zk, root, base / "broker", name="broker", config={
-            "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "max_message_bytes": BROKER_MAX_MESSAGE,
-            "authorization_enabled": True, **service,
-        })  # fmt: skip
-        started.append(broker.start())
-        auditor = AuditorProcess(zk, root, base / "auditor", name="auditor", config={"grace_period_s": 2.0, **service})
-        started.append(auditor.start())
+    # The broker and the auditor reach the bookies (and the broker itself) as the service.
+    service = {"broker_client_auth_token_file": str(keys.service_token_file)}
+    with start_cluster(
+        zk_server, base, "rpcfuzz-auth", keys.settings(), broker={"authorization_enabled": True, **service}, auditor=service,
+    ) as (bookie, broker, auditor, storage):
         yield AuthCluster(bookie, broker, auditor, storage, keys=keys)
-    finally:
-        for p in started:
-            p.kill()
 
 
 @pytest.fixture(autouse=True)
