@@ -59,8 +59,10 @@ async def dead_letter(
     ``<topic>-<subscription>-DLQ`` through a real consumer (max_redeliver_count 1):
     every ``reconsume_every``-th by ``reconsume_later`` twice (the second goes to the
     DLQ), the others by a negative ack (the redelivery that would carry count 1 goes to
-    the DLQ). Returns the ids the messages had on ``topic`` (their ORIGIN_MESSAGE_ID)."""
+    the DLQ). Returns once the DLQ holds every one (read by a reader), with the ids the
+    messages had on ``topic`` (their ORIGIN_MESSAGE_ID)."""
     import magnetar.asyncio as mg
+    from magnetar.common.message_id import MessageId
 
     async with mg.Client(service_url) as client:
         policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=1)
@@ -79,38 +81,49 @@ async def dead_letter(
         ]
         ids = [str(m) for m in await asyncio.gather(*futures)]
         await producer.close()
-        # The numbers of the messages surely on their way to the DLQ: a set, because a
-        # message comes again when the broker stopped serving the topic before it took the
-        # nack or the reconsume_later (a broker under load may lapse: broker/lease.py).
-        gone: set[int] = set()
+        # A message comes again when its nack or reconsume_later did not reach the broker
+        # (a broker under load may stop serving for a moment: broker/lease.py): messages
+        # are counted by number, and the DLQ itself is read at the end.
+        sent_off: set[int] = set()  # by a nack, or by the second reconsume_later
         inflight: set[asyncio.Future[Any]] = set()
 
-        async def reconsume(msg: Any, n: int, last: bool) -> None:
+        async def reconsume(msg: Any) -> None:
             try:
                 await consumer.reconsume_later(msg, 1000)
             except mg.MagnetarError:
-                return  # not acknowledged: it is delivered again, and handled again
-            if last:
-                gone.add(n)  # the second reconsume_later goes to the DLQ
+                pass  # not acknowledged, unless the broker moved it all the same
 
-        deadline = time.monotonic() + 300
-        while len(gone) < count and time.monotonic() < deadline:
+        async def handle_next() -> None:
             try:
                 msg = await consumer.receive(timeout_millis=1000)
             except mg.Timeout:
-                continue
+                return
             n = int(msg.properties().get("n", "0"))
             if n % reconsume_every == 0:
-                fut = asyncio.ensure_future(reconsume(msg, n, "RECONSUMETIMES" in msg.properties()))
+                if "RECONSUMETIMES" in msg.properties():
+                    sent_off.add(n)  # the second reconsume_later goes to the DLQ
+                fut = asyncio.ensure_future(reconsume(msg))
                 inflight.add(fut)
                 fut.add_done_callback(inflight.discard)
             else:
                 await consumer.negative_acknowledge(msg)
-                gone.add(n)
+                sent_off.add(n)
+
+        deadline = time.monotonic() + 300
+        while len(sent_off) < count and time.monotonic() < deadline:
+            await handle_next()
         if inflight:
             await asyncio.gather(*inflight)
-        if len(gone) < count:
-            raise TimeoutError(f"only {len(gone)} of {count} messages of {topic} went to the DLQ")
+        in_dlq: set[int] = set()
+        reader = await client.create_reader(f"{topic}-{subscription}-DLQ", MessageId.earliest, receiver_queue_size=5000)
+        while len(in_dlq) < count and time.monotonic() < deadline:
+            while await reader.has_message_available():
+                in_dlq.add(int((await reader.read_next(10_000)).properties()["n"]))
+            if len(in_dlq) < count:
+                await handle_next()  # what came again
+        await reader.close()
+        if len(in_dlq) < count:
+            raise TimeoutError(f"only {len(in_dlq)} of {count} messages of {topic} went to the DLQ")
         await consumer.close()
     return ids
 

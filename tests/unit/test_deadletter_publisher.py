@@ -6,6 +6,7 @@ serves, or a partitioned one, goes to the remote publisher."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -32,8 +33,11 @@ class FakeTopic:
         self.calls: list[tuple[str, int, int, int]] = []
         self._last: dict[str, int] = {}
         self.closing = 0
+        self.creates = 0
 
     async def create_subscription(self, name: str, start: str) -> None:
+        self.creates += 1
+        await asyncio.sleep(0.001)  # a ZooKeeper write: other moves run meanwhile
         if name in self.subscriptions:
             raise AlreadyExists(name)
         self.subscriptions[name] = start
@@ -147,6 +151,17 @@ async def test_a_move_to_a_topic_served_here_is_stored_once_after_its_subscripti
     assert msg.event_time_ms == 123 and msg.deliver_at_ms == NOW_MS + 5000
     assert msg.properties[RECONSUMETIMES] == "1" and msg.properties["color"] == "red"
     assert remote.moves == []
+
+
+async def test_a_burst_of_moves_to_a_new_target_creates_its_subscription_once(caplog: pytest.LogCaptureFixture):
+    moves = [plan_dead_letter(POLICY, "sub", SOURCE, f"5:{i}:-1:-1", original(), 16) for i in range(300)]
+    target = FakeTopic(moves[0].target)
+    mover = publisher(FakeService({target.name: target}))
+    with caplog.at_level(logging.INFO, logger="magnetar.broker.deadletter.publisher"):
+        await asyncio.gather(*(mover.publish(m, "sub") for m in moves))
+    assert target.creates == 1 and target.subscriptions == {"sub": "earliest"}
+    assert len(target.entries) == 300
+    assert [r.getMessage() for r in caplog.records] == [f"subscription sub on {target.name} keeps the moved messages"]
 
 
 async def test_an_existing_keeping_subscription_is_left_as_it_is():

@@ -82,6 +82,8 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
+        self._lookups: KeyedTasks[tuple[str, str, str]] = KeyedTasks("broker", on_error=lambda _key, _exc: None)
+        """Bundle lookups under way: callers of one bundle share one (errors reach them)."""
         self._closing: KeyedTasks[str] = KeyedTasks("broker", on_error=self._close_failed)
         """Topics being closed (unloaded): a reopen here waits for the close to end."""
         self.lease = SessionLease(config.zk_session_timeout_s)
@@ -285,6 +287,7 @@ class BrokerService:
             self._lease_task.cancel()
             await asyncio.gather(self._lease_task, return_exceptions=True)
         await self._closing.wait()
+        await self._lookups.close()
         await self.rates.close()
         await self.gc_policy.close()
         await self.mover.close()
@@ -371,12 +374,23 @@ class BrokerService:
         return (name.tenant, name.namespace_part, bundle_of(name, self.config.bundles_per_namespace))
 
     async def lookup(self, topic: str) -> str:
-        """The address of the broker that serves ``topic``; takes its bundle when unowned."""
+        """The address of the broker that serves ``topic``; takes its bundle when unowned.
+
+        Concurrent lookups of one bundle share one conversation with ZooKeeper: a burst
+        (thousands of dead-letter moves to a new topic) is a handful of requests, not
+        thousands (which once held the event loop long enough to lose the lease)."""
         name = self.parse(topic)
         self.check_serving(f"lookup of {name}")
-        tenant, ns, bundle = self._bundle(name)
-        if (tenant, ns, bundle) in self._owned:
+        key = self._bundle(name)
+        if key in self._owned:
             return self.broker_id
+        task = self._lookups.get(key)
+        if task is None:
+            task = self._lookups.spawn(key, self._lookup_bundle(key), name=f"lookup:{'/'.join(key)}")
+        return await asyncio.shield(task)
+
+    async def _lookup_bundle(self, key: tuple[str, str, str]) -> str:
+        tenant, ns, bundle = key
         owner = await self.ownership.owner(tenant, ns, bundle)
         if owner is None:
             owner = await self.ownership.try_acquire(tenant, ns, bundle, self.broker_id)
@@ -387,7 +401,7 @@ class BrokerService:
                     f"bundle {tenant}/{ns}/{bundle} is still held by this broker's previous session; "
                     f"it is released within {self.config.zk_session_timeout_s:g} s, retry then"
                 )
-            self._owned.add((tenant, ns, bundle))
+            self._owned.add(key)
         return owner
 
     async def partitions(self, topic: str) -> int:
@@ -410,8 +424,12 @@ class BrokerService:
         existing = self.topics.get(key)
         if existing is not None:
             return existing
-        if await self.lookup(key) != self.broker_id:
-            raise NotOwner(f"topic {key} is served by another broker; look it up again")
+        if key not in self._opening:  # an opening under way was started after a lookup
+            if await self.lookup(key) != self.broker_id:
+                raise NotOwner(f"topic {key} is served by another broker; look it up again")
+            existing = self.topics.get(key)
+            if existing is not None:
+                return existing
         task = self._opening.get(key)
         joined = task is not None
         if task is None:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import MagnetarError
-from magnetar.common.eventloop import loop_factory
+from magnetar.common.eventloop import dump_stacks_on_stalls, loop_factory, stall_threshold_s
 from magnetar.common.logging import configure
 
 C = TypeVar("C", bound=ServiceConfig)
@@ -45,15 +45,22 @@ async def run_until_signalled(server: Server) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await server.start()
-    # What exists once the service is up (modules, protobuf descriptors, gRPC and kazoo
-    # machinery: hundreds of thousands of objects) lives as long as the process: keep it
-    # out of the cyclic garbage collector, whose full passes would otherwise scan it all
-    # again and again and stall the event loop (seen as delayed-delivery lateness).
-    gc.freeze()
-    await stop.wait()
-    log.info("signal received; shutting down")
-    await server.stop()
+    threshold_s = stall_threshold_s()
+    watch = None if threshold_s is None else loop.create_task(dump_stacks_on_stalls(threshold_s), name="stall-watch")
+    try:
+        await server.start()
+        # What exists once the service is up (modules, protobuf descriptors, gRPC and kazoo
+        # machinery: hundreds of thousands of objects) lives as long as the process: keep it
+        # out of the cyclic garbage collector, whose full passes would otherwise scan it all
+        # again and again and stall the event loop (seen as delayed-delivery lateness).
+        gc.freeze()
+        await stop.wait()
+        log.info("signal received; shutting down")
+        await server.stop()
+    finally:
+        if watch is not None:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
 
 
 def run_service(

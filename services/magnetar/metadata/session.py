@@ -34,6 +34,12 @@ from magnetar.metadata.paths import ZkPaths
 
 log = logging.getLogger(__name__)
 
+MAX_IN_FLIGHT = 128
+"""Requests of one session waiting for ZooKeeper's answer at once; more wait their turn
+on the event loop. Kazoo wakes its connection thread with one byte per request on a
+socket pair: a burst of thousands would fill that socket's buffer, and the next request
+would then block the event loop until the thread caught up (seconds, under load)."""
+
 StateListener = Callable[[SessionState], None]
 RenewalHook = Callable[[], Awaitable[None]]
 
@@ -69,6 +75,7 @@ class ZkSession:
         self._session_ids: set[int] = set()
         self._listeners: list[StateListener] = []
         self._hooks: list[RenewalHook] = []
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._tasks = BackgroundTasks("ZooKeeper session")
 
     # -- lifecycle ---------------------------------------------------------------
@@ -211,16 +218,22 @@ class ZkSession:
         return self._client
 
     async def _call(
-        self, op: str, path: str, begin: Callable[[KazooClient], Any], *, idempotent: bool = False
+        self, op: str, path: str, begin: Callable[[KazooClient], Any], *, idempotent: bool = False,
+        queued: bool = True,
     ) -> Any:
-        """Run one kazoo ``*_async`` call; ``idempotent`` ones ride out a reconnection."""
+        """Run one kazoo ``*_async`` call; ``idempotent`` ones ride out a reconnection.
+        At most :data:`MAX_IN_FLIGHT` calls are sent at once; ``queued=False`` skips that
+        queue (the lease's ping: it must not wait behind a burst)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.op_timeout_s
         delay = 0.05
         while True:
             try:
                 async with asyncio.timeout_at(deadline):
-                    return await wait_result(begin(self._require_client()))
+                    if not queued:
+                        return await wait_result(begin(self._require_client()))
+                    async with self._slots:
+                        return await wait_result(begin(self._require_client()))
             except TimeoutError as exc:
                 raise Timeout(
                     f"ZooKeeper {op} of {path} got no answer within {self.op_timeout_s:g} s"
@@ -324,7 +337,7 @@ class ZkSession:
             MetadataError (connection loss, session expired), NotConnected, Timeout.
         """
         root = self.paths.root
-        await self._call("ping", root, lambda c: c.exists_async(root))
+        await self._call("ping", root, lambda c: c.exists_async(root), queued=False)
 
     async def delete_if_owned(self, path: str) -> None:
         """Delete the ephemeral ``path`` if this session (or an expired one of ours)

@@ -76,6 +76,7 @@ class ServiceMovePublisher:
         self._remote = remote
         self._clock_ms = clock_ms
         self._kept: set[tuple[str, str]] = set()
+        self._keeping = asyncio.Lock()
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def publish(self, move: Move, keep_for: str) -> None:
@@ -124,15 +125,20 @@ class ServiceMovePublisher:
         await self._remote.publish(move, keep_for)
 
     async def _keep(self, topic: PersistentTopic, subscription: str) -> None:
-        if (topic.name, subscription) in self._kept:
+        key = (topic.name, subscription)
+        if key in self._kept:
             return
-        check_subscription_name(subscription)
-        if subscription not in topic.subscriptions:
-            try:
-                await topic.create_subscription(subscription, "earliest")
-            except AlreadyExists:
-                pass
-        self._kept.add((topic.name, subscription))
+        # One at a time: a burst of moves to a new target asks once, not once per move.
+        async with self._keeping:
+            if key in self._kept:
+                return
+            check_subscription_name(subscription)
+            if subscription not in topic.subscriptions:
+                try:
+                    await topic.create_subscription(subscription, "earliest")
+                except AlreadyExists:
+                    pass
+            self._kept.add(key)
         log.info("subscription %s on %s keeps the moved messages", subscription, topic.name)
 
     async def close(self) -> None:
