@@ -56,6 +56,9 @@ CONCURRENCY = 48
 audit (they once queued one whole audit each, and CI saw 31 of 100 pass the deadline)."""
 BROKER_MAX_MESSAGE = 64 * 1024
 LOG_MARKERS = ("Traceback", "Task exception was never retrieved", "Unexpected [", "exception was never retrieved")
+ZOOKEEPER_LOG_MARKERS = ("Len error", "OutOfMemoryError")
+"""What ZooKeeper logs when a client's request is over ``jute.maxbuffer`` (it then drops
+that client's session), or when it ran out of heap."""
 ALL = methods()
 assert len(ALL) == 53, [m.name for m in ALL]
 
@@ -69,6 +72,7 @@ class Cluster:
     broker: BrokerProcess
     auditor: AuditorProcess
     storage: BookieProcess
+    zookeeper: ZooKeeperServer | None = None
     log_offsets: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -79,17 +83,21 @@ class Cluster:
         return {"Bookie": self.bookie, "Broker": self.broker, "Auditor": self.auditor}[method.containing_service.name]
 
     def new_log_problems(self) -> list[str]:
-        """Lines around each traceback logged since the last call."""
+        """Lines around each traceback logged since the last call, and around each
+        oversized request ZooKeeper logged."""
+        logs = [(p.name, Path(p.log_path), LOG_MARKERS) for p in self.processes]
+        if self.zookeeper is not None:
+            logs.append(("zookeeper", self.zookeeper.log_path, ZOOKEEPER_LOG_MARKERS))
         problems = []
-        for p in self.processes:
-            text = Path(p.log_path).read_bytes()
-            start = self.log_offsets.get(p.name, 0)
-            self.log_offsets[p.name] = len(text)
+        for name, log_path, markers in logs:
+            text = log_path.read_bytes() if log_path.exists() else b""
+            start = self.log_offsets.get(name, 0)
+            self.log_offsets[name] = len(text)
             new = text[start:].decode(errors="replace")
-            for marker in LOG_MARKERS:
+            for marker in markers:
                 at = new.find(marker)
                 if at >= 0:
-                    problems.append(f"{p.name}: {new[max(0, at - 600): at + 2000]}")
+                    problems.append(f"{name}: {new[max(0, at - 600): at + 2000]}")
                     break
         return problems
 
@@ -129,7 +137,7 @@ def start_cluster(
 @pytest.fixture(scope="module")
 def cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with start_cluster(zk_server, tmp_path_factory.mktemp("rpcfuzz"), "rpcfuzz") as processes:
-        yield Cluster(*processes)
+        yield Cluster(*processes, zookeeper=zk_server)
 
 
 @pytest.fixture(autouse=True)

@@ -18,9 +18,9 @@ from magnetar.common.netutil import free_port
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.chaos import expire_session
 from magnetar.metadata.codec import decode, encode
-from magnetar.metadata.errors import CorruptMetadata, NodeExists
+from magnetar.metadata.errors import CorruptMetadata, MetadataTooLarge, NodeExists
 from magnetar.metadata.nodes import Op, SessionState
-from magnetar.metadata.session import ZkSession
+from magnetar.metadata.session import MAX_REQUEST_BYTES, ZkSession
 from magnetar.metadata.versioned import read_modify_write
 
 pytestmark = pytest.mark.integration
@@ -198,6 +198,32 @@ async def test_multi_is_all_or_nothing(zk_session: ZkSession, zk_root: str) -> N
     assert await zk_session.exists(b) is None
     results = await zk_session.multi([Op.set(a, b'{"x":1}', 0), Op.create(b), Op.check(a, 1)])
     assert results[0].version == 1 and results[1] == b
+
+
+async def test_a_request_over_zookeepers_limit_is_refused_and_the_session_lives(
+    zk_session: ZkSession, zk_root: str
+) -> None:
+    """ZooKeeper drops the whole session of a client whose request passes jute.maxbuffer
+    (the fuzzer found the broker sending such a policies document): the session refuses it
+    before sending, writes nothing and stays the same session."""
+    doc, other = f"{zk_root}/doc", f"{zk_root}/other"
+    await zk_session.create(doc, b"small")
+    session_id = zk_session.session_id
+    big = b"x" * MAX_REQUEST_BYTES
+    with pytest.raises(MetadataTooLarge, match=r"over ZooKeeper's limit of 1,048,575 \(jute.maxbuffer\): nothing"):
+        await zk_session.set(doc, big)
+    with pytest.raises(MetadataTooLarge):
+        await zk_session.create(other, big)
+    with pytest.raises(MetadataTooLarge, match="and 1 more"):
+        await zk_session.multi([Op.set(doc, big[: MAX_REQUEST_BYTES // 2]), Op.create(other, big[: MAX_REQUEST_BYTES // 2])])
+    with pytest.raises(MetadataTooLarge):
+        await zk_session.create(f"{zk_root}/" + "p" * MAX_REQUEST_BYTES)
+    # Nothing written, the same session, and a document just under the limit still fits.
+    assert (await zk_session.get(doc))[0] == b"small" and await zk_session.exists(other) is None
+    fits = b"y" * (MAX_REQUEST_BYTES - 2048)
+    await zk_session.set(doc, fits)
+    assert (await zk_session.get(doc))[0] == fits
+    assert zk_session.session_id == session_id and zk_session.state is SessionState.CONNECTED
 
 
 async def test_corrupt_registration_is_a_clear_error(zk_session: ZkSession) -> None:

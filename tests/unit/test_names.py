@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 import struct
 
 import pytest
@@ -14,8 +15,10 @@ from magnetar.common.keyhash import key_hash, murmur3_32, partition_for_key
 from magnetar.common.names import (
     MAX_LOCAL_NAME_LENGTH,
     MAX_SEGMENT_LENGTH,
+    MAX_SUBSCRIPTION_NAME_LENGTH,
     NamespaceName,
     TopicName,
+    check_subscription_name,
     validate_tenant,
 )
 
@@ -520,3 +523,29 @@ def test_keys_spread_over_partitions() -> None:
     for i in range(8000):
         counts[partition_for_key(f"user-{i}", 8)] += 1
     assert min(counts) > 800
+
+
+# -- subscription names -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sub", "my sub", "ünïcödé-🙂", "a" * MAX_SUBSCRIPTION_NAME_LENGTH, "-DLQ-sub"])
+def test_good_subscription_names(name: str) -> None:
+    assert check_subscription_name(name) == name
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("", "is required"),
+    ("a/b", "must not"),
+    (".", "must not"),
+    ("..", "must not"),
+    ("a\x00b", "it has '\\x00'"),
+    ("tab\there", "it has '\\t'"),
+    ("private\ue000use", "it has '\\ue000'"),
+    ("a" * (MAX_SUBSCRIPTION_NAME_LENGTH + 1), f"{MAX_SUBSCRIPTION_NAME_LENGTH + 1:,} characters long"),
+    # what the fuzzer sent in a dead-letter policy: a znode path over ZooKeeper's 1 MB limit
+    ("}" * 1_048_000, "1,048,000 characters long"),
+])  # fmt: skip
+def test_bad_subscription_names_are_refused_with_the_reason(name: str, reason: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(reason)) as refused:
+        check_subscription_name(name)
+    assert len(refused.value.message) < 300

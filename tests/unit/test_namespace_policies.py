@@ -112,6 +112,14 @@ def test_delayed_delivery_deduplication_and_dead_letter_values_are_checked() -> 
     assert type(_refused(PolicyKind.DEDUPLICATION, 1)) is InvalidArgument
     assert type(_refused(PolicyKind.DEAD_LETTER, DeadLetterDefaults(max_redeliver_count=0))) is InvalidArgument
     assert type(_refused(PolicyKind.RETENTION, 5)) is InvalidArgument  # not a RetentionPolicy
+    # The fuzzer's: a 1 MB initial subscription made a policies document ZooKeeper refused,
+    # dropping the broker's session; a name over the subscription limit, or one holding '/',
+    # is refused here.
+    for initial in ("}" * 1_048_000, "x" * 1025, "{subscription}" + "y" * 1022, "a/b"):
+        refused = _refused(PolicyKind.DEAD_LETTER, DeadLetterDefaults(initial_subscription_name=initial))
+        assert type(refused) is InvalidArgument and "initial subscription" in refused.message, refused
+    dl = DeadLetterDefaults(initial_subscription_name="{subscription}-" + "z" * 1000)
+    assert with_policy(EMPTY, PolicyKind.DEAD_LETTER, dl).dead_letter == dl
     # Dead-letter defaults with nothing set are no policy at all.
     with_dl = with_policy(EMPTY, PolicyKind.DEAD_LETTER, DeadLetterDefaults(dead_letter_topic="dlq"))
     assert with_dl.dead_letter == DeadLetterDefaults(dead_letter_topic="dlq")

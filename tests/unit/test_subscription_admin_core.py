@@ -9,7 +9,7 @@ import pytest
 
 from magnetar.admin import build_parser, reset_time_ms
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.subscription_admin import SubscriptionAdmin, check_subscription_name
+from magnetar.broker.subscription_admin import SubscriptionAdmin
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -65,12 +65,6 @@ def test_targets_of_a_partitioned_topic():
         admin_targets(T, 3, mid(5, 6, 3))
     with pytest.raises(InvalidArgument, match="earliest or latest"):
         admin_targets(T, 3, mid(5, 6, 1), whole_topic=True)
-
-
-@pytest.mark.parametrize("name", ["", "a/b", ".", ".."])
-def test_bad_subscription_names(name):
-    with pytest.raises(InvalidArgument):
-        check_subscription_name(name)
 
 
 def test_reset_time_is_ms_or_a_duration_ago():

@@ -34,7 +34,7 @@ from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgu
 from magnetar.common.grpcauth import CALLER_ROLE, server_interceptors
 from magnetar.common.grpcutil import SERVER_OPTIONS, MalformedRequestGuard, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
-from magnetar.common.names import TopicName
+from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.common.tls import add_port, client_tls, server_tls
 from magnetar.ledger.client import LedgerClient
@@ -208,8 +208,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             if first.WhichOneof("kind") != "subscribe":
                 raise InvalidArgument("a consume stream must start with Subscribe")
             s = first.subscribe
-            if not s.subscription:
-                raise InvalidArgument("a subscription name is required")
+            check_subscription_name(s.subscription)
             if s.type not in pb.SubscriptionType.values():
                 raise InvalidArgument(f"unknown subscription type {s.type}")
             access = Request(Action.CONSUME, str(TopicName.parse(s.topic)), s.subscription)

@@ -23,7 +23,7 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
 )
 from magnetar.common.message_id import Start, message_id_sentinel
-from magnetar.common.names import TopicName
+from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -40,15 +40,6 @@ def check_message_id(message_id: pb.MessageIdData) -> None:
             f"invalid message id {message_id.ledger_id}:{message_id.entry_id}: ledger and entry ids "
             "are >= 0 (or -1:-1 for earliest)"
         )
-
-
-def check_subscription_name(name: str) -> str:
-    """Raises: InvalidArgument: empty, or containing '/' (it names a znode)."""
-    if not name:
-        raise InvalidArgument("a subscription name is required")
-    if "/" in name or name in (".", ".."):
-        raise InvalidArgument(f"invalid subscription name {name!r}: it must not contain '/' or be '.' or '..'")
-    return name
 
 
 class SubscriptionAdmin:

@@ -65,6 +65,7 @@ from magnetar.common.errors import (
     TopicNotFound,
 )
 from magnetar.common.message_id import Start, message_id_sentinel
+from magnetar.common.names import check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -436,8 +437,7 @@ class PersistentTopic:
             InvalidArgument: a bad name or start.
             ServiceClosed: the topic is closing.
         """
-        if not name:
-            raise InvalidArgument("a subscription name is required")
+        check_subscription_name(name)
         if self._closed:
             raise ServiceClosed(f"topic {self.name} is closing")
         async with self._sub_lock:

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Literal
 
 from magnetar.broker import peek as peeking
 from magnetar.broker.managedledger.stats import ManagedLedgerFigures, figures
-from magnetar.broker.subscription_admin import check_subscription_name
 from magnetar.common.errors import InvalidTopicName, SubscriptionNotFound
-from magnetar.common.names import TopicName
+from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
 
 if TYPE_CHECKING:

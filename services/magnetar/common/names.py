@@ -12,6 +12,8 @@ Rules (Pulsar's ``NamedEntity`` and ``TopicName``, tightened where ZooKeeper nee
     * topic local name: 1-512 characters, anything but ``/``, control characters,
       characters ZooKeeper cannot hold in a znode name (U+D800-U+F8FF, U+FFF0-U+FFFF),
       leading or trailing white space, ``.`` and ``..``;
+    * subscription: 1-1,024 characters, anything but ``/`` and control characters, not
+      ``.`` or ``..`` (it names a znode);
     * domain: only ``persistent``; ``non-persistent`` is refused as not supported yet.
       Pulsar's legacy form with a cluster (``persistent://tenant/cluster/ns/topic``) is
       not accepted.
@@ -40,6 +42,9 @@ MAX_SEGMENT_LENGTH: Final = 255
 """Longest tenant or namespace name, in characters."""
 MAX_LOCAL_NAME_LENGTH: Final = 512
 """Longest topic local name (partition suffix included), in characters."""
+MAX_SUBSCRIPTION_NAME_LENGTH: Final = 1024
+"""Longest subscription name, in characters (it names a znode, and ZooKeeper bounds a
+request at 1 MB)."""
 MAX_PARTITION_INDEX: Final = 2**31 - 1
 MAX_BUNDLES: Final = 65536
 DEFAULT_BUNDLES: Final = 4
@@ -340,6 +345,28 @@ class TopicName:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TopicName, (self.domain, self.tenant, self.namespace_part, self.local_name))
+
+
+def check_subscription_name(name: str) -> str:
+    """Return ``name`` if it can name a subscription.
+
+    Raises:
+        InvalidArgument: empty, too long, '.', '..', or holding '/' or a control character.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("a subscription name is required")
+    if len(name) > MAX_SUBSCRIPTION_NAME_LENGTH:
+        raise InvalidArgument(
+            f"invalid subscription name {name[:40]!r}…: {len(name):,} characters long, more than "
+            f"{MAX_SUBSCRIPTION_NAME_LENGTH:,}"
+        )
+    match = _BAD_LOCAL_CHAR_RE.search(name)
+    if match or name in (".", ".."):
+        raise InvalidArgument(
+            f"invalid subscription name {name!r}: it must not be '.' or '..', or contain '/', control "
+            f"characters or characters ZooKeeper cannot hold{f' (it has {match.group()!r})' if match else ''}"
+        )
+    return name
 
 
 def _fail(name: str, problem: str) -> None:

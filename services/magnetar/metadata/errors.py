@@ -1,8 +1,9 @@
 """Translation of kazoo exceptions into Magnetar's error tree (the only place that does it).
 
-Two metadata-specific classes live here until they join ``common/errors.py``:
+Three metadata-specific classes live here until they join ``common/errors.py``:
 ``NodeExists`` (a create lost a race: a compare-and-set against "absent", hence a
-version conflict) and ``CorruptMetadata`` (a znode does not hold the expected JSON).
+version conflict), ``MetadataTooLarge`` (a request over ZooKeeper's size limit) and
+``CorruptMetadata`` (a znode does not hold the expected JSON).
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ class NodeExists(MetadataVersionConflict):
     """A znode that was to be created exists already."""
 
     code: ClassVar[str] = "METADATA_NODE_EXISTS"
+
+
+class MetadataTooLarge(InvalidArgument):
+    """A ZooKeeper request would exceed the server's ``jute.maxbuffer``: it is refused
+    before it is sent (ZooKeeper would drop the whole session over it) and nothing is
+    written."""
+
+    code: ClassVar[str] = "METADATA_TOO_LARGE"
 
 
 class CorruptMetadata(MetadataError):

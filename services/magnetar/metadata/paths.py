@@ -24,8 +24,18 @@ from __future__ import annotations
 
 from magnetar.common.errors import InvalidArgument
 
+MAX_ZNODE_NAME_LENGTH = 4096
+"""Longest name of one znode here, in characters; the names that reach it are checked
+shorter by :mod:`magnetar.common.names`. A bound, so that no path can make a request
+ZooKeeper drops the session over."""
+
 
 def _check_name(kind: str, name: str) -> str:
+    if len(name) > MAX_ZNODE_NAME_LENGTH:
+        raise InvalidArgument(
+            f"invalid {kind} for a znode name: {name[:40]!r}… is {len(name):,} characters long, "
+            f"more than {MAX_ZNODE_NAME_LENGTH:,}"
+        )
     if not name or "/" in name or name in (".", "..") or any(ord(c) < 32 for c in name):
         raise InvalidArgument(f"invalid {kind} for a znode name: {name!r}")
     return name

@@ -28,7 +28,7 @@ from magnetar.common.errors import (
 )
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.metadata.bridge import call_soon, wait_result
-from magnetar.metadata.errors import is_connection_error, translate
+from magnetar.metadata.errors import MetadataTooLarge, is_connection_error, translate
 from magnetar.metadata.nodes import NodeStat, Op, SessionState
 from magnetar.metadata.paths import ZkPaths
 
@@ -39,6 +39,29 @@ MAX_IN_FLIGHT = 128
 on the event loop. Kazoo wakes its connection thread with one byte per request on a
 socket pair: a burst of thousands would fill that socket's buffer, and the next request
 would then block the event loop until the thread caught up (seconds, under load)."""
+
+MAX_REQUEST_BYTES = 0xFFFFF
+"""ZooKeeper's ``jute.maxbuffer`` default (1 MB less one byte), which our servers keep: a
+request longer than that makes the server close the whole session."""
+OP_OVERHEAD_BYTES = 256
+"""What one operation adds to its path and data (headers, lengths, version, ACL), bounded
+from above."""
+
+
+def check_request_size(op: str, paths: Sequence[str], data: Sequence[bytes]) -> None:
+    """Refuse a request that ZooKeeper would not take.
+
+    Raises:
+        MetadataTooLarge: its paths and data would pass :data:`MAX_REQUEST_BYTES`.
+    """
+    size = OP_OVERHEAD_BYTES * (len(paths) + 1) + sum(len(p.encode()) for p in paths) + sum(map(len, data))
+    if size > MAX_REQUEST_BYTES:
+        where = paths[0][:200] + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+        raise MetadataTooLarge(
+            f"ZooKeeper {op} of {where} would be about {size:,} bytes, over ZooKeeper's limit of "
+            f"{MAX_REQUEST_BYTES:,} (jute.maxbuffer): nothing was written; make the names or values shorter"
+        )
+
 
 StateListener = Callable[[SessionState], None]
 RenewalHook = Callable[[], Awaitable[None]]
@@ -293,7 +316,9 @@ class ZkSession:
 
         Raises:
             NodeExists: (a MetadataVersionConflict) it exists already.
+            MetadataTooLarge: path and data over ZooKeeper's request limit.
         """
+        check_request_size("create", [path], [data])
         return str(
             await self._call(
                 "create",
@@ -310,7 +335,9 @@ class ZkSession:
         Raises:
             MetadataVersionConflict: the znode changed since ``version``.
             NotFound: it does not exist.
+            MetadataTooLarge: path and data over ZooKeeper's request limit.
         """
+        check_request_size("write", [path], [data])
         stat = await self._call("write", path, lambda c: c.set_async(path, data, version))
         return NodeStat.from_kazoo(stat)
 
@@ -362,7 +389,9 @@ class ZkSession:
 
         Raises:
             The translated error of the first op that failed (NotFound, NodeExists …).
+            MetadataTooLarge: the operations together are over ZooKeeper's request limit.
         """
+        check_request_size("multi-operation", [op.path for op in ops], [op.data for op in ops])
 
         def begin(client: KazooClient) -> Any:
             txn = client.transaction()

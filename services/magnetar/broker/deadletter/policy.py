@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.common.errors import InvalidArgument, InvalidTopicName
-from magnetar.common.names import TopicName
+from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.proto.v1 import broker_pb2 as pb
 
 DEFAULT_MAX_REDELIVER_COUNT = 16
@@ -110,8 +110,12 @@ def resolve(
     initial = a.initial_subscription_name or _expand(
         d.initial_subscription_name or DEFAULT_INITIAL_SUBSCRIPTION, name, subscription
     )
-    if "/" in initial or not initial.strip():
+    if not initial.strip():
         raise InvalidArgument(f"the initial subscription name {initial!r} is not a valid subscription name")
+    try:
+        check_subscription_name(initial)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"the dead letter topic's initial subscription: {exc.message}") from None
     return DeadLetterPolicy(
         count, _topic(retry, name, "retry letter topic"), _topic(dead, name, "dead letter topic"), initial
     )

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from magnetar.broker.subscription_admin import check_subscription_name
 from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
+from magnetar.common.names import check_subscription_name
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
