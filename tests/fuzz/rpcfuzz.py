@@ -105,6 +105,11 @@ class Pools:
         return f"{prefix}-{rng.randrange(self.n)}"
 
 
+REQUEST_BUDGET = 8 << 20
+"""Most bytes of big values in one generated message (strings and blobs). Requests near
+and over the size limit come from :meth:`RequestGenerator.oversized` instead."""
+
+
 class RequestGenerator:
     """Seeded hostile requests for any method.
 
@@ -126,6 +131,7 @@ class RequestGenerator:
         self.oversize_rate = oversize_rate
         self.raw_rate = raw_rate
         self._filler = rng.randbytes(4096)
+        self._budget = REQUEST_BUDGET
 
     # --- scalar values ------------------------------------------------------------
     def integer(self, f: FieldDescriptor) -> int:
@@ -177,8 +183,9 @@ class RequestGenerator:
             size = rng.choice([4096, 70_000, 1 << 20])
         chars = rng.choice(_CHARSETS)
         if size > 600:
-            return rng.choice(chars) * size
-        return "".join(rng.choice(chars) for _ in range(rng.randint(1, size)))
+            size = self._spend(size)
+            return rng.choice(chars) * max(size, 1)
+        return "".join(rng.choices(chars, k=rng.randint(1, size)))
 
     def blob(self, f: FieldDescriptor | None = None) -> bytes:
         rng = self.rng
@@ -188,8 +195,16 @@ class RequestGenerator:
         if r < 0.1:
             return b""
         if r < 0.98:
-            return rng.randbytes(rng.choice([1, 8, 64, 300, 2000]))
-        return self.big(rng.choice([70_000, 1 << 20, 5 << 20]))
+            return rng.randbytes(self._spend(rng.choice([1, 8, 64, 300, 2000])))
+        return self.big(self._spend(rng.choice([70_000, 1 << 20, 5 << 20])))
+
+    def _spend(self, size: int) -> int:
+        """``size``, or what is left of the request's :data:`REQUEST_BUDGET`: without one,
+        repeated messages of repeated big values made requests of gigabytes, slow to build
+        and over protobuf's 2 GiB (EncodeError)."""
+        size = max(0, min(size, self._budget))
+        self._budget -= size
+        return size
 
     def big(self, size: int) -> bytes:
         """``size`` bytes, cheaply (a repeated random block)."""
@@ -247,7 +262,7 @@ class RequestGenerator:
             return
         if f.is_repeated:
             count = rng.choice([0, 1, 1, 2, 3, 5, 20]) if rng.random() < 0.98 else rng.choice([200, 2000])
-            if is_message and depth >= 3:
+            if is_message and depth >= 3 or self._budget <= 0:
                 count = min(count, 1)
             target = getattr(msg, f.name)
             for _ in range(count):
@@ -302,6 +317,7 @@ class RequestGenerator:
     def request(self, descriptor: Descriptor) -> Message | bytes:
         """One hostile request: a random message, or raw bytes (mutated or oversized)."""
         rng = self.rng
+        self._budget = REQUEST_BUDGET
         msg = self.message(descriptor)
         if rng.random() < self.oversize_rate:
             return self.oversized(msg.SerializeToString())
