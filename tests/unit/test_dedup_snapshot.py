@@ -15,6 +15,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.topic import PersistentTopic
+from magnetar.common.errors import InvalidArgument
 from magnetar.proto.v1 import broker_pb2 as pb
 
 TOPIC = "persistent://public/default/t"
@@ -157,11 +158,38 @@ async def test_no_snapshots_when_switched_off():
     await second.close()
 
 
+async def test_sequence_ids_over_int64_are_refused_and_never_told_to_a_producer():
+    """The fuzzer's: a send with sequence id 2^64-2 was stored, and every later open of that
+    producer name failed (ProducerOpened.last_sequence_id is int64: ValueError, UNKNOWN).
+    Now the send is refused and nothing stored; an entry whose messages carry such ids
+    (a scan reads those) does not count either."""
+    client, store = FakeLedgerClient(), MemoryStore()
+    first = await Owner(client, store).take_over()
+    assert first.add_producer("p") == -1
+    for lowest, highest in ((2**64 - 2, 2**64 - 2), (0, 2**63), (2**63, 2**63 + 5)):
+        with pytest.raises(InvalidArgument, match="sequence ids are 0 to 9223372036854775807"):
+            await first.publish("p", entry("p", 1), 1, lowest, highest)
+    assert first.ml.number_of_entries == 0  # nothing stored
+    assert await send(first, "p", 2**63 - 1)  # the largest id is fine
+    # An entry whose message says 2^64-1 while its send says 5: stored, but not counted.
+    assert not (await first.publish("q", entry("q", 2**64 - 1), 1, 5, 5)).duplicate
+    first.remove_producer("p")
+    assert first.add_producer("p") == 2**63 - 1 and first.add_producer("q") == 5
+    await first.close()
+    owner = Owner(client, store, interval=0)
+    second = await owner.take_over()
+    assert second.add_producer("p") == 2**63 - 1 and second.add_producer("q") == 5
+    await second.close()
+    state = DedupState()
+    state.stored("r", 2**64 - 1)
+    assert state.persisted == {}
+
+
 @pytest.mark.parametrize(
     "text",
     ["", "[]", "{}", '{"scan_from": [1], "producers": {}}', '{"scan_from": [1, 2], "producers": []}',
      '{"scan_from": [1, 2], "producers": {"p": "3"}}', '{"scan_from": [true, 2], "producers": {}}',
-     "[" * 100_000],
+     "[" * 100_000, '{"scan_from": [1, 2], "producers": {"p": 9223372036854775808}}'],
 )  # fmt: skip
 def test_snapshot_decoding_refuses_what_is_not_one(text: str):
     assert Snapshot.decode(text) is None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
 from magnetar.broker.managedledger.position import Position
+from magnetar.common.message_id import INT64_MAX
 
 MAX_MOVE_NAMES = 100_000
 """Retry/DLQ moves each use a producer name of their own; a topic remembers the latest
@@ -57,7 +58,7 @@ class Snapshot:
             valid = (
                 all(type(x) is int for x in (ledger_id, entry_id))
                 and isinstance(producers, dict)
-                and all(isinstance(k, str) and type(v) is int for k, v in producers.items())
+                and all(isinstance(k, str) and type(v) is int and v <= INT64_MAX for k, v in producers.items())
             )
         except (ValueError, TypeError, KeyError, RecursionError):
             return None
@@ -74,8 +75,12 @@ class DedupState:
     """Where each remembered move name was first stored (when known)."""
 
     def stored(self, producer_name: str, highest_seq: int, position: Position | None = None) -> None:
-        """``producer_name``'s entries up to ``highest_seq`` are stored (the last at ``position``)."""
-        if highest_seq <= self.persisted.get(producer_name, -1):
+        """``producer_name``'s entries up to ``highest_seq`` are stored (the last at ``position``).
+
+        An id over 2^63-1 is ignored: sends refuse them (Pulsar's ids are Java longs, a
+        producer is told its last one as an int64), but an entry's messages carry ids of
+        their own, which a scan reads."""
+        if highest_seq <= self.persisted.get(producer_name, -1) or highest_seq > INT64_MAX:
             return
         if producer_name.startswith(MOVE_PRODUCER_PREFIX) and producer_name not in self.persisted:
             self.moves.append(producer_name)

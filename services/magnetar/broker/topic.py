@@ -64,7 +64,7 @@ from magnetar.common.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from magnetar.common.message_id import Start, message_id_sentinel
+from magnetar.common.message_id import INT64_MAX, Start, message_id_sentinel
 from magnetar.common.names import check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -334,7 +334,7 @@ class PersistentTopic:
 
         Returns a future (no task per publish: this is the hot path). It fails with
         MessageTooBig, ServiceClosed, ProducerBlockedQuotaExceeded, InvalidArgument (a
-        delay over the namespace's maximum), NotOwner (the ledger was fenced by a new
+        delay over the namespace's maximum, a sequence id over 2^63-1), NotOwner (the ledger was fenced by a new
         owner) or the managed ledger's error.
         """
         loop = asyncio.get_running_loop()
@@ -342,6 +342,11 @@ class PersistentTopic:
             return _failed(loop, MessageTooBig(len(entry), self.config.max_message_bytes))
         if self._closed:
             return _failed(loop, ServiceClosed(f"topic {self.name} is closing"))
+        if lowest_seq > INT64_MAX or highest_seq > INT64_MAX:
+            # Pulsar's sequence ids are Java longs; ProducerOpened.last_sequence_id is int64.
+            return _failed(loop, InvalidArgument(
+                f"sequence ids are 0 to {INT64_MAX} (a 64-bit signed integer), got {lowest_seq}..{highest_seq}"
+            ))
         refused: MagnetarError | None = None
         if self.policies.backlog_quotas or self._quota_blocked:
             refused = self._quota_error()
