@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.authorization import Action, NamespaceAuth, Request, authorize
+from magnetar.broker.authorization import (
+    MAX_PERMISSIONS_BYTES,
+    MAX_ROLE_LENGTH,
+    Action,
+    NamespaceAuth,
+    Request,
+    authorize,
+)
 
 T = "persistent://acme/orders/in"
 NS = NamespaceAuth({"writer": frozenset({"produce"}), "reader": frozenset({"consume"}),
@@ -53,3 +60,35 @@ def test_grants_round_trip_and_unknown_actions_are_refused():
     assert auth.revoked("r") == NamespaceAuth()
     with pytest.raises(ValueError, match="unknown actions"):
         auth.granted("r", ["delete-everything"])
+
+
+def test_grants_are_bounded_so_the_policies_document_stays_small():
+    """The fuzzer's: tens of thousands of grants of long random roles kept rewriting a
+    policies znode near ZooKeeper's 1 MB, and the test ZooKeeper (1 GB heap) ran out of
+    memory. Role names, subscription names and the permissions' size are bounded; a
+    refused grant leaves the permissions as they were."""
+    auth = NamespaceAuth()
+    with pytest.raises(ValueError, match="1,025 characters long"):
+        auth.granted("r" * (MAX_ROLE_LENGTH + 1), ["produce"])
+    with pytest.raises(ValueError, match="name the role"):
+        auth.granted("", ["produce"])
+    with pytest.raises(ValueError, match="characters long"):
+        auth.subscription_granted("sub", ["ok", "x" * 5000])
+    with pytest.raises(ValueError, match="invalid subscription name"):
+        auth.subscription_granted("a/b", ["ok"])
+    assert auth.granted("r" * MAX_ROLE_LENGTH, ["produce"]).roles  # the longest role is fine
+    n = 0
+    while True:
+        role = f"{n:04d}-" + "r" * 995
+        try:
+            auth = auth.granted(role, ["produce", "consume"])
+        except ValueError as exc:
+            assert "more than 262,144" in str(exc) and "revoke" in str(exc)
+            break
+        n += 1
+    assert 200 < n < 300 and role not in auth.roles
+    assert len(str(auth.to_doc())) < MAX_PERMISSIONS_BYTES + 10_000
+    # Revoking one makes room for one again.
+    assert role in auth.revoked("0000-" + "r" * 995).granted(role, ["produce"]).roles
+    with pytest.raises(ValueError, match="more than 262,144"):
+        auth.subscription_granted("s", [role])

@@ -12,6 +12,11 @@
 - **Retry and dead-letter topics**: a role that may consume a subscription may produce to
   that subscription's retry letter and dead letter topics (``reconsume_later`` and the
   broker's moves need no separate produce grant).
+- Bounds (Magnetar's; Pulsar sets none, but the permissions live in the namespace's
+  policies znode, and ZooKeeper holds every version of it in memory for a while): a role
+  name is at most :data:`MAX_ROLE_LENGTH` characters, a subscription name as
+  :func:`magnetar.common.names.check_subscription_name` says, and a namespace's
+  permissions at most :data:`MAX_PERMISSIONS_BYTES` of JSON; a grant past them is refused.
 - Anyone else, and a role of another tenant, is refused. Without a role (anonymous) only
   what authentication leaves open is allowed: when authorization is on, nothing.
 
@@ -22,8 +27,12 @@ caller's role; the decision is pure, so it is the same at every door.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.names import check_subscription_name
 
 
 class Action(enum.Enum):
@@ -41,6 +50,19 @@ class Action(enum.Enum):
 
 
 GRANTABLE = frozenset({"produce", "consume", "functions", "sources", "sinks", "packages"})
+MAX_ROLE_LENGTH = 1024
+"""Longest role name a grant takes, in characters."""
+MAX_PERMISSIONS_BYTES = 256 * 1024
+"""Most JSON bytes of one namespace's permissions (about a thousand roles with long names)."""
+
+
+def check_role(role: str) -> str:
+    """Raises: ValueError: an empty role, or one over :data:`MAX_ROLE_LENGTH` characters."""
+    if not role:
+        raise ValueError("name the role to grant permissions to")
+    if len(role) > MAX_ROLE_LENGTH:
+        raise ValueError(f"the role {role[:40]!r}… is {len(role):,} characters long, more than {MAX_ROLE_LENGTH:,}")
+    return role
 
 
 @dataclass(frozen=True)
@@ -70,12 +92,15 @@ class NamespaceAuth:
         }
 
     def granted(self, role: str, actions: Iterable[str]) -> NamespaceAuth:
-        """With ``role`` granted exactly ``actions``. Raises ValueError: an unknown action."""
+        """With ``role`` granted exactly ``actions``.
+
+        Raises: ValueError: an unknown action, a bad role, permissions over the bound."""
+        check_role(role)
         wanted = frozenset(actions)
         unknown = wanted - GRANTABLE
         if unknown:
             raise ValueError(f"unknown actions {sorted(unknown)}: grant any of {sorted(GRANTABLE)}")
-        return NamespaceAuth({**self.roles, role: wanted}, self.subscriptions)
+        return NamespaceAuth({**self.roles, role: wanted}, self.subscriptions).bounded()
 
     def revoked(self, role: str) -> NamespaceAuth:
         return NamespaceAuth({r: a for r, a in self.roles.items() if r != role}, self.subscriptions)
@@ -83,12 +108,27 @@ class NamespaceAuth:
     def subscription_granted(self, subscription: str, roles: Iterable[str]) -> NamespaceAuth:
         """With ``roles`` added to those that may consume ``subscription``.
 
-        Raises: ValueError: no subscription or no role named."""
-        added = frozenset(r for r in roles if r)
+        Raises: ValueError: no subscription or no role named, a bad name, permissions
+        over the bound."""
+        added = frozenset(check_role(r) for r in roles if r)
         if not subscription or not added:
             raise ValueError("name a subscription and at least one role")
+        try:
+            check_subscription_name(subscription)
+        except InvalidArgument as exc:
+            raise ValueError(exc.message) from None
         now = self.subscriptions.get(subscription, frozenset())
-        return NamespaceAuth(self.roles, {**self.subscriptions, subscription: now | added})
+        return NamespaceAuth(self.roles, {**self.subscriptions, subscription: now | added}).bounded()
+
+    def bounded(self) -> NamespaceAuth:
+        """Self. Raises: ValueError: over :data:`MAX_PERMISSIONS_BYTES` of JSON."""
+        size = len(json.dumps(self.to_doc(), separators=(",", ":")).encode())
+        if size > MAX_PERMISSIONS_BYTES:
+            raise ValueError(
+                f"the namespace's permissions would take {size:,} bytes, more than {MAX_PERMISSIONS_BYTES:,}: "
+                "revoke roles that no longer need them, or use shorter role names"
+            )
+        return self
 
     def subscription_revoked(self, subscription: str, role: str) -> NamespaceAuth:
         """Without ``role`` on ``subscription``'s list (an emptied list is removed: any

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from magnetar.broker.authorization import Action, NamespaceAuth, Request, authorize
+from magnetar.broker.authorization import Action, NamespaceAuth, Request, authorize, check_role
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.common.errors import (
     AuthorizationError,
@@ -146,9 +146,12 @@ class Authorizer:
     async def grant(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         """Grant ``role`` exactly ``actions`` on the namespace (replacing what it had).
 
-        Raises: InvalidArgument: no role, an unknown action; NamespaceNotFound."""
-        if not role:
-            raise InvalidArgument("name the role to grant permissions to")
+        Raises: InvalidArgument: no role, an unknown action, permissions over their bound;
+        NamespaceNotFound."""
+        try:
+            check_role(role)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         wanted = list(actions)
         await self._change(namespace, lambda auth: auth.granted(role, wanted))
 
