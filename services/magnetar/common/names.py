@@ -12,8 +12,9 @@ Rules (Pulsar's ``NamedEntity`` and ``TopicName``, tightened where ZooKeeper nee
     * topic local name: 1-512 characters, anything but ``/``, control characters,
       characters ZooKeeper cannot hold in a znode name (U+D800-U+F8FF, U+FFF0-U+FFFF),
       leading or trailing white space, ``.`` and ``..``;
-    * subscription: 1-1,024 characters, anything but ``/`` and control characters, not
-      ``.`` or ``..`` (it names a znode);
+    * subscription: 1-1,024 characters, anything but ``/``, control characters and the
+      characters ZooKeeper cannot hold (as for a topic), not ``.`` or ``..`` (it names a
+      znode);
     * domain: only ``persistent``; ``non-persistent`` is refused as not supported yet.
       Pulsar's legacy form with a cluster (``persistent://tenant/cluster/ns/topic``) is
       not accepted.
@@ -351,7 +352,8 @@ def check_subscription_name(name: str) -> str:
     """Return ``name`` if it can name a subscription.
 
     Raises:
-        InvalidArgument: empty, too long, '.', '..', or holding '/' or a control character.
+        InvalidArgument: empty, too long, '.', '..', or holding '/', a control character or
+        one ZooKeeper cannot hold.
     """
     if not isinstance(name, str) or not name:
         raise InvalidArgument("a subscription name is required")
