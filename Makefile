@@ -17,7 +17,7 @@ REREPLICATION_MB ?= 100
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: $(STAMPS)/apt $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark $(STAMPS)/helm $(STAMPS)/podman ## Install everything (apt ZooKeeper and Java, virtualenv, gRPC stubs, PySpark for spark-jobs/, helm, podman); idempotent
+setup: $(STAMPS)/apt $(STAMPS)/tools $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark $(STAMPS)/helm $(STAMPS)/podman ## Install everything (apt ZooKeeper and Java, the chaos tools, virtualenv, gRPC stubs, PySpark for spark-jobs/, helm, podman); idempotent
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
@@ -29,6 +29,29 @@ $(STAMPS)/apt:
 	    --no-install-recommends zookeeper default-jre-headless curl >/dev/null; \
 	fi
 	@test -f $(ZK_JAR) || { echo "ZooKeeper is missing: apt-get install zookeeper"; exit 1; }
+	@touch $@
+
+# The tools the tests call besides Python: network namespaces, veth pairs and iptables rules
+# for the chaos run's partitions (tests/chaos/netns.py), loop mounts and ext4 for its full
+# disks (tests/chaos/diskfull.py), setpriv and ps for child processes. A missing one is
+# installed here; a test never quietly does less without it (tests/chaos/test_chaos.py fails).
+TOOL_PACKAGES := iproute2 iptables util-linux mount e2fsprogs procps
+$(STAMPS)/tools:
+	@mkdir -p $(STAMPS)
+	@if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then \
+	  echo ">> not a Debian system: install $(TOOL_PACKAGES) (or their equivalents) yourself"; \
+	else \
+	  missing=$$(for p in $(TOOL_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  if [ -n "$$missing" ]; then \
+	    echo ">> installing the tests' tools from Debian packages:" $$missing; \
+	    $$SUDO apt-get update -qq >/dev/null 2>&1; \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+	      --no-install-recommends $$missing >/dev/null \
+	      || { echo "apt-get could not install $$missing: the chaos tests need them"; exit 1; }; \
+	  fi; \
+	fi
 	@touch $@
 
 $(STAMPS)/venv: pyproject.toml requirements.lock
@@ -195,7 +218,8 @@ IMAGE_TAG ?= dev
 BASE ?= python:3.11.11-slim-bookworm
 BASE_IMAGE ?= localhost/magnetar-base:bookworm
 ZOOKEEPER_BASE ?= debian:bookworm-slim
-PODMAN_PACKAGES := podman runc fuse-overlayfs uidmap slirp4netns netavark aardvark-dns debootstrap
+# netavark sets up the compose network with iptables, which it does not depend on in bookworm.
+PODMAN_PACKAGES := podman runc fuse-overlayfs uidmap slirp4netns netavark aardvark-dns iptables debootstrap
 .PHONY: images base-image zookeeper-image
 
 $(STAMPS)/podman:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -109,16 +110,23 @@ class Timings:
 
 
 class Build:
-    """One ``build-images.sh`` run in the background, its output in a log file."""
+    """One ``build-images.sh`` run in the background, its output in a log file.
 
-    def __init__(self, what: str, env: dict[str, str], log: Path, timings: Timings, label: str) -> None:
+    The build runs in a process group of its own, and only the watcher thread writes the
+    log (it opens and closes it): :meth:`stop` ends the whole group (``podman build`` and
+    its children hold the output pipe too), so after it no thread is left writing to a
+    closed file and charging its error to whichever test runs next.
+    """
+
+    def __init__(self, what: str, env: dict[str, str], log: Path, timings: Timings, label: str,
+                 *, argv: Sequence[str] | None = None) -> None:  # fmt: skip
         self.label = label
         self.log = log
         self.timings = timings
         self.started = time.monotonic()
-        self._fh = open(log, "w")  # noqa: SIM115  # closed by wait()
-        self.proc = subprocess.Popen(["bash", str(BUILD_SCRIPT), what], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env={**engine_env(), **env}, cwd=REPO, text=True, errors="replace")
+        self.proc = subprocess.Popen(list(argv or ["bash", str(BUILD_SCRIPT), what]), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env={**engine_env(), **env}, cwd=REPO, text=True,
+                                     errors="replace", start_new_session=True)  # fmt: skip
         self._watcher = threading.Thread(target=self._watch, name=f"build {what}", daemon=True)
         self._watcher.start()
 
@@ -126,39 +134,53 @@ class Build:
         """Copy the output to the log, each line with the seconds since the start; record the
         build's own duration when it ends (not when someone waits for it)."""
         assert self.proc.stdout is not None
-        with self.proc.stdout:
+        with self.proc.stdout, open(self.log, "w") as fh:
             for line in self.proc.stdout:
-                self._fh.write(f"[{time.monotonic() - self.started:6.1f}s] {line}")
+                fh.write(f"[{time.monotonic() - self.started:6.1f}s] {line}")
+                fh.flush()
         self.proc.wait()
         self.timings.add(self.label, time.monotonic() - self.started)
+
+    def _end_group(self) -> None:
+        """SIGTERM the build's process group, SIGKILL what is left after 30 s."""
+        for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                continue
+            self._watcher.join(timeout=grace)
+            if not self._watcher.is_alive():
+                return
 
     def wait(self, timeout: float) -> None:
         """Raises AssertionError (with the log's end) when the build failed or took too long."""
         try:
             code = self.proc.wait(timeout=max(1.0, timeout - (time.monotonic() - self.started)))
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self._end_group()
             code = None
-        finally:
-            self._watcher.join(timeout=10)
-            self._fh.close()
+        self._watcher.join(timeout=30)
+        if self._watcher.is_alive():  # the script ended, a child of it still holds the pipe
+            self._end_group()
         if code != 0:
             state = f"took longer than {timeout:g} s" if code is None else f"failed (exit {code})"
             raise AssertionError(f"{self.label} {state}:\n{tail(self.log.read_text(errors='replace'))}")
 
     def stop(self) -> None:
-        """End the build when still running (a test that failed before needing it)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        """End the build and everything it started, when still running (a test that failed
+        before needing it); returns once the watcher thread is gone."""
+        if self.proc.poll() is None or self._watcher.is_alive():
+            self._end_group()
         self._watcher.join(timeout=10)
-        if not self._fh.closed:
-            self._fh.close()
+
+    @property
+    def running(self) -> bool:
+        """The build or its output copy is still going."""
+        return self.proc.poll() is None or self._watcher.is_alive()
 
 
 class ComposeProject:

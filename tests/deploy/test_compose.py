@@ -199,10 +199,16 @@ def cluster(images: Images, timings: Timings, tmp_path_factory: pytest.TempPathF
     project = ComposeProject(f"mgtest{run_id}", env_file)
     try:
         with logs_on_failure(project):
-            with timings.phase("compose up (ZooKeeper, 3 bookies, 2 brokers, 2 auditors, gateway)"):
-                project.up(*CORE)
-            with timings.phase("until every service's healthcheck passes"):
-                project.wait_healthy(CORE, HEALTHY_TIMEOUT_S)
+            try:
+                with timings.phase("compose up (ZooKeeper, 3 bookies, 2 brokers, 2 auditors, gateway)"):
+                    project.up(*CORE)
+                with timings.phase("until every service's healthcheck passes"):
+                    project.wait_healthy(CORE, HEALTHY_TIMEOUT_S)
+            except BaseException:
+                # No test of this module can run: the Spark image's build stops now, not
+                # at the module's end, and writes nothing while other modules' tests run.
+                images.spark_build.stop()
+                raise
         yield Cluster(
             project,
             service_url="magnetar://" + ",".join(f"127.0.0.1:{port}" for port in broker_ports),
