@@ -41,6 +41,7 @@ async def wait_result(pending: Any) -> Any:
 
     pending.rawlink(lambda result: call_soon(loop, settle, result))
     del pending
+    assert future is not None
     try:
         return await future
     finally:
