@@ -12,6 +12,7 @@ import pytest
 
 import magnetar
 import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.common.keyhash import partition_for_key
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -120,3 +121,38 @@ async def test_reconsume_later_goes_through_the_retry_topic_of_each_topic(url):
             await consumer.acknowledge(copy)
         with pytest.raises(mg.Timeout):
             await consumer.receive(timeout_millis=1500)
+
+
+async def test_open_producers_and_consumers_add_the_partitions_of_a_grown_topic(url):
+    """``update_partitions`` on a topic with an open producer and consumer: within their
+    ``auto_update_partitions_interval_seconds`` both use the new partition, and the
+    consumer gets what the producer sends there (its subscription was created on the new
+    partition, at its start, before the count was raised)."""
+    topic = f"{NS}/grown"
+    await create_partitioned(url, topic, 2)
+    async with mg.Client(url) as client, AdminClient(url, 15) as admin:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, auto_update_partitions_interval_seconds=0.5,
+        )
+        producer = await client.create_producer(
+            topic, batching_enabled=False, auto_update_partitions_interval_seconds=0.5,
+        )
+        assert (len(producer.partitions), len(consumer.partitions)) == (2, 2)
+        await admin.update_partitions(topic, 3)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while (len(producer.partitions), len(consumer.partitions)) != (3, 3):
+            assert loop.time() < deadline, (len(producer.partitions), len(consumer.partitions))
+            await asyncio.sleep(0.05)
+        assert consumer.partitions[2].topic == f"{topic}-partition-2"
+        ids = [await producer.send(b"%d" % i) for i in range(30)]  # round robin over 3
+        assert {m.partition() for m in ids} == {0, 1, 2}
+        got: dict[str, set[bytes]] = defaultdict(set)
+        for _ in ids:
+            msg = await consumer.receive(timeout_millis=20_000)
+            got[msg.topic_name()].add(msg.data())
+            await consumer.acknowledge(msg)
+        assert sum(len(v) for v in got.values()) == 30
+        assert len(got[f"{topic}-partition-2"]) == sum(1 for m in ids if m.partition() == 2)
+        await producer.close()
+        await consumer.close()

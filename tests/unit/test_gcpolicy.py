@@ -46,3 +46,38 @@ async def test_an_interval_of_zero_turns_the_policy_off():
     await asyncio.sleep(0.05)
     assert gc.get_freeze_count() == 0
     await policy.close()
+
+
+LIVE_OBJECTS = 1_000_000
+"""Enough that one full collection takes ~0.2-0.4 s on the reference machine (2 cores)."""
+
+
+async def test_a_full_collection_that_would_outlast_the_bound_is_skipped_with_many_objects_alive():
+    gc.unfreeze()
+    gc.collect()
+    bound_s = 0.05
+    policy = GcPolicy(freeze_interval_s=0.05, full_collect_interval_s=0.1, max_full_pause_s=bound_s)
+    policy.start()  # measures the time per object on today's (small) heap
+    heap = [[i] for i in range(LIVE_OBJECTS)]  # alive throughout, as a broker's topics are
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while gc.get_freeze_count() < LIVE_OBJECTS:  # the policy froze them
+            assert loop.time() < deadline
+            await asyncio.sleep(0.01)
+        assert policy.expected_full_pause_s() > bound_s  # the test has objects enough
+        full_before = policy.full_collections
+        # The loop's longest stall over several full intervals.
+        longest, last, end = 0.0, loop.time(), loop.time() + 1.0
+        while loop.time() < end:
+            await asyncio.sleep(0.005)
+            now = loop.time()
+            longest, last = max(longest, now - last), now
+        assert policy.skipped_full >= 3
+        assert policy.full_collections == full_before
+        assert longest < 0.2, longest  # a full collection of the heap took ~0.3 s here
+    finally:
+        await policy.close()
+        gc.unfreeze()
+        del heap
+        gc.collect()

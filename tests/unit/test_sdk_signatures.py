@@ -37,8 +37,13 @@ PULSAR = {
     },
 }
 # Ours, documented where they are taken: Pulsar's Java names (priorityLevel, enableRetry),
-# the older Python client's hashing_scheme, and Magnetar's own.
-EXTRAS = {"hashing_scheme", "max_message_size", "priority_level", "enable_retry", "retry_delay_levels"}
+# the older Python client's hashing_scheme, and Magnetar's own; Java's autoUpdatePartitions
+# and autoUpdatePartitionsInterval (the C++-based Python client has one client-wide
+# partitionsUpdateInterval instead).
+EXTRAS = {
+    "hashing_scheme", "max_message_size", "priority_level", "enable_retry", "retry_delay_levels",
+    "auto_update_partitions", "auto_update_partitions_interval_seconds",
+}
 POSITIONAL = {"self", "topic", "subscription_name", "start_message_id"}
 
 

@@ -88,6 +88,10 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     gc_full_collect_interval_s: float = Field(default=600.0, ge=0)
     """Every this often one full garbage collection runs over everything (frees cycles
     that died while frozen; 0: never)."""
+    gc_max_full_pause_s: float = Field(default=1.0, gt=0)
+    """A full garbage collection expected to stop the event loop longer than this is
+    skipped (the broker would miss its ZooKeeper session's pings; see
+    magnetar.common.gcpolicy)."""
     ledger_add_timeout_s: float = Field(default=10.0, gt=0)
     """A bookie that has not answered an add by then is replaced (an ensemble change)."""
     ledger_read_timeout_s: float = Field(default=10.0, gt=0)

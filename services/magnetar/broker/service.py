@@ -91,7 +91,9 @@ class BrokerService:
         self._lapses = 0  # times serving stopped (lease run out, session lost)
         self._lease_task: asyncio.Task[None] | None = None
         self.mover: MovePublisher = ServiceMovePublisher(self, remote_mover)
-        self.gc_policy = GcPolicy(config.gc_freeze_interval_s, config.gc_full_collect_interval_s)
+        self.gc_policy = GcPolicy(
+            config.gc_freeze_interval_s, config.gc_full_collect_interval_s, config.gc_max_full_pause_s
+        )
         self.rates = RateSampler(self.topics, config.stats_interval_s)
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
         self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)

@@ -6,11 +6,20 @@ examining messages (pulsar-admin's ``stats-internal``, ``update-partitioned-topi
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Literal
 
 from magnetar.broker import peek as peeking
+from magnetar.broker.managedledger.opening import PreparedLedger, prepare_ledger, unprepare_ledger
+from magnetar.broker.managedledger.position import ManagedLedgerName
 from magnetar.broker.managedledger.stats import ManagedLedgerFigures, figures
-from magnetar.common.errors import InvalidTopicName, SubscriptionNotFound
+from magnetar.common.errors import (
+    InvalidArgument,
+    InvalidTopicName,
+    MagnetarError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
 
@@ -19,6 +28,8 @@ if TYPE_CHECKING:
     from magnetar.broker.peek import PeekedMessage
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
 
 
 class TopicAdmin:
@@ -52,8 +63,16 @@ class TopicAdmin:
         return stats
 
     async def update_partitions(self, topic: str, partitions: int) -> int:
-        """Grow a partitioned topic to ``partitions``; returns the count it had. Its new
-        partitions exist from then on (they are opened on first use).
+        """Grow a partitioned topic to ``partitions``; returns the count it had (the
+        same count changes nothing).
+
+        As Pulsar's ``updatePartitionedTopic``, the new partitions are made ready first
+        and the count is raised last: each new partition gets a ledger list and every
+        durable subscription of the existing partitions, at its start (nothing published
+        there is missed), stored in ZooKeeper without opening it (nobody serves it yet;
+        without durable subscriptions nothing is stored: it is created on first use).
+        Then the count is raised with one compare-and-set. A failure before that undoes
+        what was prepared, so a failed grow leaves the topic as it was.
 
         Raises:
             InvalidTopicName: ``topic`` names a partition.
@@ -63,7 +82,40 @@ class TopicAdmin:
         name = TopicName.parse(topic)
         if name.is_partition:
             raise InvalidTopicName(f"{name} names a partition; update the partitioned topic {name.partitioned_topic_name}")
-        return await self.service.tenants.update_partitions(name.tenant, name.namespace_part, name.local_name, partitions)
+        tenants, store = self.service.tenants, self.service.ml_store
+        tenant, namespace, local = name.tenant, name.namespace_part, name.local_name
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions > tenants.max_partitions:
+            raise InvalidArgument(f"a partitioned topic has at most {tenants.max_partitions} partitions, got {partitions!r}")
+        old = await tenants.get_partitions(tenant, namespace, local)
+        if old == 0:
+            raise TopicNotFound(f"{name} is not a partitioned topic")
+        if partitions < old:
+            raise InvalidArgument(f"{name} has {old} partitions; the count can only grow, not go down to {partitions}")
+        if partitions == old:
+            return old
+        durable: set[str] = set()
+        for i in range(old):
+            durable.update(await store.list_cursors(tenant, namespace, name.partition(i).local_name))
+        prepared: list[PreparedLedger] = []
+        try:
+            for i in range(old, partitions) if durable else ():
+                ml_name = ManagedLedgerName(tenant, namespace, name.partition(i).local_name)
+                prepared.append(await prepare_ledger(ml_name, store, sorted(durable), self.service.ml_config))
+            return await tenants.update_partitions(tenant, namespace, local, partitions)  # the last step
+        except BaseException:
+            await self._unprepare(name, prepared)
+            raise
+
+    async def _unprepare(self, name: TopicName, prepared: list[PreparedLedger]) -> None:
+        """Undo a failed grow's preparations, except of partitions that exist after all
+        (another grow raised the count meanwhile: they are its partitions now)."""
+        try:
+            count = await self.service.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
+            for p in prepared:
+                if TopicName.parse(str(p.name)).partition_index >= count:
+                    await unprepare_ledger(self.service.ml_store, p)
+        except MagnetarError as exc:
+            log.warning("growing %s failed, and undoing its new partitions' metadata failed too: %s", name, exc)
 
     async def peek(self, topic: str, subscription: str, n: int) -> PeekedMessage | None:
         """The ``n``-th message ``subscription`` has not acknowledged (None: it has fewer).

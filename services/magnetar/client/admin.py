@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from magnetar.common.errors import (
-    AlreadyExists,
     InvalidArgument,
     NotOwner,
     PreconditionFailed,
@@ -309,27 +308,17 @@ class AdminClient:
         return await self.pool.partitions(topic)
 
     async def update_partitions(self, topic: str, partitions: int) -> None:
-        """Grow a partitioned topic to ``partitions``. Each durable subscription of its
-        partitions is then created on the new ones, at their start (as Pulsar does), so
-        nothing published there is missed. Producers and consumers already open keep the
-        partitions they had (the SDK reads the count when it opens them).
+        """Grow a partitioned topic to ``partitions``. The broker first creates each
+        durable subscription of its partitions on the new ones, at their start (as
+        Pulsar does, so nothing published there is missed), and raises the count last: a
+        failed grow leaves the topic as it was. Producers and consumers already open add
+        the new partitions within their ``auto_update_partitions_interval_seconds``.
 
         Raises:
             TopicNotFound: not a partitioned topic; InvalidArgument: fewer partitions.
         """
-        old = await self.partitions(topic)
-        durable = set()
-        if 0 < old < partitions:
-            durable = {s.name for stats in await self.partition_stats(topic) for s in stats.subscriptions if s.durable}
         request = pb.UpdatePartitionsRequest(topic=topic, partitions=partitions)
         await self.call(lambda s: s.UpdatePartitions(request, timeout=self.timeout))
-        base = TopicName.parse(topic)
-        for i in range(old, partitions):
-            for name in sorted(durable):
-                try:
-                    await self.create_subscription(str(base.partition(i)), name, MessageId.earliest)
-                except AlreadyExists:
-                    pass
 
     async def delete_partitioned_topic(self, topic: str, force: bool = False) -> None:
         """Delete every partition (each on its owner), then the partitioned topic. Without

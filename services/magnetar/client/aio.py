@@ -140,6 +140,8 @@ class Client:
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
+        auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
+        auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
@@ -163,6 +165,8 @@ class Client:
             hashing_scheme=hashing_scheme,
             max_message_size=max_message_size,
             properties=dict(properties or {}),
+            auto_update_partitions=auto_update_partitions,
+            auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
         )
         producer = await Producer.create(self._pool, topic, conf)
         self._producers.add(producer)
@@ -183,6 +187,8 @@ class Client:
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         retry_delay_levels: str | Sequence[timedelta | int] = CONSUMER_DEFAULTS.retry_delay_levels,
         batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
+        auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
+        auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -219,6 +225,8 @@ class Client:
             dead_letter_policy=dead_letter_policy,
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
+            auto_update_partitions=auto_update_partitions,
+            auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)

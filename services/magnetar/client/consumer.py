@@ -4,12 +4,17 @@ A consumer of several topics (Pulsar's multi-topics consumer) is the same class:
 partition of every listed topic feeds the one queue. Acks, nacks and retries of a
 ``Message`` go to the partition consumer of ``message.topic_name()``; a bare
 ``MessageId`` does not say its topic, so only a consumer of one topic takes it.
+
+Every ``auto_update_partitions_interval_seconds`` the consumer looks for new partitions
+of its partitioned topics and subscribes them (Pulsar's ``autoUpdatePartitions``);
+readers keep the partitions they started with.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import secrets
 from collections import Counter
 from collections.abc import Callable
@@ -19,6 +24,7 @@ from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
+from .autoupdate import PartitionsAutoUpdate, check_interval
 from .connection import ConnectionPool
 from .message import Message
 from .options import (
@@ -31,6 +37,8 @@ from .options import (
 from .partition_consumer import PartitionConsumer, Queued
 from .receive_queue import ReceiveQueue
 from .retry import parse_delay_levels, reconsume_delay_ms
+
+log = logging.getLogger(__name__)
 
 MessageOrId = Message | MessageId
 SeekTarget = MessageId | int  # a message id, or a publish time in ms since the epoch
@@ -151,6 +159,47 @@ class Consumer:
         self._delay_levels_ms = delay_levels_ms or []
         self._batch = batch_limits(conf)
         self._closed = False
+        self._pool: ConnectionPool | None = None
+        self._consumer_name = ""
+        self._counts: dict[str, int] = {}  # partitioned topics listed: their partition counts
+        self._auto_update: PartitionsAutoUpdate | None = None
+
+    def _watch_partitions(self, pool: ConnectionPool, consumer_name: str, counts: dict[str, int]) -> None:
+        """Subscribe the partitions the topics in ``counts`` grow, from now on."""
+        self._pool, self._consumer_name, self._counts = pool, consumer_name, counts
+        self._auto_update = PartitionsAutoUpdate(
+            f"consumer {self._conf.subscription_name} on {self._topic}",
+            self._conf.auto_update_partitions_interval_seconds, self._add_partitions,
+        )
+        self._auto_update.start()
+
+    async def _add_partitions(self) -> None:
+        """Subscribe each partition a listed partitioned topic has beyond ours; its
+        messages go to the one queue. The broker created the subscription on every new
+        partition at its start when the topic grew, so nothing published there is
+        missed (a new subscription starts at ``initial_position``)."""
+        assert self._pool is not None
+        for name, have in list(self._counts.items()):
+            count = await self._pool.partitions(name)
+            if count <= have or self._closed:
+                continue
+            base = TopicName.parse(name)
+            added = [
+                PartitionConsumer(self._pool, str(base.partition(i)), i, self._conf, self._consumer_name, self._queue)
+                for i in range(have, count)
+            ]
+            try:
+                await asyncio.gather(*(p.start() for p in added))
+            except BaseException:
+                await _close(added)
+                raise
+            if self._closed:  # closed while they subscribed
+                await _close(added)
+                return
+            self._partitions.extend(added)  # one topic: partition i stays at index i
+            self._by_topic.update((p.topic, p) for p in added)
+            self._counts[name] = count
+            log.info("consumer on %s: %d partitions now (was %d)", name, count, have)
 
     @classmethod
     async def create(
@@ -169,6 +218,8 @@ class Consumer:
         if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
             raise InvalidArgument(f"max_redeliver_count must be an integer >= 1, not {count!r}")
         levels = parse_delay_levels(conf.retry_delay_levels) if conf.enable_retry else []
+        if conf.auto_update_partitions:
+            check_interval(conf.auto_update_partitions_interval_seconds)
         queue: ReceiveQueue[Queued] = ReceiveQueue()
         consumer_name = conf.consumer_name or secrets.token_hex(4)
         groups = await _subscribe_all(pool, [(n, conf) for n in names], consumer_name, queue)
@@ -181,7 +232,12 @@ class Consumer:
             except BaseException:
                 await _close(partitions)
                 raise
-        return cls(names, conf, partitions, queue, retry, levels)
+        consumer = cls(names, conf, partitions, queue, retry, levels)
+        if conf.auto_update_partitions and not conf.non_durable:
+            counts = {n: len(g) for n, g in zip(names, groups, strict=True) if g[0].partition >= 0}
+            if counts:
+                consumer._watch_partitions(pool, consumer_name, counts)
+        return consumer
 
     # -- Pulsar's accessors ------------------------------------------------------------
     def topic(self) -> str:
@@ -410,6 +466,8 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        if self._auto_update is not None:
+            await self._auto_update.close()
         await asyncio.gather(*(p.close() for p in self._partitions + self._retry))
         self._queue.fail(ServiceClosed(f"consumer on {self._topic} is closed"))
 

@@ -127,6 +127,7 @@ class ConsumerBatchReceivePolicy:
 
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S = 60.0
 DEFAULT_RETRY_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
@@ -144,6 +145,10 @@ class ProducerConfig:
     hashing_scheme: HashingScheme = HashingScheme.Murmur3_32Hash
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     properties: dict[str, str] = field(default_factory=dict)
+    # A partitioned producer adds the partitions of a grown topic (Pulsar's
+    # autoUpdatePartitions / autoUpdatePartitionsInterval, on, 60 s).
+    auto_update_partitions: bool = True
+    auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
 
 
 @dataclass
@@ -170,6 +175,10 @@ class ConsumerConfig:
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
     non_durable: bool = False
+    # A consumer of partitioned topics subscribes the partitions they grow (as
+    # ProducerConfig; readers keep the partitions they started with).
+    auto_update_partitions: bool = True
+    auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
 
 
 PRODUCER_DEFAULTS = ProducerConfig()

@@ -1,4 +1,9 @@
-"""The public producer: builds messages and routes them to partition producers."""
+"""The public producer: builds messages and routes them to partition producers.
+
+On a partitioned topic it looks for new partitions every
+``auto_update_partitions_interval_seconds`` (Pulsar's ``autoUpdatePartitions``) and adds
+a partition producer for each; routing then spreads messages over all of them (keys
+hash over the new count, as in Pulsar)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 
+from .autoupdate import PartitionsAutoUpdate, check_interval
 from .connection import ConnectionPool
 from .options import PartitionsRoutingMode, ProducerConfig, Result
 from .partition_producer import PartitionProducer
@@ -66,16 +72,30 @@ def build_message(
 class Producer:
     """Sends messages to one topic; on a partitioned topic, to one of its partitions."""
 
-    def __init__(self, topic: str, conf: ProducerConfig, producers: list[PartitionProducer]) -> None:
+    def __init__(
+        self, topic: str, conf: ProducerConfig, producers: list[PartitionProducer], pool: ConnectionPool | None = None,
+    ) -> None:
+        """Args: pool: given for a partitioned topic with ``auto_update_partitions``: new
+        partitions are looked for (and this owns the task that looks)."""
         self._topic = topic
         self._conf = conf
         self._producers = producers
         self._rr = itertools.count(random.randrange(1 << 16))
         self._single = random.randrange(len(producers))
+        self._pool = pool
+        self._closed = False
+        self._auto_update: PartitionsAutoUpdate | None = None
+        if pool is not None and conf.auto_update_partitions:
+            self._auto_update = PartitionsAutoUpdate(
+                f"producer on {topic}", conf.auto_update_partitions_interval_seconds, self._add_partitions
+            )
+            self._auto_update.start()
 
     @classmethod
     async def create(cls, pool: ConnectionPool, topic: str, conf: ProducerConfig) -> Producer:
         name = str(TopicName.parse(topic))
+        if conf.auto_update_partitions:
+            check_interval(conf.auto_update_partitions_interval_seconds)
         partitions = await pool.partitions(name)
         if partitions == 0:
             first = PartitionProducer(pool, name, -1, conf)
@@ -92,7 +112,30 @@ class Producer:
         except BaseException:
             await asyncio.gather(*(p.close() for p in producers), return_exceptions=True)
             raise
-        return cls(name, conf, producers)
+        return cls(name, conf, producers, pool)
+
+    async def _add_partitions(self) -> None:
+        """Open a partition producer on each partition the topic has beyond ours (under
+        partition 0's name); they take messages once all are open."""
+        assert self._pool is not None
+        count = await self._pool.partitions(self._topic)
+        have = len(self._producers)
+        if count <= have or self._closed:
+            return
+        base = TopicName.parse(self._topic)
+        added = [PartitionProducer(self._pool, str(base.partition(i)), i, self._conf) for i in range(have, count)]
+        for p in added:
+            p.name = self._producers[0].name
+        try:
+            await asyncio.gather(*(p.start() for p in added))
+        except BaseException:
+            await asyncio.gather(*(p.close() for p in added), return_exceptions=True)
+            raise
+        if self._closed:  # closed while they opened
+            await asyncio.gather(*(p.close() for p in added), return_exceptions=True)
+            return
+        self._producers.extend(added)
+        log.info("producer on %s: %d partitions now (was %d)", self._topic, count, have)
 
     # -- Pulsar's accessors -----------------------------------------------------
     def topic(self) -> str:
@@ -239,6 +282,9 @@ class Producer:
         await asyncio.gather(*(p.flush() for p in self._producers))
 
     async def close(self) -> None:
+        self._closed = True
+        if self._auto_update is not None:
+            await self._auto_update.close()
         await asyncio.gather(*(p.close() for p in self._producers))
 
 

@@ -482,6 +482,8 @@ class Client:
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
+        auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
+        auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
     ) -> Producer:
         """Open a producer on ``topic`` (see :meth:`magnetar.asyncio.Client.create_producer`)."""
         producer = self._runner.run(self._client.create_producer(**forwarded(locals())))
@@ -502,6 +504,8 @@ class Client:
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         retry_delay_levels: str | Sequence[timedelta | int] = CONSUMER_DEFAULTS.retry_delay_levels,
         batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
+        auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
+        auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`)."""

@@ -87,6 +87,11 @@ class ZkTenantStore:
         self._paths = session.paths
         self._max_partitions = max_partitions
 
+    @property
+    def max_partitions(self) -> int:
+        """The most partitions a partitioned topic may have."""
+        return self._max_partitions
+
     # -- tenants ----------------------------------------------------------------
     async def create_tenant(self, name: str, info: Mapping[str, Any] | None = None) -> None:
         """Create tenant ``name`` holding ``info`` (admin roles, allowed clusters …).

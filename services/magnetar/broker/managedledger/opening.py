@@ -1,4 +1,5 @@
-"""Taking a managed ledger over: load its list, recover a ledger left open, add a new one.
+"""Taking a managed ledger over: load its list, recover a ledger left open, add a new one;
+and preparing one nobody serves yet (a new partition's list and cursors).
 
 A ledger whose entry count is stored as -1 was open when its owner stopped: it is
 recovered (:meth:`LedgerClient.open_ledger` with recovery fences its bookies, so the old
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.broker.managedledger.cursor_state import CursorDocument
+from magnetar.broker.managedledger.layout import EARLIEST, LedgerInfo, LedgerList
 from magnetar.broker.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
 from magnetar.broker.managedledger.position import ManagedLedgerName
 from magnetar.broker.managedledger.store import ManagedLedgerStore
@@ -136,3 +138,63 @@ async def register_new_ledger(
         raise
     log.info("managed ledger %s: new ledger %d", name, handle.ledger_id)
     return handle, new_version
+
+
+@dataclass
+class PreparedLedger:
+    """What :func:`prepare_ledger` created, so that :func:`unprepare_ledger` removes
+    exactly that (never what was there before)."""
+
+    name: ManagedLedgerName
+    created_list: bool
+    created_cursors: list[str]
+
+
+async def prepare_ledger(
+    name: ManagedLedgerName, store: ManagedLedgerStore, cursors: list[str], config: ManagedLedgerConfig
+) -> PreparedLedger:
+    """Store an empty ledger list (when it has none) and each durable cursor of
+    ``cursors`` it lacks, at its start: whoever opens the managed ledger later takes the
+    cursors over, and they read every entry added from then on. Nothing is opened or
+    fenced (a new partition of a partitioned topic is served by nobody yet).
+
+    Raises:
+        MetadataError: a cursor exists in a form that cannot be read back.
+    """
+    doc, _ = await store.get(*name)
+    created_list = False
+    if doc is None:
+        try:
+            await store.create(*name, {"ledgers": [], "properties": {}})
+            created_list = True
+        except MetadataVersionConflict:
+            pass  # someone else created it meanwhile: it is there
+        doc, _ = await store.get(*name)
+    infos, _ = _parse(name, doc or {})
+    start = LedgerList(infos).start_mark_delete(EARLIEST, True)
+    cursor_doc = CursorDocument(start).to_doc(config)
+    prepared = PreparedLedger(name, created_list, [])
+    existing = set(await store.list_cursors(*name))
+    try:
+        for cursor in cursors:
+            if cursor in existing:
+                continue
+            try:
+                await store.put_cursor(*name, cursor, cursor_doc, None)
+            except MetadataVersionConflict:
+                continue  # created meanwhile (the owner, or another grow): it is there
+            prepared.created_cursors.append(cursor)
+    except BaseException:
+        await unprepare_ledger(store, prepared)
+        raise
+    return prepared
+
+
+async def unprepare_ledger(store: ManagedLedgerStore, prepared: PreparedLedger) -> None:
+    """Remove what :func:`prepare_ledger` created (the list with its cursors when it
+    created the list, else the cursors it added)."""
+    if prepared.created_list:
+        await store.delete(*prepared.name)
+        return
+    for cursor in prepared.created_cursors:
+        await store.delete_cursor(*prepared.name, cursor)

@@ -6,9 +6,10 @@ Where Magnetar differs from Pulsar:
 - Topic properties (the body of a create) are accepted and not stored.
 - ``includeSystemTopic`` is ignored: there are no system topics.
 - Growing a partitioned topic creates each durable subscription on the new partitions
-  (as Pulsar does); producers and consumers of the SDK already open keep the partitions
-  they had (the SDK reads the count when they are created, it has no
-  ``autoUpdatePartitions``): new ones see them all.
+  first and raises the count last (as Pulsar does); a failed grow leaves the topic as it
+  was. Producers and consumers of the SDK already open add the new partitions within
+  their ``auto_update_partitions_interval_seconds`` (60 s, Pulsar's
+  ``autoUpdatePartitionsInterval``).
 - A partitioned topic's partitions exist by declaration: stats of one nothing was
   published to open it (empty) rather than answer 404.
 - Rates (``msgRateIn`` …) are those of the broker's last stats interval
