@@ -15,6 +15,7 @@ from magnetar.common.errors import (
     NoSuchEntry,
     NoSuchLedger,
     NotConnected,
+    NotEnoughBookies,
 )
 from magnetar.ledger.bookie_client import AddFailure, Entry
 from magnetar.ledger.context import ClientContext, LedgerClientConfig
@@ -210,6 +211,21 @@ async def test_no_spare_bookie_fails_the_adds_with_a_clear_error():
     pool.bookies["b2"].down = True
     with pytest.raises(Exception, match="not enough writable bookies"):
         await asyncio.gather(*(handle.add_entry(b"x") for _ in range(5)))
+
+
+async def test_a_writer_that_found_no_spare_bookie_closes_at_its_last_confirmed_entry():
+    """As BookKeeper's: the failed adds stay failed, and the ledger can still be closed,
+    so its owner can go on in a new ledger without anything past the LAC being read."""
+    handle, pool, store = make(bookies=("b0", "b1", "b2"))
+    confirmed = [await handle.append(b"ok%d" % i) for i in range(4)]
+    pool.bookies["b2"].down = True
+    results = await asyncio.gather(*(handle.add_entry(b"x") for _ in range(5)), return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NotEnoughBookies"] * 5
+    with pytest.raises(NotEnoughBookies):
+        await handle.add_entry(b"later")
+    closed = await handle.close()
+    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, confirmed[-1], 4 * len(b"ok0"))
+    assert store.docs[1][0] == closed
 
 
 async def test_the_writer_reads_confirmed_entries_back_from_any_replica():

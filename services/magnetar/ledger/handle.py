@@ -295,8 +295,15 @@ class LedgerHandle:
     async def close(self) -> LedgerMetadata:
         """Wait for pending adds, then mark the ledger CLOSED at the LAC.
 
+        A writer whose adds failed (no writable bookie to replace a failed one, ZooKeeper
+        trouble during an ensemble change) closes at its LAC too, as BookKeeper's does:
+        the failed adds stay failed, and entries past the LAC that reached some bookies
+        are never read. Calling ``close`` again after it failed retries it.
+
         Raises:
             LedgerFenced: another client recovered the ledger meanwhile.
+            ServiceClosed: the handle was aborted.
+            MetadataError: the metadata could not be written (nothing changed).
         """
         if self._pending:
             await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
@@ -305,7 +312,7 @@ class LedgerHandle:
         await self._tasks.wait(timeout_s=_CLOSE_DRAIN_S)
         self._closed = True
         try:
-            if self._error is not None:
+            if isinstance(self._error, LedgerFenced | ServiceClosed):
                 raise self._error
             if self.metadata.is_closed:
                 return self.metadata
