@@ -347,8 +347,21 @@ async def test_a_retriable_add_failure_closes_the_ledger_and_the_next_add_opens_
     with pytest.raises(NotEnoughBookies):  # still none: the add fails, the topic is not failed
         await ml.add_entry(b"still none")
     assert not ml.is_fenced and len(client.handles) == 1
-    client.fail_create = False  # bookies are back
-    resent = [await ml.add_entry(b"p%d" % i) for i in range(4)]
+    client.fail_create = False  # bookies are back, and lost again before an entry is stored
+    lost = ml.add_entry(b"p0")
+    while ml.current_ledger_id is None:
+        await asyncio.sleep(0.001)
+    empty = ml.current_ledger_id
+    client.handles[empty].fail(NotEnoughBookies(2, 1))
+    with pytest.raises(NotEnoughBookies):
+        await lost
+    for _ in range(100):  # as Pulsar: an empty failed ledger leaves the list and is deleted
+        if empty not in client.data:
+            break
+        await asyncio.sleep(0.01)
+    assert empty not in client.data and [d["ledger_id"] for d in stored_list(store)] == [first]
+
+    resent = [await ml.add_entry(b"p%d" % i) for i in range(4)]  # back for good
     assert {p.ledger_id for p in resent} == {ml.current_ledger_id} and ml.current_ledger_id > first
     assert [p.entry_id for p in resent] == [0, 1, 2, 3]
     assert ml.state == "LedgerOpened"

@@ -467,6 +467,7 @@ class ManagedLedger:
         at once for a rollover, only for waiting adds after a failure."""
         rolling = self._current is not None
         old = self._current or self._unclosed
+        empty: list[int] = []  # deleted once the list without them is stored
         if old is not None:
             try:
                 closed = await old.close()
@@ -483,14 +484,16 @@ class ManagedLedger:
             info = self._ledgers.find(old.ledger_id)
             if info is not None:
                 info.entries, info.size = closed.last_entry_id + 1, closed.length
+                if info.entries == 0:  # as Pulsar: an empty ledger leaves the list
+                    self._ledgers.remove({old.ledger_id})
+                    self._reads.forget({old.ledger_id})
+                    empty.append(old.ledger_id)
             log.info("managed ledger %s: ledger %d closed at %d entries", self.name, old.ledger_id, closed.last_entry_id + 1)
-        if self._closing:
-            await self._save_list_quietly()
-            return
-        if not rolling and not self._queued:
-            if old is not None:  # store its count; the next add creates the next ledger
-                await self._save_list_quietly()
-            if not self._queued:
+        if self._closing or (not rolling and not self._queued):
+            # Store the closed ledger's count; after a failure the next add creates a ledger.
+            if old is not None and await self._save_list_quietly():
+                self._delete_later(empty)
+            if self._closing or not self._queued:
                 return
         try:
             async with self._meta_lock:
@@ -502,6 +505,11 @@ class ManagedLedger:
             self._switch_failed(exc)
             return
         self._set_writer(handle)
+        self._delete_later(empty)
+
+    def _delete_later(self, ledger_ids: list[int]) -> None:
+        if ledger_ids:  # in the background: bookies that are down must not hold up adds
+            self._tasks.spawn(self._delete_ledgers(ledger_ids), name=f"delete-empty-ledgers:{self.name}")
 
     def _submit_queued(self) -> None:
         """Send adds that waited for the new ledger, rolling over again when it fills up."""
@@ -524,11 +532,14 @@ class ManagedLedger:
             doc = {"ledgers": self._ledgers.to_docs(), "properties": self._properties}
             self._version = await self._store.update(*self.name, doc, self._version)
 
-    async def _save_list_quietly(self) -> None:
+    async def _save_list_quietly(self) -> bool:
+        """Store the list; False (logged) when that failed."""
         try:
             await self._save_list()
         except MagnetarError as exc:
             log.warning("managed ledger %s: could not store the ledger list: %s", self.name, exc.message)
+            return False
+        return True
 
     # -- reading -----------------------------------------------------------------
     async def read_entries(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
