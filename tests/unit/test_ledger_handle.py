@@ -35,6 +35,7 @@ class FakeBookie:
         self.down = False
         self.fenced = False
         self.delay = 0.0
+        self.unreachable = False  # its address drops packets: the add stream never opens
 
     def _check_up(self) -> None:
         if self.down:
@@ -42,6 +43,8 @@ class FakeBookie:
 
     async def send_add_request(self, request: pb.AddRequest) -> asyncio.Future[list[AddFailure]]:
         entries = [Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload) for e in request.entries]
+        if self.unreachable:
+            await asyncio.Event().wait()  # as gRPC connecting to a vanished address
         return await self.send_add(entries, request.recovery)
 
     async def send_add(self, entries: Sequence[Entry], recovery: bool = False) -> asyncio.Future[list[AddFailure]]:
@@ -170,6 +173,20 @@ async def test_a_failed_bookie_is_replaced_from_the_first_unconfirmed_entry():
     assert md.fragments[1].bookies == ("b0", "b3", "b2")
     for e in range(10, 20):  # every new entry is on both bookies of its new write set
         assert all(e in pool.bookies[b].entries for b in md.write_set(e))
+
+
+async def test_a_bookie_whose_address_vanished_is_replaced_within_the_add_timeout():
+    handle, pool, store = make()  # add_timeout_s=2
+    await asyncio.gather(*(handle.add_entry(b"x") for e in range(3)))
+    pool.bookies["b1"].unreachable = True
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    ids = await asyncio.wait_for(asyncio.gather(*(handle.add_entry(b"y") for e in range(6))), 10)
+    took = loop.time() - started
+    assert list(ids) == list(range(3, 9))
+    assert handle.ctx.config.add_timeout_s <= took < handle.ctx.config.add_timeout_s + 1.5
+    md = store.docs[1][0]
+    assert md.fragments[-1].bookies == ("b0", "b3", "b2")
 
 
 async def test_a_bookie_replaced_once_counts_again_when_chosen_later():

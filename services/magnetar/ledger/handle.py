@@ -184,8 +184,11 @@ class LedgerHandle:
     async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
         request = pb.AddRequest(entries=[p.message for p in batch])
         try:
-            answer = await self.ctx.pool.get(bookie).send_add_request(request)
-            failed = await asyncio.wait_for(answer, self.ctx.config.add_timeout_s)
+            # The bound covers opening the add stream too: to an address that vanished
+            # (packets dropped) gRPC would try to connect for 20 s.
+            async with asyncio.timeout(self.ctx.config.add_timeout_s):
+                answer = await self.ctx.pool.get(bookie).send_add_request(request)
+                failed = await answer
         except TimeoutError:
             self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.ctx.config.add_timeout_s:g} s"))
             return
