@@ -15,6 +15,7 @@ from magnetar.common.errors import (
     NoSuchEntry,
     NoSuchLedger,
     NotConnected,
+    NotEnoughBookies,
 )
 from magnetar.ledger.bookie_client import AddFailure, Entry
 from magnetar.ledger.context import ClientContext, LedgerClientConfig
@@ -34,6 +35,7 @@ class FakeBookie:
         self.down = False
         self.fenced = False
         self.delay = 0.0
+        self.unreachable = False  # its address drops packets: the add stream never opens
 
     def _check_up(self) -> None:
         if self.down:
@@ -41,6 +43,8 @@ class FakeBookie:
 
     async def send_add_request(self, request: pb.AddRequest) -> asyncio.Future[list[AddFailure]]:
         entries = [Entry(e.ledger_id, e.entry_id, e.last_add_confirmed, e.payload) for e in request.entries]
+        if self.unreachable:
+            await asyncio.Event().wait()  # as gRPC connecting to a vanished address
         return await self.send_add(entries, request.recovery)
 
     async def send_add(self, entries: Sequence[Entry], recovery: bool = False) -> asyncio.Future[list[AddFailure]]:
@@ -171,6 +175,20 @@ async def test_a_failed_bookie_is_replaced_from_the_first_unconfirmed_entry():
         assert all(e in pool.bookies[b].entries for b in md.write_set(e))
 
 
+async def test_a_bookie_whose_address_vanished_is_replaced_within_the_add_timeout():
+    handle, pool, store = make()  # add_timeout_s=2
+    await asyncio.gather(*(handle.add_entry(b"x") for e in range(3)))
+    pool.bookies["b1"].unreachable = True
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    ids = await asyncio.wait_for(asyncio.gather(*(handle.add_entry(b"y") for e in range(6))), 10)
+    took = loop.time() - started
+    assert list(ids) == list(range(3, 9))
+    assert handle.ctx.config.add_timeout_s <= took < handle.ctx.config.add_timeout_s + 1.5
+    md = store.docs[1][0]
+    assert md.fragments[-1].bookies == ("b0", "b3", "b2")
+
+
 async def test_a_bookie_replaced_once_counts_again_when_chosen_later():
     handle, pool, store = make(bookies=("b0", "b1", "b2", "b3"))
     pool.bookies["b1"].down = True
@@ -210,6 +228,21 @@ async def test_no_spare_bookie_fails_the_adds_with_a_clear_error():
     pool.bookies["b2"].down = True
     with pytest.raises(Exception, match="not enough writable bookies"):
         await asyncio.gather(*(handle.add_entry(b"x") for _ in range(5)))
+
+
+async def test_a_writer_that_found_no_spare_bookie_closes_at_its_last_confirmed_entry():
+    """As BookKeeper's: the failed adds stay failed, and the ledger can still be closed,
+    so its owner can go on in a new ledger without anything past the LAC being read."""
+    handle, pool, store = make(bookies=("b0", "b1", "b2"))
+    confirmed = [await handle.append(b"ok%d" % i) for i in range(4)]
+    pool.bookies["b2"].down = True
+    results = await asyncio.gather(*(handle.add_entry(b"x") for _ in range(5)), return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NotEnoughBookies"] * 5
+    with pytest.raises(NotEnoughBookies):
+        await handle.add_entry(b"later")
+    closed = await handle.close()
+    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, confirmed[-1], 4 * len(b"ok0"))
+    assert store.docs[1][0] == closed
 
 
 async def test_the_writer_reads_confirmed_entries_back_from_any_replica():

@@ -15,6 +15,7 @@ from magnetar.common.errors import (
     EntryTooLarge,
     InvalidArgument,
     LedgerFenced,
+    MetadataError,
     MetadataVersionConflict,
     NoSuchLedger,
     NotEnoughBookies,
@@ -65,17 +66,24 @@ class FakeHandle:
             fut.set_result(entry_id)
 
     def fence(self) -> None:
-        self.error = LedgerFenced(self.ledger_id)
+        self.fail(LedgerFenced(self.ledger_id))
+
+    def fail(self, error: Exception) -> None:
+        """What the real handle does when an add fails: this and every pending add fail."""
+        self.error = error
         pending, self.pending = self.pending, []
         for _, _, fut in pending:
-            fut.set_exception(LedgerFenced(self.ledger_id))
+            fut.set_exception(error)
 
     async def close(self) -> LedgerMetadata:
         if self.pending:
             await asyncio.gather(*(f for _, _, f in self.pending), return_exceptions=True)
         self.closed = True
-        if self.error is not None:
-            raise LedgerFenced(self.ledger_id)
+        if isinstance(self.error, LedgerFenced | ServiceClosed):
+            raise self.error
+        if self.client.fail_close:
+            raise MetadataError("ZooKeeper is gone")
+        # A writer whose adds failed closes at its last confirmed entry, as the real one.
         md = self.metadata.closed(len(self.stored) - 1, sum(map(len, self.stored)))
         self.client.closed[self.ledger_id] = md
         await asyncio.sleep(self.client.close_delay)
@@ -114,6 +122,7 @@ class FakeLedgerClient:
     add_delay: float = 0.0
     close_delay: float = 0.0
     fail_create: bool = False
+    fail_close: bool = False
     reads: int = 0
     properties: list[dict[str, str]] = field(default_factory=list)
 
@@ -310,6 +319,75 @@ async def test_a_failed_rollover_fails_the_queued_adds():
     futs = [ml.add_entry(b"%d" % i) for i in range(5)]
     results = await asyncio.gather(*futs, return_exceptions=True)
     assert [type(r).__name__ for r in results] == ["Position", "Position"] + ["NotEnoughBookies"] * 3
+    await ml.close()
+
+
+async def test_a_retriable_add_failure_closes_the_ledger_and_the_next_add_opens_a_new_one():
+    """Pulsar's ClosedLedger: the failed ledger is closed at its last confirmed entry,
+    pending adds fail with the retriable error, and adds once bookies are back succeed
+    in a new ledger, without reopening the managed ledger."""
+    client, store = FakeLedgerClient(add_delay=0.01), MemoryStore()
+    ml = await open_ml(client, store)
+    kept = [await ml.add_entry(b"k%d" % i) for i in range(3)]
+    first = kept[0].ledger_id
+    pending = [ml.add_entry(b"p%d" % i) for i in range(4)]
+    client.fail_create = True  # no writable bookies for a while
+    client.handles[first].fail(NotEnoughBookies(2, 1))
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    assert [type(r) for r in results] == [NotEnoughBookies] * 4
+    assert not ml.is_fenced
+    for _ in range(100):  # the failed ledger gets closed, and the list stored, in the background
+        if stored_list(store)[-1]["entries"] != -1:
+            break
+        await asyncio.sleep(0.01)
+    assert client.closed[first].last_entry_id == 2
+    assert ml.state == "ClosedLedger" and ml.current_ledger_id is None
+    assert [(d["ledger_id"], d["entries"]) for d in stored_list(store)] == [(first, 3)]
+
+    with pytest.raises(NotEnoughBookies):  # still none: the add fails, the topic is not failed
+        await ml.add_entry(b"still none")
+    assert not ml.is_fenced and len(client.handles) == 1
+    client.fail_create = False  # bookies are back, and lost again before an entry is stored
+    lost = ml.add_entry(b"p0")
+    while ml.current_ledger_id is None:
+        await asyncio.sleep(0.001)
+    empty = ml.current_ledger_id
+    client.handles[empty].fail(NotEnoughBookies(2, 1))
+    with pytest.raises(NotEnoughBookies):
+        await lost
+    for _ in range(100):  # as Pulsar: an empty failed ledger leaves the list and is deleted
+        if empty not in client.data:
+            break
+        await asyncio.sleep(0.01)
+    assert empty not in client.data and [d["ledger_id"] for d in stored_list(store)] == [first]
+
+    resent = [await ml.add_entry(b"p%d" % i) for i in range(4)]  # back for good
+    assert {p.ledger_id for p in resent} == {ml.current_ledger_id} and ml.current_ledger_id > first
+    assert [p.entry_id for p in resent] == [0, 1, 2, 3]
+    assert ml.state == "LedgerOpened"
+    got = await ml.read_entries(ml.first_position, 100, 1 << 20)
+    assert [d for _, d in got] == [b"k0", b"k1", b"k2", b"p0", b"p1", b"p2", b"p3"]
+    await ml.close()
+    assert [d["entries"] for d in stored_list(store)] == [3, 4]
+
+
+async def test_a_failed_ledger_that_cannot_be_closed_is_closed_before_a_new_one_opens():
+    client, store = FakeLedgerClient(add_delay=0.01), MemoryStore()
+    ml = await open_ml(client, store)
+    await ml.add_entry(b"a")
+    first = ml.current_ledger_id
+    assert first is not None
+    client.fail_close = True
+    failed = ml.add_entry(b"b")
+    client.handles[first].fail(NotEnoughBookies(2, 1))
+    with pytest.raises(NotEnoughBookies):
+        await failed
+    with pytest.raises(MetadataError):  # the close failed: no new ledger beside the open one
+        await ml.add_entry(b"c")
+    assert len(client.handles) == 1 and first not in client.closed and not ml.is_fenced
+    client.fail_close = False
+    assert (await ml.add_entry(b"c")).ledger_id > first
+    assert client.closed[first].last_entry_id == 0
     await ml.close()
 
 

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 _MAX_PENDING_REQUESTS = 256
 _DEFAULT_READ_CHUNK = 1024 * 1024
+UNREGISTER_TIMEOUT_S = 2.0
+"""Longest wait to remove the registration on stop: a stop must be prompt whatever is down."""
 
 
 def _error(exc: MagnetarError) -> common_pb2.Error:
@@ -198,11 +200,17 @@ class BookieServer:
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop taking requests, finish in-flight ones (up to ``grace_s``), flush, leave ZooKeeper."""
         await self.health.enter_graceful_shutdown()
+        self.zk.stopping()  # with ZooKeeper gone, unregistering fails at once
         self._registration_tasks.cancel()
         try:
-            await self.registry.unregister(self.bookie_id)
+            # Bounded: with ZooKeeper gone the call would wait out the session's operation
+            # timeout (30 s). The registration is ephemeral and goes with the session anyway.
+            async with asyncio.timeout(UNREGISTER_TIMEOUT_S):
+                await self.registry.unregister(self.bookie_id)
         except MagnetarError as exc:
             log.warning("could not unregister: %s", exc)
+        except TimeoutError:
+            log.warning("could not unregister within %g s (ZooKeeper unreachable?)", UNREGISTER_TIMEOUT_S)
         if self.server is not None:
             await self.server.stop(grace_s)
         await self.bookie.close()

@@ -563,6 +563,7 @@ class BrokerServer:
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()
+        self.session.stopping()  # with ZooKeeper gone, topics close as after a crash, at once
         if self.server is not None:
             await self.server.stop(grace_s)
         await self.service.close()

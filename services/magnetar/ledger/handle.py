@@ -184,8 +184,11 @@ class LedgerHandle:
     async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
         request = pb.AddRequest(entries=[p.message for p in batch])
         try:
-            answer = await self.ctx.pool.get(bookie).send_add_request(request)
-            failed = await asyncio.wait_for(answer, self.ctx.config.add_timeout_s)
+            # The bound covers opening the add stream too: to an address that vanished
+            # (packets dropped) gRPC would try to connect for 20 s.
+            async with asyncio.timeout(self.ctx.config.add_timeout_s):
+                answer = await self.ctx.pool.get(bookie).send_add_request(request)
+                failed = await answer
         except TimeoutError:
             self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.ctx.config.add_timeout_s:g} s"))
             return
@@ -295,8 +298,15 @@ class LedgerHandle:
     async def close(self) -> LedgerMetadata:
         """Wait for pending adds, then mark the ledger CLOSED at the LAC.
 
+        A writer whose adds failed (no writable bookie to replace a failed one, ZooKeeper
+        trouble during an ensemble change) closes at its LAC too, as BookKeeper's does:
+        the failed adds stay failed, and entries past the LAC that reached some bookies
+        are never read. Calling ``close`` again after it failed retries it.
+
         Raises:
             LedgerFenced: another client recovered the ledger meanwhile.
+            ServiceClosed: the handle was aborted.
+            MetadataError: the metadata could not be written (nothing changed).
         """
         if self._pending:
             await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
@@ -305,7 +315,7 @@ class LedgerHandle:
         await self._tasks.wait(timeout_s=_CLOSE_DRAIN_S)
         self._closed = True
         try:
-            if self._error is not None:
+            if isinstance(self._error, LedgerFenced | ServiceClosed):
                 raise self._error
             if self.metadata.is_closed:
                 return self.metadata

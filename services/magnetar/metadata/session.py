@@ -92,6 +92,8 @@ class ZkSession:
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._stopping = False
+        self._deadlines: set[asyncio.Timeout] = set()  # of the calls waiting for an answer
         self._state = SessionState.SUSPENDED
         self._lost = False
         self._generation = 0
@@ -145,6 +147,24 @@ class ZkSession:
         if client is not None:
             await asyncio.to_thread(client.stop)
             client.close()
+
+    def stopping(self) -> None:
+        """The service is stopping: from now on a call made while ZooKeeper is unreachable
+        fails at once with :class:`NotConnected` instead of waiting up to ``op_timeout_s``
+        for a reconnection, and so do calls waiting already, so a stop with ZooKeeper gone
+        stays prompt. (What the stop wanted to store is then left as after a crash, which
+        the next owner recovers.)"""
+        self._stopping = True
+        self._give_up_if_stopping()
+
+    def _unreachable_while_stopping(self) -> bool:
+        return self._stopping and self._state is not SessionState.CONNECTED
+
+    def _give_up_if_stopping(self) -> None:
+        if self._unreachable_while_stopping() and self._loop is not None:
+            now = self._loop.time()
+            for deadline in list(self._deadlines):
+                deadline.reschedule(now)
 
     async def __aenter__(self) -> ZkSession:
         await self.start()
@@ -204,6 +224,7 @@ class ZkSession:
         if self._closed:
             return
         self._state = state
+        self._give_up_if_stopping()
         if client_id:
             self._session_ids.add(client_id[0])
         if state is SessionState.LOST:
@@ -251,13 +272,23 @@ class ZkSession:
         deadline = loop.time() + self.op_timeout_s
         delay = 0.05
         while True:
+            if self._unreachable_while_stopping():
+                raise NotConnected(f"ZooKeeper at {self.connect} is unreachable and the service is stopping")
             try:
-                async with asyncio.timeout_at(deadline):
-                    if not queued:
-                        return await wait_result(begin(self._require_client()))
-                    async with self._slots:
-                        return await wait_result(begin(self._require_client()))
+                async with asyncio.timeout_at(deadline) as timeout:
+                    self._deadlines.add(timeout)
+                    try:
+                        if not queued:
+                            return await wait_result(begin(self._require_client()))
+                        async with self._slots:
+                            return await wait_result(begin(self._require_client()))
+                    finally:
+                        self._deadlines.discard(timeout)
             except TimeoutError as exc:
+                if self._unreachable_while_stopping():
+                    raise NotConnected(
+                        f"ZooKeeper {op} of {path}: ZooKeeper at {self.connect} is unreachable and the service is stopping"
+                    ) from exc
                 raise Timeout(
                     f"ZooKeeper {op} of {path} got no answer within {self.op_timeout_s:g} s"
                 ) from exc

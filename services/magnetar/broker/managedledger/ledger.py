@@ -8,9 +8,19 @@ meanwhile wait and then go to the new ledger, in order.
 
 Opening a managed ledger whose last ledger was left open (its owner died, or lost the
 topic) recovers that ledger, which fences the old writer, so its next add fails with
-:class:`LedgerFenced`. A failed add (fenced, not enough bookies …) fails every later
-pending add too and leaves the managed ledger failed: later adds fail at once with an
-error of the same class; the owner closes and reopens the topic.
+:class:`LedgerFenced`.
+
+A failed add fails every later pending add too (in flight or waiting for a new ledger),
+so a producer that resends finds its messages in order. What happens next depends on
+the error, as in Pulsar's ManagedLedgerImpl:
+
+- A retriable one (not enough writable bookies, ZooKeeper trouble, a timeout): the
+  ledger is closed at its last confirmed entry (state ``ClosedLedger``) and the next add
+  creates a new ledger, trying again on every add until one can be created. Entries past
+  the last confirmed one are never read, so a resent message is stored once.
+- A lasting one (:class:`LedgerFenced`, the list changed by another broker, the topic
+  deleted): the managed ledger is failed (``Fenced``): later adds fail at once with an
+  error of the same class; the owner closes the topic (another broker owns it now).
 
 Recently added entries are served from an in-memory cache; older ones, including older
 entries of the open ledger, from the bookies (see :mod:`.reads`).
@@ -46,6 +56,13 @@ from magnetar.common.errors import (
 from magnetar.common.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
+
+
+def is_lasting(exc: MagnetarError) -> bool:
+    """True for an add or ledger-switch failure after which this broker must not write
+    the managed ledger again: a fenced ledger, a list changed by another broker (both
+    mean it took the topic over), a deleted topic, any non-retriable error."""
+    return not exc.retriable or isinstance(exc, MetadataVersionConflict)
 
 
 def same_error(exc: MagnetarError) -> MagnetarError:
@@ -92,6 +109,7 @@ class ManagedLedger:
         self._clock = clock
         self._reads = EntryReads(client, config)
         self._current: WriteHandle | None = None  # the open ledger
+        self._unclosed: WriteHandle | None = None  # a ledger whose adds failed, until closed
         self._pushed_entries = 0
         self._pushed_bytes = 0
         self._entries_added = 0
@@ -294,6 +312,8 @@ class ManagedLedger:
         op = _AddOp(bytes(data), fut, deliver_at_ms)
         if self._roll_task is not None or self._current is None:
             self._queued.append(op)
+            if self._roll_task is None:  # ClosedLedger: this add opens a new ledger
+                self._roll_task = asyncio.get_running_loop().create_task(self._rollover())
         else:
             self._submit(op)
             self._maybe_roll()
@@ -332,7 +352,7 @@ class ManagedLedger:
             exc = ServiceClosed("add cancelled") if ef.cancelled() else ef.exception()
             if exc is not None:
                 err = exc if isinstance(exc, MagnetarError) else MagnetarError(f"add failed: {exc!r}")
-                self._fail(err, [op])
+                self._add_failed(err, op)
                 break
             position = Position(op.ledger_id, ef.result())
             info = self._ledgers.find(op.ledger_id)
@@ -349,11 +369,39 @@ class ManagedLedger:
         if added:
             self._notify()
 
+    def _add_failed(self, exc: MagnetarError, op: _AddOp) -> None:
+        """An add failed: fail it and every pending add; then either fail the managed
+        ledger (a lasting error) or close the failed ledger (see the module docstring)."""
+        if is_lasting(exc) or self._closing:
+            self._fail(exc, [op])
+            return
+        log.warning("managed ledger %s: ledger %d failed (%s); closing it, the next add opens a new one",
+                    self.name, op.ledger_id, exc.message)
+        self._fail_pending(exc, [op])
+        handle = self._current
+        if handle is not None and handle.ledger_id == op.ledger_id and self._roll_task is None:
+            self._unclosed, self._current = handle, None
+            self._roll_task = asyncio.get_running_loop().create_task(self._rollover())
+        # else a rollover is closing that ledger already and opens the next one
+
+    def _switch_failed(self, exc: MagnetarError) -> None:
+        """Closing a ledger or creating the next one failed: a lasting error fails the
+        managed ledger; otherwise the adds waiting fail and the next add tries again."""
+        if is_lasting(exc) or self._closing:
+            self._fail(exc)
+            return
+        log.warning("managed ledger %s: no ledger to write (%s); the next add tries again", self.name, exc.message)
+        self._fail_pending(exc)
+
     def _fail(self, exc: MagnetarError, first: list[_AddOp] | None = None) -> None:
         """Fail the managed ledger: this and every pending add get ``exc``'s class."""
         if self._error is None:
             self._error = exc
             log.warning("managed ledger %s failed: %s", self.name, exc.message)
+        self._fail_pending(exc, first)
+
+    def _fail_pending(self, exc: MagnetarError, first: list[_AddOp] | None = None) -> None:
+        """Fail ``first`` and every add in flight or waiting with ``exc``'s class."""
         ops = list(first or []) + list(self._inflight) + list(self._queued)
         self._inflight.clear()
         self._queued.clear()
@@ -415,23 +463,38 @@ class ManagedLedger:
         self._submit_queued()
 
     async def _roll_once(self) -> None:
-        old = self._current
-        assert old is not None
-        try:
-            closed = await old.close()
-        except MagnetarError as exc:
-            self._fail(exc)
-            return
-        self._reads.writer = None
-        self._current = None
-        self._ledgers.open_ledger_id = None
-        info = self._ledgers.find(old.ledger_id)
-        if info is not None:
-            info.entries, info.size = closed.last_entry_id + 1, closed.length
-        log.info("managed ledger %s: ledger %d closed at %d entries", self.name, old.ledger_id, closed.last_entry_id + 1)
-        if self._closing:
-            await self._save_list_quietly()
-            return
+        """Close the open ledger (or one whose adds failed), then create the next one:
+        at once for a rollover, only for waiting adds after a failure."""
+        rolling = self._current is not None
+        old = self._current or self._unclosed
+        empty: list[int] = []  # deleted once the list without them is stored
+        if old is not None:
+            try:
+                closed = await old.close()
+            except MagnetarError as exc:
+                # Closed first or not at all: a new ledger beside a failed one still open
+                # would let the next owner's recovery store entries never acknowledged.
+                self._current, self._unclosed = None, old
+                self._switch_failed(exc)
+                return
+            self._unclosed = None
+            self._reads.writer = None
+            self._current = None
+            self._ledgers.open_ledger_id = None
+            info = self._ledgers.find(old.ledger_id)
+            if info is not None:
+                info.entries, info.size = closed.last_entry_id + 1, closed.length
+                if info.entries == 0:  # as Pulsar: an empty ledger leaves the list
+                    self._ledgers.remove({old.ledger_id})
+                    self._reads.forget({old.ledger_id})
+                    empty.append(old.ledger_id)
+            log.info("managed ledger %s: ledger %d closed at %d entries", self.name, old.ledger_id, closed.last_entry_id + 1)
+        if self._closing or (not rolling and not self._queued):
+            # Store the closed ledger's count; after a failure the next add creates a ledger.
+            if old is not None and await self._save_list_quietly():
+                self._delete_later(empty)
+            if self._closing or not self._queued:
+                return
         try:
             async with self._meta_lock:
                 handle, self._version = await register_new_ledger(
@@ -439,9 +502,14 @@ class ManagedLedger:
                     self._properties, self._clock,
                 )
         except MagnetarError as exc:
-            self._fail(exc)
+            self._switch_failed(exc)
             return
         self._set_writer(handle)
+        self._delete_later(empty)
+
+    def _delete_later(self, ledger_ids: list[int]) -> None:
+        if ledger_ids:  # in the background: bookies that are down must not hold up adds
+            self._tasks.spawn(self._delete_ledgers(ledger_ids), name=f"delete-empty-ledgers:{self.name}")
 
     def _submit_queued(self) -> None:
         """Send adds that waited for the new ledger, rolling over again when it fills up."""
@@ -464,11 +532,14 @@ class ManagedLedger:
             doc = {"ledgers": self._ledgers.to_docs(), "properties": self._properties}
             self._version = await self._store.update(*self.name, doc, self._version)
 
-    async def _save_list_quietly(self) -> None:
+    async def _save_list_quietly(self) -> bool:
+        """Store the list; False (logged) when that failed."""
         try:
             await self._save_list()
         except MagnetarError as exc:
             log.warning("managed ledger %s: could not store the ledger list: %s", self.name, exc.message)
+            return False
+        return True
 
     # -- reading -----------------------------------------------------------------
     async def read_entries(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]:
@@ -623,7 +694,7 @@ class ManagedLedger:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         self._submit_queued_anyway()
         deliveries_stored = await self._cursors.close_all(flush_cursors)
-        handle, self._current = self._current, None
+        handle, self._current, self._unclosed = self._current or self._unclosed, None, None
         if handle is not None and self._error is None and flush_cursors and not deliveries_stored:
             # A cursor's last write failed (ZooKeeper lost): its stored read mark is behind
             # what went out. Closing the ledger would tell the next owner this was a clean
