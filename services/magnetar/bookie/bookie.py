@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from magnetar import __version__
 from magnetar.bookie.config import BookieConfig
-from magnetar.bookie.cookie import format_dirs
+from magnetar.bookie.cookie import RegisteredCookies, format_dirs, verify_registered
 from magnetar.bookie.journal import Journal, replay
 from magnetar.bookie.ledgerstorage import LedgerState, LedgerStorage
 from magnetar.bookie.record import (
@@ -65,8 +65,16 @@ class StoredEntry(NamedTuple):
 
 
 class Bookie:
-    def __init__(self, config: BookieConfig, bookie_id: str, disk_usage: DiskUsage = shutil.disk_usage) -> None:
+    def __init__(
+        self, config: BookieConfig, bookie_id: str, disk_usage: DiskUsage = shutil.disk_usage,
+        cookies: RegisteredCookies | None = None,
+    ) -> None:
+        """Args:
+        cookies: where the bookie's cookie is registered (ZooKeeper), checked at start;
+            None: the directories' cookies alone are checked.
+        """
         self.config = config
+        self._cookies = cookies
         self.bookie_id = bookie_id
         self.data_dir = Path(config.data_dir)
         journal_dir = Path(config.journal_dir) if config.journal_dir else self.data_dir / "journal"
@@ -86,9 +94,16 @@ class Bookie:
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
         """Open storage, replay the journal from the LastLogMark, start background tasks."""
-        _cookie, formatted = await asyncio.to_thread(format_dirs, self.config, self.bookie_id)
+        cookie, formatted = await asyncio.to_thread(format_dirs, self.config, self.bookie_id)
         if formatted:
             log.info("bookie %s: directories formatted (cookies written)", self.bookie_id)
+        if self._cookies is not None:
+            try:
+                if await verify_registered(self._cookies, cookie, formatted):
+                    log.info("bookie %s: cookie (instance %s) registered in ZooKeeper", self.bookie_id, cookie.instance_id)
+            except BaseException:
+                await asyncio.to_thread(self.storage.close)  # opened by LedgerStorage(); nothing read
+                raise
         await asyncio.to_thread(self.storage.open)
         replayed = await asyncio.to_thread(self._replay)
         self.journal.start(asyncio.get_running_loop())

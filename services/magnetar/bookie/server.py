@@ -23,6 +23,7 @@ from magnetar.common.metrics import serve_metrics
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.common.tls import add_port, server_tls
 from magnetar.metadata.bookies import ZkBookieRegistry
+from magnetar.metadata.cookies import ZkCookieStore
 from magnetar.metadata.session import ZkSession
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
@@ -148,16 +149,22 @@ class BookieServer:
         self.config = config
         self.port = config.port or DEFAULT_PORT
         self.bookie_id = config.advertised_address or f"{config.host}:{self.port}"
-        self.bookie = Bookie(config, self.bookie_id)
         self.authenticator = config.authenticator()  # a bad key setting stops the start
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
+        self.bookie = Bookie(config, self.bookie_id, cookies=ZkCookieStore(self.zk))
         self.registry = ZkBookieRegistry(self.zk)
         self._registration_tasks = BackgroundTasks("bookie registration")
 
     async def start(self) -> None:
-        await self.bookie.start()
+        # ZooKeeper first: the bookie checks its cookie there before it opens its storage.
+        await self.zk.start()
+        try:
+            await self.bookie.start()
+        except BaseException:
+            await self.zk.close()
+            raise
         # With authentication on, only superuser roles (brokers, auditors, tools) get in.
         interceptors = server_interceptors(self.authenticator, "bookie", required_roles=self.config.superuser_roles)
         server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[MalformedRequestGuard(), *interceptors])
@@ -170,11 +177,12 @@ class BookieServer:
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         bound = add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config))
         if not bound:
+            await self.bookie.close()
+            await self.zk.close()
             raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
         await server.start()
         self.server = server
         try:
-            await self.zk.start()
             await self.registry.register(self.bookie_id, self._registration_info(), read_only=self.bookie.read_only)
         except BaseException:
             await server.stop(0)
