@@ -215,7 +215,10 @@ async def cookie_delete(args: argparse.Namespace) -> int:
     bookie_id = check_bookie_id(args.bookie)
     async with _ledger_client(args) as client:
         if await ZkBookieRegistry(client.session).get_info(bookie_id) is not None:
-            raise PreconditionFailed(f"bookie {bookie_id} is running (registered): stop it before retiring its cookie")
+            raise PreconditionFailed(
+                f"bookie {bookie_id} is registered (running, or killed less than a ZooKeeper session "
+                f"timeout ago): stop it before retiring its cookie"
+            )
         store = ZkCookieStore(client.session)
         found = await store.read(bookie_id)
         if found is None:

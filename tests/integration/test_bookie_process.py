@@ -118,7 +118,7 @@ async def test_bookie_with_both_volumes_emptied_is_refused_until_its_cookie_is_r
     assert registered == json.loads((bookie.data_dir / "cookie.json").read_text())
 
     running = magnetar(*shell, "cookie-delete", "--bookie", address)
-    assert running.returncode == 1 and "is running" in running.stderr, running
+    assert running.returncode == 1 and "is registered" in running.stderr, running
     assert bookie.stop() == 0
 
     # An upgrade: directories with cookies but none in ZooKeeper. The bookie registers its own.
