@@ -3,7 +3,8 @@
 Bookie commands talk to one bookie (listbookies, bookiesanity, bookie-write,
 readledger); ledger commands go through the ledger client (simpletest, listledgers,
 ledgermetadata, recover); auditor commands read the under-replication markers
-(listunderreplicated) or ask the leading auditor (triggeraudit).
+(listunderreplicated) or ask the leading auditor (triggeraudit); bookieformat and
+cookie-delete manage a bookie's cookies.
 
 Each command prints plain lines (kept stable: tests and scripts parse them), and exits
 0 on success or 1 with one readable line on stderr.
@@ -22,7 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from magnetar import toolauth
-from magnetar.common.errors import InvalidArgument, MagnetarError
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotFound, PreconditionFailed
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.ledger.client import LedgerClient
@@ -204,6 +205,29 @@ async def bookieformat(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cookie_delete(args: argparse.Namespace) -> int:
+    """Retire a bookie's cookie registered in ZooKeeper (BookKeeper's ``cookie_delete``):
+    the statement that its data is gone on purpose, so that it may start again with empty
+    directories. Refused while the bookie is registered (running)."""
+    from magnetar.metadata.bookies import ZkBookieRegistry, check_bookie_id
+    from magnetar.metadata.cookies import ZkCookieStore
+
+    bookie_id = check_bookie_id(args.bookie)
+    async with _ledger_client(args) as client:
+        if await ZkBookieRegistry(client.session).get_info(bookie_id) is not None:
+            raise PreconditionFailed(
+                f"bookie {bookie_id} is registered (running, or killed less than a ZooKeeper session "
+                f"timeout ago): stop it before retiring its cookie"
+            )
+        store = ZkCookieStore(client.session)
+        found = await store.read(bookie_id)
+        if found is None:
+            raise NotFound(f"bookie {bookie_id} has no cookie registered in ZooKeeper")
+        await store.delete(bookie_id, found[1])
+    _out(f"bookie {bookie_id}: cookie deleted (instance {found[0].get('instance_id', '?')})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar shell", description="Bookie and ledger tools.")
     parser.add_argument("--zookeeper", default="127.0.0.1:2181", help="ZooKeeper HOST:PORT")
@@ -271,6 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--advertised-address", dest="advertised_address", help="the bookie's id, host:port")
     p.add_argument("--port", type=int)
     p.set_defaults(run=bookieformat)
+
+    p = sub.add_parser(
+        "cookie-delete", help="retire a stopped bookie's cookie in ZooKeeper (its data is gone on purpose)",
+        description="A bookie whose directories came back empty is refused while ZooKeeper holds its cookie. "
+        "Deleting the cookie lets it start empty; the auditor re-replicates the ledgers it held.",
+    )
+    p.add_argument("--bookie", required=True, help="the bookie id, HOST:PORT")
+    p.set_defaults(run=cookie_delete)
     return parser
 
 

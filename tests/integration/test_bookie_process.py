@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from magnetar.common.childproc import ChildNotReady
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.metadata.bookies import ZkBookieRegistry
+from magnetar.metadata.cookies import ZkCookieStore
 from magnetar.metadata.session import ZkSession
 from magnetar.testing.processes import BookieFactory, BookieProcess, config_env
 from magnetar.testing.shell import magnetar
@@ -98,3 +100,48 @@ def test_bookieformat_once_then_the_bookie_checks_its_cookies(
     assert refused.returncode == 1 and "has none: one of the bookie's volumes" in refused.stderr, refused
     with pytest.raises(ChildNotReady):
         bookie.start(timeout=15)
+
+
+async def test_bookie_with_both_volumes_emptied_is_refused_until_its_cookie_is_retired(
+    bookie_factory: BookieFactory, zk_session: ZkSession, zk_connect: str, zk_root: str
+) -> None:
+    """ZooKeeper keeps each bookie's cookie: a bookie whose journal and data volumes both
+    came back empty (nothing on disk says it ever held data) is refused until an operator
+    retires its cookie with ``magnetar shell cookie-delete``."""
+    store = ZkCookieStore(zk_session)
+    bookie = bookie_factory(flush_interval_s=0.2)
+    address = bookie.address
+    shell = ("shell", "--zookeeper", zk_connect, "--zk-root", zk_root)
+    found = await store.read(address)
+    assert found is not None
+    registered = found[0]
+    assert registered == json.loads((bookie.data_dir / "cookie.json").read_text())
+
+    running = magnetar(*shell, "cookie-delete", "--bookie", address)
+    assert running.returncode == 1 and "is registered" in running.stderr, running
+    assert bookie.stop() == 0
+
+    # An upgrade: directories with cookies but none in ZooKeeper. The bookie registers its own.
+    await zk_session.delete(zk_session.paths.cookie(address))
+    bookie.start()
+    found = await store.read(address)
+    assert found is not None and found[0] == registered
+    assert bookie.stop() == 0
+
+    shutil.rmtree(bookie.data_dir)  # the journal lives in data_dir/journal: both volumes gone
+    with pytest.raises(ChildNotReady):
+        bookie.start(timeout=15)
+    refusal = [line for line in bookie.log_tail(20).splitlines() if "cookie-delete" in line]
+    assert refusal and "are empty" in refusal[-1] and f"--bookie {address}" in refusal[-1], bookie.log_tail()
+    found = await store.read(address)
+    assert found is not None and found[0] == registered  # the refusal changed nothing
+
+    retired = magnetar(*shell, "cookie-delete", "--bookie", address)
+    assert retired.returncode == 0 and f"bookie {address}: cookie deleted" in retired.stdout, retired
+    bookie.start()
+    found = await store.read(address)
+    assert found is not None
+    assert found[0]["instance_id"] != registered["instance_id"]
+    assert found[0] == json.loads((bookie.data_dir / "cookie.json").read_text())
+    gone = magnetar(*shell, "cookie-delete", "--bookie", "127.0.0.1:1")
+    assert gone.returncode == 1 and "has no cookie registered" in gone.stderr, gone

@@ -175,3 +175,41 @@ async def test_prometheus_metrics_endpoint(bookie_factory):
     assert float(samples["magnetar_bookie_journal_fsyncs_total"]) >= 1
     assert float(samples["magnetar_bookie_ledgers"]) == 2
     assert float(samples["magnetar_bookie_read_only"]) == 0
+
+
+async def test_orphan_copies_are_collected_against_the_ledger_metadata(bookie_factory, zk_session):
+    """A bookie compares the ledgers it holds with the metadata in ZooKeeper: it deletes a
+    ledger whose metadata is gone and drops a closed one no fragment names it in, and keeps
+    its own, an open ledger's copy, and ids never issued in this metadata."""
+    from magnetar.ledger.metadata import Fragment, LedgerMetadata, LedgerState
+    from magnetar.metadata.ledgers import ZkLedgerMetadataStore
+
+    bookie = bookie_factory(
+        flush_interval_s=0.2, gc_interval_s=0.3, gc_metadata_interval_s=0.3, gc_overreplicated_ledger_wait_s=0.5,
+    )
+    store = ZkLedgerMetadataStore(zk_session, LedgerMetadata.from_dict)
+
+    def metadata(*bookies: str, state: LedgerState = LedgerState.CLOSED) -> LedgerMetadata:
+        return LedgerMetadata(2, 2, 2, (Fragment(0, bookies),), state=state, last_entry_id=9, length=1000)
+
+    others = ("10.0.0.1:3181", "10.0.0.2:3181")
+    mine, _ = await store.create(metadata(bookie.address, others[0]))
+    elsewhere, _ = await store.create(metadata(*others))  # the copy's metadata swap lost
+    writing, _ = await store.create(metadata(*others, state=LedgerState.OPEN))
+    deleted, _ = await store.create(metadata(bookie.address, others[0]))
+    await store.delete(deleted)  # deleted while the bookie was away
+    never_issued = (1 << 62) + 5
+    async with BookieClient(bookie.address) as c:
+        for lid in (mine, elsewhere, writing, deleted, never_issued):
+            assert await c.add_entries(entries(lid, 0, 10)) == []
+        deadline = time.monotonic() + 15
+        while set(await c.list_ledgers()) != {mine, writing, never_issued} and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert set(await c.list_ledgers()) == {mine, writing, never_issued}, bookie.log_tail()
+        for lid in (mine, writing, never_issued):
+            assert [e.entry_id async for e in c.read_entries(lid, 0, 9)] == list(range(10))
+        failed = await c.add_entries(entries(deleted, 10, 1))
+        assert [type(err) for _, _, err in failed] == [NoSuchLedger]  # deleted for good
+        assert await c.add_entries(entries(elsewhere, 0, 10)) == []  # may be copied here again
+    log = bookie.log_path.read_text()
+    assert f"ledger {deleted} has no metadata" in log and f"ledger {elsewhere} is closed and no fragment names" in log

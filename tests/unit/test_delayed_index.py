@@ -7,7 +7,15 @@ import random
 
 import pytest
 
-from magnetar.broker.dispatch.delaybuckets import DelayBuckets, decode, encode, read_detached
+from magnetar.broker.dispatch.delaybuckets import (
+    LOCK_FILE,
+    DelayBuckets,
+    SpillArea,
+    collect_orphaned_spill_areas,
+    decode,
+    encode,
+    read_detached,
+)
 from magnetar.broker.dispatch.delayed import DelayedIndex, PositionBits
 from magnetar.broker.managedledger.position import Position
 
@@ -20,6 +28,18 @@ def make_index(tmp_path, now, bucket_ms=1000, **kw) -> DelayedIndex:
 
 def spill_files(tmp_path) -> list:
     return sorted(p for p in tmp_path.rglob("*.bin"))
+
+
+def index_dirs(tmp_path) -> list:
+    """What the indexes left under the root: all but this process's (kept) area and its lock."""
+    area = SpillArea.of(str(tmp_path)).directory
+    return sorted(p for p in tmp_path.rglob("*") if p != area and p.name != LOCK_FILE)
+
+
+@pytest.fixture(autouse=True)
+def _release_spill_areas(tmp_path):
+    yield
+    SpillArea.of(str(tmp_path)).close()
 
 
 async def test_record_format_round_trips_and_ignores_a_torn_tail():
@@ -122,13 +142,13 @@ async def test_clear_forgets_everything_and_deletes_the_files(tmp_path):
     index.clear()
     assert len(index) == 0 and index.spilled == 0 and index.next_due_ms() is None and index.next_wakeup_ms() is None
     assert Position(1, 5) not in index
-    assert list(tmp_path.iterdir()) == []
+    assert index_dirs(tmp_path) == []
     index.add(Position(1, 5), 50)  # usable again
     now[0] = 50
     assert index.pop_due() == [Position(1, 5)]
     index.add(Position(1, 6), 90_000)
     index.close()
-    assert list(tmp_path.iterdir()) == []
+    assert index_dirs(tmp_path) == []
 
 
 async def test_a_refill_in_flight_is_dropped_by_clear(tmp_path, monkeypatch):
@@ -168,4 +188,58 @@ async def test_buckets_write_out_when_all_buffers_together_are_large(tmp_path):
     assert [r[1] for r in read_detached(parts)] == [Position(1, i) for i in range(40)]
     assert spill_files(tmp_path) == [] and buckets.count == 0
     buckets.clear()
-    assert list(tmp_path.iterdir()) == []
+    assert index_dirs(tmp_path) == []
+
+
+_CRASHING_BROKER = """
+import os, signal, sys
+from magnetar.broker.dispatch.delaybuckets import DelayBuckets
+from magnetar.broker.managedledger.position import Position
+buckets = DelayBuckets(1000, sys.argv[1], flush_bytes=1)
+for i in range(5):
+    buckets.add(i * 1000, Position(1, i), b"x")
+print(buckets.directory, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+async def test_spill_areas_of_crashed_brokers_are_collected_and_live_ones_kept(tmp_path):
+    import subprocess
+    import sys
+
+    crashed = subprocess.run(
+        [sys.executable, "-c", _CRASHING_BROKER, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    from pathlib import Path
+
+    dead_index = Path(crashed.stdout.strip())
+    assert sorted(p.name for p in dead_index.iterdir()) == [f"{i}.bin" for i in range(5)]
+    dead_area = dead_index.parent
+
+    live = DelayBuckets(1000, str(tmp_path), flush_bytes=1)  # this process: a live broker
+    live.add(5_000, Position(2, 0), b"y")
+    live_files = spill_files(live.directory)
+    assert live_files and live.directory.parent != dead_area
+    not_an_area = tmp_path / "magnetar-delayed-old"  # no lock file: another layout, left alone
+    not_an_area.mkdir()
+
+    assert collect_orphaned_spill_areas(str(tmp_path)) == [dead_area]
+    assert not dead_area.exists()
+    assert spill_files(live.directory) == live_files and not_an_area.is_dir()
+    assert [r[1] for r in read_detached(live.detach_before(100))] == [Position(2, 0)]
+    assert collect_orphaned_spill_areas(str(tmp_path)) == []  # nothing more to collect
+    live.clear()
+
+
+async def test_a_cleared_index_deletes_its_directory_but_not_others(tmp_path):
+    a = DelayBuckets(1000, str(tmp_path), flush_bytes=1)
+    b = DelayBuckets(1000, str(tmp_path), flush_bytes=1)
+    a.add(1_000, Position(1, 0), None)
+    b.add(1_000, Position(2, 0), None)
+    a_dir, b_dir = a.directory, b.directory
+    assert a_dir != b_dir and a_dir.parent == b_dir.parent
+    a.clear()  # a subscription closed or deleted
+    assert not a_dir.exists() and spill_files(b_dir)
+    b.clear()
+    assert index_dirs(tmp_path) == []

@@ -17,7 +17,12 @@ from typing import Any, NamedTuple, Protocol
 
 from magnetar import __version__
 from magnetar.bookie.config import BookieConfig
-from magnetar.bookie.cookie import format_dirs
+from magnetar.bookie.cookie import RegisteredCookies, format_dirs, verify_registered
+from magnetar.bookie.garbagecollector import (
+    CollectResult,
+    LedgerMetadataView,
+    ScanAndCompareGarbageCollector,
+)
 from magnetar.bookie.journal import Journal, replay
 from magnetar.bookie.ledgerstorage import LedgerState, LedgerStorage
 from magnetar.bookie.record import (
@@ -65,8 +70,24 @@ class StoredEntry(NamedTuple):
 
 
 class Bookie:
-    def __init__(self, config: BookieConfig, bookie_id: str, disk_usage: DiskUsage = shutil.disk_usage) -> None:
+    def __init__(
+        self, config: BookieConfig, bookie_id: str, disk_usage: DiskUsage = shutil.disk_usage,
+        cookies: RegisteredCookies | None = None, ledger_metadata: LedgerMetadataView | None = None,
+    ) -> None:
+        """Args:
+        cookies: where the bookie's cookie is registered (ZooKeeper), checked at start;
+            None: the directories' cookies alone are checked.
+        ledger_metadata: the ledger metadata, compared with the ledgers held here every
+            ``gc_metadata_interval_s`` to collect orphans; None: not compared.
+        """
         self.config = config
+        self._cookies = cookies
+        self.orphans = (
+            None if ledger_metadata is None else ScanAndCompareGarbageCollector(
+                bookie_id, ledger_metadata, lambda: list(self.storage.ledgers), self.delete_ledger,
+                self.evict_ledger, config.gc_overreplicated_ledger_wait_s,
+            )
+        )
         self.bookie_id = bookie_id
         self.data_dir = Path(config.data_dir)
         journal_dir = Path(config.journal_dir) if config.journal_dir else self.data_dir / "journal"
@@ -86,9 +107,16 @@ class Bookie:
     # -- lifecycle ---------------------------------------------------------
     async def start(self) -> None:
         """Open storage, replay the journal from the LastLogMark, start background tasks."""
-        _cookie, formatted = await asyncio.to_thread(format_dirs, self.config, self.bookie_id)
+        cookie, formatted = await asyncio.to_thread(format_dirs, self.config, self.bookie_id)
         if formatted:
             log.info("bookie %s: directories formatted (cookies written)", self.bookie_id)
+        if self._cookies is not None:
+            try:
+                if await verify_registered(self._cookies, cookie, formatted):
+                    log.info("bookie %s: cookie (instance %s) registered in ZooKeeper", self.bookie_id, cookie.instance_id)
+            except BaseException:
+                await asyncio.to_thread(self.storage.close)  # opened by LedgerStorage(); nothing read
+                raise
         await asyncio.to_thread(self.storage.open)
         replayed = await asyncio.to_thread(self._replay)
         self.journal.start(asyncio.get_running_loop())
@@ -100,6 +128,8 @@ class Bookie:
         self._tasks.spawn(self._flush_loop(), name="bookie-flush")
         self._tasks.spawn(self._periodic(self.config.gc_interval_s, self.collect_garbage), name="bookie-gc")
         self._tasks.spawn(self._periodic(self.config.disk_check_interval_s, self._check_disk_async), name="bookie-disk-check")
+        if self.orphans is not None and self.config.gc_metadata_interval_s > 0:
+            self._tasks.spawn(self._periodic(self.config.gc_metadata_interval_s, self.collect_orphans), name="bookie-gc-orphans")
 
     def _replay(self) -> int:
         st = self.storage
@@ -217,6 +247,32 @@ class Bookie:
         st.cache.drop_ledger(ledger_id)
         await asyncio.to_thread(st.delete_ledger, ledger_id)
         log.info("ledger %d deleted", ledger_id)
+
+    async def evict_ledger(self, ledger_id: int) -> bool:
+        """Drop this bookie's copy of a ledger held elsewhere, without a tombstone (it may
+        be copied here again). Returns False, dropping nothing, when the ledger was
+        written while the LastLogMark was moved past its journal records.
+
+        Only for a ledger nobody writes here: the garbage collector calls it for a closed
+        ledger whose fragments do not name this bookie, under its replication lock.
+        """
+        self._check_id(ledger_id)
+        st = self.storage
+        state = st.ledgers.get(ledger_id)
+        if state is None:
+            return False
+        before = (state.last_entry, state.lac, state.fenced)
+        # Every record of it was acknowledged, so fsynced, before this flush reads the
+        # journal's synced position: the flush moves the mark past all of them, and a
+        # replay after a crash cannot bring the ledger back.
+        await self.flush()
+        state = st.ledgers.get(ledger_id)
+        if state is None or (state.last_entry, state.lac, state.fenced) != before or st.cache.next_entry(ledger_id, 0) is not None:
+            log.warning("ledger %d was written while being dropped; kept", ledger_id)
+            return False
+        await asyncio.to_thread(st.evict_ledger, ledger_id)
+        log.info("ledger %d dropped (held elsewhere)", ledger_id)
+        return True
 
     # -- reads -------------------------------------------------------------
     def _state(self, ledger_id: int) -> LedgerState:
@@ -365,6 +421,16 @@ class Bookie:
         if removed:
             log.info("garbage collection removed entry logs %s", [f"{i:08x}" for i in removed])
         return removed
+
+    async def collect_orphans(self) -> CollectResult:
+        """Compare the ledgers held here with the ledger metadata and remove orphans
+        (``bookie/garbagecollector.py``); their entry logs go at the next :meth:`collect_garbage`."""
+        if self.orphans is None:
+            return CollectResult([], [])
+        result = await self.orphans.collect()
+        if result.deleted or result.evicted:
+            log.info("orphans collected: ledgers %s deleted, %s dropped", result.deleted, result.evicted)
+        return result
 
     async def _periodic(self, interval: float, fn: Callable[[], Any]) -> None:
         while True:

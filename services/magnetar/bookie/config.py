@@ -31,6 +31,12 @@ class BookieConfig(ServiceConfig, AuthenticationSettings):
     """An entry log rolls to a new one past this size."""
     gc_interval_s: float = Field(default=60.0, gt=0)
     """How often entry logs whose ledgers are all deleted are removed."""
+    gc_metadata_interval_s: float = Field(default=900.0, ge=0)
+    """How often the ledgers held here are compared with the ledger metadata, to remove
+    copies of deleted ledgers and of closed ledgers no fragment places here (0: never)."""
+    gc_overreplicated_ledger_wait_s: float = Field(default=86400.0, ge=0)
+    """A closed ledger no fragment places here is removed only after it was found so this
+    long (BookKeeper's gcOverreplicatedLedgerWaitTime)."""
     min_free_disk_bytes: int = Field(default=512 * 1024 * 1024, ge=0)
     """Below this much free disk the bookie turns read-only (adds refused)."""
     disk_check_interval_s: float = Field(default=5.0, gt=0)

@@ -14,7 +14,18 @@ Formatting is idempotent: :func:`format_dirs` on directories that carry this boo
 cookies changes nothing, which is what an init container wants (``magnetar shell
 bookieformat`` runs before every start of a bookie pod). Directories without cookies get
 them, also when they already hold data (written before cookies existed).
+
+The cookie is also registered in ZooKeeper (``<root>/cookies/<bookie id>``, as BookKeeper
+keeps ``/ledgers/cookies/<bookie>``), checked by :func:`verify_registered` at every start
+against the directories' cookie. The directories' cookie alone cannot tell a new bookie
+from one whose two volumes both came back empty: both have no cookie, and both would be
+formatted and serve. ZooKeeper remembers that the id held data: a bookie whose
+directories do not carry the registered instance is refused, so that it does not
+rejoin as if it held the ledgers the metadata places on it. Retiring the registered
+cookie (``magnetar shell cookie-delete``) is the operator's statement that the data is
+gone on purpose; the auditor then re-replicates it.
 """
+
 
 from __future__ import annotations
 
@@ -24,9 +35,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 from magnetar.bookie.config import BookieConfig
-from magnetar.common.errors import PreconditionFailed
+from magnetar.common.errors import MetadataVersionConflict, PreconditionFailed
 
 COOKIE_FILE = "cookie.json"
 LAYOUT_VERSION = 1
@@ -106,3 +118,67 @@ def format_dirs(config: BookieConfig, bookie_id: str) -> tuple[Cookie, bool]:
             f"as {data_cookie.bookie_id} (advertised_address), or give it directories of its own"
         )
     return data_cookie, False
+
+
+class RegisteredCookies(Protocol):
+    """Where cookies are registered (``metadata.cookies.ZkCookieStore``)."""
+
+    async def read(self, bookie_id: str) -> tuple[dict[str, Any], int] | None: ...
+
+    async def create(self, bookie_id: str, cookie: dict[str, Any]) -> int: ...
+
+
+def _registered(bookie_id: str, doc: dict[str, Any]) -> Cookie:
+    try:
+        return Cookie(**doc)
+    except TypeError as exc:
+        raise PreconditionFailed(
+            f"the cookie registered in ZooKeeper for bookie {bookie_id} is unreadable ({exc}); "
+            f"retire it with `magnetar shell cookie-delete --bookie {bookie_id}`"
+        ) from exc
+
+
+def check_registered(cookie: Cookie, registered: Cookie | None, formatted: bool) -> bool:
+    """Decide whether a bookie with the directories' ``cookie`` may start, given the
+    cookie ZooKeeper holds for its id. ``formatted``: the directories were empty and were
+    formatted by this start.
+
+    Returns True when the cookie must be registered (ZooKeeper has none: a new bookie, or
+    one that ran before cookies were registered), False when the two agree.
+
+    Raises:
+        PreconditionFailed: ZooKeeper's cookie is of another instance of the directories:
+            the volumes that held this bookie's ledgers were wiped or replaced.
+    """
+    if registered is None:
+        return True
+    if registered.instance_id == cookie.instance_id and registered.bookie_id == cookie.bookie_id:
+        return False
+    found = "are empty" if formatted else f"carry another cookie (instance {cookie.instance_id})"
+    raise PreconditionFailed(
+        f"bookie {cookie.bookie_id} held data (ZooKeeper has its cookie, instance {registered.instance_id}, "
+        f"created {registered.created or 'before this version'}) but its directories {found}: restore its volumes, "
+        f"or if the data is gone on purpose retire the cookie with `magnetar shell cookie-delete --bookie "
+        f"{cookie.bookie_id}` and start it again (the auditor re-replicates its ledgers)"
+    )
+
+
+async def verify_registered(store: RegisteredCookies, cookie: Cookie, formatted: bool) -> bool:
+    """Check the directories' ``cookie`` against the one registered for its bookie id, and
+    register it if there is none. Returns whether it was registered now.
+
+    Raises:
+        PreconditionFailed: see :func:`check_registered`.
+    """
+    found = await store.read(cookie.bookie_id)
+    registered = None if found is None else _registered(cookie.bookie_id, found[0])
+    if not check_registered(cookie, registered, formatted):
+        return False
+    try:
+        await store.create(cookie.bookie_id, asdict(cookie))
+    except MetadataVersionConflict:
+        # Registered meanwhile (another process with this id): it must be ours.
+        found = await store.read(cookie.bookie_id)
+        check_registered(cookie, None if found is None else _registered(cookie.bookie_id, found[0]), formatted)
+        return False
+    return True

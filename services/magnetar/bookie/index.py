@@ -119,8 +119,9 @@ class LedgerIndex:
         with self._env.begin(write=True, db=self._ledgers) as txn:
             txn.put(_LEDGER_KEY.pack(ledger_id), _LEDGER_VAL.pack(rec.fenced, rec.lac, rec.last_entry))
 
-    def delete_ledger(self, ledger_id: int) -> None:
-        """Drop the ledger's entries and state and leave a tombstone, in one commit."""
+    def delete_ledger(self, ledger_id: int, tombstone: bool = True) -> None:
+        """Drop the ledger's entries and state and leave a tombstone (unless not
+        ``tombstone``: the ledger may be written here again), in one commit."""
         start = _ENTRY_KEY.pack(ledger_id, 0)
         with self._env.begin(write=True) as txn:
             cur = txn.cursor(db=self._entries)
@@ -132,7 +133,8 @@ class LedgerIndex:
                     if not cur.delete():
                         break
             txn.delete(_LEDGER_KEY.pack(ledger_id), db=self._ledgers)
-            txn.put(_LEDGER_KEY.pack(ledger_id), b"", db=self._deleted)
+            if tombstone:
+                txn.put(_LEDGER_KEY.pack(ledger_id), b"", db=self._deleted)
 
     def remove_log(self, log_id: int) -> None:
         with self._env.begin(write=True, db=self._logs) as txn:

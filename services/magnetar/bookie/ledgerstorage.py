@@ -160,15 +160,24 @@ class LedgerStorage:
             self.deleted.add(ledger_id)
             self.index.delete_ledger(ledger_id)
 
+    def evict_ledger(self, ledger_id: int) -> None:
+        """Durably drop a ledger's entries and state, without a tombstone: the ledger
+        exists elsewhere and may be copied here again. Blocking. The caller made sure
+        that no journal record of it lies past the LastLogMark (replay would bring
+        it back)."""
+        with self.index.write_lock:
+            self.ledgers.pop(ledger_id, None)
+            self.index.delete_ledger(ledger_id, tombstone=False)
+
     def collect_garbage(self) -> list[int]:
-        """Remove entry logs whose every ledger is deleted. Blocking. Returns their ids."""
+        """Remove entry logs whose every ledger is deleted or dropped. Blocking. Returns their ids."""
         removed = []
         with self.index.write_lock:  # a flush may be filling a log that looks empty
             current = self.entry_logs.current_log_id
             for log_id in self.entry_logs.log_ids():
                 if log_id == current:
                     continue
-                if all(lid in self.deleted for lid in self.log_ledgers.get(log_id, ())):
+                if all(lid in self.deleted or lid not in self.ledgers for lid in self.log_ledgers.get(log_id, ())):
                     self.entry_logs.delete(log_id)
                     self.index.remove_log(log_id)
                     self.log_ledgers.pop(log_id, None)

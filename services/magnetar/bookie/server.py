@@ -15,15 +15,20 @@ from prometheus_client import REGISTRY
 
 from magnetar.bookie.bookie import Bookie, StoredEntry
 from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
+from magnetar.bookie.garbagecollector import LedgerPlacement
 from magnetar.bookie.metrics import BookieCollector
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import MagnetarError, NoSuchLedger
 from magnetar.common.grpcauth import server_interceptors
 from magnetar.common.grpcutil import SERVER_OPTIONS, MalformedRequestGuard, abort, rpc_errors
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.common.tls import add_port, server_tls
+from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.bookies import ZkBookieRegistry
+from magnetar.metadata.cookies import ZkCookieStore
+from magnetar.metadata.ledgers import ZkLedgerMetadataStore
 from magnetar.metadata.session import ZkSession
+from magnetar.metadata.underreplication import ZkUnderReplicationStore
 from magnetar.proto.v1 import bookie_pb2 as pb
 from magnetar.proto.v1 import bookie_pb2_grpc as pb_grpc
 from magnetar.proto.v1 import common_pb2
@@ -143,6 +148,38 @@ class BookieServicer(pb_grpc.BookieServicer):
         return pb.BookieInfo(**self.bookie.info())
 
 
+class ZkLedgerMetadataView:
+    """The ledger metadata and the auditor's markers and locks, as the bookie's garbage
+    collector reads them (``bookie/garbagecollector.py``)."""
+
+    def __init__(self, session: ZkSession, bookie_id: str) -> None:
+        self._ledgers = ZkLedgerMetadataStore(session, LedgerMetadata.from_dict)
+        self._markers = ZkUnderReplicationStore(session)
+        self._owner = f"bookie-gc {bookie_id}"
+
+    async def id_bound(self) -> int:
+        return await self._ledgers.id_bound()
+
+    async def ledger_ids(self) -> set[int]:
+        return set(await self._ledgers.list())
+
+    async def placement(self, ledger_id: int) -> LedgerPlacement | None:
+        try:
+            metadata, _ = await self._ledgers.read(ledger_id)
+        except NoSuchLedger:
+            return None
+        return LedgerPlacement(closed=metadata.is_closed, bookies=frozenset(metadata.bookies()))
+
+    async def under_replicated(self, ledger_id: int) -> bool:
+        return await self._markers.get(ledger_id) is not None
+
+    async def try_lock(self, ledger_id: int) -> bool:
+        return await self._markers.try_lock(ledger_id, self._owner)
+
+    async def unlock(self, ledger_id: int) -> None:
+        await self._markers.unlock(ledger_id)
+
+
 class BookieServer:
     """One bookie process: storage core, gRPC server, health, registration."""
 
@@ -150,16 +187,25 @@ class BookieServer:
         self.config = config
         self.port = config.port or DEFAULT_PORT
         self.bookie_id = config.advertised_address or f"{config.host}:{self.port}"
-        self.bookie = Bookie(config, self.bookie_id)
         self.authenticator = config.authenticator()  # a bad key setting stops the start
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
         self.zk = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
+        self.bookie = Bookie(
+            config, self.bookie_id, cookies=ZkCookieStore(self.zk),
+            ledger_metadata=ZkLedgerMetadataView(self.zk, self.bookie_id),
+        )
         self.registry = ZkBookieRegistry(self.zk)
         self._registration_tasks = BackgroundTasks("bookie registration")
 
     async def start(self) -> None:
-        await self.bookie.start()
+        # ZooKeeper first: the bookie checks its cookie there before it opens its storage.
+        await self.zk.start()
+        try:
+            await self.bookie.start()
+        except BaseException:
+            await self.zk.close()
+            raise
         # With authentication on, only superuser roles (brokers, auditors, tools) get in.
         interceptors = server_interceptors(self.authenticator, "bookie", required_roles=self.config.superuser_roles)
         server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[MalformedRequestGuard(), *interceptors])
@@ -172,11 +218,12 @@ class BookieServer:
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         bound = add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config))
         if not bound:
+            await self.bookie.close()
+            await self.zk.close()
             raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
         await server.start()
         self.server = server
         try:
-            await self.zk.start()
             await self.registry.register(self.bookie_id, self._registration_info(), read_only=self.bookie.read_only)
         except BaseException:
             await server.stop(0)

@@ -13,6 +13,7 @@ from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
+from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.managedledger.config import ManagedLedgerConfig
 from magnetar.broker.managedledger.ledger import ManagedLedger
@@ -102,6 +103,8 @@ class BrokerService:
         ``config.authorization_enabled``, the decisions every door asks."""
 
     async def start(self) -> None:
+        # Delayed-delivery spill files of crashed brokers: a cache nobody reads again.
+        await asyncio.to_thread(collect_orphaned_spill_areas, self.config.delayed_spill_dir or None)
         await self.tenants.ensure_defaults((self.config.cluster_name,))
         await self.ownership.register_broker(
             self.broker_id, {"address": self.broker_id}, stale_wait_s=2 * self.config.zk_session_timeout_s + 5

@@ -47,6 +47,16 @@ class ZkLedgerMetadataStore(Generic[M]):
             pass
         return int(path.rsplit(_ID_PREFIX, 1)[1])
 
+    async def id_bound(self) -> int:
+        """Every ledger id issued so far is below this (0: none was ever issued here).
+
+        A sequential child's number is its parent's children version when it was created,
+        and that version only grows, so it bounds the ids handed out. A bookie's garbage
+        collector leaves ledgers at or above it alone: they were never created in this
+        metadata (a wrong root, or ``bookiesanity``'s ids from 2^62 up)."""
+        stat = await self._session.exists(self._paths.ledger_id_generator())
+        return 0 if stat is None else stat.children_version
+
     async def create(self, metadata: M) -> tuple[int, int]:
         """Store metadata under a fresh ledger id; returns (ledger id, version)."""
         ledger_id = await self.new_ledger_id()

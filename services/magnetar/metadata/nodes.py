@@ -30,6 +30,8 @@ class NodeStat:
     data_length: int
     ctime_ms: int
     mtime_ms: int
+    children_version: int = 0
+    """Changes of the children list (``cversion``): a sequential child's number is taken from it."""
 
     @classmethod
     def from_kazoo(cls, stat: Any) -> NodeStat:
@@ -41,6 +43,7 @@ class NodeStat:
             data_length=stat.dataLength,
             ctime_ms=stat.ctime,
             mtime_ms=stat.mtime,
+            children_version=stat.cversion,
         )
 
 

@@ -4,6 +4,7 @@
 
     <root>/bookies/available/<host:port>   ephemeral, JSON info of a writable bookie
     <root>/bookies/readonly/<host:port>    ephemeral, JSON info of a read-only bookie
+    <root>/cookies/<host:port>             persistent, JSON: the bookie's cookie (docs/bookie.md)
     <root>/ledgers/L<id, 19 digits>        ledger metadata (docs/ledger.md)
     <root>/idgen/ledgers                   ledger id generator
     <root>/ledger-writers/<writer id>      ephemeral, a live ledger client that writes ledgers
@@ -75,6 +76,14 @@ class ZkPaths:
     def bookie_readonly(self, bookie_id: str) -> str:
         """Registration of a read-only bookie."""
         return f"{self.bookies_readonly()}/{_check_name('bookie id', bookie_id)}"
+
+    def cookies(self) -> str:
+        """Parent of the bookies' cookies (BookKeeper's ``/ledgers/cookies``)."""
+        return f"{self.root}/cookies"
+
+    def cookie(self, bookie_id: str) -> str:
+        """The cookie of one bookie: which directories hold its data."""
+        return f"{self.cookies()}/{_check_name('bookie id', bookie_id)}"
 
     def ledgers(self) -> str:
         """Parent of ledger metadata znodes."""

@@ -12,15 +12,25 @@ Record format (little endian), a pure function pair below::
 
 ``length`` 0: the entry's data was not kept (too large); the dispatcher reads it again
 from the managed ledger when it is due.
+
+Where the files go (:class:`SpillArea`): each broker process makes one directory
+``<root>/magnetar-delayed-<random>/`` with a lock file it holds (``flock``) as long as it
+lives, and each index a directory inside it. The kernel releases the lock when the
+process dies, kill -9 included, so a broker that starts (:func:`collect_orphaned_spill_areas`)
+deletes the areas whose lock it can take: those of crashed processes, never a live
+broker's sharing the same root (several brokers on one machine share the temp directory).
 """
 
 from __future__ import annotations
 
+import fcntl
 import heapq
+import logging
 import os
 import shutil
 import struct
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +38,11 @@ from pathlib import Path
 from magnetar.broker.managedledger.position import Position
 
 _HEADER = struct.Struct("<qqqI")
+AREA_PREFIX = "magnetar-delayed-"
+LOCK_FILE = "owner.lock"
+_NEW_AREA_PREFIX = ".magnetar-delayed-new-"
+
+log = logging.getLogger(__name__)
 
 Record = tuple[int, Position, bytes | None]
 """(due_ms, position, data or None)."""
@@ -133,7 +148,7 @@ class DelayBuckets:
             return
         if bucket.path is None:
             if self._dir is None:
-                self._dir = Path(tempfile.mkdtemp(prefix="magnetar-delayed-", dir=self._root))
+                self._dir = SpillArea.of(self._root).new_index_dir()
             bucket.path = self._dir / f"{bucket.bucket_id}.bin"
         with open(bucket.path, "ab") as f:
             f.write(bucket.buffer)
@@ -161,6 +176,89 @@ class DelayBuckets:
         directory, self._dir = self._dir, None
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+class SpillArea:
+    """One process's spill directory under a root: created on the first spill, its lock
+    held until the process exits (or :meth:`close`)."""
+
+    _by_root: dict[Path, SpillArea] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.directory: Path | None = None
+        self._lock_fd = -1
+
+    @classmethod
+    def of(cls, root: str | None) -> SpillArea:
+        """This process's area under ``root`` (None: the system's temp directory)."""
+        path = Path(root or tempfile.gettempdir()).resolve()
+        with cls._guard:
+            area = cls._by_root.get(path)
+            if area is None:
+                area = cls._by_root[path] = cls(path)
+            return area
+
+    def new_index_dir(self) -> Path:
+        """A fresh directory for one index's bucket files."""
+        with self._guard:
+            if self.directory is None or not self.directory.is_dir():
+                self._create()
+            assert self.directory is not None
+            return Path(tempfile.mkdtemp(prefix="index-", dir=self.directory))
+
+    def _create(self) -> None:
+        # Locked before it gets its name, so a sweeping broker never sees it unlocked.
+        self.root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=_NEW_AREA_PREFIX, dir=self.root))
+        fd = os.open(staging / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        final = self.root / (AREA_PREFIX + staging.name[len(_NEW_AREA_PREFIX):])
+        staging.rename(final)
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+        self._lock_fd, self.directory = fd, final
+
+    def close(self) -> None:
+        """Delete the area and release its lock (tests; a process just exits)."""
+        with self._guard:
+            directory, self.directory = self.directory, None
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+
+def collect_orphaned_spill_areas(root: str | None) -> list[Path]:
+    """Delete the spill areas under ``root`` (None: the temp directory) whose owner
+    process is gone (their lock is free); returns them. Live areas, this process's and
+    other brokers', are left alone. Blocking: run it in a thread."""
+    base = Path(root or tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        candidates = sorted(p for p in base.iterdir() if p.name.startswith(AREA_PREFIX))
+    except FileNotFoundError:
+        return removed
+    for area in candidates:
+        try:
+            fd = os.open(area / LOCK_FILE, os.O_RDWR)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # not an area of this layout: left alone
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # its process lives
+        try:
+            shutil.rmtree(area, ignore_errors=True)
+            removed.append(area)
+        finally:
+            os.close(fd)
+    if removed:
+        log.info("deleted %d delayed-delivery spill directories of crashed brokers under %s", len(removed), base)
+    return removed
 
 
 def read_detached(parts: list[tuple[Path | None, bytes]]) -> list[Record]:

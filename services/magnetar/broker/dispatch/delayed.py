@@ -22,9 +22,8 @@ duplicates are refused and ``in`` answers without a set of every position.
 The spill files are a cache, not a log: nothing is fsync'd and nothing is read after a
 restart. A broker that restarts (or takes the topic over) rebuilds the index from the
 topic, as above; the files of a dispatcher are deleted when it clears (a cursor reset)
-or closes. Files left behind by a killed broker are in the system temp directory (or
-``delayed_spill_dir``) under ``magnetar-delayed-*`` and can be deleted at any time the
-broker is down.
+or closes. Files left behind by a killed broker are deleted by the next broker that
+starts on the same spill root (:func:`.delaybuckets.collect_orphaned_spill_areas`).
 
 Clamping: a delivery time more than 10 days (864,000 s) after the message was published
 is moved to publish time + 10 days; a time in the past means at once.
