@@ -18,7 +18,8 @@ A refusal changes nothing: after the matrix, the superuser checks that exactly t
 messages of allowed produce and replay cells are stored, that refused subscriptions,
 topics and grants do not exist, that refused replays left their DLQ's message, and that
 refused tenant deletions left their tenants. A refused WebSocket upgrade is an answer,
-not a server error: the gateway logs no ERROR for one.
+not a server error: the gateway logs no ERROR for one. The bookie (superusers of the
+services only) answers every add of a refused add stream with its refusal, stores nothing.
 
 The table is printed, and docs/security.md must hold it as printed (run with
 ``MAGNETAR_WRITE_MATRIX=1`` to write it there after a deliberate change).
@@ -46,6 +47,7 @@ from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError, MagnetarError
 from magnetar.common.letters import REAL_TOPIC
 from magnetar.common.message_id import MessageId
+from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.auth import SERVICE_ROLE, Keys
 from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
@@ -324,7 +326,7 @@ async def test_the_isolation_matrix(
     gateway_factory: ServiceFactory[GatewayProcess],
 ) -> None:
     superusers = [SERVICE_ROLE, "root"]
-    bookie_factory(**keys.settings())
+    bookie = bookie_factory(**keys.settings())
     broker = broker_factory(
         ensemble_size=1, write_quorum=1, ack_quorum=1,
         **keys.settings(superuser_roles=superusers, authorization_enabled=True,
@@ -402,6 +404,17 @@ async def test_the_isolation_matrix(
         tenants = set(await admin.tenants())
         for tenant, ok in matrix.doomed.items():
             assert (tenant not in tenants) is ok, tenant
+
+    # The bookies take superusers only (the broker's service role): every add written on a
+    # refused add stream is told the bookie's refusal, however it races with it.
+    for identity, error in (("superuser", AuthorizationError), ("anonymous", AuthenticationError)):
+        for _ in range(4):
+            async with BookieClient(bookie.address, timeout_s=5, token=token_of(identity, keys)) as writer:
+                got = await asyncio.gather(
+                    *(writer.add_entries([Entry(4242, i, -1, b"x" * 1000)]) for i in range(8)), return_exceptions=True)
+            assert all(isinstance(g, error) for g in got), (identity, got)
+    async with BookieClient(bookie.address, timeout_s=5, token=keys.service_token) as reader:
+        assert 4242 not in await reader.list_ledgers()  # nothing was stored
 
     for process in (broker, gateway):
         assert not any(t and t in process.log_tail(2000) for t in (token_of(i, keys) for i in IDENTITIES))
