@@ -4,7 +4,8 @@ authentication and authorization on.
 - producer-only, consumer-only, tenant admin and ungranted roles get what Pulsar's model
   gives them over gRPC, and a refusal changes nothing;
 - a consumer's retry letters in its own namespace need no produce grant; letters in
-  another namespace do;
+  another namespace need produce and consume there, and a subscribe refused for them
+  makes no subscription;
 - revoking a grant cuts an open consumer and an open producer off within 5 s.
 """
 
@@ -134,11 +135,22 @@ async def test_retry_letters_need_no_produce_grant_in_their_own_namespace(
         assert again.data() == b"again" and again.redelivery_count() >= 1
         await consumer.acknowledge(again)
         # Letters in another tenant's namespace would let a consumer write there.
+        escaping = ma.ConsumerDeadLetterPolicy(retry_letter_topic="persistent://other/ns/stolen")
         with pytest.raises(AuthorizationError, match="produce on persistent://other/ns/stolen"):
-            await reader.subscribe(
-                TOPIC, "escaping", enable_retry=True,
-                dead_letter_policy=ma.ConsumerDeadLetterPolicy(retry_letter_topic="persistent://other/ns/stolen"),
-            )
+            await reader.subscribe(TOPIC, "escaping", enable_retry=True, dead_letter_policy=escaping)
+        assert "escaping" not in await admin.subscriptions(TOPIC)  # refused before it was made
+        # Produce there is not enough: the moves would keep the copies in a subscription there.
+        await grant(admin, "other/ns", "reader", "produce")
+        with pytest.raises(AuthorizationError, match=r"consume on persistent://other/ns/stolen \(subscription escaping\)"):
+            await reader.subscribe(TOPIC, "escaping", enable_retry=True, dead_letter_policy=escaping)
+        assert "escaping" not in await admin.subscriptions(TOPIC)
+        # With both there (and its DLQ there too: the retry topic's own subscription is
+        # checked the same way from other/ns), the subscribe is taken.
+        await grant(admin, "other/ns", "reader", "produce", "consume")
+        both = ma.ConsumerDeadLetterPolicy(
+            retry_letter_topic="persistent://other/ns/stolen", dead_letter_topic="persistent://other/ns/stolen-DLQ")
+        await reader.subscribe(TOPIC, "escaping", enable_retry=True, dead_letter_policy=both)
+        assert "escaping" in await admin.subscriptions(TOPIC)
     finally:
         await writer.close()
         await reader.close()

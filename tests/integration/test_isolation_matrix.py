@@ -2,16 +2,24 @@
 authentication and authorization on, and a gateway with authentication on.
 
 2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 9 identities ×
-5 actions × 3 doors (gRPC through the SDK and the admin client, REST, WebSocket). Every
+7 actions × 3 doors (gRPC through the SDK and the admin client, REST, WebSocket). Every
 cell is tried for real and its outcome compared with Pulsar's model: ``ok``, ``401``
 (who you are is not proven) or ``403`` (not allowed). WebSocket has no admin API: its
 admin cells are ``–``. REST consume is a peek of a subscription's message (it needs
 consume), REST produce is Pulsar's REST producer. A WebSocket consumer starts at the latest
 message (Pulsar's), so its subscription is made first, at the earliest, by the superuser.
+"subscribe, DLQ in other tenant" subscribes with a dead letter topic in the other
+tenant's namespace (the SDK's ``dead_letter_policy``, the WebSocket's
+``deadLetterTopic=``): the moves would write there, so it needs produce there (REST has no
+subscribe). "replay DLQ" replays a DLQ of the tenant into its ``data`` topic through the
+gateway (Magnetar's REST route only): consume on the DLQ and produce on the target.
 
 A refusal changes nothing: after the matrix, the superuser checks that exactly the
-messages of allowed produce cells are stored, that refused subscriptions, topics and
-grants do not exist, and that refused tenant deletions left their tenants.
+messages of allowed produce and replay cells are stored, that refused subscriptions,
+topics and grants do not exist, that refused replays left their DLQ's message, and that
+refused tenant deletions left their tenants. A refused WebSocket upgrade is an answer,
+not a server error: the gateway logs no ERROR for one. The bookie (superusers of the
+services only) answers every add of a refused add stream with its refusal, stores nothing.
 
 The table is printed, and docs/security.md must hold it as printed (run with
 ``MAGNETAR_WRITE_MATRIX=1`` to write it there after a deliberate change).
@@ -37,7 +45,9 @@ import magnetar.asyncio as ma
 from magnetar.client.admin import AdminClient
 from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError, MagnetarError
+from magnetar.common.letters import REAL_TOPIC
 from magnetar.common.message_id import MessageId
+from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.auth import SERVICE_ROLE, Keys
 from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
@@ -52,11 +62,12 @@ IDENTITIES = (
     "superuser", "tenant admin", "producer-only", "consumer-only", "no grant",
     "anonymous", "expired token", "token signed with another key", "alg: none",
 )
-ACTIONS = ("produce", "consume", "create/delete topic", "grant", "delete tenant")
+LETTERS = "subscribe, DLQ in other tenant"
+ACTIONS = ("produce", "consume", LETTERS, "create/delete topic", "grant", "delete tenant", "replay DLQ")
 DOORS = ("gRPC", "REST", "WebSocket")
 UNPROVEN = {"anonymous", "expired token", "token signed with another key", "alg: none"}
 OWN_TENANT_ALLOWS = {
-    "tenant admin": {"produce", "consume", "create/delete topic", "grant"},
+    "tenant admin": {"produce", "consume", "create/delete topic", "grant", "replay DLQ"},
     "producer-only": {"produce"},
     "consumer-only": {"consume"},
     "no grant": set(),
@@ -66,7 +77,9 @@ OWN_TENANT_ALLOWS = {
 def expected(identity: str, action: str, tenant: str, door: str) -> str:
     """Pulsar's model: superusers do anything; a tenant's roles act on their tenant only,
     each as far as its grants go; deleting a tenant is the superusers'."""
-    if door == "WebSocket" and action not in ("produce", "consume"):
+    if door == "WebSocket" and action not in ("produce", "consume", LETTERS):
+        return "–"
+    if (door, action) in (("REST", LETTERS), ("gRPC", "replay DLQ")):
         return "–"
     if identity in UNPROVEN:
         return "401"
@@ -124,6 +137,7 @@ class Matrix:
         self.topics: list[str] = []
         self.grants: dict[tuple[str, str], bool] = {}  # (namespace, role) -> allowed
         self.doomed: dict[str, bool] = {}  # tenant to delete -> allowed
+        self.replays: dict[tuple[str, str], bool] = {}  # (DLQ, its subscription) -> allowed
         self.counter = itertools.count()
 
     # -- the doors -------------------------------------------------------------------
@@ -131,11 +145,17 @@ class Matrix:
         auth = ma.AuthenticationToken(token) if token is not None else None
         ns = f"{tenant}/ns"
         try:
-            if action in ("produce", "consume"):
+            if action in ("produce", "consume", LETTERS):
                 async with ma.Client(self.broker.address, authentication=auth, operation_timeout_seconds=15) as client:
                     if action == "produce":
                         producer = await client.create_producer(f"persistent://{ns}/data")
                         await producer.send(self.payload(tenant, n))
+                    elif action == LETTERS:
+                        await client.subscribe(
+                            f"persistent://{ns}/data", self.subscription(tenant, n),
+                            dead_letter_policy=ma.ConsumerDeadLetterPolicy(
+                                max_redeliver_count=3, dead_letter_topic=self.elsewhere(tenant)),
+                        )
                     else:
                         consumer = await client.subscribe(
                             f"persistent://{ns}/data", self.subscription(tenant, n),
@@ -181,6 +201,9 @@ class Matrix:
             if action == "grant":
                 role = self.grantee(tenant, n)
                 return http_outcome(await http.post(f"/admin/v2/namespaces/{ns}/permissions/{role}", json=["consume"]))
+            if action == "replay DLQ":
+                local = self.dlq(tenant, n).rsplit("/", 1)[1]
+                return http_outcome(await http.post(f"/admin/v2/dlq/{ns}/{local}/replay"))
             return http_outcome(await http.delete(f"/admin/v2/tenants/{self.doomed_tenant(tenant, n)}"))
 
     async def websocket(self, token: str | None, action: str, tenant: str, n: int) -> str:
@@ -190,12 +213,16 @@ class Matrix:
             url = base.format("producer")
         else:
             url = base.format("consumer") + "/" + self.subscription(tenant, n)
+        if action == LETTERS:
+            url += f"?maxRedeliverCount=3&deadLetterTopic={self.elsewhere(tenant)}"
         try:
             async with connect(url, additional_headers=headers, open_timeout=30) as ws:
                 if action == "produce":
                     await ws.send(json.dumps({"payload": base64.b64encode(self.payload(tenant, n)).decode()}))
                     answer = json.loads(await ws.recv())
                     assert answer.get("result") == "ok", answer
+                elif action == LETTERS:
+                    pass  # subscribed: the upgrade is accepted only once the broker took the subscribe
                 else:
                     message = json.loads(await ws.recv())
                     assert "messageId" in message, message
@@ -211,6 +238,17 @@ class Matrix:
     def subscription(self, tenant: str, n: int) -> str:
         return f"cell-{n}"
 
+    def elsewhere(self, tenant: str) -> str:
+        """A dead letter topic in the other tenant's namespace."""
+        other = TENANTS[1 - TENANTS.index(tenant)]
+        return f"persistent://{other}/ns/dlq-target"
+
+    def dlq(self, tenant: str, n: int) -> str:
+        return f"persistent://{tenant}/ns/cell-{n}-DLQ"
+
+    def replayed(self, tenant: str, n: int) -> bytes:
+        return f"{tenant}-replayed-{n}".encode()
+
     def topic(self, tenant: str, n: int) -> str:
         return f"persistent://{tenant}/ns/made-{n}"
 
@@ -220,7 +258,7 @@ class Matrix:
     def doomed_tenant(self, tenant: str, n: int) -> str:
         return f"{tenant}-doomed-{n}"
 
-    async def run(self, admin: AdminClient) -> None:
+    async def run(self, admin: AdminClient, client: ma.Client) -> None:
         doors: dict[str, Callable[[str | None, str, str, int], Awaitable[str]]] = {
             "gRPC": self.grpc, "REST": self.rest, "WebSocket": self.websocket,
         }
@@ -235,6 +273,15 @@ class Matrix:
                 # subscription is made first, at the earliest, by the superuser.
                 await admin.create_subscription(
                     f"persistent://{tenant}/ns/data", self.subscription(tenant, n), MessageId.earliest)
+            if action == "replay DLQ":
+                # A DLQ as the broker's moves leave it: its initial subscription keeps one
+                # message whose REAL_TOPIC is the tenant's data topic.
+                dlq = self.dlq(tenant, n)
+                await admin.create_topic(dlq)
+                await admin.create_subscription(dlq, f"cell-{n}-DLQ-sub", MessageId.earliest)
+                producer = await client.create_producer(dlq)
+                await producer.send(self.replayed(tenant, n), properties={REAL_TOPIC: f"persistent://{tenant}/ns/data"})
+                await producer.close()
             if action == "delete tenant":
                 await admin.create_tenant(
                     self.doomed_tenant(tenant, n),
@@ -249,8 +296,11 @@ class Matrix:
             allowed = got == "ok"
             if action == "produce":
                 self.produced[self.payload(tenant, n).decode()] = allowed
-            elif action == "consume" and door == "gRPC":
+            elif (action == "consume" and door == "gRPC") or action == LETTERS:
                 self.subscriptions[f"persistent://{tenant}/ns/data", self.subscription(tenant, n)] = allowed
+            elif action == "replay DLQ":
+                self.produced[self.replayed(tenant, n).decode()] = allowed
+                self.replays[self.dlq(tenant, n), f"cell-{n}-DLQ-sub"] = allowed
             elif action == "create/delete topic":
                 self.topics.append(self.topic(tenant, n))
             elif action == "grant":
@@ -276,7 +326,7 @@ async def test_the_isolation_matrix(
     gateway_factory: ServiceFactory[GatewayProcess],
 ) -> None:
     superusers = [SERVICE_ROLE, "root"]
-    bookie_factory(**keys.settings())
+    bookie = bookie_factory(**keys.settings())
     broker = broker_factory(
         ensemble_size=1, write_quorum=1, ack_quorum=1,
         **keys.settings(superuser_roles=superusers, authorization_enabled=True,
@@ -301,7 +351,20 @@ async def test_the_isolation_matrix(
                 await producer.send(b"seed")
 
         matrix = Matrix(broker, gateway, keys)
-        await matrix.run(admin)
+        async with ma.Client(broker.address, authentication=ma.AuthenticationToken(keys.service_token)) as client:
+            await matrix.run(admin, client)
+            # A replay that may move some messages and not others: 200, each failure with
+            # the broker's reason, the refused message left in the DLQ.
+            dlq = "persistent://alpha/ns/partial-DLQ"
+            await admin.create_topic(dlq)
+            await admin.create_subscription(dlq, "partial-DLQ-sub", MessageId.earliest)
+            producer = await client.create_producer(dlq, batching_enabled=False)
+            for tenant in TENANTS:
+                await producer.send(f"partial-{tenant}".encode(), properties={REAL_TOPIC: f"persistent://{tenant}/ns/data"})
+        headers = {"Authorization": f"Bearer {token_of('tenant admin', keys)}"}
+        async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as http:
+            answer = await http.post("/admin/v2/dlq/alpha/ns/partial-DLQ/replay")
+        matrix.produced.update({"partial-alpha": True, "partial-beta": False})
         table = matrix.table()
         print("\n" + table)
 
@@ -311,6 +374,13 @@ async def test_the_isolation_matrix(
         assert not wrong, "cells not as specified:\n" + "\n".join(
             f"{c}: got {g}, expected {expected(c[0], c[2], c[1], c[3])}" for c, g in wrong.items()
         )
+
+        assert answer.status_code == 200, answer.text
+        report = answer.json()
+        assert (report["moved"], report["failed"], len(report.get("failures", ()))) == (1, 1, 1), report
+        assert report["failures"][0]["target"] == "persistent://beta/ns/data"
+        assert re.search(r"not authorized to \w+ on persistent://beta/ns/data", report["failures"][0]["reason"]), report
+        assert [m.message.payload for m in await admin.peek_messages(dlq, "partial-DLQ-sub", 1, 10)] == [b"partial-beta"]
 
         # Refusals changed nothing; what was allowed happened.
         stored: set[str] = set()
@@ -322,6 +392,10 @@ async def test_the_isolation_matrix(
         assert {p for p, ok in matrix.produced.items() if ok} == stored - {"seed"}
         for (topic, sub), ok in matrix.subscriptions.items():
             assert (sub in await admin.subscriptions(topic)) is ok, (topic, sub)
+        for (dlq, sub), ok in matrix.replays.items():
+            # A replay acknowledges a message only once it is stored in its target.
+            assert await admin.subscriptions(dlq) == [sub], dlq
+            assert len(await admin.peek_messages(dlq, sub, 1, 10)) == (0 if ok else 1), dlq
         for tenant in TENANTS:
             assert not set(matrix.topics) & set(await admin.topics(f"{tenant}/ns"))
         for (ns, role), ok in matrix.grants.items():
@@ -331,8 +405,21 @@ async def test_the_isolation_matrix(
         for tenant, ok in matrix.doomed.items():
             assert (tenant not in tenants) is ok, tenant
 
+    # The bookies take superusers only (the broker's service role): every add written on a
+    # refused add stream is told the bookie's refusal, however it races with it.
+    for identity, error in (("superuser", AuthorizationError), ("anonymous", AuthenticationError)):
+        for _ in range(4):
+            async with BookieClient(bookie.address, timeout_s=5, token=token_of(identity, keys)) as writer:
+                got = await asyncio.gather(
+                    *(writer.add_entries([Entry(4242, i, -1, b"x" * 1000)]) for i in range(8)), return_exceptions=True)
+            assert all(isinstance(g, error) for g in got), (identity, got)
+    async with BookieClient(bookie.address, timeout_s=5, token=keys.service_token) as reader:
+        assert 4242 not in await reader.list_ledgers()  # nothing was stored
+
     for process in (broker, gateway):
         assert not any(t and t in process.log_tail(2000) for t in (token_of(i, keys) for i in IDENTITIES))
+    # Every refused WebSocket upgrade was answered with its status, and none is a server error.
+    assert "ASGI callable returned without completing handshake" not in gateway.log_tail(4000)
 
     if os.environ.get("MAGNETAR_WRITE_MATRIX"):
         text = DOCS.read_text()

@@ -22,6 +22,8 @@ from magnetar.common.errors import (
 )
 from magnetar.common.grpcauth import CALLER_ROLE, TokenAuthInterceptor, bearer_token
 from magnetar.common.grpcutil import abort
+from magnetar.ledger.bookie_client import BookieClient, Entry
+from magnetar.proto.v1 import bookie_pb2_grpc as bookie_grpc
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
@@ -118,6 +120,48 @@ async def test_a_required_role_list_refuses_other_roles(broker) -> None:
             await _produce(recorder.address, ma.AuthenticationToken(tokens.create_token("alice", KEY)))
         with pytest.raises(TopicNotFound):
             await _produce(recorder.address, ma.AuthenticationToken(tokens.create_token("admin", KEY)))
+    finally:
+        await server.stop(None)
+
+
+class RecordingBookie(bookie_grpc.BookieServicer):
+    """Counts the add streams that got past the interceptor."""
+
+    def __init__(self) -> None:
+        self.add_streams = 0
+
+    async def AddEntries(self, request_iterator, context):
+        self.add_streams += 1
+        async for _ in request_iterator:
+            pass
+        return
+        yield
+
+
+async def test_a_refused_add_stream_reaches_every_add_as_the_bookies_status() -> None:
+    """Adds written on a stream the bookie is refusing end with grpc's own bare INTERNAL
+    "Internal error from Core" (the refusal's status is lost under the client's writes):
+    the client must still report the refusal it got, to every add."""
+    auth = tokens.TokenAuthenticator("HS256", KEY)
+    server = grpc.aio.server(interceptors=[TokenAuthInterceptor(auth, "bookie", required_roles={"admin"})])
+    bookie = RecordingBookie()
+    bookie_grpc.add_BookieServicer_to_server(bookie, server)
+    address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    await server.start()
+    outcomes: dict[str, int] = {}
+    try:
+        for token, error in ((None, AuthenticationError), (tokens.create_token("alice", KEY), AuthorizationError)):
+            for _ in range(8):  # a stream each; its adds race with the refusal
+                async with BookieClient(address, timeout_s=5, token=token) as client:
+                    got = await asyncio.gather(
+                        *(client.add_entries([Entry(7, i, -1, b"x" * 1000)]) for i in range(8)),
+                        return_exceptions=True,
+                    )
+                for g in got:
+                    key = f"{type(g).__name__}: {g}" if isinstance(g, BaseException) else repr(g)
+                    outcomes[key] = outcomes.get(key, 0) + 1
+                    assert isinstance(g, error), outcomes
+        assert bookie.add_streams == 0  # nothing got past the interceptor
     finally:
         await server.stop(None)
 

@@ -10,7 +10,10 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
+import uvicorn
+from fastapi import FastAPI, WebSocket
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from magnetar.common import tokens
 from magnetar.gateway.auth import (
@@ -20,6 +23,7 @@ from magnetar.gateway.auth import (
     caller_token,
     presented_token,
 )
+from magnetar.gateway.websocket.protocol import GatewayWebSocketProtocol
 
 KEY = tokens.generate_secret_key()
 
@@ -94,3 +98,40 @@ def test_uvicorn_lines_have_tokens_masked():
                                ("127.0.0.1:5", "/ws/v2/reader/persistent/a/b/c?x=1&token=SECRET", 401), None)
     RedactTokens().filter(record)
     assert record.getMessage() == '127.0.0.1:5 - "WebSocket /ws/v2/reader/persistent/a/b/c?x=1&token=***" 401'
+
+
+async def test_a_refused_websocket_upgrade_is_answered_401_and_logged_as_no_error(caplog) -> None:
+    """Served by uvicorn with the gateway's WebSocket protocol: the client sees 401 with
+    Pulsar's reason, and uvicorn logs the refusal (INFO) but no ERROR."""
+    api = app()
+
+    @api.websocket("/ws")
+    async def echo(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.send_text(caller_role.get() or "")
+        await websocket.close()
+
+    server = uvicorn.Server(uvicorn.Config(
+        api, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="off", ws=GatewayWebSocketProtocol,
+    ))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not serving.done()
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    caplog.set_level(logging.INFO, logger="uvicorn.error")
+    try:
+        for query in ("", "?token=not-a-jwt"):
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(f"ws://127.0.0.1:{port}/ws{query}", open_timeout=5):
+                    pass
+            assert refused.value.response.status_code == 401
+            assert b'"reason"' in refused.value.response.body
+        async with connect(f"ws://127.0.0.1:{port}/ws?token={tokens.create_token('app-1', KEY)}") as ws:
+            assert await ws.recv() == "app-1"
+    finally:
+        server.should_exit = True
+        await serving
+    uvicorn_lines = [r for r in caplog.records if r.name == "uvicorn.error"]
+    assert any("401" in r.getMessage() for r in uvicorn_lines)  # the refusals were served by uvicorn
+    assert [r.getMessage() for r in uvicorn_lines if r.levelno >= logging.ERROR] == []

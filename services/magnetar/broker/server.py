@@ -18,6 +18,7 @@ from magnetar.broker.authorization_rpcs import AuthorizationInterceptor
 from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.deadletter.remote import RemoteMovePublisher
 from magnetar.broker.managedledger.position import Position
@@ -199,6 +200,31 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 await asyncio.gather(watcher, return_exceptions=True)
             topic.remove_producer(name)
 
+    async def _dead_letter_policy(self, s: pb.Subscribe, name: TopicName) -> DeadLetterPolicy | None:
+        """The retry/dead-letter policy a subscribe asks for, resolved and authorized.
+
+        Its letter topics in the topic's own namespace come with consume. Elsewhere the
+        moves would write there and make a subscription there (on the retry letter topic
+        the consumer's own, on the dead letter topic the policy's initial subscription),
+        so the role needs produce there and consume of that subscription: else a consumer
+        could write into, and keep a backlog in, any namespace through its letters.
+
+        Raises:
+            InvalidArgument: a bad policy. AuthorizationError: a letter topic the role may
+            not use. NamespaceNotFound.
+        """
+        if not (s.enable_retry or s.HasField("dead_letter_policy")):
+            return None
+        defaults = await self.service.dead_letter_defaults(str(name.namespace))
+        asked = s.dead_letter_policy if s.HasField("dead_letter_policy") else None
+        policy = resolve_dead_letter(str(name), s.subscription, asked, defaults)
+        letters = ((policy.retry_letter_topic, s.subscription), (policy.dead_letter_topic, policy.initial_subscription_name))
+        for letter, kept_by in letters:
+            if TopicName.parse(letter).namespace != name.namespace:
+                await self._authorize(Request(Action.PRODUCE, letter))
+                await self._authorize(Request(Action.CONSUME, letter, kept_by))
+        return policy
+
     async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
         it = request_iterator.__aiter__()
         out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None] = asyncio.Queue()
@@ -211,24 +237,19 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             check_subscription_name(s.subscription)
             if s.type not in pb.SubscriptionType.values():
                 raise InvalidArgument(f"unknown subscription type {s.type}")
-            access = Request(Action.CONSUME, str(TopicName.parse(s.topic)), s.subscription)
+            name = TopicName.parse(s.topic)
+            access = Request(Action.CONSUME, str(name), s.subscription)
             role = await self._authorize(access)
+            # Every check runs before the topic is opened and the subscription made: a
+            # refused subscribe leaves nothing behind (no cursor keeping a backlog).
+            policy = await self._dead_letter_policy(s, name)
             topic = await self.service.get_topic(s.topic)
             start = topic.position_of(s.start_message_id) if s.HasField("start_message_id") else None
             subscription = await topic.subscribe(
                 s.subscription, s.type, s.initial_position,
                 start=start, inclusive=s.start_message_id_inclusive, durable=not s.non_durable,
             )
-            policy = None
-            if s.enable_retry or s.HasField("dead_letter_policy"):
-                defaults = await self.service.dead_letter_defaults(str(TopicName.parse(topic.name).namespace))
-                asked = s.dead_letter_policy if s.HasField("dead_letter_policy") else None
-                policy = resolve_dead_letter(topic.name, s.subscription, asked, defaults)
-                for letters in {policy.retry_letter_topic, policy.dead_letter_topic}:
-                    # Its own letters in its namespace come with consume; elsewhere they
-                    # need produce there, or a consumer could write into any namespace.
-                    if TopicName.parse(letters).namespace != TopicName.parse(topic.name).namespace:
-                        await self._authorize(Request(Action.PRODUCE, letters))
+
             def sink(deliveries: list[pb.Delivery]) -> None:
                 if service.serving():  # else the topic is being unloaded: nothing goes out
                     out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries)))

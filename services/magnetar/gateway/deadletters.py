@@ -20,7 +20,7 @@ kept (the DLQ message's id when it had none).
 
 A send that fails is not acknowledged, and the replay stops taking new messages (so
 nothing after it is published under the same producer: a later run must not take the
-failed one for a duplicate). Its id is reported; replay it by id.
+failed one for a duplicate). Its id and the reason are reported; replay it by id.
 """
 
 from __future__ import annotations
@@ -100,6 +100,14 @@ async def summarize(admin: AdminClient, topic: str, partitions: Sequence[str], s
     return DlqSummary(topic, subscription, seen, True, oldest, by_real)
 
 
+@dataclass(frozen=True)
+class ReplayFailure:
+    message_id: str
+    target: str
+    error: MagnetarError
+    """Why it was not moved (the broker's refusal: the caller may not produce there)."""
+
+
 @dataclass
 class ReplayReport:
     moved: int = 0
@@ -108,6 +116,7 @@ class ReplayReport:
     """Left in the DLQ: no REAL_TOPIC and no target."""
     failed: int = 0
     failed_ids: list[str] = field(default_factory=list)
+    failures: list[ReplayFailure] = field(default_factory=list)
     by_target: Counter[str] = field(default_factory=Counter)
 
 
@@ -213,6 +222,7 @@ class Replay:
         log.warning("replay of %s from %s to %s failed: %s", message.message_id(), self.dlq, target, exc.message)
         self.report.failed += 1
         self.report.failed_ids.append(str(message.message_id()))
+        self.report.failures.append(ReplayFailure(str(message.message_id()), target, exc))
         self._stopped = True
 
 

@@ -57,15 +57,17 @@ class BookieClient:
         self._ids = itertools.count(1)
         self._call: grpc.aio.StreamStreamCall | None = None
         self._pending: dict[int, asyncio.Future[list[AddFailure]]] = {}
-        self._reader: asyncio.Task[None] | None = None
+        self._readers: set[asyncio.Task[None]] = set()
+        """Response readers: the current stream's, and a broken one's still asking why."""
         self._write_lock = asyncio.Lock()
 
     async def close(self) -> None:
         if self._call is not None:
             self._call.cancel()
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+        readers = list(self._readers)
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
         self._fail_pending(NotConnected(f"client for bookie {self.address} closed"))
         await self._channel.close()
 
@@ -136,7 +138,9 @@ class BookieClient:
     def _ensure_stream(self) -> grpc.aio.StreamStreamCall:
         if self._call is None or self._call.done():
             self._call = self._stub.AddEntries()
-            self._reader = asyncio.create_task(self._read_responses(self._call))
+            reader = asyncio.create_task(self._read_responses(self._call))
+            self._readers.add(reader)
+            reader.add_done_callback(self._readers.discard)
         return self._call
 
     async def _read_responses(self, call: grpc.aio.StreamStreamCall) -> None:
@@ -152,7 +156,18 @@ class BookieClient:
                         [(r.ledger_id, r.entry_id, from_code(r.error.code, r.error.message)) for r in resp.failed]
                     )
         except grpc.RpcError as exc:
-            self._fail_pending(from_rpc_error(exc, self._target))
+            # The adds sent on this stream, taken now: a new stream may open (and take
+            # adds of its own) while the refusal is being asked for.
+            pending, self._pending = self._pending, {}
+            # Adds written before the bookie's refusal arrived end with the same bare
+            # INTERNAL as a refused write (see _refusal): ask, so they fail with it.
+            error: MagnetarError = NotConnected(f"client for bookie {self.address} closed")
+            try:
+                error = await self._refusal(exc) or from_rpc_error(exc, self._target)
+            finally:  # closed while asking: its adds fail all the same
+                for fut in pending.values():
+                    if not fut.done():
+                        fut.set_exception(error)
         except asyncio.CancelledError:
             raise
         finally:

@@ -36,12 +36,21 @@ class ReplayRequest(PulsarModel):
     """Publish every message to this topic instead of its REAL_TOPIC."""
 
 
+class ReplayFailure(PulsarModel):
+    messageId: str
+    target: str
+    reason: str
+    """Why it was not moved, as the broker said (a role that may not produce there)."""
+
+
 class ReplayResult(PulsarModel):
     subscription: str
     moved: int
     skipped: int
     failed: int
     failedMessageIds: list[str]
+    failures: list[ReplayFailure]
+    """The failed messages with their reasons."""
     movedByTarget: dict[str, int]
 
 
@@ -158,13 +167,20 @@ async def dlq_subscription(ctx: Context, dlq: str, requested: str | None) -> str
              operation_id="Magnetar_replayDeadLetters", responses=responses(400, 404, 412))
 async def replay(topic: Topic, ctx: Context, body: ReplayRequest | None = None,
                  subscription: Subscription = None) -> ReplayResult:
+    """A replay that moved nothing because a message could not be moved answers that
+    message's error (403 with the broker's reason when the caller may not produce to its
+    target); one that moved some answers 200 with each failed message's reason."""
     body = body or ReplayRequest()
     sub = await dlq_subscription(ctx, topic, subscription)
     async with ctx.caller_client() as client:  # the caller's token: it needs consume here, produce on the targets
         report = await deadletters.replay(client, topic, sub, count=body.count, ids=body.messageIds, target=body.target)
+    if report.moved == 0 and report.failures:
+        raise report.failures[0].error
     return ReplayResult(
         subscription=sub, moved=report.moved, skipped=report.skipped, failed=report.failed,
-        failedMessageIds=report.failed_ids, movedByTarget=dict(report.by_target),
+        failedMessageIds=report.failed_ids,
+        failures=[ReplayFailure(messageId=f.message_id, target=f.target, reason=f.error.message) for f in report.failures],
+        movedByTarget=dict(report.by_target),
     )
 
 
