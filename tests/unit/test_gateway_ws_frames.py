@@ -64,22 +64,22 @@ def _pulsar_message_id_class():
 PulsarId = _pulsar_message_id_class()
 
 IDS = [
-    MessageId(0, 3),
-    MessageId(3, 0),
-    MessageId(12, 345, 2, 7),
-    MessageId(2**40, 2**33, 0, 0),
-    MessageId(7, 1, -1, 99),
+    MessageId(ledger_id=0, entry_id=3),
+    MessageId(ledger_id=3, entry_id=0),
+    MessageId(ledger_id=12, entry_id=345, partition=2, batch_index=7),
+    MessageId(ledger_id=2**40, entry_id=2**33, partition=0, batch_index=0),
+    MessageId(ledger_id=7, entry_id=1, partition=-1, batch_index=99),
     MessageId.earliest,
     MessageId.latest,
-    MessageId(INT64_MAX - 1, INT64_MAX, 2**31 - 1, 2**31 - 1),
+    MessageId(ledger_id=INT64_MAX - 1, entry_id=INT64_MAX, partition=2**31 - 1, batch_index=2**31 - 1),
 ]
 
 
 # -- message ids ---------------------------------------------------------------------
 def test_the_docs_examples_decode():
-    assert ids.decode("CAAQAw==") == MessageId(0, 3)
-    assert ids.decode("CAMQADAA") == MessageId(3, 0)  # batch_size 0 (field 6) is skipped
-    assert ids.encode(MessageId(0, 3)) == "CAAQAw=="
+    assert ids.decode("CAAQAw==") == MessageId(ledger_id=0, entry_id=3)
+    assert ids.decode("CAMQADAA") == MessageId(ledger_id=3, entry_id=0)  # batch_size 0 (field 6) is skipped
+    assert ids.encode(MessageId(ledger_id=0, entry_id=3)) == "CAAQAw=="
 
 
 @pytest.mark.parametrize("mid", IDS, ids=str)
@@ -98,10 +98,10 @@ def test_ids_of_newer_clients_with_extra_fields_decode():
     full.first_chunk_message_id.ledgerId = 8
     full.first_chunk_message_id.entryId = 2
     text = base64.b64encode(full.SerializeToString()).decode()
-    assert ids.decode(text) == MessageId(9, 4, 1, 3)
+    assert ids.decode(text) == MessageId(ledger_id=9, entry_id=4, partition=1, batch_index=3)
     # A partition written as a negative int32 (ten bytes) reads as -1.
     neg = PulsarId(ledgerId=1, entryId=2, partition=-1)
-    assert ids.from_bytes(neg.SerializeToString()) == MessageId(1, 2)
+    assert ids.from_bytes(neg.SerializeToString()) == MessageId(ledger_id=1, entry_id=2)
 
 
 @pytest.mark.parametrize(
@@ -206,13 +206,13 @@ def _message(key: str | None = None, event_ms: int = 0, props: dict[str, str] | 
     single.properties.update(props or {})
     if key is not None:
         single.partition_key, single.has_partition_key = key, True
-    return Message("persistent://t/ns/x", MessageId(5, 6, -1, 2), single, 1714557600250, 3)
+    return Message("persistent://t/ns/x", MessageId(ledger_id=5, entry_id=6, partition=-1, batch_index=2), single, 1714557600250, 3)
 
 
 def test_message_frame():
     frame = json.loads(message_frame(_message()))
     assert frame == {
-        "messageId": ids.encode(MessageId(5, 6, -1, 2)),
+        "messageId": ids.encode(MessageId(ledger_id=5, entry_id=6, partition=-1, batch_index=2)),
         "payload": base64.b64encode(b"\x00\xffdata").decode(),
         "properties": {},
         "publishTime": "2024-05-01T10:00:00.250Z",
@@ -292,7 +292,7 @@ def test_consumer_and_reader_params():
     r = reader_params({}, 1000)
     assert (r.start, r.receiver_queue_size) == (MessageId.latest, 1000)
     assert reader_params({"messageId": "earliest", "readerName": "r"}, 1000).start == MessageId.earliest
-    assert reader_params({"messageId": "CAMQADAA"}, 1000).start == MessageId(3, 0)
+    assert reader_params({"messageId": "CAMQADAA"}, 1000).start == MessageId(ledger_id=3, entry_id=0)
 
 
 @pytest.mark.parametrize(
