@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from magnetar.client.message import Message
-from magnetar.client.options import ConsumerType, HashingScheme, PartitionsRoutingMode
+from magnetar.client.options import ConsumerType, PartitionsRoutingMode
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import INT64_MAX, MessageId
 from magnetar.gateway.websocket import ids
@@ -264,12 +264,11 @@ def test_producer_params_defaults_and_values():
     p = producer_params({
         "producerName": "p1", "sendTimeoutMillis": "5000", "batchingEnabled": "TRUE", "batchingMaxMessages": "50",
         "maxPendingMessages": "10", "batchingMaxPublishDelay": "2", "messageRoutingMode": "RoundRobinPartition",
-        "hashingScheme": "Murmur3_32Hash", "initialSequenceId": "41", "compressionType": "LZ4", "token": "x",
+        "hashingScheme": "Murmur3_32Hash", "initialSequenceId": "41", "compressionType": "NONE", "token": "x",
     })
     assert (p.producer_name, p.send_timeout_millis, p.batching_enabled, p.batching_max_messages) == ("p1", 5000, True, 50)
     assert (p.max_pending_messages, p.batching_max_publish_delay_ms, p.initial_sequence_id) == (10, 2, 41)
     assert p.routing_mode is PartitionsRoutingMode.RoundRobinDistribution
-    assert p.hashing_scheme is HashingScheme.Murmur3_32Hash
     assert producer_params({"messageRoutingMode": "CustomPartition"}).routing_mode is PartitionsRoutingMode.UseSinglePartition
 
 
@@ -301,6 +300,15 @@ def test_consumer_and_reader_params():
         (producer_params, {"messageRoutingMode": "Random"}, "Invalid messageRoutingMode Random"),
         (producer_params, {"hashingScheme": "Boost"}, "Invalid hashingScheme Boost"),
         (producer_params, {"compressionType": "BROTLI"}, "Invalid compressionType BROTLI"),
+        # Accepted by Pulsar, not done here: refused rather than ignored.
+        (producer_params, {"compressionType": "LZ4"}, "Invalid compressionType LZ4: compression is not supported"),
+        (producer_params, {"compressionType": "ZSTD"}, "Invalid compressionType ZSTD: compression is not supported"),
+        (producer_params, {"encryptionKeys": "k1,k2"}, "Invalid encryptionKeys k1,k2: end-to-end encryption"),
+        (producer_params, {"hashingScheme": "JavaStringHash"}, "Invalid hashingScheme JavaStringHash: not supported"),
+        (lambda q: consumer_params(q, 1000), {"cryptoFailureAction": "CONSUME"}, "Invalid cryptoFailureAction CONSUME"),
+        (lambda q: reader_params(q, 1000), {"cryptoFailureAction": "DISCARD"}, "Invalid cryptoFailureAction DISCARD"),
+        (lambda q: consumer_params(q, 1000), {"subscriptionType": "Shared", "priorityLevel": "1"},
+         "Invalid priorityLevel 1: not supported on a Shared subscription"),
         (producer_params, {"sendTimeoutMillis": "abc"}, "Invalid sendTimeoutMillis abc"),
         (producer_params, {"maxPendingMessages": "0"}, "Invalid maxPendingMessages 0"),
         (producer_params, {"batchingEnabled": "yes"}, "Invalid batchingEnabled yes"),
