@@ -89,3 +89,22 @@ async def test_health_readiness_metrics_and_openapi(http: httpx.AsyncClient):
     assert op["operationId"] == "TenantsBase_createTenant" and op["summary"]
     assert {"409", "412", "503"} <= set(op["responses"])
     assert (await http.get("/docs")).status_code == 200
+
+
+async def test_broker_health_check_produces_and_reads_back_a_message(http: httpx.AsyncClient):
+    # Pulsar's GET /admin/v2/brokers/health: "ok" once a message went through the brokers.
+    topic = "/admin/v2/persistent/pulsar/standalone/healthcheck"
+    ids = []
+    for params in ({}, {"topicVersion": "V2"}, {"topicVersion": "V1"}):
+        r = await http.get("/admin/v2/brokers/health", params=params)
+        assert (r.status_code, r.text) == (200, "ok"), r.text
+        last = (await http.get(f"{topic}/lastMessageId")).json()
+        ids.append((last["ledgerId"], last["entryId"]))
+    assert ids == sorted(set(ids))  # each check stored a message of its own
+    assert (await http.get("/admin/v2/namespaces/pulsar")).json() == ["pulsar/standalone"]
+    assert (await http.get(f"{topic}/stats")).json()["subscriptions"] == {}  # the reader left nothing behind
+    for params, reason in (({"topicVersion": "V3"}, "Invalid request: query.topicVersion"),
+                           ({"brokerId": "127.0.0.1:1"}, "brokerId is not supported")):
+        r = await http.get("/admin/v2/brokers/health", params=params)
+        assert r.status_code == 400 and r.json()["reason"].startswith(reason), r.text
+    assert (await http.get(f"{topic}/lastMessageId")).json()["entryId"] == ids[-1][1]  # refused: nothing written
