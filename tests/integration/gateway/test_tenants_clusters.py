@@ -39,7 +39,9 @@ async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient, gatew
     async with AdminClient(gateway_cluster.service_url) as admin:
         await admin.create_namespace(f"{name}/ns")
         r = await http.delete(f"/admin/v2/tenants/{name}")
-        assert r.status_code == 409 and "still has namespaces" in r.json()["reason"]
+        assert r.status_code == 409 and r.json()["reason"] == (
+            f"The tenant still has active namespaces: tenant {name} has 1 namespace ({name}/ns); delete them first"
+        )
         await admin.delete_namespace(f"{name}/ns")
     assert (await http.delete(f"/admin/v2/tenants/{name}")).status_code == 204
     r = await http.get(f"/admin/v2/tenants/{name}")
