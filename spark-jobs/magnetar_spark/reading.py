@@ -122,7 +122,7 @@ class _SliceReader:
         self.held.clear()
         self.read = 0
         self.reader = await self.client.create_reader(
-            self.s.partition_topic, MessageId(ledger, max(entry, 0), -1, -1), start_message_id_inclusive=True,
+            self.s.partition_topic, MessageId(ledger_id=ledger, entry_id=max(entry, 0), partition=-1, batch_index=-1), start_message_id_inclusive=True,
             receiver_queue_size=5000, subscription_role_prefix="spark-reader",
         )
 

@@ -198,7 +198,7 @@ class _Task:
         entries, self.confirmed_entries = self.confirmed_entries, []
         for topic, subscription, ledger, entry, size in entries:
             consumer = await self.consumer(topic, subscription)
-            await consumer.acknowledge(MessageId(ledger, entry, -1, -1))
+            await consumer.acknowledge(MessageId(ledger_id=ledger, entry_id=entry, partition=-1, batch_index=-1))
             self.stats.acked += size
         self.stats.ack_s += time.monotonic() - started
 

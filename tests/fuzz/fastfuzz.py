@@ -189,7 +189,7 @@ class Gen:
     # -- values of the project's types ------------------------------------------------------
     def message_id(self) -> MessageId:
         return MessageId(
-            self.integer(-1, INT64_MAX), self.integer(-1, INT64_MAX), self.integer(-1, 2**31 - 1), self.integer(-1, 2**31 - 1),
+            ledger_id=self.integer(-1, INT64_MAX), entry_id=self.integer(-1, INT64_MAX), partition=self.integer(-1, 2**31 - 1), batch_index=self.integer(-1, 2**31 - 1),
         )
 
     def record(self, max_payload: int = 300) -> Record:

@@ -196,7 +196,7 @@ def client_batch_round_trip(messages: list[pb.SingleMessage], batched: bool, pro
     assert [m.partition_key() for m in got] == [m.partition_key for m in messages]
     assert [m.sequence_id() for m in got] == [m.sequence_id for m in messages]
     assert all(m.producer_name() == producer for m in got)
-    assert [m.message_id() for m in got] == [MessageId(5, 7, 3, i if batched else -1) for i in range(len(messages))]
+    assert [m.message_id() for m in got] == [MessageId(ledger_id=5, entry_id=7, partition=3, batch_index=i if batched else -1) for i in range(len(messages))]
 
 
 def client_entry(entry: bytes) -> None:

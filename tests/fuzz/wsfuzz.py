@@ -90,10 +90,21 @@ def _int_param(rng: random.Random, low: int, high: int = 2**31 - 1) -> tuple[str
     return rng.choice(_INT_BAD), INVALID
 
 
-def _enum_param(rng: random.Random, good: list[str]) -> tuple[str, str]:
+def _enum_param(rng: random.Random, good: list[str], refused: tuple[str, ...] = ()) -> tuple[str, str]:
+    """A value of a Pulsar enum: ``good`` ones are taken; ``refused`` ones are Pulsar's
+    too but ask for what the gateway does not do, so they are refused like bad ones."""
     if rng.random() < 0.6:
-        return rng.choice(good), VALID
-    return rng.choice([g.lower() for g in good] + [g.upper() + "x" for g in good] + ["x", "0", "null", "\u00e9"]), INVALID
+        value = rng.choice(good + list(refused))
+        return value, INVALID if value in refused else VALID
+    names = good + list(refused)
+    return rng.choice([g.lower() for g in names] + [g.upper() + "x" for g in names] + ["x", "0", "null", "\u00e9"]), INVALID
+
+
+def _encryption_param(rng: random.Random) -> tuple[str, str]:
+    """``encryptionKeys`` / ``cryptoFailureAction``: there is no end-to-end encryption, so
+    any value is refused; an empty one is no value."""
+    text = rng.choice(["FAIL", "CONSUME", "DISCARD", "key1,key2", junk_text(rng)[:50]])
+    return text, INVALID if text else VALID
 
 
 def _bool_param(rng: random.Random) -> tuple[str, str]:
@@ -109,7 +120,7 @@ def _name_param(rng: random.Random) -> tuple[str, str]:
 
 def _common(rng: random.Random) -> tuple[str, tuple[str, str]]:
     if rng.random() < 0.5:
-        return rng.choice(["token", "encryptionKeys", "cryptoFailureAction"]), (junk_text(rng)[:50], VALID)
+        return "token", (junk_text(rng)[:50], VALID)
     return f"unknown{rng.choice(['', 'Key', '[]', '%20'])}{rng.randint(0, 9)}", (junk_text(rng)[:50], VALID)
 
 
@@ -123,11 +134,19 @@ def producer_query(rng: random.Random) -> Query:
         "maxPendingMessages": lambda: _int_param(rng, 1),
         "batchingMaxPublishDelay": lambda: _int_param(rng, 0),
         "messageRoutingMode": lambda: _enum_param(rng, ["SinglePartition", "RoundRobinPartition", "CustomPartition"]),
-        "hashingScheme": lambda: _enum_param(rng, ["JavaStringHash", "Murmur3_32Hash"]),
-        "compressionType": lambda: _enum_param(rng, ["NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"]),
+        "hashingScheme": lambda: _enum_param(rng, ["Murmur3_32Hash"], ("JavaStringHash",)),
+        "compressionType": lambda: _enum_param(rng, ["NONE"], ("LZ4", "ZLIB", "ZSTD", "SNAPPY")),
+        "encryptionKeys": lambda: _encryption_param(rng),
         "initialSequenceId": lambda: _int_param(rng, -1, 2**63 - 1),
     }
     return _query(rng, choices)
+
+
+def _priority_level(rng: random.Random) -> tuple[str, str]:
+    """A non-zero level is refused on a Shared subscription only (which the tags of one
+    parameter cannot tell), so it may go either way."""
+    value, tag = _int_param(rng, 0)
+    return value, MAYBE if tag == VALID and int(value) != 0 else tag
 
 
 def consumer_query(rng: random.Random) -> Query:
@@ -145,13 +164,14 @@ def consumer_query(rng: random.Random) -> Query:
         (rng.choice(["NonDurable", "durable", "x"]), INVALID),
         "receiverQueueSize": lambda: _int_param(rng, 0),
         "consumerName": lambda: _name_param(rng),
-        "priorityLevel": lambda: _int_param(rng, 0),
+        "priorityLevel": lambda: _priority_level(rng),
         "ackTimeoutMillis": ack_timeout,
         "negativeAckRedeliveryDelay": lambda: _int_param(rng, 0),
         "maxRedeliverCount": lambda: _int_param(rng, 1),
         "deadLetterTopic": lambda: (f"persistent://public/default/fz-dlq-{rng.getrandbits(32):x}", VALID)
         if rng.random() < 0.5 else _name_param(rng),
         "pullMode": lambda: _bool_param(rng),
+        "cryptoFailureAction": lambda: _encryption_param(rng),
     }
     return _query(rng, choices)
 
@@ -173,6 +193,7 @@ def reader_query(rng: random.Random, known_ids: list[str]) -> Query:
         "messageId": message_id,
         "readerName": lambda: _name_param(rng),
         "receiverQueueSize": lambda: _int_param(rng, 0),
+        "cryptoFailureAction": lambda: _encryption_param(rng),
     }
     return _query(rng, choices)
 

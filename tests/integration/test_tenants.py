@@ -90,7 +90,7 @@ async def test_delete_tenant_refuses_while_it_has_namespaces(store: ZkTenantStor
     await store.create_namespace("acme", "prod", {})
     await store.create_namespace("acme", "dev", {})
     with pytest.raises(
-        InvalidArgument, match=r"tenant acme still has namespaces \(acme/dev, acme/prod\)"
+        InvalidArgument, match=r"^The tenant still has active namespaces: tenant acme has 2 namespaces \(acme/dev, acme/prod\)"
     ):
         await store.delete_tenant("acme")
     assert await store.list_namespaces("acme") == ["acme/dev", "acme/prod"]
@@ -294,7 +294,7 @@ async def test_delete_namespace_refuses_while_it_has_topics(
     await store.create_tenant("acme", {})
     await store.create_namespace("acme", "prod", {})
     await store.create_partitioned_topic("acme", "prod", "orders", 2)
-    with pytest.raises(InvalidArgument, match=r"namespace acme/prod still has topics \(orders\)"):
+    with pytest.raises(InvalidArgument, match=r"^Cannot delete non empty namespace: namespace acme/prod has 1 topic \(orders\)"):
         await store.delete_namespace("acme", "prod")
     assert await store.get_partitions("acme", "prod", "orders") == 2
     await store.delete_partitioned_topic("acme", "prod", "orders")
@@ -302,7 +302,7 @@ async def test_delete_namespace_refuses_while_it_has_topics(
     # A non-partitioned topic is known by its managed ledger.
     ml = zk_session.paths.managed_ledger("acme", "prod", "plain")
     await zk_session.create(ml, encode({}))
-    with pytest.raises(InvalidArgument, match=r"still has topics \(plain\)"):
+    with pytest.raises(InvalidArgument, match=r"^Cannot delete non empty namespace: namespace .* has 1 topic \(plain\)"):
         await store.delete_namespace("acme", "prod")
     await zk_session.delete(ml)
 

@@ -8,7 +8,7 @@ from magnetar.common.message_id import MessageId
 
 
 def _mid(entry: int, index: int = -1) -> MessageId:
-    return MessageId(3, entry, -1, index)
+    return MessageId(ledger_id=3, entry_id=entry, partition=-1, batch_index=index)
 
 
 def _batches(t: AckTracker) -> list[tuple[tuple[int, int], int, bytes]]:

@@ -231,7 +231,7 @@ def test_blocking_client_batch_receive():
             producer = client.create_producer("sync-batch", batching_enabled=False)
             for i in range(12):
                 producer.send(b"%d" % i)
-            assert producer.send(b"12") == magnetar.MessageId(LEDGER, 12, -1, -1)
+            assert producer.send(b"12") == magnetar.MessageId(ledger_id=LEDGER, entry_id=12, partition=-1, batch_index=-1)
             batches = [consumer.batch_receive() for _ in range(3)]
             assert [_values(b) for b in batches] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12]]
             for batch in batches:

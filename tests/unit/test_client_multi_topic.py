@@ -85,12 +85,12 @@ def multi():
 
 def test_a_message_goes_to_the_partition_consumer_of_its_topic(multi):
     consumer, (a, p0, p1, retry) = multi
-    mid = MessageId(LEDGER, 3, 1, -1)
+    mid = MessageId(ledger_id=LEDGER, entry_id=3, partition=1, batch_index=-1)
     assert consumer.target_of(_message(f"{NS}/p-partition-1", mid)) == (p1, mid)
-    assert consumer.target_of(_message(f"{NS}/p-partition-0", MessageId(LEDGER, 3, 0)))[0] is p0
+    assert consumer.target_of(_message(f"{NS}/p-partition-0", MessageId(ledger_id=LEDGER, entry_id=3, partition=0)))[0] is p0
     # Both topics have a message 7:0: the topic tells them apart, not the id.
-    assert consumer.target_of(_message(f"{NS}/a", MessageId(LEDGER, 0)))[0] is a
-    assert consumer.target_of(_message(f"{NS}/a-s-RETRY", MessageId(LEDGER, 0)))[0] is retry
+    assert consumer.target_of(_message(f"{NS}/a", MessageId(ledger_id=LEDGER, entry_id=0)))[0] is a
+    assert consumer.target_of(_message(f"{NS}/a-s-RETRY", MessageId(ledger_id=LEDGER, entry_id=0)))[0] is retry
     assert consumer.topic() == f"{NS}/a,{NS}/p"
     assert consumer.topics() == [f"{NS}/a", f"{NS}/p"]
 
@@ -98,9 +98,9 @@ def test_a_message_goes_to_the_partition_consumer_of_its_topic(multi):
 def test_a_bare_message_id_or_a_foreign_message_is_refused_on_several_topics(multi):
     consumer, _ = multi
     with pytest.raises(magnetar.InvalidArgument, match="pass the Message"):
-        consumer.target_of(MessageId(LEDGER, 0, 1))
+        consumer.target_of(MessageId(ledger_id=LEDGER, entry_id=0, partition=1))
     with pytest.raises(magnetar.InvalidArgument, match="not from a topic of this consumer"):
-        consumer.target_of(_message(f"{NS}/other", MessageId(LEDGER, 0)))
+        consumer.target_of(_message(f"{NS}/other", MessageId(ledger_id=LEDGER, entry_id=0)))
     with pytest.raises(TypeError):
         consumer.target_of("7:0:-1:-1")  # type: ignore[arg-type]
 
@@ -108,17 +108,17 @@ def test_a_bare_message_id_or_a_foreign_message_is_refused_on_several_topics(mul
 async def test_a_seek_to_one_message_id_is_refused_on_several_topics(multi):
     consumer, _ = multi
     with pytest.raises(magnetar.InvalidArgument, match="MessageId.earliest or MessageId.latest"):
-        await consumer.seek(MessageId(LEDGER, 0, 1))
+        await consumer.seek(MessageId(ledger_id=LEDGER, entry_id=0, partition=1))
 
 
 def test_one_topic_keeps_routing_a_message_id_by_partition_index():
     queue: ReceiveQueue[Queued] = ReceiveQueue()
     p = _partition_consumers("p", 2, queue)
     consumer = Consumer([f"{NS}/p"], ConsumerConfig(subscription_name="s"), p, queue)
-    assert consumer.target_of(MessageId(LEDGER, 0, 1))[0] is p[1]
+    assert consumer.target_of(MessageId(ledger_id=LEDGER, entry_id=0, partition=1))[0] is p[1]
     assert consumer.topic() == f"{NS}/p"
     with pytest.raises(magnetar.InvalidArgument, match="names no partition"):
-        consumer.target_of(MessageId(LEDGER, 0, 2))
+        consumer.target_of(MessageId(ledger_id=LEDGER, entry_id=0, partition=2))
 
 
 def _with_policy(topic: str, partitions: int, retry_topic: str | None) -> list[PartitionConsumer]:

@@ -112,7 +112,7 @@ def test_magnetar_exports_the_pulsar_names():
     policy = magnetar.ConsumerDeadLetterPolicy()
     assert policy.max_redeliver_count == 16 and policy.dead_letter_topic is None
     assert issubclass(magnetar.Timeout, magnetar.MagnetarError)
-    assert str(magnetar.MessageId(1, 2)) == "1:2:-1:-1"
+    assert str(magnetar.MessageId(ledger_id=1, entry_id=2)) == "1:2:-1:-1"
 
 
 class _RpcError(grpc.RpcError):

@@ -517,6 +517,49 @@ async def test_message_too_big_is_raised_before_sending(twin, client):
     assert twin.state.batches == []
 
 
+async def test_options_magnetar_cannot_honour_are_refused_not_ignored(twin, client):
+    producer = await client.create_producer("geo", batching_enabled=False)
+    opened = twin.state.producers
+    with pytest.raises(magnetar.InvalidArgument, match="replication_clusters=\\['us-west'\\] is not supported"):
+        await producer.send(b"x", replication_clusters=["us-west"])
+    with pytest.raises(magnetar.InvalidArgument, match="replication_clusters"):
+        producer.send_async(b"x", None, replication_clusters=["us-west", "eu"])
+    for scheme in (ma.HashingScheme.BoostHash, ma.HashingScheme.JavaStringHash):
+        with pytest.raises(magnetar.InvalidArgument, match=f"hashing_scheme={scheme.name} is not supported"):
+            await client.create_producer("geo", hashing_scheme=scheme)
+    with pytest.raises(magnetar.InvalidArgument, match="connection_timeout_ms=5000 is not supported"):
+        ma.Client(f"magnetar://{twin.address}", connection_timeout_ms=5000)
+    with pytest.raises(magnetar.InvalidArgument, match="priority_level=1 is not supported on a Shared subscription"):
+        await client.subscribe("geo", "s", consumer_type=ma.ConsumerType.Shared, priority_level=1)
+    assert ("persistent://public/default/geo", "s") not in twin.state.subs
+    await producer.flush()
+    assert twin.state.batches == [] and twin.state.producers == opened  # nothing sent, nothing opened
+    # What Magnetar does do stays accepted: no clusters, no replication, Murmur3.
+    mid = await producer.send(b"ok", replication_clusters=[], disable_replication=True)
+    assert [b.messages[0].payload for b in twin.state.entry_batches("geo")] == [b"ok"] and str(mid) == f"{LEDGER}:0:-1:-1"
+    await (await client.create_producer("geo", hashing_scheme=ma.HashingScheme.Murmur3_32Hash)).close()
+    await (await client.subscribe("geo", "f", consumer_type=ma.ConsumerType.Failover, priority_level=1)).close()
+
+
+def test_blocking_client_refuses_what_it_cannot_honour():
+    server = _TwinThread()
+    try:
+        with pytest.raises(magnetar.InvalidArgument, match="connection_timeout_ms"):
+            magnetar.Client(f"magnetar://{server.twin.address}", connection_timeout_ms=1000)
+        with magnetar.Client(f"magnetar://{server.twin.address}", operation_timeout_seconds=5) as client:
+            with pytest.raises(magnetar.InvalidArgument, match="hashing_scheme=JavaStringHash"):
+                client.create_producer("sync-geo", hashing_scheme=magnetar.HashingScheme.JavaStringHash)
+            producer = client.create_producer("sync-geo")
+            with pytest.raises(magnetar.InvalidArgument, match="replication_clusters"):
+                producer.send(b"x", replication_clusters=["us-west"])
+            with pytest.raises(magnetar.InvalidArgument, match="replication_clusters"):
+                producer.send_async(b"x", None, replication_clusters=["us-west"])
+            producer.flush()
+            assert server.twin.state.batches == []
+    finally:
+        server.close()
+
+
 async def test_consumer_busy_from_the_subscribe_error(twin, client):
     await client.subscribe("busy", "only")
     with pytest.raises(magnetar.ConsumerBusy):

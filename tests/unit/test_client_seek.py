@@ -55,7 +55,7 @@ def test_ack_set_messages_are_not_queued_and_cost_no_permits(by_hand):
     assert _queued(queue) == [f"{LEDGER}:0:-1:0"]
     assert pc._taken == 0 and pc._flow == 0  # no permit went back for the 11 masked ones
     # Only message 0 is expected of the entry: acking it acks the entry.
-    pc.ack(MessageId(LEDGER, 0, -1, 0))
+    pc.ack(MessageId(ledger_id=LEDGER, entry_id=0, partition=-1, batch_index=0))
     assert pc.acks.take().individual == [(LEDGER, 0)]
 
 
@@ -64,7 +64,7 @@ def test_messages_acked_here_already_are_skipped_and_their_permits_go_back(by_ha
     pc._on_delivery(_delivery(0, 8))
     assert len(_queued(queue)) == 8
     for i in range(5):
-        pc.ack(MessageId(LEDGER, 0, -1, i))
+        pc.ack(MessageId(ledger_id=LEDGER, entry_id=0, partition=-1, batch_index=i))
     # Redelivered before our mask reached the broker: message 7 is masked by it, 0..4 by us.
     pc._on_delivery(_delivery(0, 8, ack_set=b"\x80"))
     assert _queued(queue) == [f"{LEDGER}:0:-1:5", f"{LEDGER}:0:-1:6"]
@@ -75,9 +75,9 @@ def test_cursor_reset_drops_the_queue_and_everything_of_the_old_position(by_hand
     pc, queue = by_hand
     pc._on_delivery(_delivery(0, 3))
     pc._on_delivery(_delivery(1, 1))
-    pc.ack(MessageId(LEDGER, 0, -1, 0))
-    pc.ack_cumulative(MessageId(LEDGER, 1))
-    pc.nack(MessageId(LEDGER, 0, -1, 1))
+    pc.ack(MessageId(ledger_id=LEDGER, entry_id=0, partition=-1, batch_index=0))
+    pc.ack_cumulative(MessageId(ledger_id=LEDGER, entry_id=1))
+    pc.nack(MessageId(ledger_id=LEDGER, entry_id=0, partition=-1, batch_index=1))
     pc._redeliver.append((LEDGER, 0))
     pc._on_cursor_reset()
     assert len(queue) == 0 and pc.resets == 1
@@ -146,12 +146,12 @@ async def test_seek_on_a_partitioned_topic(twin, client):
     assert len(twin.state.seeks) == 3  # every partition
     await consumer.seek(1234)
     assert len(twin.state.seeks) == 6
-    await consumer.seek(MessageId(LEDGER, 0, 2, -1))
+    await consumer.seek(MessageId(ledger_id=LEDGER, entry_id=0, partition=2, batch_index=-1))
     assert len(twin.state.seeks) == 7 and twin.state.seeks[-1].message_id.partition == 2
     with pytest.raises(magnetar.InvalidArgument):
-        await consumer.seek(MessageId(LEDGER, 0, 5, -1))
+        await consumer.seek(MessageId(ledger_id=LEDGER, entry_id=0, partition=5, batch_index=-1))
     with pytest.raises(magnetar.InvalidArgument):
-        await consumer.seek(MessageId(LEDGER, 0, -1, -1))
+        await consumer.seek(MessageId(ledger_id=LEDGER, entry_id=0, partition=-1, batch_index=-1))
 
 
 async def test_a_refused_seek_raises_the_typed_error_and_releases_held_acks(twin, client):
@@ -160,7 +160,7 @@ async def test_a_refused_seek_raises_the_typed_error_and_releases_held_acks(twin
     msg = await consumer.receive(timeout_millis=2000)
     twin.state.seek_error = common_pb2.Error(code="NOT_FOUND", message="no such position")
     with pytest.raises(magnetar.NotFound, match="no such position"):
-        await consumer.seek(MessageId(LEDGER, 99))
+        await consumer.seek(MessageId(ledger_id=LEDGER, entry_id=99))
     assert consumer.partitions[0].resets == 0
     await consumer.acknowledge(msg)
     await _eventually(lambda: twin.state.acks)
@@ -284,7 +284,7 @@ async def test_reader_resumes_after_what_it_read_when_the_broker_restarts(twin, 
 async def test_reader_of_a_partitioned_topic_refuses_a_specific_start(twin, client):
     twin.state.partitions["persistent://public/default/rparts"] = 2
     with pytest.raises(magnetar.InvalidArgument):
-        await client.create_reader("rparts", MessageId(LEDGER, 0, 1, -1))
+        await client.create_reader("rparts", MessageId(ledger_id=LEDGER, entry_id=0, partition=1, batch_index=-1))
     assert twin.state.subscribes == []
     reader = await client.create_reader("rparts", MessageId.earliest)
     assert len(twin.state.subscribes) == 2 and all(s.non_durable for s in twin.state.subscribes)

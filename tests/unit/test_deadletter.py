@@ -114,7 +114,7 @@ def test_a_nacked_message_goes_to_the_dlq_with_the_reason():
 def message(props: dict[str, str]) -> Message:
     single = pb.SingleMessage(payload=b"p")
     single.properties.update(props)
-    return Message("t", MessageId(1, 2, -1, -1), single, 0)
+    return Message("t", MessageId(ledger_id=1, entry_id=2, partition=-1, batch_index=-1), single, 0)
 
 
 def test_delay_levels_parse_and_map_to_the_three_modes():

@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from magnetar.client.message import Message
-from magnetar.client.options import ConsumerType, HashingScheme, PartitionsRoutingMode
+from magnetar.client.options import ConsumerType, PartitionsRoutingMode
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import INT64_MAX, MessageId
 from magnetar.gateway.websocket import ids
@@ -64,22 +64,22 @@ def _pulsar_message_id_class():
 PulsarId = _pulsar_message_id_class()
 
 IDS = [
-    MessageId(0, 3),
-    MessageId(3, 0),
-    MessageId(12, 345, 2, 7),
-    MessageId(2**40, 2**33, 0, 0),
-    MessageId(7, 1, -1, 99),
+    MessageId(ledger_id=0, entry_id=3),
+    MessageId(ledger_id=3, entry_id=0),
+    MessageId(ledger_id=12, entry_id=345, partition=2, batch_index=7),
+    MessageId(ledger_id=2**40, entry_id=2**33, partition=0, batch_index=0),
+    MessageId(ledger_id=7, entry_id=1, partition=-1, batch_index=99),
     MessageId.earliest,
     MessageId.latest,
-    MessageId(INT64_MAX - 1, INT64_MAX, 2**31 - 1, 2**31 - 1),
+    MessageId(ledger_id=INT64_MAX - 1, entry_id=INT64_MAX, partition=2**31 - 1, batch_index=2**31 - 1),
 ]
 
 
 # -- message ids ---------------------------------------------------------------------
 def test_the_docs_examples_decode():
-    assert ids.decode("CAAQAw==") == MessageId(0, 3)
-    assert ids.decode("CAMQADAA") == MessageId(3, 0)  # batch_size 0 (field 6) is skipped
-    assert ids.encode(MessageId(0, 3)) == "CAAQAw=="
+    assert ids.decode("CAAQAw==") == MessageId(ledger_id=0, entry_id=3)
+    assert ids.decode("CAMQADAA") == MessageId(ledger_id=3, entry_id=0)  # batch_size 0 (field 6) is skipped
+    assert ids.encode(MessageId(ledger_id=0, entry_id=3)) == "CAAQAw=="
 
 
 @pytest.mark.parametrize("mid", IDS, ids=str)
@@ -98,10 +98,10 @@ def test_ids_of_newer_clients_with_extra_fields_decode():
     full.first_chunk_message_id.ledgerId = 8
     full.first_chunk_message_id.entryId = 2
     text = base64.b64encode(full.SerializeToString()).decode()
-    assert ids.decode(text) == MessageId(9, 4, 1, 3)
+    assert ids.decode(text) == MessageId(ledger_id=9, entry_id=4, partition=1, batch_index=3)
     # A partition written as a negative int32 (ten bytes) reads as -1.
     neg = PulsarId(ledgerId=1, entryId=2, partition=-1)
-    assert ids.from_bytes(neg.SerializeToString()) == MessageId(1, 2)
+    assert ids.from_bytes(neg.SerializeToString()) == MessageId(ledger_id=1, entry_id=2)
 
 
 @pytest.mark.parametrize(
@@ -206,13 +206,13 @@ def _message(key: str | None = None, event_ms: int = 0, props: dict[str, str] | 
     single.properties.update(props or {})
     if key is not None:
         single.partition_key, single.has_partition_key = key, True
-    return Message("persistent://t/ns/x", MessageId(5, 6, -1, 2), single, 1714557600250, 3)
+    return Message("persistent://t/ns/x", MessageId(ledger_id=5, entry_id=6, partition=-1, batch_index=2), single, 1714557600250, 3)
 
 
 def test_message_frame():
     frame = json.loads(message_frame(_message()))
     assert frame == {
-        "messageId": ids.encode(MessageId(5, 6, -1, 2)),
+        "messageId": ids.encode(MessageId(ledger_id=5, entry_id=6, partition=-1, batch_index=2)),
         "payload": base64.b64encode(b"\x00\xffdata").decode(),
         "properties": {},
         "publishTime": "2024-05-01T10:00:00.250Z",
@@ -264,12 +264,11 @@ def test_producer_params_defaults_and_values():
     p = producer_params({
         "producerName": "p1", "sendTimeoutMillis": "5000", "batchingEnabled": "TRUE", "batchingMaxMessages": "50",
         "maxPendingMessages": "10", "batchingMaxPublishDelay": "2", "messageRoutingMode": "RoundRobinPartition",
-        "hashingScheme": "Murmur3_32Hash", "initialSequenceId": "41", "compressionType": "LZ4", "token": "x",
+        "hashingScheme": "Murmur3_32Hash", "initialSequenceId": "41", "compressionType": "NONE", "token": "x",
     })
     assert (p.producer_name, p.send_timeout_millis, p.batching_enabled, p.batching_max_messages) == ("p1", 5000, True, 50)
     assert (p.max_pending_messages, p.batching_max_publish_delay_ms, p.initial_sequence_id) == (10, 2, 41)
     assert p.routing_mode is PartitionsRoutingMode.RoundRobinDistribution
-    assert p.hashing_scheme is HashingScheme.Murmur3_32Hash
     assert producer_params({"messageRoutingMode": "CustomPartition"}).routing_mode is PartitionsRoutingMode.UseSinglePartition
 
 
@@ -292,7 +291,7 @@ def test_consumer_and_reader_params():
     r = reader_params({}, 1000)
     assert (r.start, r.receiver_queue_size) == (MessageId.latest, 1000)
     assert reader_params({"messageId": "earliest", "readerName": "r"}, 1000).start == MessageId.earliest
-    assert reader_params({"messageId": "CAMQADAA"}, 1000).start == MessageId(3, 0)
+    assert reader_params({"messageId": "CAMQADAA"}, 1000).start == MessageId(ledger_id=3, entry_id=0)
 
 
 @pytest.mark.parametrize(
@@ -301,6 +300,15 @@ def test_consumer_and_reader_params():
         (producer_params, {"messageRoutingMode": "Random"}, "Invalid messageRoutingMode Random"),
         (producer_params, {"hashingScheme": "Boost"}, "Invalid hashingScheme Boost"),
         (producer_params, {"compressionType": "BROTLI"}, "Invalid compressionType BROTLI"),
+        # Accepted by Pulsar, not done here: refused rather than ignored.
+        (producer_params, {"compressionType": "LZ4"}, "Invalid compressionType LZ4: compression is not supported"),
+        (producer_params, {"compressionType": "ZSTD"}, "Invalid compressionType ZSTD: compression is not supported"),
+        (producer_params, {"encryptionKeys": "k1,k2"}, "Invalid encryptionKeys k1,k2: end-to-end encryption"),
+        (producer_params, {"hashingScheme": "JavaStringHash"}, "Invalid hashingScheme JavaStringHash: not supported"),
+        (lambda q: consumer_params(q, 1000), {"cryptoFailureAction": "CONSUME"}, "Invalid cryptoFailureAction CONSUME"),
+        (lambda q: reader_params(q, 1000), {"cryptoFailureAction": "DISCARD"}, "Invalid cryptoFailureAction DISCARD"),
+        (lambda q: consumer_params(q, 1000), {"subscriptionType": "Shared", "priorityLevel": "1"},
+         "Invalid priorityLevel 1: not supported on a Shared subscription"),
         (producer_params, {"sendTimeoutMillis": "abc"}, "Invalid sendTimeoutMillis abc"),
         (producer_params, {"maxPendingMessages": "0"}, "Invalid maxPendingMessages 0"),
         (producer_params, {"batchingEnabled": "yes"}, "Invalid batchingEnabled yes"),

@@ -60,7 +60,7 @@ async def settle() -> None:
 
 
 def message(entry: int, payload: bytes = b"m") -> Message:
-    return Message("persistent://t/ns/x", MessageId(1, entry), pb.SingleMessage(payload=payload), 1000)
+    return Message("persistent://t/ns/x", MessageId(ledger_id=1, entry_id=entry), pb.SingleMessage(payload=payload), 1000)
 
 
 # -- producer ------------------------------------------------------------------------
@@ -90,15 +90,15 @@ async def test_publishing_is_pipelined_and_acks_go_out_in_frame_order():
     await settle()
     assert [c for c, _ in producer.sends] == [b"a", b"b"]  # both sent before either is stored
     assert socket.sent == []  # the broken frame's error waits for the first ack
-    producer.futures[1].set_result(MessageId(1, 1))
+    producer.futures[1].set_result(MessageId(ledger_id=1, entry_id=1))
     await settle()
     assert socket.sent == []
-    producer.futures[0].set_result(MessageId(1, 0))
+    producer.futures[0].set_result(MessageId(ledger_id=1, entry_id=0))
     await settle()
     acks = socket.frames()
-    assert acks[0] == {"result": "ok", "messageId": ids.encode(MessageId(1, 0)), "context": "1"}
+    assert acks[0] == {"result": "ok", "messageId": ids.encode(MessageId(ledger_id=1, entry_id=0)), "context": "1"}
     assert acks[1]["result"] == "send-error:3" and "context" not in acks[1]
-    assert acks[2] == {"result": "ok", "messageId": ids.encode(MessageId(1, 1)), "context": "2"}
+    assert acks[2] == {"result": "ok", "messageId": ids.encode(MessageId(ledger_id=1, entry_id=1)), "context": "2"}
     assert producer.sends[1][1]["partition_key"] == "k" and producer.sends[1][1]["properties"] == {"p": "v"}
     socket.client_sends(None)
     await session
@@ -132,7 +132,7 @@ async def test_at_most_max_pending_frames_are_read_before_their_acks_are_written
     # A client that reads no acks: the stored messages cannot be acked, so still no room.
     socket.writable.clear()
     for f in producer.futures:
-        f.set_result(MessageId(1, 0))
+        f.set_result(MessageId(ledger_id=1, entry_id=0))
     await settle()
     assert len(producer.sends) == 3
     socket.writable.set()
@@ -141,7 +141,7 @@ async def test_at_most_max_pending_frames_are_read_before_their_acks_are_written
     while len(socket.sent) < 10:
         for f in producer.futures:
             if not f.done():
-                f.set_result(MessageId(1, 0))
+                f.set_result(MessageId(ledger_id=1, entry_id=0))
         await settle()
     assert len(producer.sends) == 10
     socket.client_sends(None)
@@ -170,7 +170,7 @@ async def test_the_session_ends_when_acks_cannot_be_written():
     socket.client_sends(publish(b"a", "1"), publish(b"b", "2"))
     await settle()
     socket.closed = (1006, "gone")
-    producer.futures[0].set_result(MessageId(1, 0))
+    producer.futures[0].set_result(MessageId(ledger_id=1, entry_id=0))
     await asyncio.wait_for(session, 1)
     assert len(producer.sends) == 1
 
@@ -207,7 +207,7 @@ class TwinConsumer:
 
 
 def ack(entry: int, kind: str | None = None) -> dict:
-    frame = {"messageId": ids.encode(MessageId(1, entry))}
+    frame = {"messageId": ids.encode(MessageId(ledger_id=1, entry_id=entry))}
     return frame if kind is None else {"type": kind, **frame}
 
 
@@ -216,16 +216,16 @@ async def test_push_mode_keeps_at_most_queue_size_unacked_messages_out():
     session = ConsumerSession(socket, consumer, queue_size=3)
     task = asyncio.create_task(session.run())
     await settle()
-    assert [f["messageId"] for f in socket.frames()] == [ids.encode(MessageId(1, i)) for i in range(3)]
+    assert [f["messageId"] for f in socket.frames()] == [ids.encode(MessageId(ledger_id=1, entry_id=i)) for i in range(3)]
     socket.client_sends(ack(0), ack(0))  # a second ack of the same id frees nothing more
     await settle()
-    assert len(socket.sent) == 4 and consumer.acked == [MessageId(1, 0)] * 2
+    assert len(socket.sent) == 4 and consumer.acked == [MessageId(ledger_id=1, entry_id=0)] * 2
     socket.client_sends(ack(1, "negativeAcknowledge"))
     await settle()
-    assert len(socket.sent) == 5 and consumer.nacked == [MessageId(1, 1)]
+    assert len(socket.sent) == 5 and consumer.nacked == [MessageId(ledger_id=1, entry_id=1)]
     socket.client_sends(ack(99))  # an id that is not out: acked, frees nothing
     await settle()
-    assert len(socket.sent) == 5 and session.outstanding == {MessageId(1, i) for i in (2, 3, 4)}
+    assert len(socket.sent) == 5 and session.outstanding == {MessageId(ledger_id=1, entry_id=i) for i in (2, 3, 4)}
     socket.client_sends(None)
     await task
 
@@ -278,7 +278,7 @@ async def test_permits_do_nothing_in_push_mode():
         ({"type": "permit"}, "Failed to de-serialize from JSON: Missing permitMessages"),
         ({"messageId": "???"}, "Failed to de-serialize from JSON: invalid message id"),
         ({"type": "negativeAcknowledge"}, "Failed to de-serialize from JSON: messageId is missing"),
-        ({"messageId": ids.encode(MessageId(1, 2, 5))}, "Failed to de-serialize from JSON: message id 1:2:5:-1"),
+        ({"messageId": ids.encode(MessageId(ledger_id=1, entry_id=2, partition=5))}, "Failed to de-serialize from JSON: message id 1:2:5:-1"),
     ],
 )
 async def test_bad_frames_close_the_consumer_socket_with_code_4003(frame, reason):

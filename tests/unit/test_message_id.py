@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 
 import pytest
@@ -17,40 +18,52 @@ INT32_MAX = 2147483647
 
 
 def test_defaults_and_str() -> None:
-    mid = MessageId(12, 3)
+    mid = MessageId(ledger_id=12, entry_id=3)
     assert (mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()) == (12, 3, -1, -1)
     assert str(mid) == "12:3:-1:-1"
-    assert str(MessageId(12, 3, 2, 7)) == "12:3:2:7"
+    assert str(MessageId(ledger_id=12, entry_id=3, partition=2, batch_index=7)) == "12:3:2:7"
 
 
 def test_parts_are_methods_as_in_pulsar_client() -> None:
     # pulsar-client's MessageId: ledger_id(), entry_id(), partition(), batch_index().
-    mid = MessageId(1, 2, 3, 4)
+    mid = MessageId(ledger_id=1, entry_id=2, partition=3, batch_index=4)
     assert mid.ledger_id() == 1
     assert mid.entry_id() == 2
     assert mid.partition() == 3
     assert mid.batch_index() == 4
     for name in ("ledger_id", "entry_id", "partition", "batch_index"):
         assert callable(getattr(MessageId, name)) and callable(getattr(mid, name))
-    fast = MessageId.trusted(1, 2, 3, 4)
+    fast = MessageId.trusted(3, 1, 2, 4)
     assert (fast.ledger_id(), fast.entry_id(), fast.partition(), fast.batch_index()) == (1, 2, 3, 4)
     assert (MessageId.earliest.ledger_id(), MessageId.earliest.entry_id()) == (-1, -1)
     assert (MessageId.latest.ledger_id(), MessageId.latest.entry_id()) == (INT64_MAX, INT64_MAX)
-    assert MessageId(ledger_id=7, entry_id=8, batch_index=0) == MessageId(7, 8, -1, 0)
-    assert repr(MessageId(1, 2)) == "MessageId(ledger_id=1, entry_id=2, partition=-1, batch_index=-1)"
+    assert MessageId(ledger_id=7, entry_id=8, batch_index=0) == MessageId(ledger_id=7, entry_id=8, partition=-1, batch_index=0)
+    assert repr(MessageId(ledger_id=1, entry_id=2)) == "MessageId(partition=-1, ledger_id=1, entry_id=2, batch_index=-1)"
+
+
+def test_positional_arguments_take_pulsar_clients_order() -> None:
+    # pulsar-client: MessageId(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1), so
+    # positional Pulsar code must build the same id here.
+    mid = MessageId(2, 12, 3, 7)
+    assert (mid.partition(), mid.ledger_id(), mid.entry_id(), mid.batch_index()) == (2, 12, 3, 7)
+    assert str(mid) == "12:3:2:7" and mid == MessageId.parse("12:3:2:7")
+    assert MessageId(-1, 5, 6) == MessageId.parse("5:6")
+    assert MessageId() == MessageId.earliest
+    assert list(inspect.signature(MessageId).parameters) == ["partition", "ledger_id", "entry_id", "batch_index"]
+    assert MessageId.trusted(2, 12, 3, 7) == mid
 
 
 def test_equal_ids_hash_and_sort_alike_however_built() -> None:
-    built = [MessageId(3, 1, 0, 2), MessageId.parse("3:1:0:2"), MessageId.trusted(3, 1, 0, 2),
-             MessageId.deserialize(MessageId(3, 1, 0, 2).serialize())]
+    built = [MessageId(ledger_id=3, entry_id=1, partition=0, batch_index=2), MessageId.parse("3:1:0:2"), MessageId.trusted(0, 3, 1, 2),
+             MessageId.deserialize(MessageId(ledger_id=3, entry_id=1, partition=0, batch_index=2).serialize())]
     assert len(set(built)) == 1 and len({hash(m) for m in built}) == 1
-    assert {m: "x" for m in built} == {MessageId(3, 1, 0, 2): "x"}
+    assert {m: "x" for m in built} == {MessageId(ledger_id=3, entry_id=1, partition=0, batch_index=2): "x"}
     # Order by ledger, then entry, then partition, then batch index, not by any one part.
-    assert MessageId(1, 9, 9, 9) < MessageId(2, 0, 0, 0)
-    assert MessageId(2, 0, 9, 9) < MessageId(2, 1, 0, 0)
-    assert MessageId(2, 1, 0, 9) < MessageId(2, 1, 1, 0)
-    assert MessageId(2, 1, 1, -1) < MessageId.trusted(2, 1, 1, 0) <= MessageId(2, 1, 1, 0)
-    assert max(built + [MessageId(3, 0)]) == MessageId(3, 1, 0, 2)
+    assert MessageId(ledger_id=1, entry_id=9, partition=9, batch_index=9) < MessageId(ledger_id=2, entry_id=0, partition=0, batch_index=0)
+    assert MessageId(ledger_id=2, entry_id=0, partition=9, batch_index=9) < MessageId(ledger_id=2, entry_id=1, partition=0, batch_index=0)
+    assert MessageId(ledger_id=2, entry_id=1, partition=0, batch_index=9) < MessageId(ledger_id=2, entry_id=1, partition=1, batch_index=0)
+    assert MessageId(ledger_id=2, entry_id=1, partition=1, batch_index=-1) < MessageId.trusted(1, 2, 1, 0) <= MessageId(ledger_id=2, entry_id=1, partition=1, batch_index=0)
+    assert max(built + [MessageId(ledger_id=3, entry_id=0)]) == MessageId(ledger_id=3, entry_id=1, partition=0, batch_index=2)
 
 
 def test_sentinel_of_ids_and_wire_ids() -> None:
@@ -61,31 +74,31 @@ def test_sentinel_of_ids_and_wire_ids() -> None:
 
     assert message_id_sentinel(MessageId.earliest) == message_id_sentinel(wire(-1, -1)) == "earliest"
     assert message_id_sentinel(MessageId.latest) == message_id_sentinel(wire(INT64_MAX, INT64_MAX)) == "latest"
-    assert message_id_sentinel(MessageId(0, 0)) is message_id_sentinel(wire(0, 0)) is None
-    assert message_id_sentinel(MessageId(5, -1)) is None
+    assert message_id_sentinel(MessageId(ledger_id=0, entry_id=0)) is message_id_sentinel(wire(0, 0)) is None
+    assert message_id_sentinel(MessageId(ledger_id=5, entry_id=-1)) is None
 
 
 def test_sentinels_are_pulsars() -> None:
     assert str(MessageId.earliest) == "-1:-1:-1:-1"
     assert str(MessageId.latest) == f"{INT64_MAX}:{INT64_MAX}:-1:-1"
-    assert MessageId.earliest < MessageId(0, 0) < MessageId(INT64_MAX, INT64_MAX - 1, 5, 5)
-    assert MessageId(INT64_MAX, INT64_MAX - 1) < MessageId.latest
+    assert MessageId.earliest < MessageId(ledger_id=0, entry_id=0) < MessageId(ledger_id=INT64_MAX, entry_id=INT64_MAX - 1, partition=5, batch_index=5)
+    assert MessageId(ledger_id=INT64_MAX, entry_id=INT64_MAX - 1) < MessageId.latest
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("12:3:-1:-1", MessageId(12, 3)),
-        ("12:3:2:7", MessageId(12, 3, 2, 7)),
-        ("12:3", MessageId(12, 3)),
-        ("12:3:4", MessageId(12, 3, 4)),
-        ("0:0:0:0", MessageId(0, 0, 0, 0)),
+        ("12:3:-1:-1", MessageId(ledger_id=12, entry_id=3)),
+        ("12:3:2:7", MessageId(ledger_id=12, entry_id=3, partition=2, batch_index=7)),
+        ("12:3", MessageId(ledger_id=12, entry_id=3)),
+        ("12:3:4", MessageId(ledger_id=12, entry_id=3, partition=4)),
+        ("0:0:0:0", MessageId(ledger_id=0, entry_id=0, partition=0, batch_index=0)),
         (
             f"{INT64_MAX}:{INT64_MAX}:{INT32_MAX}:{INT32_MAX}",
-            MessageId(INT64_MAX, INT64_MAX, INT32_MAX, INT32_MAX),
+            MessageId(ledger_id=INT64_MAX, entry_id=INT64_MAX, partition=INT32_MAX, batch_index=INT32_MAX),
         ),
-        ("earliest", MessageId(-1, -1, -1, -1)),
-        ("latest", MessageId(INT64_MAX, INT64_MAX, -1, -1)),
+        ("earliest", MessageId(ledger_id=-1, entry_id=-1, partition=-1, batch_index=-1)),
+        ("latest", MessageId(ledger_id=INT64_MAX, entry_id=INT64_MAX, partition=-1, batch_index=-1)),
     ],
 )
 def test_parse(text: str, expected: MessageId) -> None:
@@ -135,7 +148,7 @@ def test_constructor_checks(args: tuple[object, ...]) -> None:
 
 
 def test_frozen_hashable_picklable() -> None:
-    mid = MessageId(5, 6, 1, 2)
+    mid = MessageId(ledger_id=5, entry_id=6, partition=1, batch_index=2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         mid._entry_id = 7  # type: ignore[misc]
     for name in ("entry_id", "ledger_id"):  # nor can a method be shadowed
@@ -144,20 +157,20 @@ def test_frozen_hashable_picklable() -> None:
             setattr(mid, name, 7)
     assert mid.entry_id() == 6
     assert not hasattr(mid, "__dict__")  # slotted
-    assert hash(mid) == hash(MessageId(5, 6, 1, 2))
-    assert {mid, MessageId(5, 6, 1, 2)} == {mid}
+    assert hash(mid) == hash(MessageId(ledger_id=5, entry_id=6, partition=1, batch_index=2))
+    assert {mid, MessageId(ledger_id=5, entry_id=6, partition=1, batch_index=2)} == {mid}
     assert pickle.loads(pickle.dumps(mid)) == mid == copy.deepcopy(mid)
 
 
 def test_order_is_ledger_entry_partition_batch() -> None:
     ids = [
-        MessageId(2, 0),
-        MessageId(1, 5, -1, 3),
-        MessageId(1, 5),
-        MessageId(1, 5, -1, 0),
-        MessageId(1, 10),
-        MessageId(1, 5, 0, -1),
-        MessageId(0, 100, 3, 3),
+        MessageId(ledger_id=2, entry_id=0),
+        MessageId(ledger_id=1, entry_id=5, partition=-1, batch_index=3),
+        MessageId(ledger_id=1, entry_id=5),
+        MessageId(ledger_id=1, entry_id=5, partition=-1, batch_index=0),
+        MessageId(ledger_id=1, entry_id=10),
+        MessageId(ledger_id=1, entry_id=5, partition=0, batch_index=-1),
+        MessageId(ledger_id=0, entry_id=100, partition=3, batch_index=3),
         MessageId.latest,
         MessageId.earliest,
     ]
@@ -172,26 +185,26 @@ def test_order_is_ledger_entry_partition_batch() -> None:
         "2:0:-1:-1",
         f"{INT64_MAX}:{INT64_MAX}:-1:-1",
     ]
-    assert MessageId(1, 5, -1, 0) > MessageId(1, 5) >= MessageId(1, 5) <= MessageId(1, 5)
+    assert MessageId(ledger_id=1, entry_id=5, partition=-1, batch_index=0) > MessageId(ledger_id=1, entry_id=5) >= MessageId(ledger_id=1, entry_id=5) <= MessageId(ledger_id=1, entry_id=5)
 
 
 def test_entry_id_only() -> None:
-    assert MessageId(7, 8, 2, 9).entry_id_only() == MessageId(7, 8, 2, -1)
-    plain = MessageId(7, 8)
+    assert MessageId(ledger_id=7, entry_id=8, partition=2, batch_index=9).entry_id_only() == MessageId(ledger_id=7, entry_id=8, partition=2, batch_index=-1)
+    plain = MessageId(ledger_id=7, entry_id=8)
     assert plain.entry_id_only() is plain
 
 
 # -- bytes ------------------------------------------------------------------------
 
 SERIALIZED = [
-    (MessageId(1, 2), "00000000000000010000000000000002ffffffffffffffff"),
+    (MessageId(ledger_id=1, entry_id=2), "00000000000000010000000000000002ffffffffffffffff"),
     (
-        MessageId(0x0102030405060708, 0x1112131415161718, 0x21222324, 0x31323334),
+        MessageId(ledger_id=0x0102030405060708, entry_id=0x1112131415161718, partition=0x21222324, batch_index=0x31323334),
         "010203040506070811121314151617182122232431323334",
     ),
     (MessageId.earliest, "ff" * 24),
     (MessageId.latest, "7fffffffffffffff7fffffffffffffffffffffffffffffff"),
-    (MessageId(0, 0, 0, 0), "00" * 24),
+    (MessageId(ledger_id=0, entry_id=0, partition=0, batch_index=0), "00" * 24),
 ]
 
 
@@ -216,7 +229,7 @@ def test_serialize_byte_for_byte(mid: MessageId, hex_: str) -> None:
 def test_serialized_order_needs_no_decoding_for_non_negative_ids() -> None:
     # Not a promise of the format, a property worth knowing: for ids >= 0 byte order = id order.
     ids = [
-        MessageId(a, b, c, d)
+        MessageId(ledger_id=a, entry_id=b, partition=c, batch_index=d)
         for a in (0, 1, 300)
         for b in (0, 2, 70000)
         for c in (0, 1)
@@ -229,8 +242,8 @@ def test_serialized_order_needs_no_decoding_for_non_negative_ids() -> None:
     ("data", "fragment"),
     [
         (b"", "24 bytes, got 0"),
-        (MessageId(1, 2).serialize()[:-1], "24 bytes, got 23"),
-        (MessageId(1, 2).serialize() + b"\x00", "24 bytes, got 25"),
+        (MessageId(ledger_id=1, entry_id=2).serialize()[:-1], "24 bytes, got 23"),
+        (MessageId(ledger_id=1, entry_id=2).serialize() + b"\x00", "24 bytes, got 25"),
         (bytes.fromhex("fffffffffffffffe" + "00" * 16), "ledger_id must be from -1"),
         (bytes.fromhex("00" * 16 + "80000000" + "00" * 4), "partition must be from -1"),
     ],
@@ -250,7 +263,7 @@ def test_deserialize_rejects_non_bytes() -> None:
 
 
 @pytest.mark.parametrize(
-    "mid", [MessageId(1, 2), MessageId(9, 8, 7, 6), MessageId.earliest, MessageId.latest]
+    "mid", [MessageId(ledger_id=1, entry_id=2), MessageId(ledger_id=9, entry_id=8, partition=7, batch_index=6), MessageId.earliest, MessageId.latest]
 )
 def test_proto_round_trip(mid: MessageId) -> None:
     msg = mid.to_proto()
@@ -267,7 +280,7 @@ def test_proto_round_trip(mid: MessageId) -> None:
 
 def test_from_proto_of_an_unset_message_is_all_zero() -> None:
     # Proto3 cannot tell 0 from unset: senders must set -1 explicitly (to_proto does).
-    assert MessageId.from_proto(broker_pb2.MessageIdData()) == MessageId(0, 0, 0, 0)
+    assert MessageId.from_proto(broker_pb2.MessageIdData()) == MessageId(ledger_id=0, entry_id=0, partition=0, batch_index=0)
 
 
 def test_from_proto_checks_ranges() -> None:
@@ -278,6 +291,6 @@ def test_from_proto_checks_ranges() -> None:
 def test_trusted_constructor_builds_the_same_id():
     from magnetar.common.message_id import MessageId as M
 
-    fast = M.trusted(7, 3, -1, 2)
-    assert fast == M(7, 3, -1, 2) and hash(fast) == hash(M(7, 3, -1, 2)) and str(fast) == "7:3:-1:2"
-    assert fast < M(7, 4)
+    fast = M.trusted(-1, 7, 3, 2)
+    assert fast == M(ledger_id=7, entry_id=3, partition=-1, batch_index=2) and hash(fast) == hash(M(ledger_id=7, entry_id=3, partition=-1, batch_index=2)) and str(fast) == "7:3:-1:2"
+    assert fast < M(ledger_id=7, entry_id=4)

@@ -40,6 +40,8 @@ from .options import (
     PartitionsRoutingMode,
     ProducerConfig,
     Result,
+    check_hashing_scheme,
+    check_priority_level,
 )
 from .producer import Producer
 from .reader import Reader
@@ -62,6 +64,10 @@ __all__ = [
 ]
 
 
+_CONNECTION_TIMEOUT_MS = 10000
+"""pulsar-client's default ``connection_timeout_ms``: the one value accepted (and unused)."""
+
+
 class Client:
     """A connection to a Magnetar cluster; creates producers, consumers and readers.
 
@@ -73,8 +79,9 @@ class Client:
             subscribing (retriable failures are retried until then).
         authentication: an :class:`AuthenticationToken` sent with every call (None:
             anonymous, for brokers with authentication off).
-        connection_timeout_ms: accepted for compatibility (gRPC connects lazily; the
-            operation timeout bounds every wait).
+        connection_timeout_ms: not supported (gRPC connects lazily and
+            ``operation_timeout_seconds`` bounds every wait, connecting included): a value
+            other than the default is refused with InvalidArgument.
         use_tls: TLS with a plain ``magnetar://`` URL (as a ``+ssl`` URL).
         tls_trust_certs_file_path: PEM file of the CAs trusted to sign the brokers'
             certificates (default: the system's roots).
@@ -86,7 +93,8 @@ class Client:
             brokers that require one (mTLS).
 
     Raises:
-        InvalidArgument: a bad URL, an unsupported TLS option, unreadable TLS files.
+        InvalidArgument: a bad URL, an unsupported TLS option, unreadable TLS files, a
+            ``connection_timeout_ms`` other than the default.
     """
 
     def __init__(
@@ -95,7 +103,7 @@ class Client:
         *,
         authentication: object | None = None,
         operation_timeout_seconds: float = 30,
-        connection_timeout_ms: int = 10000,
+        connection_timeout_ms: int = _CONNECTION_TIMEOUT_MS,
         use_tls: bool = False,
         tls_trust_certs_file_path: str | None = None,
         tls_allow_insecure_connection: bool = False,
@@ -103,6 +111,11 @@ class Client:
         tls_private_key_file_path: str | None = None,
         tls_certificate_file_path: str | None = None,
     ) -> None:
+        if connection_timeout_ms != _CONNECTION_TIMEOUT_MS:
+            raise InvalidArgument(
+                f"connection_timeout_ms={connection_timeout_ms!r} is not supported: gRPC connects lazily "
+                "and operation_timeout_seconds bounds every wait, connecting included; set that instead"
+            )
         tls = sdk_tls(
             service_url, use_tls=use_tls, trust_certs_file_path=tls_trust_certs_file_path,
             allow_insecure_connection=tls_allow_insecure_connection, validate_hostname=tls_validate_hostname,
@@ -146,12 +159,14 @@ class Client:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
         Messages with a partition key go to ``partition_for_key(key, partitions)``
-        (Murmur3, whatever ``hashing_scheme`` says); others round robin by batching
+        (Murmur3, the one ``hashing_scheme`` taken); others round robin by batching
         window, or all to one random partition with ``UseSinglePartition``.
 
         Raises:
+            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``.
             InvalidTopicName, TopicNotFound, ProducerBusy, NotConnected, Timeout.
         """
+        check_hashing_scheme(hashing_scheme)
         conf = ProducerConfig(
             producer_name=producer_name,
             batching_enabled=batching_enabled,
@@ -205,13 +220,15 @@ class Client:
             ConsumerBusy: an Exclusive subscription already has a consumer.
             InvalidArgument: ``topic`` is neither a name nor a list or tuple of names, an
                 empty list, or a list naming a topic twice; ``batch_receive_policy`` is
-                not a :class:`ConsumerBatchReceivePolicy`.
+                not a :class:`ConsumerBatchReceivePolicy`; a non-zero ``priority_level``
+                on a Shared subscription (its dispatcher does not order by priority).
             InvalidTopicName, TopicNotFound, NotConnected, Timeout (of any topic: nothing
                 stays subscribed then).
         """
         topics = topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
+        check_priority_level(ConsumerType(consumer_type), priority_level)
         conf = ConsumerConfig(
             subscription_name=subscription_name,
             consumer_type=ConsumerType(consumer_type),

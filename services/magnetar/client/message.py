@@ -79,6 +79,6 @@ def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[lis
     ledger_id, entry_id = delivery.message_id.ledger_id, delivery.message_id.entry_id
     out = []
     for i, single in enumerate(batch.messages):
-        mid = MessageId.trusted(ledger_id, entry_id, partition, i if batch.batched else -1)
+        mid = MessageId.trusted(partition, ledger_id, entry_id, i if batch.batched else -1)
         out.append(Message(topic, mid, single, batch.publish_time_ms, delivery.redelivery_count, batch.producer_name))
     return out, batch.batched

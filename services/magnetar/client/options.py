@@ -38,11 +38,45 @@ class PartitionsRoutingMode(enum.Enum):
 
 
 class HashingScheme(enum.Enum):
-    """Accepted for compatibility; every scheme uses Magnetar's one stable key hash."""
+    """The hash that picks a keyed message's partition. Magnetar has one,
+    ``Murmur3_32Hash`` (the same partition as Pulsar clients with that scheme); the
+    other members exist so Pulsar code names them, and are refused (see
+    :func:`check_hashing_scheme`) rather than silently hashed another way."""
 
     BoostHash = 0
     JavaStringHash = 1
     Murmur3_32Hash = 2
+
+
+def check_hashing_scheme(scheme: object) -> HashingScheme:
+    """The scheme, if Magnetar hashes keys that way.
+
+    Raises:
+        InvalidArgument: not a :class:`HashingScheme`, or one other than ``Murmur3_32Hash``
+            (keys would still go where Murmur3 sends them: a silent change of placement).
+    """
+    if not isinstance(scheme, HashingScheme):
+        raise InvalidArgument(f"hashing_scheme must be a HashingScheme, not {scheme!r}")
+    if scheme is not HashingScheme.Murmur3_32Hash:
+        raise InvalidArgument(
+            f"hashing_scheme={scheme.name} is not supported: Magnetar places keyed messages with "
+            "Murmur3_32Hash only; pass HashingScheme.Murmur3_32Hash or leave it unset"
+        )
+    return scheme
+
+
+def check_replication_clusters(replication_clusters: object) -> None:
+    """Refuse ``replication_clusters`` on a send: Magnetar has no geo-replication, so
+    the message would stay in the local cluster only while the caller believes otherwise.
+
+    Raises:
+        InvalidArgument: a non-empty ``replication_clusters``.
+    """
+    if replication_clusters:
+        raise InvalidArgument(
+            f"replication_clusters={replication_clusters!r} is not supported: Magnetar has no "
+            "geo-replication, every message stays in the local cluster; leave it unset"
+        )
 
 
 class Result(enum.Enum):
@@ -185,3 +219,23 @@ PRODUCER_DEFAULTS = ProducerConfig()
 """The producer options' defaults: the blocking and asyncio clients' signatures take
 theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once."""
 CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
+
+
+def check_priority_level(consumer_type: ConsumerType, priority_level: object) -> None:
+    """Refuse a priority level the subscription type would ignore.
+
+    Failover orders its consumers by priority level (as Pulsar); Exclusive has one
+    consumer, so any level means nothing (as in Pulsar). Pulsar's Shared dispatcher
+    serves the best level first; Magnetar's spreads messages over every consumer, so a
+    level there would be silently ignored.
+
+    Raises:
+        InvalidArgument: a level that is not an int >= 0, or non-zero on a Shared subscription.
+    """
+    if not isinstance(priority_level, int) or isinstance(priority_level, bool) or priority_level < 0:
+        raise InvalidArgument(f"priority_level must be an int >= 0, not {priority_level!r}")
+    if priority_level and consumer_type is ConsumerType.Shared:
+        raise InvalidArgument(
+            f"priority_level={priority_level} is not supported on a Shared subscription: Magnetar's Shared "
+            "dispatcher does not order consumers by priority (Failover does); leave it 0"
+        )

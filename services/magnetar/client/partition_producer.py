@@ -125,7 +125,7 @@ class PartitionProducer(ConnectionHandler):
             ledger_id, entry_id = -1, -1
         for i, fut in enumerate(op.futures):
             if not fut.done():
-                fut.set_result(MessageId.trusted(ledger_id, entry_id, self.partition, i if op.batched else -1))
+                fut.set_result(MessageId.trusted(self.partition, ledger_id, entry_id, i if op.batched else -1))
         self._messages_done(len(op.futures))
         self.last_sequence_id = max(self.last_sequence_id, op.highest_sequence_id)
         return None

@@ -28,7 +28,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 from .autoupdate import PartitionsAutoUpdate, check_interval
 from .connection import ConnectionPool
-from .options import PartitionsRoutingMode, ProducerConfig, Result
+from .options import PartitionsRoutingMode, ProducerConfig, Result, check_replication_clusters
 from .partition_producer import PartitionProducer
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,10 @@ class Producer:
             ProducerQueueIsFull: ``max_pending_messages`` sends are pending and
                 ``block_if_queue_full`` is off (with it, this waits for room).
             Timeout: not confirmed within ``send_timeout_millis``.
+            InvalidArgument: ``replication_clusters`` given (there is no geo-replication;
+                nothing is sent).
         """
+        check_replication_clusters(replication_clusters)
         fut = await self.enqueue(
             content, None, properties, partition_key, sequence_id, event_timestamp, deliver_at, deliver_after
         )
@@ -236,9 +239,11 @@ class Producer:
         client honour by waiting for room).
 
         Raises:
-            MessageTooBig, InvalidArgument, TypeError: bad input (nothing is sent).
+            MessageTooBig, InvalidArgument, TypeError: bad input, or ``replication_clusters``
+                given (nothing is sent).
             ServiceClosed: the producer is closed (or the error that failed it).
         """
+        check_replication_clusters(replication_clusters)
         target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
         return self._submit(target, msg, delayed, sequence_id, callback)
 

@@ -40,6 +40,7 @@ from .options import (
     InitialPosition,
     PartitionsRoutingMode,
     Result,
+    check_replication_clusters,
 )
 from .partition_producer import PartitionProducer
 from .producer import SendCallback
@@ -254,9 +255,11 @@ class Producer:
         nothing to tell, it raises :class:`~magnetar.ProducerQueueIsFull`.
 
         Raises:
-            MessageTooBig, InvalidArgument, TypeError: bad input (nothing is sent).
+            MessageTooBig, InvalidArgument, TypeError: bad input, or ``replication_clusters``
+                given (nothing is sent).
             ServiceClosed: the producer is closed (or the error that failed it).
         """
+        check_replication_clusters(replication_clusters)
         target, msg, delayed = self._producer._route(
             content, properties, partition_key, event_timestamp, deliver_at, deliver_after
         )

@@ -43,13 +43,17 @@ _set = object.__setattr__
 class MessageId:
     """The position of one message: immutable, hashable, ordered.
 
-    As in pulsar-client's ``MessageId``, the parts are read with methods:
+    As in pulsar-client's ``MessageId``, the constructor takes
+    ``(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1)`` in that order, so
+    positional Pulsar code builds the same id, and the parts are read with methods:
     :meth:`ledger_id`, :meth:`entry_id`, :meth:`partition` and :meth:`batch_index`.
+    ``str()``, :meth:`parse` and the byte form use the storage order
+    ``ledgerId:entryId:partitionIndex:batchIndex``, as Pulsar's ``toString`` does.
 
     Args:
+        partition: partition index of the topic, -1 when it is not partitioned.
         ledger_id: the ledger holding the entry (-1 only in :attr:`earliest`).
         entry_id: the entry within the ledger.
-        partition: partition index of the topic, -1 when it is not partitioned.
         batch_index: index within the entry's batch, -1 when not batched.
 
     Raises:
@@ -69,12 +73,12 @@ class MessageId:
     """After every message (ledger and entry are Long.MAX_VALUE, as in Pulsar)."""
 
     def __init__(
-        self, ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1
+        self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1
     ) -> None:
         for name, value, high in (
+            ("partition", partition, _INT32_MAX),
             ("ledger_id", ledger_id, INT64_MAX),
             ("entry_id", entry_id, INT64_MAX),
-            ("partition", partition, _INT32_MAX),
             ("batch_index", batch_index, _INT32_MAX),
         ):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -89,9 +93,10 @@ class MessageId:
         _set(self, "_batch_index", batch_index)
 
     @classmethod
-    def trusted(cls, ledger_id: int, entry_id: int, partition: int, batch_index: int) -> MessageId:
+    def trusted(cls, partition: int, ledger_id: int, entry_id: int, batch_index: int) -> MessageId:
         """Build an id from values known to be valid (a broker's receipt or delivery)
-        without the checks: the client makes one per message, so this is a hot path."""
+        without the checks: the client makes one per message, so this is a hot path.
+        The parts come in the constructor's (Pulsar's) order."""
         obj = object.__new__(cls)
         _set(obj, "_ledger_id", ledger_id)
         _set(obj, "_entry_id", entry_id)
@@ -117,8 +122,8 @@ class MessageId:
 
     def __repr__(self) -> str:
         return (
-            f"MessageId(ledger_id={self._ledger_id}, entry_id={self._entry_id}, "
-            f"partition={self._partition}, batch_index={self._batch_index})"
+            f"MessageId(partition={self._partition}, ledger_id={self._ledger_id}, "
+            f"entry_id={self._entry_id}, batch_index={self._batch_index})"
         )
 
     def __str__(self) -> str:
@@ -144,7 +149,8 @@ class MessageId:
         except ValueError as exc:
             raise InvalidArgument(f"invalid message id {text[:80]!r}: {exc}") from exc
         try:
-            return cls(*values)
+            ledger_id, entry_id, partition, batch_index = values
+            return cls(partition, ledger_id, entry_id, batch_index)
         except InvalidArgument as exc:
             raise InvalidArgument(f"invalid message id {text!r}: {exc.message}") from exc
 
@@ -168,7 +174,8 @@ class MessageId:
                 f"a serialized message id is {_STRUCT.size} bytes, got {len(data)}"
             )
         try:
-            return cls(*_STRUCT.unpack(data))
+            ledger_id, entry_id, partition, batch_index = _STRUCT.unpack(data)
+            return cls(partition, ledger_id, entry_id, batch_index)
         except InvalidArgument as exc:
             raise InvalidArgument(
                 f"corrupt serialized message id {bytes(data).hex()}: {exc.message}"
@@ -178,7 +185,7 @@ class MessageId:
         """The same position without the batch index: the id of the whole entry."""
         if self._batch_index == -1:
             return self
-        return self.trusted(self._ledger_id, self._entry_id, self._partition, -1)
+        return self.trusted(self._partition, self._ledger_id, self._entry_id, -1)
 
     def to_proto(self) -> MessageIdData:
         """The wire ``MessageIdData`` (every field set, including -1s)."""
@@ -201,11 +208,16 @@ class MessageId:
         Raises:
             InvalidArgument: a field is out of range.
         """
-        return cls(int(msg.ledger_id), int(msg.entry_id), int(msg.partition), int(msg.batch_index))
+        return cls(
+            partition=int(msg.partition),
+            ledger_id=int(msg.ledger_id),
+            entry_id=int(msg.entry_id),
+            batch_index=int(msg.batch_index),
+        )
 
 
-MessageId.earliest = MessageId(-1, -1, -1, -1)
-MessageId.latest = MessageId(INT64_MAX, INT64_MAX, -1, -1)
+MessageId.earliest = MessageId(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1)
+MessageId.latest = MessageId(partition=-1, ledger_id=INT64_MAX, entry_id=INT64_MAX, batch_index=-1)
 
 
 def message_id_sentinel(message_id: MessageId | MessageIdData) -> Start | None:

@@ -68,6 +68,7 @@ _DESCRIPTIONS = {
     409: "Conflict: it exists already, or is not empty",
     412: "Precondition failed: an invalid name, or a resource in use",
     422: "Unprocessable: a change that is not allowed (fewer partitions)",
+    500: "Internal error: the operation failed (the reason says where)",
     503: "No broker or ZooKeeper available",
     504: "A broker did not answer in time",
 }

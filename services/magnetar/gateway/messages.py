@@ -39,7 +39,7 @@ def message_headers(peeked: pb.PeekMessageResponse) -> dict[str, str]:
     if mid.batch_index < 0:
         message_id = f"{mid.ledger_id}:{mid.entry_id}"
     else:
-        message_id = str(MessageId(mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index))
+        message_id = str(MessageId(ledger_id=mid.ledger_id, entry_id=mid.entry_id, partition=mid.partition, batch_index=mid.batch_index))
     headers = {
         "X-Pulsar-Message-ID": message_id,
         "X-Pulsar-publish-time": iso_time(peeked.publish_time_ms),

@@ -163,8 +163,10 @@ class ZkTenantStore:
     async def _refuse_if_has_namespaces(self, tenant: str) -> None:
         namespaces = await self.list_namespaces(tenant)
         if namespaces:
+            # Pulsar's reason first: its admin clients show it as is.
             raise NotEmpty(
-                f"tenant {tenant} still has namespaces ({', '.join(namespaces)}); delete them first"
+                f"The tenant still has active namespaces: tenant {tenant} has {_count(namespaces, 'namespace')} "
+                f"({', '.join(namespaces)}); delete them first"
             )
 
     # -- namespaces -------------------------------------------------------------
@@ -288,8 +290,13 @@ class ZkTenantStore:
         # namespace deleted under them would orphan their ledgers.
         topics += await self._children(self._paths.managed_ledgers(ns.tenant, ns.namespace))
         if topics:
-            shown = ", ".join(sorted(set(topics))[:10]) + (", …" if len(set(topics)) > 10 else "")
-            raise NotEmpty(f"namespace {ns} still has topics ({shown}); delete them first")
+            names = sorted(set(topics))
+            shown = ", ".join(names[:10]) + (", …" if len(names) > 10 else "")
+            # Pulsar's reason first: its admin clients show it as is.
+            raise NotEmpty(
+                f"Cannot delete non empty namespace: namespace {ns} has {_count(names, 'topic')} ({shown}); "
+                "delete them first"
+            )
 
     # -- partitioned topics -----------------------------------------------------
     def _topic(self, tenant: str, namespace: str, topic: str) -> TopicName:
@@ -437,6 +444,10 @@ class ZkTenantStore:
             return await self._session.children(path)
         except NotFound:
             return []
+
+
+def _count(items: list[str], noun: str) -> str:
+    return f"{len(items)} {noun}" + ("" if len(items) == 1 else "s")
 
 
 async def _update(

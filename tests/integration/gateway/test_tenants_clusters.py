@@ -39,7 +39,9 @@ async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient, gatew
     async with AdminClient(gateway_cluster.service_url) as admin:
         await admin.create_namespace(f"{name}/ns")
         r = await http.delete(f"/admin/v2/tenants/{name}")
-        assert r.status_code == 409 and "still has namespaces" in r.json()["reason"]
+        assert r.status_code == 409 and r.json()["reason"] == (
+            f"The tenant still has active namespaces: tenant {name} has 1 namespace ({name}/ns); delete them first"
+        )
         await admin.delete_namespace(f"{name}/ns")
     assert (await http.delete(f"/admin/v2/tenants/{name}")).status_code == 204
     r = await http.get(f"/admin/v2/tenants/{name}")
@@ -89,3 +91,22 @@ async def test_health_readiness_metrics_and_openapi(http: httpx.AsyncClient):
     assert op["operationId"] == "TenantsBase_createTenant" and op["summary"]
     assert {"409", "412", "503"} <= set(op["responses"])
     assert (await http.get("/docs")).status_code == 200
+
+
+async def test_broker_health_check_produces_and_reads_back_a_message(http: httpx.AsyncClient):
+    # Pulsar's GET /admin/v2/brokers/health: "ok" once a message went through the brokers.
+    topic = "/admin/v2/persistent/pulsar/standalone/healthcheck"
+    ids = []
+    for params in ({}, {"topicVersion": "V2"}, {"topicVersion": "V1"}):
+        r = await http.get("/admin/v2/brokers/health", params=params)
+        assert (r.status_code, r.text) == (200, "ok"), r.text
+        last = (await http.get(f"{topic}/lastMessageId")).json()
+        ids.append((last["ledgerId"], last["entryId"]))
+    assert ids == sorted(set(ids))  # each check stored a message of its own
+    assert (await http.get("/admin/v2/namespaces/pulsar")).json() == ["pulsar/standalone"]
+    assert (await http.get(f"{topic}/stats")).json()["subscriptions"] == {}  # the reader left nothing behind
+    for params, reason in (({"topicVersion": "V3"}, "Invalid request: query.topicVersion"),
+                           ({"brokerId": "127.0.0.1:1"}, "brokerId is not supported")):
+        r = await http.get("/admin/v2/brokers/health", params=params)
+        assert r.status_code == 400 and r.json()["reason"].startswith(reason), r.text
+    assert (await http.get(f"{topic}/lastMessageId")).json()["entryId"] == ids[-1][1]  # refused: nothing written

@@ -314,6 +314,13 @@ async def test_bad_query_values_and_missing_resources_refuse_the_upgrade(gateway
         (ws_url(gateway_cluster, "consumer", topic, "s", receiverQueueSize="lots"),
          400, "Invalid query params: Invalid receiverQueueSize lots"),
         (ws_url(gateway_cluster, "reader", topic, messageId="%%%"), 400, "Invalid query params: Invalid messageId"),
+        # Pulsar options the gateway cannot honour: refused, not accepted and ignored.
+        (ws_url(gateway_cluster, "producer", topic, compressionType="LZ4"),
+         400, "Invalid query params: Invalid compressionType LZ4: compression is not supported"),
+        (ws_url(gateway_cluster, "producer", topic, encryptionKeys="k1"),
+         400, "Invalid query params: Invalid encryptionKeys k1: end-to-end encryption is not supported"),
+        (ws_url(gateway_cluster, "consumer", topic, "s", cryptoFailureAction="CONSUME"),
+         400, "Invalid query params: Invalid cryptoFailureAction CONSUME: end-to-end encryption is not supported"),
         (gateway_cluster.url.replace("http", "ws") + f"/ws/v2/producer/persistent/{unique('nobody')}/ns/t",
          404, "Failed to create producer: "),
         (gateway_cluster.url.replace("http", "ws") + "/ws/v2/nothing/here", 404, "No WebSocket endpoint at"),

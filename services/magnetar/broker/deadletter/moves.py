@@ -88,7 +88,7 @@ class SubscriptionMoves:
         batch = await self._read(position)
         n = len(batch.messages)
         index = max(mid.batch_index, 0)
-        text = str(MessageId.trusted(mid.ledger_id, mid.entry_id, sub.topic.partition, mid.batch_index))
+        text = str(MessageId.trusted(sub.topic.partition, mid.ledger_id, mid.entry_id, mid.batch_index))
         if index >= n or not consumer.pending.get(position, 0) >> index & 1:
             raise InvalidArgument(f"message {text} is not held unacknowledged by this consumer")
         move = plan_reconsume(policy, sub.name, sub.topic.name, text, batch.messages[index], delay_ms)
@@ -116,7 +116,7 @@ class SubscriptionMoves:
         sub = self.sub
         try:
             for i in masks.indexes(mask):
-                text = str(MessageId.trusted(position[0], position[1], sub.topic.partition, i if batch.batched else -1))
+                text = str(MessageId.trusted(sub.topic.partition, position[0], position[1], i if batch.batched else -1))
                 await self._publish(plan_dead_letter(policy, sub.name, sub.topic.name, text, batch.messages[i], count), policy)
             self._ack_moved(position, n, mask)
         except MagnetarError as exc:

@@ -36,7 +36,7 @@ SubName = Annotated[str, Path(description="subscription name")]
 
 def _message_id(data: ResetCursorData) -> MessageId:
     entry = data.entryId + 1 if data.excluded else data.entryId
-    return MessageId(data.ledgerId, entry, data.partitionIndex)
+    return MessageId(ledger_id=data.ledgerId, entry_id=entry, partition=data.partitionIndex)
 
 
 @router.get("/{tenant}/{namespace}/{topic}/subscriptions", summary="List a topic's subscriptions",

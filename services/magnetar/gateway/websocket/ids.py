@@ -121,7 +121,7 @@ def from_bytes(data: bytes) -> MessageId:
     for number, name in ((_LEDGER, "ledgerId"), (_ENTRY, "entryId")):
         if number not in fields:
             raise InvalidArgument(f"malformed MessageIdData: {name} is missing")
-    return MessageId(fields[_LEDGER], fields[_ENTRY], fields[_PARTITION], fields[_BATCH_INDEX])
+    return MessageId(ledger_id=fields[_LEDGER], entry_id=fields[_ENTRY], partition=fields[_PARTITION], batch_index=fields[_BATCH_INDEX])
 
 
 def decode(text: object) -> MessageId:

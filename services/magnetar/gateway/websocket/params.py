@@ -2,9 +2,13 @@
 
 Names, defaults and enum spellings are Pulsar's (its ProducerHandler, ConsumerHandler
 and ReaderHandler). A bad value raises :class:`InvalidQuery`; the endpoint then refuses
-the upgrade with 400 ``Invalid query params: <message>``. Parameters Pulsar has and the
-gateway does not use (``token``, ``encryptionKeys``, ``cryptoFailureAction``) are
-ignored; ``compressionType`` is checked and ignored (the SDK does not compress).
+the upgrade with 400 ``Invalid query params: <message>``. So does a parameter asking for
+something the gateway does not do, rather than being accepted and ignored:
+``compressionType`` other than ``NONE`` (the SDK does not compress), ``encryptionKeys``
+and ``cryptoFailureAction`` (no end-to-end encryption), ``hashingScheme=JavaStringHash``
+(keys are placed with Murmur3 only), ``priorityLevel`` other than 0 on a Shared
+subscription (its dispatcher does not order by priority) and ``subscriptionMode=NonDurable``. ``token`` is
+read by the gateway's authentication (gateway/auth.py), not here.
 """
 
 from __future__ import annotations
@@ -94,16 +98,26 @@ class ProducerParams:
     max_pending_messages: int = 1000
     batching_max_publish_delay_ms: int = 10
     routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.UseSinglePartition
-    hashing_scheme: HashingScheme = HashingScheme.JavaStringHash
     initial_sequence_id: int | None = None
+
+
+def _refuse_encryption(q: _Query, name: str) -> None:
+    if q.text(name) is not None:
+        raise InvalidQuery(f"Invalid {name} {q.query[name]}: end-to-end encryption is not supported by this gateway")
 
 
 def producer_params(query: Mapping[str, str]) -> ProducerParams:
     """Raises: InvalidQuery."""
     q = _Query(query)
     routing = q.choice("messageRoutingMode", ROUTING_MODES)
-    hashing = q.choice("hashingScheme", HASHING_SCHEMES)
-    q.choice("compressionType", COMPRESSION_TYPES)
+    if q.choice("hashingScheme", HASHING_SCHEMES) == "JavaStringHash":
+        raise InvalidQuery(
+            "Invalid hashingScheme JavaStringHash: not supported by this gateway (keys are placed with Murmur3_32Hash)"
+        )
+    compression = q.choice("compressionType", COMPRESSION_TYPES)
+    if compression not in (None, "NONE"):
+        raise InvalidQuery(f"Invalid compressionType {compression}: compression is not supported by this gateway (use NONE)")
+    _refuse_encryption(q, "encryptionKeys")
     initial = q.query.get("initialSequenceId")
     return ProducerParams(
         producer_name=q.text("producerName"),
@@ -113,7 +127,6 @@ def producer_params(query: Mapping[str, str]) -> ProducerParams:
         max_pending_messages=q.integer("maxPendingMessages", 1000, low=1),
         batching_max_publish_delay_ms=q.integer("batchingMaxPublishDelay", 10),
         routing_mode=ROUTING_MODES.get(routing or "") or PartitionsRoutingMode.UseSinglePartition,
-        hashing_scheme=HASHING_SCHEMES[hashing] if hashing else HashingScheme.JavaStringHash,
         initial_sequence_id=None if not initial else q.integer("initialSequenceId", 0, low=-1, high=2**63 - 1),
     )
 
@@ -144,6 +157,7 @@ def _queue_size(q: _Query, max_queue: int) -> int:
 def consumer_params(query: Mapping[str, str], max_queue: int) -> ConsumerParams:
     """Raises: InvalidQuery."""
     q = _Query(query)
+    _refuse_encryption(q, "cryptoFailureAction")
     kind = q.choice("subscriptionType", SUBSCRIPTION_TYPES)
     if q.choice("subscriptionMode", SUBSCRIPTION_MODES) == "NonDurable":
         raise InvalidQuery("Invalid subscriptionMode NonDurable: not supported by this gateway (use a reader)")
@@ -151,11 +165,17 @@ def consumer_params(query: Mapping[str, str], max_queue: int) -> ConsumerParams:
     if 0 < ack_timeout < MIN_ACK_TIMEOUT_MS:
         raise InvalidQuery(f"Invalid ackTimeoutMillis {ack_timeout}: 0 (off) or at least {MIN_ACK_TIMEOUT_MS}")
     max_redeliver = q.query.get("maxRedeliverCount")
+    priority = q.integer("priorityLevel", 0)
+    if priority and kind == "Shared":
+        raise InvalidQuery(
+            f"Invalid priorityLevel {priority}: not supported on a Shared subscription by this gateway "
+            "(its dispatcher does not order consumers by priority; Failover does)"
+        )
     return ConsumerParams(
         subscription_type=SUBSCRIPTION_TYPES[kind] if kind else ConsumerType.Exclusive,
         receiver_queue_size=_queue_size(q, max_queue),
         consumer_name=q.text("consumerName"),
-        priority_level=q.integer("priorityLevel", 0),
+        priority_level=priority,
         ack_timeout_ms=ack_timeout or None,
         negative_ack_redelivery_delay_ms=q.integer("negativeAckRedeliveryDelay", 60_000),
         max_redeliver_count=q.integer("maxRedeliverCount", 0, low=1) if max_redeliver else None,
@@ -174,6 +194,7 @@ class ReaderParams:
 def reader_params(query: Mapping[str, str], max_queue: int) -> ReaderParams:
     """Raises: InvalidQuery."""
     q = _Query(query)
+    _refuse_encryption(q, "cryptoFailureAction")
     text = q.text("messageId") or "latest"
     if text in ("earliest", "latest"):
         start = MessageId.earliest if text == "earliest" else MessageId.latest

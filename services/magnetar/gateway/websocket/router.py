@@ -155,7 +155,7 @@ async def producer_socket(websocket: WebSocket, tenant: str, namespace: str, top
             max_pending_messages=p.max_pending_messages, block_if_queue_full=False,
             batching_enabled=p.batching_enabled, batching_max_messages=p.batching_max_messages,
             batching_max_publish_delay_ms=p.batching_max_publish_delay_ms,
-            message_routing_mode=p.routing_mode, hashing_scheme=p.hashing_scheme,
+            message_routing_mode=p.routing_mode,
         ),
         lambda socket, producer: ProducerSession(socket, producer, p.max_pending_messages, p.initial_sequence_id),
     )
