@@ -62,10 +62,10 @@ def mutated_text(valid: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 # -- message ids -------------------------------------------------------------------------------
 message_ids = st.builds(
     MessageId,
-    st.integers(-1, INT64_MAX),
-    st.integers(-1, INT64_MAX),
-    st.integers(-1, 2**31 - 1),
-    st.integers(-1, 2**31 - 1),
+    ledger_id=st.integers(-1, INT64_MAX),
+    entry_id=st.integers(-1, INT64_MAX),
+    partition=st.integers(-1, 2**31 - 1),
+    batch_index=st.integers(-1, 2**31 - 1),
 )
 
 
