@@ -51,16 +51,32 @@ def cluster(zk_server: Any, base: Path, bookies: int = 1, **broker: Any) -> Iter
             factory.kill_all()
 
 
+STALL_S = 60.0
+"""How long :func:`dead_letter` and :func:`wait_for_backlog` wait without progress
+before they give up (a machine under load is slow, not stuck: they wait while things
+move)."""
+
+
 async def dead_letter(
     service_url: str, topic: str, subscription: str, count: int, *, reconsume_every: int = 10,
-    payload: bytes = b"", key_every: int = 0,
+    payload: bytes = b"", key_every: int = 0, stall_s: float = STALL_S,
 ) -> list[str]:
     """Publish ``count`` messages to ``topic`` and send every one of them to the DLQ
     ``<topic>-<subscription>-DLQ`` through a real consumer (max_redeliver_count 1):
     every ``reconsume_every``-th by ``reconsume_later`` twice (the second goes to the
     DLQ), the others by a negative ack (the redelivery that would carry count 1 goes to
-    the DLQ). Returns once the DLQ holds every one (read by a reader), with the ids the
-    messages had on ``topic`` (their ORIGIN_MESSAGE_ID)."""
+    the DLQ). Returns once a reader of the DLQ has seen every one of them, with the ids
+    the messages had on ``topic`` (their ORIGIN_MESSAGE_ID).
+
+    The consumer handles whatever comes until then: a message comes again when its nack
+    or reconsume_later did not reach the broker or failed (the SDK nacks it then), and
+    one may reach the DLQ without coming back (its consumer reconnected: the departure
+    counts as a redelivery).
+
+    Raises:
+        TimeoutError: neither the DLQ nor the consumer moved for ``stall_s`` seconds;
+            the message says which messages are missing.
+    """
     import magnetar.asyncio as mg
     from magnetar.common.message_id import MessageId
 
@@ -81,49 +97,56 @@ async def dead_letter(
         ]
         ids = [str(m) for m in await asyncio.gather(*futures)]
         await producer.close()
-        # A message comes again when its nack or reconsume_later did not reach the broker
-        # (a broker under load may stop serving for a moment: broker/lease.py): messages
-        # are counted by number, and the DLQ itself is read at the end.
-        sent_off: set[int] = set()  # by a nack, or by the second reconsume_later
+
+        in_dlq: set[int] = set()
+        moved = time.monotonic()  # the last time the DLQ or the consumer moved
         inflight: set[asyncio.Future[Any]] = set()
 
         async def reconsume(msg: Any) -> None:
             try:
                 await consumer.reconsume_later(msg, 1000)
             except mg.MagnetarError:
-                pass  # not acknowledged, unless the broker moved it all the same
+                pass  # nacked by the SDK: it comes again
 
-        async def handle_next() -> None:
+        async def read_dlq() -> None:
+            nonlocal moved
+            reader = await client.create_reader(f"{topic}-{subscription}-DLQ", MessageId.earliest, receiver_queue_size=5000)
             try:
-                msg = await consumer.receive(timeout_millis=1000)
-            except mg.Timeout:
-                return
-            n = int(msg.properties().get("n", "0"))
-            if n % reconsume_every == 0:
-                if "RECONSUMETIMES" in msg.properties():
-                    sent_off.add(n)  # the second reconsume_later goes to the DLQ
-                fut = asyncio.ensure_future(reconsume(msg))
-                inflight.add(fut)
-                fut.add_done_callback(inflight.discard)
-            else:
-                await consumer.negative_acknowledge(msg)
-                sent_off.add(n)
+                while len(in_dlq) < count:
+                    try:
+                        msg = await reader.read_next(1000)
+                    except mg.Timeout:
+                        continue
+                    in_dlq.add(int(msg.properties()["n"]))
+                    moved = time.monotonic()
+            finally:
+                await reader.close()
 
-        deadline = time.monotonic() + 300
-        while len(sent_off) < count and time.monotonic() < deadline:
-            await handle_next()
-        if inflight:
-            await asyncio.gather(*inflight)
-        in_dlq: set[int] = set()
-        reader = await client.create_reader(f"{topic}-{subscription}-DLQ", MessageId.earliest, receiver_queue_size=5000)
-        while len(in_dlq) < count and time.monotonic() < deadline:
-            while await reader.has_message_available():
-                in_dlq.add(int((await reader.read_next(10_000)).properties()["n"]))
-            if len(in_dlq) < count:
-                await handle_next()  # what came again
-        await reader.close()
-        if len(in_dlq) < count:
-            raise TimeoutError(f"only {len(in_dlq)} of {count} messages of {topic} went to the DLQ")
+        reading = asyncio.ensure_future(read_dlq())
+        try:
+            while not reading.done():
+                if time.monotonic() - moved > stall_s:
+                    missing = sorted(set(range(count)) - in_dlq)
+                    raise TimeoutError(
+                        f"only {len(in_dlq)} of {count} messages of {topic} reached the DLQ, nothing moved for "
+                        f"{stall_s:g} s; missing n={missing[:20]}{' …' if len(missing) > 20 else ''}"
+                    )
+                try:
+                    msg = await consumer.receive(timeout_millis=1000)
+                except mg.Timeout:
+                    continue
+                moved = time.monotonic()
+                n = int(msg.properties().get("n", "0"))
+                if n % reconsume_every == 0:
+                    fut = asyncio.ensure_future(reconsume(msg))
+                    inflight.add(fut)
+                    fut.add_done_callback(inflight.discard)
+                else:
+                    await consumer.negative_acknowledge(msg)
+            await reading  # its error, if any
+        finally:
+            reading.cancel()
+            await asyncio.gather(reading, *inflight, return_exceptions=True)
         await consumer.close()
     return ids
 
@@ -136,15 +159,19 @@ async def backlog(admin_url: str, topic: str, subscription: str) -> int:
     return next((s.backlog for s in stats.subscriptions if s.name == subscription), -1)
 
 
-async def wait_for_backlog(admin_url: str, topic: str, subscription: str, want: int, timeout_s: float = 120) -> int:
-    """Poll until the backlog is ``want`` (DLQ moves and acks arrive in the background)."""
-    deadline = time.monotonic() + timeout_s
+async def wait_for_backlog(admin_url: str, topic: str, subscription: str, want: int, stall_s: float = STALL_S) -> int:
+    """Poll until the backlog is ``want`` (DLQ moves and acks arrive in the background);
+    returns the last backlog seen, ``want`` or the one that did not change for
+    ``stall_s`` seconds (-1: none could be read)."""
+    got, changed = -2, time.monotonic()
     while True:
         try:
-            got = await backlog(admin_url, topic, subscription)
+            now = await backlog(admin_url, topic, subscription)
         except Exception:
-            got = -1
-        if got == want or time.monotonic() > deadline:
+            now = -1
+        if now != got:
+            got, changed = now, time.monotonic()
+        if got == want or time.monotonic() - changed > stall_s:
             return got
         await asyncio.sleep(0.2)
 

@@ -7,13 +7,11 @@ import asyncio
 import datetime as dt
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import dlq_replay
 import pytest
 from magnetar_spark.replay import ReplayConfig, Selection, select, transform
-from magnetar_spark.testing import Cluster, cluster, dead_letter, read_all, wait_for_backlog
+from magnetar_spark.testing import Cluster, dead_letter, read_all, wait_for_backlog
 
 import magnetar.asyncio as mg
 from magnetar.client.deadletters import replayed_properties, sequence_id
@@ -26,12 +24,6 @@ DLQ_COLUMNS = (
     "message_id STRING, topic STRING, partition INT, key STRING, value BINARY, properties MAP<STRING,STRING>, "
     "publish_time TIMESTAMP, event_time TIMESTAMP, redelivery_count INT, entry_size INT"
 )
-
-
-@pytest.fixture(scope="module")
-def mcluster(zk_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with cluster(zk_server, Path(tmp_path_factory.mktemp("spark-replay"))) as c:
-        yield c
 
 
 def unique(prefix: str) -> str:
@@ -160,7 +152,7 @@ def test_filters_transform_dry_run_and_bad_input(spark, mcluster: Cluster, capsy
     assert dry.by_target == Counter({real: 20}) and dry.no_real_topic == 1 and dry.missing_target == Counter({gone: 1})
     assert dry.skipped_by_filter == 7 and dry.exit_code == 1
     assert asyncio.run(read_all(mcluster.service_url, real)) == []
-    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "s-DLQ-sub", 29, timeout_s=2)) == 29
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "s-DLQ-sub", 29, stall_s=2)) == 29
 
     for bad, message in (("test_replay:wrong_schema", "wrong schema"), ("test_replay:raises", "cannot fix these"),
                          ("no_such_module:f", "cannot load")):

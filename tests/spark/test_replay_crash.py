@@ -13,11 +13,10 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from magnetar_spark.testing import Cluster, cluster, read_all, wait_for_backlog
+from magnetar_spark.testing import Cluster, read_all, wait_for_backlog
 
 import magnetar.asyncio as mg
 from magnetar.client.rest_admin import RestAdmin
@@ -27,12 +26,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 JOB = Path(__file__).resolve().parents[2] / "spark-jobs" / "dlq_replay.py"
 PER_TARGET = 3000
-
-
-@pytest.fixture(scope="module")
-def mcluster(zk_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with cluster(zk_server, Path(tmp_path_factory.mktemp("spark-crash"))) as c:
-        yield c
 
 
 async def fill(c: Cluster, dlq: str, targets: list[str]) -> list[str]:

@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from magnetar_spark import positions
-from magnetar_spark.testing import Cluster, cluster, read_all
+from magnetar_spark.testing import Cluster, read_all
 
 import magnetar.asyncio as mg
 from magnetar.client.rest_admin import RestAdmin
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def mcluster(zk_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with cluster(zk_server, Path(tmp_path_factory.mktemp("spark-source"))) as c:
-        yield c
 
 
 def unique(prefix: str) -> str:

@@ -76,6 +76,7 @@ class TwinState:
         self.deliveries: list[pb.Delivery] = []
         self.seek_error: common_pb2.Error | None = None
         self.unsubscribe_error: common_pb2.Error | None = None
+        self.reconsume_error: common_pb2.Error | None = None  # the answer to a ReconsumeLater
         self.resets_to_send = 0  # CursorResets pushed without a seek (an admin reset)
         self.hold_receipts = False
         self.stall_produce = False  # the next produce stream reads nothing after its open ...
@@ -176,7 +177,13 @@ class BrokerTwin(pb_grpc.BrokerServicer):
         token = sub.consumer = object()
         sub.redeliver = sorted(sub.delivered)
         sub.delivered.clear()
-        await context.write(pb.ConsumeResponse(subscribed=pb.Subscribed(consumer_name=s.consumer_name or "twin-c")))
+        subscribed = pb.Subscribed(consumer_name=s.consumer_name or "twin-c")
+        if s.enable_retry:  # the names the broker resolves (<topic>-<subscription>-RETRY, -DLQ)
+            subscribed.dead_letter_policy.CopyFrom(pb.DeadLetterPolicy(
+                max_redeliver_count=16, retry_letter_topic=f"{topic}-{s.subscription}-RETRY",
+                dead_letter_topic=f"{topic}-{s.subscription}-DLQ", initial_subscription_name=f"{s.subscription}-DLQ-sub",
+            ))
+        await context.write(pb.ConsumeResponse(subscribed=subscribed))
         permits = 0
         outbox: list[pb.ConsumeResponse] = []
         ending = False
@@ -210,6 +217,14 @@ class BrokerTwin(pb_grpc.BrokerServicer):
                         else:
                             st.subs.pop((topic, s.subscription), None)
                             ending = True
+                        outbox.append(pb.ConsumeResponse(done=done))
+                    elif kind == "reconsume_later":
+                        done = pb.RequestDone(request_id=req.reconsume_later.request_id)
+                        if st.reconsume_error is not None:  # the copy was not stored: nothing acked
+                            done.error.CopyFrom(st.reconsume_error)
+                        else:
+                            sub.acked.add(req.reconsume_later.message_id.entry_id)
+                            sub.delivered.discard(req.reconsume_later.message_id.entry_id)
                         outbox.append(pb.ConsumeResponse(done=done))
                     elif kind == "flow":
                         permits += req.flow.permits
@@ -440,6 +455,33 @@ async def test_a_nack_goes_out_after_the_acks_of_its_siblings_in_one_write(twin,
     assert twin.state.batch_acks[-1] == (0, 4, b"\x0d")
     with pytest.raises(magnetar.Timeout):
         await consumer.receive(timeout_millis=100)
+
+
+async def test_a_failed_reconsume_later_brings_the_message_back_like_a_nack(twin, client):
+    # The Spark DLQ helper under load: a reconsume_later the broker could not do (its copy
+    # not stored) left the message held by the consumer, unacked, never delivered again.
+    consumer = await client.subscribe(
+        "retry", "s", initial_position=ma.InitialPosition.Earliest, consumer_type=ma.ConsumerType.Shared,
+        enable_retry=True, negative_ack_redelivery_delay_ms=200,
+    )
+    producer = await client.create_producer("retry", batching_enabled=False)
+    sent = await producer.send(b"m")
+    msg = await consumer.receive(timeout_millis=2000)
+    twin.state.reconsume_error = common_pb2.Error(code="SERVICE_CLOSED", message="topic closing", retriable=True)
+    started = time.monotonic()
+    with pytest.raises(magnetar.ServiceClosed):
+        await consumer.reconsume_later(msg, timedelta(seconds=1))
+    again = await consumer.receive(timeout_millis=3000)
+    assert again.message_id() == sent and again.data() == b"m"
+    assert time.monotonic() - started >= 0.2  # after the negative-ack delay, as a nack
+    assert twin.state.redeliveries == [[(LEDGER, 0)]]
+
+    twin.state.reconsume_error = None  # the broker can now: acked, and gone for good
+    await consumer.reconsume_later(again, timedelta(seconds=1))
+    with pytest.raises(magnetar.Timeout):
+        await consumer.receive(timeout_millis=500)
+    assert twin.state.redeliveries == [[(LEDGER, 0)]]
+    assert twin.state.subs[("persistent://public/default/retry", "s")].is_acked(0)
 
 
 async def test_cumulative_ack_inside_a_batch_acks_the_entry_before(twin, client):

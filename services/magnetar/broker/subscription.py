@@ -21,7 +21,7 @@ from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatche
 from magnetar.broker.managedledger.position import Position
 from magnetar.broker.managedledger.stats import estimated_size
 from magnetar.broker.rates import Meter
-from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
+from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError, ServiceClosed
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -101,6 +101,8 @@ class Subscription:
         self.meter_out = Meter()
         """The messages and bytes delivered to its consumers (stats)."""
         self._retired = BackgroundTasks(f"subscription {name} on {topic.name}")
+        self.closed = False
+        """Set when its topic starts closing: no consumer attaches any more."""
 
     # -- what its dispatcher sees (dispatch.base.DispatchContext) -----------------------
     @property
@@ -144,7 +146,12 @@ class Subscription:
         Raises:
             ConsumerBusy: Exclusive and a consumer is attached, or another type is in use.
             InvalidArgument: an unknown subscription type.
+            ServiceClosed: the topic is closing (the client subscribes again).
         """
+        if self.closed:
+            # The topic closed while the consumer subscribed (the Consume door awaits
+            # between the subscribe and the attach): it ended the streams it knew of.
+            raise ServiceClosed(f"topic {self.topic.name} is closing")
         if sub_type not in _DISPATCHERS:
             raise InvalidArgument(f"unknown subscription type {sub_type}")
         if self.consumers and sub_type != self.sub_type:
@@ -346,6 +353,7 @@ class Subscription:
         )
 
     async def close(self) -> None:
+        self.closed = True
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         await self._retired.wait()

@@ -450,6 +450,11 @@ class PersistentTopic:
             if sub is None:
                 initial = "earliest" if initial_position == pb.EARLIEST else "latest"
                 cursor = await self.ml.open_cursor(name, initial, start=start, inclusive=inclusive, durable=durable)
+                if self._closed:
+                    # Closed while the cursor was stored: close() did not see this
+                    # subscription, so nobody would ever close it or end its streams.
+                    await cursor.close(flush=False)
+                    raise ServiceClosed(f"topic {self.name} is closing")
                 sub = Subscription(self, name, sub_type, cursor, durable=durable, on_empty=self._drop_non_durable)
                 self.subscriptions[name] = sub
         return sub
@@ -563,8 +568,11 @@ class PersistentTopic:
         which clients answer by looking the topic up again), then close the subscriptions
         and the managed ledger (which stores a last deduplication snapshot with its list)."""
         self._closed = True
+        subscriptions = list(self.subscriptions.values())
+        for sub in subscriptions:
+            sub.closed = True  # a consumer subscribing now is refused, not left on a closed topic
         self.end_streams(reason or NotOwner(f"topic {self.name} was unloaded from this broker; look it up again"))
-        for sub in list(self.subscriptions.values()):
+        for sub in subscriptions:
             await sub.close()
         await self._tasks.wait()
         if self._since_snapshot:

@@ -404,7 +404,8 @@ class Consumer:
             InvalidArgument: no ``enable_retry``, both a delay and a level, or one out of
                 range (nothing changed).
             MagnetarError: the broker's refusal (typed), NotConnected, Timeout; the
-                message then stays unacknowledged and comes back.
+                message then stays unacknowledged and is negatively acknowledged: it
+                comes back after ``negative_ack_redelivery_delay_ms``.
         """
         if not isinstance(message, Message):
             raise TypeError(f"reconsume_later takes a received Message, not {type(message).__name__}")

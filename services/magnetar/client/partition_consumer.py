@@ -429,17 +429,27 @@ class PartitionConsumer(ConnectionHandler):
 
         Raises:
             MagnetarError: the broker's refusal (typed), NotConnected, Timeout. The
-                message is then not acknowledged: it is delivered again.
+                message is then not acknowledged: it is negatively acknowledged, so it
+                is delivered again after the negative-ack delay (counted as a
+                redelivery), as the application would have had it without the retry.
         """
         self._check_usable()
         request_id = self._requests.new()
         request = pb.ReconsumeLater(request_id=request_id, message_id=mid.to_proto(), delay_ms=delay_ms)
         try:
-            await self.write_pending(pb.ConsumeRequest(reconsume_later=request))
-        except BaseException:
-            self._requests.forget(request_id)
+            try:
+                await self.write_pending(pb.ConsumeRequest(reconsume_later=request))
+            except BaseException:
+                self._requests.forget(request_id)
+                raise
+            await self._requests.wait(request_id, self.pool.operation_timeout_s, f"reconsume_later on {self.topic}")
+        except MagnetarError:
+            # Without this the broker keeps the message as held by this consumer, which
+            # dropped it: it would not come back until the consumer reconnects. A move
+            # that went through all the same (a late answer) acked it first; the broker
+            # then ignores the redelivery request.
+            self.nack(mid)
             raise
-        await self._requests.wait(request_id, self.pool.operation_timeout_s, f"reconsume_later on {self.topic}")
         if self.conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             # The broker acked it; so does the tracker, which completes a batch's entry ack.
             self.ack(mid)

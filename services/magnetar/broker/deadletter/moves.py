@@ -15,6 +15,12 @@ unacknowledged, so it comes back and is moved again; the target's deduplication 
 the repeated copy once (see :mod:`.publisher`). Nothing is lost and nothing is stored
 twice.
 
+One move of an entry at a time: a move waits for the one in flight and then moves only
+what that one left unacknowledged. A message being moved by ``reconsume_later`` can be
+sent back meanwhile (the SDK negatively acknowledges it when the request timed out),
+and a redelivery that reached ``max_redeliver_count`` is diverted: without the wait the
+message would go to the retry topic and to the DLQ both.
+
 The copies are published through a :class:`MovePublisher` (the topic's ``mover``): the
 broker's :class:`~.publisher.ServiceMovePublisher`, which stores a copy on a topic this
 broker serves itself and hands the others to a network adapter.
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
@@ -66,6 +74,9 @@ class SubscriptionMoves:
     def __init__(self, subscription: Subscription) -> None:
         self.sub = subscription
         self._moving: set[Position] = set()
+        """Entries diverted to the DLQ, their move not done yet."""
+        self._busy: dict[Position, asyncio.Event] = {}
+        """Entries being moved (set when the move is done)."""
         self._tasks = BackgroundTasks(f"moves of {subscription.name}")
 
     # -- reconsume_later ----------------------------------------------------------------
@@ -85,15 +96,16 @@ class SubscriptionMoves:
         policy = consumer.dead_letter
         if policy is None:
             raise InvalidArgument("reconsume_later needs a consumer subscribed with enable_retry=True")
-        batch = await self._read(position)
-        n = len(batch.messages)
-        index = max(mid.batch_index, 0)
-        text = str(MessageId.trusted(sub.topic.partition, mid.ledger_id, mid.entry_id, mid.batch_index))
-        if index >= n or not consumer.pending.get(position, 0) >> index & 1:
-            raise InvalidArgument(f"message {text} is not held unacknowledged by this consumer")
-        move = plan_reconsume(policy, sub.name, sub.topic.name, text, batch.messages[index], delay_ms)
-        await self._publish(move, policy)
-        self._ack_moved(position, n, 1 << index)
+        async with self._one_move(position):
+            batch = await self._read(position)
+            n = len(batch.messages)
+            index = max(mid.batch_index, 0)
+            text = str(MessageId.trusted(sub.topic.partition, mid.ledger_id, mid.entry_id, mid.batch_index))
+            if index >= n or not consumer.pending.get(position, 0) >> index & 1:
+                raise InvalidArgument(f"message {text} is not held unacknowledged by this consumer")
+            move = plan_reconsume(policy, sub.name, sub.topic.name, text, batch.messages[index], delay_ms)
+            await self._publish(move, policy)
+            self._ack_moved(position, n, 1 << index)
 
     # -- negative acks past max_redeliver_count ----------------------------------------------
     def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
@@ -115,10 +127,13 @@ class SubscriptionMoves:
     ) -> None:
         sub = self.sub
         try:
-            for i in masks.indexes(mask):
-                text = str(MessageId.trusted(sub.topic.partition, position[0], position[1], i if batch.batched else -1))
-                await self._publish(plan_dead_letter(policy, sub.name, sub.topic.name, text, batch.messages[i], count), policy)
-            self._ack_moved(position, n, mask)
+            async with self._one_move(position):
+                mask &= self._unacked(position, n)  # a move in flight may have taken some
+                for i in masks.indexes(mask):
+                    text = str(MessageId.trusted(sub.topic.partition, position[0], position[1], i if batch.batched else -1))
+                    await self._publish(plan_dead_letter(policy, sub.name, sub.topic.name, text, batch.messages[i], count), policy)
+                if mask:
+                    self._ack_moved(position, n, mask)
         except MagnetarError as exc:
             log.warning(
                 "subscription %s on %s: moving %s to %s failed (%s); trying again", sub.name, sub.topic.name,
@@ -130,6 +145,24 @@ class SubscriptionMoves:
             self._moving.discard(position)
 
     # -- shared steps ----------------------------------------------------------------------
+    @asynccontextmanager
+    async def _one_move(self, position: Position) -> AsyncIterator[None]:
+        """Hold the entry's move: wait for the move in flight, if any, first."""
+        while (busy := self._busy.get(position)) is not None:
+            await busy.wait()
+        done = self._busy[position] = asyncio.Event()
+        try:
+            yield
+        finally:
+            del self._busy[position]
+            done.set()
+
+    def _unacked(self, position: Position, n: int) -> int:
+        cursor = self.sub.cursor
+        if cursor.is_acked(position):
+            return 0
+        return masks.full_mask(n) & ~cursor.acked_mask(position)
+
     async def _read(self, position: Position) -> pb.EntryBatch:
         entries = await self.sub.topic.ml.read_entries(position, 1, _ENTRY_BYTES)
         if not entries or entries[0][0] != position:
