@@ -123,9 +123,8 @@ def test_acked_entries_survive_sigkill_at_random_points(bookie_factory):
     print(f"crash test seed {seed} (rerun with MAGNETAR_CRASH_SEED={seed})")
     # Each lane is a bookie of its own (process, directories, ledgers) and a seeded random
     # source of its own, so a seed replays the same sizes and kill delays.
-    bookies = [bookie_factory.create(**CRASHY) for _ in range(LANES)]
+    bookies = bookie_factory.start_many(LANES, **CRASHY)
     with ThreadPoolExecutor(LANES) as pool:
-        list(pool.map(lambda bookie: bookie.start(), bookies))
         lanes = [
             pool.submit(kill_points, bookie, range(1 + lane, KILL_POINTS + 1, LANES), random.Random(f"{seed}/{lane}"))
             for lane, bookie in enumerate(bookies)
