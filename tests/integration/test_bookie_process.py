@@ -33,7 +33,8 @@ async def test_bookie_serves_registers_and_keeps_its_id_across_restarts(
     bookie_factory: BookieFactory, zk_session: ZkSession
 ) -> None:
     registry = ZkBookieRegistry(zk_session)
-    bookie = bookie_factory(flush_interval_s=0.2)
+    # A 1 s session (the test ZooKeeper's shortest): the kill -9 below waits it out.
+    bookie = bookie_factory(flush_interval_s=0.2, zk_session_timeout_s=1.0)
     address = bookie.address
     assert grpc_health_serving(address)
     assert await registry.list_writable() == [address]
@@ -61,7 +62,7 @@ async def test_bookie_serves_registers_and_keeps_its_id_across_restarts(
 
 
 def test_several_bookies(bookie_factory: BookieFactory) -> None:
-    bookies = [bookie_factory() for _ in range(2)]
+    bookies = bookie_factory.start_many(2)
     assert len({b.address for b in bookies}) == 2
     assert all(b.data_dir.is_dir() and b.log_path.exists() for b in bookies)
 

@@ -31,7 +31,7 @@ def entries(ledger: int, first: int, n: int, size: int = 100) -> list[Entry]:
 
 
 async def test_fence_rejects_adds_and_survives_sigkill(bookie_factory):
-    bookie = bookie_factory(zk_session_timeout_s=1.5, flush_interval_s=3600)
+    bookie = bookie_factory(zk_session_timeout_s=1.0, flush_interval_s=3600)
     async with BookieClient(bookie.address) as c:
         assert await c.add_entries(entries(1, 0, 10)) == []
         assert await c.fence(1) == 8  # the highest LAC it has seen
@@ -64,13 +64,18 @@ async def test_read_lac_and_entries_carry_the_writers_lac(bookie_factory):
 
 
 async def test_delete_ledger_and_entry_log_garbage_collection(bookie_factory):
-    bookie = bookie_factory(flush_interval_s=0.1, gc_interval_s=0.2, entry_log_max_bytes=64 * 1024)
+    # A 1 s session (the test ZooKeeper's shortest): the restart after kill -9 waits it out.
+    bookie = bookie_factory(
+        flush_interval_s=0.1, gc_interval_s=0.2, entry_log_max_bytes=64 * 1024, zk_session_timeout_s=1.0
+    )
     logs_dir = Path(bookie.data_dir) / "ledgers"
     async with BookieClient(bookie.address) as c:
         for first in range(0, 2000, 200):
             assert await c.add_entries(entries(10, first, 200, size=1000)) == []
         assert await c.add_entries(entries(11, 0, 50)) == []
-        await asyncio.sleep(0.5)  # flushed into several 64 KiB entry logs
+        deadline = time.monotonic() + 10  # ledger 10's 2 MB flushed into several 64 KiB entry logs
+        while sum(p.stat().st_size for p in logs_dir.glob("*.log")) < 2000 * 1000 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         logs_before = sorted(logs_dir.glob("*.log"))
         assert len(logs_before) >= 10
         await c.delete_ledger(10)
@@ -144,7 +149,7 @@ async def test_bad_input_gets_clear_errors_and_changes_nothing(bookie_factory):
 
 
 def test_shell_commands(bookie_factory, zk_connect, zk_root):
-    first, second = bookie_factory(), bookie_factory()
+    first, second = bookie_factory.start_many(2)
     shell = ("shell", "--zookeeper", zk_connect, "--zk-root", zk_root)
     listed = magnetar(*shell, "listbookies")
     assert listed.returncode == 0 and sorted(listed.stdout.split()) == sorted([first.address, second.address])

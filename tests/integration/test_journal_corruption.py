@@ -3,6 +3,7 @@ truncates at the last good record and keeps everything before it."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,10 @@ def expected(n: int) -> dict[int, tuple[int, str]]:
     return {e: (SIZE, numbered_payload(e, SIZE)[:20].decode()) for e in range(n)}
 
 
-@pytest.mark.parametrize("damage", ["truncate", "bitflip", "garbage"])
-def test_damaged_journal_tail_is_cut_at_the_last_good_record(bookie_factory, damage):
-    bookie = bookie_factory(flush_interval_s=3600, zk_session_timeout_s=1.5, min_free_disk_bytes=0)
+DAMAGES = ("truncate", "bitflip", "garbage")
+
+
+def damage_and_replay(bookie, damage: str) -> None:
     journal = write_then_crash(bookie)
     data = bytearray(journal.read_bytes())
     if damage == "truncate":  # a torn last write
@@ -60,3 +62,21 @@ def test_damaged_journal_tail_is_cut_at_the_last_good_record(bookie_factory, dam
     bookie.kill()  # and a second replay of the cut journal finds the same entries
     bookie.start()
     assert stored(bookie) == expected(survivors)
+
+
+def test_damaged_journal_tail_is_cut_at_the_last_good_record(bookie_factory):
+    # Each damage on a bookie of its own, all three at once (a case is mostly waiting:
+    # process starts and the killed bookie's session expiry, 1 s on the test ZooKeeper).
+    bookies = bookie_factory.start_many(
+        len(DAMAGES), flush_interval_s=3600, zk_session_timeout_s=1.0, min_free_disk_bytes=0
+    )
+    with ThreadPoolExecutor(len(DAMAGES)) as pool:
+        cases = {
+            damage: pool.submit(damage_and_replay, bookie, damage)
+            for damage, bookie in zip(DAMAGES, bookies, strict=True)
+        }
+        for damage, case in cases.items():
+            try:
+                case.result()
+            except AssertionError as exc:
+                raise AssertionError(f"journal damage {damage!r}: {exc}") from exc

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -42,8 +43,7 @@ async def stored_ids(address: str, ledger_id: int) -> set[int]:
 
 
 async def test_seed_example_striping_on_four_bookies(bookie_factory, ledgers):
-    for _ in range(4):
-        bookie_factory()
+    bookie_factory.start_many(4)
     handle = await ledgers.create_ledger(4, 3, 2)
     ids = await asyncio.gather(*(handle.add_entry(b"%d" % e) for e in range(1000)))
     assert list(ids) == list(range(1000))
@@ -63,7 +63,7 @@ async def test_seed_example_striping_on_four_bookies(bookie_factory, ledgers):
 
 
 async def test_sigkill_during_writes_changes_the_ensemble_and_loses_nothing(bookie_factory, ledgers, zk_connect, zk_root):
-    bookies = [bookie_factory() for _ in range(4)]
+    bookies = bookie_factory.start_many(4)
     handle = await ledgers.create_ledger(3, 2, 2)
     confirmed: list[int] = []
 
@@ -101,8 +101,7 @@ async def test_sigkill_during_writes_changes_the_ensemble_and_loses_nothing(book
 
 
 async def test_recovery_fences_the_first_writer(bookie_factory, ledgers, zk_connect, zk_root):
-    for _ in range(3):
-        bookie_factory()
+    bookie_factory.start_many(3)
     writer = await ledgers.create_ledger(3, 2, 2)
     await asyncio.gather(*(writer.add_entry(b"x%d" % e) for e in range(100)))
     session = ZkSession(zk_connect, zk_root)
@@ -143,33 +142,41 @@ def start_writer(zk_connect: str, zk_root: str) -> tuple[subprocess.Popen[str], 
     return proc, lines, t
 
 
+def kill_writer_and_recover(zk_connect: str, zk_root: str, delay: float) -> None:
+    """Kill a ledger writer ``delay`` s after its first confirmed add; recovery must close
+    its ledger at or after the last confirmed entry, with every entry up to there readable."""
+    shell = ("shell", "--zookeeper", zk_connect, "--zk-root", zk_root)
+    proc, lines, reader = start_writer(zk_connect, zk_root)
+    deadline = time.monotonic() + 30
+    while not any(line.startswith("confirmed") for line in lines) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(delay)
+    proc.kill()
+    proc.wait(10)
+    reader.join(10)
+    proc.stdout.close()  # type: ignore[union-attr]
+    ledger = int(lines[0].split()[1])
+    confirmed = [int(line.split()[1]) for line in lines[1:]]
+    assert confirmed and confirmed == list(range(len(confirmed)))
+    result = magnetar(*shell, "recover", "--ledger", str(ledger))
+    assert result.returncode == 0, result.stderr
+    last = int(result.stdout.strip())
+    assert last >= confirmed[-1], f"recovered at {last}, but {confirmed[-1]} was confirmed"
+    meta = json.loads(magnetar(*shell, "ledgermetadata", "--ledger", str(ledger)).stdout)
+    assert (meta["state"], meta["last_entry_id"]) == ("CLOSED", last)
+    assert meta["length"] == 50 * (last + 1)
+    check = asyncio.run(read_all(zk_connect, zk_root, ledger, last))
+    assert check == [numbered_payload(e, 50) for e in range(last + 1)]
+
+
 @pytest.mark.slow
 def test_writer_killed_mid_flight_recovers_at_or_after_its_last_confirmed_entry(bookie_factory, zk_connect, zk_root):
-    for _ in range(3):
-        bookie_factory()
-    shell = ("shell", "--zookeeper", zk_connect, "--zk-root", zk_root)
-    for delay in (0.2, 0.5, 1.0, 1.5, 2.5):
-        proc, lines, reader = start_writer(zk_connect, zk_root)
-        deadline = time.monotonic() + 30
-        while not any(line.startswith("confirmed") for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(delay)
-        proc.kill()
-        proc.wait(10)
-        reader.join(10)
-        proc.stdout.close()  # type: ignore[union-attr]
-        ledger = int(lines[0].split()[1])
-        confirmed = [int(line.split()[1]) for line in lines[1:]]
-        assert confirmed and confirmed == list(range(len(confirmed)))
-        result = magnetar(*shell, "recover", "--ledger", str(ledger))
-        assert result.returncode == 0, result.stderr
-        last = int(result.stdout.strip())
-        assert last >= confirmed[-1], f"recovered at {last}, but {confirmed[-1]} was confirmed"
-        meta = json.loads(magnetar(*shell, "ledgermetadata", "--ledger", str(ledger)).stdout)
-        assert (meta["state"], meta["last_entry_id"]) == ("CLOSED", last)
-        assert meta["length"] == 50 * (last + 1)
-        check = asyncio.run(read_all(zk_connect, zk_root, ledger, last))
-        assert check == [numbered_payload(e, 50) for e in range(last + 1)]
+    bookie_factory.start_many(3)
+    delays = (0.2, 0.5, 1.0, 1.5, 2.5)
+    # The writers are independent (a process and a ledger each): all five run at once.
+    with ThreadPoolExecutor(len(delays)) as pool:
+        for case in [pool.submit(kill_writer_and_recover, zk_connect, zk_root, delay) for delay in delays]:
+            case.result()
 
 
 async def read_all(zk_connect: str, zk_root: str, ledger: int, last: int) -> list[bytes]:
@@ -186,8 +193,7 @@ async def read_all(zk_connect: str, zk_root: str, ledger: int, last: int) -> lis
 
 
 async def test_open_ledger_readers_see_entries_up_to_the_lac(bookie_factory, ledgers):
-    for _ in range(3):
-        bookie_factory()
+    bookie_factory.start_many(3)
     handle = await ledgers.create_ledger(3, 3, 2)
     for e in range(10):
         await handle.append(b"e%d" % e)  # one at a time: entry e carries LAC e-1
@@ -203,7 +209,7 @@ async def test_open_ledger_readers_see_entries_up_to_the_lac(bookie_factory, led
 
 
 async def test_reads_move_to_the_next_replica(bookie_factory, ledgers):
-    bookies = [bookie_factory() for _ in range(3)]
+    bookies = bookie_factory.start_many(3)
     handle = await ledgers.create_ledger(3, 2, 2)
     await asyncio.gather(*(handle.add_entry(b"r%d" % e) for e in range(200)))
     await handle.close()
@@ -213,8 +219,7 @@ async def test_reads_move_to_the_next_replica(bookie_factory, ledgers):
 
 
 async def test_errors_are_clear(bookie_factory, ledgers, zk_connect, zk_root):
-    for _ in range(2):
-        bookie_factory()
+    bookie_factory.start_many(2)
     with pytest.raises(NotEnoughBookies, match="needed 3, found 2"):
         await ledgers.create_ledger(3, 2, 2)
     with pytest.raises(InvalidArgument, match="E=2 Qw=3 Qa=1"):
@@ -238,8 +243,7 @@ async def test_errors_are_clear(bookie_factory, ledgers, zk_connect, zk_root):
 
 
 async def test_shell_simpletest_listledgers_and_delete(bookie_factory, ledgers, zk_connect, zk_root):
-    for _ in range(3):
-        bookie_factory()
+    bookie_factory.start_many(3)
     shell = ("shell", "--zookeeper", zk_connect, "--zk-root", zk_root)
     result = magnetar(*shell, "simpletest", "--ensemble", "3", "--write-quorum", "3", "--ack-quorum", "2", "--entries", "50")
     assert result.returncode == 0, result.stderr

@@ -52,9 +52,15 @@ async def test_services_stop_promptly_with_zookeeper_gone(tmp_path: Path) -> Non
         return f
 
     try:
-        bookie = factory(BookieProcess)()
-        broker = factory(BrokerProcess)(ensemble_size=1, write_quorum=1, ack_quorum=1)
-        auditor = factory(AuditorProcess)()
+        # The bookie's session outlives the stop bound (a stop that waited for it would fail)
+        # but is shorter than the default 10 s: its restart below waits the dead one out.
+        bookie = factory(BookieProcess).create(zk_session_timeout_s=STOP_BOUND_S + 1)
+        broker = factory(BrokerProcess).create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+        auditor = factory(AuditorProcess).create()
+        for process in (bookie, broker, auditor):  # started together: their starts overlap
+            process.launch()
+        for process in (bookie, broker, auditor):
+            await asyncio.to_thread(process.wait_serving)
         await produce_and_consume_one(broker.address, 50)
         zk.kill()
         for process in (broker, auditor, bookie):

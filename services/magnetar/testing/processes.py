@@ -149,8 +149,20 @@ class ServiceProcess:
         Raises:
             Timeout: (ChildNotReady) it exited or was not serving in time; with its log tail.
         """
+        self.launch()
+        return self.wait_serving(timeout)
+
+    def launch(self) -> None:
+        """Start the process and return at once (:meth:`wait_serving` waits for it)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process.start()
+
+    def wait_serving(self, timeout: float = 30.0) -> Self:
+        """Wait until the launched process's health check answers SERVING; kill it if not.
+
+        Raises:
+            Timeout: (ChildNotReady) it exited or was not serving in time; with its log tail.
+        """
         try:
             self.process.wait_ready(self.is_serving, timeout)
         except BaseException:
@@ -256,6 +268,28 @@ class ServiceFactory(Generic[P]):
     def __call__(self, *, timeout: float = 30.0, **config: Any) -> P:
         """Start a new process with the given settings and wait until it serves."""
         return self.create(**config).start(timeout)
+
+    def start_many(self, count: int, *, timeout: float = 30.0, **config: Any) -> list[P]:
+        """Start ``count`` new processes with the same settings at once (a start is mostly
+        the interpreter's imports: they overlap) and wait until all serve; return them in
+        creation order.
+
+        Raises:
+            Timeout: (ChildNotReady) one of them did not serve in time (all are killed).
+        """
+        processes = [self.create(**config) for _ in range(count)]
+        # Probed from this thread: health probes from worker threads, next to a test's
+        # grpc.aio channels on its event loop, left those channels refusing to connect.
+        try:
+            for process in processes:
+                process.launch()
+            for process in processes:
+                process.wait_serving(timeout)
+        except BaseException:
+            for process in processes:
+                process.kill()
+            raise
+        return processes
 
     def kill_all(self) -> None:
         """SIGKILL every process this factory made."""

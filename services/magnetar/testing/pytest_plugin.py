@@ -135,7 +135,8 @@ def bookie_factory(
     """``bookie_factory(**settings)`` starts a bookie on ``zk_root``; all killed after the test.
 
     Settings are BookieConfig fields (``flush_interval_s=0.1``); ``extra_args=[...]``
-    adds command-line arguments; ``bookie_factory.create(...)`` makes one unstarted.
+    adds command-line arguments; ``bookie_factory.create(...)`` makes one unstarted;
+    ``bookie_factory.start_many(n, **settings)`` starts ``n`` at once.
     """
     factory = ServiceFactory(
         BookieProcess,
