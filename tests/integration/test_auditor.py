@@ -19,6 +19,7 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata.session import ZkSession
+from magnetar.metadata.underreplication import ZkUnderReplicationStore
 from magnetar.proto.v1 import auditor_pb2 as apb
 from magnetar.proto.v1 import auditor_pb2_grpc as apb_grpc
 from magnetar.shell import numbered_payload
@@ -26,7 +27,8 @@ from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration
 
-BOOKIE = {"zk_session_timeout_s": 4.0, "flush_interval_s": 0.2}
+# A 2 s session: a killed bookie's registration is gone 2 s later (ZooKeeper ticks 500 ms).
+BOOKIE = {"zk_session_timeout_s": 2.0, "flush_interval_s": 0.2}
 AUDITOR = {
     "grace_period_s": 2.0,
     "poll_interval_s": 0.5,
@@ -92,20 +94,17 @@ def scrape(port: int) -> dict[str, float]:
     }
 
 
-def wait_until(predicate, timeout: float, what: str, step: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
+async def marked(client: LedgerClient) -> dict[int, list[str]]:
+    """The markers as ``listunderreplicated`` prints them, read in this process: a look
+    through the shell starts a Python process (a second of a loaded CPU), too slow to
+    poll with. The shell's own output is checked where a test asserts on it."""
+    markers = await ZkUnderReplicationStore(client.session).list()
+    return {m.ledger_id: list(m.missing) for m in markers}
 
 
-def registered(zk_connect: str, zk_root: str) -> set[str]:
-    return set(shell(zk_connect, zk_root, "listbookies").stdout.split()) | set(
-        shell(zk_connect, zk_root, "listbookies", "--readonly").stdout.split()
-    )
+async def registered(client: LedgerClient) -> set[str]:
+    """The registered bookies (writable and read-only), as ``listbookies`` lists them."""
+    return set(await client.registry.list_writable()) | set(await client.registry.list_read_only())
 
 
 async def check_fully_replicated(
@@ -144,7 +143,7 @@ async def auditor_status(address: str) -> apb.AuditorStatus:
 async def test_lost_bookie_is_replaced_in_every_fragment(
     bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
 ):
-    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    bookies = bookie_factory.start_many(4, **BOOKIE)
     written = await write_ledgers(ledgers, 6, 300)
     empty = await ledgers.create_ledger(3, 2, 2)
     await empty.close()
@@ -165,18 +164,17 @@ async def test_lost_bookie_is_replaced_in_every_fragment(
         lid for lid in written if victim.address in (await ledgers.ledger_metadata(lid)).bookies()
     }
     victim.kill()
-    wait_until(
-        lambda: victim.address not in registered(zk_connect, zk_root),
-        30,
-        "the victim's registration to expire",
-    )
+    deadline = time.monotonic() + 30
+    while victim.address in await registered(ledgers):
+        assert time.monotonic() < deadline, "the victim's registration did not expire"
+        await asyncio.sleep(0.1)
     gone_at = time.monotonic()
     seen: dict[int, list[str]] = {}
     status = None
 
     async def restored() -> bool:
         nonlocal status
-        now = under_replicated(zk_connect, zk_root)
+        now = await marked(ledgers)
         seen.update(now)
         status = await auditor_status(auditor.address)
         return not now and status.ledgers_replicated == len(affected)
@@ -184,9 +182,9 @@ async def test_lost_bookie_is_replaced_in_every_fragment(
     deadline = gone_at + AUDITOR["grace_period_s"] + 60
     while not await restored():
         assert time.monotonic() < deadline, (
-            f"not restored within grace + 60 s; still marked: {under_replicated(zk_connect, zk_root)}"
+            f"not restored within grace + 60 s; still marked: {await marked(ledgers)}"
         )
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.2)
     took = time.monotonic() - gone_at
     assert all(
         missing == [victim.address] for missing in seen.values()
@@ -228,9 +226,11 @@ async def fragments_backed_by_data(
 async def test_killing_the_leading_auditor_mid_replication(
     bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
 ):
-    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    bookies = bookie_factory.start_many(4, **BOOKIE)
     written = await write_ledgers(ledgers, 6, 1500)
-    slow = {**AUDITOR, "throttle_entries_per_s": 300, "replication_workers": 1, "batch_entries": 50}
+    # Throttled so that the leader is still copying when it is killed: a fragment (1,000
+    # entries) takes a second, and the leader has another ledger to copy after its first.
+    slow = {**AUDITOR, "throttle_entries_per_s": 1000, "replication_workers": 1, "batch_entries": 50}
     first = auditor_factory(**slow)
     second = auditor_factory(**slow)
     assert (await auditor_status(second.address)).leader_id == first.address
@@ -266,14 +266,9 @@ async def test_killing_the_leading_auditor_mid_replication(
         took_over = time.monotonic() - killed_at
         assert took_over <= slow["zk_session_timeout_s"] + 3
         deadline = time.monotonic() + 120
-        while (
-            under_replicated(zk_connect, zk_root)
-            or (await auditor_status(second.address)).in_progress
-        ):
-            assert time.monotonic() < deadline, (
-                f"not finished: {under_replicated(zk_connect, zk_root)}"
-            )
-            await asyncio.sleep(0.5)
+        while await marked(ledgers) or (await auditor_status(second.address)).in_progress:
+            assert time.monotonic() < deadline, f"not finished: {await marked(ledgers)}"
+            await asyncio.sleep(0.2)
     finally:
         stop.set()
         await watcher  # re-raises a consistency failure seen on the way
@@ -288,10 +283,10 @@ async def test_killing_the_leading_auditor_mid_replication(
 async def test_periodic_check_finds_a_bookie_that_came_back_empty(
     bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
 ):
-    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    bookies = bookie_factory.start_many(4, **BOOKIE)
     written = await write_ledgers(ledgers, 4, 300)
     # a long grace period: the death watch must not be what notices
-    auditor = auditor_factory(**{**AUDITOR, "grace_period_s": 600.0, "audit_interval_s": 3.0})
+    auditor = auditor_factory(**{**AUDITOR, "grace_period_s": 600.0, "audit_interval_s": 1.0})
     holders = [(await ledgers.ledger_metadata(lid)).bookies() for lid in written]
     wiped = max(bookies, key=lambda b: sum(b.address in h for h in holders))
     held = {
@@ -314,10 +309,10 @@ async def test_periodic_check_finds_a_bookie_that_came_back_empty(
     deadline = time.monotonic() + 60
     while True:
         status = await auditor_status(auditor.address)
-        if status.ledgers_replicated >= len(held) and not under_replicated(zk_connect, zk_root):
+        if status.ledgers_replicated >= len(held) and not await marked(ledgers):
             break
         assert time.monotonic() < deadline, f"not re-replicated: {status}"
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.2)
     assert (
         status.last_audit.ledgers_checked >= len(written)
         and status.last_audit.auditor_id == auditor.address
@@ -333,13 +328,13 @@ async def test_periodic_check_finds_a_bookie_that_came_back_empty(
 async def test_open_ledgers_dead_writer_recovered_live_writer_left_alone(
     bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
 ):
-    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    bookies = bookie_factory.start_many(4, **BOOKIE)
     live_handle = await ledgers.create_ledger(3, 2, 2)
     for e in range(100):
         await live_handle.add_entry(numbered_payload(e, 100))
     writer = subprocess.Popen(
         [sys.executable, "-m", "magnetar.testing.ledger_writer", "--zookeeper", zk_connect, "--zk-root", zk_root,
-         "--size", "100", "--in-flight", "20"],
+         "--size", "100", "--in-flight", "20", "--session-timeout", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert writer.stdout is not None
@@ -356,9 +351,9 @@ async def test_open_ledgers_dead_writer_recovered_live_writer_left_alone(
     victim.kill()
     # the dead writer's ledger is fenced, closed and replicated; the live one stays marked
     deadline = time.monotonic() + 60
-    while set(under_replicated(zk_connect, zk_root)) != {live_handle.ledger_id}:
-        assert time.monotonic() < deadline, f"markers: {under_replicated(zk_connect, zk_root)}"
-        await asyncio.sleep(0.5)
+    while set(await marked(ledgers)) != {live_handle.ledger_id}:
+        assert time.monotonic() < deadline, f"markers: {await marked(ledgers)}"
+        await asyncio.sleep(0.2)
     recovered = await ledgers.ledger_metadata(dead_ledger)
     assert recovered.is_closed and recovered.last_entry_id >= confirmed[-1]
     live = {b.address for b in bookies if b is not victim}
@@ -371,9 +366,9 @@ async def test_open_ledgers_dead_writer_recovered_live_writer_left_alone(
     for e in range(100, 200):
         assert await live_handle.add_entry(numbered_payload(e, 100)) == e
     deadline = time.monotonic() + 60
-    while under_replicated(zk_connect, zk_root):
-        assert time.monotonic() < deadline, f"markers: {under_replicated(zk_connect, zk_root)}"
-        await asyncio.sleep(0.5)
+    while await marked(ledgers):
+        assert time.monotonic() < deadline, f"markers: {await marked(ledgers)}"
+        await asyncio.sleep(0.2)
     await live_handle.close()
     await check_fully_replicated(ledgers, {live_handle.ledger_id: 200}, live)
     assert (await auditor_status(auditor.address)).ledgers_replicated == 2
@@ -384,17 +379,17 @@ async def test_an_idle_live_writers_ledger_is_fenced_after_its_grace_and_replica
 ):
     # Found by the chaos run: a writer that stops writing never changes its ensemble, so
     # without this Qw stays short until a second bookie loss takes both copies.
-    bookies = [bookie_factory(**BOOKIE) for _ in range(4)]
+    bookies = bookie_factory.start_many(4, **BOOKIE)
     idle = await ledgers.create_ledger(3, 2, 2)
     for e in range(100):
         await idle.add_entry(numbered_payload(e, 100))
     victim = next(b for b in bookies if b.address in idle.metadata.current_ensemble)
-    auditor_factory(**{**AUDITOR, "open_ledger_grace_s": 1.0, "live_writer_grace_s": 4.0})
+    auditor_factory(**{**AUDITOR, "open_ledger_grace_s": 1.0, "live_writer_grace_s": 2.0})
     victim.kill()
     deadline = time.monotonic() + 60
-    while under_replicated(zk_connect, zk_root) or not (await ledgers.ledger_metadata(idle.ledger_id)).is_closed:
-        assert time.monotonic() < deadline, f"markers: {under_replicated(zk_connect, zk_root)}"
-        await asyncio.sleep(0.5)
+    while await marked(ledgers) or not (await ledgers.ledger_metadata(idle.ledger_id)).is_closed:
+        assert time.monotonic() < deadline, f"markers: {await marked(ledgers)}"
+        await asyncio.sleep(0.2)
     closed = await ledgers.ledger_metadata(idle.ledger_id)
     assert closed.last_entry_id == 99  # every acknowledged entry kept
     live = {b.address for b in bookies if b is not victim}
@@ -406,17 +401,26 @@ async def test_an_idle_live_writers_ledger_is_fenced_after_its_grace_and_replica
 async def test_shell_triggeraudit_and_clear_errors(
     bookie_factory, auditor_factory, ledgers, zk_connect, zk_root
 ):
-    for _ in range(3):
-        bookie_factory(**BOOKIE)
-    nobody = shell(zk_connect, zk_root, "triggeraudit")
+    # The commands that need no cluster run while it starts (each starts a Python process).
+    loop = asyncio.get_running_loop()
+    nobody_run = loop.run_in_executor(None, shell, zk_connect, zk_root, "triggeraudit")
+    down_run = loop.run_in_executor(None, shell, zk_connect, zk_root, "triggeraudit", "--auditor", "127.0.0.1:1")
+    bad_run = loop.run_in_executor(None, lambda: magnetar("auditor", "--zookeeper", zk_connect, "--grace-period", "-1"))
+    bookie_factory.start_many(3, **BOOKIE)
+    nobody = await nobody_run  # before any auditor runs
     assert (
         nobody.returncode == 1
         and "no auditor is running" in nobody.stderr
         and len(nobody.stderr.splitlines()) == 1
     )
     written = await write_ledgers(ledgers, 2, 30)
-    leader = auditor_factory(**AUDITOR)
-    follower = auditor_factory(**AUDITOR)
+    replicas = auditor_factory.start_many(2, **AUDITOR)
+    deadline = time.monotonic() + 30
+    while not (leading := [r for r in replicas if (await auditor_status(r.address)).is_leader]):
+        assert time.monotonic() < deadline, "no auditor took the lead"
+        await asyncio.sleep(0.05)
+    [leader] = leading
+    follower = next(r for r in replicas if r is not leader)
     result = shell(zk_connect, zk_root, "triggeraudit")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(
@@ -435,9 +439,9 @@ async def test_shell_triggeraudit_and_clear_errors(
         and status.last_audit.ledgers_checked == 2
     )
     assert shell(zk_connect, zk_root, "listunderreplicated").stdout == ""
-    down = shell(zk_connect, zk_root, "triggeraudit", "--auditor", "127.0.0.1:1")
+    down = await down_run
     assert down.returncode == 1 and "cannot reach" in down.stderr and "Traceback" not in down.stderr
-    bad = magnetar("auditor", "--zookeeper", zk_connect, "--grace-period", "-1")
+    bad = await bad_run
     assert bad.returncode == 2 and bad.stderr.startswith(
         "magnetar auditor: invalid configuration: grace_period_s"
     )
@@ -447,9 +451,8 @@ async def test_shell_triggeraudit_and_clear_errors(
 async def test_full_entry_check_finds_what_first_and_last_miss(bookie_factory, ledgers):
     from magnetar.auditor.checker import check_all, missing_copies
     from magnetar.ledger.metadata import Fragment
-    from magnetar.metadata.underreplication import ZkUnderReplicationStore
 
-    bookies = tuple(b.address for b in (bookie_factory(**BOOKIE) for _ in range(3)))
+    bookies = tuple(b.address for b in bookie_factory.start_many(3, **BOOKIE))
     md = LedgerMetadata(3, 2, 2, fragments=(Fragment(0, bookies),)).closed(29, 30 * 100)
     ledger_id, _ = await ledgers.store.create(md)
     hole = bookies[1]

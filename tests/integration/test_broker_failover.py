@@ -15,6 +15,7 @@ import magnetar.asyncio as mg
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,9 +39,8 @@ def first_occurrences(items: list[int]) -> list[int]:
 
 
 async def test_owner_killed_other_broker_takes_over(bookie_factory, broker_factory):
-    for _ in range(3):
-        bookie_factory()
-    brokers = [broker_factory(**QUORUM), broker_factory(**QUORUM)]
+    brokers = [broker_factory.create(**QUORUM) for _ in range(2)]
+    start_all([*(bookie_factory.create() for _ in range(3)), *brokers])  # start-ups overlap
     url = ",".join(b.address for b in brokers)
     topic = "persistent://public/default/failover"
     acked: list[int] = []

@@ -9,6 +9,10 @@ their own producers. After the fault each topic gets ``K`` more messages; every 
 must arrive within 2 x the session timeout + 5 s of the fault, in order where the
 subscription type promises it (first occurrences: a redelivery only repeats), and the
 subscriptions' stats must show their type and their consumers again.
+
+The faults run at the same time, each on a cluster of its own (its own ZooKeeper root);
+each waits mostly (for a session to expire, a pause to end), so the six take about as
+long as the longest. Each test reports one fault.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,9 +35,11 @@ import magnetar.asyncio as mg
 from magnetar.admin import stats_to_dict
 from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_ranges
+from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.metadata.ownership import ZkOwnershipStore
+from magnetar.metadata.session import ZkSession
 from magnetar.testing.faultproxy import FaultProxy
-from magnetar.testing.processes import BrokerProcess
+from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory, start_all
 from magnetar.testing.pytest_plugin import track_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -172,9 +181,29 @@ async def subscription_stats(url: str, topic: str) -> dict[str, Any]:
 
 @dataclass
 class Cluster:
+    """One fault's cluster: a ZooKeeper root of its own, 3 bookies, brokers A and B."""
+
+    bookies: list[BookieProcess]
     a: BrokerProcess
     b: BrokerProcess
     proxy: FaultProxy
+    zk_connect: str
+    zk_root: str
+
+    @classmethod
+    def make(cls, zk_connect: str, base: Path) -> Cluster:
+        """Its processes, not started; A reaches ZooKeeper through a FaultProxy (started)."""
+        zk_root = f"/test-{uuid.uuid4().hex[:8]}"
+        bookies = ServiceFactory(BookieProcess, zk_connect, zk_root, base / "bookies")
+        host, port = zk_connect.rsplit(":", 1)
+        proxy = FaultProxy(host, int(port)).start()
+        a = BrokerProcess(proxy.address, zk_root, base / "broker-a", name="broker-a")
+        b = BrokerProcess(zk_connect, zk_root, base / "broker-b", name="broker-b")
+        return cls([bookies.create() for _ in range(3)], a, b, proxy, zk_connect, zk_root)
+
+    @property
+    def processes(self) -> list[BookieProcess | BrokerProcess]:
+        return [*self.bookies, self.a, self.b]
 
     @property
     def url(self) -> str:
@@ -183,26 +212,25 @@ class Cluster:
     def live_url(self) -> str:
         return ",".join(p.address for p in (self.a, self.b) if p.alive)
 
-
-@pytest.fixture
-def cluster(bookie_factory, zk_connect: str, zk_root: str, tmp_path, request) -> Any:
-    for _ in range(3):
-        bookie_factory()
-    host, port = zk_connect.rsplit(":", 1)
-    proxy = FaultProxy(host, int(port)).start()
-    a = BrokerProcess(proxy.address, zk_root, tmp_path / "broker-a", name="broker-a")
-    b = BrokerProcess(zk_connect, zk_root, tmp_path / "broker-b", name="broker-b")
-    for process in (a, b):
-        track_process(request.node, process)
-    a.start()
-    try:
-        yield Cluster(a, b, proxy)
-    finally:
-        for process in (a, b):
+    def stop(self) -> None:
+        for process in self.processes:
             if process.process.pid is not None and process.alive:
                 os.kill(process.process.pid, signal.SIGCONT)
             process.kill()
-        proxy.stop()
+        self.proxy.stop()
+
+
+async def start(*processes: BookieProcess | BrokerProcess) -> None:
+    """Start processes at once: launched from this (the main) thread, which outlives them
+    (their parent-death signal is tied to it), and waited for in threads."""
+    for process in processes:
+        process.launch()
+    await asyncio.gather(*(asyncio.to_thread(process.wait_serving) for process in processes))
+
+
+STARTING = 2
+"""Clusters starting processes at the same time: 24 start-ups at once on 2 loaded cores
+took longer than a start-up may (30 s). They are CPU-bound, so this costs no time."""
 
 
 async def sleep_then(delay: float, fn: Callable[[], object]) -> None:
@@ -232,11 +260,7 @@ async def inject(fault: str, cluster: Cluster) -> asyncio.Task[None] | None:
     elif fault == "all_brokers_restarted":
         a.kill()
         b.kill()
-
-        async def restart() -> None:
-            await asyncio.gather(asyncio.to_thread(a.start), asyncio.to_thread(b.start))
-
-        return asyncio.create_task(restart())
+        return asyncio.create_task(start(a, b))
     else:
         raise AssertionError(fault)
     return None
@@ -284,49 +308,159 @@ async def bundles_gone_from(zk_session: Any, broker: str) -> float:
 FAULTS = ["owner_killed", "owner_paused", "bundles_unloaded", "zookeeper_blip", "zookeeper_partition", "all_brokers_restarted"]
 
 
+# Every cluster is up and its handles attached before the first fault. The faults after
+# which a new owner recovers every topic then start 2.5 s apart, so that no two new owners
+# take over at the same moment: started together (and with other clusters still starting
+# up), two of them missed the 15 s bound on a loaded 2-core machine.
+FAULT_AT_S = {
+    "owner_killed": 0.0, "bundles_unloaded": 0.0, "zookeeper_blip": 0.0,
+    "zookeeper_partition": 2.5, "all_brokers_restarted": 5.0, "owner_paused": 7.5,
+}  # fmt: skip
+
+
+class StartLine:
+    """Holds each run until every run is ready for its fault (or has failed)."""
+
+    def __init__(self, runs: int) -> None:
+        self._waiting = runs
+        self._go = asyncio.Event()
+        self.opened_at = 0.0
+
+    def arrive(self) -> None:
+        self._waiting -= 1
+        if self._waiting == 0:
+            self.opened_at = time.monotonic()
+            self._go.set()
+
+    async def wait(self) -> float:
+        """Wait for the others; returns when the line opened (monotonic)."""
+        await self._go.wait()
+        return self.opened_at
+
+
+@dataclass
+class Recovery:
+    """One fault's run: its cluster, what it has to say, and how it failed (if it did)."""
+
+    cluster: Cluster
+    notes: list[str] = field(default_factory=list)
+    error: Exception | None = None
+    at_start_line: bool = False
+
+
+@pytest.fixture(scope="module")
+def recoveries(
+    zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Recovery]]:
+    """The faults of the selected tests (``-k owner_paused`` runs one), run at the same
+    time, each on a cluster of its own; what each run found, for its test to report."""
+    selected = {
+        item.callspec.params["fault"]
+        for item in request.session.items
+        if item.module is request.module and "fault" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    if not zk_server.alive:
+        zk_server.start()
+    base = tmp_path_factory.mktemp("recoveries")
+    runs: dict[str, Recovery] = {}
+    try:
+        for fault in (f for f in FAULTS if f in selected):
+            runs[fault] = Recovery(Cluster.make(zk_server.connect_string, base / fault))
+        asyncio.run(recover_from_all(runs))
+        yield runs
+    finally:
+        for run in runs.values():
+            run.cluster.stop()
+
+
+async def recover_from_all(runs: dict[str, Recovery]) -> None:
+    # Enough threads that no fault waits for one: a process start waits in one for
+    # seconds, and a fault's end (SIGCONT, a healed link) must come on time.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=4 * len(runs)))
+
+    line = StartLine(len(runs))
+    starting = asyncio.Semaphore(STARTING)
+
+    async def run(fault: str, recovery: Recovery) -> None:
+        try:
+            await recover_from(fault, recovery, line, starting)
+        except Exception as exc:
+            recovery.error = exc
+        finally:
+            if not recovery.at_start_line:  # failed before it: the others need not wait
+                recovery.at_start_line = True
+                line.arrive()
+
+    await asyncio.gather(*(run(fault, recovery) for fault, recovery in runs.items()))
+
+
 @pytest.mark.parametrize("fault", FAULTS)
-async def test_every_handle_recovers(cluster: Cluster, zk_session: Any, fault: str) -> None:
+def test_every_handle_recovers(recoveries: dict[str, Recovery], zk_connect: str, fault: str, request: pytest.FixtureRequest) -> None:
+    run = recoveries[fault]
+    for process in run.cluster.processes:
+        track_process(request.node, process)
+    for note in run.notes:
+        print(note)
+    if run.error is not None:
+        raise run.error
+
+
+async def recover_from(fault: str, run: Recovery, line: StartLine, starting: asyncio.Semaphore) -> None:
+    cluster = run.cluster
     a, b = cluster.a, cluster.b
-    async with mg.Client(cluster.url, operation_timeout_seconds=60) as client:
+    async with starting:
+        await start(*cluster.bookies, a)
+    async with ZkSession(cluster.zk_connect, cluster.zk_root) as zk_session, \
+            mg.Client(cluster.url, operation_timeout_seconds=60) as client:  # fmt: skip
         lanes = await build_lanes(client, fault.replace("_", ""))
         stop = asyncio.Event()
         pumps = [asyncio.create_task(pump(lane, h, stop)) for lane in lanes for h in lane.readers]
-        await asyncio.gather(*(produce(lane, 0, BEFORE) for lane in lanes))
-        await wait_received(lanes, BEFORE, 30)
-        await asyncio.to_thread(b.start)  # a place to fail over to; every topic is on A
+        watching = gone = None
+        try:
+            await asyncio.gather(*(produce(lane, 0, BEFORE) for lane in lanes))
+            # Every handle is attached to A (the sends were answered): B, a place to fail
+            # over to, starts while the first messages (the retry copies 1 s late) arrive.
+            async with starting:
+                await asyncio.gather(start(b), wait_received(lanes, BEFORE, 30))
+            run.at_start_line = True
+            line.arrive()
+            await asyncio.sleep(await line.wait() + FAULT_AT_S[fault] - time.monotonic())
 
-        watcher = DisconnectLog(lanes)
-        watching = asyncio.create_task(watcher.watch(stop))
-        gone = asyncio.create_task(bundles_gone_from(zk_session, a.address)) if fault == "zookeeper_partition" else None
-        faulted_at = time.monotonic()
-        ending = await inject(fault, cluster)
-        await asyncio.gather(*(produce(lane, BEFORE, K) for lane in lanes))
-        missing = await wait_received(lanes, BEFORE + K, faulted_at + BOUND_S - time.monotonic())
-        took = time.monotonic() - faulted_at
-        if ending is not None:
-            await ending
-        assert not missing, f"after {fault}, not received within {BOUND_S:g} s: {missing}"
-        print(f"{fault}: every handle had every message {took:.1f} s after the fault")
-        # And once the fault is over (a partitioned or paused owner may have served the
-        # first ones itself, legitimately, before its lease ran out): K more each.
-        await asyncio.gather(*(produce(lane, BEFORE + K, K) for lane in lanes))
-        missing = await wait_received(lanes, BEFORE + 2 * K, BOUND_S)
-        assert not missing, f"after {fault} ended, not received within {BOUND_S:g} s: {missing}"
+            watcher = DisconnectLog(lanes)
+            watching = asyncio.create_task(watcher.watch(stop))
+            gone = asyncio.create_task(bundles_gone_from(zk_session, a.address)) if fault == "zookeeper_partition" else None
+            faulted_at = time.monotonic()
+            ending = await inject(fault, cluster)
+            await asyncio.gather(*(produce(lane, BEFORE, K) for lane in lanes))
+            missing = await wait_received(lanes, BEFORE + K, faulted_at + BOUND_S - time.monotonic())
+            took = time.monotonic() - faulted_at
+            if ending is not None:
+                await ending
+            assert not missing, f"after {fault}, not received within {BOUND_S:g} s: {missing}"
+            run.notes.append(f"{fault}: every handle had every message {took:.1f} s after the fault")
+            # And once the fault is over (a partitioned or paused owner may have served the
+            # first ones itself, legitimately, before its lease ran out): K more each.
+            await asyncio.gather(*(produce(lane, BEFORE + K, K) for lane in lanes))
+            missing = await wait_received(lanes, BEFORE + 2 * K, BOUND_S)
+            assert not missing, f"after {fault} ended, not received within {BOUND_S:g} s: {missing}"
 
-        for lane in lanes:
-            assert not lane.errors, f"{lane.kind}: {lane.errors}"
-            lane.check_order()
-        await check_stats(cluster, lanes)
-        if gone is not None:
-            # A cut off from ZooKeeper ends every stream before its session (and with it
-            # the bundles) can be gone, i.e. before another broker may serve the topics.
-            gone_at = await asyncio.wait_for(gone, 30)
-            assert len(watcher.first_down) == len(watcher.parts), "a stream to A was never broken"
-            late = {n: t - gone_at for n, t in watcher.first_down.items() if t >= gone_at}
-            assert not late, f"streams still open when A's bundles were released: {late}"
-            print(f"streams ended {gone_at - max(watcher.first_down.values()):.2f} s before A lost its bundles")
-        stop.set()
-        await asyncio.gather(*pumps, watching)
+            for lane in lanes:
+                assert not lane.errors, f"{lane.kind}: {lane.errors}"
+                lane.check_order()
+            await check_stats(cluster, lanes)
+            if gone is not None:
+                # A cut off from ZooKeeper ends every stream before its session (and with it
+                # the bundles) can be gone, i.e. before another broker may serve the topics.
+                gone_at = await asyncio.wait_for(gone, 30)
+                assert len(watcher.first_down) == len(watcher.parts), "a stream to A was never broken"
+                late = {n: t - gone_at for n, t in watcher.first_down.items() if t >= gone_at}
+                assert not late, f"streams still open when A's bundles were released: {late}"
+                run.notes.append(f"streams ended {gone_at - max(watcher.first_down.values()):.2f} s before A lost its bundles")
+        finally:
+            stop.set()
+            if gone is not None:
+                gone.cancel()
+            await asyncio.gather(*pumps, *([watching] if watching else []), *([gone] if gone else []), return_exceptions=True)
 
 
 async def wait_received(lanes: list[Lane], upto: int, timeout: float) -> dict[str, list[str]]:
@@ -364,9 +498,8 @@ async def check_stats(cluster: Cluster, lanes: list[Lane]) -> None:
 async def test_handles_that_cannot_recover_fail_the_next_call(bookie_factory, broker_factory) -> None:
     """A deleted subscription or a force-deleted topic is not reconnected to: the next
     call fails with a clear error (not a wait for ever, not the topic created again)."""
-    for _ in range(2):
-        bookie_factory()
-    broker = broker_factory()
+    broker = broker_factory.create()
+    start_all([bookie_factory.create(), bookie_factory.create(), broker])  # start-ups overlap
     topic = "persistent://public/default/doomed"
     async with mg.Client(broker.address) as client:
         producer = await client.create_producer(topic)

@@ -13,6 +13,7 @@ import magnetar.asyncio as mg
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,9 +26,8 @@ async def owner_of(address: str, topic: str) -> str:
 
 
 async def test_nacked_message_returns_after_the_delay_with_a_count_that_survives_broker_sigkill(bookie_factory, broker_factory):
-    bookie_factory()
-    bookie_factory()
-    brokers = [broker_factory(**QUORUM), broker_factory(**QUORUM)]
+    brokers = [broker_factory.create(**QUORUM) for _ in range(2)]
+    start_all([bookie_factory.create(), bookie_factory.create(), *brokers])  # start-ups overlap
     topic = "persistent://public/default/nacks"
     delay_ms = 1000
     async with mg.Client(",".join(b.address for b in brokers)) as client:
@@ -62,10 +62,9 @@ async def test_nacked_message_returns_after_the_delay_with_a_count_that_survives
 
 
 async def test_after_a_broker_restart_only_acks_of_the_last_persist_interval_come_back(bookie_factory, broker_factory):
-    bookie_factory()
-    bookie_factory()
     interval = 1.5
-    broker = broker_factory(cursor_persist_interval_s=interval, **QUORUM)
+    broker = broker_factory.create(cursor_persist_interval_s=interval, **QUORUM)
+    start_all([bookie_factory.create(), bookie_factory.create(), broker])
     topic = "persistent://public/default/cursor-restart"
     total = 4000
     acked_at: dict[int, float] = {}
@@ -117,8 +116,8 @@ async def test_after_a_broker_restart_only_acks_of_the_last_persist_interval_com
 
 
 async def test_ack_timeout_redelivers_what_was_not_acknowledged_in_time(bookie_factory, broker_factory):
-    bookie_factory()
-    broker = broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    broker = broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    start_all([bookie_factory.create(), broker])
     topic = "persistent://public/default/ack-timeout"
     async with mg.Client(broker.address) as client:
         consumer = await client.subscribe(

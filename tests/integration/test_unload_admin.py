@@ -4,12 +4,14 @@ consumer receives afterwards and through the bundle owners the brokers report.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 import magnetar.asyncio as mg
 from magnetar.common.bundles import bundle_of, bundle_ranges
+from magnetar.testing.processes import start_all
 from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration
@@ -39,9 +41,8 @@ async def roundtrip(producer, consumer, text: str) -> None:
 
 
 async def test_unload_topic_and_bundle_then_force_delete(bookie_factory, broker_factory) -> None:
-    for _ in range(2):
-        bookie_factory()
-    brokers = [broker_factory(), broker_factory()]
+    brokers = [broker_factory.create(), broker_factory.create()]
+    start_all([bookie_factory.create(), bookie_factory.create(), *brokers])  # start-ups overlap
     url = ",".join(b.address for b in brokers)
 
     def admin(*args: str):
@@ -65,15 +66,23 @@ async def test_unload_topic_and_bundle_then_force_delete(bookie_factory, broker_
         ok(admin("namespaces", "unload", "public/default", "--bundle", bundle))
         await roundtrip(producer, consumer, "after bundle unload")
         assert consumer.partitions[0].reconnects >= 2
-        stats = json.loads(ok(admin("topics", "stats", TOPIC)))
+        # Commands that change nothing run at once (each starts a Python process).
+        stats, bad_bundle, no_ns, no_topic, in_use = await asyncio.gather(*(asyncio.to_thread(admin, *args) for args in (
+            ("topics", "stats", TOPIC),
+            ("namespaces", "unload", "public/default", "--bundle", "0x1_0x2"),
+            ("namespaces", "unload", "nosuch/ns"),
+            ("topics", "unload", "persistent://public/default/never-made"),
+            ("topics", "delete", TOPIC),
+        )))  # fmt: skip
+        stats = json.loads(ok(stats))
         assert stats["subscriptions"]["s"]["type"] == "Failover"
         assert stats["subscriptions"]["s"]["consumers"] == 1
 
-        assert "not a bundle of public/default" in fails(admin("namespaces", "unload", "public/default", "--bundle", "0x1_0x2"))
-        assert "does not exist" in fails(admin("namespaces", "unload", "nosuch/ns"))
-        assert "does not exist" in fails(admin("topics", "unload", "persistent://public/default/never-made"))
+        assert "not a bundle of public/default" in fails(bad_bundle)
+        assert "does not exist" in fails(no_ns)
+        assert "does not exist" in fails(no_topic)
 
-        assert "connected producers or consumers" in fails(admin("topics", "delete", TOPIC))
+        assert "connected producers or consumers" in fails(in_use)
         ok(admin("topics", "delete", "--force", TOPIC))
         with pytest.raises(mg.TopicNotFound, match="was deleted"):
             await consumer.receive(20_000)

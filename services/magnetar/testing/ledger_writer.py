@@ -17,7 +17,7 @@ from magnetar.shell import numbered_payload
 
 
 async def write(args: argparse.Namespace) -> None:
-    session = ZkSession(args.zookeeper, args.zk_root)
+    session = ZkSession(args.zookeeper, args.zk_root, args.session_timeout)
     await session.start()
     client = LedgerClient(session)
     handle = await client.create_ledger(args.ensemble, args.write_quorum, args.ack_quorum)
@@ -44,6 +44,10 @@ def main() -> int:
     p.add_argument("--entries", type=int, default=1_000_000)
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--in-flight", dest="in_flight", type=int, default=100)
+    p.add_argument(
+        "--session-timeout", dest="session_timeout", type=float, default=10.0,
+        help="ZooKeeper session timeout in seconds: how long a killed writer stays registered",
+    )  # fmt: skip
     asyncio.run(write(p.parse_args()))
     return 0
 

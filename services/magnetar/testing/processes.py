@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
@@ -61,6 +62,19 @@ def probe_tls(config: Mapping[str, Any]) -> ClientTls | None:
     return ClientTls(config.get("tls_trust_certs_file", ""))
 
 
+_HANDED_OUT: deque[int] = deque(maxlen=1024)
+
+
+def _new_port() -> int:
+    """A free loopback port not given to another process of this run lately: two
+    free_port() calls can return the same port when the first process has not bound it
+    yet, as when several are made and then started at once (:func:`start_all`)."""
+    while (port := free_port()) in _HANDED_OUT:
+        pass
+    _HANDED_OUT.append(port)
+    return port
+
+
 class ServiceProcess:
     """One Magnetar service as a child process (``python -m magnetar.<module>``) on a
     fixed loopback port kept across restarts, ready once its gRPC health check serves."""
@@ -102,7 +116,7 @@ class ServiceProcess:
                 so signals reach the service itself).
         """
         self.host = host
-        self.port = port or free_port()
+        self.port = port or _new_port()
         self.data_dir = Path(data_dir)
         self.name = name or f"{self.module}-{self.port}"
         argv = [
@@ -152,16 +166,20 @@ class ServiceProcess:
         self.launch()
         return self.wait_serving(timeout)
 
-    def launch(self) -> None:
-        """Start the process and return at once (:meth:`wait_serving` waits for it)."""
+    def launch(self) -> Self:
+        """Start the process without waiting for it (:meth:`wait_serving` does): several
+        launched one after the other start up at the same time. Launch from a long-lived
+        thread (see :class:`ChildProcess`)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process.start()
+        return self
 
     def wait_serving(self, timeout: float = 30.0) -> Self:
-        """Wait until the launched process's health check answers SERVING; kill it if not.
+        """Wait until the launched process's health check answers SERVING.
 
         Raises:
-            Timeout: (ChildNotReady) it exited or was not serving in time; with its log tail.
+            Timeout: (ChildNotReady) it exited or was not serving in time (it is killed
+                then); with its log tail.
         """
         try:
             self.process.wait_ready(self.is_serving, timeout)
@@ -270,31 +288,36 @@ class ServiceFactory(Generic[P]):
         return self.create(**config).start(timeout)
 
     def start_many(self, count: int, *, timeout: float = 30.0, **config: Any) -> list[P]:
-        """Start ``count`` new processes with the same settings at once (a start is mostly
-        the interpreter's imports: they overlap) and wait until all serve; return them in
-        creation order.
-
-        Raises:
-            Timeout: (ChildNotReady) one of them did not serve in time (all are killed).
-        """
-        processes = [self.create(**config) for _ in range(count)]
-        # Probed from this thread: health probes from worker threads, next to a test's
-        # grpc.aio channels on its event loop, left those channels refusing to connect.
-        try:
-            for process in processes:
-                process.launch()
-            for process in processes:
-                process.wait_serving(timeout)
-        except BaseException:
-            for process in processes:
-                process.kill()
-            raise
-        return processes
+        """Start ``count`` new processes with the same settings at once (their start-ups
+        overlap) and wait until each serves. A test's cluster comes up in about the time
+        of one start-up instead of ``count``."""
+        return start_all([self.create(**config) for _ in range(count)], timeout)
 
     def kill_all(self) -> None:
         """SIGKILL every process this factory made."""
         for process in self.processes:
             process.kill()
+
+
+def start_all(processes: Sequence[P], timeout: float = 30.0) -> list[P]:
+    """Launch every process, then wait until each serves (``timeout`` for each wait).
+
+    Raises:
+        Timeout: (ChildNotReady) one exited or was not serving in time; every one of
+            them is killed then.
+    """
+    # Probed from this thread: health probes from worker threads, next to a test's
+    # grpc.aio channels on its event loop, left those channels refusing to connect.
+    try:
+        for process in processes:
+            process.launch()
+        for process in processes:
+            process.wait_serving(timeout)
+    except BaseException:
+        for process in processes:
+            process.kill()
+        raise
+    return list(processes)
 
 
 BookieFactory = ServiceFactory[BookieProcess]

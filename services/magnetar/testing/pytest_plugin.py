@@ -8,6 +8,9 @@ conftest. Fixtures:
 - ``zk_session``: a started :class:`ZkSession` on ``zk_root`` (async fixture).
 - ``bookie_factory``: ``bookie_factory(**settings)`` starts a bookie process.
 - ``broker_factory``: ``broker_factory(**settings)`` starts a broker process.
+- ``bookie_factory.start_many(3, **settings)`` starts several at once (their start-ups
+  overlap); :func:`magnetar.testing.processes.start_all` starts processes made with
+  ``factory.create(...)`` of several kinds at once.
 - ``keys``: a secret key and service token (:class:`magnetar.testing.auth.Keys`) for
   services with authentication on (``keys.settings()``, ``keys.token(role)``).
 
