@@ -149,14 +149,7 @@ class ServiceProcess:
         Raises:
             Timeout: (ChildNotReady) it exited or was not serving in time; with its log tail.
         """
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.process.start()
-        try:
-            self.process.wait_ready(self.is_serving, timeout)
-        except BaseException:
-            self.process.kill()
-            raise
-        return self
+        return start_together([self], timeout)[0]
 
     def kill(self) -> None:
         """SIGKILL and wait (a crash: nothing is flushed or unregistered)."""
@@ -223,6 +216,29 @@ class GatewayProcess(ServiceProcess):
 P = TypeVar("P", bound=ServiceProcess)
 
 
+def start_together(processes: Sequence[P], timeout: float = 30.0) -> list[P]:
+    """Start every process, then wait until each serves: their start-ups (imports, a
+    ZooKeeper session, registration) overlap instead of adding up. They are started from
+    this thread (a child's parent-death signal follows the thread that started it).
+
+    Raises:
+        Timeout: (ChildNotReady) one exited or was not serving in time; all are killed.
+    """
+    started: list[P] = []
+    try:
+        for process in processes:
+            process.data_dir.mkdir(parents=True, exist_ok=True)
+            process.process.start()
+            started.append(process)
+        for process in processes:
+            process.process.wait_ready(process.is_serving, timeout)
+    except BaseException:
+        for process in started:
+            process.process.kill()
+        raise
+    return list(processes)
+
+
 class ServiceFactory(Generic[P]):
     """Starts processes of one kind for one test; :meth:`kill_all` at the end."""
 
@@ -256,6 +272,11 @@ class ServiceFactory(Generic[P]):
     def __call__(self, *, timeout: float = 30.0, **config: Any) -> P:
         """Start a new process with the given settings and wait until it serves."""
         return self.create(**config).start(timeout)
+
+    def start_many(self, count: int, *, timeout: float = 30.0, **config: Any) -> list[P]:
+        """Start ``count`` new processes with the same settings at once
+        (:func:`start_together`) and wait until each serves."""
+        return start_together([self.create(**config) for _ in range(count)], timeout)
 
     def kill_all(self) -> None:
         """SIGKILL every process this factory made."""
