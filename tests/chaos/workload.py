@@ -10,7 +10,7 @@ topic     partitions    batching  subscriptions (all from the earliest message)
 ``-ks``   3             on        ``ks-keyshared`` (Key_Shared, 2), ``ks-failover`` (Failover, 2)
 ``-sh``   none          off       ``sh-retry`` (Shared, 2, retry + DLQ, max_redeliver_count 2);
                                   its DLQ read by ``sh-retry-DLQ-sub``
-``-dl``   none          off       ``dl-delayed`` (Shared, 2); every message delayed 1–10 s
+``-dl``   none          off       ``dl-delayed`` (Shared, 2); every message delayed 1–10 s (``delay_range_s``)
 ========  ============  ========  ==========================================================
 
 Each message carries its topic, key and per-key sequence number in its properties
@@ -82,8 +82,12 @@ class _Topic:
 class Workload:
     """Runs the workload against ``service_url`` and records it in ``history``."""
 
-    def __init__(self, service_url: str, history: History, *, rate: float = 2000.0, seed: int, topic_prefix: str) -> None:
+    def __init__(self, service_url: str, history: History, *, rate: float = 2000.0, seed: int, topic_prefix: str,
+                 delay_range_s: tuple[float, float] = DELAY_RANGE_S) -> None:
+        """``delay_range_s``: the ``-dl`` topic's delays are drawn from it (a short test run
+        takes a shorter one, with a broker whose ``delayed_bucket_s`` is as much shorter)."""
         self.url = service_url
+        self.delay_range_s = delay_range_s
         self.history = history
         self.rate = rate
         self.seed = seed
@@ -298,7 +302,7 @@ class Workload:
         fields: dict[str, Any] = {}
         deliver_at = None
         if t.delayed:
-            deliver_at = int((time.time() + rng.uniform(*DELAY_RANGE_S)) * 1000)
+            deliver_at = int((time.time() + rng.uniform(*self.delay_range_s)) * 1000)
             props["cda"] = str(deliver_at)
             fields["deliver_at"] = deliver_at
             self._last_due = max(self._last_due, deliver_at / 1000)

@@ -131,6 +131,9 @@ class RequestGenerator:
         self.oversize_rate = oversize_rate
         self.raw_rate = raw_rate
         self._filler = rng.randbytes(4096)
+        self._repeated = b""
+        """``_filler`` repeated, as long as the longest ``big`` value yet (kept: an
+        oversized request is one copy of it, not three)."""
         self._budget = REQUEST_BUDGET
 
     # --- scalar values ------------------------------------------------------------
@@ -208,7 +211,12 @@ class RequestGenerator:
 
     def big(self, size: int) -> bytes:
         """``size`` bytes, cheaply (a repeated random block)."""
-        return (self._filler * (size // len(self._filler) + 1))[:size]
+        return bytes(self._big_view(size))
+
+    def _big_view(self, size: int) -> memoryview:
+        if len(self._repeated) < size:
+            self._repeated = self._filler * (size // len(self._filler) + 1)
+        return memoryview(self._repeated)[:size]
 
     def scalar(self, f: FieldDescriptor) -> Any:
         t = f.type
@@ -312,7 +320,7 @@ class RequestGenerator:
         over the size limit (valid protobuf: a parser skips it)."""
         size = self.max_bytes + self.rng.choice([-4096, -64, 0, 1, 4096])
         pad = max(0, size - len(data) - 16)
-        return data + _varint((999 << 3) | 2) + _varint(pad) + self.big(pad)
+        return b"".join((data, _varint((999 << 3) | 2), _varint(pad), self._big_view(pad)))
 
     def request(self, descriptor: Descriptor) -> Message | bytes:
         """One hostile request: a random message, or raw bytes (mutated or oversized)."""

@@ -42,7 +42,13 @@ from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.proto.v1 import bookie_pb2 as bpb
 from magnetar.proto.v1 import broker_pb2 as pb
-from magnetar.testing.processes import AuditorProcess, BookieProcess, BrokerProcess, ServiceProcess
+from magnetar.testing.processes import (
+    AuditorProcess,
+    BookieProcess,
+    BrokerProcess,
+    ServiceProcess,
+    start_all,
+)
 from magnetar.testing.pytest_plugin import track_process
 
 pytestmark = [pytest.mark.integration]
@@ -114,23 +120,20 @@ def start_cluster(
         zk_server.start()
     zk, common = zk_server.connect_string, common or {}
     root, bookie_root = f"/{prefix}-{uuid.uuid4().hex[:8]}", f"/{prefix}-bookie-{uuid.uuid4().hex[:8]}"
-    started: list[ServiceProcess] = []
+    storage = BookieProcess(zk, root, base / "storage", name="storage-bookie", config={"flush_interval_s": 0.1, **common})
+    bookie = BookieProcess(zk, bookie_root, base / "bookie", name="fuzzed-bookie", config={"flush_interval_s": 0.1, **common})
+    the_broker = BrokerProcess(zk, root, base / "broker", name="broker", config={
+        "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "max_message_bytes": BROKER_MAX_MESSAGE,
+        **common, **(broker or {}),
+    })  # fmt: skip
+    the_auditor = AuditorProcess(zk, root, base / "auditor", name="auditor",
+                                 config={"grace_period_s": 2.0, **common, **(auditor or {})})  # fmt: skip
+    processes = [storage, bookie, the_broker, the_auditor]
     try:
-        storage = BookieProcess(zk, root, base / "storage", name="storage-bookie", config={"flush_interval_s": 0.1, **common})
-        started.append(storage.start())
-        bookie = BookieProcess(zk, bookie_root, base / "bookie", name="fuzzed-bookie", config={"flush_interval_s": 0.1, **common})
-        started.append(bookie.start())
-        the_broker = BrokerProcess(zk, root, base / "broker", name="broker", config={
-            "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "max_message_bytes": BROKER_MAX_MESSAGE,
-            **common, **(broker or {}),
-        })  # fmt: skip
-        started.append(the_broker.start())
-        the_auditor = AuditorProcess(zk, root, base / "auditor", name="auditor",
-                                     config={"grace_period_s": 2.0, **common, **(auditor or {})})  # fmt: skip
-        started.append(the_auditor.start())
+        start_all(processes)  # their start-ups overlap
         yield bookie, the_broker, the_auditor, storage
     finally:
-        for p in started:
+        for p in processes:
             p.kill()
 
 
@@ -155,8 +158,9 @@ async def check_processes(cluster: Cluster) -> None:
     """Every process is alive, serves its health check, and logged no traceback."""
     for p in cluster.processes:
         assert p.alive, f"{p.name} died; log tail:\n{p.log_tail(60)}"
-        serving = await asyncio.to_thread(grpc_health_serving, p.address, 5.0)
-        assert serving, f"{p.name} does not serve its health check"
+    serving = await asyncio.gather(*(asyncio.to_thread(grpc_health_serving, p.address, 5.0) for p in cluster.processes))
+    for p, ok in zip(cluster.processes, serving, strict=True):
+        assert ok, f"{p.name} does not serve its health check"
     problems = cluster.new_log_problems()
     assert not problems, "\n\n".join(problems)
 

@@ -1,30 +1,62 @@
-"""``magnetar admin``, ``magnetar produce`` and ``magnetar consume`` against a real broker."""
+"""``magnetar admin``, ``magnetar produce`` and ``magnetar consume`` against a real broker.
+
+One cluster (2 bookies, a broker) for the module: each test has topics (and a tenant) of
+its own. The first command of each tool runs as the console script from cold
+(``magnetar``); the others are forked from a warm interpreter (:class:`WarmMagnetar`),
+each still a process with its own exit code and outputs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
-from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
-from magnetar.testing.shell import MAGNETAR, magnetar
+from magnetar.common.zkserver import ZooKeeperServer
+from magnetar.testing.processes import (
+    BookieProcess,
+    BrokerProcess,
+    ServiceFactory,
+    ServiceProcess,
+    start_all,
+)
+from magnetar.testing.pytest_plugin import track_process
+from magnetar.testing.shell import MAGNETAR, WarmMagnetar, magnetar
 
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(scope="module")
+def cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServiceProcess]]:
+    """The broker first, then its two bookies."""
+    if not zk_server.alive:
+        zk_server.start()
+    root, base = f"/cli-tools-{uuid.uuid4().hex[:8]}", tmp_path_factory.mktemp("cli-tools")
+    bookies = ServiceFactory(BookieProcess, zk_server.connect_string, root, base / "bookies")
+    brokers = ServiceFactory(BrokerProcess, zk_server.connect_string, root, base / "brokers")
+    try:
+        processes = [brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2), bookies.create(), bookies.create()]
+        yield start_all(processes)  # the broker sees the bookies as they come
+    finally:
+        brokers.kill_all()
+        bookies.kill_all()
+
+
 @pytest.fixture
-def broker(
-    bookie_factory: ServiceFactory[BookieProcess], broker_factory: ServiceFactory[BrokerProcess]
-) -> BrokerProcess:
-    bookie_factory()
-    bookie_factory()
-    return broker_factory(ensemble_size=2, write_quorum=2, ack_quorum=2)
+def broker(cluster: list[ServiceProcess], request: pytest.FixtureRequest) -> BrokerProcess:
+    for process in cluster:
+        track_process(request.node, process)
+    assert isinstance(cluster[0], BrokerProcess)
+    return cluster[0]
 
 
-def admin(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return magnetar("admin", "--url", broker.address, *args)
+@pytest.fixture(scope="module")
+def sh() -> Iterator[WarmMagnetar]:
+    with WarmMagnetar("admin", "produce", "consume") as warm:
+        yield warm
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -42,50 +74,53 @@ def fails(result: subprocess.CompletedProcess[str], command: str) -> str:
     return lines[0]
 
 
-def test_admin_round_trip_and_errors(broker: BrokerProcess) -> None:
-    assert ok(admin(broker, "tenants", "create", "acme")) == ""
-    assert "acme" in ok(admin(broker, "tenants", "list")).splitlines()
-    assert ok(admin(broker, "namespaces", "create", "acme/orders")) == ""
-    assert ok(admin(broker, "namespaces", "list", "acme")).splitlines() == ["acme/orders"]
+def test_admin_round_trip_and_errors(broker: BrokerProcess, sh: WarmMagnetar) -> None:
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return sh.run("admin", "--url", broker.address, *args)
 
-    assert ok(admin(broker, "topics", "create", "persistent://acme/orders/plain")) == ""
-    assert ok(admin(broker, "topics", "create-partitioned-topic", "persistent://acme/orders/parts", "-p", "3")) == ""
-    listed = ok(admin(broker, "topics", "list", "acme/orders")).splitlines()
+    assert ok(magnetar("admin", "--url", broker.address, "tenants", "create", "acme")) == ""
+    assert "acme" in ok(admin("tenants", "list")).splitlines()
+    assert ok(admin("namespaces", "create", "acme/orders")) == ""
+    assert ok(admin("namespaces", "list", "acme")).splitlines() == ["acme/orders"]
+
+    assert ok(admin("topics", "create", "persistent://acme/orders/plain")) == ""
+    assert ok(admin("topics", "create-partitioned-topic", "persistent://acme/orders/parts", "-p", "3")) == ""
+    listed = ok(admin("topics", "list", "acme/orders")).splitlines()
     assert "persistent://acme/orders/plain" in listed
     assert any(name.startswith("persistent://acme/orders/parts") for name in listed), listed
 
     # Errors: one line, exit 1.
-    assert "already exists" in fails(admin(broker, "tenants", "create", "acme"), "admin")
-    assert "nosuch" in fails(admin(broker, "namespaces", "create", "nosuch/ns"), "admin")
-    fails(admin(broker, "namespaces", "create", "no-slash"), "admin")
-    fails(admin(broker, "topics", "create", "persistent://acme"), "admin")
-    usage = admin(broker, "topics", "create-partitioned-topic", "persistent://acme/orders/x")
+    assert "already exists" in fails(admin("tenants", "create", "acme"), "admin")
+    assert "nosuch" in fails(admin("namespaces", "create", "nosuch/ns"), "admin")
+    fails(admin("namespaces", "create", "no-slash"), "admin")
+    fails(admin("topics", "create", "persistent://acme"), "admin")
+    usage = admin("topics", "create-partitioned-topic", "persistent://acme/orders/x")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
 
     for topic in ("persistent://acme/orders/plain", "persistent://acme/orders/parts"):
-        assert ok(admin(broker, "topics", "delete", topic)) == ""
-    assert ok(admin(broker, "topics", "list", "acme/orders")) == ""
-    assert ok(admin(broker, "namespaces", "delete", "acme/orders")) == ""
-    assert ok(admin(broker, "namespaces", "list", "acme")) == ""
-    assert ok(admin(broker, "tenants", "delete", "acme")) == ""
-    assert "acme" not in ok(admin(broker, "tenants", "list")).splitlines()
+        assert ok(admin("topics", "delete", topic)) == ""
+    assert ok(admin("topics", "list", "acme/orders")) == ""
+    assert ok(admin("namespaces", "delete", "acme/orders")) == ""
+    assert ok(admin("namespaces", "list", "acme")) == ""
+    assert ok(admin("tenants", "delete", "acme")) == ""
+    assert "acme" not in ok(admin("tenants", "list")).splitlines()
 
 
-def test_produce_consume_and_stats(broker: BrokerProcess) -> None:
+def test_produce_consume_and_stats(broker: BrokerProcess, sh: WarmMagnetar) -> None:
     topic = "persistent://public/default/cli-tools"
     url = ("--url", broker.address)
     produced = ok(magnetar("produce", topic, *url, "-m", "hello", "-m", "world", "-n", "3",
                            "-k", "k1", "--properties", "a=1,b=2"))
     assert produced.strip() == "6 messages successfully produced"
 
-    consumed = ok(magnetar("consume", topic, *url, "-s", "sub", "-p", "Earliest", "-n", "6", "--timeout", "10"))
+    consumed = ok(sh.run("consume", topic, *url, "-s", "sub", "-p", "Earliest", "-n", "6", "--timeout", "10"))
     lines = consumed.splitlines()
     assert lines[-1] == "6 messages successfully consumed"
     assert lines.count("----- got message -----") == 6
     contents = [line for line in lines if line.startswith("key:")]
     assert contents == ["key:[k1], properties:[a=1, b=2], content:" + c for c in ["hello", "world"] * 3]
 
-    stats = json.loads(ok(admin(broker, "topics", "stats", topic)))
+    stats = json.loads(ok(sh.run("admin", *url, "topics", "stats", topic)))
     assert stats["msgInCounter"] == 6
     assert stats["bytesInCounter"] > 0
     assert stats["storageSize"] > 0
@@ -96,11 +131,11 @@ def test_produce_consume_and_stats(broker: BrokerProcess) -> None:
     assert stats["subscriptions"]["sub"]["consumers"] == 0
 
     # Nothing more to read: --timeout ends it with one line.
-    line = fails(magnetar("consume", topic, *url, "-s", "sub", "-n", "1", "--timeout", "1"), "consume")
+    line = fails(sh.run("consume", topic, *url, "-s", "sub", "-n", "1", "--timeout", "1"), "consume")
     assert "no message" in line
 
 
-def test_consume_in_background_then_produce(broker: BrokerProcess) -> None:
+def test_consume_in_background_then_produce(broker: BrokerProcess, sh: WarmMagnetar) -> None:
     topic = "persistent://public/default/cli-live"
     consumer = subprocess.Popen(
         [MAGNETAR, "consume", topic, "--url", broker.address, "-s", "live", "-n", "2", "--timeout", "20"],
@@ -109,12 +144,12 @@ def test_consume_in_background_then_produce(broker: BrokerProcess) -> None:
     try:
         # A Latest subscription sees only what comes after it subscribed: wait for it.
         for _ in range(50):
-            stats = admin(broker, "topics", "stats", topic)
+            stats = sh.run("admin", "--url", broker.address, "topics", "stats", topic)
             if stats.returncode == 0 and json.loads(stats.stdout)["subscriptions"].get("live", {}).get("consumers"):
                 break
             assert consumer.poll() is None, consumer.communicate()
             time.sleep(0.2)
-        ok(magnetar("produce", topic, "--url", broker.address, "-m", "one", "-m", "two", "--disable-batching"))
+        ok(sh.run("produce", topic, "--url", broker.address, "-m", "one", "-m", "two", "--disable-batching"))
         out, err = consumer.communicate(timeout=30)
     finally:
         consumer.kill()
@@ -123,17 +158,17 @@ def test_consume_in_background_then_produce(broker: BrokerProcess) -> None:
     assert out.splitlines()[-1] == "2 messages successfully consumed"
 
 
-def test_subscription_types_and_unreachable(broker: BrokerProcess) -> None:
+def test_subscription_types_and_unreachable(broker: BrokerProcess, sh: WarmMagnetar) -> None:
     topic = "persistent://public/default/cli-types"
-    assert magnetar("produce", topic, "--url", broker.address, "-m", "hello", "-n", "4").returncode == 0
+    assert sh.run("produce", topic, "--url", broker.address, "-m", "hello", "-n", "4").returncode == 0
     for sub_type in ("Shared", "Failover", "Key_Shared"):
-        result = magnetar(
+        result = sh.run(
             "consume", topic, "--url", broker.address, "-s", sub_type, "-t", sub_type, "-n", "4", "-p", "Earliest", "--timeout", "20",
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.count("hello") == 4
 
-    line = fails(magnetar("admin", "--url", "127.0.0.1:1", "tenants", "list"), "admin")
+    line = fails(sh.run("admin", "--url", "127.0.0.1:1", "tenants", "list"), "admin")
     assert "127.0.0.1:1" in line
-    line = fails(magnetar("produce", "t", "--url", "127.0.0.1:1", "-m", "x"), "produce")
+    line = fails(sh.run("produce", "t", "--url", "127.0.0.1:1", "-m", "x"), "produce")
     assert "127.0.0.1:1" in line

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.common.childproc import ChildNotReady, ChildProcess
+from magnetar.common.childproc import (
+    ChildNotReady,
+    ChildProcess,
+    _cmdline,
+    _wait_past_setpriv,
+    _with_death_signal,
+)
 from magnetar.common.errors import MagnetarError, Timeout
 
 
@@ -150,3 +156,25 @@ def test_child_dies_with_its_parent(tmp_path: Path) -> None:
         time.sleep(0.05)
     os.kill(grandchild, signal.SIGKILL)
     pytest.fail("the grandchild outlived its parent")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="setpriv and /proc are Linux only")
+def test_start_returns_once_a_script_runs(tmp_path: Path) -> None:
+    # A script's command line is its interpreter's (INTERPRETER SCRIPT ARGS), never its
+    # argv: start() waited out its whole bound for every such command (2 s a container in
+    # tests/deploy/test_chart_run.py). Here a bound of 30 s must not be waited out.
+    script = tmp_path / "sleeper"
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    script.chmod(0o755)
+    argv = [str(script), "an argument"]
+    launched = _with_death_signal(argv)
+    if launched == argv:
+        pytest.skip("no setpriv here")
+    with subprocess.Popen(launched) as proc:
+        try:
+            started = time.monotonic()
+            _wait_past_setpriv(proc, argv, launched, timeout_s=30)
+            assert time.monotonic() - started < 15
+            assert Path(f"/proc/{proc.pid}/cmdline").read_bytes().endswith(_cmdline(argv))
+        finally:
+            proc.kill()

@@ -21,20 +21,32 @@ from typing import ClassVar
 from magnetar.common.errors import MagnetarError, Timeout
 
 
-def _wait_past_setpriv(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s: float = 2.0) -> None:
+def _cmdline(words: Sequence[str]) -> bytes:
+    """``words`` as /proc/PID/cmdline shows them."""
+    return b"".join(os.fsencode(w) + b"\0" for w in words)
+
+
+def _wait_past_setpriv(proc: subprocess.Popen[bytes], argv: Sequence[str], launched: Sequence[str],
+                       timeout_s: float = 2.0) -> None:
     """Return once the child runs ``argv`` itself: setpriv sets the death signal before it
     execs the program, so from then on the child cannot outlive this process. (Right after
-    the fork the child still shows this process's command line, then setpriv's.)"""
-    if not sys.platform.startswith("linux"):
+    the fork the child still shows this process's command line, then setpriv's, which is
+    ``launched``; then the program's: ``argv``, or for a script ``INTERPRETER SCRIPT ARGS``.)"""
+    if not sys.platform.startswith("linux") or list(launched) == list(argv):
         return
-    want = b"\0".join(os.fsencode(a) for a in argv) + b"\0"
+    want, setpriv = _cmdline(argv), _cmdline(launched)
+    try:
+        own = Path("/proc/self/cmdline").read_bytes()
+    except OSError:
+        own = b""
     deadline = time.monotonic() + timeout_s
     cmdline = Path(f"/proc/{proc.pid}/cmdline")
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if cmdline.read_bytes() == want:
-                return
+            seen = cmdline.read_bytes()
         except OSError:
+            return
+        if seen == want or seen not in (own, setpriv):
             return
         time.sleep(0.001)
 
@@ -137,9 +149,10 @@ class ChildProcess:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
             log.write(f"=== {stamp} starting {self.name}: {' '.join(self.argv)}\n".encode())
             log.flush()
+            launched = _with_death_signal(self.argv)
             try:
                 self._proc = subprocess.Popen(
-                    _with_death_signal(self.argv),
+                    launched,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -149,7 +162,7 @@ class ChildProcess:
                 )
             except OSError as exc:
                 raise MagnetarError(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
-        _wait_past_setpriv(self._proc, self.argv)
+        _wait_past_setpriv(self._proc, self.argv, launched)
 
     def wait_ready(self, check: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
         """Poll ``check`` until it returns True.

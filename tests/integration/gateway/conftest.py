@@ -14,7 +14,13 @@ import pytest_asyncio
 from gateway_support import GatewayCluster
 
 from magnetar.common.zkserver import ZooKeeperServer
-from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
+from magnetar.testing.processes import (
+    BookieProcess,
+    BrokerProcess,
+    GatewayProcess,
+    ServiceFactory,
+    start_all,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +34,12 @@ def gateway_cluster(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPat
     brokers = ServiceFactory(BrokerProcess, connect, root, base / "brokers")
     gateways = ServiceFactory(GatewayProcess, connect, root, base / "gateways")
     try:
-        started = [bookies(), bookies()]
+        started = [bookies.create(), bookies.create()]
         # Rates are sampled and namespace policies (message TTL, backlog eviction) enforced every 0.5 s.
-        broker = brokers(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5, policy_check_interval_s=0.5)
-        gateway = gateways(broker_refresh_interval_s=0.5)
+        broker = brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5, policy_check_interval_s=0.5)
+        gateway = gateways.create(broker_refresh_interval_s=0.5)
+        # All at once: the broker sees bookies as they come, the gateway is ready once a broker registered.
+        start_all([*started, broker, gateway])
         yield GatewayCluster(connect, root, broker, gateway, started)
     finally:
         for factory in (gateways, brokers, bookies):

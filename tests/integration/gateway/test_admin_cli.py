@@ -1,17 +1,28 @@
 """``magnetar admin --admin-url``: every command through the gateway's REST API prints what
 it prints over gRPC (run side by side on two tenants of their own), and fails the same
-way; the gateway-only verbs (bookies, ledgers, dlq)."""
+way; the gateway-only verbs (bookies, ledgers, dlq).
+
+Each command is a process of its own, forked from a warm interpreter per door
+(:class:`WarmMagnetar`): a hundred interpreter start-ups cost half a minute on two cores."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
+from collections.abc import Iterator
 
+import pytest
 from gateway_support import GatewayCluster, unique
 
 import magnetar.asyncio as mg
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import WarmMagnetar
+
+
+@pytest.fixture(scope="module")
+def shells() -> Iterator[tuple[WarmMagnetar, WarmMagnetar]]:
+    """One warm ``magnetar admin`` per door, so the two doors run at once."""
+    with WarmMagnetar("admin") as grpc_shell, WarmMagnetar("admin") as rest_shell:
+        yield grpc_shell, rest_shell
 
 
 def commands(tenant: str) -> list[list[str]]:
@@ -54,12 +65,13 @@ def commands(tenant: str) -> list[list[str]]:
     ]
 
 
-def run(door: list[str], tenant: str, args: list[str]) -> tuple[int, str, int]:
-    done: subprocess.CompletedProcess[str] = magnetar("admin", *door, *args)
+def run(shell: WarmMagnetar, door: list[str], tenant: str, args: list[str]) -> tuple[int, str, int]:
+    done = shell.run("admin", *door, *args)
     return done.returncode, done.stdout.replace(tenant, "TENANT"), len(done.stderr.strip().splitlines())
 
 
-async def test_every_command_prints_the_same_through_rest(gateway_cluster: GatewayCluster):
+async def test_every_command_prints_the_same_through_rest(gateway_cluster: GatewayCluster,
+                                                         shells: tuple[WarmMagnetar, WarmMagnetar]):
     grpc_tenant, rest_tenant = unique("grpc"), unique("rest")
     grpc_door = ["--url", gateway_cluster.broker.address]
     rest_door = ["--admin-url", gateway_cluster.url]
@@ -72,8 +84,8 @@ async def test_every_command_prints_the_same_through_rest(gateway_cluster: Gatew
                     await producer.send(b"y")
         # The two doors at once (each on a tenant of its own): half the wall time.
         by_grpc, by_rest = await asyncio.gather(
-            asyncio.to_thread(run, grpc_door, grpc_tenant, grpc_args),
-            asyncio.to_thread(run, rest_door, rest_tenant, rest_args),
+            asyncio.to_thread(run, shells[0], grpc_door, grpc_tenant, grpc_args),
+            asyncio.to_thread(run, shells[1], rest_door, rest_tenant, rest_args),
         )
         if grpc_args[:2] == ["tenants", "list"]:  # each sees the other's tenant too
             by_grpc = (by_grpc[0], "\n".join(sorted(set(by_grpc[1].split()) - {rest_tenant})), by_grpc[2])
@@ -85,8 +97,9 @@ async def test_every_command_prints_the_same_through_rest(gateway_cluster: Gatew
         assert by_rest[2] == (1 if by_rest[0] else 0), (rest_args, by_rest)
 
 
-async def test_gateway_only_verbs(gateway_cluster: GatewayCluster):
+async def test_gateway_only_verbs(gateway_cluster: GatewayCluster, shells: tuple[WarmMagnetar, WarmMagnetar]):
     door = ["--admin-url", gateway_cluster.url]
+    magnetar = shells[1].run
     bookies = json.loads((await asyncio.to_thread(magnetar, "admin", *door, "bookies", "list")).stdout)
     assert len(bookies) == 2 and all(b["state"] == "writable" for b in bookies)
     async with mg.Client(gateway_cluster.service_url) as client:

@@ -18,6 +18,7 @@ import schemathesis
 from gateway_support import GatewayCluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from schemathesis.core.control import SkipTest
 
 from magnetar.testing.processes import AuditorProcess, ServiceFactory
 
@@ -49,6 +50,10 @@ def test_no_server_errors_and_every_error_has_a_reason(
     gateway_cluster: GatewayCluster, auditor: AuditorProcess, mode: schemathesis.GenerationMode
 ) -> None:
     schema = schemathesis.openapi.from_url(f"{gateway_cluster.url}/openapi.json")
+    # The mode as the schema's only one: then an operation without any invalid request (no
+    # body, no typed parameter) ends at its first draw (SkipTest), not after the ~460 draws
+    # hypothesis rejects before it says Unsatisfiable (40 operations, 50 s of the run).
+    schema.config.generation.update(modes=[mode])
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) > 10
     unsatisfiable: list[str] = []
@@ -61,7 +66,7 @@ def test_no_server_errors_and_every_error_has_a_reason(
 
         try:
             run()
-        except Unsatisfiable:
+        except (Unsatisfiable, SkipTest):
             # No invalid request exists (no body, no typed parameter: any string is a name).
             assert mode is schemathesis.GenerationMode.NEGATIVE, operation.label
             unsatisfiable.append(operation.label)

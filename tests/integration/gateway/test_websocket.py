@@ -295,12 +295,11 @@ async def test_reader_from_earliest_and_from_a_given_id(gateway_cluster: Gateway
             await ws.send(json.dumps({"messageId": frame["messageId"]}))
         assert got == sent
     start = ids.encode(sent[1])
-    async with socket(ws_url(gateway_cluster, "reader", topic, messageId=start)) as ws:
+    async with (socket(ws_url(gateway_cluster, "reader", topic, messageId=start)) as ws,
+                socket(ws_url(gateway_cluster, "reader", topic)) as latest):
         got = [ids.decode((await recv(ws))["messageId"]) for _ in range(3)]
         assert got == sent[2:]  # exclusive of the given id, as Pulsar's reader
-        await nothing_more(ws)
-    async with socket(ws_url(gateway_cluster, "reader", topic)) as ws:  # latest
-        await nothing_more(ws)
+        await asyncio.gather(nothing_more(ws), nothing_more(latest))  # the two waits at once
 
 
 # -- upgrades and lifetimes ------------------------------------------------------------
