@@ -1,15 +1,22 @@
-"""The broker with real ZooKeeper, bookies and broker processes, driven by the SDK."""
+"""The broker with real ZooKeeper, bookies and broker processes, driven by the SDK.
+
+The tests share one cluster: 3 bookies, 2 brokers for the SDK's clients, and a third,
+strict broker (no auto-created topics, 64 KiB messages). Tests that need to know which
+broker owns a topic use a namespace of their own, whose bundles nobody owns yet.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections import defaultdict
 
 import grpc
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
 from magnetar.common.errors import (
     ConsumerBusy,
     InvalidTopicName,
@@ -24,23 +31,34 @@ from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 pytestmark = pytest.mark.integration
 
 QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
+STRICT = dict(allow_auto_topic_creation=False, max_message_bytes=64 * 1024, **QUORUM)
 ID_FORMAT = re.compile(r"^\d+:\d+:-?\d+:-?\d+$")
 
 
 class Cluster:
-    """3 bookies and 2 brokers; clients get both broker addresses and follow lookups."""
+    """3 bookies and 2 brokers; clients get both broker addresses and follow lookups.
+    ``strict`` is a third broker with ``STRICT`` settings."""
 
-    def __init__(self, brokers) -> None:
+    def __init__(self, brokers, strict) -> None:
         self.brokers = brokers
         self.url = ",".join(b.address for b in brokers)
         self.address = brokers[0].address  # for direct admin calls
+        self.strict = strict
+
+    async def own_namespace(self, prefix: str) -> str:
+        """A new namespace (``public/<prefix>-<hex>``): no broker owns any of its bundles yet."""
+        namespace = f"public/{prefix}-{uuid.uuid4().hex[:6]}"
+        async with AdminClient(self.address, 10) as admin:
+            await admin.create_namespace(namespace)
+        return namespace
 
 
-@pytest.fixture
-def cluster(bookie_factory, broker_factory):
+@pytest.fixture(scope="module")
+def cluster(module_bookie_factory, module_broker_factory):
     for _ in range(3):
-        bookie_factory()
-    return Cluster([broker_factory(**QUORUM), broker_factory(**QUORUM)])
+        module_bookie_factory()
+    brokers = [module_broker_factory(**QUORUM), module_broker_factory(**QUORUM)]
+    return Cluster(brokers, module_broker_factory(**STRICT))
 
 
 async def produce_consume(url: str, topic: str, n: int, batching: bool) -> list[str]:
@@ -129,37 +147,35 @@ async def test_cursor_resumes_after_the_last_acked_message(cluster):
         assert (await again.receive(timeout_millis=10_000)).data() == b"20"
 
 
-async def test_bad_input_gets_clear_errors(bookie_factory, broker_factory):
-    for _ in range(2):
-        bookie_factory()
-    broker = broker_factory(allow_auto_topic_creation=False, max_message_bytes=64 * 1024, **QUORUM)
+async def test_bad_input_gets_clear_errors(cluster):
+    broker = cluster.strict
+    ns = await cluster.own_namespace("strict")  # its bundles go to the strict broker
     async with mg.Client(broker.address) as client:
         for bad in ("persistent://public/default/", "a/b/c/d/e", "non-persistent://public/default/t", "public/de fault/t"):
             with pytest.raises(InvalidTopicName):
                 await client.create_producer(bad)
         with pytest.raises(TopicNotFound, match="does not exist"):
-            await client.create_producer("never-created")
+            await client.create_producer(f"{ns}/never-created")
         with pytest.raises(NamespaceNotFound, match="nope"):
             await client.create_producer("public/nope/t")
         async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
-            await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic="small"))
-        producer = await client.create_producer("small", max_message_size=64 * 1024)
+            await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic=f"{ns}/small"))
+        producer = await client.create_producer(f"{ns}/small", max_message_size=64 * 1024)
         with pytest.raises(MessageTooBig):
             await producer.send(b"x" * (64 * 1024 + 1))
         assert str(await producer.send(b"fits"))  # the producer is still usable
 
 
-async def test_a_consumer_on_a_topic_another_broker_owns_is_told_to_look_it_up(bookie_factory, broker_factory):
-    for _ in range(2):
-        bookie_factory()
-    first, second = broker_factory(**QUORUM), broker_factory(**QUORUM)
+async def test_a_consumer_on_a_topic_another_broker_owns_is_told_to_look_it_up(cluster):
+    first, second = cluster.brokers
+    topic = f"{await cluster.own_namespace('owned')}/owned-by-first"
     async with mg.Client(first.address) as client:
-        await (await client.create_producer("owned-by-first")).send(b"x")  # first takes the bundle
+        await (await client.create_producer(topic)).send(b"x")  # first takes the bundle
     async with grpc.aio.insecure_channel(second.address, options=CHANNEL_OPTIONS) as channel:
         stub = pb_grpc.BrokerStub(channel)
-        assert (await stub.Lookup(pb.LookupRequest(topic="owned-by-first"))).broker_address == first.address
+        assert (await stub.Lookup(pb.LookupRequest(topic=topic))).broker_address == first.address
         call = stub.Consume()
-        await call.write(pb.ConsumeRequest(subscribe=pb.Subscribe(topic="owned-by-first", subscription="s")))
+        await call.write(pb.ConsumeRequest(subscribe=pb.Subscribe(topic=topic, subscription="s")))
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await call.read()
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -170,7 +186,7 @@ async def test_a_consumer_on_a_topic_another_broker_owns_is_told_to_look_it_up(b
         with pytest.raises(grpc.aio.AioRpcError, match="must start with Subscribe"):
             await bad.read()
     async with mg.Client(second.address) as client:  # the SDK follows the lookup by itself
-        consumer = await client.subscribe("owned-by-first", "s", initial_position=mg.InitialPosition.Earliest)
+        consumer = await client.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)
         assert (await consumer.receive(timeout_millis=10_000)).data() == b"x"
 
 
@@ -190,13 +206,13 @@ def test_bad_broker_config_is_one_line(tmp_path):
     assert result.returncode == 2 and "ensemble_size >= write_quorum >= ack_quorum" in result.stderr
 
 
-async def test_the_broker_refuses_an_oversized_entry_even_from_a_client_that_does_not_check(bookie_factory, broker_factory):
-    for _ in range(2):
-        bookie_factory()
-    broker = broker_factory(max_message_bytes=64 * 1024, **QUORUM)
+async def test_the_broker_refuses_an_oversized_entry_even_from_a_client_that_does_not_check(cluster):
+    broker = cluster.strict
+    topic = f"{await cluster.own_namespace('big')}/big"  # on the strict broker
     async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+        await pb_grpc.BrokerStub(channel).CreateTopic(pb.CreateTopicRequest(topic=topic))  # none auto-created there
         call = pb_grpc.BrokerStub(channel).Produce()
-        await call.write(pb.ProduceRequest(open=pb.OpenProducer(topic="big")))
+        await call.write(pb.ProduceRequest(open=pb.OpenProducer(topic=topic)))
         assert (await call.read()).opened.producer_name
         too_big = pb.EntryBatch(messages=[pb.SingleMessage(payload=b"x" * (64 * 1024 + 1))]).SerializeToString()
         await call.write(pb.ProduceRequest(send=pb.SendBatch(request_id=7, entry=too_big, num_messages=1, lowest_sequence_id=0, highest_sequence_id=0)))

@@ -36,10 +36,11 @@ PUSH = 20_000
 DISPATCH_LIMIT = 500
 
 
-@pytest.fixture
-def broker(bookie_factory, broker_factory):
-    bookie_factory()
-    return broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1, stats_interval_s=1.0)
+@pytest.fixture(scope="module")
+def broker(module_bookie_factory, module_broker_factory):
+    """One broker for the module's tests, each in namespaces of its own."""
+    module_bookie_factory()
+    return module_broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1, stats_interval_s=1.0)
 
 
 async def _namespace(admin: AdminClient, name: str) -> str:

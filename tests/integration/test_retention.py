@@ -1,6 +1,9 @@
 """Namespace retention with real ZooKeeper, bookies and a broker: the broker's retention
 task deletes consumed ledgers as the namespace allows; ``magnetar admin namespaces
-set-retention / get-retention``."""
+set-retention / get-retention``.
+
+The broker's tests share one cluster and work in namespaces (or on topics) of their own;
+``cluster_zk`` reads its metadata."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import asyncio
 import json
 import subprocess
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -18,6 +22,7 @@ from magnetar.metadata.codec import encode
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.ledgers import ZkLedgerMetadataStore
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+from magnetar.metadata.session import ZkSession
 from magnetar.metadata.tenants import NamespaceRetention, ZkTenantStore
 from magnetar.testing.processes import BrokerProcess
 from magnetar.testing.shell import magnetar
@@ -28,15 +33,26 @@ ENTRIES_PER_LEDGER = 4
 MESSAGES = 18  # ledgers of 4, 4, 4, 4, 2 (+ the open one)
 
 
-@pytest.fixture
-def broker(bookie_factory, broker_factory) -> BrokerProcess:
-    bookie_factory()
-    bookie_factory()
-    return broker_factory(
+@pytest.fixture(scope="module")
+def broker(module_bookie_factory, module_broker_factory) -> BrokerProcess:
+    module_bookie_factory()
+    module_bookie_factory()
+    return module_broker_factory(
         ensemble_size=2, write_quorum=2, ack_quorum=2,
         max_entries_per_ledger=ENTRIES_PER_LEDGER, retention_check_interval_s=0.5,
         cursor_persist_interval_s=0.2,
     )
+
+
+@pytest.fixture
+async def cluster_zk(zk_server, module_zk_root: str) -> AsyncIterator[ZkSession]:
+    """A session on the shared cluster's metadata root."""
+    session = ZkSession(zk_server.connect_string, module_zk_root)
+    await session.start()
+    try:
+        yield session
+    finally:
+        await session.close()
 
 
 def admin(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -81,7 +97,7 @@ async def produce(url: str, topic: str, n: int = MESSAGES) -> None:
             await producer.send(b"m%d" % i)
 
 
-async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(broker, zk_session):
+async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(broker, cluster_zk):
     for ns, (minutes, mb) in {"public/none": (0, 0), "public/forever": (-1, -1)}.items():
         ok(admin(broker, "namespaces", "create", ns))
         assert ok(admin(broker, "namespaces", "set-retention", ns, "--time", str(minutes), "--size", str(mb))) == ""
@@ -94,11 +110,11 @@ async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(b
             topic = f"persistent://{ns}/rolling"
             consumers[ns] = await client.subscribe(topic, "sub", initial_position=mg.InitialPosition.Earliest)
             await produce(broker.address, topic)
-        before = {ns: await ledger_ids(zk_session, ns, "rolling") for ns in consumers}
+        before = {ns: await ledger_ids(cluster_zk, ns, "rolling") for ns in consumers}
         assert all(len(ids) >= MESSAGES // ENTRIES_PER_LEDGER for ids in before.values()), before
 
         await asyncio.sleep(1.5)  # three retention rounds: nothing is consumed yet
-        assert {ns: await ledger_ids(zk_session, ns, "rolling") for ns in consumers} == before
+        assert {ns: await ledger_ids(cluster_zk, ns, "rolling") for ns in consumers} == before
 
         for consumer in consumers.values():
             for i in range(MESSAGES):
@@ -107,13 +123,13 @@ async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(b
                 await consumer.acknowledge(msg)
 
         async def trimmed() -> list[int] | None:
-            ids = await ledger_ids(zk_session, "public/none", "rolling")
+            ids = await ledger_ids(cluster_zk, "public/none", "rolling")
             return ids if len(ids) <= 2 else None
 
         kept = await wait_for(trimmed, what="consumed ledgers to be deleted")
         gone = sorted(set(before["public/none"]) - set(kept))
         assert gone and kept == before["public/none"][-len(kept):]  # the oldest went
-        ledgers = ZkLedgerMetadataStore(zk_session, LedgerMetadata.from_dict)
+        ledgers = ZkLedgerMetadataStore(cluster_zk, LedgerMetadata.from_dict)
 
         async def deleted() -> bool | None:  # from the ledgers' metadata too (just after the list)
             for ledger_id in gone:
@@ -127,14 +143,14 @@ async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(b
         await wait_for(deleted, what="the trimmed ledgers' metadata to be deleted")
 
         await asyncio.sleep(1.5)
-        assert await ledger_ids(zk_session, "public/forever", "rolling") == before["public/forever"]
+        assert await ledger_ids(cluster_zk, "public/forever", "rolling") == before["public/forever"]
 
         # The remaining messages are still there for a new subscription of the kept topic.
         late = await client.subscribe("persistent://public/forever/rolling", "late", initial_position=mg.InitialPosition.Earliest)
         assert (await late.receive(timeout_millis=10_000)).data() == b"m0"
 
 
-async def test_topic_without_subscriptions_keeps_nothing_with_the_default_retention(broker, zk_session):
+async def test_topic_without_subscriptions_keeps_nothing_with_the_default_retention(broker, cluster_zk):
     # public/default sets no retention: the broker's defaults (0 and 0) apply.
     assert json.loads(ok(admin(broker, "namespaces", "get-retention", "public/default"))) == {
         "retentionTimeInMinutes": 0, "retentionSizeInMB": 0,
@@ -142,30 +158,30 @@ async def test_topic_without_subscriptions_keeps_nothing_with_the_default_retent
     await produce(broker.address, "unread")
 
     async def trimmed() -> list[int] | None:
-        ids = await ledger_ids(zk_session, "public/default", "unread")
+        ids = await ledger_ids(cluster_zk, "public/default", "unread")
         return ids if len(ids) <= 2 else None
 
     await wait_for(trimmed, what="closed ledgers of an unsubscribed topic to be deleted")
 
 
-async def test_a_subscription_holds_data_back_until_it_acknowledges(broker, zk_session):
+async def test_a_subscription_holds_data_back_until_it_acknowledges(broker, cluster_zk):
     ok(admin(broker, "namespaces", "create", "public/held"))
     ok(admin(broker, "namespaces", "set-retention", "public/held", "--time", "0", "--size", "0"))
     topic = "persistent://public/held/t"
     async with mg.Client(broker.address) as client:
         consumer = await client.subscribe(topic, "slow", initial_position=mg.InitialPosition.Earliest)
         await produce(broker.address, topic)
-        before = await ledger_ids(zk_session, "public/held", "t")
+        before = await ledger_ids(cluster_zk, "public/held", "t")
         for _ in range(ENTRIES_PER_LEDGER + 1):  # the first ledger wholly, one of the second
             msg = await consumer.receive(timeout_millis=10_000)
             await consumer.acknowledge(msg)
 
         async def first_gone() -> bool:
-            return (await ledger_ids(zk_session, "public/held", "t"))[0] != before[0]
+            return (await ledger_ids(cluster_zk, "public/held", "t"))[0] != before[0]
 
         await wait_for(first_gone, what="the first, consumed ledger to go")
         await asyncio.sleep(1.5)
-        assert await ledger_ids(zk_session, "public/held", "t") == before[1:]  # the rest is held back
+        assert await ledger_ids(cluster_zk, "public/held", "t") == before[1:]  # the rest is held back
 
 
 async def test_retention_admin_errors(broker):

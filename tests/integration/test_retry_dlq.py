@@ -6,6 +6,10 @@ backlog; custom names; negative acks past max_redeliver_count to the DLQ; Exclus
 redelivering at once; a move to a retry topic another broker serves (through the remote
 move publisher); and a broker crash between publishing a copy and acknowledging the
 original (injected) leaving exactly one copy.
+
+The tests share one cluster (2 bookies and a broker; topics of their own). The two tests
+that need a second broker start it on the shared root and use a namespace of their own,
+so that the broker they start takes the bundles it is asked about.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from datetime import timedelta
 
 import grpc
@@ -21,6 +26,7 @@ import pytest
 import magnetar as magnetar_client
 import magnetar.asyncio as mg
 from magnetar.broker.config import BrokerConfig
+from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_of
 from magnetar.common.faults import CRASH_EXIT_CODE
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
@@ -33,6 +39,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 NS = "persistent://public/default"
 BUNDLES = BrokerConfig.model_fields["bundles_per_namespace"].default
+# A broker that a test kills: its bundles go to the shared broker once its session has
+# expired, which a shorter session than the default 5 s makes quicker (the clients'
+# reconnect backoff, 0.1 s doubling, then finds the new owner on its try at 3.1 s
+# instead of 6.3 s). It lives for a second or two, not long enough to miss a ping.
+KILLED_BROKER = dict(zk_session_timeout_s=2.0, **QUORUM)
 
 
 async def backlog(broker, topic: str, sub: str) -> int:
@@ -42,11 +53,28 @@ async def backlog(broker, topic: str, sub: str) -> int:
     return next(s.backlog for s in stats.subscriptions if s.name == sub)
 
 
-@pytest.fixture
-def cluster(bookie_factory, broker_factory):
-    bookie_factory()
-    bookie_factory()
-    return broker_factory(**QUORUM)
+async def drained(broker, topic: str, sub: str, timeout: float = 10.0) -> int:
+    """The subscription's backlog once it is 0 (acks are stored asynchronously, the cursor
+    also on close), or what it still is after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while (left := await backlog(broker, topic, sub)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return left
+
+
+async def own_namespace(broker, prefix: str) -> str:
+    """A new namespace (``public/<prefix>-<hex>``): no broker owns any of its bundles yet."""
+    namespace = f"public/{prefix}-{uuid.uuid4().hex[:6]}"
+    async with AdminClient(broker.address, 10) as admin:
+        await admin.create_namespace(namespace)
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def cluster(module_bookie_factory, module_broker_factory):
+    module_bookie_factory()
+    module_bookie_factory()
+    return module_broker_factory(**QUORUM)
 
 
 async def test_reconsume_later_in_three_modes_with_every_property(cluster):
@@ -98,9 +126,8 @@ async def test_reconsume_later_in_three_modes_with_every_property(cluster):
         with pytest.raises(mg.InvalidArgument):
             await consumer.reconsume_later(third, level=19)
         await consumer.close()
-    await asyncio.sleep(1.5)  # the cursor is stored on close
-    assert await backlog(cluster, topic, "billing") == 0
-    assert await backlog(cluster, retry_topic, "billing") == 0
+    assert await drained(cluster, topic, "billing") == 0
+    assert await drained(cluster, retry_topic, "billing") == 0
 
 
 async def test_sixteen_retries_then_the_dlq_with_custom_names(cluster):
@@ -137,9 +164,8 @@ async def test_sixteen_retries_then_the_dlq_with_custom_names(cluster):
         await dlq.acknowledge(dead)
         await consumer.close()
         await dlq.close()
-    await asyncio.sleep(1.5)
-    assert await backlog(cluster, f"{NS}/jobs-again", "work") == 0
-    assert await backlog(cluster, topic, "work") == 0
+    assert await drained(cluster, f"{NS}/jobs-again", "work") == 0
+    assert await drained(cluster, topic, "work") == 0
 
 
 async def test_negative_acks_past_max_redeliver_count_go_to_the_dlq(cluster):
@@ -173,8 +199,7 @@ async def test_negative_acks_past_max_redeliver_count_go_to_the_dlq(cluster):
         assert "redelivery count 3 reached max_redeliver_count 3" in dead.properties()["DEAD_LETTER_REASON"]
         await consumer.close()
         await dlq.close()
-    await asyncio.sleep(1.5)
-    assert await backlog(cluster, topic, "s") == 0
+    assert await drained(cluster, topic, "s") == 0
 
 
 async def test_exclusive_reconsume_later_redelivers_at_once(cluster):
@@ -204,12 +229,11 @@ async def test_reconsume_later_without_enable_retry_is_refused(cluster):
         await consumer.acknowledge(msg)
 
 
-async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one_copy(bookie_factory, broker_factory):
-    bookie_factory()
-    bookie_factory()
-    crashing = broker_factory(crash_point="after_move_publish", **QUORUM)
-    other = broker_factory(**QUORUM)
-    topic, retry_topic = f"{NS}/crashy", f"{NS}/crashy-s-RETRY"
+async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one_copy(cluster, module_broker_factory):
+    crashing = module_broker_factory(crash_point="after_move_publish", **KILLED_BROKER)
+    other = cluster
+    ns = f"persistent://{await own_namespace(other, 'crashy')}"
+    topic, retry_topic = f"{ns}/crashy", f"{ns}/crashy-s-RETRY"
     async with grpc.aio.insecure_channel(crashing.address, options=CHANNEL_OPTIONS) as channel:
         stub = pb_grpc.BrokerStub(channel)
         for t in (topic, retry_topic):  # the crashing broker serves both topics
@@ -243,16 +267,15 @@ async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one
     assert stats.entries == 1
 
 
-async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sdk(bookie_factory, broker_factory):
-    bookie_factory()
-    bookie_factory()
-    here, there = broker_factory(**QUORUM), broker_factory(**QUORUM)
+async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sdk(cluster, module_broker_factory):
+    here, there = cluster, module_broker_factory(**QUORUM)
+    ns = f"persistent://{await own_namespace(here, 'far')}"
     # A source topic and its retry topic in different bundles, owned by different brokers.
     local = next(
         f"far-{i}" for i in range(100)
-        if bundle_of(f"{NS}/far-{i}", BUNDLES) != bundle_of(f"{NS}/far-{i}-s-RETRY", BUNDLES)
+        if bundle_of(f"{ns}/far-{i}", BUNDLES) != bundle_of(f"{ns}/far-{i}-s-RETRY", BUNDLES)
     )
-    topic, retry_topic = f"{NS}/{local}", f"{NS}/{local}-s-RETRY"
+    topic, retry_topic = f"{ns}/{local}", f"{ns}/{local}-s-RETRY"
     for broker, t in ((here, topic), (there, retry_topic)):
         async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
             owner = (await pb_grpc.BrokerStub(channel).Lookup(pb.LookupRequest(topic=t), timeout=10)).broker_address
@@ -275,21 +298,24 @@ async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sd
 
 async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
     url = ("--url", cluster.address)
-    bad = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", "public/default",
+    # A namespace of its own: its defaults would rename the other tests' retry topics.
+    namespace = await own_namespace(cluster, "defaults")
+    bad = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", namespace,
                                   "--max-redeliver-count", "0")
     assert bad.returncode != 0 and "max-redeliver-count" in bad.stderr and "Traceback" not in bad.stderr
-    bad = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", "public/default",
+    bad = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", namespace,
                                   "--retry-letter-topic", "a/b/c/d")
     assert bad.returncode != 0 and "not a valid topic name" in bad.stderr and "Traceback" not in bad.stderr
-    ok = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", "public/default",
+    ok = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "set-dead-letter-policy", namespace,
                                  "--max-redeliver-count", "1", "--retry-letter-topic", "{topic}-again-{subscription}")
     assert ok.returncode == 0, ok.stderr
-    got = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "get-dead-letter-policy", "public/default")
+    got = await asyncio.to_thread(magnetar, "admin", *url, "namespaces", "get-dead-letter-policy", namespace)
     assert json.loads(got.stdout) == {
         "maxRedeliverCount": 1, "retryLetterTopic": "{topic}-again-{subscription}", "deadLetterTopic": None,
         "initialSubscriptionName": None,
     }
-    topic = f"{NS}/nsdefaults"
+    ns = f"persistent://{namespace}"
+    topic = f"{ns}/nsdefaults"
     async with mg.Client(cluster.address) as client:
         consumer = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
         producer = await client.create_producer(topic)
@@ -297,9 +323,9 @@ async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
         msg = await consumer.receive(timeout_millis=10_000)
         await consumer.reconsume_later(msg, 1000)
         msg = await consumer.receive(timeout_millis=10_000)
-        assert msg.topic_name() == f"{NS}/nsdefaults-again-s"
+        assert msg.topic_name() == f"{ns}/nsdefaults-again-s"
         await consumer.reconsume_later(msg, 1000)  # the 2nd retry exceeds the namespace's 1
-        dlq = await client.subscribe(f"{NS}/nsdefaults-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dlq = await client.subscribe(f"{ns}/nsdefaults-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
         dead = await dlq.receive(timeout_millis=10_000)
         assert dead.data() == b"m" and dead.properties()["RECONSUMETIMES"] == "1"
 

@@ -1,18 +1,23 @@
 """Subscription admin with real ZooKeeper, bookies and two brokers: ``magnetar admin
 topics subscriptions / create-subscription / unsubscribe / skip / clear-backlog /
 reset-cursor``, checked through the topic stats and through what an SDK consumer
-receives afterwards. The CLI is given one broker and reaches topics the other owns."""
+receives afterwards. The CLI is given one broker and reaches topics the other owns.
+
+The tests share one cluster; each works in a namespace of its own (``ns``), whose bundles
+nobody owns yet, so the broker a test asks first about a topic takes it."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import time
+import uuid
 
 import grpc
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_of
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.common.names import TopicName
@@ -50,11 +55,20 @@ class Cluster:
         return subs[subscription].backlog
 
 
+@pytest.fixture(scope="module")
+def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
+    module_bookie_factory()
+    module_bookie_factory()
+    return Cluster([module_broker_factory(**QUORUM), module_broker_factory(**QUORUM)])
+
+
 @pytest.fixture
-def cluster(bookie_factory, broker_factory) -> Cluster:
-    bookie_factory()
-    bookie_factory()
-    return Cluster([broker_factory(**QUORUM), broker_factory(**QUORUM)])
+async def ns(cluster: Cluster) -> str:
+    """``persistent://public/sa-<hex>``: a new namespace, none of its bundles owned yet."""
+    namespace = f"public/sa-{uuid.uuid4().hex[:6]}"
+    async with AdminClient(cluster.first, 10) as admin:
+        await admin.create_namespace(namespace)
+    return f"persistent://{namespace}"
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -105,8 +119,8 @@ async def nothing_more(consumer) -> bool:
     raise AssertionError(f"unexpected message {msg.data()!r}")
 
 
-async def test_create_list_and_delete_subscriptions(cluster):
-    topic = "persistent://public/default/sa-basic"
+async def test_create_list_and_delete_subscriptions(cluster, ns):
+    topic = f"{ns}/sa-basic"
     ids, _ = await produce(cluster.second, topic, 10)  # the second broker owns it
     assert await cluster.owner(topic) == cluster.second
 
@@ -119,7 +133,7 @@ async def test_create_list_and_delete_subscriptions(cluster):
 
     assert "already exists" in fails(cluster.admin("topics", "create-subscription", topic, "-s", "from-now"))
     assert "invalid message id" in fails(cluster.admin("topics", "create-subscription", topic, "-s", "x", "-m", "nonsense"))
-    assert "does not exist" in fails(cluster.admin("topics", "subscriptions", "persistent://public/default/nosuch"))
+    assert "does not exist" in fails(cluster.admin("topics", "subscriptions", f"{ns}/nosuch"))
     assert "does not exist" in fails(cluster.admin("topics", "unsubscribe", topic, "-s", "nosuch"))
 
     async with mg.Client(f"{cluster.first},{cluster.second}") as client:
@@ -142,8 +156,8 @@ async def test_create_list_and_delete_subscriptions(cluster):
     assert ok(cluster.admin("topics", "subscriptions", topic)).splitlines() == ["from-now"]
 
 
-async def test_skip_clear_backlog_and_reset_cursor(cluster):
-    topic = "persistent://public/default/sa-moves"
+async def test_skip_clear_backlog_and_reset_cursor(cluster, ns):
+    topic = f"{ns}/sa-moves"
     ids, between = await produce(cluster.second, topic, 20, pause_after=10)
     ok(cluster.admin("topics", "create-subscription", topic, "-s", "s", "-m", "earliest"))
     assert await cluster.backlog(topic, "s") == 20
@@ -187,8 +201,8 @@ async def test_skip_clear_backlog_and_reset_cursor(cluster):
     assert await cluster.backlog(topic, "s") == 20
 
 
-async def test_reset_cursor_under_a_connected_consumer(cluster):
-    topic = "persistent://public/default/sa-live"
+async def test_reset_cursor_under_a_connected_consumer(cluster, ns):
+    topic = f"{ns}/sa-live"
     ids, _ = await produce(cluster.second, topic, 8)
     async with mg.Client(cluster.first) as client:
         consumer = await client.subscribe(topic, "live", initial_position=mg.InitialPosition.Earliest)
@@ -200,18 +214,18 @@ async def test_reset_cursor_under_a_connected_consumer(cluster):
         assert await cluster.backlog(topic, "live") == 0
 
 
-def spread_partitioned_topic(partitions: int) -> str:
-    """A topic name whose partitions fall in more than one bundle (so they can have
-    different owners)."""
+def spread_partitioned_topic(ns: str, partitions: int) -> str:
+    """A topic name in ``ns`` whose partitions fall in more than one bundle (so they can
+    have different owners)."""
     for n in range(100):
-        name = TopicName.parse(f"sa-parts-{n}")
+        name = TopicName.parse(f"{ns}/sa-parts-{n}")
         if len({bundle_of(name.partition(i), 4) for i in range(partitions)}) > 1:
             return str(name)
     raise AssertionError("no spread name found")
 
 
-async def test_partitioned_topic_with_partitions_on_both_brokers(cluster):
-    topic = spread_partitioned_topic(4)
+async def test_partitioned_topic_with_partitions_on_both_brokers(cluster, ns):
+    topic = spread_partitioned_topic(ns, 4)
     partitions = [f"{topic}-partition-{i}" for i in range(4)]
     await cluster.call("CreateTopic", pb.CreateTopicRequest(topic=topic, partitions=4))
     # Partition 0's bundle goes to the first broker; the others' to the second.
@@ -268,8 +282,8 @@ async def test_partitioned_topic_with_partitions_on_both_brokers(cluster):
     assert ok(cluster.admin("topics", "subscriptions", topic)) == ""
 
 
-async def test_bad_requests_are_refused_with_a_clear_status(cluster):
-    topic = "persistent://public/default/sa-bad"
+async def test_bad_requests_are_refused_with_a_clear_status(cluster, ns):
+    topic = f"{ns}/sa-bad"
     await produce(cluster.first, topic, 3)
     owner = await cluster.owner(topic)
     await cluster.call("CreateSubscription", pb.CreateSubscriptionRequest(topic=topic, subscription="s", initial_position=pb.EARLIEST), owner)
@@ -293,7 +307,7 @@ async def test_bad_requests_are_refused_with_a_clear_status(cluster):
     assert code == bad
     code, details = await status("SkipMessages", pb.SkipMessagesRequest(topic=topic, subscription="nosuch", count=1))
     assert code == grpc.StatusCode.NOT_FOUND and "nosuch" in details
-    code, _ = await status("ListSubscriptions", pb.ListSubscriptionsRequest(topic="persistent://public/default/sa-none"))
+    code, _ = await status("ListSubscriptions", pb.ListSubscriptionsRequest(topic=f"{ns}/sa-none"))
     assert code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
     code, _ = await status("ListSubscriptions", pb.ListSubscriptionsRequest(topic="a/b"))
     assert code == bad

@@ -16,11 +16,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 
 
-@pytest.fixture
-def url(bookie_factory, broker_factory) -> str:
-    bookie_factory()
-    bookie_factory()
-    return broker_factory(**QUORUM).address
+@pytest.fixture(scope="module")
+def url(module_bookie_factory, module_broker_factory) -> str:
+    """One broker for the module's tests (each on topics of its own)."""
+    module_bookie_factory()
+    module_bookie_factory()
+    return module_broker_factory(**QUORUM).address
 
 
 async def produce(url: str, topic: str, values, key=None, batching: bool = True, pace_every: int = 0) -> None:

@@ -406,6 +406,16 @@ async def test_batch_limits_and_delayed_messages_go_alone(twin, client):
     assert delayed.deliver_at_ms > time.time() * 1000 + 4000
 
 
+def test_deliver_after_is_rounded_up_to_the_next_millisecond(monkeypatch):
+    """deliver_at is whole ms: 0.9 ms into a millisecond, 3 s later is the next one's end,
+    never 0.9 ms early (a delayed message came 50 us before its 3 s were up)."""
+    from magnetar.client.producer import build_message
+
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0009)
+    msg = build_message(b"x", None, None, None, None, timedelta(seconds=3), 1 << 20)
+    assert msg.deliver_at_ms == 1_700_000_003_001
+
+
 async def test_batch_unpacking_and_batch_level_acks(twin, client):
     consumer = await client.subscribe(
         "acks", "s", initial_position=ma.InitialPosition.Earliest, negative_ack_redelivery_delay_ms=0

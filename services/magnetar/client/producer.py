@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -63,7 +64,8 @@ def build_message(
     if event_timestamp:
         msg.event_time_ms = int(event_timestamp)
     if deliver_after is not None:
-        msg.deliver_at_ms = int(time.time() * 1000 + deliver_after.total_seconds() * 1000)
+        # Rounded up: whole milliseconds, never before the delay has passed.
+        msg.deliver_at_ms = math.ceil(time.time() * 1000 + deliver_after.total_seconds() * 1000)
     elif deliver_at is not None:
         msg.deliver_at_ms = int(deliver_at)
     return msg

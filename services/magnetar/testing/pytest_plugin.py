@@ -13,9 +13,13 @@ conftest. Fixtures:
   ``factory.create(...)`` of several kinds at once.
 - ``keys``: a secret key and service token (:class:`magnetar.testing.auth.Keys`) for
   services with authentication on (``keys.settings()``, ``keys.token(role)``).
+- ``module_zk_root``, ``module_bookie_factory``, ``module_broker_factory``: the same for
+  a whole test module, so that its tests share one cluster (each test then uses topics,
+  subscriptions or namespaces of its own); processes are killed after the module.
 
 When a test fails, the log tails of the processes it used are added to its report.
-A fixture that starts another kind of process calls :func:`track_process` with it.
+A fixture that starts another kind of process calls :func:`track_process` with it
+(a module-scoped fixture with its module's node: shown for each failing test there).
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ class LoggedProcess(Protocol):
 _TRACKED = pytest.StashKey[list[LoggedProcess]]()
 
 
-def track_process(item: pytest.Item, process: LoggedProcess) -> None:
-    """Print ``process``'s log tail if the test ``item`` fails."""
+def track_process(item: pytest.Item | pytest.Module, process: LoggedProcess) -> None:
+    """Print ``process``'s log tail if the test ``item`` (or any test of the module) fails."""
     tracked = item.stash.setdefault(_TRACKED, [])
     if all(p is not process for p in tracked):
         tracked.append(process)
@@ -64,7 +68,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed:
-        for process in item.stash.get(_TRACKED, []):
+        for process in (p for node in item.listchain() for p in node.stash.get(_TRACKED, [])):
             try:
                 tail = process.log_tail(80)
             except Exception as exc:
@@ -167,6 +171,52 @@ def broker_factory(
     """
     factory = ServiceFactory(
         BrokerProcess, zk_connect, zk_root, tmp_path / "brokers",
+        on_create=lambda broker: track_process(request.node, broker),
+    )
+    try:
+        yield factory
+    finally:
+        factory.kill_all()
+
+
+@pytest.fixture(scope="module")
+def module_zk_root(zk_server: ZooKeeperServer) -> str:
+    """A metadata root of this test module's own (for a cluster its tests share)."""
+    if not zk_server.alive:
+        zk_server.start()
+    return f"/module-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def module_bookie_factory(
+    zk_server: ZooKeeperServer,
+    module_zk_root: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[ServiceFactory[BookieProcess]]:
+    """``bookie_factory`` for a whole test module: bookies on ``module_zk_root``, killed
+    after the module's last test."""
+    factory = ServiceFactory(
+        BookieProcess, zk_server.connect_string, module_zk_root, tmp_path_factory.mktemp("module-bookies"),
+        on_create=lambda bookie: track_process(request.node, bookie),
+    )
+    try:
+        yield factory
+    finally:
+        factory.kill_all()
+
+
+@pytest.fixture(scope="module")
+def module_broker_factory(
+    zk_server: ZooKeeperServer,
+    module_zk_root: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[ServiceFactory[BrokerProcess]]:
+    """``broker_factory`` for a whole test module: brokers on ``module_zk_root``, killed
+    after the module's last test (a broker a test starts for itself it may stop or kill)."""
+    factory = ServiceFactory(
+        BrokerProcess, zk_server.connect_string, module_zk_root, tmp_path_factory.mktemp("module-brokers"),
         on_create=lambda broker: track_process(request.node, broker),
     )
     try:

@@ -15,6 +15,7 @@ deduplication then stores a repeated move only once.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -89,7 +90,7 @@ def plan_reconsume(
     copy.properties[RETRY_TOPIC] = policy.retry_letter_topic
     copy.properties[RECONSUMETIMES] = str(times)
     copy.properties[DELAY_TIME] = str(delay_ms)
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = math.ceil(time.time() * 1000) if now_ms is None else now_ms  # up: never early
     copy.deliver_at_ms = now + delay_ms
     return Move(policy.retry_letter_topic, copy, producer, times, dead=False)
 
