@@ -46,7 +46,8 @@ def _wait_past_setpriv(proc: subprocess.Popen[bytes], argv: Sequence[str], launc
             seen = cmdline.read_bytes()
         except OSError:
             return
-        if seen == want or seen not in (own, setpriv):
+        # Empty while the kernel swaps the program in (execve): not past setpriv yet.
+        if seen == want or (seen and seen not in (own, setpriv)):
             return
         time.sleep(0.001)
 
