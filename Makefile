@@ -118,7 +118,7 @@ chaos: setup ## Chaos run: make chaos DURATION=600 SEED=<n> [RATE=2000 INTERVAL=
 	$(PY) tests/chaos/run.py --duration $(DURATION) --seed '$(SEED)' --rate $(RATE) --interval $(INTERVAL) --out $(CHAOS_OUT)
 
 .PHONY: fresh-check
-fresh-check: ## CI on a machine where nothing was installed by hand: a debootstrap chroot runs .ci/run on a clone of HEAD (root; PYTEST_ARGS narrows it)
+fresh-check: ## CI on a machine where nothing was installed by hand: a debootstrap tree (own root and mount namespace) runs .ci/run on a clone of HEAD (root; PYTEST_ARGS narrows it)
 	bash .ci/fresh-machine
 
 lint: setup ## ruff + mypy
