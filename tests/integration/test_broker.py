@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import uuid
 from collections import defaultdict
 
 import grpc
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.client.admin import AdminClient
 from magnetar.common.errors import (
     ConsumerBusy,
     InvalidTopicName,
@@ -27,6 +25,7 @@ from magnetar.common.errors import (
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.namespaces import new_namespace
 
 pytestmark = pytest.mark.integration
 
@@ -47,10 +46,7 @@ class Cluster:
 
     async def own_namespace(self, prefix: str) -> str:
         """A new namespace (``public/<prefix>-<hex>``): no broker owns any of its bundles yet."""
-        namespace = f"public/{prefix}-{uuid.uuid4().hex[:6]}"
-        async with AdminClient(self.address, 10) as admin:
-            await admin.create_namespace(namespace)
-        return namespace
+        return await new_namespace(self.address, prefix)
 
 
 @pytest.fixture(scope="module")

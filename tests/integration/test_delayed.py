@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from datetime import timedelta
 
 import grpc
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.client.admin import AdminClient
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.namespaces import new_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -67,9 +66,7 @@ async def test_delayed_messages_arrive_on_time_on_shared_and_at_once_on_exclusiv
 async def test_a_delayed_message_survives_a_broker_sigkill_and_comes_on_time(broker, module_broker_factory):
     holder = module_broker_factory(**KILLED_BROKER)
     brokers = [broker, holder]
-    namespace = f"public/delayed-{uuid.uuid4().hex[:6]}"
-    async with AdminClient(broker.address, 10) as admin:
-        await admin.create_namespace(namespace)
+    namespace = await new_namespace(broker.address, "delayed")
     topic = f"persistent://{namespace}/delayed-failover"
     # Asked first, the new broker takes the topic's bundle: the broker killed is the holder.
     async with grpc.aio.insecure_channel(holder.address, options=CHANNEL_OPTIONS) as channel:

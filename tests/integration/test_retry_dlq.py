@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from datetime import timedelta
 
 import grpc
@@ -26,12 +25,12 @@ import pytest
 import magnetar as magnetar_client
 import magnetar.asyncio as mg
 from magnetar.broker.config import BrokerConfig
-from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_of
 from magnetar.common.faults import CRASH_EXIT_CODE
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.shell import magnetar
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -64,10 +63,7 @@ async def drained(broker, topic: str, sub: str, timeout: float = 10.0) -> int:
 
 async def own_namespace(broker, prefix: str) -> str:
     """A new namespace (``public/<prefix>-<hex>``): no broker owns any of its bundles yet."""
-    namespace = f"public/{prefix}-{uuid.uuid4().hex[:6]}"
-    async with AdminClient(broker.address, 10) as admin:
-        await admin.create_namespace(namespace)
-    return namespace
+    return await new_namespace(broker.address, prefix)
 
 
 @pytest.fixture(scope="module")

@@ -11,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-import uuid
 
 import grpc
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_of
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import BrokerProcess
 from magnetar.testing.shell import magnetar
 
@@ -65,10 +64,7 @@ def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
 @pytest.fixture
 async def ns(cluster: Cluster) -> str:
     """``persistent://public/sa-<hex>``: a new namespace, none of its bundles owned yet."""
-    namespace = f"public/sa-{uuid.uuid4().hex[:6]}"
-    async with AdminClient(cluster.first, 10) as admin:
-        await admin.create_namespace(namespace)
-    return f"persistent://{namespace}"
+    return f"persistent://{await new_namespace(cluster.first, 'sa')}"
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
