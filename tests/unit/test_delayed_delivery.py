@@ -86,9 +86,12 @@ async def test_exclusive_delivers_delayed_messages_at_once(topic):
 
 async def test_a_new_dispatcher_finds_waiting_messages_again(topic):
     # What a broker restart or failover does: the dispatcher reads again from the cursor.
+    # The delay is a minute on an injected clock: a loaded machine cannot make it fall due
+    # between two steps of the test (a real 300 ms delay once did, under CI).
     sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
     first = Sink(sub, "a", sub_type=pb.KEY_SHARED)
-    await publish_delayed(topic, [(0, 300), (1, None)])
+    published = int(time.time() * 1000)
+    await publish_delayed(topic, [(0, 60_000), (1, None)], publish_ms=published)
     await settle()
     assert first.payloads() == [b"1"] and len(sub.dispatcher.delayed) == 1
     first.ack_all()
@@ -96,7 +99,9 @@ async def test_a_new_dispatcher_finds_waiting_messages_again(topic):
     second = Sink(sub, "b", sub_type=pb.KEY_SHARED)
     await settle()
     assert second.payloads() == [] and len(sub.dispatcher.delayed) == 1
-    await asyncio.sleep(0.35)
+    sub.dispatcher.delayed.clock_ms = lambda: published + 60_000
+    sub.dispatcher.wake()
+    await settle()
     assert second.payloads() == [b"0"]
     second.ack_all()
     assert sub.cursor.backlog() == 0

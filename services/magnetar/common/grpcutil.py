@@ -36,9 +36,17 @@ T = TypeVar("T")
 
 # Large entries travel in batches: allow messages well above one max-size entry.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-CHANNEL_OPTIONS = [
+MESSAGE_SIZE_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+# Each channel has its own connections. gRPC's default shares them process-wide by
+# address: a channel to a server that came back on a port another channel had failed to
+# reach (a restarted bookie or broker, or a new server on a reused port) inherited that
+# old failure and its reconnect backoff, and failed at once with the old error.
+CHANNEL_OPTIONS = [
+    *MESSAGE_SIZE_OPTIONS,
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 KEEPALIVE_TIME_MS = 2000
@@ -56,8 +64,12 @@ CLIENT_CHANNEL_OPTIONS = [
 ]
 # Servers the SDK talks to accept those pings (gRPC's default would answer pings more
 # often than every 5 minutes with GOAWAY "too_many_pings").
+# SO_REUSEPORT off: gRPC sets it by default, and then a second server bound to a port in
+# use (a service restarted on its port while something else had taken it) shared the
+# port silently, each getting part of the connections, instead of failing to listen.
 SERVER_OPTIONS = [
-    *CHANNEL_OPTIONS,
+    *MESSAGE_SIZE_OPTIONS,
+    ("grpc.so_reuseport", 0),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
     ("grpc.http2.max_ping_strikes", 0),
