@@ -161,7 +161,7 @@ def test_test_ca_issues_server_and_client_certificates(ca: TestCa) -> None:
 
 
 def test_services_pass_their_client_tls_where_channels_are_made(tmp_path: Path, ca: TestCa) -> None:
-    from magnetar.broker.deadletter.remote import RemoteMovePublisher
+    from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
     from magnetar.ledger.bookie_client import BookiePool
 
     tls = ClientTls(ca.cert_file)

@@ -12,24 +12,24 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
-from magnetar.broker.admin_rpcs import SubscriptionAdminRpcs
 from magnetar.broker.authorization import Action, Request
-from magnetar.broker.authorization_rpcs import AuthorizationInterceptor
 from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
-from magnetar.broker.deadletter.remote import RemoteMovePublisher
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.namespace_rpcs import NamespacePolicyRpcs, policies_from_proto
-from magnetar.broker.permission_rpcs import PermissionRpcs
+from magnetar.broker.rpc.authorization import AuthorizationInterceptor
+from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
+from magnetar.broker.rpc.permissions import PermissionRpcs
+from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
+from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
+from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.broker.topic_admin import TopicAdmin
-from magnetar.broker.topic_rpcs import TopicAdminRpcs
 from magnetar.common import masks
 from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcauth import CALLER_ROLE, server_interceptors

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import grpc
 
 from magnetar.broker.namespace_policies import PolicyKind
-from magnetar.broker.namespace_rpcs import dead_letter_from_proto, dead_letter_to_proto
 from magnetar.broker.retention import RetentionPolicy
+from magnetar.broker.rpc.namespaces import dead_letter_from_proto, dead_letter_to_proto
 from magnetar.broker.subscription_admin import Start, SubscriptionAdmin
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.grpcutil import rpc_errors

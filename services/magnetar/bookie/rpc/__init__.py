@@ -1,0 +1,1 @@
+"""The bookie's gRPC door: the ``magnetar.v1.Bookie`` servicer."""
