@@ -119,7 +119,7 @@ async def listunderreplicated(args: argparse.Namespace) -> int:
 
 async def triggeraudit(args: argparse.Namespace) -> int:
     """Run the auditor's periodic check now, on the leader; prints its summary."""
-    from magnetar.auditor.rpc.servicer import forward_trigger
+    from magnetar.auditor.rpc.client import forward_trigger
     from magnetar.metadata.election import leader_of
 
     target = args.auditor

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 import magnetar.asyncio as ma
-from magnetar.auditor.rpc.servicer import fetch_status, forward_trigger
+from magnetar.auditor.rpc.client import fetch_status, forward_trigger
 from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError
 from magnetar.common.healthcheck import grpc_health_serving

@@ -2,12 +2,14 @@
 ``if TYPE_CHECKING:`` are not run and do not count):
 
 - kazoo only in ``metadata/``;
-- gRPC only in the adapters (``server.py``, ``broker/admin_rpcs.py``, ``broker/topic_rpcs.py``,
-  ``broker/namespace_rpcs.py``, ``broker/authorization_rpcs.py``, ``broker/permission_rpcs.py``, ``broker/deadletter/remote.py``, the CLI tools), the
-  SDK's transport (``client/connection.py``, ``client/handler.py``), the bookie transport
-  (``ledger/bookie_client.py``), ``common/grpcutil.py``, ``common/grpcauth.py``, ``common/healthcheck.py``,
-  ``common/tls.py``
-  and the test support;
+- gRPC only in the services' gRPC doors (``broker/rpc/``, ``bookie/rpc/``,
+  ``auditor/rpc/``), their process wiring (``*/process.py``: the health servicer), the
+  CLI tools, the SDK's transport (``client/connection.py``), the bookie transport
+  (``ledger/bookie_client.py``), ``common/grpcutil.py``, ``common/grpcauth.py``,
+  ``common/grpcserver.py``, ``common/healthcheck.py``, ``common/tls.py`` and the test
+  support;
+- a gRPC servicer is defined only in a door (``*/rpc/``), and only
+  ``common/grpcserver.py`` makes a gRPC server (one start-up for every service);
 - ``common/`` and ``metadata/`` import no service package;
 - the broker core, imported on its own, does not load gRPC.
 
@@ -27,11 +29,12 @@ import magnetar
 ROOT = Path(magnetar.__file__).parent
 SERVICES = ("bookie", "broker", "auditor", "ledger", "client", "gateway")
 GRPC_ALLOWED = {
-    "admin.py", "shell.py", "clienttool.py", "broker/rpc/subscriptions.py", "broker/rpc/topics.py", "broker/rpc/namespaces.py", "broker/rpc/authorization.py", "broker/rpc/permissions.py",
-    "broker/rpc/servicer.py", "bookie/rpc/servicer.py", "auditor/rpc/servicer.py",
-    "broker/rpc/remote_moves.py", "client/connection.py", "ledger/bookie_client.py",
-    "common/grpcutil.py", "common/grpcauth.py", "common/healthcheck.py", "common/tls.py",
+    "admin.py", "shell.py", "clienttool.py",
+    "broker/process.py", "bookie/process.py", "auditor/process.py",
+    "client/connection.py", "ledger/bookie_client.py",
+    "common/grpcutil.py", "common/grpcauth.py", "common/grpcserver.py", "common/healthcheck.py", "common/tls.py",
 }
+GRPC_SERVER_MAKER = "common/grpcserver.py"
 KNOWN: set[tuple[str, str]] = set()
 
 
@@ -52,6 +55,18 @@ def _runtime_imports(path: Path) -> set[str]:
     return names
 
 
+def _is_door(rel: str) -> bool:
+    """A module of a service's gRPC door: ``<service>/rpc/...``."""
+    return rel.split("/")[1:2] == ["rpc"]
+
+
+def _sources() -> dict[str, ast.Module]:
+    return {
+        str(p.relative_to(ROOT)): ast.parse(p.read_text(), str(p))
+        for p in ROOT.rglob("*.py") if "proto" not in p.relative_to(ROOT).parts
+    }
+
+
 def _modules() -> dict[str, set[str]]:
     return {
         str(p.relative_to(ROOT)): _runtime_imports(p)
@@ -66,7 +81,7 @@ def _breaks() -> set[tuple[str, str]]:
         if "kazoo" in top and not rel.startswith("metadata/"):
             found.add(("kazoo", rel))
         uses_grpc = bool(top & {"grpc", "grpc_health", "grpc_reflection"})
-        adapter = rel.endswith("server.py") or rel.startswith("testing/") or rel in GRPC_ALLOWED
+        adapter = _is_door(rel) or rel.startswith("testing/") or rel in GRPC_ALLOWED
         if uses_grpc and not adapter:
             found.add(("grpc", rel))
         if rel.startswith(("common/", "metadata/")) and any(
@@ -82,19 +97,32 @@ def test_no_module_breaks_the_import_rules_beyond_the_known_ones() -> None:
     assert KNOWN - breaks == set(), "fixed: take these out of KNOWN (and docs/architecture.md)"
 
 
-BROKER_ADAPTERS = {
-    "broker/rpc/__init__.py", "broker/rpc/servicer.py", "broker/rpc/subscriptions.py", "broker/rpc/topics.py",
-    "broker/rpc/namespaces.py", "broker/rpc/authorization.py", "broker/rpc/permissions.py", "broker/rpc/remote_moves.py",
-    "broker/__main__.py",
-}
+def test_servicers_are_defined_in_the_doors_and_one_module_makes_grpc_servers() -> None:
+    servicers, server_makers = set(), set()
+    for rel, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Attribute) and b.attr.endswith("Servicer") for b in node.bases
+            ):
+                servicers.add((rel, node.name))
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("grpc.aio.server", "aio.server", "grpc.server"):
+                server_makers.add(rel)
+    assert {"BrokerServicer", "BookieServicer", "AuditorServicer"} <= {name for _, name in servicers}
+    assert {(rel, name) for rel, name in servicers if not _is_door(rel)} == set(), "a servicer outside */rpc/"
+    assert server_makers == {GRPC_SERVER_MAKER}, "gRPC servers are made by common/grpcserver.py only"
+
+
+BROKER_DOORS = ("broker/rpc/",)
+BROKER_PROCESS = {"broker/process.py", "broker/__main__.py"}
 
 
 def test_the_broker_core_loads_without_grpc() -> None:
-    assert BROKER_ADAPTERS <= set(_modules()), "an adapter moved: update BROKER_ADAPTERS"
+    modules = set(_modules())
+    assert BROKER_PROCESS <= modules and "broker/rpc/servicer.py" in modules, "moved: update BROKER_DOORS/BROKER_PROCESS"
     core = sorted(
         "magnetar." + rel[:-3].replace("/", ".").removesuffix(".__init__")
-        for rel in _modules()
-        if rel.startswith("broker/") and rel not in BROKER_ADAPTERS
+        for rel in modules
+        if rel.startswith("broker/") and not rel.startswith(BROKER_DOORS) and rel not in BROKER_PROCESS
     )
     assert "magnetar.broker.topic" in core and "magnetar.broker.dispatch.shared" in core
     assert "magnetar.broker.service" in core and "magnetar.broker.deadletter.publisher" in core

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
 
     def make_server(config: AuditorConfig) -> Server:
-        from magnetar.auditor.rpc.servicer import AuditorServer
+        from magnetar.auditor.process import AuditorServer
 
         return AuditorServer(config)
 

@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data/bookie)")
 
     def make_server(config: BookieConfig) -> Server:
-        from magnetar.bookie.rpc.servicer import BookieServer
+        from magnetar.bookie.process import BookieServer
 
         return BookieServer(config)
 

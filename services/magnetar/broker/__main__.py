@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = service_parser("broker", "Run a broker.", DEFAULT_PORT)
 
     def make_server(config: BrokerConfig) -> Server:
-        from magnetar.broker.rpc.servicer import BrokerServer
+        from magnetar.broker.process import BrokerServer
 
         return BrokerServer(config)
 

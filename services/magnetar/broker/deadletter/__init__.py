@@ -11,10 +11,12 @@ A move publishes a copy (:mod:`.copies`) and then acknowledges the original
 target's deduplication stores a repeated move (a crash between the two steps) once.
 Copies are stored through a :class:`MovePublisher`: the core's
 :class:`~.publisher.ServiceMovePublisher` publishes on topics this broker serves and hands
-the others to the gRPC adapter :class:`~.remote.RemoteMovePublisher`.
+the others to the gRPC adapter
+:class:`~magnetar.broker.rpc.remote_moves.RemoteMovePublisher`.
 
 Both publishers are imported from their modules: ``publisher.py`` needs the topic
-(``topic.py`` imports this package), and ``remote.py`` loads gRPC, which the core must not.
+(``topic.py`` imports this package), and ``broker/rpc/remote_moves.py`` loads gRPC,
+which the core must not.
 """
 
 from magnetar.broker.deadletter.copies import MOVE_PRODUCER_PREFIX

@@ -1,11 +1,12 @@
-"""The network adapter that publishes retry and dead-letter copies (:mod:`.copies`) to
-topics another broker serves (a :class:`~.moves.MovePublisher`; the core's
-:class:`~.publisher.ServiceMovePublisher` hands it those moves).
+"""The network adapter that publishes retry and dead-letter copies
+(:mod:`magnetar.broker.deadletter.copies`) to topics another broker serves (a
+:class:`~magnetar.broker.deadletter.moves.MovePublisher`; the core's
+:class:`~magnetar.broker.deadletter.publisher.ServiceMovePublisher` hands it those moves).
 
 It uses the client SDK, pointed at this broker: a lookup sends the copy to the target's
 owner. Each copy gets a short-lived producer named after the moved message
 (``Move.producer_name``) and the copy's sequence id, so the target's deduplication drops
-a repeated move. ``server.py`` builds it; the broker core never imports it.
+a repeated move. ``broker/process.py`` builds it; the broker core never imports it.
 
 Before the first copy goes to a topic, the subscription that must keep it is created
 (from the earliest message; an existing one is left as is): on a retry topic the

@@ -1,4 +1,6 @@
-"""The broker's gRPC adapter (``magnetar.v1.Broker``) and the process around it."""
+"""The broker's gRPC servicer (``magnetar.v1.Broker``): the produce and consume streams,
+lookups and the tenant, namespace and topic administration; the other admin RPCs are its
+mixins (:mod:`.subscriptions`, :mod:`.topics`, :mod:`.namespaces`, :mod:`.permissions`)."""
 
 from __future__ import annotations
 
@@ -9,20 +11,15 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
 
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.authorizer import Authorizer
-from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.managedledger.position import Position
-from magnetar.broker.rpc.authorization import AuthorizationInterceptor
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
-from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
@@ -32,18 +29,10 @@ from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.broker.topic_admin import TopicAdmin
 from magnetar.common import masks
 from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
-from magnetar.common.grpcauth import CALLER_ROLE, server_interceptors
-from magnetar.common.grpcutil import SERVER_OPTIONS, MalformedRequestGuard, abort, rpc_errors
-from magnetar.common.metrics import serve_metrics
+from magnetar.common.grpcauth import CALLER_ROLE
+from magnetar.common.grpcutil import abort, rpc_errors
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
-from magnetar.common.tls import add_port, client_tls, server_tls
-from magnetar.ledger.client import LedgerClient
-from magnetar.ledger.context import LedgerClientConfig
-from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
-from magnetar.metadata.ownership import ZkOwnershipStore
-from magnetar.metadata.session import ZkSession
-from magnetar.metadata.tenants import ZkTenantStore
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.proto.v1 import common_pb2
@@ -529,64 +518,3 @@ def _split_namespace(value: str) -> tuple[str, str]:
     if len(parts) != 2 or not all(parts):
         raise InvalidArgument(f"a namespace is written tenant/namespace, got {value!r}")
     return parts[0], parts[1]
-
-
-class BrokerServer:
-    """One broker process: service core, gRPC server, health, registration."""
-
-    def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
-        self.port = config.port or DEFAULT_PORT
-        self.broker_id = config.advertised_address or f"{config.host}:{self.port}"
-        self.session = ZkSession(config.zookeeper, config.zk_root, config.zk_session_timeout_s)
-        session = self.session
-        # Read the keys and the service token now: a bad setting stops the start.
-        self.authenticator = config.authenticator()
-        token = config.service_token()
-        tls = client_tls(config)  # how this broker calls bookies and brokers
-        ledgers = LedgerClient(
-            session,
-            LedgerClientConfig(
-                add_timeout_s=config.ledger_add_timeout_s, read_timeout_s=config.ledger_read_timeout_s, auth_token=token
-            ),
-            tls=tls,
-        )
-        self.service = BrokerService(
-            config, self.broker_id, session, ledgers=ledgers, ml_store=ZkManagedLedgerStore(session),
-            tenants=ZkTenantStore(session), ownership=ZkOwnershipStore(session),
-            # Moves to topics other brokers serve go through the SDK, pointed at this broker.
-            remote_mover=RemoteMovePublisher(self.broker_id, tls=tls, token=token),
-        )
-        self.health = HealthServicer()
-        self.server: grpc.aio.Server | None = None
-
-    async def start(self) -> None:
-        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.session.start()
-        try:
-            await self.service.start()
-            interceptors = server_interceptors(self.authenticator, "broker")
-            if self.config.authorization_enabled:
-                interceptors.append(AuthorizationInterceptor(self.service.authorizer))
-            server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[MalformedRequestGuard(), *interceptors])
-            pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.service), server)
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-            if not add_port(server, f"{self.config.host}:{self.port}", server_tls(self.config)):
-                raise MagnetarError(f"cannot listen on {self.config.host}:{self.port}: is the port in use?")
-            await server.start()
-            self.server = server
-        except BaseException:
-            await self.session.close()
-            raise
-        serve_metrics(self.config.host, self.config.metrics_port)
-        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        log.info("broker %s serving", self.broker_id)
-
-    async def stop(self, grace_s: float = 5.0) -> None:
-        await self.health.enter_graceful_shutdown()
-        self.session.stopping()  # with ZooKeeper gone, topics close as after a crash, at once
-        if self.server is not None:
-            await self.server.stop(grace_s)
-        await self.service.close()
-        await self.session.close()
-        log.info("broker %s stopped", self.broker_id)

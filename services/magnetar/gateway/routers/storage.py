@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Query
 
-from magnetar.auditor.rpc.servicer import fetch_status, forward_trigger
+from magnetar.auditor.rpc.client import fetch_status, forward_trigger
 from magnetar.common.errors import MagnetarError, NotConnected
 from magnetar.gateway.deps import Context, SuperUser
 from magnetar.gateway.errors import responses
