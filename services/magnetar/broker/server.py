@@ -21,7 +21,6 @@ from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.deadletter.remote import RemoteMovePublisher
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.namespace_rpcs import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.permission_rpcs import PermissionRpcs
 from magnetar.broker.service import BrokerService
@@ -40,6 +39,7 @@ from magnetar.common.tasks import BackgroundTasks
 from magnetar.common.tls import add_port, client_tls, server_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
+from magnetar.managedledger.position import Position
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession

@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Protocol
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter.copies import Move, plan_dead_letter, plan_reconsume
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
-from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.faults import crash_point
 from magnetar.common.message_id import MessageId
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

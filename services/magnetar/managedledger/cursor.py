@@ -22,24 +22,24 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.managedledger.cursor_state import (
-    CursorDocument,
-    PositionMap,
-    check_batch,
-    full_mask,
-)
-from magnetar.broker.managedledger.layout import start_position
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.rangeset import RangeSet
-from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import (
     InvalidArgument,
     MagnetarError,
     MetadataVersionConflict,
 )
+from magnetar.managedledger.cursor_state import (
+    CursorDocument,
+    PositionMap,
+    check_batch,
+    full_mask,
+)
+from magnetar.managedledger.layout import start_position
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.rangeset import RangeSet
+from magnetar.managedledger.store import ManagedLedgerStore
 
 if TYPE_CHECKING:
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+    from magnetar.managedledger.ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
 

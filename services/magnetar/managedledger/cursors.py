@@ -7,15 +7,15 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.broker.managedledger.cursor import ManagedCursor
-from magnetar.broker.managedledger.layout import EARLIEST, start_position
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import AlreadyExists, InvalidArgument, MetadataVersionConflict
 from magnetar.common.retry import RetryPolicy
+from magnetar.managedledger.cursor import ManagedCursor
+from magnetar.managedledger.layout import EARLIEST, start_position
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.store import ManagedLedgerStore
 
 if TYPE_CHECKING:
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+    from magnetar.managedledger.ledger import ManagedLedger
 
 
 class CursorRegistry:

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import InvalidArgument
+from magnetar.managedledger.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+    from magnetar.managedledger.ledger import ManagedLedger
 
 
 async def find_position_by_time(
