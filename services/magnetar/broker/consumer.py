@@ -15,7 +15,7 @@ from magnetar.common.errors import MagnetarError
 from magnetar.managedledger.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.deadletter import DeadLetterPolicy
+    from magnetar.broker.deadletter.policy import DeadLetterPolicy
 
 _ids = itertools.count(1)
 
