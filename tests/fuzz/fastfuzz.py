@@ -32,11 +32,11 @@ from fuzzsettings import EXAMPLES, LONG, record_result
 
 from magnetar.bookie import cookie as cookies
 from magnetar.bookie.record import Record
-from magnetar.broker.managedledger.cursor_state import CursorDocument
-from magnetar.broker.managedledger.layout import LedgerInfo
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.message_id import INT64_MAX, MessageId
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, LedgerState
+from magnetar.managedledger.cursor_state import CursorDocument
+from magnetar.managedledger.layout import LedgerInfo
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 _env_seed = os.environ.get("MAGNETAR_FUZZ_SEED")

@@ -25,11 +25,6 @@ from magnetar.bookie.record import CorruptRecord, Record, decode, encode_add, he
 from magnetar.broker.dedup import Snapshot as DedupSnapshot
 from magnetar.broker.dispatch import delaybuckets
 from magnetar.broker.dispatch.delayed import effective_deliver_at
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.cursor_state import CursorDocument
-from magnetar.broker.managedledger.layout import LedgerInfo
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.rangeset import RangeSet
 from magnetar.broker.namespace_policies import from_document as policies_from_document
 from magnetar.broker.peek import decode as peek_decode
 from magnetar.broker.topic import delivery_time
@@ -49,6 +44,11 @@ from magnetar.common.names import NamespaceName, TopicName
 from magnetar.gateway.websocket import ids as ws_ids
 from magnetar.ledger.framing import HEADER_SIZE, frame, unframe
 from magnetar.ledger.metadata import LedgerMetadata
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.cursor_state import CursorDocument
+from magnetar.managedledger.layout import LedgerInfo
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.rangeset import RangeSet
 from magnetar.metadata import codec
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.proto.v1 import broker_pb2 as pb

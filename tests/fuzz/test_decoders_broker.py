@@ -11,10 +11,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from test_decoders import mutated
 
-from magnetar.broker.managedledger.cursor_state import CursorDocument
-from magnetar.broker.managedledger.layout import LedgerInfo
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import MetadataError
+from magnetar.managedledger.cursor_state import CursorDocument
+from magnetar.managedledger.layout import LedgerInfo
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 I64 = st.integers(-(2**63), 2**63 - 1)

@@ -27,11 +27,11 @@ from magnetar.bookie.lastmark import JournalPosition
 from magnetar.bookie.record import BODY_HEADER_SIZE, PREFIX, Record, decode
 from magnetar.broker.dedup import Snapshot as DedupSnapshot
 from magnetar.broker.dispatch import delaybuckets
-from magnetar.broker.managedledger.position import Position
 from magnetar.common import tokens
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import MAX_PARTITION_INDEX
 from magnetar.gateway.websocket import ids as ws_ids
+from magnetar.managedledger.position import Position
 from magnetar.metadata import codec
 from magnetar.proto.v1 import broker_pb2 as pb
 

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from magnetar.broker.managedledger import ManagedLedger, ManagedLedgerConfig, Position
-from magnetar.broker.managedledger.cursor_state import MAX_DOCUMENT_BYTES, CursorDocument
 from magnetar.common.errors import MetadataVersionConflict
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
+from magnetar.managedledger import ManagedLedger, ManagedLedgerConfig, Position
+from magnetar.managedledger.cursor_state import MAX_DOCUMENT_BYTES, CursorDocument
 from magnetar.metadata.codec import encode
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.session import ZkSession

@@ -7,10 +7,10 @@ import contextlib
 
 import pytest
 
-from magnetar.broker.managedledger import ManagedLedger, ManagedLedgerConfig, Position
 from magnetar.common.errors import InvalidArgument, LedgerFenced, MetadataVersionConflict, NotFound
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
+from magnetar.managedledger import ManagedLedger, ManagedLedgerConfig, Position
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.session import ZkSession
 

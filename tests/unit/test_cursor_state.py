@@ -9,9 +9,9 @@ import json
 import pytest
 from test_managed_ledger_core import NAME, FakeLedgerClient, MemoryStore, open_ml, stored_list
 
-from magnetar.broker.managedledger import ManagedLedgerConfig, Position
-from magnetar.broker.managedledger.cursor_state import MAX_DOCUMENT_BYTES, CursorDocument
 from magnetar.common.errors import InvalidArgument, MetadataError, MetadataVersionConflict
+from magnetar.managedledger import ManagedLedgerConfig, Position
+from magnetar.managedledger.cursor_state import MAX_DOCUMENT_BYTES, CursorDocument
 from magnetar.metadata.codec import encode
 
 P = Position

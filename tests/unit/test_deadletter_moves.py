@@ -11,8 +11,8 @@ from test_dispatch import Sink, publish, settle
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter.copies import Move
 from magnetar.broker.deadletter.policy import resolve
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import ServiceClosed
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio

@@ -13,9 +13,9 @@ from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.errors import InvalidArgument
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 TOPIC = "persistent://public/default/t"

@@ -10,8 +10,8 @@ import pytest
 from test_dispatch import Sink, settle
 
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS, DelayedIndex, effective_deliver_at
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import InvalidArgument
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio

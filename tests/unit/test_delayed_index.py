@@ -17,7 +17,7 @@ from magnetar.broker.dispatch.delaybuckets import (
     read_detached,
 )
 from magnetar.broker.dispatch.delayed import DelayedIndex, PositionBits
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 
 pytestmark = pytest.mark.asyncio
 
@@ -194,7 +194,7 @@ async def test_buckets_write_out_when_all_buffers_together_are_large(tmp_path):
 _CRASHING_BROKER = """
 import os, signal, sys
 from magnetar.broker.dispatch.delaybuckets import DelayBuckets
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 buckets = DelayBuckets(1000, sys.argv[1], flush_bytes=1)
 for i in range(5):
     buckets.add(i * 1000, Position(1, i), b"x")

@@ -10,9 +10,9 @@ from collections import Counter, defaultdict
 import pytest
 
 from magnetar.broker.consumer import BrokerConsumer
-from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio

@@ -11,8 +11,8 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.ratelimit import RateLimiter
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 

@@ -8,10 +8,10 @@ import asyncio
 import pytest
 from test_managed_ledger_core import NAME, FakeLedgerClient, MemoryStore, open_ml
 
-from magnetar.broker.managedledger import ManagedLedger, ManagedLedgerConfig, Position
-from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
-from magnetar.broker.managedledger.retention import ledgers_to_delete
 from magnetar.common.errors import AlreadyExists, InvalidArgument
+from magnetar.managedledger import ManagedLedger, ManagedLedgerConfig, Position
+from magnetar.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.managedledger.retention import ledgers_to_delete
 
 P = Position
 LATEST = P(2**63 - 1, 2**63 - 1)

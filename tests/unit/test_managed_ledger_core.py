@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from magnetar.broker.managedledger import ManagedLedger, ManagedLedgerConfig, Position
 from magnetar.common.errors import (
     EntryTooLarge,
     InvalidArgument,
@@ -25,6 +24,7 @@ from magnetar.common.errors import (
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.ledger.metadata import Fragment, LedgerMetadata
 from magnetar.ledger.reader import LedgerEntry
+from magnetar.managedledger import ManagedLedger, ManagedLedgerConfig, Position
 
 P = Position
 

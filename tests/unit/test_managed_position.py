@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from magnetar.broker.managedledger.cache import EntryCache
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
-from magnetar.broker.managedledger.position import ManagedLedgerName, Position
-from magnetar.broker.managedledger.rangeset import RangeSet
 from magnetar.common.errors import InvalidArgument, MetadataError
+from magnetar.managedledger.cache import EntryCache
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.managedledger.position import ManagedLedgerName, Position
+from magnetar.managedledger.rangeset import RangeSet
 
 P = Position
 

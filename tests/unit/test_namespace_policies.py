@@ -10,8 +10,6 @@ import pytest
 
 from magnetar.broker.backlog import backlog_bytes, eviction_point, last_entry_before, slowest
 from magnetar.broker.deadletter import DeadLetterDefaults
-from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.namespace_policies import (
     QUOTA_ABOVE_RETENTION,
     RETENTION_BELOW_QUOTA,
@@ -39,6 +37,8 @@ from magnetar.common.errors import (
     NamespaceNotFound,
     PreconditionFailed,
 )
+from magnetar.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.managedledger.position import Position
 from magnetar.metadata.errors import CorruptMetadata
 
 MB = 1024 * 1024

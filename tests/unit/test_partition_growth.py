@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from test_managed_ledger_core import FakeLedgerClient, MemoryStore
 
-from magnetar.broker.managedledger import ManagedLedger, ManagedLedgerConfig
 from magnetar.broker.topic_admin import TopicAdmin
 from magnetar.common.errors import InvalidArgument, MetadataError, TopicNotFound
+from magnetar.managedledger import ManagedLedger, ManagedLedgerConfig
 
 TOPIC = "persistent://public/default/t"
 

@@ -9,12 +9,12 @@ import asyncio
 import pytest
 from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
-from magnetar.broker.managedledger.ledger import ManagedLedger
-from magnetar.broker.managedledger.position import Position as P
-from magnetar.broker.managedledger.stats import deleted_ranges, estimated_size, figures
 from magnetar.broker.peek import decode, examine, peek, select
 from magnetar.broker.rates import Meter, RateSampler
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
+from magnetar.managedledger.ledger import ManagedLedger
+from magnetar.managedledger.position import Position as P
+from magnetar.managedledger.stats import deleted_ranges, estimated_size, figures
 from magnetar.proto.v1 import broker_pb2 as pb
 
 
@@ -122,7 +122,7 @@ async def test_internal_figures_of_ledgers_and_cursors():
 
 
 def test_deleted_ranges_and_estimated_sizes():
-    from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
+    from magnetar.managedledger.layout import LedgerInfo, LedgerList
 
     layout = LedgerList([LedgerInfo(1, 4, 400, 0), LedgerInfo(2, 2, 100, 0)])
     assert deleted_ranges([], layout) == "[]"

@@ -11,10 +11,10 @@ from test_managed_ledger_core import MemoryStore
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import MovePublisher
-from magnetar.broker.managedledger.ledger import ManagedLedger
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.ratelimit import RateLimiter
 from magnetar.broker.subscription import Subscription
+from magnetar.managedledger.ledger import ManagedLedger
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from magnetar.broker.managedledger.layout import LedgerList
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.layout import LedgerList
+from magnetar.managedledger.position import Position
 
 
 def slowest(mark_deletes: Iterable[Position]) -> Position | None:

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.rates import Meter
 from magnetar.common import masks
 from magnetar.common.errors import MagnetarError
+from magnetar.managedledger.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.deadletter import DeadLetterPolicy
+    from magnetar.broker.deadletter.policy import DeadLetterPolicy
 
 _ids = itertools.count(1)
 

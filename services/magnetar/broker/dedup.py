@@ -24,8 +24,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from magnetar.broker.deadletter import MOVE_PRODUCER_PREFIX
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.message_id import INT64_MAX
+from magnetar.managedledger.position import Position
 
 MAX_MOVE_NAMES = 100_000
 """Retry/DLQ moves each use a producer name of their own; a topic remembers the latest

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Literal
 
 from google.protobuf.message import DecodeError
 
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.managedledger.cursor import ManagedCursor
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+    from magnetar.managedledger.cursor import ManagedCursor
+    from magnetar.managedledger.ledger import ManagedLedger
 
 READ_ENTRIES = 100
 READ_BYTES = 8 * 1024 * 1024

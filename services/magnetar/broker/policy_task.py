@@ -30,11 +30,11 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.backlog import backlog_bytes, eviction_point, last_entry_before, slowest
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.namespace_policies import BacklogQuota, NamespacePolicies, QuotaType
 from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import PeriodicRounds
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

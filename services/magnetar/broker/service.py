@@ -15,8 +15,6 @@ from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.lease import SessionLease
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.ledger import ManagedLedger
 from magnetar.broker.namespace_policies import (
     NamespacePolicies,
     NamespacePolicyAdmin,
@@ -39,6 +37,8 @@ from magnetar.common.errors import (
 from magnetar.common.gcpolicy import GcPolicy
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.common.tasks import KeyedTasks
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
 

@@ -18,11 +18,11 @@ from magnetar.broker.dispatch.base import Dispatcher, EntrySource
 from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.stats import estimated_size
 from magnetar.broker.rates import Meter
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError, ServiceClosed
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.stats import estimated_size
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

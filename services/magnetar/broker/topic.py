@@ -44,8 +44,6 @@ from google.protobuf.message import DecodeError
 from magnetar.broker.backlog import backlog_bytes, slowest
 from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
 from magnetar.broker.dispatch.delayed import effective_deliver_at
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.stats import estimated_size
 from magnetar.broker.namespace_policies import NamespacePolicies, QuotaPolicy, QuotaType
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
@@ -67,6 +65,8 @@ from magnetar.common.errors import (
 from magnetar.common.message_id import INT64_MAX, Start, message_id_sentinel
 from magnetar.common.names import check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.stats import estimated_size
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

@@ -10,9 +10,6 @@ import logging
 from typing import TYPE_CHECKING, Literal
 
 from magnetar.broker import peek as peeking
-from magnetar.broker.managedledger.opening import PreparedLedger, prepare_ledger, unprepare_ledger
-from magnetar.broker.managedledger.position import ManagedLedgerName
-from magnetar.broker.managedledger.stats import ManagedLedgerFigures, figures
 from magnetar.common.errors import (
     InvalidArgument,
     InvalidTopicName,
@@ -22,12 +19,15 @@ from magnetar.common.errors import (
 )
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
+from magnetar.managedledger.opening import PreparedLedger, prepare_ledger, unprepare_ledger
+from magnetar.managedledger.position import ManagedLedgerName
+from magnetar.managedledger.stats import ManagedLedgerFigures, figures
 
 if TYPE_CHECKING:
-    from magnetar.broker.managedledger.cursor import ManagedCursor
     from magnetar.broker.peek import PeekedMessage
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
+    from magnetar.managedledger.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ Ledger list: ``{"ledgers": [{"ledger_id": L, "entries": N, "size": B, "created_m
 Cursor: ``{"mark_delete": [L, E], "individually_acked": [[[L1, E1], [L2, E2]], ...],
 "batch_acks": [[L, E, size, "<hex mask>"], ...], "redelivery_counts": [[L, E, n], ...],
 "properties": {...}}`` (the two middle keys only when not empty; the broker keeps the
-document under ZooKeeper's 1 MB znode limit, see ``broker/managedledger/cursor_state.py``).
+document under ZooKeeper's 1 MB znode limit, see ``managedledger/cursor_state.py``).
 Non-durable (reader) cursors are never stored. Documents are opaque here: the broker's
 managed ledger gives them meaning. Every write names the version it read; a mismatch raises
 :class:`MetadataVersionConflict` and changes nothing.

@@ -30,23 +30,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter.copies import Move, plan_dead_letter, plan_reconsume
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
-from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.faults import crash_point
 from magnetar.common.message_id import MessageId
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.dispatch.base import Dispatcher, EntrySource
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,55 @@ class MovePublisher(Protocol):
         """Release what the publisher holds (connections); it publishes no more."""
 
 
+class MovesTopic(Protocol):
+    """What the moves use of their subscription's topic (``SubscriptionTopic`` has it all)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def ml(self) -> EntrySource: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def mover(self) -> MovePublisher | None: ...
+
+
+class MovesSubscription(Protocol):
+    """What the moves use of their subscription (``Subscription`` is one). Declared here
+    so that the moves do not name the subscription that holds them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sub_type(self) -> int: ...
+
+    @property
+    def topic(self) -> MovesTopic: ...
+
+    @property
+    def cursor(self) -> Any: ...
+
+    @property
+    def consumers(self) -> Sequence[BrokerConsumer]: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def dead_letter(self) -> DeadLetterPolicy | None: ...
+
+    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None: ...
+
+
 class SubscriptionMoves:
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: MovesSubscription) -> None:
         self.sub = subscription
         self._moving: set[Position] = set()
         """Entries diverted to the DLQ, their move not done yet."""

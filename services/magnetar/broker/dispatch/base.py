@@ -28,8 +28,8 @@ from google.protobuf.message import DecodeError
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
-from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 
 _HEADER = struct.Struct("<qqqI")
 AREA_PREFIX = "magnetar-delayed-"

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from magnetar.broker.dispatch.delaybuckets import DelayBuckets, Record, read_detached
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 
 MAX_DELAY_MS = 864_000 * 1000
 DEFAULT_BUCKET_MS = 5_000

@@ -19,9 +19,9 @@ from collections import Counter
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import DispatchContext, Dispatcher
-from magnetar.broker.managedledger.position import Position
 from magnetar.common import masks
 from magnetar.common.keyhash import key_hash
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 SLOTS = 65536

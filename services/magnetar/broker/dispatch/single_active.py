@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import Dispatcher
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 

@@ -17,7 +17,6 @@ from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
@@ -33,6 +32,7 @@ from magnetar.common.grpcauth import CALLER_ROLE
 from magnetar.common.grpcutil import abort, rpc_errors
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.proto.v1 import common_pb2

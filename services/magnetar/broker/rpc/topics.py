@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from magnetar.broker.managedledger.stats import CursorFigures
 from magnetar.broker.subscription_admin import SubscriptionAdmin
 from magnetar.broker.topic_admin import TopicAdmin
 from magnetar.common.grpcutil import rpc_errors
 from magnetar.common.names import TopicName
+from magnetar.managedledger.stats import CursorFigures
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:

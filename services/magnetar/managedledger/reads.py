@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from magnetar.broker.managedledger.cache import EntryCache
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.cache import EntryCache
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
+from magnetar.managedledger.position import Position
 
 Entry = tuple[Position, bytes]
 

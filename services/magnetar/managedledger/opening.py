@@ -17,12 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.cursor_state import CursorDocument
-from magnetar.broker.managedledger.layout import EARLIEST, LedgerInfo, LedgerList
-from magnetar.broker.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
-from magnetar.broker.managedledger.position import ManagedLedgerName
-from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import (
     MagnetarError,
     MetadataError,
@@ -31,6 +25,12 @@ from magnetar.common.errors import (
     NotFound,
     TopicNotFound,
 )
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.cursor_state import CursorDocument
+from magnetar.managedledger.layout import EARLIEST, LedgerInfo, LedgerList
+from magnetar.managedledger.ledgers import Ledgers, ReadHandle, WriteHandle
+from magnetar.managedledger.position import ManagedLedgerName
+from magnetar.managedledger.store import ManagedLedgerStore
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator
 
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 
 Range = tuple[Position, Position]
 

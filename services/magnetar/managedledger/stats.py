@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.managedledger.cursor import ManagedCursor
-    from magnetar.broker.managedledger.layout import LedgerList
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+    from magnetar.managedledger.cursor import ManagedCursor
+    from magnetar.managedledger.layout import LedgerList
+    from magnetar.managedledger.ledger import ManagedLedger
 
 
 @dataclass

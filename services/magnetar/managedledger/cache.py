@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from magnetar.broker.managedledger.position import Position
+from magnetar.managedledger.position import Position
 
 
 class EntryCache:

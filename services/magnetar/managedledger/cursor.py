@@ -20,28 +20,56 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from magnetar.broker.managedledger.cursor_state import (
-    CursorDocument,
-    PositionMap,
-    check_batch,
-    full_mask,
-)
-from magnetar.broker.managedledger.layout import start_position
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.rangeset import RangeSet
-from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import (
     InvalidArgument,
     MagnetarError,
     MetadataVersionConflict,
 )
-
-if TYPE_CHECKING:
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.cursor_state import (
+    CursorDocument,
+    PositionMap,
+    check_batch,
+    full_mask,
+)
+from magnetar.managedledger.layout import LedgerList, start_position
+from magnetar.managedledger.position import ManagedLedgerName, Position
+from magnetar.managedledger.rangeset import RangeSet
+from magnetar.managedledger.reads import Entry
+from magnetar.managedledger.store import ManagedLedgerStore
 
 log = logging.getLogger(__name__)
+
+
+class CursorLedger(Protocol):
+    """What a cursor uses of its managed ledger (``ManagedLedger`` is one). Declared here
+    so that the cursor does not name the ledger that holds it."""
+
+    @property
+    def name(self) -> ManagedLedgerName: ...
+
+    @property
+    def config(self) -> ManagedLedgerConfig: ...
+
+    @property
+    def recovered_before(self) -> Position | None:
+        """Set when the previous owner crashed: entries before it may have been delivered."""
+
+    @property
+    def layout(self) -> LedgerList: ...
+
+    @property
+    def last_confirmed_position(self) -> Position: ...
+
+    def next_position(self, p: Position) -> Position: ...
+
+    def contains(self, p: Position) -> bool: ...
+
+    def count_entries(self, first: Position, last: Position) -> int: ...
+
+    async def read_entries(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]: ...
 
 
 class ManagedCursor:
@@ -49,7 +77,7 @@ class ManagedCursor:
 
     def __init__(
         self,
-        ledger: ManagedLedger,
+        ledger: CursorLedger,
         store: ManagedLedgerStore,
         name: str,
         mark_delete: Position,
@@ -109,7 +137,7 @@ class ManagedCursor:
 
     @classmethod
     def from_doc(
-        cls, ledger: ManagedLedger, store: ManagedLedgerStore, name: str, doc: dict[str, Any], version: int
+        cls, ledger: CursorLedger, store: ManagedLedgerStore, name: str, doc: dict[str, Any], version: int
     ) -> ManagedCursor:
         """The cursor as stored.
 

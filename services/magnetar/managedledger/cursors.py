@@ -5,23 +5,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from magnetar.broker.managedledger.cursor import ManagedCursor
-from magnetar.broker.managedledger.layout import EARLIEST, start_position
-from magnetar.broker.managedledger.position import Position
-from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import AlreadyExists, InvalidArgument, MetadataVersionConflict
 from magnetar.common.retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+from magnetar.managedledger.cursor import CursorLedger, ManagedCursor
+from magnetar.managedledger.layout import EARLIEST, start_position
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.store import ManagedLedgerStore
 
 
 class CursorRegistry:
     """Open cursors by name, durable and non-durable apart (a name is one or the other)."""
 
-    def __init__(self, ledger: ManagedLedger, store: ManagedLedgerStore) -> None:
+    def __init__(self, ledger: CursorLedger, store: ManagedLedgerStore) -> None:
         self._ledger = ledger
         self._store = store
         self.durable: dict[str, ManagedCursor] = {}

@@ -22,9 +22,9 @@ and ages as before.
 
 from __future__ import annotations
 
-from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import InvalidArgument
+from magnetar.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.managedledger.position import Position
 
 
 def check_retention(retention_time_s: float | None, retention_size_bytes: int | None) -> None:

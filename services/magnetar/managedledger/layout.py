@@ -12,8 +12,8 @@ import bisect
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import MetadataError
+from magnetar.managedledger.position import Position
 
 EARLIEST = Position(-1, -1)
 """Before every entry (a start or reset position meaning "from the first stored entry")."""

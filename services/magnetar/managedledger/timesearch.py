@@ -11,17 +11,27 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import InvalidArgument
+from magnetar.managedledger.layout import LedgerList
+from magnetar.managedledger.position import Position
+from magnetar.managedledger.reads import Entry
 
-if TYPE_CHECKING:
-    from magnetar.broker.managedledger.ledger import ManagedLedger
+
+class SearchedLedger(Protocol):
+    """What the search uses of the managed ledger (``ManagedLedger`` is one)."""
+
+    @property
+    def layout(self) -> LedgerList: ...
+
+    def next_position(self, p: Position) -> Position: ...
+
+    async def read_entries(self, start: Position, max_entries: int, max_bytes: int) -> list[Entry]: ...
 
 
 async def find_position_by_time(
-    ml: ManagedLedger, timestamp_ms: int, publish_time: Callable[[bytes], int]
+    ml: SearchedLedger, timestamp_ms: int, publish_time: Callable[[bytes], int]
 ) -> Position:
     """See :meth:`ManagedLedger.find_position_by_time`."""
     if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):

@@ -37,9 +37,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.position import Position
 from magnetar.common.errors import InvalidArgument, MetadataError
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.position import Position
 
 MAX_DOCUMENT_BYTES = 900_000
 """Most JSON bytes of a cursor document: ZooKeeper refuses requests over

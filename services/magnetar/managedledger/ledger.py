@@ -35,16 +35,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from magnetar.broker.managedledger import retention, timesearch
-from magnetar.broker.managedledger.config import ManagedLedgerConfig
-from magnetar.broker.managedledger.cursor import ManagedCursor
-from magnetar.broker.managedledger.cursors import CursorRegistry
-from magnetar.broker.managedledger.layout import LedgerInfo, LedgerList
-from magnetar.broker.managedledger.ledgers import Ledgers, WriteHandle
-from magnetar.broker.managedledger.opening import load_ledger_list, register_new_ledger
-from magnetar.broker.managedledger.position import ManagedLedgerName, Position
-from magnetar.broker.managedledger.reads import Entry, EntryReads
-from magnetar.broker.managedledger.store import ManagedLedgerStore
 from magnetar.common.errors import (
     EntryTooLarge,
     InvalidArgument,
@@ -54,6 +44,16 @@ from magnetar.common.errors import (
     ServiceClosed,
 )
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger import retention, timesearch
+from magnetar.managedledger.config import ManagedLedgerConfig
+from magnetar.managedledger.cursor import ManagedCursor
+from magnetar.managedledger.cursors import CursorRegistry
+from magnetar.managedledger.layout import LedgerInfo, LedgerList
+from magnetar.managedledger.ledgers import Ledgers, WriteHandle
+from magnetar.managedledger.opening import load_ledger_list, register_new_ledger
+from magnetar.managedledger.position import ManagedLedgerName, Position
+from magnetar.managedledger.reads import Entry, EntryReads
+from magnetar.managedledger.store import ManagedLedgerStore
 
 log = logging.getLogger(__name__)
 
