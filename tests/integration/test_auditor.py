@@ -22,8 +22,8 @@ from magnetar.metadata.session import ZkSession
 from magnetar.metadata.underreplication import ZkUnderReplicationStore
 from magnetar.proto.v1 import auditor_pb2 as apb
 from magnetar.proto.v1 import auditor_pb2_grpc as apb_grpc
-from magnetar.shell import numbered_payload
 from magnetar.testing.shell import magnetar
+from magnetar.tools.shell import numbered_payload
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,6 @@ from typing import Any
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.admin import stats_to_dict
 from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_ranges
 from magnetar.common.zkserver import ZooKeeperServer
@@ -41,6 +40,7 @@ from magnetar.metadata.session import ZkSession
 from magnetar.testing.faultproxy import FaultProxy
 from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory, start_all
 from magnetar.testing.pytest_plugin import track_process
+from magnetar.tools.admin import stats_to_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -10,8 +10,8 @@ import pytest
 
 from magnetar.bookie.journal import journal_files
 from magnetar.bookie.record import HEADER_SIZE
-from magnetar.shell import numbered_payload
 from magnetar.testing.shell import magnetar, parse_readledger
+from magnetar.tools.shell import numbered_payload
 
 pytestmark = pytest.mark.integration
 

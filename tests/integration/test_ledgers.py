@@ -18,8 +18,8 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.ledger.metadata import LedgerState
 from magnetar.metadata.session import ZkSession
-from magnetar.shell import numbered_payload
 from magnetar.testing.shell import magnetar
+from magnetar.tools.shell import numbered_payload
 
 pytestmark = pytest.mark.integration
 

@@ -41,7 +41,7 @@ def launch(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[st
     if "--gateway-port" not in args:  # nor the gateway's default 8080
         args = (*args, "--gateway-port", str(free_port()))
     return subprocess.Popen(
-        [sys.executable, "-m", "magnetar.standalone", *args],
+        [sys.executable, "-m", "magnetar.tools.standalone", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -133,7 +133,7 @@ def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
 
 
 def test_standalone_bookies_step_over_the_auditor_port() -> None:
-    from magnetar.standalone import bookie_ports
+    from magnetar.tools.standalone import bookie_ports
 
     assert bookie_ports(3181, 3, 3182) == [3181, 3183, 3184]
     assert bookie_ports(5000, 2, 3182) == [5000, 5001]

@@ -23,7 +23,6 @@ from websockets.asyncio.client import connect
 
 import magnetar
 import magnetar.asyncio as mg
-from magnetar import admin as admin_cli
 from magnetar.client.admin import AdminClient
 from magnetar.common.errors import NotConnected, Timeout, TlsHandshakeFailed
 from magnetar.common.healthcheck import grpc_health_serving
@@ -38,6 +37,7 @@ from magnetar.testing.processes import (
     GatewayProcess,
     ServiceFactory,
 )
+from magnetar.tools import admin as admin_cli
 
 pytestmark = [pytest.mark.integration]
 

@@ -16,7 +16,9 @@ imports under ``if TYPE_CHECKING:`` are not run and do not count):
   (bookie, broker, auditor, client; between them only the edges of ``SERVICE_EDGES``) <
   gateway and the command-line tools < testing; imports under ``if TYPE_CHECKING:``
   count here (see ``LAYERS`` below for why);
-- no import cycle among magnetar's modules, imports under ``if TYPE_CHECKING:`` included.
+- no import cycle among magnetar's modules, imports under ``if TYPE_CHECKING:`` included;
+- the package root holds only the SDK's public face (``__init__.py``, ``exceptions.py``)
+  and packages: the command-line tools live in ``tools/``.
 
 ``KNOWN`` lists the places that still break one of the first three rules (none now); each
 must still be real, so the list only shrinks.
@@ -35,13 +37,15 @@ import magnetar
 ROOT = Path(magnetar.__file__).parent
 SERVICES = ("bookie", "broker", "auditor", "ledger", "client", "gateway")
 GRPC_ALLOWED = {
-    "admin.py", "shell.py", "clienttool.py",
+    "tools/admin.py", "tools/shell.py", "tools/clienttool.py",
     "broker/process.py", "bookie/process.py", "auditor/process.py",
     "client/connection.py", "ledger/bookie_client.py",
     "common/grpcutil.py", "common/grpcauth.py", "common/grpcserver.py", "common/healthcheck.py", "common/tls.py",
 }
 GRPC_SERVER_MAKER = "common/grpcserver.py"
 KNOWN: set[tuple[str, str]] = set()
+SDK_FACE = {"__init__.py", "exceptions.py"}
+"""The modules at the package root: what ``import magnetar`` is (the SDK's names and errors)."""
 
 
 def _runtime_imports(path: Path) -> set[str]:
@@ -120,6 +124,14 @@ def test_servicers_are_defined_in_the_doors_and_one_module_makes_grpc_servers() 
 
 BROKER_DOORS = ("broker/rpc/",)
 BROKER_PROCESS = {"broker/process.py", "broker/__main__.py"}
+
+
+def test_the_package_root_holds_only_the_sdks_public_face() -> None:
+    strays = sorted(
+        p.name for p in ROOT.iterdir()
+        if p.name not in SDK_FACE and p.name != "__pycache__" and not (p / "__init__.py").is_file()
+    )
+    assert strays == [], "the package root is the SDK's public face: put these in a package (tools/ for a command)"
 
 
 def test_the_broker_core_loads_without_grpc() -> None:

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from magnetar.admin import build_parser, reset_time_ms
 from magnetar.broker.subscription_admin import SubscriptionAdmin
 from magnetar.common.errors import (
     AlreadyExists,
@@ -22,6 +21,7 @@ from magnetar.common.message_id import INT64_MAX, MessageId, message_id_sentinel
 from magnetar.common.partitions import admin_targets
 from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.tools.admin import build_parser, reset_time_ms
 
 T = "persistent://public/default/t"
 

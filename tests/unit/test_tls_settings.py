@@ -171,7 +171,7 @@ def test_services_pass_their_client_tls_where_channels_are_made(tmp_path: Path, 
 
 
 def test_standalone_turns_tls_on_for_every_component() -> None:
-    from magnetar.standalone import _tls_env, build_parser
+    from magnetar.tools.standalone import _tls_env, build_parser
 
     assert _tls_env(build_parser().parse_args([])) == {}
     env = _tls_env(build_parser().parse_args(

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from magnetar import tokenstool
 from magnetar.common import tokens
+from magnetar.tools import tokenstool
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -97,9 +97,9 @@ def test_bad_usage_exits_2(capsys) -> None:
 def test_the_magnetar_command_runs_it(tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     key = tmp_path / "k"
-    done = subprocess.run([sys.executable, "-m", "magnetar.cli", "tokens", "create-secret-key", "-o", str(key)],
+    done = subprocess.run([sys.executable, "-m", "magnetar.tools.cli", "tokens", "create-secret-key", "-o", str(key)],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    done = subprocess.run([sys.executable, "-m", "magnetar.cli", "tokens", "validate", "x.y.z", "--secret-key", str(key)],
+    done = subprocess.run([sys.executable, "-m", "magnetar.tools.cli", "tokens", "validate", "x.y.z", "--secret-key", str(key)],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith("magnetar tokens: ") and "Traceback" not in done.stderr

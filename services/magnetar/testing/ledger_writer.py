@@ -13,7 +13,7 @@ import sys
 
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata.session import ZkSession
-from magnetar.shell import numbered_payload
+from magnetar.tools.shell import numbered_payload
 
 
 async def write(args: argparse.Namespace) -> None:

@@ -38,7 +38,7 @@ class WarmMagnetar:
 
     Each :meth:`run` is what :func:`magnetar` does (a child process with the environment
     this object was started with, stdin empty, stdout and stderr captured), except that
-    the child is a fork of an interpreter that already imported ``magnetar.cli`` and the
+    the child is a fork of an interpreter that already imported ``magnetar.tools.cli`` and the
     modules of ``commands``. Calls from several threads are served one after another: a
     test that wants two commands at once uses two of these.
     """
@@ -113,7 +113,7 @@ def _text(data: bytes) -> str:
 def _serve(commands: list[str]) -> None:
     """The warm interpreter: a JSON request per line on stdin, a JSON reply per line on
     stdout. A command's child gets /dev/null as fd 0 and files as fds 1 and 2, runs
-    ``magnetar.cli.main`` as the console script does and leaves by ``sys.exit`` (so
+    ``magnetar.tools.cli.main`` as the console script does and leaves by ``sys.exit`` (so
     the interpreter's own shutdown runs, as in a process of its own)."""
     import gc
     import importlib
@@ -132,7 +132,7 @@ def _serve(commands: list[str]) -> None:
     os.dup2(preamble[0].fileno(), 1)
     os.dup2(preamble[1].fileno(), 2)
     try:
-        from magnetar import cli
+        from magnetar.tools import cli
 
         for module in [cli.COMMANDS[c][0].partition(":")[0] for c in commands] + list(WARM_IMPORTS):
             importlib.import_module(module)

@@ -22,13 +22,13 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from magnetar import toolauth
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotFound, PreconditionFailed
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.session import ZkSession
+from magnetar.tools import toolauth
 
 # Ledger ids from 2^62 up are never handed out by ZooKeeper: bookiesanity uses them.
 SANITY_LEDGER_BASE = 1 << 62

@@ -9,17 +9,17 @@ import importlib
 import sys
 
 COMMANDS = {
-    "standalone": ("magnetar.standalone", "ZooKeeper, bookies, a broker and an auditor on this machine (data under ./data)"),
+    "standalone": ("magnetar.tools.standalone", "ZooKeeper, bookies, a broker and an auditor on this machine (data under ./data)"),
     "broker": ("magnetar.broker.__main__", "run one broker"),
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
     "auditor": ("magnetar.auditor.__main__", "run one auditor replica (re-replicates lost bookies' data)"),
     "gateway": ("magnetar.gateway.__main__", "run the gateway: Pulsar's admin REST API and WebSocket API (port 8080)"),
-    "admin": ("magnetar.admin", "tenants, namespaces and topics (like pulsar-admin)"),
-    "produce": ("magnetar.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
-    "consume": ("magnetar.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),
-    "tokens": ("magnetar.tokenstool", "create keys and JWT tokens, show and validate tokens (like pulsar tokens)"),
-    "health": ("magnetar.healthtool", "exit 0 when a service answers its health check (container probes)"),
-    "shell": ("magnetar.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
+    "admin": ("magnetar.tools.admin", "tenants, namespaces and topics (like pulsar-admin)"),
+    "produce": ("magnetar.tools.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
+    "consume": ("magnetar.tools.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),
+    "tokens": ("magnetar.tools.tokenstool", "create keys and JWT tokens, show and validate tokens (like pulsar tokens)"),
+    "health": ("magnetar.tools.healthtool", "exit 0 when a service answers its health check (container probes)"),
+    "shell": ("magnetar.tools.shell", "bookie and ledger tools (listbookies, simpletest, ledgermetadata, recover, ...)"),
 }
 
 

@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from magnetar import toolauth
 from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, topic_path
 from magnetar.common.errors import InvalidArgument, MagnetarError
@@ -35,6 +34,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.tools import toolauth
 
 DEFAULT_URL = "127.0.0.1:6650"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from magnetar import toolauth
 from magnetar.client.sync import (
     AuthenticationToken,
     Client,
@@ -22,6 +21,7 @@ from magnetar.client.sync import (
     Result,
 )
 from magnetar.common.errors import MagnetarError, Timeout
+from magnetar.tools import toolauth
 
 DEFAULT_URL = "127.0.0.1:6650"
 _TYPES = {"Exclusive": ConsumerType.Exclusive, "Shared": ConsumerType.Shared,
