@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 STAMPS := .stamps
 PROTOS := $(wildcard proto/magnetar/v1/*.proto)
 PROTO_OUT := services/magnetar/proto/v1
+PULSAR_PROTOS := $(wildcard proto/magnetar/pulsar/*.proto)
+PULSAR_PROTO_OUT := services/magnetar/proto/pulsar
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 DELAYED_MESSAGES ?= 1000000
@@ -67,19 +69,24 @@ $(STAMPS)/spark: $(STAMPS)/venv spark-jobs/requirements.lock
 	@$(PY) -m pip install -q --disable-pip-version-check -r spark-jobs/requirements.lock
 	@touch $@
 
-$(STAMPS)/proto: $(STAMPS)/venv $(PROTOS)
+$(STAMPS)/proto: $(STAMPS)/venv $(PROTOS) $(PULSAR_PROTOS)
 	@$(MAKE) --no-print-directory proto
 	@touch $@
 
-proto: ## Generate the gRPC stubs into services/magnetar/proto/v1
+proto: ## Generate the gRPC stubs into services/magnetar/proto/v1 and Pulsar's protocol messages into services/magnetar/proto/pulsar
 	@echo ">> generating gRPC stubs"
-	@rm -rf $(PROTO_OUT) build/proto && mkdir -p $(PROTO_OUT) build/proto
+	@rm -rf $(PROTO_OUT) $(PULSAR_PROTO_OUT) build/proto && mkdir -p $(PROTO_OUT) $(PULSAR_PROTO_OUT) build/proto
 	@$(PY) -m grpc_tools.protoc -Iproto --python_out=build/proto --pyi_out=build/proto \
 	  --grpc_python_out=build/proto $(PROTOS)
 	@# protoc imports by the proto's path (magnetar.v1); the stubs live in magnetar.proto.v1.
 	@for f in build/proto/magnetar/v1/*; do \
 	  sed -e 's/^from magnetar\.v1 import/from magnetar.proto.v1 import/' "$$f" > $(PROTO_OUT)/$$(basename $$f); done
 	@touch $(PROTO_OUT)/__init__.py
+	@# Pulsar's binary protocol (proto2, no service): messages only.
+	@$(PY) -m grpc_tools.protoc -Iproto --python_out=build/proto --pyi_out=build/proto $(PULSAR_PROTOS)
+	@for f in build/proto/magnetar/pulsar/*; do \
+	  sed -e 's/^from magnetar\.pulsar import/from magnetar.proto.pulsar import/' "$$f" > $(PULSAR_PROTO_OUT)/$$(basename $$f); done
+	@touch $(PULSAR_PROTO_OUT)/__init__.py
 
 run: setup ## Start ZooKeeper, 3 bookies, a broker, an auditor and the gateway (8080) on this machine (data under ./data); Ctrl-C stops
 	$(VENV)/bin/magnetar standalone --data-dir ./data
@@ -252,4 +259,4 @@ zookeeper-image: ## Without a registry: localhost/magnetar-zookeeper:dev, Debian
 	@IMAGE_TAG='$(IMAGE_TAG)' ZOOKEEPER_BASE='$(ZOOKEEPER_BASE)' deploy/docker/build-images.sh zookeeper
 
 clean: ## Remove the virtualenv, stubs and build files (keeps ./data)
-	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) build
+	rm -rf $(VENV) $(STAMPS) $(PROTO_OUT) $(PULSAR_PROTO_OUT) build

@@ -3,6 +3,8 @@
     MagnetarError
     ├── InvalidArgument          bad input from a caller; nothing was changed
     │   ├── EntryTooLarge
+    │   ├── ProtocolError        bytes that are not a frame of Pulsar's binary protocol
+    │   │   └── ChecksumMismatch a payload whose CRC32C does not match (the frame is whole)
     │   ├── InvalidTopicName
     │   ├── MessageTooBig
     │   ├── NotEmpty             a tenant with namespaces, a namespace with topics
@@ -65,6 +67,26 @@ class EntryTooLarge(InvalidArgument):
         super().__init__(f"entry of {size} bytes is larger than the limit of {limit} bytes")
         self.size = size
         self.limit = limit
+
+
+class ProtocolError(InvalidArgument):
+    """Bytes received on a Pulsar protocol connection that are not a frame the protocol
+    allows: a size over the limit or too small, a command that does not parse, bytes
+    left over. The stream cannot be followed past it: the connection is closed."""
+
+    code = "PROTOCOL_ERROR"
+
+
+class ChecksumMismatch(ProtocolError):
+    """A payload command whose CRC32C does not match its metadata and payload. The frame
+    itself is whole, so the stream goes on: a SEND is refused with ChecksumError."""
+
+    code = "CHECKSUM_MISMATCH"
+
+    def __init__(self, expected: int, actual: int) -> None:
+        super().__init__(f"checksum mismatch: the frame carries CRC32C {expected:#010x}, its bytes give {actual:#010x}")
+        self.expected = expected
+        self.actual = actual
 
 
 class InvalidTopicName(InvalidArgument):

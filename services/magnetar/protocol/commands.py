@@ -1,0 +1,136 @@
+"""The commands a broker sends, and the conversions the wire needs (message ids' signed
+ledger and entry ids, the request id a command carries)."""
+
+from __future__ import annotations
+
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+
+PROTOCOL_VERSION = 20
+"""The newest protocol version this package speaks (Pulsar's v20)."""
+
+_U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
+
+Type = pb.BaseCommand.Type
+ServerError = pb.ServerError
+
+
+# -- message ids ------------------------------------------------------------------------------
+def to_wire_id(value: int) -> int:
+    """A signed ledger or entry id as the wire's uint64 (-1 becomes 2^64 - 1).
+
+    Raises:
+        ValueError: outside int64.
+    """
+    if not -(1 << 63) <= value <= _I64_MAX:
+        raise ValueError(f"{value} is not a 64-bit signed id")
+    return value % _U64
+
+
+def from_wire_id(value: int) -> int:
+    """The wire's uint64 ledger or entry id as the signed id it means."""
+    return value - _U64 if value > _I64_MAX else value
+
+
+def message_id(ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1) -> pb.MessageIdData:
+    """A ``MessageIdData`` from signed ids."""
+    return pb.MessageIdData(
+        ledgerId=to_wire_id(ledger_id), entryId=to_wire_id(entry_id), partition=partition, batch_index=batch_index
+    )
+
+
+def position_of(message: pb.MessageIdData) -> tuple[int, int]:
+    """The signed (ledger id, entry id) of a ``MessageIdData``."""
+    return from_wire_id(message.ledgerId), from_wire_id(message.entryId)
+
+
+# -- what a command carries -------------------------------------------------------------------
+def body(command: pb.BaseCommand) -> object | None:
+    """The command's body (the field whose number is its type), None when it has none."""
+    field = pb.BaseCommand.DESCRIPTOR.fields_by_number.get(command.type)
+    if field is None or field.message_type is None or not command.HasField(field.name):
+        return None
+    return getattr(command, field.name)
+
+
+def request_id(command: pb.BaseCommand) -> int:
+    """The request id the command carries, to echo in an answer; 0 when it has none."""
+    inner = body(command)
+    if inner is None or "request_id" not in inner.DESCRIPTOR.fields_by_name:  # type: ignore[attr-defined]
+        return 0
+    return int(inner.request_id)  # type: ignore[attr-defined]
+
+
+# -- builders ---------------------------------------------------------------------------------
+def connected(server_version: str, protocol_version: int, max_message_size: int) -> pb.BaseCommand:
+    return pb.BaseCommand(
+        type=Type.CONNECTED,
+        connected=pb.CommandConnected(
+            server_version=server_version, protocol_version=protocol_version, max_message_size=max_message_size
+        ),
+    )
+
+
+def ping() -> pb.BaseCommand:
+    return pb.BaseCommand(type=Type.PING, ping=pb.CommandPing())
+
+
+def pong() -> pb.BaseCommand:
+    return pb.BaseCommand(type=Type.PONG, pong=pb.CommandPong())
+
+
+def error(request: int, code: pb.ServerError, message: str) -> pb.BaseCommand:
+    """ERROR for request ``request`` (``code``: a ``ServerError``)."""
+    return pb.BaseCommand(type=Type.ERROR, error=pb.CommandError(request_id=request, error=code, message=message))
+
+
+def success(request: int) -> pb.BaseCommand:
+    return pb.BaseCommand(type=Type.SUCCESS, success=pb.CommandSuccess(request_id=request))
+
+
+def partitioned_metadata(request: int, partitions: int) -> pb.BaseCommand:
+    return pb.BaseCommand(
+        type=Type.PARTITIONED_METADATA_RESPONSE,
+        partitionMetadataResponse=pb.CommandPartitionedTopicMetadataResponse(
+            request_id=request, partitions=partitions,
+            response=pb.CommandPartitionedTopicMetadataResponse.Success,
+        ),
+    )  # fmt: skip
+
+
+def partitioned_metadata_failed(request: int, code: pb.ServerError, message: str) -> pb.BaseCommand:
+    return pb.BaseCommand(
+        type=Type.PARTITIONED_METADATA_RESPONSE,
+        partitionMetadataResponse=pb.CommandPartitionedTopicMetadataResponse(
+            request_id=request, response=pb.CommandPartitionedTopicMetadataResponse.Failed,
+            error=code, message=message,
+        ),
+    )  # fmt: skip
+
+
+def lookup(request: int, url: str, *, redirect: bool, authoritative: bool = False, url_tls: str = "") -> pb.BaseCommand:
+    """LOOKUP_RESPONSE: Connect (this broker serves the topic at ``url``) or Redirect (ask
+    the broker at ``url``)."""
+    kind = pb.CommandLookupTopicResponse
+    response = kind(
+        request_id=request, brokerServiceUrl=url, response=kind.Redirect if redirect else kind.Connect,
+        authoritative=authoritative,
+    )  # fmt: skip
+    if url_tls:
+        response.brokerServiceUrlTls = url_tls
+    return pb.BaseCommand(type=Type.LOOKUP_RESPONSE, lookupTopicResponse=response)
+
+
+def lookup_failed(request: int, code: pb.ServerError, message: str) -> pb.BaseCommand:
+    kind = pb.CommandLookupTopicResponse
+    return pb.BaseCommand(
+        type=Type.LOOKUP_RESPONSE,
+        lookupTopicResponse=kind(request_id=request, response=kind.Failed, error=code, message=message),
+    )
+
+
+def send_error(producer_id: int, sequence_id: int, code: pb.ServerError, message: str) -> pb.BaseCommand:
+    return pb.BaseCommand(
+        type=Type.SEND_ERROR,
+        send_error=pb.CommandSendError(producer_id=producer_id, sequence_id=sequence_id, error=code, message=message),
+    )
