@@ -22,6 +22,14 @@ DEFAULT_PORT = 6650
 class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
 
+    protocol_port: int = Field(default=0, ge=0, le=65535)
+    """Port of Pulsar's binary protocol (``pulsar://``, served by broker/protocol/) on
+    ``host``; 0: not served. Brokers advertise it in their registration, so lookups
+    redirect pulsar-client to the owner's."""
+    protocol_keepalive_s: float = Field(default=30.0, gt=0)
+    """Pulsar protocol keepalive (Pulsar's keepAliveIntervalSeconds): a connection that
+    sent nothing for this long gets a PING, and is closed when nothing came back by the
+    next tick; one that has not completed its handshake by then is closed."""
     cluster_name: str = "standalone"
     """This cluster's name (Pulsar's): tenants' allowed clusters must name it."""
     zk_session_timeout_s: float = 5.0

@@ -57,14 +57,17 @@ class BrokerService:
     def __init__(
         self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
         ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
-        remote_mover: MovePublisher | None = None,
+        remote_mover: MovePublisher | None = None, pulsar_service_url: str = "",
     ) -> None:
         """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
         stores the service uses (and closes: the ledger client); remote_mover: publishes
         retry and dead-letter copies to topics other brokers serve (closed with the
-        service; None: such moves fail with NotOwner)."""
+        service; None: such moves fail with NotOwner); pulsar_service_url: where this
+        broker serves Pulsar's binary protocol (``pulsar://host:port``, advertised in its
+        registration; empty: not served)."""
         self.config = config
         self.broker_id = broker_id
+        self.pulsar_service_url = pulsar_service_url
         self.session = session
         self.ledgers = ledgers
         self.ml_store = ml_store
@@ -106,8 +109,11 @@ class BrokerService:
         # Delayed-delivery spill files of crashed brokers: a cache nobody reads again.
         await asyncio.to_thread(collect_orphaned_spill_areas, self.config.delayed_spill_dir or None)
         await self.tenants.ensure_defaults((self.config.cluster_name,))
+        record: dict[str, object] = {"address": self.broker_id}
+        if self.pulsar_service_url:
+            record["pulsar_service_url"] = self.pulsar_service_url
         await self.ownership.register_broker(
-            self.broker_id, {"address": self.broker_id}, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
+            self.broker_id, record, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
         )
         self.session.add_state_listener(self._session_state)
         await self._renew_lease()
@@ -408,6 +414,16 @@ class BrokerService:
                 )
             self._owned.add(key)
         return owner
+
+    async def pulsar_service_url_of(self, broker_id: str) -> str | None:
+        """The ``pulsar://`` URL broker ``broker_id`` serves Pulsar's protocol at, from its
+        registration; None when it serves none (its listener is off, or it registered
+        before brokers advertised one) or is not registered."""
+        if broker_id == self.broker_id:
+            return self.pulsar_service_url or None
+        record = await self.ownership.broker_record(broker_id)
+        url = (record or {}).get("pulsar_service_url")
+        return url if isinstance(url, str) and url else None
 
     async def partitions(self, topic: str) -> int:
         name = self.parse(topic)

@@ -67,6 +67,17 @@ class ZkOwnershipStore:
         except NotFound:
             return []
 
+    async def broker_record(self, broker_id: str) -> dict[str, object] | None:
+        """What a registered broker advertises (its registration's data: ``address``, and
+        ``pulsar_service_url`` from brokers serving Pulsar's protocol); None when it is not
+        registered. Records written before a key existed simply lack it."""
+        path = self._paths.broker(broker_id)
+        try:
+            data, _ = await self._session.get(path)
+        except NotFound:
+            return None
+        return decode(data, path) if data else {}
+
     async def owner(self, tenant: str, namespace: str, bundle: str) -> str | None:
         """The broker id owning the bundle, or None."""
         try:

@@ -1,0 +1,266 @@
+"""One Pulsar protocol connection: its handshake, keepalive and requests.
+
+The first command must be CONNECT (anything else: ERROR, then the connection closes);
+CONNECTED answers it with the lower of the two protocol versions and this broker's
+largest message. Served so far: PING/PONG, PARTITIONED_METADATA and LOOKUP; CLOSE_PRODUCER
+and CLOSE_CONSUMER (nothing to close: SUCCESS). Every other command gets an answer saying
+it is not served (ERROR NotAllowed, its request id echoed; SEND_ERROR for a SEND), never
+silence. Bytes that are not frames get ERROR and the connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.authorization import Action
+from magnetar.broker.authorizer import admin_request
+from magnetar.broker.protocol.errors import server_error
+from magnetar.common.errors import (
+    AuthenticationError,
+    InvalidTopicName,
+    MagnetarError,
+    ProtocolError,
+)
+from magnetar.common.names import TopicName
+from magnetar.common.tasks import BackgroundTasks
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
+from magnetar.protocol.frames import FRAME_PADDING, Frame, FrameDecoder, encode_command
+
+if TYPE_CHECKING:
+    from magnetar.broker.authorizer import Authorizer
+    from magnetar.broker.service import BrokerService
+    from magnetar.common.tokens import TokenAuthenticator
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 64 * 1024
+Type = pb.BaseCommand.Type
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """What every connection of a listener shares."""
+
+    server_version: str
+    """Sent in CONNECTED (the C++ client closes a connection whose CONNECTED lacks it)."""
+    max_message_size: int
+    """Announced in CONNECTED; frames up to this plus FRAME_PADDING are read."""
+    keepalive_s: float
+    authenticator: TokenAuthenticator | None = None
+    """None: authentication off (CONNECT's credentials are not looked at)."""
+    authorizer: Authorizer | None = None
+    """None: authorization off."""
+
+
+class Connection:
+    """One client's socket. :meth:`run` serves it until either side closes it."""
+
+    def __init__(
+        self, service: BrokerService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        settings: ConnectionSettings,
+    ) -> None:  # fmt: skip
+        self.service = service
+        self.settings = settings
+        self.peer = _peer(writer)
+        self.connected = False
+        """The handshake is done."""
+        self.protocol_version = 0
+        self.role: str | None = None
+        self._reader = reader
+        self._writer = writer
+        self._decoder = FrameDecoder(settings.max_message_size + FRAME_PADDING)
+        self._requests = BackgroundTasks(f"pulsar connection {self.peer}")
+        self._awaiting_pong = False
+        self._closed = False
+        self._handlers: dict[int, Callable[[Frame], None]] = {
+            Type.CONNECT: self._connect_again,
+            Type.PING: lambda _: self._write(commands.pong()),
+            Type.PONG: lambda _: None,  # hearing anything is what keepalive wants
+            Type.PARTITIONED_METADATA: self._spawn(self._partitioned_metadata),
+            Type.LOOKUP: self._spawn(self._lookup),
+            Type.CLOSE_PRODUCER: lambda f: self._write(commands.success(f.command.close_producer.request_id)),
+            Type.CLOSE_CONSUMER: lambda f: self._write(commands.success(f.command.close_consumer.request_id)),
+            Type.SEND: self._send_refused,
+        }
+
+    # -- the socket -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Read and answer frames until the peer closes, a frame is not one, the peer
+        falls silent past its keepalive, or :meth:`close`."""
+        keepalive = asyncio.create_task(self._keepalive(), name=f"keepalive:{self.peer}")
+        try:
+            while not self._closed:
+                data = await self._reader.read(READ_SIZE)
+                if not data:
+                    break
+                self._awaiting_pong = False
+                try:
+                    frames = self._decoder.feed(data)
+                except ProtocolError as exc:
+                    log.info("pulsar connection %s sent bytes that are not a frame (%s); closing it", self.peer, exc.message)
+                    self._write(commands.error(0, server_error(exc), exc.message))
+                    break
+                for frame in frames:
+                    if self._closed:
+                        break
+                    self._handle(frame)
+                await self._writer.drain()
+        except ConnectionError:
+            pass  # the peer went away
+        finally:
+            keepalive.cancel()
+            await self._requests.close()
+            self.close()
+            await asyncio.gather(keepalive, return_exceptions=True)
+
+    def close(self) -> None:
+        """Close the socket (:meth:`run` ends)."""
+        self._closed = True
+        self._writer.close()
+
+    def _write(self, command: pb.BaseCommand) -> None:
+        if not self._closed:
+            self._writer.write(encode_command(command))
+
+    def _refuse_and_close(self, command: pb.BaseCommand, why: str) -> None:
+        log.info("pulsar connection %s: %s; closing it", self.peer, why)
+        self._write(command)
+        self.close()
+
+    async def _keepalive(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.settings.keepalive_s)
+            if not self.connected:
+                self._refuse_and_close(
+                    commands.error(0, pb.NotAllowedError, f"no CONNECT within {self.settings.keepalive_s:g} s"),
+                    "no handshake within the keepalive interval",
+                )
+            elif self._awaiting_pong:
+                log.info("pulsar connection %s silent past its keepalive of %g s; closing it", self.peer, self.settings.keepalive_s)
+                self.close()
+            else:
+                self._awaiting_pong = True
+                self._write(commands.ping())
+
+    # -- commands ---------------------------------------------------------------------------
+    def _handle(self, frame: Frame) -> None:
+        if not self.connected:
+            if frame.command.type == Type.CONNECT:
+                self._connect(frame.command.connect)
+            else:
+                self._refuse_and_close(
+                    commands.error(commands.request_id(frame.command), pb.NotAllowedError, f"{frame.type_name} before CONNECT: the first command must be CONNECT"),
+                    f"{frame.type_name} before CONNECT",
+                )  # fmt: skip
+            return
+        handler = self._handlers.get(frame.command.type)
+        if handler is not None:
+            handler(frame)
+        else:
+            self._not_served(frame)
+
+    def _connect(self, connect: pb.CommandConnect) -> None:
+        authenticator = self.settings.authenticator
+        if authenticator is not None:
+            try:
+                if connect.auth_method_name != "token":
+                    raise AuthenticationError(
+                        f"authentication method {connect.auth_method_name or 'none'!r} is not accepted: use a token"
+                    )
+                self.role = authenticator.authenticate(connect.auth_data.decode("utf-8", "strict"))
+            except UnicodeDecodeError:
+                self._refuse_and_close(commands.error(0, pb.AuthenticationError, "the token is not text"), "a token that is not text")
+                return
+            except AuthenticationError as exc:
+                self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
+                return
+        self.protocol_version = min(connect.protocol_version, commands.PROTOCOL_VERSION)
+        self._write(commands.connected(self.settings.server_version, self.protocol_version, self.settings.max_message_size))
+        self.connected = True
+        log.debug("pulsar connection %s: %s, protocol %d", self.peer, connect.client_version, self.protocol_version)
+
+    def _connect_again(self, frame: Frame) -> None:
+        self._write(commands.error(0, pb.NotAllowedError, "this connection is connected already"))
+
+    def _spawn(self, request: Callable[[Frame], Coroutine[Any, Any, None]]) -> Callable[[Frame], None]:
+        """A handler that serves ``request`` in a task of its own, so that a slow one
+        (a lookup waiting on ZooKeeper) holds up no other command."""
+
+        def handle(frame: Frame) -> None:
+            if not self._closed:
+                self._requests.spawn(request(frame), name=f"{frame.type_name}:{self.peer}")
+
+        return handle
+
+    def _topic(self, value: str | bytes) -> str:
+        if not isinstance(value, str):  # proto2 hands over a string that is not UTF-8 as bytes
+            raise InvalidTopicName(f"topic name {value!r} is not UTF-8")
+        return str(TopicName.parse(value))
+
+    async def _may_look_up(self, topic: str) -> None:
+        if self.settings.authorizer is not None:
+            await self.settings.authorizer.check(self.role, admin_request(Action.LOOKUP, topic=topic))
+        self.service.check_serving(f"lookup of {topic}")
+
+    async def _partitioned_metadata(self, frame: Frame) -> None:
+        request = frame.command.partitionMetadata
+        try:
+            topic = self._topic(request.topic)
+            await self._may_look_up(topic)
+            answer = commands.partitioned_metadata(request.request_id, await self.service.partitions(topic))
+        except MagnetarError as exc:
+            answer = commands.partitioned_metadata_failed(request.request_id, server_error(exc), exc.message)
+        except Exception as exc:
+            log.exception("partitioned metadata of %r failed", request.topic)
+            answer = commands.partitioned_metadata_failed(request.request_id, pb.UnknownError, f"internal error: {exc!r}")
+        self._write(answer)
+
+    async def _lookup(self, frame: Frame) -> None:
+        request = frame.command.lookupTopic
+        rid = request.request_id
+        try:
+            topic = self._topic(request.topic)
+            await self._may_look_up(topic)
+            owner = await self.service.lookup(topic)
+            url = await self.service.pulsar_service_url_of(owner)
+            if url is None:
+                answer = commands.lookup_failed(
+                    rid, pb.ServiceNotReady, f"{topic} is served by broker {owner}, which does not serve Pulsar's protocol"
+                )
+            else:
+                # The owner's own record says so: the answer is authoritative.
+                answer = commands.lookup(rid, url, redirect=owner != self.service.broker_id, authoritative=True)
+        except MagnetarError as exc:
+            answer = commands.lookup_failed(rid, server_error(exc), exc.message)
+        except Exception as exc:
+            log.exception("lookup of %r failed", request.topic)
+            answer = commands.lookup_failed(rid, pb.UnknownError, f"internal error: {exc!r}")
+        self._write(answer)
+
+    def _send_refused(self, frame: Frame) -> None:
+        send = frame.command.send
+        if frame.checksum_error is not None:
+            self._write(commands.send_error(send.producer_id, send.sequence_id, pb.ChecksumError, frame.checksum_error.message))
+        else:
+            self._write(commands.send_error(
+                send.producer_id, send.sequence_id, pb.NotAllowedError,
+                f"no producer {send.producer_id} on this connection: PRODUCER is not served by this broker yet",
+            ))  # fmt: skip
+
+    def _not_served(self, frame: Frame) -> None:
+        name = frame.type_name
+        if commands.body(frame.command) is None and frame.command.type not in (Type.PING, Type.PONG):
+            code, message = pb.UnsupportedVersionError, f"{name} is not supported by this broker"
+        else:
+            code, message = pb.NotAllowedError, f"{name} is not served by this broker yet"
+        self._write(commands.error(commands.request_id(frame.command), code, message))
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)

@@ -1,0 +1,157 @@
+"""Pulsar's binary protocol door against the real client (pulsar-client's C++ core) and
+raw sockets, on real broker processes: partitions, lookups that redirect to the owner,
+a quick clear failure for what is not served yet, and bad input that ends only the
+connection that sent it.
+
+No bookies: nothing here opens a topic's ledger (lookups take bundles, partition counts
+are metadata)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+
+import pulsar
+import pytest
+
+from magnetar.client.admin import AdminClient
+from magnetar.common.netutil import free_port
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
+from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
+
+pytestmark = pytest.mark.integration
+
+
+class Brokers:
+    def __init__(self, brokers, ports: list[int]) -> None:
+        self.brokers = brokers
+        self.ports = ports
+        self.urls = [f"pulsar://127.0.0.1:{p}" for p in ports]
+
+
+@pytest.fixture(scope="module")
+def brokers(module_broker_factory) -> Brokers:
+    ports = [free_port(), free_port()]
+    while ports[1] == ports[0]:
+        ports[1] = free_port()
+    started = [module_broker_factory(protocol_port=port) for port in ports]
+    return Brokers(started, ports)
+
+
+class _Lines(logging.Handler):
+    """The C++ client's log lines (it logs through a Python logger it is given)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+CLIENT_LOG = _Lines()
+_LOGGER = logging.getLogger("magnetar-test-pulsar-client")
+_LOGGER.propagate = False  # its INFO lines would fill the test output
+_LOGGER.setLevel(logging.INFO)
+_LOGGER.addHandler(CLIENT_LOG)
+
+
+def _client(url: str) -> pulsar.Client:
+    # One logger for every client: the C++ core keeps the first one it was given.
+    return pulsar.Client(url, operation_timeout_seconds=10, connection_timeout_ms=5000, logger=_LOGGER)
+
+
+async def _own(port: int, topic: str) -> None:
+    """Make the broker listening on ``port`` the topic's owner (its first lookup)."""
+    async with await RawPulsarConnection.open("127.0.0.1", port) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command(topic, 1))
+        answer = (await conn.receive()).command.lookupTopicResponse
+        assert (answer.response, answer.brokerServiceUrl) == (pb.CommandLookupTopicResponse.Connect, f"pulsar://127.0.0.1:{port}")
+
+
+async def test_the_real_client_reads_partition_counts(brokers: Brokers) -> None:
+    namespace = await new_namespace(brokers.brokers[0].address, "wire")
+    partitioned = f"persistent://{namespace}/four"
+    async with AdminClient(brokers.brokers[0].address, 10) as admin:
+        await admin.create_topic(partitioned, partitions=4)
+
+    def partitions() -> tuple[list[str], list[str]]:
+        client = _client(brokers.urls[0])
+        try:
+            return client.get_topic_partitions(partitioned), client.get_topic_partitions(f"persistent://{namespace}/plain")
+        finally:
+            client.close()
+
+    four, plain = await asyncio.to_thread(partitions)
+    assert four == [f"{partitioned}-partition-{i}" for i in range(4)]
+    assert plain == [f"persistent://{namespace}/plain"]
+
+
+async def test_a_lookup_at_a_non_owner_redirects_to_the_owners_pulsar_url(brokers: Brokers) -> None:
+    namespace = await new_namespace(brokers.brokers[0].address, "wire")
+    topic = f"persistent://{namespace}/t"
+    await _own(brokers.ports[0], topic)
+    async with await RawPulsarConnection.open("127.0.0.1", brokers.ports[1]) as second:
+        await second.handshake()
+        await second.send(lookup_command(topic, 2))
+        answer = (await second.receive()).command.lookupTopicResponse
+    assert answer.response == pb.CommandLookupTopicResponse.Redirect
+    assert answer.brokerServiceUrl == brokers.urls[0]
+    assert answer.request_id == 2 and answer.authoritative
+
+
+async def test_a_command_not_served_yet_fails_in_the_real_client_at_once(brokers: Brokers) -> None:
+    """The client looks the topic up at broker 1, follows the redirect to its owner,
+    broker 0, and asks it for a producer: NotAllowed, at once."""
+    namespace = await new_namespace(brokers.brokers[0].address, "wire")
+    topic = f"persistent://{namespace}/not-yet"
+    await _own(brokers.ports[0], topic)
+
+    def create_producer() -> tuple[str, float]:
+        client = _client(brokers.urls[1])
+        started = time.monotonic()
+        try:
+            client.create_producer(topic)
+        except pulsar.PulsarException as exc:
+            return type(exc).__name__ + ": " + str(exc), time.monotonic() - started
+        finally:
+            client.close()
+        return "created", time.monotonic() - started
+
+    outcome, took = await asyncio.to_thread(create_producer)
+    assert outcome.startswith("NotAllowedError"), outcome
+    assert took < 5, f"the client waited {took:.1f} s"
+    refusals = [line for line in CLIENT_LOG.lines if "PRODUCER is not served" in line and "Received error response" in line]
+    assert refusals and all(f"-> 127.0.0.1:{brokers.ports[0]}]" in line for line in refusals), CLIENT_LOG.lines
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x08garbage!",
+        struct.pack(">I", 0x7FFFFFFF),  # oversized frame size
+        struct.pack(">II", 6, 2) + b"\x08\x63",  # an unknown command
+    ],
+)
+async def test_bad_input_ends_only_its_connection(brokers: Brokers, garbage: bytes) -> None:
+    port = brokers.ports[0]
+    async with await RawPulsarConnection.open("127.0.0.1", port) as bystander:
+        await bystander.handshake()
+        async with await RawPulsarConnection.open("127.0.0.1", port) as early:  # before CONNECT
+            await early.send(commands.ping())
+            assert await early.closed_by_peer()
+            assert early.frames[0].command.type == pb.BaseCommand.ERROR
+        async with await RawPulsarConnection.open("127.0.0.1", port) as bad:
+            await bad.handshake()
+            await bad.send_bytes(garbage)
+            assert await bad.closed_by_peer()
+            assert [f.command.type for f in bad.frames] == [pb.BaseCommand.ERROR]
+        await bystander.send(commands.ping())
+        assert (await bystander.receive()).command.type == pb.BaseCommand.PONG
+    assert brokers.brokers[0].alive
+    assert "Traceback" not in brokers.brokers[0].log_tail(400)

@@ -1,0 +1,302 @@
+"""The broker's Pulsar protocol door (magnetar.broker.protocol) over a stand-in core:
+the handshake, keepalive, lookups and partitions, the error table, and an answer for
+every command it does not serve yet. Real sockets on loopback, no other process."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.protocol.errors import SERVER_ERRORS, server_error
+from magnetar.broker.protocol.listener import SERVER_VERSION, ProtocolListener, pulsar_service_url
+from magnetar.broker.service import BrokerService
+from magnetar.common import errors as e
+from magnetar.common.netutil import free_port
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
+from magnetar.protocol.frames import encode_command, encode_payload_command
+from magnetar.testing.pulsarwire import RawPulsarConnection, connect_command, lookup_command
+
+T = pb.BaseCommand
+HERE = "127.0.0.1:6650"
+OTHER = "127.0.0.1:6651"
+OLD = "127.0.0.1:6652"  # registered before brokers advertised a Pulsar URL
+
+
+@dataclass
+class FakeService:
+    """The parts of BrokerService the door uses, with answers the tests set."""
+
+    pulsar_service_url: str
+    broker_id: str = HERE
+    owners: dict[str, str] = field(default_factory=dict)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    serving: bool = True
+    failure: e.MagnetarError | None = None
+    authorizer: object = None
+    lookups: list[str] = field(default_factory=list)
+
+    def check_serving(self, what: str) -> None:
+        if not self.serving:
+            raise e.NotOwner(f"broker {self.broker_id} is not serving ({what})")
+
+    async def lookup(self, topic: str) -> str:
+        self.lookups.append(topic)
+        if self.failure is not None:
+            raise self.failure
+        return self.owners.get(topic, self.broker_id)
+
+    async def partitions(self, topic: str) -> int:
+        if self.failure is not None:
+            raise self.failure
+        return self.partition_counts.get(topic, 0)
+
+    async def pulsar_service_url_of(self, broker_id: str) -> str | None:
+        records = {OTHER: {"address": OTHER, "pulsar_service_url": "pulsar://127.0.0.1:7001"}, OLD: {"address": OLD}}
+        return await BrokerService.pulsar_service_url_of(
+            SimpleNamespace(broker_id=self.broker_id, pulsar_service_url=self.pulsar_service_url,
+                            ownership=SimpleNamespace(broker_record=_async(records.get))),  # type: ignore[arg-type]
+            broker_id,
+        )  # fmt: skip
+
+
+def _async(fn):  # type: ignore[no-untyped-def]
+    async def call(*args):  # type: ignore[no-untyped-def]
+        return fn(*args)
+
+    return call
+
+
+@pytest.fixture
+async def door() -> AsyncIterator[tuple[ProtocolListener, FakeService]]:
+    config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=0.5, max_message_bytes=64 * 1024)
+    service = FakeService(pulsar_service_url(config))
+    listener = ProtocolListener(service, config)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        yield listener, service
+    finally:
+        await listener.stop()
+
+
+async def _open(listener: ProtocolListener) -> RawPulsarConnection:
+    return await RawPulsarConnection.open(listener.host, listener.port)
+
+
+async def test_connected_carries_server_version_the_lower_protocol_and_the_message_limit(door) -> None:
+    listener, _ = door
+    async with await _open(listener) as conn:
+        connected = await conn.handshake(protocol_version=20)
+        assert connected.server_version == SERVER_VERSION
+        assert connected.protocol_version == 20
+        assert connected.max_message_size == 64 * 1024
+    async with await _open(listener) as conn:
+        assert (await conn.handshake(protocol_version=99)).protocol_version == commands.PROTOCOL_VERSION
+    async with await _open(listener) as conn:
+        assert (await conn.handshake(protocol_version=6)).protocol_version == 6
+
+
+async def test_a_command_before_connect_gets_error_and_the_connection_closes(door) -> None:
+    listener, service = door
+    async with await _open(listener) as conn:
+        await conn.send(lookup_command("persistent://public/default/t", 7))
+        assert await conn.closed_by_peer()
+        [frame] = conn.frames
+        assert frame.command.type == T.ERROR
+        assert frame.command.error.request_id == 7
+        assert "before CONNECT" in frame.command.error.message
+    assert service.lookups == []  # nothing was looked up
+
+
+async def test_ping_is_answered_and_a_silent_peer_is_pinged_then_closed(door) -> None:
+    listener, _ = door
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send(commands.ping())
+        assert (await conn.receive()).command.type == T.PONG
+        # Silent from here: the broker pings (keepalive 0.5 s), then closes.
+        assert (await conn.receive(timeout_s=5)).command.type == T.PING
+        assert await conn.closed_by_peer(timeout_s=5)
+    async with await _open(listener) as conn:  # no handshake within the keepalive: closed
+        assert await conn.closed_by_peer(timeout_s=5)
+        assert conn.frames[0].command.type == T.ERROR
+
+
+async def test_a_peer_that_answers_pings_stays_connected(door) -> None:
+    listener, _ = door
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        for _ in range(4):  # > 3 keepalive intervals
+            frame = await conn.receive(timeout_s=5)
+            assert frame.command.type == T.PING
+            await conn.send(commands.pong())
+        await conn.send(commands.ping())
+        assert (await conn.receive()).command.type == T.PONG
+
+
+async def test_lookup_answers_connect_here_and_redirect_to_the_owner(door) -> None:
+    listener, service = door
+    service.owners = {
+        "persistent://public/default/there": OTHER,
+        "persistent://public/default/old": OLD,
+    }
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command("here", 1), lookup_command("there", 2), lookup_command("old", 3))
+        answers = {f.command.lookupTopicResponse.request_id: f.command.lookupTopicResponse for f in [await conn.receive() for _ in range(3)]}
+    kind = pb.CommandLookupTopicResponse
+    assert answers[1].response == kind.Connect
+    assert answers[1].brokerServiceUrl == f"pulsar://127.0.0.1:{listener.port}"
+    assert answers[2].response == kind.Redirect and answers[2].authoritative
+    assert answers[2].brokerServiceUrl == "pulsar://127.0.0.1:7001"
+    # An owner whose registration names no Pulsar URL: a clear failure, not a wrong address.
+    assert answers[3].response == kind.Failed and answers[3].error == pb.ServiceNotReady
+    assert OLD in answers[3].message and "does not serve Pulsar's protocol" in answers[3].message
+    assert service.lookups == [f"persistent://public/default/{t}" for t in ("here", "there", "old")]
+
+
+async def test_partitioned_metadata_and_failures_carry_pulsar_codes(door) -> None:
+    listener, service = door
+    service.partition_counts = {"persistent://public/default/p": 4}
+
+    def partitions(topic: str, rid: int) -> pb.BaseCommand:
+        return pb.BaseCommand(type=T.PARTITIONED_METADATA, partitionMetadata=pb.CommandPartitionedTopicMetadata(topic=topic, request_id=rid))
+
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send(partitions("p", 1))
+        assert (await conn.receive()).command.partitionMetadataResponse.partitions == 4
+        await conn.send(partitions("np", 2))
+        answer = (await conn.receive()).command.partitionMetadataResponse
+        assert answer.partitions == 0 and answer.response == pb.CommandPartitionedTopicMetadataResponse.Success
+        await conn.send(partitions("a/b/c/d/e", 3))
+        answer = (await conn.receive()).command.partitionMetadataResponse
+        assert answer.response == pb.CommandPartitionedTopicMetadataResponse.Failed
+        assert answer.error == pb.InvalidTopicName and answer.request_id == 3
+        service.serving = False
+        await conn.send(lookup_command("p", 4))
+        answer = (await conn.receive()).command.lookupTopicResponse
+        assert answer.error == pb.ServiceNotReady and "not serving" in answer.message
+        service.serving, service.failure = True, e.TopicNotFound("topic p does not exist")
+        await conn.send(partitions("p", 5))
+        answer = (await conn.receive()).command.partitionMetadataResponse
+        assert (answer.error, answer.message) == (pb.TopicNotFound, "topic p does not exist")
+
+
+async def test_a_topic_name_that_is_not_utf8_is_refused(door) -> None:
+    listener, _ = door
+    raw = lookup_command("abc", 9).SerializeToString().replace(b"abc", b"a\xffc")
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send_bytes(struct.pack(">II", len(raw) + 4, len(raw)) + raw)
+        answer = (await conn.receive()).command.lookupTopicResponse
+        assert answer.error == pb.InvalidTopicName and answer.request_id == 9
+
+
+async def test_every_command_not_served_gets_an_answer_and_the_connection_goes_on(door) -> None:
+    listener, _ = door
+    producer = pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(topic="t", producer_id=1, request_id=11))
+    subscribe = pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+        topic="t", subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=12))  # fmt: skip
+    seek = pb.BaseCommand(type=T.SEEK, seek=pb.CommandSeek(consumer_id=1, request_id=13))
+    txn = pb.BaseCommand(type=T.NEW_TXN)  # kept out of our .proto: no body
+    close = pb.BaseCommand(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=1, request_id=14))
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send(producer, subscribe, seek, txn, close, connect_command())
+        answers = [(await conn.receive()).command for _ in range(6)]
+        assert [(a.error.request_id, a.error.error) for a in answers[:4]] == [
+            (11, pb.NotAllowedError), (12, pb.NotAllowedError), (13, pb.NotAllowedError), (0, pb.UnsupportedVersionError),
+        ]
+        assert "PRODUCER is not served" in answers[0].error.message
+        assert "NEW_TXN is not supported" in answers[3].error.message
+        assert answers[4].type == T.SUCCESS and answers[4].success.request_id == 14  # nothing to close
+        assert answers[5].type == T.ERROR and "connected already" in answers[5].error.message
+        await conn.send(commands.ping())
+        assert (await conn.receive()).command.type == T.PONG
+
+
+async def test_a_send_with_a_bad_checksum_gets_send_error_checksum_error(door) -> None:
+    listener, _ = door
+    send = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=3, sequence_id=8))
+    frame = bytearray(encode_payload_command(send, pb.MessageMetadata(producer_name="p", sequence_id=8, publish_time=1), b"x"))
+    frame[-1] ^= 1
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send_bytes(bytes(frame))
+        answer = (await conn.receive()).command
+        assert answer.type == T.SEND_ERROR
+        assert (answer.send_error.producer_id, answer.send_error.sequence_id, answer.send_error.error) == (3, 8, pb.ChecksumError)
+        await conn.send_bytes(bytes(frame[:-1]) + bytes([frame[-1] ^ 1]))  # the same SEND, intact
+        answer = (await conn.receive()).command
+        assert answer.send_error.error == pb.NotAllowedError and "PRODUCER is not served" in answer.send_error.message
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"GET / HTTP/1.1\r\n\r\n",
+        struct.pack(">I", 64 * 1024 + 10 * 1024 + 1),  # over the limit: refused from its size
+        struct.pack(">II", 6, 2) + b"\x08\x63",  # command type 99
+        struct.pack(">II", 6, 2) + b"\xff\xff",
+    ],
+)
+async def test_bytes_that_are_not_frames_get_error_and_close_and_others_go_on(door, garbage: bytes) -> None:
+    listener, _ = door
+    async with await _open(listener) as bystander, await _open(listener) as conn:
+        await bystander.handshake()
+        await conn.handshake()
+        await conn.send_bytes(garbage)
+        assert await conn.closed_by_peer()
+        [frame] = conn.frames
+        assert frame.command.type == T.ERROR and frame.command.error.message
+        await bystander.send(commands.ping())
+        assert (await bystander.receive()).command.type == T.PONG
+    assert await _wait_for(lambda: listener.connections == 0)
+
+
+async def test_stop_closes_every_connection(door) -> None:
+    listener, _ = door
+    conns = [await _open(listener) for _ in range(3)]
+    for conn in conns:
+        await conn.handshake()
+    await listener.stop()
+    for conn in conns:
+        assert await conn.closed_by_peer()
+        conn.writer.close()
+    assert listener.connections == 0
+
+
+async def _wait_for(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+    return True
+
+
+def test_the_error_table_maps_by_the_nearest_class() -> None:
+    assert server_error(e.TopicNotFound("x")) == pb.TopicNotFound
+    assert server_error(e.NotOwner("x")) == pb.ServiceNotReady
+    assert server_error(e.MetadataVersionConflict("x")) == pb.MetadataError
+    assert server_error(e.ChecksumMismatch(1, 2)) == pb.ChecksumError
+    assert server_error(e.ProtocolError("x")) == pb.NotAllowedError
+    assert server_error(e.TlsHandshakeFailed("x")) == pb.ServiceNotReady
+    assert server_error(e.MagnetarError("x")) == pb.UnknownError
+    assert all(issubclass(cls, e.MagnetarError) for cls in SERVER_ERRORS)
+
+
+def test_the_advertised_url_follows_the_advertised_host() -> None:
+    assert pulsar_service_url(BrokerConfig(protocol_port=0)) == ""
+    assert pulsar_service_url(BrokerConfig(host="10.0.0.5", protocol_port=6660)) == "pulsar://10.0.0.5:6660"
+    config = BrokerConfig(host="0.0.0.0", advertised_address="broker-0.magnetar:6650", protocol_port=6660)
+    assert pulsar_service_url(config) == "pulsar://broker-0.magnetar:6660"
+
+
+def test_encode_command_is_what_the_door_writes() -> None:  # the helper's frames are the codec's
+    assert encode_command(commands.pong()) == struct.pack(">II", 9, 5) + commands.pong().SerializeToString()
