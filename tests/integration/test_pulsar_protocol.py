@@ -155,3 +155,15 @@ async def test_bad_input_ends_only_its_connection(brokers: Brokers, garbage: byt
         assert (await bystander.receive()).command.type == pb.BaseCommand.PONG
     assert brokers.brokers[0].alive
     assert "Traceback" not in brokers.brokers[0].log_tail(400)
+
+
+async def test_registrations_with_and_without_a_pulsar_url_are_read(zk_session) -> None:
+    """A broker registered before brokers advertised a Pulsar URL reads as one without."""
+    from magnetar.metadata.ownership import ZkOwnershipStore
+
+    store = ZkOwnershipStore(zk_session)
+    await store.register_broker("10.0.0.1:6650", {"address": "10.0.0.1:6650"})
+    await store.register_broker("10.0.0.2:6650", {"address": "10.0.0.2:6650", "pulsar_service_url": "pulsar://10.0.0.2:6651"})
+    assert await store.broker_record("10.0.0.1:6650") == {"address": "10.0.0.1:6650"}
+    assert (await store.broker_record("10.0.0.2:6650") or {}).get("pulsar_service_url") == "pulsar://10.0.0.2:6651"
+    assert await store.broker_record("10.0.0.3:6650") is None

@@ -173,3 +173,20 @@ def test_builders_make_complete_commands() -> None:
         assert frame.command == command
     assert built[5].lookupTopicResponse.response == pb.CommandLookupTopicResponse.Redirect
     assert commands.lookup(4, "pulsar://h:1", redirect=False).lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+
+
+def test_the_codec_imports_no_service_code() -> None:
+    """magnetar.protocol is layer-neutral: common/, the generated messages and itself."""
+    import ast
+    from pathlib import Path
+
+    import magnetar.protocol
+
+    allowed = ("magnetar.common", "magnetar.proto.pulsar", "magnetar.protocol")
+    for path in Path(magnetar.protocol.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])  # fmt: skip
+            for name in names:
+                assert not name.startswith("magnetar") or name.startswith(allowed), f"{path.name} imports {name}"
+                assert not name.startswith("grpc"), f"{path.name} imports {name}"
