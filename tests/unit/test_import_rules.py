@@ -12,7 +12,7 @@ imports under ``if TYPE_CHECKING:`` are not run and do not count):
   ``common/grpcserver.py`` makes a gRPC server (one start-up for every service);
 - ``common/`` and ``metadata/`` import no service package;
 - the broker core, imported on its own, does not load gRPC;
-- the layer order, lowest first: common < metadata < ledger < managedledger < services
+- the layer order, lowest first: common < protocol (Pulsar's wire codec) < metadata < ledger < managedledger < services
   (bookie, broker, auditor, client; between them only the edges of ``SERVICE_EDGES``) <
   gateway and the command-line tools < testing; imports under ``if TYPE_CHECKING:``
   count here (see ``LAYERS`` below for why);
@@ -166,6 +166,7 @@ def test_the_broker_core_loads_without_grpc() -> None:
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("common", frozenset({"common", "exceptions.py"})),
+    ("protocol", frozenset({"protocol"})),  # Pulsar's wire codec: common/ and its generated messages only
     ("metadata", frozenset({"metadata"})),
     ("ledger", frozenset({"ledger"})),
     ("managedledger", frozenset({"managedledger"})),
