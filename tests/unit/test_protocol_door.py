@@ -17,6 +17,7 @@ from magnetar.broker.protocol.errors import SERVER_ERRORS, server_error
 from magnetar.broker.protocol.listener import SERVER_VERSION, ProtocolListener, pulsar_service_url
 from magnetar.broker.service import BrokerService
 from magnetar.common import errors as e
+from magnetar.common import tokens
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
@@ -300,3 +301,42 @@ def test_the_advertised_url_follows_the_advertised_host() -> None:
 
 def test_encode_command_is_what_the_door_writes() -> None:  # the helper's frames are the codec's
     assert encode_command(commands.pong()) == struct.pack(">II", 9, 5) + commands.pong().SerializeToString()
+
+
+KEY = b"k" * 32
+
+
+@pytest.fixture
+async def authenticated_door() -> AsyncIterator[ProtocolListener]:
+    config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=5)
+    listener = ProtocolListener(FakeService(pulsar_service_url(config)), config, tokens.TokenAuthenticator("HS256", KEY))  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        yield listener
+    finally:
+        await listener.stop()
+
+
+@pytest.mark.parametrize(
+    ("connect", "says"),
+    [
+        (connect_command(), "'none' is not accepted"),
+        (connect_command(token="not-a-token"), ""),
+        (connect_command(token=tokens.create_token("alice", b"x" * 32)), ""),  # another key
+        (connect_command(token=tokens.create_token("alice", KEY, expires_in_s=-60)), ""),
+    ],
+)
+async def test_with_authentication_on_connect_needs_a_valid_token(authenticated_door, connect, says: str) -> None:
+    async with await _open(authenticated_door) as conn:
+        await conn.send(connect)
+        assert await conn.closed_by_peer()
+        [frame] = conn.frames
+        assert frame.command.type == T.ERROR and frame.command.error.error == pb.AuthenticationError
+        assert says in frame.command.error.message
+
+
+async def test_with_authentication_on_a_valid_token_connects(authenticated_door) -> None:
+    async with await _open(authenticated_door) as conn:
+        await conn.handshake(token=tokens.create_token("alice", KEY))
+        await conn.send(lookup_command("t", 1))
+        assert (await conn.receive()).command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
