@@ -9,7 +9,10 @@
   ``common/tls.py``
   and the test support;
 - ``common/`` and ``metadata/`` import no service package;
-- the broker core, imported on its own, does not load gRPC.
+- the broker core, imported on its own, does not load gRPC;
+- the broker core imports no generated wire types (``magnetar.proto``): it has its own
+  types for entries, subscription types, message ids and stats, and each door
+  translates (only the entry codec, ``broker/entry.py``, reads the stored ``EntryBatch``).
 
 ``KNOWN`` lists the places that still break a rule (none now); each must still be real,
 so the list only shrinks.
@@ -100,3 +103,23 @@ def test_the_broker_core_loads_without_grpc() -> None:
     code = f"import importlib, sys\nfor m in {core!r}: importlib.import_module(m)\nprint('grpc' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+WIRE_ALLOWED = BROKER_ADAPTERS | {"broker/entry.py", "broker/process.py"}
+"""Broker modules that may import ``magnetar.proto``: the doors (``broker/rpc/``,
+``broker/protocol/``), process wiring and the entry codec (the stored format)."""
+
+
+def _is_broker_door(rel: str) -> bool:
+    return rel.startswith(("broker/rpc/", "broker/protocol/")) or rel in WIRE_ALLOWED
+
+
+def test_the_broker_core_imports_no_wire_types() -> None:
+    modules = _modules()
+    core = {rel for rel in modules if rel.startswith("broker/") and not _is_broker_door(rel)}
+    assert {"broker/topic.py", "broker/dispatch/base.py", "broker/deadletter/copies.py"} <= core
+    wired = sorted(
+        rel for rel in core
+        if any(name == "magnetar.proto" or name.startswith("magnetar.proto.") for name in modules[rel])
+    )
+    assert wired == [], "broker core modules import magnetar.proto: use the core's types, translate at the door"
