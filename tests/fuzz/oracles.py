@@ -25,6 +25,7 @@ from magnetar.bookie.record import CorruptRecord, Record, decode, encode_add, he
 from magnetar.broker.dedup import Snapshot as DedupSnapshot
 from magnetar.broker.dispatch import delaybuckets
 from magnetar.broker.dispatch.delayed import effective_deliver_at
+from magnetar.broker.entry import decode_entry
 from magnetar.broker.namespace_policies import from_document as policies_from_document
 from magnetar.broker.peek import decode as peek_decode
 from magnetar.broker.topic import delivery_time
@@ -441,6 +442,10 @@ def broker_entry(data: bytes) -> None:
         assert [m.payload for m in batch.messages] == [data]
     else:
         assert batch == parsed
+    try:  # the codec refuses exactly what protobuf refuses, with the error it documents
+        assert decode_entry(data) == parsed
+    except InvalidArgument:
+        assert parsed is None
     due = delivery_time(data)
     if parsed is not None and len(parsed.messages) == 1:
         assert due == effective_deliver_at(parsed.messages[0].deliver_at_ms, parsed.publish_time_ms)

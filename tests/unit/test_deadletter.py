@@ -9,6 +9,7 @@ import pytest
 
 from magnetar.broker.deadletter.copies import plan_dead_letter, plan_reconsume
 from magnetar.broker.deadletter.policy import DeadLetterDefaults, DeadLetterPolicy, resolve
+from magnetar.broker.entry import Message as EntryMessage
 from magnetar.client.message import Message
 from magnetar.client.retry import parse_delay_levels, reconsume_delay_ms
 from magnetar.common.errors import InvalidArgument
@@ -30,7 +31,7 @@ def test_asked_values_beat_namespace_defaults_which_beat_built_ins():
     p = resolve(TOPIC, "s", None, defaults)
     assert p.max_redeliver_count == 5 and p.dead_letter_topic == "persistent://acme/app/s.dead.orders"
     assert p.retry_letter_topic == "persistent://acme/app/orders-s-RETRY"
-    asked = pb.DeadLetterPolicy(max_redeliver_count=2, dead_letter_topic="other/ns/dlq", initial_subscription_name="k")
+    asked = DeadLetterDefaults(max_redeliver_count=2, dead_letter_topic="other/ns/dlq", initial_subscription_name="k")
     p = resolve(TOPIC, "s", asked, defaults)
     assert (p.max_redeliver_count, p.dead_letter_topic, p.initial_subscription_name) == (2, "persistent://other/ns/dlq", "k")
 
@@ -58,11 +59,11 @@ def test_defaults_round_trip_through_their_document_and_refuse_unknown_keys():
         DeadLetterDefaults.from_document({"max_redelivery": 3})
 
 
-def original() -> pb.SingleMessage:
-    m = pb.SingleMessage(payload=b"x", partition_key="k", has_partition_key=True, event_time_ms=7, sequence_id=99)
-    m.properties["app"] = "1"
-    m.deliver_at_ms = 5
-    return m
+def original() -> EntryMessage:
+    return EntryMessage(
+        payload=b"x", properties={"app": "1"}, partition_key="k", has_partition_key=True, event_time_ms=7,
+        sequence_id=99, deliver_at_ms=5,
+    )
 
 
 def test_the_first_retry_copy_carries_every_property_and_is_delayed():

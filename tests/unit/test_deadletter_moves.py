@@ -8,12 +8,13 @@ import asyncio
 import pytest
 from test_dispatch import Sink, publish, settle
 
-from magnetar.broker.deadletter import DeadLetterPolicy
+from magnetar.broker.deadletter import DeadLetterDefaults, DeadLetterPolicy
 from magnetar.broker.deadletter.copies import Move
 from magnetar.broker.deadletter.policy import resolve
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common.errors import ServiceClosed
+from magnetar.common.message_id import MessageId
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio
 
@@ -42,18 +43,18 @@ class HeldMover:
 
 
 def policy(topic) -> DeadLetterPolicy:
-    return resolve(topic.name, "s", pb.DeadLetterPolicy(max_redeliver_count=1), None)
+    return resolve(topic.name, "s", DeadLetterDefaults(max_redeliver_count=1), None)
 
 
 async def shared(topic, mover: HeldMover) -> tuple[object, DeadLetterPolicy]:
     topic.mover = mover
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     sub.dead_letter = policy(topic)
     return sub, sub.dead_letter
 
 
-def held_id(position: Position) -> pb.MessageIdData:
-    return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=-1, batch_index=-1)
+def held_id(position: Position) -> MessageId:
+    return MessageId(ledger_id=position[0], entry_id=position[1])
 
 
 async def test_a_nack_while_its_reconsume_later_is_storing_the_copy_leaves_one_copy(topic):

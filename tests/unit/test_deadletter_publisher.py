@@ -13,10 +13,10 @@ import pytest
 from magnetar.broker.deadletter.copies import RECONSUMETIMES, Move, plan_dead_letter, plan_reconsume
 from magnetar.broker.deadletter.policy import resolve
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher, move_entry
+from magnetar.broker.entry import Entry, Message, decode_entry
 from magnetar.client.batching import build_op
 from magnetar.client.producer import build_message
 from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
-from magnetar.proto.v1 import broker_pb2 as pb
 
 SOURCE = "persistent://public/default/orders"
 POLICY = resolve(SOURCE, "sub", None, None)
@@ -29,7 +29,7 @@ class FakeTopic:
     def __init__(self, name: str, subscriptions: tuple[str, ...] = ()) -> None:
         self.name = name
         self.subscriptions: dict[str, str] = {s: "existing" for s in subscriptions}
-        self.entries: list[pb.EntryBatch] = []
+        self.entries: list[Entry] = []
         self.calls: list[tuple[str, int, int, int]] = []
         self._last: dict[str, int] = {}
         self.closing = 0
@@ -51,7 +51,7 @@ class FakeTopic:
         self.calls.append((producer, n, lowest, highest))
         if lowest > self._last.get(producer, -1):
             self._last[producer] = highest
-            self.entries.append(pb.EntryBatch.FromString(entry))
+            self.entries.append(decode_entry(entry))
         fut.set_result(None)
         return fut
 
@@ -86,10 +86,8 @@ class FakeRemote:
         self.closed = True
 
 
-def original() -> pb.SingleMessage:
-    msg = pb.SingleMessage(payload=b"order-7", partition_key="k7", has_partition_key=True, event_time_ms=123)
-    msg.properties["color"] = "red"
-    return msg
+def original() -> Message:
+    return Message(payload=b"order-7", properties={"color": "red"}, partition_key="k7", has_partition_key=True, event_time_ms=123)
 
 
 def retry_move() -> Move:
@@ -113,9 +111,9 @@ def test_the_entry_is_the_one_the_sdk_sends_for_one_unbatched_message():
     )
     sdk.sequence_id = move.sequence_id
     op = build_op(1, move.producer_name, [sdk], [], batched=False)
-    expected = pb.EntryBatch.FromString(op.request.send.entry)
-    ours = move_entry(move, expected.publish_time_ms)
-    assert ours == expected
+    expected = op.request.send.entry
+    ours = move_entry(move, decode_entry(expected).publish_time_ms)
+    assert ours == expected  # byte for byte
     assert (op.request.send.num_messages, op.request.send.lowest_sequence_id, op.request.send.highest_sequence_id) == (
         1, move.sequence_id, move.sequence_id,
     )
@@ -123,8 +121,8 @@ def test_the_entry_is_the_one_the_sdk_sends_for_one_unbatched_message():
 
 def test_a_message_without_key_event_time_or_delay_carries_none():
     move = dead_move()
-    plain = Move(move.target, pb.SingleMessage(payload=b"x", partition_key=""), move.producer_name, 1, dead=True)
-    msg = move_entry(plain, NOW_MS).messages[0]
+    plain = Move(move.target, Message(payload=b"x", partition_key=""), move.producer_name, 1, dead=True)
+    msg = decode_entry(move_entry(plain, NOW_MS)).messages[0]
     sdk = build_message(b"x", {}, None, None, None, None, 1 << 20)
     sdk.sequence_id = 1
     assert msg == sdk

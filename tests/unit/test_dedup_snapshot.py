@@ -13,18 +13,17 @@ from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
+from magnetar.broker.entry import Message, encode_entry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.errors import InvalidArgument
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 TOPIC = "persistent://public/default/t"
 INTERVAL = 10
 
 
 def entry(producer: str, seq: int) -> bytes:
-    message = pb.SingleMessage(payload=b"m%d" % seq, sequence_id=seq)
-    return pb.EntryBatch(producer_name=producer, messages=[message]).SerializeToString()
+    return encode_entry(producer, 0, 0, False, [Message(payload=b"m%d" % seq, sequence_id=seq)])
 
 
 async def send(topic: PersistentTopic, producer: str, seq: int) -> bool:

@@ -10,9 +10,10 @@ import pytest
 from test_dispatch import Sink, settle
 
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS, DelayedIndex, effective_deliver_at
+from magnetar.broker.entry import Message, encode_entry
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common.errors import InvalidArgument
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio
 
@@ -47,14 +48,14 @@ async def publish_delayed(topic, values_and_delays, publish_ms=None) -> None:
     futures = []
     for value, delay_ms in values_and_delays:
         now = publish_ms if publish_ms is not None else int(time.time() * 1000)
-        msg = pb.SingleMessage(payload=str(value).encode(), deliver_at_ms=now + delay_ms if delay_ms is not None else 0)
-        entry = pb.EntryBatch(producer_name="p", publish_time_ms=now, batched=False, messages=[msg]).SerializeToString()
+        msg = Message(payload=str(value).encode(), deliver_at_ms=now + delay_ms if delay_ms is not None else 0)
+        entry = encode_entry("p", 0, now, False, [msg])
         futures.append(topic.publish("", entry, 1, 0, 0))
     await asyncio.gather(*futures)
 
 
 async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     sink = Sink(sub, "c")
     # Delivery times are wall-clock milliseconds: measure arrivals on the same clock, from
     # the exact millisecond the delays count from (a monotonic start taken before it can
@@ -77,8 +78,8 @@ async def test_shared_holds_delayed_messages_until_due_and_others_flow(topic):
 
 
 async def test_exclusive_delivers_delayed_messages_at_once(topic):
-    sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
-    sink = Sink(sub, "c", sub_type=pb.EXCLUSIVE)
+    sub = await topic.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    sink = Sink(sub, "c", sub_type=SubscriptionType.Exclusive)
     await publish_delayed(topic, [(0, 60_000), (1, None)])
     await settle()
     assert sink.payloads() == [b"0", b"1"]
@@ -88,15 +89,15 @@ async def test_a_new_dispatcher_finds_waiting_messages_again(topic):
     # What a broker restart or failover does: the dispatcher reads again from the cursor.
     # The delay is a minute on an injected clock: a loaded machine cannot make it fall due
     # between two steps of the test (a real 300 ms delay once did, under CI).
-    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
-    first = Sink(sub, "a", sub_type=pb.KEY_SHARED)
+    sub = await topic.subscribe("s", SubscriptionType.Key_Shared, InitialPosition.Earliest)
+    first = Sink(sub, "a", sub_type=SubscriptionType.Key_Shared)
     published = int(time.time() * 1000)
     await publish_delayed(topic, [(0, 60_000), (1, None)], publish_ms=published)
     await settle()
     assert first.payloads() == [b"1"] and len(sub.dispatcher.delayed) == 1
     first.ack_all()
     first.leave()
-    second = Sink(sub, "b", sub_type=pb.KEY_SHARED)
+    second = Sink(sub, "b", sub_type=SubscriptionType.Key_Shared)
     await settle()
     assert second.payloads() == [] and len(sub.dispatcher.delayed) == 1
     sub.dispatcher.delayed.clock_ms = lambda: published + 60_000
@@ -108,7 +109,7 @@ async def test_a_new_dispatcher_finds_waiting_messages_again(topic):
 
 
 async def test_a_clamped_delay_waits_ten_days_not_longer(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     now = [time.time() * 1000]
     sink = Sink(sub, "c")
     sub.dispatcher.delayed.clock_ms = lambda: now[0]
@@ -130,9 +131,9 @@ async def test_publishing_records_the_latest_delivery_time_of_the_ledger(persist
     # What PersistentTopic.publish hands the managed ledger (the topic twin does not).
     published = int(time.time() * 1000)
     await publish_delayed(persistent_topic, [(0, 5_000), (1, None), (2, 30 * DAY_MS), (3, 1_000)], publish_ms=published)
-    batched = pb.EntryBatch(producer_name="p", publish_time_ms=published, batched=True, messages=[
-        pb.SingleMessage(payload=b"x", deliver_at_ms=published + 40 * DAY_MS), pb.SingleMessage(payload=b"y"),
-    ]).SerializeToString()  # fmt: skip
+    batched = encode_entry("p", 0, published, True, [
+        Message(payload=b"x", deliver_at_ms=published + 40 * DAY_MS), Message(payload=b"y"),
+    ])  # fmt: skip
     await persistent_topic.publish("", batched, 2, 0, 0)  # a batch is delivered at once: not delayed
     with pytest.raises(InvalidArgument, match="not a message batch"):  # refused, not stored
         await persistent_topic.publish("", b"\xff\xff not an entry", 1, 0, 0)

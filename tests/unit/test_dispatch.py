@@ -9,11 +9,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from magnetar.broker.consumer import BrokerConsumer
-from magnetar.common import masks
+from magnetar.broker.consumer import BrokerConsumer, Delivery
+from magnetar.broker.entry import Message, decode_entry, encode_entry
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common.errors import ConsumerBusy, InvalidArgument
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio
 
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.asyncio
 class Sink:
     """A consumer's stream, as a list: what was delivered, message by message."""
 
-    def __init__(self, sub, name: str, priority: int = 0, permits: int = 1000, max_unacked: int = 0, sub_type: int = pb.SHARED):
-        self.deliveries: list[pb.Delivery] = []
+    def __init__(self, sub, name: str, priority: int = 0, permits: int = 1000, max_unacked: int = 0, sub_type: SubscriptionType = SubscriptionType.Shared):
+        self.deliveries: list[Delivery] = []
         self.resets = 0
         self.consumer = BrokerConsumer(name, priority, self.deliveries.extend, on_reset=self._reset, max_unacked=max_unacked)
         self.sub = sub
@@ -36,25 +36,23 @@ class Sink:
         """(entry, batch index, key, redelivery count) of every message delivered."""
         out = []
         for d in self.deliveries:
-            batch = pb.EntryBatch.FromString(d.entry)
-            skip = masks.from_bytes(d.ack_set)
+            batch = decode_entry(d.entry)
             for i, m in enumerate(batch.messages):
-                if not skip >> i & 1:
-                    out.append((Position(d.message_id.ledger_id, d.message_id.entry_id), i, m.partition_key, d.redelivery_count))
+                if not d.skipped >> i & 1:
+                    out.append((d.position, i, m.partition_key, d.redelivery_count))
         return out
 
     def payloads(self) -> list[bytes]:
         out = []
         for d in self.deliveries:
-            batch = pb.EntryBatch.FromString(d.entry)
-            skip = masks.from_bytes(d.ack_set)
-            out.extend(m.payload for i, m in enumerate(batch.messages) if not skip >> i & 1)
+            batch = decode_entry(d.entry)
+            out.extend(m.payload for i, m in enumerate(batch.messages) if not d.skipped >> i & 1)
         return out
 
     def ack_all(self) -> None:
         positions = sorted(self.consumer.pending)
         held = {p: self.consumer.pending[p] for p in positions}
-        if self.sub.sub_type == pb.KEY_SHARED:
+        if self.sub.sub_type == SubscriptionType.Key_Shared:
             self.sub.ack(self.consumer, positions, cumulative=False)
         else:
             self.sub.ack(self.consumer, list(held), cumulative=False)
@@ -75,28 +73,28 @@ async def publish(topic, count: int, keys=None, per_entry: int = 1, start: int =
         msgs = []
         for _ in range(per_entry):
             key = keys(n) if keys else ""
-            msgs.append(pb.SingleMessage(payload=str(n).encode(), partition_key=key, has_partition_key=bool(key)))
+            msgs.append(Message(payload=str(n).encode(), partition_key=key, has_partition_key=bool(key)))
             n += 1
-        entry = pb.EntryBatch(producer_name="p", batched=per_entry > 1, messages=msgs).SerializeToString()
+        entry = encode_entry("p", 0, 0, per_entry > 1, msgs)
         futures.append(topic.publish("", entry, len(msgs), 0, 0))
     await asyncio.gather(*futures)
     await settle()
 
 
 async def test_exclusive_refuses_a_second_consumer_and_a_different_type(topic):
-    sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
-    Sink(sub, "a", sub_type=pb.EXCLUSIVE)
+    sub = await topic.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    Sink(sub, "a", sub_type=SubscriptionType.Exclusive)
     with pytest.raises(ConsumerBusy, match="already has a consumer"):
-        sub.add_consumer(BrokerConsumer("b", 0, lambda d: None), pb.EXCLUSIVE)
+        sub.add_consumer(BrokerConsumer("b", 0, lambda d: None), SubscriptionType.Exclusive)
     with pytest.raises(ConsumerBusy, match="is Exclusive"):
-        sub.add_consumer(BrokerConsumer("c", 0, lambda d: None), pb.SHARED)
+        sub.add_consumer(BrokerConsumer("c", 0, lambda d: None), SubscriptionType.Shared)
 
 
 async def test_failover_active_is_first_by_priority_then_name_and_the_next_gets_unacked_then_new_in_order(topic):
-    sub = await topic.subscribe("s", pb.FAILOVER, pb.EARLIEST)
-    b = Sink(sub, "b", sub_type=pb.FAILOVER)
-    a = Sink(sub, "a", sub_type=pb.FAILOVER)
-    low = Sink(sub, "0-low-priority", priority=1, sub_type=pb.FAILOVER)
+    sub = await topic.subscribe("s", SubscriptionType.Failover, InitialPosition.Earliest)
+    b = Sink(sub, "b", sub_type=SubscriptionType.Failover)
+    a = Sink(sub, "a", sub_type=SubscriptionType.Failover)
+    low = Sink(sub, "0-low-priority", priority=1, sub_type=SubscriptionType.Failover)
     await publish(topic, 10)
     assert [p for p in a.payloads()] == [str(i).encode() for i in range(10)]
     assert b.payloads() == [] and low.payloads() == []
@@ -112,14 +110,14 @@ async def test_failover_active_is_first_by_priority_then_name_and_the_next_gets_
 
 async def test_failover_spreads_partitions_over_consumers(topic):
     topic.partition = 3
-    sub = await topic.subscribe("s", pb.FAILOVER, pb.EARLIEST)
-    sinks = [Sink(sub, name, sub_type=pb.FAILOVER) for name in ("c0", "c1")]
+    sub = await topic.subscribe("s", SubscriptionType.Failover, InitialPosition.Earliest)
+    sinks = [Sink(sub, name, sub_type=SubscriptionType.Failover) for name in ("c0", "c1")]
     await publish(topic, 3)
     assert [len(s.payloads()) for s in sinks] == [0, 3]  # partition 3 % 2 consumers = c1
 
 
 async def test_shared_round_robin_and_a_departed_consumers_unacked_go_to_the_others(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     sinks = [Sink(sub, f"c{i}") for i in range(4)]
     await publish(topic, 400)
     counts = [len(s.payloads()) for s in sinks]
@@ -137,7 +135,7 @@ async def test_shared_round_robin_and_a_departed_consumers_unacked_go_to_the_oth
 
 
 async def test_shared_with_200_consumers_delivers_each_message_once(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     sinks = [Sink(sub, f"c{i}", permits=5) for i in range(200)]
     await publish(topic, 1000)
     got = Counter(p for s in sinks for p in s.payloads())
@@ -145,7 +143,7 @@ async def test_shared_with_200_consumers_delivers_each_message_once(topic):
 
 
 async def test_max_unacked_blocks_a_consumer_until_it_acks_half(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     sink = Sink(sub, "c", max_unacked=10)
     await publish(topic, 30)
     assert len(sink.payloads()) == 10 and sink.consumer.blocked
@@ -160,8 +158,8 @@ async def test_max_unacked_blocks_a_consumer_until_it_acks_half(topic):
 
 
 async def test_key_shared_keeps_keys_on_one_consumer_and_splits_mixed_batches(topic):
-    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
-    sinks = [Sink(sub, f"c{i}", sub_type=pb.KEY_SHARED) for i in range(3)]
+    sub = await topic.subscribe("s", SubscriptionType.Key_Shared, InitialPosition.Earliest)
+    sinks = [Sink(sub, f"c{i}", sub_type=SubscriptionType.Key_Shared) for i in range(3)]
     await publish(topic, 100, keys=lambda n: f"k{n % 20}", per_entry=5)
     owners = defaultdict(set)
     for i, s in enumerate(sinks):
@@ -183,11 +181,11 @@ async def test_key_shared_keeps_keys_on_one_consumer_and_splits_mixed_batches(to
 
 
 async def test_key_shared_new_consumer_gets_a_moved_key_only_after_earlier_messages_are_acked(topic):
-    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
-    first = Sink(sub, "first", sub_type=pb.KEY_SHARED)
+    sub = await topic.subscribe("s", SubscriptionType.Key_Shared, InitialPosition.Earliest)
+    first = Sink(sub, "first", sub_type=SubscriptionType.Key_Shared)
     await publish(topic, 50, keys=lambda n: f"k{n % 50}")
     assert len(first.payloads()) == 50
-    second = Sink(sub, "second", sub_type=pb.KEY_SHARED)
+    second = Sink(sub, "second", sub_type=SubscriptionType.Key_Shared)
     await publish(topic, 50, keys=lambda n: f"k{n % 50}", start=50)
     moved = {key for key in (f"k{i}" for i in range(50)) if sub.dispatcher.selector.pick(_slot(key)) is second.consumer}
     assert moved
@@ -206,20 +204,20 @@ def _slot(key: str) -> int:
 
 
 async def test_batch_index_acks_leave_acked_messages_out_of_a_redelivery(topic):
-    sub = await topic.subscribe("s", pb.EXCLUSIVE, pb.EARLIEST)
-    sink = Sink(sub, "c", sub_type=pb.EXCLUSIVE)
+    sub = await topic.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    sink = Sink(sub, "c", sub_type=SubscriptionType.Exclusive)
     await publish(topic, 1, per_entry=4)
     (pos,) = sink.consumer.pending
     sub.ack_batch(sink.consumer, [(pos, 4, 0b0101)])
     sub.send_back(sink.consumer, [pos])
     await settle()
     last = sink.deliveries[-1]
-    assert masks.from_bytes(last.ack_set) == 0b0101 and last.redelivery_count == 1
+    assert last.skipped == 0b0101 and last.redelivery_count == 1
     assert sink.payloads()[-2:] == [b"1", b"3"]
 
 
 async def test_a_redelivery_count_is_stored_before_the_message_goes_out_again(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     stored_at_delivery = []
 
     def sink(deliveries):
@@ -227,7 +225,7 @@ async def test_a_redelivery_count_is_stored_before_the_message_goes_out_again(to
         stored_at_delivery.append((deliveries[0].redelivery_count, {(c[0], c[1]): c[2] for c in doc.get("redelivery_counts", [])}))
 
     consumer = BrokerConsumer("c", 0, sink)
-    sub.add_consumer(consumer, pb.SHARED)
+    sub.add_consumer(consumer, SubscriptionType.Shared)
     sub.flow(consumer, 100)
     await publish(topic, 1)
     await sub.cursor.persist()
@@ -240,7 +238,7 @@ async def test_a_redelivery_count_is_stored_before_the_message_goes_out_again(to
 
 
 async def test_reset_cursor_tells_consumers_and_delivers_from_the_position(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     sink = Sink(sub, "c")
     await publish(topic, 10)
     positions = [m[0] for m in sink.messages()]
@@ -255,8 +253,8 @@ async def test_reset_cursor_tells_consumers_and_delivers_from_the_position(topic
 
 
 async def test_key_shared_departure_moves_held_messages_and_their_acks_still_count(topic):
-    sub = await topic.subscribe("s", pb.KEY_SHARED, pb.EARLIEST)
-    sinks = [Sink(sub, f"c{i}", sub_type=pb.KEY_SHARED) for i in range(3)]
+    sub = await topic.subscribe("s", SubscriptionType.Key_Shared, InitialPosition.Earliest)
+    sinks = [Sink(sub, f"c{i}", sub_type=SubscriptionType.Key_Shared) for i in range(3)]
     await publish(topic, 60, keys=lambda n: f"k{n % 30}", per_entry=3)
     gone = sinks.pop(0)
     taken = set(gone.payloads())
@@ -275,7 +273,7 @@ async def test_key_shared_departure_moves_held_messages_and_their_acks_still_cou
 
 
 async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(topic):
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     first = Sink(sub, "first")
     await publish(topic, 2)
     first.leave()
@@ -286,7 +284,7 @@ async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(
         stored.append(({(c[0], c[1]): c[2] for c in doc.get("redelivery_counts", [])}, [d.redelivery_count for d in deliveries]))
 
     consumer = BrokerConsumer("second", 0, sink)
-    sub.add_consumer(consumer, pb.SHARED)
+    sub.add_consumer(consumer, SubscriptionType.Shared)
     sub.flow(consumer, 10)
     await settle()
     counts, delivered = stored[0]

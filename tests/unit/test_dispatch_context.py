@@ -11,13 +11,13 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
+from magnetar.broker.entry import Entry, Message, decode_entry, encode_entry
 from magnetar.broker.ratelimit import RateLimiter
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 
 def entry(text: str) -> bytes:
-    return pb.EntryBatch(producer_name="p", messages=[pb.SingleMessage(payload=text.encode(), sequence_id=0)]).SerializeToString()
+    return encode_entry("p", 0, 0, False, [Message(payload=text.encode())])
 
 
 class Entries:
@@ -79,7 +79,7 @@ class Context:
     def count_out(self, messages: int, size: int = 0) -> None:
         self.out += messages
 
-    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+    def divert(self, position: Position, batch: Entry, n: int, mask: int) -> bool:
         return position in self.diverted
 
     def send_back(self, consumer: BrokerConsumer, positions: object) -> None:
@@ -87,7 +87,7 @@ class Context:
 
 
 def consumer(name: str, got: list[str], permits: int = 10) -> BrokerConsumer:
-    c = BrokerConsumer(name, 0, lambda ds: got.extend(pb.EntryBatch.FromString(d.entry).messages[0].payload.decode() for d in ds))
+    c = BrokerConsumer(name, 0, lambda ds: got.extend(decode_entry(d.entry).messages[0].payload.decode() for d in ds))
     c.permits = permits
     return c
 

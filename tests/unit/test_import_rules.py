@@ -19,6 +19,9 @@ imports under ``if TYPE_CHECKING:`` are not run and do not count):
 - no import cycle among magnetar's modules, imports under ``if TYPE_CHECKING:`` included;
 - the package root holds only the SDK's public face (``__init__.py``, ``exceptions.py``)
   and packages: the command-line tools live in ``tools/``.
+- the broker core imports no generated wire types (``magnetar.proto``): it has its own
+  types for entries, subscription types, message ids and stats, and each door
+  translates (only the entry codec, ``broker/entry.py``, reads the stored ``EntryBatch``).
 
 ``KNOWN`` lists the places that still break one of the first three rules (none now); each
 must still be real, so the list only shrinks.
@@ -359,3 +362,23 @@ def test_no_import_cycle_among_magnetar_modules() -> None:
 
     cycles = _cycles(graph)
     assert cycles == [], "import cycles (TYPE_CHECKING imports count):\n" + "\n".join(map(show, cycles))
+
+
+WIRE_ALLOWED = {"broker/entry.py", "broker/process.py", "broker/__main__.py"}
+"""Broker modules that may import ``magnetar.proto``: the doors (``broker/rpc/``,
+``broker/protocol/``), process wiring and the entry codec (the stored format)."""
+
+
+def _is_broker_door(rel: str) -> bool:
+    return rel.startswith(("broker/rpc/", "broker/protocol/")) or rel in WIRE_ALLOWED
+
+
+def test_the_broker_core_imports_no_wire_types() -> None:
+    modules = _modules()
+    core = {rel for rel in modules if rel.startswith("broker/") and not _is_broker_door(rel)}
+    assert {"broker/topic.py", "broker/dispatch/base.py", "broker/deadletter/copies.py"} <= core
+    wired = sorted(
+        rel for rel in core
+        if any(name == "magnetar.proto" or name.startswith("magnetar.proto.") for name in modules[rel])
+    )
+    assert wired == [], "broker core modules import magnetar.proto: use the core's types, translate at the door"

@@ -13,6 +13,7 @@ from test_dispatch import Sink, settle
 from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.entry import Message, encode_entry
 from magnetar.broker.namespace_policies import (
     BacklogQuota,
     DelayedDelivery,
@@ -23,9 +24,9 @@ from magnetar.broker.namespace_policies import (
     QuotaType,
 )
 from magnetar.broker.policy_task import NamespacePolicyTask
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
+from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.common.errors import InvalidArgument, NamespaceNotFound, ProducerBlockedQuotaExceeded
-from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio
 TOPIC = "persistent://public/default/t"
@@ -33,11 +34,11 @@ PAYLOAD = b"x" * 90
 
 
 def entry(seq: int = 0, publish_ms: int = 0, deliver_at_ms: int = 0) -> bytes:
-    message = pb.SingleMessage(payload=PAYLOAD, sequence_id=seq, deliver_at_ms=deliver_at_ms)
-    return pb.EntryBatch(producer_name="p", publish_time_ms=publish_ms, messages=[message]).SerializeToString()
+    message = Message(payload=PAYLOAD, sequence_id=seq, deliver_at_ms=deliver_at_ms)
+    return encode_entry("p", 0, publish_ms, False, [message])
 
 
-async def send(topic: PersistentTopic, seq: int, publish_ms: int = 0, producer: str = "p", **kw: int) -> pb.SendReceipt:
+async def send(topic: PersistentTopic, seq: int, publish_ms: int = 0, producer: str = "p", **kw: int) -> PublishResult:
     return await topic.publish(producer, entry(seq, publish_ms, **kw), 1, seq, seq)
 
 
@@ -64,7 +65,7 @@ def task(topic: PersistentTopic, policies: NamespacePolicies, now_s: float = 0.0
 async def test_a_size_quota_refuses_sends_and_producers_while_the_backlog_is_over_it(persistent_topic):
     topic = persistent_topic
     await topic.load()
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     entry_size = len(entry(1))
     topic.apply_policies(NamespacePolicies(backlog_quotas={QuotaType.DESTINATION_STORAGE: quota(3 * entry_size)}))
     for seq in range(3):
@@ -90,7 +91,7 @@ async def test_a_size_quota_refuses_sends_and_producers_while_the_backlog_is_ove
 async def test_a_hold_quota_holds_the_producer_until_the_backlog_is_back_under_it(persistent_topic):
     topic = persistent_topic
     await topic.load()
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     topic.add_producer("p")
     topic.apply_policies(NamespacePolicies(backlog_quotas={
         QuotaType.DESTINATION_STORAGE: quota(len(entry(1)), policy=QuotaPolicy.PRODUCER_REQUEST_HOLD),
@@ -111,8 +112,8 @@ async def test_a_hold_quota_holds_the_producer_until_the_backlog_is_back_under_i
 async def test_eviction_moves_the_slowest_subscriptions_until_the_backlog_fits(persistent_topic):
     topic = persistent_topic
     await topic.load()
-    slow = await topic.subscribe("slow", pb.SHARED, pb.EARLIEST)
-    fast = await topic.subscribe("fast", pb.SHARED, pb.EARLIEST)
+    slow = await topic.subscribe("slow", SubscriptionType.Shared, InitialPosition.Earliest)
+    fast = await topic.subscribe("fast", SubscriptionType.Shared, InitialPosition.Earliest)
     for seq in range(1, 11):  # entries of one size
         await send(topic, seq)
     fast.skip(8)
@@ -128,8 +129,8 @@ async def test_eviction_moves_the_slowest_subscriptions_until_the_backlog_fits(p
 async def test_message_ttl_acknowledges_what_was_published_before_it_on_every_subscription(persistent_topic):
     topic = persistent_topic
     await topic.load()
-    first = await topic.subscribe("a", pb.SHARED, pb.EARLIEST)
-    second = await topic.subscribe("b", pb.EXCLUSIVE, pb.EARLIEST)
+    first = await topic.subscribe("a", SubscriptionType.Shared, InitialPosition.Earliest)
+    second = await topic.subscribe("b", SubscriptionType.Exclusive, InitialPosition.Earliest)
     consumer = Sink(first, "c1")
     for seq, published in enumerate([1_000, 2_000, 3_000, 4_000]):
         await send(topic, seq, publish_ms=published)
@@ -146,7 +147,7 @@ async def test_message_ttl_acknowledges_what_was_published_before_it_on_every_su
 async def test_a_message_age_quota_blocks_producers_or_evicts(persistent_topic):
     topic = persistent_topic
     await topic.load()
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     await send(topic, 0, publish_ms=1_000)
     await send(topic, 1, publish_ms=9_000)
     blocking = NamespacePolicies(backlog_quotas={QuotaType.MESSAGE_AGE: quota(limit_time=5)})
@@ -201,7 +202,7 @@ async def test_deduplication_switched_on_for_a_topic_loaded_without_it_scans_fir
 async def test_delayed_delivery_off_delivers_delayed_messages_at_once(persistent_topic):
     topic = persistent_topic
     await topic.load()
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     consumer = Sink(sub, "c")
     now_ms = int(time.time() * 1000)
     await send(topic, 0, publish_ms=now_ms, deliver_at_ms=now_ms + 60_000)
@@ -230,7 +231,7 @@ async def test_a_round_skips_a_namespace_it_cannot_read_and_goes_on():
     mine = PersistentTopic(TOPIC, -1, await open_ml(FakeLedgerClient(), MemoryStore()), config)
     for t in (other, mine):
         await t.load()
-    sub = await mine.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await mine.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     await send(mine, 0, publish_ms=1)
     round_ = NamespacePolicyTask({other.name: other, mine.name: mine}, Policies(NamespacePolicies(message_ttl_s=1)), 60.0,
                                  clock=lambda: 10.0)
@@ -272,7 +273,7 @@ async def test_a_dispatch_rate_slows_dispatch_and_loses_nothing(persistent_topic
     topic = persistent_topic
     topic.apply_policies(NamespacePolicies(dispatch_rate=DispatchRate(10, -1)))
     await topic.load()
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     for seq in range(25):
         await send(topic, seq)
     consumer = Sink(sub, "c")

@@ -27,7 +27,13 @@ T = "persistent://public/default/t"
 
 
 def mid(ledger: int, entry: int, partition: int = -1) -> pb.MessageIdData:
+    """The admin client's (wire) message id."""
     return pb.MessageIdData(ledger_id=ledger, entry_id=entry, partition=partition, batch_index=-1)
+
+
+def core_id(ledger: int, entry: int, partition: int = -1) -> MessageId:
+    """The broker core's message id."""
+    return MessageId(partition, ledger, entry)
 
 
 EARLIEST = mid(-1, -1)
@@ -65,6 +71,13 @@ def test_targets_of_a_partitioned_topic():
         admin_targets(T, 3, mid(5, 6, 3))
     with pytest.raises(InvalidArgument, match="earliest or latest"):
         admin_targets(T, 3, mid(5, 6, 1), whole_topic=True)
+    # The broker core's ids select the same partitions as the wire's.
+    assert admin_targets(T, 3, core_id(5, 6, 2)) == [f"{T}-partition-2"]
+    assert admin_targets(T, 3, MessageId.earliest) == every
+    with pytest.raises(InvalidArgument, match="give the partition"):
+        admin_targets(T, 3, core_id(5, 6))
+    with pytest.raises(InvalidArgument, match="partition 2"):
+        admin_targets(f"{T}-partition-1", 3, core_id(3, 4, 2))
 
 
 def test_reset_time_is_ms_or_a_duration_ago():
@@ -147,8 +160,8 @@ class FakeTopic:
         self.deleted.append((name, force))
         del self.subscriptions[name]
 
-    def position_of(self, message_id: pb.MessageIdData) -> Position:
-        return Position(message_id.ledger_id, message_id.entry_id)
+    def position_of(self, message_id: MessageId) -> Position:
+        return Position(message_id.ledger_id(), message_id.entry_id())
 
     async def position_for_time(self, timestamp_ms: int) -> Position:
         return Position(1, timestamp_ms)
@@ -178,8 +191,8 @@ async def test_create_list_delete_on_a_plain_topic():
     service = FakeService(0)
     admin = SubscriptionAdmin(service)  # type: ignore[arg-type]
     await admin.create_subscription("t", "a", "earliest")
-    await admin.create_subscription("t", "b", LATEST)
-    await admin.create_subscription("t", "c", mid(4, 5))
+    await admin.create_subscription("t", "b", MessageId.latest)
+    await admin.create_subscription("t", "c", core_id(4, 5))
     topic = service.topics[T]
     assert topic.created == [("a", "earliest"), ("b", "latest"), ("c", Position(4, 5))]
     assert service.opened[0] == (T, False, False)  # a plain topic is not created by admin calls
@@ -189,7 +202,7 @@ async def test_create_list_delete_on_a_plain_topic():
     with pytest.raises(InvalidArgument):
         await admin.create_subscription("t", "", "latest")
     with pytest.raises(InvalidArgument, match="invalid message id"):
-        await admin.create_subscription("t", "d", mid(-3, 0))
+        await admin.create_subscription("t", "d", core_id(-1, 0))
     topic.subscriptions["a"].consumers.append(object())
     with pytest.raises(ConsumerBusy):
         await admin.delete_subscription("t", "a", force=False)
@@ -216,7 +229,7 @@ async def test_skip_clear_and_reset_check_everything_first():
     assert await admin.skip(T, "s", 3) == 9
     assert await admin.clear_backlog(T, "s") == 30
     await admin.reset_cursor(T, "s", 1234)
-    await admin.reset_cursor(T, "s", mid(7, 8, 1))
+    await admin.reset_cursor(T, "s", core_id(7, 8, 1))
     logs = [t.subscriptions["s"].log for t in service.topics.values()]
     assert logs[0] == [("skip", 3), ("clear",), ("reset", Position(1, 1234))]
     assert logs[1] == [("skip", 3), ("clear",), ("reset", Position(1, 1234)), ("reset", Position(7, 8))]
@@ -225,7 +238,7 @@ async def test_skip_clear_and_reset_check_everything_first():
     with pytest.raises(InvalidArgument):
         await admin.reset_cursor(T, "s", -1)
     with pytest.raises(InvalidArgument, match="give the partition"):
-        await admin.reset_cursor(T, "s", mid(7, 8))
+        await admin.reset_cursor(T, "s", core_id(7, 8))
     assert len(logs[1]) == 4
 
 

@@ -9,20 +9,21 @@ import asyncio
 import pytest
 from test_managed_ledger_core import FakeLedgerClient, MemoryStore, open_ml
 
+from magnetar.broker.entry import Entry, Message, decode_entry, encode_entry
 from magnetar.broker.peek import decode, examine, peek, select
 from magnetar.broker.rates import Meter, RateSampler
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
 from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.managedledger.position import Position as P
 from magnetar.managedledger.stats import deleted_ranges, estimated_size, figures
-from magnetar.proto.v1 import broker_pb2 as pb
 
 
-def batch(*payloads: bytes, batched: bool = True, producer: str = "p") -> pb.EntryBatch:
-    return pb.EntryBatch(
-        producer_name=producer, batched=batched, publish_time_ms=1000,
-        messages=[pb.SingleMessage(payload=x, sequence_id=i) for i, x in enumerate(payloads)],
-    )
+def stored(*payloads: bytes, batched: bool = True, producer: str = "p") -> bytes:
+    return encode_entry(producer, 0, 1000, batched, [Message(payload=x, sequence_id=i) for i, x in enumerate(payloads)])
+
+
+def batch(*payloads: bytes, batched: bool = True, producer: str = "p") -> Entry:
+    return decode_entry(stored(*payloads, batched=batched, producer=producer))
 
 
 def test_select_counts_messages_leaving_out_masked_ones():
@@ -39,12 +40,16 @@ def test_select_counts_messages_leaving_out_masked_ones():
 
 def test_an_entry_that_is_no_batch_counts_as_one_message():
     assert decode(b"\xff\xff garbage").messages[0].payload == b"\xff\xff garbage"
-    assert decode(batch(b"x").SerializeToString()).messages[0].payload == b"x"
+    assert decode(stored(b"x")).messages[0].payload == b"x"
 
 
-async def _filled(entries: list[pb.EntryBatch], **settings: object) -> tuple[ManagedLedger, list[P]]:
+def wire_entry(e: Entry) -> bytes:
+    return encode_entry(e.producer_name, e.sequence_id, e.publish_time_ms, e.batched, e.messages)
+
+
+async def _filled(entries: list[Entry], **settings: object) -> tuple[ManagedLedger, list[P]]:
     ml = await open_ml(FakeLedgerClient(), MemoryStore(), **settings)
-    positions = [await ml.add_entry(b.SerializeToString()) for b in entries]
+    positions = [await ml.add_entry(wire_entry(b)) for b in entries]
     return ml, positions
 
 

@@ -10,8 +10,8 @@ import pytest
 from test_dispatch import Sink
 
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common.errors import ServiceClosed
-from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,7 +28,7 @@ async def test_a_subscribe_whose_cursor_is_stored_while_the_topic_closes_is_refu
         return cursor
 
     monkeypatch.setattr(topic.ml, "open_cursor", slow_open_cursor)
-    subscribing = asyncio.ensure_future(topic.subscribe("s", pb.SHARED, pb.EARLIEST))
+    subscribing = asyncio.ensure_future(topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest))
     await stored.wait()
     closing = asyncio.ensure_future(topic.close())
     await asyncio.sleep(0.01)
@@ -42,7 +42,7 @@ async def test_a_subscribe_whose_cursor_is_stored_while_the_topic_closes_is_refu
 
 async def test_a_consumer_attaching_after_the_topic_started_closing_is_refused(persistent_topic):
     topic = persistent_topic
-    sub = await topic.subscribe("s", pb.SHARED, pb.EARLIEST)
+    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     before = Sink(sub, "before")
     ended: list[object] = []
     before.consumer.on_close = ended.append
@@ -50,5 +50,5 @@ async def test_a_consumer_attaching_after_the_topic_started_closing_is_refused(p
     assert len(ended) == 1  # the consumer attached before is told
     late = BrokerConsumer("late", 0, lambda d: None)
     with pytest.raises(ServiceClosed):  # the Consume door awaited between subscribe and attach
-        sub.add_consumer(late, pb.SHARED)
+        sub.add_consumer(late, SubscriptionType.Shared)
     assert sub.consumers == [before.consumer]

@@ -13,9 +13,9 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import MovePublisher
 from magnetar.broker.ratelimit import RateLimiter
 from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription_type import InitialPosition
 from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 
 class TopicTwin:
@@ -39,7 +39,7 @@ class TopicTwin:
         """The durable subscription ``name``, created at ``initial_position`` when new."""
         sub = self.subscriptions.get(name)
         if sub is None:
-            start = "earliest" if initial_position == pb.EARLIEST else "latest"
+            start = "earliest" if initial_position == InitialPosition.Earliest else "latest"
             sub = Subscription(self, name, sub_type, await self.ml.open_cursor(name, start))
             self.subscriptions[name] = sub
         return sub

@@ -1,5 +1,6 @@
 """A consumer attached to a subscription, as the broker sees it: permits, the messages it
-holds unacknowledged, and where its deliveries go (the gRPC stream, or any other adapter)."""
+holds unacknowledged, and where its deliveries go (the gRPC stream, or any other adapter,
+which translates each :class:`Delivery` to its wire)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magnetar.broker.rates import Meter
 from magnetar.common import masks
@@ -20,10 +21,32 @@ if TYPE_CHECKING:
 _ids = itertools.count(1)
 
 
+@dataclass(slots=True)
+class Delivery:
+    """An entry sent to a consumer.
+
+    Attributes:
+        position: the entry (its message ids are this position on the subscription's
+            topic partition, with the batch index of each message of a batch).
+        entry: the entry as stored (:mod:`magnetar.broker.entry`).
+        redelivery_count: how often this entry was delivered again (nack, ack timeout,
+            consumer departure); stored with the cursor.
+        skipped: mask of the messages of the entry that are not for this consumer
+            (already acknowledged, or in Key_Shared another consumer's key); 0: none.
+        messages: the number of messages in the entry (the width of ``skipped``).
+    """
+
+    position: Position
+    entry: bytes
+    redelivery_count: int
+    skipped: int = 0
+    messages: int = 1
+
+
 @dataclass(eq=False)
 class BrokerConsumer:
     """Attributes:
-        sink: takes a list of deliveries (``broker_pb2.Delivery``); must not block.
+        sink: takes a list of :class:`Delivery`; must not block.
         on_reset: tells the consumer its subscription was moved (a seek): what it was
             sent before is void.
         max_unacked: the consumer is blocked while it holds this many unacked messages,
@@ -39,7 +62,7 @@ class BrokerConsumer:
 
     name: str
     priority: int
-    sink: Callable[[list[Any]], None]
+    sink: Callable[[list[Delivery]], None]
     on_reset: Callable[[], None] | None = None
     max_unacked: int = 0
     on_close: Callable[[MagnetarError], None] | None = None

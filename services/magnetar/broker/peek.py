@@ -14,11 +14,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from google.protobuf.message import DecodeError
-
+from magnetar.broker.entry import Entry, MessageView, view_entry
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.managedledger.cursor import ManagedCursor
@@ -33,11 +31,11 @@ class PeekedMessage:
     """Message ``index`` of the entry at ``position`` (its batch as stored)."""
 
     position: Position
-    batch: pb.EntryBatch
+    batch: Entry
     index: int
 
     @property
-    def message(self) -> pb.SingleMessage:
+    def message(self) -> MessageView:
         return self.batch.messages[self.index]
 
     @property
@@ -46,7 +44,7 @@ class PeekedMessage:
         return self.index if self.batch.batched else -1
 
 
-Candidate = tuple[Position, pb.EntryBatch, int]
+Candidate = tuple[Position, Entry, int]
 """An entry as a peek sees it: position, batch, mask of its messages to leave out."""
 
 
@@ -69,15 +67,10 @@ def select(entries: Iterable[Candidate], n: int, backwards: bool = False) -> tup
     return None, n
 
 
-def decode(data: bytes) -> pb.EntryBatch:
-    """The entry's batch; an entry that is not one counts as one message holding it."""
-    try:
-        batch = pb.EntryBatch.FromString(data)
-    except DecodeError:
-        batch = None
-    if batch is None or not batch.messages:
-        return pb.EntryBatch(messages=[pb.SingleMessage(payload=data)])
-    return batch
+def decode(data: bytes) -> Entry:
+    """The entry's batch; an entry that is not one counts as one message holding it
+    (:func:`magnetar.broker.entry.view_entry`)."""
+    return view_entry(data)
 
 
 def _check(n: int) -> None:

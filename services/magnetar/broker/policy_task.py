@@ -30,12 +30,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.backlog import backlog_bytes, eviction_point, last_entry_before, slowest
+from magnetar.broker.entry import publish_time
 from magnetar.broker.namespace_policies import BacklogQuota, NamespacePolicies, QuotaType
 from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import PeriodicRounds
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.subscription import Subscription
@@ -167,4 +167,4 @@ async def _oldest_unacked_publish_time(topic: PersistentTopic) -> int | None:
     if not ml.contains(first):
         return None
     got = await ml.read_entries(first, 1, 16 * 1024 * 1024)
-    return pb.EntryBatch.FromString(got[0][1]).publish_time_ms if got else None
+    return publish_time(got[0][1]) if got else None

@@ -19,29 +19,31 @@ from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.rates import Meter
+from magnetar.broker.stats import ConsumerStats, SubscriptionStats
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError, ServiceClosed
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger.position import Position
 from magnetar.managedledger.stats import estimated_size
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.deadletter import DeadLetterPolicy
+    from magnetar.broker.entry import Entry
     from magnetar.broker.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
-TYPE_NAMES: dict[int, str] = {pb.EXCLUSIVE: "Exclusive", pb.SHARED: "Shared", pb.FAILOVER: "Failover", pb.KEY_SHARED: "Key_Shared"}
+TYPE_NAMES: dict[SubscriptionType, str] = {t: t.name for t in SubscriptionType}
 TYPES_BY_NAME = {name: t for t, name in TYPE_NAMES.items()}
 TYPE_PROPERTY = "__subscription_type"
 """The cursor property that keeps the subscription's type, so a broker that loads the
 subscription after a failover shows (and dispatches as) the type its consumers use."""
-_DISPATCHERS: dict[int, Callable[[Subscription], Dispatcher]] = {
-    pb.EXCLUSIVE: SingleActiveConsumerDispatcher,
-    pb.FAILOVER: SingleActiveConsumerDispatcher,
-    pb.SHARED: SharedDispatcher,
-    pb.KEY_SHARED: KeySharedDispatcher,
+_DISPATCHERS: dict[SubscriptionType, Callable[[Subscription], Dispatcher]] = {
+    SubscriptionType.Exclusive: SingleActiveConsumerDispatcher,
+    SubscriptionType.Failover: SingleActiveConsumerDispatcher,
+    SubscriptionType.Shared: SharedDispatcher,
+    SubscriptionType.Key_Shared: KeySharedDispatcher,
 }
 
 
@@ -80,7 +82,7 @@ class SubscriptionTopic(Protocol):
 
 class Subscription:
     def __init__(
-        self, topic: SubscriptionTopic, name: str, sub_type: int, cursor: Any, durable: bool = True,
+        self, topic: SubscriptionTopic, name: str, sub_type: SubscriptionType, cursor: Any, durable: bool = True,
         on_empty: Callable[[Subscription], None] | None = None,
     ) -> None:
         """Args:
@@ -88,11 +90,11 @@ class Subscription:
         """
         self.topic = topic
         self.name = name
-        self.sub_type = sub_type
+        self.sub_type = SubscriptionType(sub_type)
         self.cursor = cursor
         self.durable = durable
         self.consumers: list[BrokerConsumer] = []
-        self.dispatcher: Dispatcher = _DISPATCHERS[sub_type](self)
+        self.dispatcher: Dispatcher = _DISPATCHERS[self.sub_type](self)
         self._on_empty = on_empty
         self.dead_letter: DeadLetterPolicy | None = None
         """The retry/dead-letter policy of the consumer that attached last with one."""
@@ -136,11 +138,11 @@ class Subscription:
         if limiter is not None:
             limiter.consume(messages, size)
 
-    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+    def divert(self, position: Position, batch: Entry, n: int, mask: int) -> bool:
         return self.moves.divert(position, batch, n, mask)
 
     # -- consumers --------------------------------------------------------------------
-    def add_consumer(self, consumer: BrokerConsumer, sub_type: int) -> None:
+    def add_consumer(self, consumer: BrokerConsumer, sub_type: SubscriptionType) -> None:
         """Attach a consumer.
 
         Raises:
@@ -154,12 +156,13 @@ class Subscription:
             raise ServiceClosed(f"topic {self.topic.name} is closing")
         if sub_type not in _DISPATCHERS:
             raise InvalidArgument(f"unknown subscription type {sub_type}")
+        sub_type = SubscriptionType(sub_type)
         if self.consumers and sub_type != self.sub_type:
             raise ConsumerBusy(
                 f"subscription {self.name!r} on {self.topic.name} is {TYPE_NAMES[self.sub_type]}, "
                 f"cannot attach a {TYPE_NAMES[sub_type]} consumer"
             )
-        if self.consumers and sub_type == pb.EXCLUSIVE:
+        if self.consumers and sub_type == SubscriptionType.Exclusive:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
         if not self.consumers:
             # A fresh start: a new dispatcher of the requested type reads again from the
@@ -213,12 +216,12 @@ class Subscription:
         if not positions:
             return
         if cumulative:
-            if self.sub_type in (pb.SHARED, pb.KEY_SHARED):
+            if self.sub_type in (SubscriptionType.Shared, SubscriptionType.Key_Shared):
                 raise InvalidArgument(f"cumulative acknowledgement is not allowed on {TYPE_NAMES[self.sub_type]} subscriptions")
             last = max(positions)
             self.cursor.ack_cumulative(last)
             self._release_through(last)
-        elif self.sub_type == pb.KEY_SHARED:
+        elif self.sub_type == SubscriptionType.Key_Shared:
             for p in positions:
                 held = consumer.pending.get(p)
                 size = self.dispatcher.entry_size(p) if held else 0
@@ -336,10 +339,10 @@ class Subscription:
         ml = self.cursor.ledger
         return estimated_size(ml.layout, ml.next_position(self.cursor.mark_delete_position), ml.last_confirmed_position)
 
-    def stats(self) -> pb.SubscriptionStats:
+    def stats(self) -> SubscriptionStats:
         active: BrokerConsumer | None = getattr(self.dispatcher, "active", None)  # Exclusive, Failover
-        return pb.SubscriptionStats(
-            name=self.name, type=self.sub_type,  # type: ignore[arg-type]
+        return SubscriptionStats(
+            name=self.name, type=self.sub_type,
             backlog=self.cursor.backlog(), consumers=len(self.consumers), unacked=self.unacked_count(),
             mark_delete_position=str(self.cursor.mark_delete_position), durable=self.durable,
             blocked_consumers=sum(1 for c in self.consumers if c.blocked),
@@ -362,8 +365,8 @@ class Subscription:
         await self.cursor.close()
 
 
-def _consumer_stats(c: BrokerConsumer) -> pb.ConsumerStats:
-    return pb.ConsumerStats(
+def _consumer_stats(c: BrokerConsumer) -> ConsumerStats:
+    return ConsumerStats(
         consumer_name=c.name, available_permits=max(c.permits, 0), unacked_messages=c.unacked, blocked=c.blocked,
         msg_out_counter=c.meter_out.messages, bytes_out_counter=c.meter_out.bytes,
         msg_rate_out=c.meter_out.msg_rate, msg_throughput_out=c.meter_out.byte_rate,

@@ -22,10 +22,9 @@ from magnetar.common.errors import (
     NotOwner,
     SubscriptionNotFound,
 )
-from magnetar.common.message_id import Start, message_id_sentinel
+from magnetar.common.message_id import MessageId, Start, message_id_sentinel
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -33,11 +32,11 @@ if TYPE_CHECKING:
 
 
 
-def check_message_id(message_id: pb.MessageIdData) -> None:
+def check_message_id(message_id: MessageId) -> None:
     """Raises: InvalidArgument: neither a sentinel nor an entry's id."""
-    if message_id_sentinel(message_id) is None and (message_id.ledger_id < 0 or message_id.entry_id < 0):
+    if message_id_sentinel(message_id) is None and (message_id.ledger_id() < 0 or message_id.entry_id() < 0):
         raise InvalidArgument(
-            f"invalid message id {message_id.ledger_id}:{message_id.entry_id}: ledger and entry ids "
+            f"invalid message id {message_id.ledger_id()}:{message_id.entry_id()}: ledger and entry ids "
             "are >= 0 (or -1:-1 for earliest)"
         )
 
@@ -56,7 +55,7 @@ class SubscriptionAdmin:
         return await self.service.partitions(str(name.partitioned_topic_name))
 
     async def _targets(
-        self, topic: str, message_id: pb.MessageIdData | None = None, whole_topic: bool = False,
+        self, topic: str, message_id: MessageId | None = None, whole_topic: bool = False,
     ) -> list[PersistentTopic]:
         """The served topics (partitions) the call applies to, opened. A message id
         selects its partition of a partitioned topic, unless ``whole_topic`` (the call
@@ -100,7 +99,7 @@ class SubscriptionAdmin:
             names.update(t.subscriptions)
         return sorted(names)
 
-    async def create_subscription(self, topic: str, subscription: str, start: pb.MessageIdData | Start) -> None:
+    async def create_subscription(self, topic: str, subscription: str, start: MessageId | Start) -> None:
         """Create ``subscription`` starting at ``start`` on the topic (every partition
         that lacks it).
 
@@ -108,9 +107,9 @@ class SubscriptionAdmin:
             AlreadyExists: every target has it already.
         """
         check_subscription_name(subscription)
-        message_id: pb.MessageIdData | None = None
+        message_id: MessageId | None = None
         named: Start | None = None
-        if isinstance(start, pb.MessageIdData):
+        if isinstance(start, MessageId):
             check_message_id(start)
             message_id, named = start, message_id_sentinel(start)
         elif start in ("earliest", "latest"):
@@ -170,7 +169,7 @@ class SubscriptionAdmin:
         self._require(targets, subscription)
         return sum(t.subscriptions[subscription].clear_backlog() for t in targets)
 
-    async def reset_cursor(self, topic: str, subscription: str, target: int | pb.MessageIdData) -> None:
+    async def reset_cursor(self, topic: str, subscription: str, target: int | MessageId) -> None:
         """Move the subscription to a publish time (ms since epoch; every partition) or a
         message id (the partition it names).
 
@@ -179,7 +178,7 @@ class SubscriptionAdmin:
             SubscriptionNotFound: a target lacks the subscription (nothing is moved).
         """
         check_subscription_name(subscription)
-        if isinstance(target, pb.MessageIdData):
+        if isinstance(target, MessageId):
             check_message_id(target)
             topics = await self._targets(topic, target)
         else:
@@ -189,7 +188,7 @@ class SubscriptionAdmin:
         self._require(topics, subscription)
         positions = []
         for t in topics:
-            if isinstance(target, pb.MessageIdData):
+            if isinstance(target, MessageId):
                 positions.append(t.position_of(target))
             else:
                 positions.append(await t.position_for_time(target))

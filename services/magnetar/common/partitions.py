@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import InvalidArgument, TopicNotFound
-from magnetar.common.message_id import message_id_sentinel
+from magnetar.common.message_id import MessageId, message_id_sentinel
 from magnetar.common.names import TopicName
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def admin_targets(
-    topic: str, partitions: int, message_id: MessageIdData | None = None, whole_topic: bool = False,
+    topic: str, partitions: int, message_id: MessageId | MessageIdData | None = None, whole_topic: bool = False,
 ) -> list[str]:
     """The topics (partitions) an admin call on ``topic`` applies to.
 
@@ -31,11 +31,16 @@ def admin_targets(
         InvalidArgument: the message id does not fit the topic.
     """
     name = TopicName.parse(topic)
+    partition = -1
+    if isinstance(message_id, MessageId):  # the broker core's; the admin client's is the wire's
+        partition = MessageId.partition(message_id)
+    elif message_id is not None:
+        partition = message_id.partition
     if name.is_partition:
         if partitions and name.partition_index >= partitions:
             raise TopicNotFound(f"{name.partitioned_topic_name} has {partitions} partitions; {name} does not exist")
-        if message_id is not None and message_id_sentinel(message_id) is None and message_id.partition not in (-1, name.partition_index):
-            raise InvalidArgument(f"a message id of partition {message_id.partition} given for {name}")
+        if message_id is not None and message_id_sentinel(message_id) is None and partition not in (-1, name.partition_index):
+            raise InvalidArgument(f"a message id of partition {partition} given for {name}")
         return [str(name)]
     if not partitions:
         return [str(name)]
@@ -46,8 +51,8 @@ def admin_targets(
             f"{name} is partitioned: its subscription starts at earliest or latest on every partition "
             "(or create it on one partition, at a message id)"
         )
-    if message_id.partition < 0:
+    if partition < 0:
         raise InvalidArgument(f"{name} is partitioned: give the partition in the message id (ledgerId:entryId:partitionIndex)")
-    if message_id.partition >= partitions:
-        raise InvalidArgument(f"{name} has {partitions} partitions; the message id names partition {message_id.partition}")
-    return [str(name.partition(message_id.partition))]
+    if partition >= partitions:
+        raise InvalidArgument(f"{name} has {partitions} partitions; the message id names partition {partition}")
+    return [str(name.partition(partition))]

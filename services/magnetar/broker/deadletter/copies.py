@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS
+from magnetar.broker.entry import Message, MessageView
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.letters import (
     DEAD_LETTER_REASON,
@@ -30,7 +31,6 @@ from magnetar.common.letters import (
     RECONSUMETIMES,
     RETRY_TOPIC,
 )
-from magnetar.proto.v1 import broker_pb2 as pb
 
 MOVE_PRODUCER_PREFIX = "__move:"
 
@@ -40,14 +40,14 @@ class Move:
     """One copy to publish: where, what, and its deduplication key."""
 
     target: str
-    message: pb.SingleMessage
+    message: Message
     producer_name: str
     sequence_id: int
     dead: bool
     """True: to the dead letter topic."""
 
 
-def _times(single: pb.SingleMessage) -> int:
+def _times(single: MessageView) -> int:
     """The retries the message had (its ``RECONSUMETIMES``; 0 when none or garbled)."""
     try:
         return max(0, int(single.properties.get(RECONSUMETIMES, "0")))
@@ -55,20 +55,24 @@ def _times(single: pb.SingleMessage) -> int:
         return 0
 
 
-def _copy(single: pb.SingleMessage, source_topic: str, message_id: str) -> tuple[pb.SingleMessage, str]:
-    copy = pb.SingleMessage(
-        payload=single.payload, partition_key=single.partition_key, has_partition_key=single.has_partition_key,
-        event_time_ms=single.event_time_ms,
-    )
-    copy.properties.update(single.properties)
-    copy.properties[REAL_TOPIC] = single.properties.get(REAL_TOPIC) or source_topic
+def _properties(single: MessageView, source_topic: str, message_id: str) -> tuple[dict[str, str], str]:
+    """The copy's properties (the original's, with where it came from) and its origin id."""
+    properties = dict(single.properties)
+    properties[REAL_TOPIC] = single.properties.get(REAL_TOPIC) or source_topic
     origin = single.properties.get(ORIGIN_MESSAGE_ID) or message_id
-    copy.properties[ORIGIN_MESSAGE_ID] = origin
-    return copy, origin
+    properties[ORIGIN_MESSAGE_ID] = origin
+    return properties, origin
+
+
+def _copy(single: MessageView, properties: dict[str, str], deliver_at_ms: int = 0) -> Message:
+    return Message(
+        payload=single.payload, properties=properties, partition_key=single.partition_key,
+        has_partition_key=single.has_partition_key, event_time_ms=single.event_time_ms, deliver_at_ms=deliver_at_ms,
+    )
 
 
 def plan_reconsume(
-    policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: pb.SingleMessage,
+    policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: MessageView,
     delay_ms: int, now_ms: int | None = None,
 ) -> Move:
     """The copy ``reconsume_later`` publishes: to the retry topic, delayed by ``delay_ms``,
@@ -80,29 +84,28 @@ def plan_reconsume(
     if not 1000 <= delay_ms <= MAX_DELAY_MS:
         raise InvalidArgument(f"a reconsume_later delay is 1 s to 864,000 s, not {delay_ms} ms")
     times = _times(single) + 1
-    copy, origin = _copy(single, source_topic, message_id)
+    properties, origin = _properties(single, source_topic, message_id)
     producer = f"{MOVE_PRODUCER_PREFIX}{subscription}:{origin}"
     if times > policy.max_redeliver_count:
-        copy.properties[DEAD_LETTER_REASON] = (
+        properties[DEAD_LETTER_REASON] = (
             f"reconsume_later after {times - 1} retries; max_redeliver_count is {policy.max_redeliver_count}"
         )
-        return Move(policy.dead_letter_topic, copy, producer, times, dead=True)
-    copy.properties[RETRY_TOPIC] = policy.retry_letter_topic
-    copy.properties[RECONSUMETIMES] = str(times)
-    copy.properties[DELAY_TIME] = str(delay_ms)
+        return Move(policy.dead_letter_topic, _copy(single, properties), producer, times, dead=True)
+    properties[RETRY_TOPIC] = policy.retry_letter_topic
+    properties[RECONSUMETIMES] = str(times)
+    properties[DELAY_TIME] = str(delay_ms)
     now = math.ceil(time.time() * 1000) if now_ms is None else now_ms  # up: never early
-    copy.deliver_at_ms = now + delay_ms
-    return Move(policy.retry_letter_topic, copy, producer, times, dead=False)
+    return Move(policy.retry_letter_topic, _copy(single, properties, now + delay_ms), producer, times, dead=False)
 
 
 def plan_dead_letter(
-    policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: pb.SingleMessage,
+    policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: MessageView,
     redelivery_count: int,
 ) -> Move:
     """The DLQ copy of a message redelivered ``redelivery_count`` times (negative acks)."""
-    copy, origin = _copy(single, source_topic, message_id)
-    copy.properties[DEAD_LETTER_REASON] = (
+    properties, origin = _properties(single, source_topic, message_id)
+    properties[DEAD_LETTER_REASON] = (
         f"redelivery count {redelivery_count} reached max_redeliver_count {policy.max_redeliver_count}"
     )
     producer = f"{MOVE_PRODUCER_PREFIX}{subscription}:{origin}"
-    return Move(policy.dead_letter_topic, copy, producer, _times(single) + 1, dead=True)
+    return Move(policy.dead_letter_topic, _copy(single, properties), producer, _times(single) + 1, dead=True)

@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter.copies import Move, plan_dead_letter, plan_reconsume
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
+from magnetar.broker.entry import Entry, decode_entry
+from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.faults import crash_point
 from magnetar.common.message_id import MessageId
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
@@ -128,7 +129,7 @@ class SubscriptionMoves:
         self._tasks = BackgroundTasks(f"moves of {subscription.name}")
 
     # -- reconsume_later ----------------------------------------------------------------
-    async def reconsume_later(self, consumer: BrokerConsumer, mid: pb.MessageIdData, delay_ms: int) -> None:
+    async def reconsume_later(self, consumer: BrokerConsumer, mid: MessageId, delay_ms: int) -> None:
         """Move the message ``consumer`` holds to the retry topic (see the module doc).
 
         Raises:
@@ -137,8 +138,8 @@ class SubscriptionMoves:
             MagnetarError: the copy could not be stored (the original stays unacked).
         """
         sub = self.sub
-        position = Position(mid.ledger_id, mid.entry_id)
-        if sub.sub_type in (pb.EXCLUSIVE, pb.FAILOVER):
+        position = Position(mid.ledger_id(), mid.entry_id())
+        if sub.sub_type in (SubscriptionType.Exclusive, SubscriptionType.Failover):
             sub.send_back(consumer, [position])
             return
         policy = consumer.dead_letter
@@ -147,8 +148,8 @@ class SubscriptionMoves:
         async with self._one_move(position):
             batch = await self._read(position)
             n = len(batch.messages)
-            index = max(mid.batch_index, 0)
-            text = str(MessageId.trusted(sub.topic.partition, mid.ledger_id, mid.entry_id, mid.batch_index))
+            index = max(mid.batch_index(), 0)
+            text = str(MessageId.trusted(sub.topic.partition, position.ledger_id, position.entry_id, mid.batch_index()))
             if index >= n or not consumer.pending.get(position, 0) >> index & 1:
                 raise InvalidArgument(f"message {text} is not held unacknowledged by this consumer")
             move = plan_reconsume(policy, sub.name, sub.topic.name, text, batch.messages[index], delay_ms)
@@ -156,7 +157,7 @@ class SubscriptionMoves:
             self._ack_moved(position, n, 1 << index)
 
     # -- negative acks past max_redeliver_count ----------------------------------------------
-    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+    def divert(self, position: Position, batch: Entry, n: int, mask: int) -> bool:
         """True when the entry goes to the DLQ instead of a consumer (its redelivery count
         reached the policy's maximum); the move runs in the background."""
         policy = self.sub.dead_letter
@@ -171,7 +172,7 @@ class SubscriptionMoves:
         return True
 
     async def _dead_letter(
-        self, position: Position, batch: pb.EntryBatch, n: int, mask: int, count: int, policy: DeadLetterPolicy
+        self, position: Position, batch: Entry, n: int, mask: int, count: int, policy: DeadLetterPolicy
     ) -> None:
         sub = self.sub
         try:
@@ -211,11 +212,11 @@ class SubscriptionMoves:
             return 0
         return masks.full_mask(n) & ~cursor.acked_mask(position)
 
-    async def _read(self, position: Position) -> pb.EntryBatch:
+    async def _read(self, position: Position) -> Entry:
         entries = await self.sub.topic.ml.read_entries(position, 1, _ENTRY_BYTES)
         if not entries or entries[0][0] != position:
             raise InvalidArgument(f"no message at {position[0]}:{position[1]} on {self.sub.topic.name}")
-        batch = pb.EntryBatch.FromString(entries[0][1])
+        batch = decode_entry(entries[0][1])
         if not batch.messages:
             raise InvalidArgument(f"entry {position[0]}:{position[1]} on {self.sub.topic.name} holds no message")
         return batch

@@ -17,7 +17,6 @@ from typing import Any
 
 from magnetar.common.errors import InvalidArgument, InvalidTopicName
 from magnetar.common.names import TopicName, check_subscription_name
-from magnetar.proto.v1 import broker_pb2 as pb
 
 DEFAULT_MAX_REDELIVER_COUNT = 16
 DEFAULT_RETRY_LETTER_TOPIC = "{topic}-{subscription}-RETRY"
@@ -72,12 +71,6 @@ class DeadLetterPolicy:
     dead_letter_topic: str
     initial_subscription_name: str
 
-    def to_proto(self) -> pb.DeadLetterPolicy:
-        return pb.DeadLetterPolicy(
-            max_redeliver_count=self.max_redeliver_count, retry_letter_topic=self.retry_letter_topic,
-            dead_letter_topic=self.dead_letter_topic, initial_subscription_name=self.initial_subscription_name,
-        )
-
 
 def _expand(pattern: str, topic: TopicName, subscription: str) -> str:
     return pattern.replace("{topic}", topic.partitioned_topic_name.local_name).replace("{subscription}", subscription)
@@ -93,17 +86,18 @@ def _topic(name: str, topic: TopicName, what: str) -> str:
 
 
 def resolve(
-    topic: str, subscription: str, asked: pb.DeadLetterPolicy | None, defaults: DeadLetterDefaults | None
+    topic: str, subscription: str, asked: DeadLetterDefaults | None, defaults: DeadLetterDefaults | None
 ) -> DeadLetterPolicy:
     """The policy for a consumer of ``subscription`` on ``topic``: what it asked for, else
-    the namespace's default, else the built-in one.
+    the namespace's default, else the built-in one (field by field; a field asked as 0 or
+    '' counts as not asked, as on the wire).
 
     Raises:
         InvalidArgument: a name that is not a valid topic or subscription name.
     """
     name = TopicName.parse(topic)
     d = defaults or DeadLetterDefaults()
-    a = asked or pb.DeadLetterPolicy()
+    a = asked or DeadLetterDefaults()
     count = a.max_redeliver_count or d.max_redeliver_count or DEFAULT_MAX_REDELIVER_COUNT
     retry = a.retry_letter_topic or _expand(d.retry_letter_topic or DEFAULT_RETRY_LETTER_TOPIC, name, subscription)
     dead = a.dead_letter_topic or _expand(d.dead_letter_topic or DEFAULT_DEAD_LETTER_TOPIC, name, subscription)

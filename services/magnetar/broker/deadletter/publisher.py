@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from magnetar.broker.entry import Message, encode_entry
 from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
 from magnetar.common.names import check_subscription_name
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter.copies import Move
@@ -45,23 +45,16 @@ class MoveTargets(Protocol):
     async def partitions(self, topic: str) -> int: ...
 
 
-def move_entry(move: Move, publish_time_ms: int) -> pb.EntryBatch:
+def move_entry(move: Move, publish_time_ms: int) -> bytes:
     """The entry the SDK sends for ``move``'s copy: one unbatched message with the copy's
     payload, properties, key, event time and delivery time, and its sequence id."""
     src = move.message
-    msg = pb.SingleMessage(payload=src.payload, sequence_id=move.sequence_id)
-    msg.properties.update(src.properties)
-    if src.has_partition_key:
-        msg.partition_key = src.partition_key
-        msg.has_partition_key = True
-    if src.event_time_ms:
-        msg.event_time_ms = src.event_time_ms
-    if src.deliver_at_ms:
-        msg.deliver_at_ms = src.deliver_at_ms
-    return pb.EntryBatch(
-        producer_name=move.producer_name, sequence_id=move.sequence_id, publish_time_ms=publish_time_ms,
-        batched=False, messages=[msg],
+    msg = Message(
+        payload=src.payload, properties=src.properties, partition_key=src.partition_key,
+        has_partition_key=src.has_partition_key, event_time_ms=src.event_time_ms, sequence_id=move.sequence_id,
+        deliver_at_ms=src.deliver_at_ms,
     )
+    return encode_entry(move.producer_name, move.sequence_id, publish_time_ms, False, [msg])
 
 
 class ServiceMovePublisher:
@@ -105,7 +98,7 @@ class ServiceMovePublisher:
             try:
                 topic = await self._targets.get_topic(move.target, create=True)
                 await self._keep(topic, keep_for)
-                entry = move_entry(move, self._clock_ms()).SerializeToString()
+                entry = move_entry(move, self._clock_ms())
                 await topic.publish(move.producer_name, entry, 1, move.sequence_id, move.sequence_id)
                 return True
             except NotOwner:

@@ -24,13 +24,11 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from google.protobuf.message import DecodeError
-
-from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
+from magnetar.broker.entry import Entry, view_entry
 from magnetar.common import masks
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.ratelimit import RateLimiter
@@ -99,7 +97,7 @@ class DispatchContext(Protocol):
         """``messages`` (in entries of ``size`` bytes) went out to consumers (stats, and
         the dispatch rate limit's tokens)."""
 
-    def divert(self, position: Position, batch: pb.EntryBatch, n: int, mask: int) -> bool:
+    def divert(self, position: Position, batch: Entry, n: int, mask: int) -> bool:
         """True when the messages go to the dead letter topic instead (past
         max_redeliver_count); the subscription moves them."""
 
@@ -127,7 +125,7 @@ class Dispatcher:
         """Messages to send again: position -> mask."""
         self.epoch = 0
         """Bumped by :meth:`reset`; a read that started before it is dropped."""
-        self._out: dict[BrokerConsumer, list[pb.Delivery]] = {}
+        self._out: dict[BrokerConsumer, list[Delivery]] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -149,7 +147,7 @@ class Dispatcher:
         self._throttle_timer: asyncio.TimerHandle | None = None
 
     # -- hooks for subclasses -----------------------------------------------------------
-    def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
+    def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
         """Deliver ``mask``'s messages of the entry (with :meth:`deliver`); return the
         mask of those no consumer could take now."""
         raise NotImplementedError
@@ -223,14 +221,7 @@ class Dispatcher:
     def deliver(self, consumer: BrokerConsumer, position: Position, data: bytes, n: int, mask: int) -> None:
         """Queue ``mask``'s messages of the entry for ``consumer`` (sent at the end of the step)."""
         consumer.hold(position, mask, len(data))
-        delivery = pb.Delivery(
-            message_id=pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=self.sub.partition, batch_index=-1),
-            entry=data,
-            redelivery_count=self.sub.cursor.delivery_count(position),
-        )
-        skip = masks.full_mask(n) & ~mask
-        if skip:
-            delivery.ack_set = masks.to_bytes(skip, n)
+        delivery = Delivery(position, data, self.sub.cursor.delivery_count(position), masks.full_mask(n) & ~mask, n)
         self._out.setdefault(consumer, []).append(delivery)
         self.sub.count_out(masks.count(mask), len(data))
 
@@ -260,7 +251,7 @@ class Dispatcher:
         return any(c.available for c in self.sub.consumers)
 
     # -- delayed messages ------------------------------------------------------------
-    def _due_ms(self, batch: pb.EntryBatch) -> int:
+    def _due_ms(self, batch: Entry) -> int:
         """When a delayed entry may go out (0: now). Delayed messages are never batched;
         an entry of several messages goes out at once."""
         if not self.delays_messages or len(batch.messages) != 1 or not self.sub.delayed_delivery:
@@ -370,15 +361,12 @@ class Dispatcher:
             return limit
         return int(max(1, min(limit, limiter.messages_available())))
 
-    def _message_count(self, position: Position, data: bytes) -> tuple[pb.EntryBatch, int]:
-        try:
-            batch = pb.EntryBatch.FromString(data)
-        except DecodeError:
-            # The broker stores what producers send without parsing it: an entry that is
-            # not an EntryBatch goes out as one opaque message instead of stopping the
-            # subscription's dispatch for good.
-            batch = pb.EntryBatch()
-        return batch, len(batch.messages) or 1
+    def _message_count(self, position: Position, data: bytes) -> tuple[Entry, int]:
+        # An entry that does not decode (stored before the broker checked what producers
+        # send) goes out as one opaque message instead of stopping the subscription's
+        # dispatch for good.
+        batch = view_entry(data)
+        return batch, len(batch.messages)
 
     def _unacked_mask(self, position: Position, n: int) -> int:
         cursor = self.sub.cursor

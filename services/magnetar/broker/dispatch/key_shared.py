@@ -19,10 +19,10 @@ from collections import Counter
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import DispatchContext, Dispatcher
+from magnetar.broker.entry import Entry
 from magnetar.common import masks
 from magnetar.common.keyhash import key_hash
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 SLOTS = 65536
 POINTS_PER_CONSUMER = 100
@@ -90,7 +90,7 @@ class KeySharedDispatcher(Dispatcher):
         self._held = set()
         return await super()._round()
 
-    def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
+    def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
         slots = self._slots.get(position)
         if slots is None:
             slots = tuple(slot_of(m.partition_key if m.has_partition_key else "") for m in batch.messages) or (slot_of(""),)

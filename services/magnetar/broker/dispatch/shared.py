@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from magnetar.broker.dispatch.base import Dispatcher
+from magnetar.broker.entry import Entry
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 
 class SharedDispatcher(Dispatcher):
@@ -13,7 +13,7 @@ class SharedDispatcher(Dispatcher):
     delivers_due_at_once = True
     _next = 0
 
-    def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
+    def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
         consumers = self.sub.consumers
         k = len(consumers)
         for j in range(k):

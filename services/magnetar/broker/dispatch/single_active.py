@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import Dispatcher
+from magnetar.broker.entry import Entry
 from magnetar.managedledger.position import Position
-from magnetar.proto.v1 import broker_pb2 as pb
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
@@ -36,7 +36,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
                 self.sub.send_back(old, None)  # the new active consumer gets them, in order
         self.wake()
 
-    def route(self, position: Position, data: bytes, batch: pb.EntryBatch, n: int, mask: int, from_replay: bool) -> int:
+    def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
         consumer = self.active
         if consumer is None or not consumer.available:
             return mask

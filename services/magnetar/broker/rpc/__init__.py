@@ -1,3 +1,4 @@
 """The broker's gRPC door: the ``magnetar.v1.Broker`` servicer and its admin RPC mixins,
-the authorization interceptor, and the outgoing publisher of retry and dead-letter moves
-to topics other brokers serve. Wire messages are converted to the core's calls here."""
+the authorization interceptor, the outgoing publisher of retry and dead-letter moves to
+topics other brokers serve, and the translation between the wire's messages and the
+core's types (``wire.py``)."""

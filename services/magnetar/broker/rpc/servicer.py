@@ -14,9 +14,10 @@ import grpc
 
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.authorizer import Authorizer
-from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
+from magnetar.broker.rpc import wire
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
@@ -205,7 +206,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
         if not (s.enable_retry or s.HasField("dead_letter_policy")):
             return None
         defaults = await self.service.dead_letter_defaults(str(name.namespace))
-        asked = s.dead_letter_policy if s.HasField("dead_letter_policy") else None
+        asked = wire.dead_letter_asked(s.dead_letter_policy) if s.HasField("dead_letter_policy") else None
         policy = resolve_dead_letter(str(name), s.subscription, asked, defaults)
         letters = ((policy.retry_letter_topic, s.subscription), (policy.dead_letter_topic, policy.initial_subscription_name))
         for letter, kept_by in letters:
@@ -224,8 +225,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 raise InvalidArgument("a consume stream must start with Subscribe")
             s = first.subscribe
             check_subscription_name(s.subscription)
-            if s.type not in pb.SubscriptionType.values():
-                raise InvalidArgument(f"unknown subscription type {s.type}")
+            sub_type = wire.subscription_type(s.type)
+            initial = wire.initial_position(s.initial_position)
             name = TopicName.parse(s.topic)
             access = Request(Action.CONSUME, str(name), s.subscription)
             role = await self._authorize(access)
@@ -233,15 +234,15 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             # refused subscribe leaves nothing behind (no cursor keeping a backlog).
             policy = await self._dead_letter_policy(s, name)
             topic = await self.service.get_topic(s.topic)
-            start = topic.position_of(s.start_message_id) if s.HasField("start_message_id") else None
+            start = topic.position_of(wire.message_id(s.start_message_id)) if s.HasField("start_message_id") else None
             subscription = await topic.subscribe(
-                s.subscription, s.type, s.initial_position,
+                s.subscription, sub_type, initial,
                 start=start, inclusive=s.start_message_id_inclusive, durable=not s.non_durable,
             )
 
-            def sink(deliveries: list[pb.Delivery]) -> None:
+            def sink(deliveries: list[Delivery]) -> None:
                 if service.serving():  # else the topic is being unloaded: nothing goes out
-                    out.put_nowait(pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=deliveries)))
+                    out.put_nowait(pb.ConsumeResponse(deliveries=wire.deliveries(deliveries, topic.partition)))
 
             consumer = BrokerConsumer(
                 s.consumer_name or self.service.new_producer_name(), s.priority_level,
@@ -254,7 +255,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 if s.type in (pb.SHARED, pb.KEY_SHARED) else 0,
             )
             consumer.dead_letter = policy
-            subscription.add_consumer(consumer, s.type)
+            subscription.add_consumer(consumer, sub_type)
         except StopAsyncIteration:
             return
         except MagnetarError as exc:
@@ -266,7 +267,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
         async def reconsume(request: pb.ReconsumeLater) -> None:
             done = pb.RequestDone(request_id=request.request_id)
             try:
-                await subscription.moves.reconsume_later(consumer, request.message_id, request.delay_ms)
+                await subscription.moves.reconsume_later(consumer, wire.message_id(request.message_id), request.delay_ms)
             except MagnetarError as exc:
                 log.info("consumer %s on %s: reconsume_later refused: %s", consumer.name, topic.name, exc.message)
                 done.error.CopyFrom(_error(exc))
@@ -296,7 +297,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
         try:
             subscribed = pb.Subscribed(consumer_name=consumer.name)
             if policy is not None:
-                subscribed.dead_letter_policy.CopyFrom(policy.to_proto())
+                subscribed.dead_letter_policy.CopyFrom(wire.dead_letter_policy(policy))
             yield pb.ConsumeResponse(subscribed=subscribed)
             while (resp := await out.get()) is not None:
                 if isinstance(resp, MagnetarError):  # the stream ends (see Produce)
@@ -404,7 +405,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
     @rpc_errors
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
         # A partition of a partitioned topic exists by declaration: opened even if unused.
-        return (await TopicAdmin(self.service).topic(request.topic)).stats()
+        return wire.topic_stats((await TopicAdmin(self.service).topic(request.topic)).stats())
 
 
 async def _consume_request(
@@ -434,7 +435,7 @@ async def _consume_request(
             if seek.WhichOneof("target") == "timestamp_ms":
                 position = await topic.position_for_time(seek.timestamp_ms)
             elif seek.HasField("message_id"):
-                position = topic.position_of(seek.message_id)
+                position = topic.position_of(wire.message_id(seek.message_id))
             else:
                 raise InvalidArgument("a seek needs a message id or a timestamp")
             await subscription.reset_cursor(position)

@@ -9,10 +9,12 @@ import grpc
 
 from magnetar.broker.namespace_policies import PolicyKind
 from magnetar.broker.retention import RetentionPolicy
+from magnetar.broker.rpc import wire
 from magnetar.broker.rpc.namespaces import dead_letter_from_proto, dead_letter_to_proto
 from magnetar.broker.subscription_admin import Start, SubscriptionAdmin
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.grpcutil import rpc_errors
+from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -32,9 +34,9 @@ class SubscriptionAdminRpcs:
 
     @rpc_errors
     async def CreateSubscription(self, request: pb.CreateSubscriptionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        start: pb.MessageIdData | Start
+        start: MessageId | Start
         if request.HasField("message_id"):
-            start = request.message_id
+            start = wire.message_id(request.message_id)
         else:
             start = "earliest" if request.initial_position == pb.EARLIEST else "latest"
         await self._subscriptions.create_subscription(request.topic, request.subscription, start)
@@ -58,7 +60,7 @@ class SubscriptionAdminRpcs:
         kind = request.WhichOneof("target")
         if kind is None:
             raise InvalidArgument("reset the cursor to a time (timestamp_ms) or a message id")
-        target = request.timestamp_ms if kind == "timestamp_ms" else request.message_id
+        target = request.timestamp_ms if kind == "timestamp_ms" else wire.message_id(request.message_id)
         await self._subscriptions.reset_cursor(request.topic, request.subscription, target)
         return pb.AdminResponse()
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from magnetar.broker.rpc import wire
 from magnetar.broker.subscription_admin import SubscriptionAdmin
 from magnetar.broker.topic_admin import TopicAdmin
 from magnetar.common.grpcutil import rpc_errors
@@ -85,6 +86,6 @@ def _peeked(found: PeekedMessage, partition: int) -> pb.PeekMessageResponse:
             ledger_id=found.position.ledger_id, entry_id=found.position.entry_id, partition=partition,
             batch_index=found.batch_index,
         ),
-        producer_name=batch.producer_name, publish_time_ms=batch.publish_time_ms, message=found.message,
+        producer_name=batch.producer_name, publish_time_ms=batch.publish_time_ms, message=wire.single_message(found.message),
         batch_size=len(batch.messages),
     )

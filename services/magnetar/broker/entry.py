@@ -1,0 +1,165 @@
+"""Entries as the broker stores them: decoded for the core, encoded for the moves.
+
+An entry is what one send of a producer stored: a batch of one or more messages, with
+the producer's name, the sequence id of its first message and the publish time. The
+core reads entries through :class:`Entry` and :class:`MessageView` (Protocols: what the
+dispatchers, peeks, deduplication and dead-letter moves read) and never through a wire
+type.
+
+Stored formats, told apart by the entry's first bytes:
+
+- a ``broker.proto`` ``EntryBatch`` (what the Magnetar SDK and the gateway send, and the
+  Spark jobs read): decoded by protobuf, whose parsed message is itself the view (no
+  copy: parsing is the whole cost, on the dispatch hot path);
+- reserved: a Pulsar client's entry, which starts with ``0x0e 0x01`` (Pulsar's magic of
+  a checksummed message). Such bytes never start a valid ``EntryBatch``: ``0x0e`` is
+  field 1 with wire type 6, which does not exist. Its decoder (the Pulsar wire codec of
+  :mod:`magnetar.protocol`) returns its own :class:`Entry`; until then such an entry
+  is refused as not decodable, as any other bytes that are not an ``EntryBatch``.
+
+Protobuf is the storage format here, not gRPC: this module is the only one of the broker
+core that touches ``broker_pb2``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from google.protobuf.message import DecodeError
+
+from magnetar.common.errors import InvalidArgument
+from magnetar.proto.v1.broker_pb2 import EntryBatch as _EntryBatch
+from magnetar.proto.v1.broker_pb2 import SingleMessage as _SingleMessage
+
+PULSAR_MAGIC: Final = b"\x0e\x01"
+"""The first bytes of an entry a Pulsar client sent (reserved; see the module docstring)."""
+
+
+class MessageView(Protocol):
+    """What the core reads of one message of an entry."""
+
+    @property
+    def payload(self) -> bytes: ...
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+    @property
+    def partition_key(self) -> str: ...
+
+    @property
+    def has_partition_key(self) -> bool: ...
+
+    @property
+    def event_time_ms(self) -> int:
+        """0: none."""
+
+    @property
+    def sequence_id(self) -> int: ...
+
+    @property
+    def deliver_at_ms(self) -> int:
+        """Delayed delivery: not before this time (ms since the epoch); 0: at once."""
+
+
+class Entry(Protocol):
+    """What the core reads of a stored entry."""
+
+    @property
+    def producer_name(self) -> str:
+        """'' for an entry that names no producer."""
+
+    @property
+    def sequence_id(self) -> int:
+        """The sequence id of the first message."""
+
+    @property
+    def publish_time_ms(self) -> int: ...
+
+    @property
+    def batched(self) -> bool:
+        """False: one message sent without batching (its id has batch index -1)."""
+
+    @property
+    def messages(self) -> Sequence[MessageView]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message the core writes (a retry or dead-letter copy); a :class:`MessageView`."""
+
+    payload: bytes
+    properties: Mapping[str, str] = field(default_factory=dict)
+    partition_key: str = ""
+    has_partition_key: bool = False
+    event_time_ms: int = 0
+    sequence_id: int = 0
+    deliver_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpaqueEntry:
+    """Bytes that are no known entry format, seen as one message holding them (the
+    broker delivers and peeks such an entry rather than stopping on it)."""
+
+    messages: tuple[Message]
+    producer_name: str = ""
+    sequence_id: int = 0
+    publish_time_ms: int = 0
+    batched: bool = False
+
+
+def decode_entry(data: bytes) -> Entry:
+    """The entry stored as ``data``.
+
+    Raises:
+        InvalidArgument: ``data`` is not an entry (corrupt, or a format not readable here).
+    """
+    try:
+        return _EntryBatch.FromString(data)
+    except DecodeError as exc:
+        # Told apart only when parsing failed: the hot path pays nothing for it.
+        if data[:2] == PULSAR_MAGIC:
+            raise InvalidArgument("the entry is in a Pulsar client's format, which this broker cannot read yet") from None
+        raise InvalidArgument(f"the entry is not a message batch ({exc}); it is corrupt or in an unknown format") from None
+
+
+def view_entry(data: bytes) -> Entry:
+    """The entry stored as ``data``, never failing: bytes that are not an entry, or an
+    entry without a message, are one message holding the bytes (:class:`OpaqueEntry`)."""
+    try:
+        entry = decode_entry(data)
+    except InvalidArgument:
+        return OpaqueEntry((Message(data),))
+    return entry if entry.messages else OpaqueEntry((Message(data),))
+
+
+def publish_time(data: bytes) -> int:
+    """The publish time (ms) of the entry stored as ``data``.
+
+    Raises:
+        InvalidArgument: ``data`` is not an entry.
+    """
+    return decode_entry(data).publish_time_ms
+
+
+def encode_entry(
+    producer_name: str, sequence_id: int, publish_time_ms: int, batched: bool, messages: Sequence[MessageView],
+) -> bytes:
+    """The bytes the Magnetar SDK stores for these messages (an ``EntryBatch``; fields at
+    their defaults are left out, as the SDK leaves them)."""
+    out = _EntryBatch(producer_name=producer_name, sequence_id=sequence_id, publish_time_ms=publish_time_ms, batched=batched)
+    for m in messages:
+        msg = _SingleMessage(payload=m.payload, sequence_id=m.sequence_id)
+        msg.properties.update(m.properties)
+        if m.has_partition_key:
+            msg.partition_key = m.partition_key
+            msg.has_partition_key = True
+        if m.event_time_ms:
+            msg.event_time_ms = m.event_time_ms
+        if m.deliver_at_ms:
+            msg.deliver_at_ms = m.deliver_at_ms
+        out.messages.append(msg)
+    return out.SerializeToString()

@@ -1,0 +1,165 @@
+"""The broker core's entry codec (broker/entry.py) and its own types, and their
+translation at the gRPC door (broker/rpc/wire.py): stored bytes stay the SDK's, byte for
+byte; corrupt entries give a clear error; the enums have the wire's numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from magnetar.broker.consumer import Delivery
+from magnetar.broker.entry import (
+    PULSAR_MAGIC,
+    Message,
+    OpaqueEntry,
+    decode_entry,
+    encode_entry,
+    publish_time,
+    view_entry,
+)
+from magnetar.broker.managedledger.position import Position
+from magnetar.broker.rpc import wire
+from magnetar.broker.stats import ConsumerStats, PublisherStats, SubscriptionStats, TopicStats
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
+from magnetar.client.batching import build_op
+from magnetar.client.message import unpack_entry
+from magnetar.client.producer import build_message
+from magnetar.common import masks
+from magnetar.common.errors import InvalidArgument
+from magnetar.proto.v1 import broker_pb2 as pb
+
+MESSAGES = [
+    Message(payload=b"one", properties={"a": "1", "b": "2"}, partition_key="k1", has_partition_key=True,
+            event_time_ms=11, sequence_id=7),
+    Message(payload=b"", sequence_id=8),
+    Message(payload=b"\x00\xff delayed", partition_key="", has_partition_key=True, sequence_id=9,
+            deliver_at_ms=1_700_000_123_456),
+]  # fmt: skip
+
+
+def sdk_entry(messages: list[Message], producer: str, batched: bool) -> bytes:
+    """What the Magnetar SDK sends for these messages (its own builders)."""
+    built = []
+    for m in messages:
+        msg = build_message(
+            m.payload, dict(m.properties), m.partition_key if m.has_partition_key else None, m.event_time_ms or None,
+            m.deliver_at_ms or None, None, 1 << 20,
+        )
+        msg.sequence_id = m.sequence_id
+        built.append(msg)
+    return build_op(1, producer, built, [], batched=batched).request.send.entry
+
+
+@pytest.mark.parametrize("messages", [MESSAGES, MESSAGES[:1], MESSAGES[2:]], ids=["batch", "one", "delayed"])
+def test_encode_gives_the_bytes_the_sdk_sends(messages):
+    batched = len(messages) > 1
+    sdk = sdk_entry(messages, "producer-1", batched)
+    ours = encode_entry("producer-1", messages[0].sequence_id, publish_time(sdk), batched, messages)
+    assert ours == sdk
+
+
+def test_round_trip_reads_back_every_field():
+    data = encode_entry("p", 7, 1_700_000_000_000, True, MESSAGES)
+    entry = decode_entry(data)
+    assert (entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched) == ("p", 7, 1_700_000_000_000, True)
+    got = [
+        Message(m.payload, dict(m.properties), m.partition_key, m.has_partition_key, m.event_time_ms, m.sequence_id, m.deliver_at_ms)
+        for m in entry.messages
+    ]
+    assert got == MESSAGES
+    # Delivered through the gRPC door, the SDK reads the same messages.
+    (delivered,) = wire.deliveries([Delivery(Position(1, 2), data, 0)], -1).deliveries
+    got_sdk, batched = unpack_entry("t", -1, delivered)
+    assert batched and [(m.data(), str(m.message_id())) for m in got_sdk] == [
+        (m.payload, f"1:2:-1:{i}") for i, m in enumerate(MESSAGES)
+    ]
+
+
+@pytest.mark.parametrize("data", [b"\xff\xff garbage", encode_entry("p", 1, 2, True, MESSAGES)[:-3], b"\x0a\x05ab"],
+                         ids=["garbage", "torn", "short-field"])  # fmt: skip
+def test_a_corrupt_entry_is_a_clear_error(data):
+    with pytest.raises(InvalidArgument, match="not a message batch"):
+        decode_entry(data)
+    with pytest.raises(InvalidArgument, match="not a message batch"):
+        publish_time(data)
+    assert view_entry(data) == OpaqueEntry((Message(data),))  # delivered and peeked as one message
+
+
+def test_a_pulsar_clients_entry_is_told_apart_from_an_entry_batch():
+    # Pulsar's checksummed message: magic, CRC32C, metadata size, metadata ...
+    pulsar = PULSAR_MAGIC + b"\x12\x34\x56\x78" + b"\x00\x00\x00\x05" + b"\x0a\x01p\x10\x01" + b"payload"
+    with pytest.raises(InvalidArgument, match="Pulsar client's format"):
+        decode_entry(pulsar)
+    # 0x0e is field 1 with wire type 6, which does not exist: no EntryBatch starts so.
+    for rest in (b"", b"\x01", b"\x01\x00\x00", bytes(range(256))):
+        with pytest.raises(InvalidArgument):
+            decode_entry(b"\x0e" + rest)
+
+
+def test_an_entry_without_messages_is_seen_as_one_opaque_message():
+    assert len(decode_entry(b"").messages) == 0
+    assert view_entry(b"") == OpaqueEntry((Message(b""),))
+    entry = encode_entry("p", 0, 5, False, MESSAGES[:1])
+    assert view_entry(entry).messages[0].payload == b"one"
+
+
+def test_enums_have_pulsars_names_and_the_wires_numbers():
+    assert {t.name.upper(): int(t) for t in SubscriptionType} == dict(pb.SubscriptionType.items())
+    assert {p.name.upper(): int(p) for p in InitialPosition} == dict(pb.InitialPosition.items())
+    assert [t.name for t in SubscriptionType] == ["Exclusive", "Shared", "Failover", "Key_Shared"]
+    assert wire.subscription_type(pb.KEY_SHARED) is SubscriptionType.Key_Shared
+    assert wire.initial_position(pb.EARLIEST) is InitialPosition.Earliest
+    with pytest.raises(InvalidArgument, match="unknown subscription type 9"):
+        wire.subscription_type(9)
+    with pytest.raises(InvalidArgument, match="unknown initial position 5"):
+        wire.initial_position(5)
+
+
+def test_deliveries_translate_to_the_wires_message_ids_and_ack_sets():
+    out = wire.deliveries(
+        [Delivery(Position(3, 4), b"e1", 2), Delivery(Position(3, 5), b"e2", 0, skipped=0b101, messages=3)], partition=1
+    )
+    assert list(out.deliveries) == [
+        pb.Delivery(message_id=pb.MessageIdData(ledger_id=3, entry_id=4, partition=1, batch_index=-1), entry=b"e1", redelivery_count=2),
+        pb.Delivery(
+            message_id=pb.MessageIdData(ledger_id=3, entry_id=5, partition=1, batch_index=-1), entry=b"e2",
+            ack_set=masks.to_bytes(0b101, 3),
+        ),
+    ]
+
+
+def _fields(cls: type) -> set[str]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return names | ({"producers"} if cls is TopicStats else set())
+
+
+@pytest.mark.parametrize("core,proto", [
+    (TopicStats, pb.TopicStats), (PublisherStats, pb.PublisherStats),
+    (SubscriptionStats, pb.SubscriptionStats), (ConsumerStats, pb.ConsumerStats),
+])  # fmt: skip
+def test_the_stats_have_the_wires_fields(core, proto):
+    assert _fields(core) == set(proto.DESCRIPTOR.fields_by_name)
+
+
+def test_topic_stats_translate_field_by_field():
+    consumer = ConsumerStats("c", 5, 6, True, 7, 8, 9.5, 10.5, 11)
+    sub = SubscriptionStats(
+        "s", SubscriptionType.Failover, 1, 2, 3, "4:5", True, 1, [consumer], 6, 7, 8.5, 9.5, 10, "c", 11, 12, 13,
+    )
+    publisher = PublisherStats("p", 1, 2, 3, 4.5, 5.5, 6)
+    stats = TopicStats("t", 1, 2, 3, 4, 5, 6, 7, 8.5, 9.5, 10.5, 11.5, 12, [publisher], [sub])
+    out = wire.topic_stats(stats)
+    for core, proto in ((stats, out), (publisher, out.publishers[0]), (sub, out.subscriptions[0]),
+                        (consumer, out.subscriptions[0].consumer_stats[0])):  # fmt: skip
+        for f in dataclasses.fields(core):
+            if f.name not in ("publishers", "subscriptions", "consumer_stats"):
+                assert getattr(proto, f.name) == getattr(core, f.name), f.name
+    assert out.producers == 1 and out.subscriptions[0].type == pb.FAILOVER
+
+
+def test_a_core_message_translates_to_the_wires_single_message():
+    single = wire.single_message(MESSAGES[0])
+    assert single.SerializeToString() == decode_entry(encode_entry("p", 7, 0, False, MESSAGES[:1])).messages[0].SerializeToString()
+    decoded = decode_entry(encode_entry("p", 7, 0, False, MESSAGES[:1])).messages[0]
+    assert wire.single_message(decoded) is decoded  # no copy of what is already the wire's
