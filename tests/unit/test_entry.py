@@ -18,7 +18,6 @@ from magnetar.broker.entry import (
     publish_time,
     view_entry,
 )
-from magnetar.broker.managedledger.position import Position
 from magnetar.broker.rpc import wire
 from magnetar.broker.stats import ConsumerStats, PublisherStats, SubscriptionStats, TopicStats
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
@@ -27,6 +26,7 @@ from magnetar.client.message import unpack_entry
 from magnetar.client.producer import build_message
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument
+from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
 
 MESSAGES = [
