@@ -87,9 +87,10 @@ def test_a_corrupt_entry_is_a_clear_error(data):
 
 
 def test_a_pulsar_clients_entry_is_told_apart_from_an_entry_batch():
-    # Pulsar's checksummed message: magic, CRC32C, metadata size, metadata ...
+    # Pulsar's checksummed message: magic, CRC32C, metadata size, metadata ... (this one's
+    # checksum is wrong: read as a Pulsar entry, refused as one)
     pulsar = PULSAR_MAGIC + b"\x12\x34\x56\x78" + b"\x00\x00\x00\x05" + b"\x0a\x01p\x10\x01" + b"payload"
-    with pytest.raises(InvalidArgument, match="Pulsar client's format"):
+    with pytest.raises(InvalidArgument, match="Pulsar entry whose checksum does not match"):
         decode_entry(pulsar)
     # 0x0e is field 1 with wire type 6, which does not exist: no EntryBatch starts so.
     for rest in (b"", b"\x01", b"\x01\x00\x00", bytes(range(256))):

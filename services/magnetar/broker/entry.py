@@ -11,11 +11,11 @@ Stored formats, told apart by the entry's first bytes:
 - a ``broker.proto`` ``EntryBatch`` (what the Magnetar SDK and the gateway send, and the
   Spark jobs read): decoded by protobuf, whose parsed message is itself the view (no
   copy: parsing is the whole cost, on the dispatch hot path);
-- reserved: a Pulsar client's entry, which starts with ``0x0e 0x01`` (Pulsar's magic of
-  a checksummed message). Such bytes never start a valid ``EntryBatch``: ``0x0e`` is
-  field 1 with wire type 6, which does not exist. Its decoder (the Pulsar wire codec of
-  :mod:`magnetar.protocol`) returns its own :class:`Entry`; until then such an entry
-  is refused as not decodable, as any other bytes that are not an ``EntryBatch``.
+- a Pulsar client's entry, stored as its SEND frame carried it, which starts with
+  ``0x0e 0x01`` (Pulsar's magic of a checksummed message): decoded by
+  :func:`magnetar.protocol.stored.decode` into its own :class:`Entry`. Such bytes never
+  start a valid ``EntryBatch`` (``0x0e`` is field 1 with wire type 6, which does not
+  exist), so the first two bytes tell the formats apart.
 
 Protobuf is the storage format here, not gRPC: this module is the only one of the broker
 core that touches ``broker_pb2``.
@@ -32,9 +32,10 @@ from google.protobuf.message import DecodeError
 from magnetar.common.errors import InvalidArgument
 from magnetar.proto.v1.broker_pb2 import EntryBatch as _EntryBatch
 from magnetar.proto.v1.broker_pb2 import SingleMessage as _SingleMessage
+from magnetar.protocol import stored as _pulsar
 
-PULSAR_MAGIC: Final = b"\x0e\x01"
-"""The first bytes of an entry a Pulsar client sent (reserved; see the module docstring)."""
+PULSAR_MAGIC: Final = _pulsar.MAGIC
+"""The first bytes of an entry a Pulsar client sent (see the module docstring)."""
 
 
 class MessageView(Protocol):
@@ -117,12 +118,11 @@ def decode_entry(data: bytes) -> Entry:
     Raises:
         InvalidArgument: ``data`` is not an entry (corrupt, or a format not readable here).
     """
+    if data[:2] == PULSAR_MAGIC:
+        return _pulsar.decode(data)
     try:
         return _EntryBatch.FromString(data)
     except DecodeError as exc:
-        # Told apart only when parsing failed: the hot path pays nothing for it.
-        if data[:2] == PULSAR_MAGIC:
-            raise InvalidArgument("the entry is in a Pulsar client's format, which this broker cannot read yet") from None
         raise InvalidArgument(f"the entry is not a message batch ({exc}); it is corrupt or in an unknown format") from None
 
 

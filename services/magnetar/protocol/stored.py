@@ -1,0 +1,213 @@
+"""An entry a Pulsar client sent, as the broker stores it, read back for the core.
+
+A Pulsar producer's entry is stored as sent: the payload section of its SEND frame,
+``[0x0e01][CRC32C][metadataSize][MessageMetadata][payload]`` (a client below protocol
+version 6 sends no magic and checksum: :func:`stored_entry` adds them, so every stored
+Pulsar entry starts ``0x0e 0x01``). A consumer on Pulsar's protocol gets those bytes back
+as they are; the core reads them through :func:`decode` as an
+:class:`~magnetar.broker.entry.Entry` (duck-typed here: this package knows no broker code).
+
+What the core reads:
+
+- of the entry: the producer name, the sequence id of its first message, the publish
+  time, whether it is a batch (``num_messages_in_batch`` set, as Pulsar's clients mark a
+  batch), its compression, schema version and the highest sequence id;
+- of each message: its payload, properties, partition key and ordering key, event time,
+  sequence id (a batch's records carry theirs, else the first one's + its index) and
+  deliver-at time (the entry's: Pulsar's clients send a delayed message alone).
+
+A batch payload is ``num_messages_in_batch`` records ``[size][SingleMessageMetadata]
+[payload]``. A compressed entry (``compression`` set) is not opened: this package has no
+codecs yet. It is read as Pulsar's broker reads every entry, by its metadata alone: its
+messages carry the entry's key, properties, event time and deliver-at time, their
+sequence ids are the entry's, and their payload is empty (:attr:`PulsarEntry.compressed`
+tells a door that the payloads are not readable here).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from google.protobuf.message import DecodeError
+
+from magnetar.common.errors import InvalidArgument
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol.checksum import crc32c
+
+MAGIC: Final = b"\x0e\x01"
+"""The first bytes of a stored Pulsar entry (Pulsar's magic of a checksummed message)."""
+
+_U32 = struct.Struct(">I")
+_HEADER = struct.Struct(">HII")  # magic, CRC32C, metadataSize
+_NONE = pb.CompressionType.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarMessage:
+    """One message of a stored Pulsar entry (a ``MessageView``)."""
+
+    payload: bytes
+    properties: Mapping[str, str] = field(default_factory=dict)
+    partition_key: str = ""
+    has_partition_key: bool = False
+    ordering_key: bytes = b""
+    event_time_ms: int = 0
+    sequence_id: int = 0
+    deliver_at_ms: int = 0
+    null_value: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PulsarEntry:
+    """A stored Pulsar entry (an ``Entry``), with the metadata it was sent with."""
+
+    metadata: pb.MessageMetadata
+    messages: tuple[PulsarMessage, ...]
+    payload: bytes
+    """The payload section as sent (a batch's records, possibly compressed)."""
+
+    @property
+    def producer_name(self) -> str:
+        return self.metadata.producer_name
+
+    @property
+    def sequence_id(self) -> int:
+        return self.metadata.sequence_id
+
+    @property
+    def highest_sequence_id(self) -> int:
+        return max(self.metadata.highest_sequence_id, self.metadata.sequence_id + len(self.messages) - 1)
+
+    @property
+    def publish_time_ms(self) -> int:
+        return self.metadata.publish_time
+
+    @property
+    def batched(self) -> bool:
+        return self.metadata.HasField("num_messages_in_batch")
+
+    @property
+    def compression(self) -> int:
+        """``CompressionType`` of the payload (``NONE``: 0)."""
+        return self.metadata.compression
+
+    @property
+    def compressed(self) -> bool:
+        return self.metadata.compression != _NONE
+
+    @property
+    def compression_name(self) -> str:
+        return pb.CompressionType.Name(self.metadata.compression)
+
+    @property
+    def schema_version(self) -> bytes:
+        return self.metadata.schema_version
+
+
+def stored_entry(metadata_bytes: bytes, payload: bytes) -> bytes:
+    """The bytes stored for a message sent with ``metadata_bytes`` (a serialized
+    ``MessageMetadata``) and ``payload``: magic, CRC32C, metadata size, metadata, payload."""
+    checked = _U32.pack(len(metadata_bytes)) + metadata_bytes + payload
+    return MAGIC + _U32.pack(crc32c(checked)) + checked
+
+
+def decode(data: bytes) -> PulsarEntry:
+    """The stored Pulsar entry ``data`` (starting with :data:`MAGIC`).
+
+    Raises:
+        InvalidArgument: not a whole, intact Pulsar entry (no magic, a checksum that does
+            not match, metadata that does not parse, batch records that do not fit).
+    """
+    if len(data) < _HEADER.size or data[:2] != MAGIC:
+        raise InvalidArgument("not a Pulsar entry: it does not start with the magic 0x0e01 and a checksum")
+    _, expected, size = _HEADER.unpack_from(data, 0)
+    if size > len(data) - _HEADER.size:
+        raise InvalidArgument(f"a Pulsar entry whose metadata size {size} does not fit its {len(data)} bytes")
+    actual = crc32c(memoryview(data)[6:])
+    if actual != expected:
+        raise InvalidArgument(f"a Pulsar entry whose checksum does not match (stored {expected:#010x}, computed {actual:#010x})")
+    metadata = pb.MessageMetadata()
+    try:
+        metadata.ParseFromString(data[_HEADER.size : _HEADER.size + size])
+    except DecodeError as exc:
+        raise InvalidArgument(f"a Pulsar entry whose message metadata does not parse: {exc}") from None
+    if not metadata.IsInitialized():
+        missing = ", ".join(metadata.FindInitializationErrors())
+        raise InvalidArgument(f"a Pulsar entry whose message metadata lacks {missing}")
+    payload = data[_HEADER.size + size :]
+    return PulsarEntry(metadata, _messages(metadata, payload), payload)
+
+
+def _messages(metadata: pb.MessageMetadata, payload: bytes) -> tuple[PulsarMessage, ...]:
+    deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else 0
+    batched = metadata.HasField("num_messages_in_batch")
+    count = metadata.num_messages_in_batch
+    if batched and count < 1:
+        raise InvalidArgument(f"a Pulsar batch of {count} messages")
+    if metadata.compression != _NONE:
+        # Not opened (no codecs yet): read by the entry's metadata, as Pulsar's broker does.
+        outer = _outer(metadata, b"" if batched else payload, deliver_at)
+        n = count if batched else 1
+        return tuple(
+            PulsarMessage(
+                b"", outer.properties, outer.partition_key, outer.has_partition_key, outer.ordering_key,
+                outer.event_time_ms, metadata.sequence_id + i, deliver_at,
+            )
+            for i in range(n)
+        )  # fmt: skip
+    if not batched:
+        return (_outer(metadata, payload, deliver_at),)
+    out = []
+    pos, end = 0, len(payload)
+    for i in range(count):
+        if end - pos < 4:
+            raise InvalidArgument(f"a Pulsar batch that ends before its message {i} of {count}")
+        (size,) = _U32.unpack_from(payload, pos)
+        pos += 4
+        if size > end - pos:
+            raise InvalidArgument(f"a Pulsar batch whose message {i} metadata size {size} does not fit")
+        single = pb.SingleMessageMetadata()
+        try:
+            single.ParseFromString(payload[pos : pos + size])
+        except DecodeError as exc:
+            raise InvalidArgument(f"a Pulsar batch whose message {i} metadata does not parse: {exc}") from None
+        if not single.HasField("payload_size"):
+            raise InvalidArgument(f"a Pulsar batch whose message {i} metadata lacks payload_size")
+        pos += size
+        length = single.payload_size
+        if length < 0 or length > end - pos:
+            raise InvalidArgument(f"a Pulsar batch whose message {i} payload of {length} bytes does not fit")
+        has_key = single.HasField("partition_key") and not single.null_partition_key
+        out.append(PulsarMessage(
+            payload[pos : pos + length],
+            {kv.key: kv.value for kv in single.properties},
+            single.partition_key if has_key else "",
+            has_key,
+            single.ordering_key,
+            single.event_time,
+            single.sequence_id if single.HasField("sequence_id") else metadata.sequence_id + i,
+            deliver_at,
+            single.null_value,
+        ))  # fmt: skip
+        pos += length
+    if pos != end:
+        raise InvalidArgument(f"a Pulsar batch of {count} messages with {end - pos} bytes after them")
+    return tuple(out)
+
+
+def _outer(metadata: pb.MessageMetadata, payload: bytes, deliver_at: int) -> PulsarMessage:
+    has_key = metadata.HasField("partition_key") and not metadata.null_partition_key
+    return PulsarMessage(
+        payload,
+        {kv.key: kv.value for kv in metadata.properties},
+        metadata.partition_key if has_key else "",
+        has_key,
+        metadata.ordering_key,
+        metadata.event_time,
+        metadata.sequence_id,
+        deliver_at,
+        metadata.null_value,
+    )

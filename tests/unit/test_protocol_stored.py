@@ -1,0 +1,108 @@
+"""A Pulsar client's entry, stored as sent, read back by the core (magnetar.protocol.stored
+through broker/entry.py): single messages, batches, compressed entries, torn and
+corrupted bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from magnetar.broker.entry import Message, OpaqueEntry, decode_entry, publish_time, view_entry
+from magnetar.broker.topic import delivery_time
+from magnetar.common.errors import InvalidArgument
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import stored
+from magnetar.protocol.checksum import crc32c
+
+
+def _metadata(**fields) -> pb.MessageMetadata:
+    props = fields.pop("properties", {})
+    fields = {"producer_name": "prod", "sequence_id": 7, "publish_time": 1_700_000_000_000} | fields
+    m = pb.MessageMetadata(**fields)
+    m.properties.extend(pb.KeyValue(key=k, value=v) for k, v in props.items())
+    return m
+
+
+def _record(payload: bytes, **fields) -> bytes:
+    props = fields.pop("properties", {})
+    single = pb.SingleMessageMetadata(payload_size=len(payload), **fields)
+    single.properties.extend(pb.KeyValue(key=k, value=v) for k, v in props.items())
+    meta = single.SerializeToString()
+    return struct.pack(">I", len(meta)) + meta + payload
+
+
+def test_a_single_message_is_read_from_its_metadata():
+    meta = _metadata(properties={"a": "1"}, partition_key="k", event_time=123, deliver_at_time=1_700_000_005_000,
+                     ordering_key=b"ok", schema_version=b"\0" * 8)  # fmt: skip
+    data = stored.stored_entry(meta.SerializeToString(), b"hello")
+    assert data[:2] == stored.MAGIC
+    entry = decode_entry(data)
+    assert (entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched) == ("prod", 7, 1_700_000_000_000, False)
+    assert entry.schema_version == b"\0" * 8 and not entry.compressed
+    [m] = entry.messages
+    assert (m.payload, dict(m.properties), m.partition_key, m.has_partition_key) == (b"hello", {"a": "1"}, "k", True)
+    assert (m.ordering_key, m.event_time_ms, m.sequence_id, m.deliver_at_ms) == (b"ok", 123, 7, 1_700_000_005_000)
+    assert publish_time(data) == 1_700_000_000_000
+    assert delivery_time(data) == 1_700_000_005_000  # the core's delayed delivery reads it
+
+
+def test_a_batch_is_split_into_its_records():
+    payload = (
+        _record(b"one", partition_key="k1", properties={"x": "y"}, event_time=5, sequence_id=10)
+        + _record(b"", null_value=True)
+        + _record(b"three", partition_key="k3", sequence_id=12)
+    )
+    meta = _metadata(num_messages_in_batch=3, sequence_id=10, highest_sequence_id=12)
+    entry = decode_entry(stored.stored_entry(meta.SerializeToString(), payload))
+    assert entry.batched and entry.highest_sequence_id == 12
+    got = [(m.payload, dict(m.properties), m.partition_key, m.has_partition_key, m.event_time_ms, m.sequence_id, m.null_value)
+           for m in entry.messages]  # fmt: skip
+    assert got == [
+        (b"one", {"x": "y"}, "k1", True, 5, 10, False),
+        (b"", {}, "", False, 0, 11, True),  # no sequence id of its own: the first one's + its index
+        (b"three", {}, "k3", True, 0, 12, False),
+    ]
+    assert view_entry(stored.stored_entry(meta.SerializeToString(), payload)).messages == entry.messages
+
+
+def test_a_compressed_batch_is_read_by_its_metadata_alone():
+    meta = _metadata(num_messages_in_batch=4, compression=pb.CompressionType.LZ4, partition_key="key", uncompressed_size=99)
+    entry = decode_entry(stored.stored_entry(meta.SerializeToString(), b"\x04\x22\x4d\x18 not opened"))
+    assert entry.compressed and entry.compression_name == "LZ4" and entry.batched
+    assert [(m.payload, m.partition_key, m.sequence_id) for m in entry.messages] == [(b"", "key", 7 + i) for i in range(4)]
+
+
+def test_a_checksum_is_added_for_a_client_below_protocol_6():
+    meta = _metadata().SerializeToString()
+    data = stored.stored_entry(meta, b"p")
+    checked = struct.pack(">I", len(meta)) + meta + b"p"
+    assert data == b"\x0e\x01" + struct.pack(">I", crc32c(checked)) + checked
+
+
+def _corrupt() -> dict[str, bytes]:
+    good_meta = _metadata(num_messages_in_batch=2).SerializeToString()
+    two = _record(b"a") + _record(b"bb")
+    good = stored.stored_entry(good_meta, two)
+    flipped = bytearray(good)
+    flipped[-1] ^= 1
+    return {
+        "torn": good[:-1],
+        "bit-flip": bytes(flipped),
+        "header-only": good[:6],
+        "metadata-size-too-big": b"\x0e\x01" + struct.pack(">I", crc32c(b"\xff\xff\xff\xff")) + b"\xff\xff\xff\xff",
+        "batch-short": stored.stored_entry(good_meta, _record(b"a")),
+        "batch-record-too-long": stored.stored_entry(good_meta, _record(b"a") + _record(b"bb")[:-1]),
+        "bytes-after-batch": stored.stored_entry(good_meta, two + b"x"),
+        "zero-batch": stored.stored_entry(_metadata(num_messages_in_batch=0).SerializeToString(), b""),
+        "metadata-garbage": stored.stored_entry(b"\xff\xff", b""),
+        "metadata-missing-fields": stored.stored_entry(pb.MessageMetadata(producer_name="p").SerializePartialToString(), b""),
+    }
+
+
+@pytest.mark.parametrize("name", list(_corrupt()))
+def test_a_corrupt_pulsar_entry_is_a_clear_error_and_delivered_opaque(name):
+    data = _corrupt()[name]
+    with pytest.raises(InvalidArgument, match="Pulsar"):
+        decode_entry(data)
+    assert view_entry(data) == OpaqueEntry((Message(data),))  # delivered and peeked as one message
