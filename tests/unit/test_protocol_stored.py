@@ -106,3 +106,38 @@ def test_a_corrupt_pulsar_entry_is_a_clear_error_and_delivered_opaque(name):
     with pytest.raises(InvalidArgument, match="Pulsar"):
         decode_entry(data)
     assert view_entry(data) == OpaqueEntry((Message(data),))  # delivered and peeked as one message
+
+
+def _delivered(entry: bytes):
+    from magnetar.broker.consumer import Delivery
+    from magnetar.broker.rpc import wire
+
+    return wire.deliveries([Delivery((3, 4), entry, 2)], 1).deliveries[0]
+
+
+def test_the_grpc_door_gives_the_sdk_a_pulsar_batch_as_an_entry_batch():
+    from magnetar.client.message import unpack_entry
+
+    payload = _record(b"one", partition_key="k1", properties={"x": "y"}, event_time=5) + _record(b"two")
+    meta = _metadata(num_messages_in_batch=2, sequence_id=10, highest_sequence_id=11)
+    messages, batched = unpack_entry("t-partition-1", 1, _delivered(stored.stored_entry(meta.SerializeToString(), payload)))
+    assert batched
+    got = [(str(m.message_id()), m.data(), m.properties(), m.partition_key(), m.event_timestamp(), m.sequence_id(),
+            m.producer_name(), m.publish_timestamp(), m.redelivery_count()) for m in messages]  # fmt: skip
+    assert got == [
+        ("3:4:1:0", b"one", {"x": "y"}, "k1", 5, 10, "prod", 1_700_000_000_000, 2),
+        ("3:4:1:1", b"two", {}, "", 0, 11, "prod", 1_700_000_000_000, 2),
+    ]
+    single, batched = unpack_entry("t", 1, _delivered(stored.stored_entry(_metadata(partition_key="k").SerializeToString(), b"solo")))
+    assert not batched and [(str(m.message_id()), m.data(), m.partition_key()) for m in single] == [("3:4:1:-1", b"solo", "k")]
+
+
+def test_a_compressed_pulsar_entry_reaches_the_sdk_as_stored_and_is_refused_clearly():
+    from magnetar.client.message import unpack_entry
+    from magnetar.common.errors import MagnetarError
+
+    data = stored.stored_entry(_metadata(num_messages_in_batch=2, compression=pb.CompressionType.LZ4).SerializeToString(), b"lz4")
+    delivery = _delivered(data)
+    assert delivery.entry == data
+    with pytest.raises(MagnetarError, match="compressed with LZ4, which this client cannot decompress yet"):
+        unpack_entry("t", 1, delivery)

@@ -75,10 +75,32 @@ def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[lis
     try:
         batch.ParseFromString(delivery.entry)
     except Exception as exc:  # protobuf's DecodeError
-        raise MagnetarError(f"undecodable entry {delivery.message_id} on {topic}: {exc}") from exc
+        raise MagnetarError(f"undecodable entry {_position(delivery)} on {topic}: {_why(delivery.entry, exc)}") from exc
     ledger_id, entry_id = delivery.message_id.ledger_id, delivery.message_id.entry_id
     out = []
     for i, single in enumerate(batch.messages):
         mid = MessageId.trusted(partition, ledger_id, entry_id, i if batch.batched else -1)
         out.append(Message(topic, mid, single, batch.publish_time_ms, delivery.redelivery_count, batch.producer_name))
     return out, batch.batched
+
+
+def _position(delivery: pb.Delivery) -> str:
+    return f"{delivery.message_id.ledger_id}:{delivery.message_id.entry_id}"
+
+
+def _why(entry: bytes, exc: Exception) -> str:
+    """Why an entry is not readable here. The broker hands over a Pulsar client's entry
+    as stored only when it cannot translate it: a compressed one (no codecs yet)."""
+    if entry[:2] == b"\x0e\x01":
+        from magnetar.protocol import stored  # only on this rare path
+
+        try:
+            sent = stored.decode(entry)
+        except MagnetarError as bad:
+            return f"a Pulsar client's entry that does not decode ({bad.message})"
+        if sent.compressed:
+            return (
+                f"a Pulsar client sent it compressed with {sent.compression_name}, which this client cannot "
+                "decompress yet; it is left unacknowledged"
+            )
+    return str(exc)

@@ -3,6 +3,12 @@ own types (subscription types, message ids, deliveries, stats, dead-letter polic
 
 Subscription types and initial positions have the same numbers on both sides, so they
 translate by value (checked here, since an unknown number must be refused, not stored).
+
+Entries a Pulsar client sent (stored as sent, see :mod:`magnetar.protocol.stored`) go to
+the SDK as the ``EntryBatch`` it reads (:func:`sdk_entry`), with the same messages and
+ids. A compressed one goes as stored: there are no codecs yet, so the SDK cannot read it
+and says so (it logs the entry as unreadable and leaves it unacknowledged) rather than
+hand out a wrong payload.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.deadletter.policy import DeadLetterDefaults, DeadLetterPolicy
+from magnetar.broker.entry import PULSAR_MAGIC, decode_entry, encode_entry
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument
@@ -60,12 +67,25 @@ def deliveries(out: Iterable[Delivery], partition: int) -> pb.Deliveries:
     append = batch.deliveries.add
     for d in out:
         p = d.position
-        sent = append(entry=d.entry, redelivery_count=d.redelivery_count)
+        entry = d.entry
+        sent = append(entry=sdk_entry(entry) if entry[:2] == PULSAR_MAGIC else entry, redelivery_count=d.redelivery_count)
         mid = sent.message_id
         mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index = p[0], p[1], partition, -1
         if d.skipped:
             sent.ack_set = masks.to_bytes(d.skipped, d.messages)
     return batch
+
+
+def sdk_entry(data: bytes) -> bytes:
+    """A stored Pulsar entry as the ``EntryBatch`` the SDK reads (the same messages,
+    producer, sequence ids and publish time); a compressed or unreadable one as stored."""
+    try:
+        entry = decode_entry(data)
+    except InvalidArgument:
+        return data
+    if getattr(entry, "compressed", False):
+        return data
+    return encode_entry(entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched, entry.messages)
 
 
 def single_message(m: MessageView) -> pb.SingleMessage:
