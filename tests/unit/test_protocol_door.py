@@ -202,20 +202,20 @@ async def test_a_topic_name_that_is_not_utf8_is_refused(door) -> None:
 
 async def test_every_command_not_served_gets_an_answer_and_the_connection_goes_on(door) -> None:
     listener, _ = door
-    producer = pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(topic="t", producer_id=1, request_id=11))
+    lookup_schema = pb.BaseCommand(type=T.GET_SCHEMA, getSchema=pb.CommandGetSchema(topic="t", request_id=11))
     subscribe = pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
         topic="t", subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=12))  # fmt: skip
     seek = pb.BaseCommand(type=T.SEEK, seek=pb.CommandSeek(consumer_id=1, request_id=13))
     txn = pb.BaseCommand(type=T.NEW_TXN)  # kept out of our .proto: no body
-    close = pb.BaseCommand(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=1, request_id=14))
+    close = pb.BaseCommand(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(consumer_id=1, request_id=14))
     async with await _open(listener) as conn:
         await conn.handshake()
-        await conn.send(producer, subscribe, seek, txn, close, connect_command())
+        await conn.send(lookup_schema, subscribe, seek, txn, close, connect_command())
         answers = [(await conn.receive()).command for _ in range(6)]
         assert [(a.error.request_id, a.error.error) for a in answers[:4]] == [
             (11, pb.NotAllowedError), (12, pb.NotAllowedError), (13, pb.NotAllowedError), (0, pb.UnsupportedVersionError),
         ]
-        assert "PRODUCER is not served" in answers[0].error.message
+        assert "GET_SCHEMA is not served" in answers[0].error.message
         assert "NEW_TXN is not supported" in answers[3].error.message
         assert answers[4].type == T.SUCCESS and answers[4].success.request_id == 14  # nothing to close
         assert answers[5].type == T.ERROR and "connected already" in answers[5].error.message
@@ -236,7 +236,7 @@ async def test_a_send_with_a_bad_checksum_gets_send_error_checksum_error(door) -
         assert (answer.send_error.producer_id, answer.send_error.sequence_id, answer.send_error.error) == (3, 8, pb.ChecksumError)
         await conn.send_bytes(bytes(frame[:-1]) + bytes([frame[-1] ^ 1]))  # the same SEND, intact
         answer = (await conn.receive()).command
-        assert answer.send_error.error == pb.NotAllowedError and "PRODUCER is not served" in answer.send_error.message
+        assert answer.send_error.error == pb.NotAllowedError and "no producer 3 on this connection" in answer.send_error.message
 
 
 @pytest.mark.parametrize(

@@ -134,3 +134,29 @@ def send_error(producer_id: int, sequence_id: int, code: pb.ServerError, message
         type=Type.SEND_ERROR,
         send_error=pb.CommandSendError(producer_id=producer_id, sequence_id=sequence_id, error=code, message=message),
     )
+
+
+def producer_success(request: int, producer_name: str, last_sequence_id: int) -> pb.BaseCommand:
+    return pb.BaseCommand(
+        type=Type.PRODUCER_SUCCESS,
+        producer_success=pb.CommandProducerSuccess(
+            request_id=request, producer_name=producer_name, last_sequence_id=last_sequence_id, producer_ready=True,
+        ),
+    )  # fmt: skip
+
+
+def send_receipt(producer_id: int, sequence_id: int, highest_sequence_id: int, message: pb.MessageIdData) -> pb.BaseCommand:
+    """SEND_RECEIPT: the send ``sequence_id`` (to ``highest_sequence_id``) is stored as ``message``."""
+    return pb.BaseCommand(
+        type=Type.SEND_RECEIPT,
+        send_receipt=pb.CommandSendReceipt(
+            producer_id=producer_id, sequence_id=sequence_id, highest_sequence_id=highest_sequence_id, message_id=message,
+        ),
+    )  # fmt: skip
+
+
+def close_producer(producer_id: int, request: int = 0) -> pb.BaseCommand:
+    """CLOSE_PRODUCER from the broker: the client looks the topic up again and reconnects."""
+    return pb.BaseCommand(
+        type=Type.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=producer_id, request_id=request)
+    )

@@ -2,10 +2,11 @@
 
 The first command must be CONNECT (anything else: ERROR, then the connection closes);
 CONNECTED answers it with the lower of the two protocol versions and this broker's
-largest message. Served so far: PING/PONG, PARTITIONED_METADATA and LOOKUP; CLOSE_PRODUCER
-and CLOSE_CONSUMER (nothing to close: SUCCESS). Every other command gets an answer saying
-it is not served (ERROR NotAllowed, its request id echoed; SEND_ERROR for a SEND), never
-silence. Bytes that are not frames get ERROR and the connection closes.
+largest message. Served so far: PING/PONG, PARTITIONED_METADATA and LOOKUP; producers
+(PRODUCER, SEND, CLOSE_PRODUCER: :mod:`.producers`, which owns the connection's
+producers); CLOSE_CONSUMER (nothing to close: SUCCESS). Every other command gets an
+answer saying it is not served (ERROR NotAllowed, its request id echoed), never silence.
+Bytes that are not frames get ERROR and the connection closes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
 from magnetar.broker.protocol.errors import server_error
+from magnetar.broker.protocol.producers import DEFAULT_MAX_PENDING_SENDS, Producers
 from magnetar.common.errors import (
     AuthenticationError,
     InvalidTopicName,
@@ -55,6 +57,8 @@ class ConnectionSettings:
     """None: authentication off (CONNECT's credentials are not looked at)."""
     authorizer: Authorizer | None = None
     """None: authorization off."""
+    max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS
+    """Sends without a receipt past which the connection stops reading its socket."""
 
 
 class Connection:
@@ -77,15 +81,15 @@ class Connection:
         self._requests = BackgroundTasks(f"pulsar connection {self.peer}")
         self._awaiting_pong = False
         self._closed = False
+        self.producers = Producers(self, settings.authorizer, settings.max_pending_sends)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             Type.CONNECT: self._connect_again,
             Type.PING: lambda _: self._write(commands.pong()),
             Type.PONG: lambda _: None,  # hearing anything is what keepalive wants
             Type.PARTITIONED_METADATA: self._spawn(self._partitioned_metadata),
             Type.LOOKUP: self._spawn(self._lookup),
-            Type.CLOSE_PRODUCER: lambda f: self._write(commands.success(f.command.close_producer.request_id)),
             Type.CLOSE_CONSUMER: lambda f: self._write(commands.success(f.command.close_consumer.request_id)),
-            Type.SEND: self._send_refused,
+            **self.producers.handlers(),
         }
 
     # -- the socket -------------------------------------------------------------------------
@@ -110,6 +114,7 @@ class Connection:
                         break
                     self._handle(frame)
                 await self._writer.drain()
+                await self.producers.before_read()  # backpressure: pending sends, rates, quotas
         except ConnectionError:
             pass  # the peer went away
         finally:
@@ -122,10 +127,21 @@ class Connection:
         """Close the socket (:meth:`run` ends)."""
         self._closed = True
         self._writer.close()
+        self.producers.close()
 
     def _write(self, command: pb.BaseCommand) -> None:
         if not self._closed:
             self._writer.write(encode_command(command))
+
+    write = _write
+    """(for the command handlers of other modules)"""
+
+    def spawn(self, request: Coroutine[Any, Any, None], name: str) -> None:
+        """Serve ``request`` in a task owned by the connection (cancelled when it closes)."""
+        if self._closed:
+            request.close()
+        else:
+            self._requests.spawn(request, name=f"{name}:{self.peer}")
 
     def _refuse_and_close(self, command: pb.BaseCommand, why: str) -> None:
         log.info("pulsar connection %s: %s; closing it", self.peer, why)
@@ -197,6 +213,10 @@ class Connection:
 
         return handle
 
+    def topic_name(self, value: str | bytes) -> str:
+        """The full name of the topic a command names. Raises: InvalidTopicName."""
+        return self._topic(value)
+
     def _topic(self, value: str | bytes) -> str:
         if not isinstance(value, str):  # proto2 hands over a string that is not UTF-8 as bytes
             raise InvalidTopicName(f"topic name {value!r} is not UTF-8")
@@ -241,16 +261,6 @@ class Connection:
             log.exception("lookup of %r failed", request.topic)
             answer = commands.lookup_failed(rid, pb.UnknownError, f"internal error: {exc!r}")
         self._write(answer)
-
-    def _send_refused(self, frame: Frame) -> None:
-        send = frame.command.send
-        if frame.checksum_error is not None:
-            self._write(commands.send_error(send.producer_id, send.sequence_id, pb.ChecksumError, frame.checksum_error.message))
-        else:
-            self._write(commands.send_error(
-                send.producer_id, send.sequence_id, pb.NotAllowedError,
-                f"no producer {send.producer_id} on this connection: PRODUCER is not served by this broker yet",
-            ))  # fmt: skip
 
     def _not_served(self, frame: Frame) -> None:
         name = frame.type_name

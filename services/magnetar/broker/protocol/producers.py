@@ -1,0 +1,271 @@
+"""The producers of one Pulsar protocol connection: PRODUCER, SEND, SEND_RECEIPT,
+SEND_ERROR and CLOSE_PRODUCER (both ways).
+
+A PRODUCER is served as the gRPC door's OpenProducer: authorization (the connection's
+role may produce on the topic), :meth:`BrokerService.get_topic` (which checks ownership
+and serving) and :meth:`PersistentTopic.add_producer` (a name in use is ProducerBusy; the
+answer carries the last sequence id stored under the name, for deduplication). A SEND's
+entry is stored as sent (:func:`magnetar.protocol.stored.stored_entry`) by
+:meth:`PersistentTopic.publish`, which does everything else: deduplication, the size
+limit, backlog quotas, the delivery-delay limit, and refusing what it could not read back.
+
+Receipts go out in the order of the sends of each producer (the C++ client expects its
+oldest pending message to be acknowledged first): a send that settles early waits for
+those before it. A resend recognised by deduplication gets a receipt with message id
+(-1, -1), as Pulsar's broker sends. A failed send gets SEND_ERROR with the error's
+``ServerError``.
+
+Backpressure (Pulsar's ``maxPendingPublishRequestsPerConnection``): past
+``max_pending_sends`` sends without a receipt, the connection stops reading its socket
+(:meth:`Producers.before_read`) until half of them are answered; the namespace's publish
+rate and a ``producer_request_hold`` backlog quota pause the reading the same way, as
+they pause the gRPC door's reading of a produce stream.
+
+When the topic stops being served here (unloaded, moved, the broker lost ZooKeeper) the
+broker sends CLOSE_PRODUCER: the client looks the topic up again, reconnects and resends
+what was not acknowledged (deduplication keeps those stored once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from magnetar.broker.authorization import Action, Request
+from magnetar.broker.protocol.errors import server_error
+from magnetar.common.errors import InvalidArgument, MagnetarError, NotOwner, ServiceClosed
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
+from magnetar.protocol.stored import stored_entry
+
+if TYPE_CHECKING:
+    from magnetar.broker.authorizer import Authorizer
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic import PersistentTopic, PublishResult
+    from magnetar.protocol.frames import Frame
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PENDING_SENDS = 1000
+"""Pulsar's ``maxPendingPublishRequestsPerConnection``."""
+
+
+class ProducerHost(Protocol):
+    """What the producers need of their connection."""
+
+    service: BrokerService
+    peer: str
+    role: str | None
+
+    def write(self, command: pb.BaseCommand) -> None: ...
+
+    def spawn(self, request: Coroutine[Any, Any, None], name: str) -> None: ...
+
+    def topic_name(self, value: str | bytes) -> str: ...
+
+
+@dataclass(eq=False)
+class ProtocolProducer:
+    """One producer of the connection (``producer_id`` is the client's)."""
+
+    producer_id: int
+    name: str
+    topic: PersistentTopic
+    last_sequence_id: int
+    """What PRODUCER_SUCCESS said: the highest sequence id stored under the name (-1: none)."""
+    pending: deque[tuple[int, int, asyncio.Future[PublishResult]]] = field(default_factory=deque)
+    """(sequence id, highest sequence id, outcome) of each send not answered yet, in order."""
+    closed: bool = False
+
+
+class Producers:
+    """PRODUCER, SEND and CLOSE_PRODUCER on one connection."""
+
+    def __init__(
+        self, host: ProducerHost, authorizer: Authorizer | None, max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS,
+    ) -> None:  # fmt: skip
+        self.host = host
+        self.authorizer = authorizer
+        self.max_pending_sends = max_pending_sends
+        self.by_id: dict[int, ProtocolProducer] = {}
+        self._opening: set[int] = set()
+        self.pending = 0
+        """Sends of this connection without a receipt yet."""
+        self._room: asyncio.Event | None = None
+        self._sent: dict[ProtocolProducer, list[int]] = {}  # messages, bytes since the last read
+        self._closed = False
+
+    def handlers(self) -> dict[int, Callable[[Frame], None]]:
+        """The connection's handlers for the commands served here."""
+        Type = pb.BaseCommand.Type
+        return {Type.PRODUCER: self._producer, Type.SEND: self.send, Type.CLOSE_PRODUCER: self._close_producer}
+
+    # -- PRODUCER ---------------------------------------------------------------------------
+    def _producer(self, frame: Frame) -> None:
+        request = frame.command.producer
+        self.host.spawn(self._open(request), name=f"PRODUCER {request.producer_id}:{self.host.peer}")
+
+    async def _open(self, request: pb.CommandProducer) -> None:
+        rid, pid = request.request_id, request.producer_id
+        existing = self.by_id.get(pid)
+        if existing is not None:  # the client asked again (its request timed out): the same answer
+            self.host.write(commands.producer_success(rid, existing.name, existing.last_sequence_id))
+            return
+        if pid in self._opening:
+            self.host.write(commands.error(rid, pb.ServiceNotReady, f"producer {pid} is being created on this connection"))
+            return
+        self._opening.add(pid)
+        try:
+            answer = await self._create(request)
+        except MagnetarError as exc:
+            answer = commands.error(rid, server_error(exc), exc.message)
+        except Exception as exc:
+            log.exception("PRODUCER on %r failed", request.topic)
+            answer = commands.error(rid, pb.UnknownError, f"internal error: {exc!r}")
+        finally:
+            self._opening.discard(pid)
+        self.host.write(answer)
+
+    async def _create(self, request: pb.CommandProducer) -> pb.BaseCommand:
+        service = self.host.service
+        topic_name = self.host.topic_name(request.topic)
+        if request.producer_access_mode != pb.Shared:
+            mode = pb.ProducerAccessMode.Name(request.producer_access_mode)
+            raise InvalidArgument(f"producer access mode {mode} is not served by this broker (only Shared)")
+        if request.encrypted:
+            raise InvalidArgument("encrypted messages are not served by this broker")
+        if self.authorizer is not None:
+            await self.authorizer.check(self.host.role, Request(Action.PRODUCE, topic_name))
+        topic = await service.get_topic(topic_name)
+        if self._closed:
+            raise ServiceClosed("the connection is closing")
+        name = request.producer_name if request.HasField("producer_name") and request.producer_name else service.new_producer_name()
+        producer: ProtocolProducer | None = None
+
+        def on_close(error: MagnetarError) -> None:
+            if producer is not None:
+                self._closed_by_broker(producer, error)
+
+        last = topic.add_producer(name, on_close=on_close)
+        producer = ProtocolProducer(request.producer_id, name, topic, last)
+        self.by_id[request.producer_id] = producer
+        log.debug("pulsar connection %s: producer %s (%d) on %s", self.host.peer, name, request.producer_id, topic.name)
+        return commands.producer_success(request.request_id, name, last)
+
+    # -- SEND -------------------------------------------------------------------------------
+    def send(self, frame: Frame) -> None:
+        """Store a SEND's entry; its receipt goes out when it is stored (in order)."""
+        send = frame.command.send
+        pid, seq = send.producer_id, send.sequence_id
+        if frame.checksum_error is not None:
+            self.host.write(commands.send_error(pid, seq, pb.ChecksumError, frame.checksum_error.message))
+            return
+        producer = self.by_id.get(pid)
+        if producer is None:
+            self.host.write(commands.send_error(pid, seq, pb.NotAllowedError, f"no producer {pid} on this connection"))
+            return
+        if not self.host.service.serving():
+            self._closed_by_broker(producer, self.host.service.not_serving(f"producer {producer.name} on {producer.topic.name}"))
+            return
+        metadata = frame.metadata
+        assert metadata is not None  # the decoder gives one unless the checksum failed
+        count = send.num_messages
+        highest = max(seq, send.highest_sequence_id, metadata.highest_sequence_id)
+        if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
+            highest = seq + count - 1
+        entry = stored_entry(frame.metadata_bytes, frame.payload)
+        published = producer.topic.publish(
+            producer.name, entry, count, seq, highest, maybe_delayed=metadata.HasField("deliver_at_time")
+        )
+        producer.pending.append((seq, highest, published))
+        self.pending += 1
+        if producer.topic.publish_limiter is not None or producer.topic.may_hold_producers:
+            sent = self._sent.setdefault(producer, [0, 0])
+            sent[0] += count
+            sent[1] += len(entry)
+        published.add_done_callback(lambda _: self._answer(producer))
+
+    def _answer(self, producer: ProtocolProducer) -> None:
+        """Write the receipts of the producer's oldest sends that are settled."""
+        pending = producer.pending
+        while pending and pending[0][2].done():
+            seq, highest, published = pending.popleft()
+            self.pending -= 1
+            exc = published.exception() if not published.cancelled() else NotOwner("the topic is closing")
+            if producer.closed:
+                continue
+            pid = producer.producer_id
+            if exc is not None:
+                error = exc if isinstance(exc, MagnetarError) else MagnetarError(repr(exc))
+                if not isinstance(exc, MagnetarError):
+                    log.error("send of producer %s on %s failed: %r", producer.name, producer.topic.name, exc)
+                self.host.write(commands.send_error(pid, seq, server_error(error), error.message))
+                continue
+            result = published.result()
+            ledger, entry = result.position if result.position is not None else (-1, -1)
+            self.host.write(commands.send_receipt(pid, seq, highest, commands.message_id(ledger, entry, producer.topic.partition)))
+        if self._room is not None and self.pending <= self.max_pending_sends // 2:
+            self._room.set()
+
+    async def before_read(self) -> None:
+        """Wait until the connection may read its socket again: fewer than the limit of
+        sends pending, and each producer that sent since the last read within its topic's
+        publish rate and backlog quota."""
+        if self._sent:
+            sent, self._sent = self._sent, {}
+            for producer, (messages, size) in sent.items():
+                topic = producer.topic
+                if producer.closed:
+                    continue
+                if topic.publish_limiter is not None:
+                    await topic.throttle_publish(producer.name, messages, size)
+                if topic.may_hold_producers:
+                    await topic.hold_while_over_quota(producer.name)
+        while self.pending >= self.max_pending_sends and not self._closed:
+            self._room = asyncio.Event()
+            await self._room.wait()
+            self._room = None
+
+    # -- CLOSE_PRODUCER -----------------------------------------------------------------------
+    def _close_producer(self, frame: Frame) -> None:
+        request = frame.command.close_producer
+        self.host.spawn(self._close(request.producer_id, request.request_id), name=f"CLOSE_PRODUCER {request.producer_id}")
+
+    async def _close(self, producer_id: int, request_id: int) -> None:
+        producer = self.by_id.get(producer_id)
+        if producer is not None:
+            # As Pulsar's broker: what was sent before the close is answered first.
+            outcomes = [published for _, _, published in producer.pending]
+            if outcomes:
+                await asyncio.wait(outcomes)
+            self._forget(producer)
+        self.host.write(commands.success(request_id))
+
+    def _closed_by_broker(self, producer: ProtocolProducer, error: MagnetarError) -> None:
+        """The topic is no longer served here: tell the client (it looks the topic up again
+        and reconnects); receipts not written by now are not written."""
+        if producer.closed:
+            return
+        log.info("pulsar connection %s: closing producer %s on %s: %s", self.host.peer, producer.name, producer.topic.name, error.message)
+        self._forget(producer)
+        self.host.write(commands.close_producer(producer.producer_id))
+
+    def _forget(self, producer: ProtocolProducer) -> None:
+        producer.closed = True
+        if self.by_id.get(producer.producer_id) is producer:
+            del self.by_id[producer.producer_id]
+        producer.topic.remove_producer(producer.name)
+        self._sent.pop(producer, None)
+
+    def close(self) -> None:
+        """The connection is gone: every producer leaves its topic."""
+        self._closed = True
+        for producer in list(self.by_id.values()):
+            self._forget(producer)
+        if self._room is not None:
+            self._room.set()
+

@@ -1,0 +1,331 @@
+"""The Pulsar protocol door's producers (magnetar.broker.protocol.producers) over a
+stand-in topic: PRODUCER, SEND and its receipts in order, duplicates, SEND_ERROR, the
+refusals (no producer, bad checksum, not the owner, not authorized, a name in use),
+CLOSE_PRODUCER both ways, and the connection that stops reading past its pending sends.
+Real sockets on loopback, no other process."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_url
+from magnetar.broker.topic import PublishResult
+from magnetar.common import errors as e
+from magnetar.common.netutil import free_port
+from magnetar.managedledger.position import Position
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
+from magnetar.protocol.frames import encode_payload_command
+from magnetar.protocol.stored import stored_entry
+from magnetar.testing.pulsarwire import RawPulsarConnection
+
+T = pb.BaseCommand
+TOPIC = "persistent://public/default/t"
+
+
+@dataclass
+class Published:
+    producer: str
+    entry: bytes
+    count: int
+    lowest: int
+    highest: int
+    maybe_delayed: bool
+    outcome: asyncio.Future[PublishResult]
+
+
+@dataclass
+class FakeTopic:
+    name: str
+    partition: int = -1
+    settle_at_once: bool = True
+    last: dict[str, int] = field(default_factory=dict)
+    producers: dict[str, object] = field(default_factory=dict)
+    published: list[Published] = field(default_factory=list)
+    failure: e.MagnetarError | None = None
+    duplicates_through: int = -1
+    publish_limiter: object = None
+    may_hold_producers: bool = False
+
+    def add_producer(self, name: str, on_close=None) -> int:  # type: ignore[no-untyped-def]
+        if name in self.producers:
+            raise e.ProducerBusy(f"producer {name!r} is already connected to {self.name}")
+        self.producers[name] = on_close
+        return self.last.get(name, -1)
+
+    def remove_producer(self, name: str) -> None:
+        self.producers.pop(name, None)
+
+    def publish(self, producer, entry, count, lowest, highest, maybe_delayed=True):  # type: ignore[no-untyped-def]
+        outcome: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
+        self.published.append(Published(producer, entry, count, lowest, highest, maybe_delayed, outcome))
+        if self.settle_at_once:
+            self.settle(len(self.published) - 1)
+        return outcome
+
+    def settle(self, index: int) -> None:
+        p = self.published[index]
+        if self.failure is not None:
+            p.outcome.set_exception(self.failure)
+        elif p.lowest <= self.duplicates_through:
+            p.outcome.set_result(PublishResult(None, duplicate=True))
+        else:
+            p.outcome.set_result(PublishResult(Position(5, index)))
+
+
+@dataclass
+class FakeAuthorizer:
+    refuse: bool = False
+    asked: list[tuple[str | None, str]] = field(default_factory=list)
+
+    async def check(self, role, request) -> None:  # type: ignore[no-untyped-def]
+        self.asked.append((role, request.what()))
+        if self.refuse:
+            raise e.AuthorizationError(f"role {role!r} is not authorized to {request.what()}")
+
+
+@dataclass
+class FakeService:
+    pulsar_service_url: str
+    broker_id: str = "127.0.0.1:6650"
+    topics: dict[str, FakeTopic] = field(default_factory=dict)
+    failure: e.MagnetarError | None = None
+    authorizer: FakeAuthorizer = field(default_factory=FakeAuthorizer)
+    is_serving: bool = True
+    names: int = 0
+
+    def serving(self) -> bool:
+        return self.is_serving
+
+    def check_serving(self, what: str) -> None:
+        if not self.is_serving:
+            raise self.not_serving(what)
+
+    def not_serving(self, what: str) -> e.NotOwner:
+        return e.NotOwner(f"not serving ({what})")
+
+    async def get_topic(self, topic: str) -> FakeTopic:
+        if self.failure is not None:
+            raise self.failure
+        return self.topics.setdefault(topic, FakeTopic(topic, partition=3))
+
+    def new_producer_name(self) -> str:
+        self.names += 1
+        return f"generated-{self.names}"
+
+
+@pytest.fixture
+async def door() -> AsyncIterator[tuple[ProtocolListener, FakeService]]:
+    config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=5, max_message_bytes=64 * 1024)
+    service = FakeService(pulsar_service_url(config))
+    listener = ProtocolListener(service, config)  # type: ignore[arg-type]
+    listener.settings = dataclasses.replace(listener.settings, authorizer=service.authorizer)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        yield listener, service
+    finally:
+        await listener.stop()
+
+
+async def _connected(listener: ProtocolListener, protocol_version: int = 20) -> RawPulsarConnection:
+    conn = await RawPulsarConnection.open(listener.host, listener.port)
+    await conn.handshake(protocol_version)
+    return conn
+
+
+def producer_command(producer_id: int = 1, request_id: int = 1, name: str | None = None, topic: str = TOPIC) -> pb.BaseCommand:
+    cmd = pb.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id)
+    if name is not None:
+        cmd.producer_name = name
+    return pb.BaseCommand(type=T.PRODUCER, producer=cmd)
+
+
+def metadata(seq: int, **fields) -> pb.MessageMetadata:  # type: ignore[no-untyped-def]
+    return pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1_700_000_000_000, **fields)
+
+
+def send_frame(seq: int, payload: bytes = b"x", producer_id: int = 1, checksum: bool = True, **meta) -> bytes:  # type: ignore[no-untyped-def]
+    send = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=producer_id, sequence_id=seq))
+    return encode_payload_command(send, metadata(seq, **meta), payload, checksum=checksum)
+
+
+async def _wait_for(condition, timeout_s: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def test_a_producer_is_created_and_its_sends_stored_as_sent_with_receipts(door) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="mine"))
+        ok = (await conn.receive()).command
+        assert ok.type == T.PRODUCER_SUCCESS
+        assert (ok.producer_success.request_id, ok.producer_success.producer_name, ok.producer_success.last_sequence_id) == (1, "mine", -1)
+        await conn.send_bytes(send_frame(0, b"a", partition_key="k") + send_frame(1, b"b", deliver_at_time=5))
+        receipts = [(await conn.receive()).command.send_receipt for _ in range(2)]
+    topic = service.topics[TOPIC]
+    assert [(r.producer_id, r.sequence_id, r.highest_sequence_id) for r in receipts] == [(1, 0, 0), (1, 1, 1)]
+    assert [(r.message_id.ledgerId, r.message_id.entryId, r.message_id.partition) for r in receipts] == [(5, 0, 3), (5, 1, 3)]
+    assert [(p.producer, p.count, p.lowest, p.highest, p.maybe_delayed) for p in topic.published] == [
+        ("mine", 1, 0, 0, False), ("mine", 1, 1, 1, True),
+    ]
+    assert topic.published[0].entry == stored_entry(metadata(0, partition_key="k").SerializeToString(), b"a")
+    assert await _wait_for(lambda: topic.producers == {})  # the connection closed: the producer left
+
+
+async def test_a_generated_name_and_the_last_sequence_id_stored_under_a_name(door) -> None:
+    listener, service = door
+    service.topics[TOPIC] = FakeTopic(TOPIC, last={"again": 41})
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(1, 1), producer_command(2, 2, name="again"))
+        answers = {a.producer_success.request_id: a.producer_success for a in [(await conn.receive()).command for _ in range(2)]}
+        assert (answers[1].producer_name, answers[1].last_sequence_id) == ("generated-1", -1)
+        assert (answers[2].producer_name, answers[2].last_sequence_id) == ("again", 41)
+        await conn.send(producer_command(3, 3, name="again"))  # the name is in use
+        busy = (await conn.receive()).command
+        assert busy.type == T.ERROR and (busy.error.request_id, busy.error.error) == (3, pb.ProducerBusy)
+
+
+async def test_receipts_go_out_in_send_order_and_a_resend_gets_the_duplicates_id(door) -> None:
+    listener, service = door
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False, duplicates_through=0)
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send_bytes(send_frame(0) + send_frame(1) + send_frame(2))
+        assert await _wait_for(lambda: len(topic.published) == 3)
+        topic.settle(2)
+        topic.settle(1)  # later ones settle first: nothing goes out before send 0's receipt
+        topic.settle(0)
+        receipts = [(await conn.receive()).command.send_receipt for _ in range(3)]
+    assert [r.sequence_id for r in receipts] == [0, 1, 2]
+    mid = receipts[0].message_id
+    assert commands.position_of(mid) == (-1, -1)  # a duplicate, as Pulsar's broker answers it
+    assert [commands.position_of(r.message_id) for r in receipts[1:]] == [(5, 1), (5, 2)]
+
+
+async def test_a_batch_carries_its_highest_sequence_id_to_the_core(door) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        await conn.receive()
+        send = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=1, sequence_id=10, num_messages=3))
+        await conn.send_bytes(encode_payload_command(send, metadata(10, num_messages_in_batch=3), b"records"))
+        receipt = (await conn.receive()).command.send_receipt
+    assert (receipt.sequence_id, receipt.highest_sequence_id) == (10, 12)
+    [p] = service.topics[TOPIC].published
+    assert (p.count, p.lowest, p.highest) == (3, 10, 12)
+
+
+async def test_a_client_below_protocol_6_sends_no_checksum_and_the_entry_is_stored_with_one(door) -> None:
+    listener, service = door
+    async with await _connected(listener, protocol_version=5) as conn:
+        await conn.send(producer_command(name="old"))
+        await conn.receive()
+        await conn.send_bytes(send_frame(0, b"old", checksum=False))
+        assert (await conn.receive()).command.type == T.SEND_RECEIPT
+    [p] = service.topics[TOPIC].published
+    assert p.entry == stored_entry(metadata(0).SerializeToString(), b"old") and p.entry[:2] == b"\x0e\x01"
+
+
+async def test_bad_sends_get_send_error_and_the_connection_goes_on(door) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send_bytes(send_frame(4, producer_id=9))  # SEND before PRODUCER
+        refused = (await conn.receive()).command.send_error
+        assert (refused.producer_id, refused.sequence_id, refused.error) == (9, 4, pb.NotAllowedError)
+        assert "no producer 9" in refused.message
+        await conn.send(producer_command(name="p"))
+        await conn.receive()
+        bad = bytearray(send_frame(5))
+        bad[-1] ^= 1
+        await conn.send_bytes(bytes(bad))
+        refused = (await conn.receive()).command.send_error
+        assert (refused.sequence_id, refused.error) == (5, pb.ChecksumError)
+        service.topics[TOPIC].failure = e.MessageTooBig(70_000, 65_536)  # the core refuses it
+        await conn.send_bytes(send_frame(6))
+        refused = (await conn.receive()).command.send_error
+        assert (refused.sequence_id, refused.error) == (6, pb.NotAllowedError) and "larger than the limit" in refused.message
+        await conn.send(commands.ping())
+        assert (await conn.receive()).command.type == T.PONG
+    assert len(service.topics[TOPIC].published) == 1  # the corrupt one was not stored
+
+
+@pytest.mark.parametrize(
+    ("failure", "code"),
+    [(e.NotOwner("topic is served by another broker"), pb.ServiceNotReady), (e.TopicNotFound("no such topic"), pb.TopicNotFound)],
+)
+async def test_a_producer_the_core_refuses_gets_its_server_error(door, failure, code) -> None:
+    listener, service = door
+    service.failure = failure
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(request_id=7))
+        answer = (await conn.receive()).command
+    assert answer.type == T.ERROR and (answer.error.request_id, answer.error.error) == (7, code)
+
+
+async def test_a_producer_the_role_may_not_create_is_refused_before_the_topic_is_opened(door) -> None:
+    listener, service = door
+    service.authorizer.refuse = True
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(request_id=8))
+        answer = (await conn.receive()).command
+    assert answer.type == T.ERROR and (answer.error.request_id, answer.error.error) == (8, pb.AuthorizationError)
+    assert service.authorizer.asked == [(None, f"produce on {TOPIC}")]
+    assert service.topics == {}
+
+
+async def test_close_producer_answers_pending_sends_first_and_the_broker_closes_producers_itself(door) -> None:
+    listener, service = door
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        await conn.receive()
+        await conn.send_bytes(send_frame(0))
+        await conn.send(pb.BaseCommand(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=1, request_id=2)))
+        assert await _wait_for(lambda: len(topic.published) == 1)
+        topic.settle(0)
+        answers = [(await conn.receive()).command for _ in range(2)]
+        assert [a.type for a in answers] == [T.SEND_RECEIPT, T.SUCCESS]
+        assert topic.producers == {}
+        # The topic stops being served here: the broker closes the producer itself.
+        await conn.send(producer_command(producer_id=4, request_id=3, name="q"))
+        await conn.receive()
+        topic.producers["q"](e.NotOwner("unloaded"))
+        closing = (await conn.receive()).command
+        assert closing.type == T.CLOSE_PRODUCER and closing.close_producer.producer_id == 4
+        assert topic.producers == {}
+        await conn.send_bytes(send_frame(1, producer_id=4))  # a send racing with the close
+        assert (await conn.receive()).command.send_error.error == pb.NotAllowedError
+
+
+async def test_past_its_pending_sends_the_connection_stops_reading(door) -> None:
+    listener, service = door
+    limit = 4
+    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=limit)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    big = b"z" * 30_000  # two SENDs a read at most
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        await conn.receive()
+        writer = asyncio.create_task(conn.send_bytes(b"".join(send_frame(i, big) for i in range(40))))
+        assert await _wait_for(lambda: len(topic.published) >= limit)
+        await asyncio.sleep(0.3)  # what it would have read meanwhile
+        held = len(topic.published)
+        assert held < limit + 3, held
+        for i in range(40):  # the core catches up: reading goes on until every send is stored
+            assert await _wait_for(lambda i=i: len(topic.published) > i)
+            topic.settle(i)
+        await writer
+        receipts = [(await conn.receive()).command.send_receipt.sequence_id for _ in range(40)]
+    assert receipts == list(range(40))
