@@ -107,26 +107,26 @@ async def test_a_lookup_at_a_non_owner_redirects_to_the_owners_pulsar_url(broker
 
 async def test_a_command_not_served_yet_fails_in_the_real_client_at_once(brokers: Brokers) -> None:
     """The client looks the topic up at broker 1, follows the redirect to its owner,
-    broker 0, and asks it for a producer: NotAllowed, at once."""
+    broker 0, and subscribes there: NotAllowed, at once."""
     namespace = await new_namespace(brokers.brokers[0].address, "wire")
     topic = f"persistent://{namespace}/not-yet"
     await _own(brokers.ports[0], topic)
 
-    def create_producer() -> tuple[str, float]:
+    def subscribe() -> tuple[str, float]:
         client = _client(brokers.urls[1])
         started = time.monotonic()
         try:
-            client.create_producer(topic)
+            client.subscribe(topic, "s")
         except pulsar.PulsarException as exc:
             return type(exc).__name__ + ": " + str(exc), time.monotonic() - started
         finally:
             client.close()
         return "created", time.monotonic() - started
 
-    outcome, took = await asyncio.to_thread(create_producer)
+    outcome, took = await asyncio.to_thread(subscribe)
     assert outcome.startswith("NotAllowedError"), outcome
     assert took < 5, f"the client waited {took:.1f} s"
-    refusals = [line for line in CLIENT_LOG.lines if "PRODUCER is not served" in line and "Received error response" in line]
+    refusals = [line for line in CLIENT_LOG.lines if "SUBSCRIBE is not served" in line and "Received error response" in line]
     assert refusals and all(f"-> 127.0.0.1:{brokers.ports[0]}]" in line for line in refusals), CLIENT_LOG.lines
 
 
