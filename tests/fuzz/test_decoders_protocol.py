@@ -1,6 +1,7 @@
 """Property tests of Pulsar's binary protocol framing (magnetar.protocol.frames): any
 bytes, cut anywhere, decode to frames or a ProtocolError, never anything else, and the
-decoder never holds more than one frame's limit plus what one feed brought."""
+decoder never holds more than one frame's limit plus what one feed brought. Stored
+Pulsar entries (magnetar.protocol.stored): any bytes decode or raise InvalidArgument."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from test_decoders import mutated
 
-from magnetar.common.errors import ProtocolError
+from magnetar.common.errors import InvalidArgument, ProtocolError
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
-from magnetar.protocol import commands
+from magnetar.protocol import commands, stored
 from magnetar.protocol.frames import FrameDecoder, encode_command, encode_payload_command
+from magnetar.protocol.stored import stored_entry
 
 LIMIT = 4096
 U64 = st.integers(0, 2**64 - 1)
@@ -108,3 +110,46 @@ def test_a_size_over_the_limit_is_refused_from_its_four_bytes(size: int) -> None
         assert "over the limit" in exc.message
     else:
         raise AssertionError("a size over the limit was accepted")
+
+
+# -- stored Pulsar entries (magnetar.protocol.stored) -------------------------------------------
+def _record(payload: bytes, key: str | None) -> bytes:
+    single = pb.SingleMessageMetadata(payload_size=len(payload))
+    if key is not None:
+        single.partition_key = key
+    meta = single.SerializeToString()
+    return struct.pack(">I", len(meta)) + meta + payload
+
+
+stored_entries = st.one_of(
+    st.builds(
+        lambda name, seq, payload: stored_entry(pb.MessageMetadata(producer_name=name, sequence_id=seq, publish_time=1).SerializeToString(), payload),
+        text, U64, st.binary(max_size=100),
+    ),
+    st.lists(st.tuples(st.binary(max_size=40), st.none() | text), min_size=1, max_size=5).map(
+        lambda records: stored_entry(
+            pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=len(records)).SerializeToString(),
+            b"".join(_record(p, k) for p, k in records),
+        )
+    ),
+)  # fmt: skip
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=300).map(lambda b: b"\x0e\x01" + b), mutated(stored_entries)))
+def test_a_stored_pulsar_entry_decodes_or_raises_invalid_argument(data: bytes) -> None:
+    try:
+        entry = stored.decode(data)
+    except InvalidArgument:
+        return
+    assert all(isinstance(m.payload, bytes) for m in entry.messages)
+    assert len(entry.messages) == (entry.metadata.num_messages_in_batch if entry.batched else 1)
+
+
+@FUZZ
+@given(stored_entries)
+def test_a_stored_pulsar_entry_decodes_whole(data: bytes) -> None:
+    entry = stored.decode(data)
+    assert entry.messages and stored.stored_entry(
+        entry.metadata.SerializeToString(), entry.payload
+    ) == data  # the same bytes: nothing lost on the way in
