@@ -83,11 +83,16 @@ class FakeTopic:
 class FakeAuthorizer:
     refuse: bool = False
     asked: list[tuple[str | None, str]] = field(default_factory=list)
+    superusers: frozenset[str] = frozenset()
+    recheck_interval_s: float = 0.05
 
     async def check(self, role, request) -> None:  # type: ignore[no-untyped-def]
-        self.asked.append((role, request.what()))
-        if self.refuse:
+        if not await self.allowed(role, request):
             raise e.AuthorizationError(f"role {role!r} is not authorized to {request.what()}")
+
+    async def allowed(self, role, request) -> bool:  # type: ignore[no-untyped-def]
+        self.asked.append((role, request.what()))
+        return not self.refuse
 
 
 @dataclass
@@ -329,3 +334,17 @@ async def test_past_its_pending_sends_the_connection_stops_reading(door) -> None
         await writer
         receipts = [(await conn.receive()).command.send_receipt.sequence_id for _ in range(40)]
     assert receipts == list(range(40))
+
+
+async def test_a_producer_whose_grant_is_revoked_is_closed_and_may_not_come_back(door) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        service.authorizer.refuse = True  # revoked while it is connected
+        closing = (await conn.receive()).command
+        assert closing.type == T.CLOSE_PRODUCER and closing.close_producer.producer_id == 1
+        assert service.topics[TOPIC].producers == {}
+        await conn.send(producer_command(producer_id=2, request_id=2, name="p"))  # the client comes back
+        answer = (await conn.receive()).command
+    assert answer.type == T.ERROR and answer.error.error == pb.AuthorizationError

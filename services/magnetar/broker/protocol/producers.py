@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.protocol.errors import server_error
-from magnetar.common.errors import InvalidArgument, MagnetarError, NotOwner, ServiceClosed
+from magnetar.common.errors import (
+    AuthorizationError,
+    InvalidArgument,
+    MagnetarError,
+    NotOwner,
+    ServiceClosed,
+)
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.stored import stored_entry
@@ -153,8 +159,32 @@ class Producers:
         last = topic.add_producer(name, on_close=on_close)
         producer = ProtocolProducer(request.producer_id, name, topic, last)
         self.by_id[request.producer_id] = producer
+        self._watch_access(producer)
         log.debug("pulsar connection %s: producer %s (%d) on %s", self.host.peer, name, request.producer_id, topic.name)
         return commands.producer_success(request.request_id, name, last)
+
+    def _watch_access(self, producer: ProtocolProducer) -> None:
+        """While the producer is open, ask again every recheck interval (as the gRPC
+        door's produce stream); refused (a grant revoked), the broker closes it, and the
+        client's new PRODUCER gets AuthorizationError."""
+        authorizer, role = self.authorizer, self.host.role
+        if authorizer is None or role in authorizer.superusers:
+            return
+        request = Request(Action.PRODUCE, producer.topic.name)
+
+        async def watch() -> None:
+            while not producer.closed:
+                await asyncio.sleep(authorizer.recheck_interval_s)
+                try:
+                    allowed = await authorizer.allowed(role, request)
+                except MagnetarError as exc:  # ZooKeeper away: the last decision stands
+                    log.info("could not check %r's access to %s again: %s", role, request.what(), exc.message)
+                    continue
+                if not allowed and not producer.closed:
+                    log.warning("refused: role %r may no longer %s; its producer is closed", role, request.what())
+                    self._closed_by_broker(producer, AuthorizationError(f"role {role!r} is no longer authorized to {request.what()}"))
+
+        self.host.spawn(watch(), name=f"access:{producer.name}")
 
     # -- SEND -------------------------------------------------------------------------------
     def send(self, frame: Frame) -> None:
