@@ -67,7 +67,7 @@ class BrokerServer:
         await self.session.start()
         try:
             await self.service.start()
-            interceptors = server_interceptors(self.authenticator, "broker")
+            interceptors = server_interceptors(self.authenticator, "broker", proxy_roles=self.config.proxy_roles)
             if self.config.authorization_enabled:
                 interceptors.append(AuthorizationInterceptor(self.service.authorizer))
             self.server = await start_grpc_server(
