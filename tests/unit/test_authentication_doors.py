@@ -269,3 +269,28 @@ async def test_grpc_only_a_proxy_role_may_act_for_an_original_principal() -> Non
         assert len(broker.roles) == 2
     finally:
         await server.stop(None)
+
+
+async def test_the_command_line_tools_present_a_basic_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from magnetar import clienttool, toolauth
+
+    parser = argparse.ArgumentParser()
+    toolauth.add_arguments(parser)
+    (tmp_path / "password").write_text("wonderland\n")
+    args = parser.parse_args(["--auth-basic-user", "alice", "--auth-password-file", str(tmp_path / "password")])
+    assert toolauth.authorization(args) == "Basic " + __import__("base64").b64encode(b"alice:wonderland").decode()
+    assert toolauth.authorization(parser.parse_args(["--auth-token", "t"]), environ={}) == "Bearer t"
+    assert toolauth.authorization(parser.parse_args([]), environ={}) is None
+    with pytest.raises(InvalidArgument, match="needs a password"):
+        toolauth.authorization(parser.parse_args(["--auth-basic-user", "alice"]), environ={})
+
+    server, broker = await _serve(_service())
+    try:  # `magnetar produce` as alice: let in (the servicer's own refusal ends it), as alice
+        monkeypatch.setenv(toolauth.PASSWORD_ENV_VAR, "wonderland")
+        code = await asyncio.to_thread(clienttool.produce_main, ["t", "-m", "x", "--url", broker.address,
+                                                                 "--auth-basic-user", "alice"])
+        assert code == 1 and broker.roles and {role for _, role in broker.roles} == {"alice"}
+    finally:
+        await server.stop(None)
