@@ -205,3 +205,13 @@ def test_the_settings_name_pulsars_providers(tmp_path: Path) -> None:
     assert service.authenticate(Credentials(basic_header("alice", "wonderland"))) == "alice"
     assert service.authenticate(Credentials()) == "guest"
     assert BrokerConfig.load().authenticator() is None  # off by default
+
+
+def test_only_a_password_not_yet_verified_is_costly(service: AuthenticationService) -> None:
+    """What a door runs in a thread: hashing a new (or wrong) password, nothing else."""
+    good, wrong = Credentials(basic_header("alice", "wonderland")), Credentials(basic_header("alice", "x"))
+    assert service.is_costly(good) and service.is_costly(wrong)
+    service.authenticate(good)
+    assert not service.is_costly(good) and service.is_costly(wrong)
+    bearer = Credentials("Bearer " + tokens.create_token("bob", KEY))
+    assert not any(service.is_costly(c) for c in (bearer, Credentials(), Credentials("Basic !!")))

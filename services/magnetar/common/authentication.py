@@ -162,6 +162,15 @@ class BasicAuthenticator:
             raise InvalidArgument(f"basic authentication file {source} names no user")
         return cls(users)
 
+    def _key(self, user: str, password: str) -> bytes:
+        return hmac.new(self._pepper, f"{user}\0{password}".encode(), hashlib.sha256).digest()
+
+    def remembers(self, user: str, password: str) -> bool:
+        """Whether ``password`` was verified for ``user`` before (checking it again costs
+        microseconds, not the hash's rounds)."""
+        hashed = self._users.get(user)
+        return hashed is not None and self._verified.get(self._key(user, password)) == hashed
+
     def authenticate(self, user: str, password: str) -> str:
         """The role (the user name) if ``password`` is the user's.
 
@@ -170,7 +179,7 @@ class BasicAuthenticator:
                 both, so a caller cannot probe for user names).
         """
         hashed = self._users.get(user)
-        key = hmac.new(self._pepper, f"{user}\0{password}".encode(), hashlib.sha256).digest()
+        key = self._key(user, password)
         if hashed is not None and self._verified.get(key) == hashed:
             self._verified.move_to_end(key)
             return user
@@ -243,6 +252,18 @@ class AuthenticationService:
         if self.methods == ("token",):
             return NO_TOKEN
         return f"authentication required: no credentials were presented (accepted: {', '.join(self.methods)})"
+
+    def is_costly(self, credentials: Credentials) -> bool:
+        """Whether :meth:`authenticate` would hash a password (about 9 ms of CPU): an async
+        door runs it in a thread then, so a burst of new or wrong passwords does not stall
+        its event loop in one block."""
+        header = (credentials.authorization or "").strip()
+        if self.basic is None or header[:len(BASIC)].lower() != BASIC.lower():
+            return False
+        try:
+            return not self.basic.remembers(*parse_basic(header[len(BASIC):]))
+        except AuthenticationError:
+            return False  # malformed: refused at once
 
     def authenticate(self, credentials: Credentials) -> str:
         """The caller's role.

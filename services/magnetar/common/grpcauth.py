@@ -15,6 +15,7 @@ call and the next stream.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import inspect
 import logging
@@ -200,8 +201,12 @@ class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
                     await abort(context, exc)
 
             return _deciding(handler, decide)
+        credentials = Credentials(header)
         try:
-            role = self._role(method, Credentials(header), original)
+            if self.authenticator.is_costly(credentials):
+                role = await asyncio.to_thread(self._role, method, credentials, original)
+            else:
+                role = self._role(method, credentials, original)
         except (AuthenticationError, AuthorizationError) as exc:
             handler = await continuation(handler_call_details)
             return None if handler is None else _refusal(handler, exc)

@@ -28,6 +28,7 @@ runs the route.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from contextvars import ContextVar
@@ -120,8 +121,12 @@ class AuthenticationMiddleware:
             await self.app(scope, receive, send)
             return
         header = presented_authorization(scope)
+        credentials = Credentials(header, client_certificate(scope))
         try:
-            role = self.authenticator.authenticate(Credentials(header, client_certificate(scope)))
+            if self.authenticator.is_costly(credentials):  # a password to hash: off the event loop
+                role = await asyncio.to_thread(self.authenticator.authenticate, credentials)
+            else:
+                role = self.authenticator.authenticate(credentials)
         except AuthenticationError as exc:
             # One line per refusal: the route and the reason, never the credentials (nor
             # the query string, which may hold a token).
