@@ -223,6 +223,7 @@ async def test_gateway_roles_from_a_certificate_basic_credentials_or_none(gatewa
         assert (await http.get(url)).json() == {"role": "guest", "forwarded": None}
         refused = await http.get(url, auth=httpx.BasicAuth("alice", "wonderlanD"))
         assert (refused.status_code, refused.json()) == (401, {"reason": "the user name or password is wrong"})
+        assert refused.headers["WWW-Authenticate"] == 'Bearer, Basic realm="magnetar"'
     async with httpx.AsyncClient(verify=_context(ca, "nameless", common_name=False)) as http:
         refused = await http.get(url)
         assert refused.status_code == 401 and "no common name" in refused.json()["reason"]

@@ -115,6 +115,9 @@ class AuthenticationMiddleware:
     def __init__(self, app: ASGIApp, authenticator: AuthenticationService | TokenAuthenticator) -> None:
         self.app = app
         self.authenticator = as_service(authenticator)
+        # The schemes a refused caller may answer with (RFC 7235: one challenge each).
+        schemes = [s for s, on in (("Bearer", self.authenticator.token), ('Basic realm="magnetar"', self.authenticator.basic)) if on]
+        self.challenge = ", ".join(schemes) or "Bearer"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
@@ -132,7 +135,7 @@ class AuthenticationMiddleware:
             # the query string, which may hold a token).
             method = scope.get("method", "WEBSOCKET")
             log.warning("gateway refused %s %s: %s", method, scope["path"], exc.message)
-            await _refuse(scope, receive, send, exc.message)
+            await _refuse(scope, receive, send, exc.message, self.challenge)
             return
         token = header[len(BEARER) :].strip() if header is not None and header.startswith(BEARER) else None
         by_certificate = header is None and self.authenticator.tls and client_certificate(scope) is not None
@@ -149,8 +152,8 @@ class AuthenticationMiddleware:
             caller_authorization.reset(resets[0])
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, reason: str) -> None:
-    response = JSONResponse({"reason": reason}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+async def _refuse(scope: Scope, receive: Receive, send: Send, reason: str, challenge: str = "Bearer") -> None:
+    response = JSONResponse({"reason": reason}, status_code=401, headers={"WWW-Authenticate": challenge})
     if scope["type"] == "http":
         await response(scope, receive, send)
         return
