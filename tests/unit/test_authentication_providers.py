@@ -215,3 +215,18 @@ def test_only_a_password_not_yet_verified_is_costly(service: AuthenticationServi
     assert not service.is_costly(good) and service.is_costly(wrong)
     bearer = Credentials("Bearer " + tokens.create_token("bob", KEY))
     assert not any(service.is_costly(c) for c in (bearer, Credentials(), Credentials("Basic !!")))
+
+
+def test_a_pulsar_clients_method_and_data_are_credentials(tmp_path: Path, service: AuthenticationService) -> None:
+    """What the Pulsar protocol door's CONNECT carries (auth_method_name, auth_data)."""
+    token = tokens.create_token("bob", KEY)
+    assert service.authenticate(Credentials.of_method("token", token.encode())) == "bob"
+    assert service.authenticate(Credentials.of_method("basic", b"alice:wonderland")) == "alice"
+    pem = Path(TestCa.create(tmp_path / "ca").issue("app-1", []).cert_file).read_bytes()
+    assert service.authenticate(Credentials.of_method("tls", b"", pem)) == "app-1"
+    guest = AuthenticationService(token=tokens.TokenAuthenticator("HS256", KEY), anonymous_user_role="guest")
+    assert guest.authenticate(Credentials.of_method("", b"")) == "guest"
+    for method, data, reason in (("sasl", b"x", "'sasl' is not accepted"), ("basic", b"alice", "malformed"),
+                                 ("token", b"\xff", "not UTF-8")):
+        with pytest.raises(AuthenticationError, match=reason):
+            service.authenticate(Credentials.of_method(method, data))

@@ -65,6 +65,31 @@ class Credentials:
         """Credentials of a bare token (the WebSocket ``token`` parameter)."""
         return cls(None if token is None else BEARER + token, certificate)
 
+    @classmethod
+    def of_method(cls, method: str, data: bytes, certificate: bytes | None = None) -> Credentials:
+        """Credentials of a Pulsar client's authentication method and data (the binary
+        protocol's CONNECT ``auth_method_name`` and ``auth_data``): ``token`` (the JWT),
+        ``basic`` (``user:password``), ``tls`` or none (the certificate, or nothing).
+
+        Raises:
+            AuthenticationError: another method, or data that is not UTF-8 text.
+        """
+        name = (method or "none").strip().lower()
+        if name in ("none", "tls"):
+            return cls(None, certificate)
+        try:
+            text = data.decode("utf-8", "strict")
+        except UnicodeDecodeError:
+            raise AuthenticationError(f"the {name} credentials are not UTF-8 text") from None
+        if name == "token":
+            return cls(BEARER + text.strip(), certificate)
+        if name == "basic":
+            user, sep, password = text.partition(":")
+            if not sep or not user:
+                raise AuthenticationError("the basic credentials are malformed (no user:password)")
+            return cls(basic_header(user, password), certificate)
+        raise AuthenticationError(f"authentication method {method!r} is not accepted: use {', '.join(PROVIDERS)}")
+
 
 def basic_header(user: str, password: str) -> str:
     """``Basic <base64 of user:password>`` (RFC 7617, UTF-8)."""
