@@ -312,3 +312,10 @@ class AuthenticationService:
         if not header and self.anonymous_user_role:
             return self.anonymous_user_role
         raise AuthenticationError(self._nothing_presented())
+
+
+def as_service(authenticator: AuthenticationService | TokenAuthenticator) -> AuthenticationService:
+    """An authentication service; a bare token authenticator is the token provider alone."""
+    if isinstance(authenticator, TokenAuthenticator):
+        return AuthenticationService(token=authenticator)
+    return authenticator

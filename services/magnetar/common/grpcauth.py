@@ -24,7 +24,12 @@ from typing import Any
 
 import grpc
 
-from magnetar.common.authentication import BASIC, AuthenticationService, Credentials, basic_header
+from magnetar.common.authentication import (
+    AuthenticationService,
+    Credentials,
+    as_service,
+    basic_header,
+)
 from magnetar.common.errors import AuthenticationError, AuthorizationError, MagnetarError
 from magnetar.common.grpcutil import abort
 from magnetar.common.tokens import TokenAuthenticator
@@ -69,13 +74,6 @@ def peer_certificate(context: grpc.aio.ServicerContext) -> bytes | None:
     certificate: a server that does not require one does not ask for it)."""
     certificates = context.auth_context().get(PEER_CERTIFICATE) or ()
     return certificates[0] if certificates else None
-
-
-def as_service(authenticator: AuthenticationService | TokenAuthenticator) -> AuthenticationService:
-    """An authentication service; a bare token authenticator is the token provider alone."""
-    if isinstance(authenticator, TokenAuthenticator):
-        return AuthenticationService(token=authenticator)
-    return authenticator
 
 
 def _refusal(handler: grpc.RpcMethodHandler, error: MagnetarError) -> grpc.RpcMethodHandler:
@@ -278,5 +276,3 @@ def basic_source(user: str, password: str) -> Callable[[], str]:
     header = basic_header(user, password)
     return lambda: header
 
-
-__all__ = ["BASIC", "BEARER", "CALLER_ROLE", "AuthenticationInterceptor", "AuthorizationStub", "BearerStub"]

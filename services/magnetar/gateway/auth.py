@@ -38,9 +38,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from magnetar.common.authentication import AuthenticationService, Credentials
+from magnetar.common.authentication import AuthenticationService, Credentials, as_service
 from magnetar.common.errors import AuthenticationError
-from magnetar.common.grpcauth import as_service
 from magnetar.common.tokens import TokenAuthenticator
 
 log = logging.getLogger(__name__)
