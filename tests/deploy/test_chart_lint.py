@@ -54,7 +54,8 @@ CHART_MANAGED = {
     "data_dir", "journal_dir", "authentication_enabled", "authorization_enabled", "token_algorithm",
     "token_secret_key_file", "token_public_key_file", "superuser_roles", "broker_client_auth_token",
     "broker_client_auth_token_file", "tls_enabled", "tls_cert_file", "tls_key_file", "tls_trust_certs_file",
-    "tls_require_client_cert", "tls_client_enabled", "crash_point",
+    "tls_require_client_cert", "tls_client_enabled", "crash_point", "authentication_providers",
+    "anonymous_user_role", "basic_auth_conf", "proxy_roles",
 }
 
 
@@ -123,6 +124,7 @@ BAD_VALUES = [
     (["zookeeper.replicas=2"], "a ZooKeeper ensemble needs an odd number of servers"),
     (["auth.authentication.enabled=false"], "auth.authorization.enabled needs auth.authentication.enabled"),
     (["tls.enabled=true"], "tls.enabled needs a certificate Secret for the bookie"),
+    (["auth.authentication.tlsClientCertificates=true"], "tlsClientCertificates needs auth.authentication.enabled"),
     (["dlqReplay.enabled=true"], "needs exactly one of dlqReplay.job.dlqTopic"),
     (["dlqReplay.enabled=true", "dlqReplay.job.topic=t"], "dlqReplay.job.topic needs dlqReplay.job.subscription"),
     (["bookie.replicas=1"], "broker.config.ensemble_size is 2 (default 2) but bookie.replicas is 1"),
@@ -295,3 +297,20 @@ def test_tls_advertises_the_pod_dns_name(component: str, tmp_path: Path) -> None
     out = subprocess.run([*container["command"], *container["args"]], env=env, capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"10-244-3-17.prod.pod.cluster.local:{port} {component} --config /etc/magnetar/{component}.toml"
+
+
+def test_the_anonymous_role_and_client_certificate_roles_reach_the_brokers_and_the_gateway() -> None:
+    """auth.authentication.anonymousUserRole and tlsClientCertificates become the services'
+    settings, and the services accept what the chart renders."""
+    sets = ["auth.authentication.anonymousUserRole=guest", "auth.authentication.tlsClientCertificates=true",
+            "tls.requireClientCert=true"]
+    objs = objects("-f", str(OVERLAYS / "production.yaml"), *[a for s in sets for a in ("--set", s)])
+    for component in ("broker", "gateway"):
+        toml = service_toml(objs, component)
+        assert (toml["anonymous_user_role"], toml["authentication_providers"]) == ("guest", ["token", "tls"])
+        SERVICE_CONFIGS[component].model_validate(toml)  # a setting the service refuses would stop it
+    assert service_toml(objs, "broker")["proxy_roles"] == ["magnetar-gateway"]
+    for component in ("bookie", "auditor"):  # superusers only: no anonymous role there
+        assert "anonymous_user_role" not in service_toml(objs, component)
+    defaults = service_toml(objects(), "broker")
+    assert defaults["anonymous_user_role"] == "" and "authentication_providers" not in defaults

@@ -1,7 +1,7 @@
 """Issue 16's isolation matrix, with real processes: a bookie, a broker with
 authentication and authorization on, and a gateway with authentication on.
 
-2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 9 identities ×
+2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 11 identities ×
 7 actions × 3 doors (gRPC through the SDK and the admin client, REST, WebSocket). Every
 cell is tried for real and its outcome compared with Pulsar's model: ``ok``, ``401``
 (who you are is not proven) or ``403`` (not allowed). WebSocket has no admin API: its
@@ -20,6 +20,13 @@ topics and grants do not exist, that refused replays left their DLQ's message, a
 refused tenant deletions left their tenants. A refused WebSocket upgrade is an answer,
 not a server error: the gateway logs no ERROR for one. The bookie (superusers of the
 services only) answers every add of a refused add stream with its refusal, stores nothing.
+
+The identities come in by each of the doors' ways: tokens, a basic user (user name and
+password), a wrong password, and no credentials at all, which is the cluster's anonymous
+role (Pulsar's ``anonymousUserRole``), granted consume on ``alpha/ns`` and nothing on
+``beta/ns``. (A TLS client certificate's role is tested in test_tls_cluster.py: gRPC asks
+for a client certificate only from a server that requires one, so it cannot share this
+plain-text cluster.)
 
 The table is printed, and docs/security.md must hold it as printed (run with
 ``MAGNETAR_WRITE_MATRIX=1`` to write it there after a deliberate change).
@@ -43,7 +50,8 @@ from websockets.exceptions import InvalidStatus
 
 import magnetar.asyncio as ma
 from magnetar.client.admin import AdminClient
-from magnetar.common import tokens
+from magnetar.common import shacrypt, tokens
+from magnetar.common.authentication import basic_header
 from magnetar.common.errors import AuthenticationError, AuthorizationError, MagnetarError
 from magnetar.common.letters import REAL_TOPIC
 from magnetar.common.message_id import MessageId
@@ -59,18 +67,22 @@ BEGIN, END = "<!-- isolation-matrix:begin -->", "<!-- isolation-matrix:end -->"
 
 TENANTS = ("alpha", "beta")
 IDENTITIES = (
-    "superuser", "tenant admin", "producer-only", "consumer-only", "no grant",
-    "anonymous", "expired token", "token signed with another key", "alg: none",
+    "superuser", "tenant admin", "producer-only", "consumer-only", "no grant", "basic user, producer-only",
+    "anonymous role, consumer-only", "expired token", "token signed with another key", "alg: none", "wrong password",
 )
+ANONYMOUS_ROLE = "anonymous"
+BASIC_USER, BASIC_PASSWORD = "alpha-basic", "correct horse battery staple"
 LETTERS = "subscribe, DLQ in other tenant"
 ACTIONS = ("produce", "consume", LETTERS, "create/delete topic", "grant", "delete tenant", "replay DLQ")
 DOORS = ("gRPC", "REST", "WebSocket")
-UNPROVEN = {"anonymous", "expired token", "token signed with another key", "alg: none"}
+UNPROVEN = {"expired token", "token signed with another key", "alg: none", "wrong password"}
 OWN_TENANT_ALLOWS = {
     "tenant admin": {"produce", "consume", "create/delete topic", "grant", "replay DLQ"},
     "producer-only": {"produce"},
     "consumer-only": {"consume"},
     "no grant": set(),
+    "basic user, producer-only": {"produce"},
+    "anonymous role, consumer-only": {"consume"},
 }
 
 
@@ -95,18 +107,34 @@ def alg_none(role: str) -> str:
     return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'sub': role})}."
 
 
-def token_of(identity: str, keys: Keys) -> str | None:
-    return {
+def authorization_of(identity: str, keys: Keys) -> str | None:
+    """The ``authorization`` an identity presents at every door (None: nothing)."""
+    if identity == "basic user, producer-only":
+        return basic_header(BASIC_USER, BASIC_PASSWORD)
+    if identity == "wrong password":
+        return basic_header(BASIC_USER, BASIC_PASSWORD + "!")
+    token = {
         "superuser": keys.token("root"),
         "tenant admin": keys.token("alpha-admin"),
         "producer-only": keys.token("alpha-producer"),
         "consumer-only": keys.token("alpha-consumer"),
         "no grant": keys.token("alpha-nobody"),
-        "anonymous": None,
+        "anonymous role, consumer-only": None,
         "expired token": keys.token("alpha-admin", expires_in_s=60, now=1_000_000),
         "token signed with another key": tokens.create_token("alpha-admin", tokens.generate_secret_key()),
         "alg: none": alg_none("alpha-admin"),
     }[identity]
+    return None if token is None else f"Bearer {token}"
+
+
+def sdk_authentication(header: str | None) -> object | None:
+    """The SDK's authentication object presenting ``header``."""
+    if header is None:
+        return None
+    if header.startswith("Basic "):
+        user, _, password = base64.b64decode(header[len("Basic "):]).decode().partition(":")
+        return ma.AuthenticationBasic(user, password)
+    return ma.AuthenticationToken(header[len("Bearer "):])
 
 
 def outcome_of(exc: BaseException) -> str:
@@ -141,8 +169,8 @@ class Matrix:
         self.counter = itertools.count()
 
     # -- the doors -------------------------------------------------------------------
-    async def grpc(self, token: str | None, action: str, tenant: str, n: int) -> str:
-        auth = ma.AuthenticationToken(token) if token is not None else None
+    async def grpc(self, header: str | None, action: str, tenant: str, n: int) -> str:
+        auth = sdk_authentication(header)
         ns = f"{tenant}/ns"
         try:
             if action in ("produce", "consume", LETTERS):
@@ -163,7 +191,7 @@ class Matrix:
                         )
                         await consumer.receive(timeout_millis=10_000)
                 return "ok"
-            admin = AdminClient(self.broker.address, 15, token=(lambda: token) if token is not None else None)
+            admin = AdminClient(self.broker.address, 15, authorization=(lambda: header) if header is not None else None)
             async with admin:
                 await self.admin_action(admin, action, tenant, n)
             return "ok"
@@ -183,8 +211,8 @@ class Matrix:
         else:
             await admin.delete_tenant(self.doomed_tenant(tenant, n))
 
-    async def rest(self, token: str | None, action: str, tenant: str, n: int) -> str:
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async def rest(self, header: str | None, action: str, tenant: str, n: int) -> str:
+        headers = {"Authorization": header} if header is not None else {}
         ns = f"{tenant}/ns"
         async with httpx.AsyncClient(base_url=self.gateway.url, headers=headers, timeout=30) as http:
             if action == "produce":
@@ -206,9 +234,9 @@ class Matrix:
                 return http_outcome(await http.post(f"/admin/v2/dlq/{ns}/{local}/replay"))
             return http_outcome(await http.delete(f"/admin/v2/tenants/{self.doomed_tenant(tenant, n)}"))
 
-    async def websocket(self, token: str | None, action: str, tenant: str, n: int) -> str:
+    async def websocket(self, header: str | None, action: str, tenant: str, n: int) -> str:
         base = self.gateway.url.replace("http://", "ws://") + f"/ws/v2/{{}}/persistent/{tenant}/ns/data"
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        headers = {"Authorization": header} if header is not None else {}
         if action == "produce":
             url = base.format("producer")
         else:
@@ -288,7 +316,7 @@ class Matrix:
                     pb.TenantInfo(admin_roles=[f"{tenant}-admin"], allowed_clusters=["standalone"]),
                 )
             try:
-                got = await asyncio.wait_for(doors[door](token_of(identity, self.keys), action, tenant, n), 30)
+                got = await asyncio.wait_for(doors[door](authorization_of(identity, self.keys), action, tenant, n), 30)
             except TimeoutError:
                 got = "no answer in 30 s"
             print(f"cell {n}: {identity} / {tenant} / {action} / {door}: {got}", flush=True)
@@ -322,25 +350,33 @@ class Matrix:
 
 
 async def test_the_isolation_matrix(
-    keys: Keys, bookie_factory: ServiceFactory[BookieProcess], broker_factory: ServiceFactory[BrokerProcess],
-    gateway_factory: ServiceFactory[GatewayProcess],
+    keys: Keys, tmp_path: Path, bookie_factory: ServiceFactory[BookieProcess],
+    broker_factory: ServiceFactory[BrokerProcess], gateway_factory: ServiceFactory[GatewayProcess],
 ) -> None:
     superusers = [SERVICE_ROLE, "root"]
+    passwords = tmp_path / "users.htpasswd"
+    passwords.write_text(f"{BASIC_USER}:{shacrypt.hash_password(BASIC_PASSWORD)}\n")
+    ways_in = {"authentication_providers": ["token", "basic"], "basic_auth_conf": str(passwords),
+               "anonymous_user_role": ANONYMOUS_ROLE}  # fmt: skip
     bookie = bookie_factory(**keys.settings())
     broker = broker_factory(
         ensemble_size=1, write_quorum=1, ack_quorum=1,
         **keys.settings(superuser_roles=superusers, authorization_enabled=True,
-                        broker_client_auth_token_file=str(keys.service_token_file)),
+                        broker_client_auth_token_file=str(keys.service_token_file), **ways_in),
     )
     gateway = gateway_factory(
         broker_refresh_interval_s=0.5,
-        **keys.settings(superuser_roles=superusers, broker_client_auth_token_file=str(keys.service_token_file)),
+        **keys.settings(superuser_roles=superusers, broker_client_auth_token_file=str(keys.service_token_file),
+                        **ways_in),
     )
     async with AdminClient(broker.address, 15, token=lambda: keys.service_token) as admin:
         for tenant in TENANTS:
             await admin.create_tenant(tenant, pb.TenantInfo(admin_roles=[f"{tenant}-admin"], allowed_clusters=["standalone"]))
             await admin.create_namespace(f"{tenant}/ns")
-            for role, action in ((f"{tenant}-producer", "produce"), (f"{tenant}-consumer", "consume")):
+            grants = [(f"{tenant}-producer", "produce"), (f"{tenant}-consumer", "consume")]
+            if tenant == "alpha":
+                grants += [(BASIC_USER, "produce"), (ANONYMOUS_ROLE, "consume")]
+            for role, action in grants:
                 await admin.call(lambda stub, r=role, a=action, t=tenant: stub.GrantPermission(
                     pb.GrantPermissionRequest(namespace=f"{t}/ns", role=r, actions=[a])))
             data = f"persistent://{tenant}/ns/data"
@@ -361,7 +397,7 @@ async def test_the_isolation_matrix(
             producer = await client.create_producer(dlq, batching_enabled=False)
             for tenant in TENANTS:
                 await producer.send(f"partial-{tenant}".encode(), properties={REAL_TOPIC: f"persistent://{tenant}/ns/data"})
-        headers = {"Authorization": f"Bearer {token_of('tenant admin', keys)}"}
+        headers = {"Authorization": authorization_of("tenant admin", keys) or ""}
         async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as http:
             answer = await http.post("/admin/v2/dlq/alpha/ns/partial-DLQ/replay")
         matrix.produced.update({"partial-alpha": True, "partial-beta": False})
@@ -407,17 +443,18 @@ async def test_the_isolation_matrix(
 
     # The bookies take superusers only (the broker's service role): every add written on a
     # refused add stream is told the bookie's refusal, however it races with it.
-    for identity, error in (("superuser", AuthorizationError), ("anonymous", AuthenticationError)):
+    for token, error in ((keys.token("root"), AuthorizationError), (None, AuthenticationError)):
         for _ in range(4):
-            async with BookieClient(bookie.address, timeout_s=5, token=token_of(identity, keys)) as writer:
+            async with BookieClient(bookie.address, timeout_s=5, token=token) as writer:
                 got = await asyncio.gather(
                     *(writer.add_entries([Entry(4242, i, -1, b"x" * 1000)]) for i in range(8)), return_exceptions=True)
-            assert all(isinstance(g, error) for g in got), (identity, got)
+            assert all(isinstance(g, error) for g in got), (token, got)
     async with BookieClient(bookie.address, timeout_s=5, token=keys.service_token) as reader:
         assert 4242 not in await reader.list_ledgers()  # nothing was stored
 
     for process in (broker, gateway):
-        assert not any(t and t in process.log_tail(2000) for t in (token_of(i, keys) for i in IDENTITIES))
+        secrets = [h.split(" ", 1)[1] for h in (authorization_of(i, keys) for i in IDENTITIES) if h]
+        assert not any(s in process.log_tail(2000) for s in [*secrets, BASIC_PASSWORD])
     # Every refused WebSocket upgrade was answered with its status, and none is a server error.
     assert "ASGI callable returned without completing handshake" not in gateway.log_tail(4000)
 

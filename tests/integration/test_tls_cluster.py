@@ -20,15 +20,25 @@ from pathlib import Path
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 import magnetar
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
-from magnetar.common.errors import NotConnected, Timeout, TlsHandshakeFailed
+from magnetar.common.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    NotConnected,
+    Timeout,
+    TlsHandshakeFailed,
+)
 from magnetar.common.healthcheck import grpc_health_serving
+from magnetar.common.message_id import MessageId
 from magnetar.common.tls import ClientTls, https_context
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.ledger.bookie_client import BookieClient
+from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.testing.auth import SERVICE_ROLE, Keys
 from magnetar.testing.certs import Issued, TestCa
 from magnetar.testing.processes import (
     AuditorProcess,
@@ -262,3 +272,94 @@ async def test_a_broker_and_a_gateway_requiring_client_certificates(
         assert (await known_http.get(f"{gateway.url}/admin/v2/brokers/standalone")).json() == [broker.address]
         tenants = await known_http.get(f"{gateway.url}/admin/v2/tenants")  # gateway -> broker, mTLS
         assert tenants.status_code == 200 and "public" in tenants.json(), tenants.text
+
+
+async def test_a_client_certificate_is_a_role_at_every_door(
+    tls_cluster: TlsCluster, keys: Keys, bookie_factory: ServiceFactory[BookieProcess],
+    broker_factory: ServiceFactory[BrokerProcess], gateway_factory: ServiceFactory[GatewayProcess],
+):
+    """Pulsar's TLS authentication provider: the role is the client certificate's common
+    name, over gRPC (the broker requires certificates), HTTPS and WSS (the gateway asks
+    for one; it forwards the role to the broker as the original principal of its own
+    proxy role, since a certificate cannot be forwarded). The role is granted consume on
+    one namespace and nothing on another; a certificate without a CN is refused."""
+    ca, node = tls_cluster.ca, tls_cluster.node
+    tls = {"tls_enabled": True, "tls_cert_file": node.cert_file, "tls_key_file": node.key_file,
+           "tls_trust_certs_file": ca.cert_file}  # fmt: skip
+    ways_in = {"authentication_providers": ["token", "tls"], "superuser_roles": [SERVICE_ROLE],
+               "broker_client_auth_token_file": str(keys.service_token_file)}  # fmt: skip
+    bookie_factory(**keys.settings())
+    broker = broker_factory(**tls, tls_require_client_cert=True, ensemble_size=1, write_quorum=1, ack_quorum=1,
+                            **keys.settings(authorization_enabled=True, proxy_roles=[SERVICE_ROLE], **ways_in))
+    gateway = gateway_factory(**tls, tls_client_enabled=True, broker_refresh_interval_s=0.5, **keys.settings(**ways_in))
+    url = f"magnetar+ssl://{broker.address}"
+    service = {"tls_trust_certs_file_path": ca.cert_file, "tls_certificate_file_path": node.cert_file,
+               "tls_private_key_file_path": node.key_file}  # fmt: skip
+    async with AdminClient(url, 15, tls=ClientTls(ca.cert_file, node.cert_file, node.key_file),
+                           token=lambda: keys.service_token) as admin:  # fmt: skip
+        for tenant in ("alpha", "beta"):
+            await admin.create_tenant(tenant, pb.TenantInfo(allowed_clusters=["standalone"]))
+            await admin.create_namespace(f"{tenant}/ns")
+            await admin.create_topic(f"persistent://{tenant}/ns/data")
+            for sub in ("peek", "ws"):
+                await admin.create_subscription(f"persistent://{tenant}/ns/data", sub, MessageId.earliest)
+        await admin.call(lambda stub: stub.GrantPermission(
+            pb.GrantPermissionRequest(namespace="alpha/ns", role="app-cert", actions=["consume"])))
+        async with mg.Client(url, authentication=mg.AuthenticationToken(keys.service_token), **service) as client:
+            for tenant in ("alpha", "beta"):
+                await (await client.create_producer(f"persistent://{tenant}/ns/data")).send(b"seed")
+
+    app, nameless = ca.issue("app-cert", []), ca.issue("nameless", [], common_name=False)
+
+    async def grpc(issued: Issued, action: str, tenant: str) -> str:
+        auth = mg.AuthenticationTLS(issued.cert_file, issued.key_file)
+        try:
+            async with mg.Client(url, tls_trust_certs_file_path=ca.cert_file, authentication=auth,
+                                 operation_timeout_seconds=15) as client:  # fmt: skip
+                topic = f"persistent://{tenant}/ns/data"
+                if action == "produce":
+                    await (await client.create_producer(topic)).send(b"by certificate")
+                else:
+                    consumer = await client.subscribe(topic, "grpc", initial_position=mg.InitialPosition.Earliest)
+                    await consumer.receive(timeout_millis=10_000)
+            return "ok"
+        except (AuthenticationError, AuthorizationError) as exc:
+            return "401" if isinstance(exc, AuthenticationError) else "403"
+
+    async def rest(issued: Issued, action: str, tenant: str) -> str:
+        context = https_context(ClientTls(ca.cert_file, issued.cert_file, issued.key_file))
+        async with httpx.AsyncClient(base_url=gateway.url, verify=context, timeout=30) as http:
+            if action == "produce":
+                body = {"messages": [{"payload": base64.b64encode(b"by certificate").decode()}]}
+                response = await http.post(f"/topics/persistent/{tenant}/ns/data", json=body)
+            else:
+                response = await http.get(f"/admin/v2/persistent/{tenant}/ns/data/subscription/peek/position/1")
+        return "ok" if response.is_success else str(response.status_code)
+
+    async def websocket(issued: Issued, action: str, tenant: str) -> str:
+        context = https_context(ClientTls(ca.cert_file, issued.cert_file, issued.key_file))
+        path = "producer" if action == "produce" else "consumer"
+        ws_url = gateway.url.replace("https://", "wss://") + f"/ws/v2/{path}/persistent/{tenant}/ns/data" + ("" if action == "produce" else "/ws")
+        try:
+            async with connect(ws_url, ssl=context, open_timeout=30) as ws:
+                if action == "produce":
+                    await ws.send(json.dumps({"payload": base64.b64encode(b"by certificate").decode()}))
+                    assert json.loads(await ws.recv()).get("result") == "ok"
+                else:
+                    assert "messageId" in json.loads(await asyncio.wait_for(ws.recv(), 10))
+            return "ok"
+        except InvalidStatus as exc:
+            return str(exc.response.status_code)
+
+    got = {}
+    for door_name, door in (("gRPC", grpc), ("REST", rest), ("WebSocket", websocket)):
+        for action, tenant in (("consume", "alpha"), ("produce", "alpha"), ("consume", "beta")):
+            got[door_name, action, tenant] = await asyncio.wait_for(door(app, action, tenant), 30)
+        got[door_name, "no CN"] = await asyncio.wait_for(door(nameless, "consume", "alpha"), 30)
+    assert got == {
+        **{(d, "consume", "alpha"): "ok" for d in ("gRPC", "REST", "WebSocket")},
+        **{(d, "produce", "alpha"): "403" for d in ("gRPC", "REST", "WebSocket")},
+        **{(d, "consume", "beta"): "403" for d in ("gRPC", "REST", "WebSocket")},
+        **{(d, "no CN"): "401" for d in ("gRPC", "REST", "WebSocket")},
+    }
+    assert "client certificate's subject has no common name" in broker.log_tail(2000)

@@ -20,7 +20,7 @@ from magnetar.common.errors import (
     InvalidArgument,
     TopicNotFound,
 )
-from magnetar.common.grpcauth import CALLER_ROLE, TokenAuthInterceptor, bearer_token
+from magnetar.common.grpcauth import CALLER_ROLE, AuthenticationInterceptor, bearer_token
 from magnetar.common.grpcutil import abort
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.proto.v1 import bookie_pb2_grpc as bookie_grpc
@@ -59,7 +59,7 @@ class RecordingBroker(pb_grpc.BrokerServicer):
 async def broker():
     recorder = RecordingBroker()
     auth = tokens.TokenAuthenticator("HS256", KEY)
-    server = grpc.aio.server(interceptors=[TokenAuthInterceptor(auth, "broker")])
+    server = grpc.aio.server(interceptors=[AuthenticationInterceptor(auth, "broker")])
     pb_grpc.add_BrokerServicer_to_server(recorder, server)
     port = server.add_insecure_port("127.0.0.1:0")
     recorder.address = f"127.0.0.1:{port}"
@@ -110,7 +110,7 @@ async def test_anonymous_and_wrongly_signed_clients_are_refused_and_logged_witho
 
 async def test_a_required_role_list_refuses_other_roles(broker) -> None:
     auth = tokens.TokenAuthenticator("HS256", KEY)
-    server = grpc.aio.server(interceptors=[TokenAuthInterceptor(auth, "bookie", required_roles={"admin"})])
+    server = grpc.aio.server(interceptors=[AuthenticationInterceptor(auth, "bookie", required_roles={"admin"})])
     recorder = RecordingBroker()
     pb_grpc.add_BrokerServicer_to_server(recorder, server)
     recorder.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
@@ -143,7 +143,7 @@ async def test_a_refused_add_stream_reaches_every_add_as_the_bookies_status() ->
     "Internal error from Core" (the refusal's status is lost under the client's writes):
     the client must still report the refusal it got, to every add."""
     auth = tokens.TokenAuthenticator("HS256", KEY)
-    server = grpc.aio.server(interceptors=[TokenAuthInterceptor(auth, "bookie", required_roles={"admin"})])
+    server = grpc.aio.server(interceptors=[AuthenticationInterceptor(auth, "bookie", required_roles={"admin"})])
     bookie = RecordingBookie()
     bookie_grpc.add_BookieServicer_to_server(bookie, server)
     address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"

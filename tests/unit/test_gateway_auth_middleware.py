@@ -17,8 +17,8 @@ from websockets.exceptions import InvalidStatus
 
 from magnetar.common import tokens
 from magnetar.gateway.auth import (
+    AuthenticationMiddleware,
     RedactTokens,
-    TokenAuthMiddleware,
     caller_role,
     caller_token,
     presented_token,
@@ -30,7 +30,7 @@ KEY = tokens.generate_secret_key()
 
 def app() -> FastAPI:
     api = FastAPI()
-    api.add_middleware(TokenAuthMiddleware, authenticator=tokens.TokenAuthenticator("HS256", KEY))
+    api.add_middleware(AuthenticationMiddleware, authenticator=tokens.TokenAuthenticator("HS256", KEY))
 
     @api.get("/healthz")
     async def healthz() -> dict[str, str | None]:

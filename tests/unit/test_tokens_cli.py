@@ -103,3 +103,25 @@ def test_the_magnetar_command_runs_it(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-m", "magnetar.tools.cli", "tokens", "validate", "x.y.z", "--secret-key", str(key)],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith("magnetar tokens: ") and "Traceback" not in done.stderr
+
+
+def test_create_basic_user_writes_a_line_the_basic_provider_accepts(capsys, monkeypatch, tmp_path) -> None:
+    import io
+
+    from magnetar.common.authentication import (
+        AuthenticationService,
+        BasicAuthenticator,
+        Credentials,
+        basic_header,
+    )
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("s3cret: with spaces\n"))
+    code, line, err = run(capsys, "create-basic-user", "--user", "app-1")
+    assert (code, err) == (0, "") and line.startswith("app-1:$6$")
+    (tmp_path / "users").write_text(line)
+    service = AuthenticationService(basic=BasicAuthenticator.from_file(tmp_path / "users"))
+    assert service.authenticate(Credentials(basic_header("app-1", "s3cret: with spaces"))) == "app-1"
+    for user, stdin in (("a:b", "x\n"), ("app-1", "\n")):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code, out, err = run(capsys, "create-basic-user", "--user", user)
+        assert (code, out) == (1, "") and err.startswith("magnetar tokens: ") and len(err.splitlines()) == 1

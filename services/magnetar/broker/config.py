@@ -121,6 +121,11 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Check what each role may do (Pulsar's authorizationEnabled; docs/security.md):
     superusers, tenant admin roles, namespace and subscription permissions. Needs
     authentication_enabled (a role comes from a token)."""
+    proxy_roles: list[str] = []
+    """Roles that may act for another role (Pulsar's ``proxyRoles``): a call of one of
+    them that names an ``original-principal`` is that principal's. The gateway uses it
+    for callers it knows by their TLS client certificate, which it cannot forward; list
+    the gateway's own role here. Anyone else naming an original principal is refused."""
     authorization_cache_ttl_s: float = Field(default=2.0, gt=0, le=4.0)
     """How long a tenant's admin roles and a namespace's permissions are used before
     being read again; open streams ask again every min(1 s, this), so a revoked role

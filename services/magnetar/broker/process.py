@@ -72,7 +72,7 @@ class BrokerServer:
             if self.protocol is not None:  # listening before the registration advertises it
                 await self.protocol.start()
             await self.service.start()
-            interceptors = server_interceptors(self.authenticator, "broker")
+            interceptors = server_interceptors(self.authenticator, "broker", proxy_roles=self.config.proxy_roles)
             if self.config.authorization_enabled:
                 interceptors.append(AuthorizationInterceptor(self.service.authorizer))
             self.server = await start_grpc_server(

@@ -44,13 +44,16 @@ class AdminClient:
 
     def __init__(
         self, service_url: str, operation_timeout_s: float = 30.0, *, tls: ClientTls | None = None,
-        token: Callable[[], str] | None = None,
+        token: Callable[[], str] | None = None, authorization: Callable[[], str] | None = None,
+        original_principal: Callable[[], str | None] | None = None,
     ) -> None:
         """``tls``: call the brokers with TLS (also on with a ``magnetar+ssl://`` URL);
-        ``token``: a token source (see ConnectionPool).
+        ``token``: a token source; ``authorization``: an ``authorization`` header source;
+        ``original_principal``: the role a proxy role acts for (see ConnectionPool).
 
         Raises: InvalidArgument: a bad service URL, unreadable TLS files."""
-        self.pool = ConnectionPool(service_url, operation_timeout_s, tls=tls, token=token)
+        self.pool = ConnectionPool(service_url, operation_timeout_s, tls=tls, token=token, authorization=authorization,
+                                   original_principal=original_principal)
         self.timeout = operation_timeout_s
 
     async def close(self) -> None:

@@ -24,8 +24,14 @@ from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
-from .auth import AuthenticationToken, token_source
-from .connection import ConnectionPool, sdk_tls
+from .auth import (
+    AuthenticationBasic,
+    AuthenticationTLS,
+    AuthenticationToken,
+    authorization_source,
+    tls_identity,
+)
+from .connection import ConnectionPool, sdk_tls, url_uses_tls
 from .consumer import Consumer, Topics, topic_names
 from .message import Message
 from .options import (
@@ -47,6 +53,8 @@ from .producer import Producer
 from .reader import Reader
 
 __all__ = [
+    "AuthenticationBasic",
+    "AuthenticationTLS",
     "AuthenticationToken",
     "Client",
     "Consumer",
@@ -77,8 +85,9 @@ class Client:
             (or ``"pulsar+ssl://…"``) for TLS.
         operation_timeout_seconds: limit for lookups, opening producers and
             subscribing (retriable failures are retried until then).
-        authentication: an :class:`AuthenticationToken` sent with every call (None:
-            anonymous, for brokers with authentication off).
+        authentication: an :class:`AuthenticationToken` or :class:`AuthenticationBasic`
+            sent with every call, or an :class:`AuthenticationTLS` client certificate
+            (None: anonymous: the brokers' anonymous role, or authentication off).
         connection_timeout_ms: not supported (gRPC connects lazily and
             ``operation_timeout_seconds`` bounds every wait, connecting included): a value
             other than the default is refused with InvalidArgument.
@@ -116,12 +125,16 @@ class Client:
                 f"connection_timeout_ms={connection_timeout_ms!r} is not supported: gRPC connects lazily "
                 "and operation_timeout_seconds bounds every wait, connecting included; set that instead"
             )
+        header = authorization_source(authentication)
+        certificate, key = tls_identity(authentication, tls_certificate_file_path, tls_private_key_file_path)
+        if isinstance(authentication, AuthenticationTLS) and not (use_tls or url_uses_tls(service_url)):
+            raise InvalidArgument("AuthenticationTLS needs TLS: use a +ssl URL or use_tls=True")
         tls = sdk_tls(
             service_url, use_tls=use_tls, trust_certs_file_path=tls_trust_certs_file_path,
             allow_insecure_connection=tls_allow_insecure_connection, validate_hostname=tls_validate_hostname,
-            certificate_file_path=tls_certificate_file_path, private_key_file_path=tls_private_key_file_path,
+            certificate_file_path=certificate, private_key_file_path=key,
         )  # fmt: skip
-        self._pool = ConnectionPool(service_url, operation_timeout_seconds, tls=tls, token=token_source(authentication))
+        self._pool = ConnectionPool(service_url, operation_timeout_seconds, tls=tls, authorization=header)
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
-from magnetar.common.grpcauth import with_token
+from magnetar.common.grpcauth import with_authorization, with_token
 from magnetar.common.grpcutil import (
     CLIENT_CHANNEL_OPTIONS,
     ERROR_CODE_KEY,
@@ -123,17 +123,23 @@ class ConnectionPool:
     Channels are created lazily inside the running event loop, with TLS when ``tls`` is
     given or the URL is a ``+ssl`` one (then trusting the system's roots). With a
     ``token`` source, every call and stream made through :meth:`stub` carries
-    ``authorization: Bearer <token>``, the source asked anew each time.
+    ``authorization: Bearer <token>``, the source asked anew each time; with an
+    ``authorization`` source (which wins), the header it gives (``Bearer …``, ``Basic …``),
+    and the role ``original_principal`` gives, if any, as the role it acts for (the
+    gateway, for a caller it knows by its client certificate).
     """
 
     def __init__(
         self, service_url: str, operation_timeout_s: float = 30.0, *, tls: ClientTls | None = None,
-        token: Callable[[], str] | None = None,
+        token: Callable[[], str] | None = None, authorization: Callable[[], str] | None = None,
+        original_principal: Callable[[], str | None] | None = None,
     ) -> None:
         """Raises: InvalidArgument: a bad service URL, or TLS files that cannot be read."""
         self.service_hosts = parse_service_url(service_url)
         self.operation_timeout_s = operation_timeout_s
         self.token = token
+        self.authorization = authorization
+        self.original_principal = original_principal
         self.tls = tls if tls is not None else (ClientTls() if url_uses_tls(service_url) else None)
         if self.tls is not None:
             channel_credentials(self.tls)  # read the files now: a wrong path fails here, once
@@ -149,7 +155,12 @@ class ConnectionPool:
         if stub is None:
             channel = aio_channel(address, self.tls, CLIENT_CHANNEL_OPTIONS)
             self._channels[address] = channel
-            stub = self._stubs[address] = with_token(pb_grpc.BrokerStub(channel), self.token)
+            plain = pb_grpc.BrokerStub(channel)
+            if self.authorization is not None:
+                stub = with_authorization(plain, self.authorization, self.original_principal)
+            else:
+                stub = with_token(plain, self.token)
+            self._stubs[address] = stub
         return stub
 
     async def unary(self, address: str, call: Callable[[pb_grpc.BrokerStub], Awaitable[T]]) -> T:

@@ -36,12 +36,15 @@ class RestAdmin:
 
     def __init__(
         self, admin_url: str, timeout_s: float = 30.0, *, tls: ClientTls | None = None, token: str | None = None,
+        authorization: str | None = None,
     ) -> None:
         """``tls``: how an ``https://`` gateway is verified (its CAs, a client certificate;
-        None: the system's roots); ``token``: sent as ``Authorization: Bearer`` with every request."""
+        None: the system's roots); ``token``: sent as ``Authorization: Bearer`` with every
+        request; ``authorization``: sent as the ``Authorization`` header instead."""
         self.admin_url = admin_url.rstrip("/")
         verify: ssl.SSLContext | bool = https_context(tls) if tls is not None else True
-        headers = {"Authorization": f"Bearer {token}"} if token else None
+        header = authorization or (f"Bearer {token}" if token else None)
+        headers = {"Authorization": header} if header else None
         self._http = httpx.AsyncClient(base_url=self.admin_url, timeout=timeout_s, verify=verify, headers=headers)
 
     async def close(self) -> None:

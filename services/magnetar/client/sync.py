@@ -27,7 +27,7 @@ from magnetar.common.eventloop import loop_factory
 from magnetar.common.message_id import MessageId
 
 from . import aio
-from .auth import AuthenticationToken
+from .auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from .consumer import Topics, grant_batch, split_batch
 from .message import Message
 from .options import (
@@ -46,6 +46,8 @@ from .partition_producer import PartitionProducer
 from .producer import SendCallback
 
 __all__ = [
+    "AuthenticationBasic",
+    "AuthenticationTLS",
     "AuthenticationToken",
     "Client",
     "Consumer",
@@ -437,8 +439,8 @@ class Client:
     Args:
         service_url: ``"magnetar://host:port"``, ``"host:port"`` or several hosts
             separated by commas; ``"magnetar+ssl://…"`` for TLS.
-        authentication: an :class:`AuthenticationToken` sent with every call (None:
-            anonymous).
+        authentication: an :class:`AuthenticationToken`, :class:`AuthenticationBasic`
+            or :class:`AuthenticationTLS` (None: anonymous).
         operation_timeout_seconds: limit for lookups, creating producers, subscribing.
         use_tls, tls_*: TLS options as :class:`magnetar.asyncio.Client` takes them.
     """

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextvars
 import tomllib
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from magnetar.common.authentication import PROVIDERS, AuthenticationService
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.tokens import TokenAuthenticator, read_key_bytes
+from magnetar.common.tokens import read_key_bytes
 
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
     "magnetar_config_file", default=None
@@ -117,10 +118,16 @@ class ServiceConfig(BaseSettings):
 
 
 class AuthenticationSettings(BaseModel):
-    """Token authentication of a service's gRPC door (docs/security.md); off by default."""
+    """Authentication of a service's doors (docs/security.md); off by default."""
 
     authentication_enabled: bool = False
-    """Require a valid token (``authorization: Bearer``) on every call but health checks."""
+    """Require a role on every call but health checks (Pulsar's ``authenticationEnabled``)."""
+    authentication_providers: list[str] = ["token"]
+    """The providers enabled, of ``token``, ``basic`` and ``tls`` (Pulsar's
+    ``authenticationProviders``). In the environment, write the list as JSON."""
+    anonymous_user_role: str = ""
+    """The role of a caller that presents no credentials (Pulsar's ``anonymousUserRole``;
+    "": such a caller is refused)."""
     token_algorithm: str = "HS256"
     """The only signing algorithm accepted: HS256/384/512 (secret key) or RS256/384/512,
     ES256/384/512 (key pair); tokens naming another one (``none`` included) are refused."""
@@ -128,19 +135,50 @@ class AuthenticationSettings(BaseModel):
     """The secret key (HS algorithms): a path, file:///path or data:;base64,<key>."""
     token_public_key_file: str = ""
     """The public key (RS, ES algorithms), PEM or DER: a path, file:///path or data:..."""
+    basic_auth_conf: str = ""
+    """The ``basic`` provider's password file of ``user:hash`` lines ($6$ or $5$ hashes):
+    a path, file:///path or data:;base64,... (Pulsar's ``basicAuthConf``)."""
     superuser_roles: list[str] = []
     """Roles that may do everything (the services' own token is one of these)."""
 
-    def authenticator(self) -> TokenAuthenticator | None:
-        """The configured authenticator; None when authentication is off.
+    client_certificates_optional: ClassVar[bool] = False
+    """Whether the door can ask for a client certificate without requiring one (the
+    gateway's uvicorn can; gRPC asks for one only when it requires it)."""
+
+    @model_validator(mode="after")
+    def _known_providers(self) -> Self:
+        providers = {p.strip().lower() for p in self.authentication_providers}
+        unknown = sorted(providers - set(PROVIDERS))
+        if unknown:
+            raise ValueError(f"unknown authentication provider(s) {unknown}: use {', '.join(PROVIDERS)}")
+        if self.authentication_enabled and "tls" in providers:
+            if not (getattr(self, "tls_enabled", False) and getattr(self, "tls_trust_certs_file", "")):
+                raise ValueError(
+                    "the tls authentication provider needs tls_enabled and tls_trust_certs_file (the CA of client certificates)"
+                )
+            if not self.client_certificates_optional and not getattr(self, "tls_require_client_cert", False):
+                raise ValueError(
+                    "the tls authentication provider needs tls_require_client_cert: "
+                    "a gRPC server asks for a client certificate only when it requires one"
+                )
+        return self
+
+    def authenticator(self) -> AuthenticationService | None:
+        """The configured authentication; None when authentication is off.
 
         Raises:
-            InvalidArgument: the algorithm is unknown or its key is missing or unreadable.
+            InvalidArgument: no provider, or a provider's key or password file is missing,
+                unreadable or bad.
         """
         if not self.authentication_enabled:
             return None
-        return TokenAuthenticator.from_settings(
-            self.token_algorithm, self.token_secret_key_file, self.token_public_key_file
+        return AuthenticationService.from_settings(
+            self.authentication_providers,
+            token_algorithm=self.token_algorithm,
+            token_secret_key=self.token_secret_key_file,
+            token_public_key=self.token_public_key_file,
+            basic_auth_conf=self.basic_auth_conf,
+            anonymous_user_role=self.anonymous_user_role,
         )
 
 

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 import magnetar
 from magnetar.gateway import errors
-from magnetar.gateway.auth import TokenAuthMiddleware
+from magnetar.gateway.auth import AuthenticationMiddleware
 from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.deps import Context
 from magnetar.gateway.metrics import GatewayMetrics
@@ -42,7 +42,7 @@ def create_app(context: GatewayContext) -> FastAPI:
     app.state.context = context
     errors.install(app)
     if context.authenticator is not None:
-        app.add_middleware(TokenAuthMiddleware, authenticator=context.authenticator)
+        app.add_middleware(AuthenticationMiddleware, authenticator=context.authenticator)
     metrics = GatewayMetrics()
     metrics.install(app)  # outside authentication: refusals are counted too
     for router in ROUTERS:

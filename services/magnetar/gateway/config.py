@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -17,6 +19,7 @@ DEFAULT_PORT = 8080
 
 class GatewayConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_GATEWAY_", extra="forbid")
+    client_certificates_optional: ClassVar[bool] = True  # uvicorn asks for one without requiring it
 
     cluster_name: str = "standalone"
     """The name ``/admin/v2/clusters`` reports (one cluster per ZooKeeper root)."""

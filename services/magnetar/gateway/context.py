@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from magnetar.client.admin import AdminClient
 from magnetar.client.aio import Client
 from magnetar.client.connection import ConnectionPool
+from magnetar.common.authentication import BEARER, AuthenticationService
 from magnetar.common.errors import MagnetarError
 from magnetar.common.tls import ClientTls, client_tls
-from magnetar.common.tokens import TokenAuthenticator
-from magnetar.gateway.auth import caller_token
+from magnetar.gateway.auth import caller_authorization, caller_principal
 from magnetar.gateway.config import GatewayConfig
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
@@ -33,9 +33,17 @@ def _service_url(config: GatewayConfig) -> str:
     return config.broker_service_url or "127.0.0.1:6650"
 
 
-def _caller_token() -> str:
-    """The token of the request being served ("" outside one: the broker refuses the call)."""
-    return caller_token.get() or ""
+def _forwarded(service_token: str | None) -> Callable[[], str]:
+    """The ``authorization`` header of the request being served; for a caller known by
+    its client certificate, the gateway's own token (its role is sent as the original
+    principal); "" without either (the brokers' anonymous role, or a refusal)."""
+
+    def header() -> str:
+        if caller_principal.get() is not None and service_token:
+            return BEARER + service_token
+        return caller_authorization.get() or ""
+
+    return header
 
 
 @dataclass
@@ -57,8 +65,8 @@ class GatewayContext:
     service_token: str | None = None
     """The token the gateway presents to brokers and bookies (None: none)."""
 
-    authenticator: TokenAuthenticator | None = None
-    """Verifies the callers' tokens (None: authentication is off)."""
+    authenticator: AuthenticationService | None = None
+    """Gives callers their role (None: authentication is off)."""
     _session_pools: set[ConnectionPool] = field(default_factory=set, init=False, repr=False)
     """The pools of the sessions open with a caller's token (kept on the live brokers)."""
 
@@ -68,13 +76,14 @@ class GatewayContext:
         token = config.service_token()
         authenticator = config.authenticator()
         tls = client_tls(config)
-        # With authentication on, a request's broker calls carry the caller's token and
-        # nothing else: a call made outside a request is refused rather than run with
-        # the gateway's own (superuser) token.
-        source: Callable[[], str] | None = (lambda: token) if token else None
+        # With authentication on, a request's broker calls carry the caller's credentials
+        # and nothing else: a call made outside a request is refused (or is the brokers'
+        # anonymous role) rather than run with the gateway's own (superuser) token.
+        source: Callable[[], str] | None = (lambda: BEARER + token) if token else None
         if authenticator is not None:
-            source = _caller_token
-        admin = AdminClient(_service_url(config), config.operation_timeout_s, tls=tls, token=source)
+            source = _forwarded(token)
+        admin = AdminClient(_service_url(config), config.operation_timeout_s, tls=tls, authorization=source,
+                            original_principal=caller_principal.get)
         if not config.broker_service_url:
             admin.pool.service_hosts = []
         client = Client.sharing(admin.pool)  # one pool: one channel per broker, hosts kept fresh below
@@ -88,15 +97,17 @@ class GatewayContext:
     async def caller_client(self) -> AsyncIterator[Client]:
         """An SDK client for a long-lived session of the request being served (a WebSocket
         producer, consumer or reader, a DLQ replay), whose calls and reconnects carry the
-        caller's token. Without authentication: the shared client (not closed here).
-        Otherwise a client of its own (the gateway's TLS settings, the live brokers),
-        closed with everything it opened when the block ends."""
-        token = caller_token.get()
-        if self.authenticator is None or token is None:
+        caller's credentials (for a caller known by its client certificate: the gateway's
+        token and the caller's role as original principal). Without authentication, or
+        for an anonymous caller (whose broker calls carry nothing): the shared client (not
+        closed here). Otherwise a client of its own (the gateway's TLS settings, the live
+        brokers), closed with everything it opened when the block ends."""
+        header, principal = _forwarded(self.service_token)(), caller_principal.get()
+        if self.authenticator is None or not header:
             yield self.client
             return
         pool = ConnectionPool(_service_url(self.config), self.config.operation_timeout_s, tls=self.tls,
-                              token=lambda: token)
+                              authorization=lambda: header, original_principal=lambda: principal)
         if not self.config.broker_service_url:
             pool.service_hosts = list(self.brokers)
         self._session_pools.add(pool)

@@ -15,7 +15,7 @@ from magnetar.gateway.app import create_app
 from magnetar.gateway.auth import RedactTokens
 from magnetar.gateway.config import DEFAULT_PORT, GatewayConfig
 from magnetar.gateway.context import GatewayContext
-from magnetar.gateway.websocket.protocol import GatewayWebSocketProtocol
+from magnetar.gateway.tlsprotocols import GatewayHttpProtocol, GatewayTlsWebSocketProtocol
 from magnetar.gateway.websocket.socket import ClientFrameErrors
 from magnetar.metadata.session import ZkSession
 
@@ -56,7 +56,8 @@ class GatewayServer:
             await self.context.refresh_brokers()
             server = uvicorn.Server(uvicorn.Config(
                 create_app(self.context), host=self.config.host, port=self.port, log_config=None,
-                access_log=False, lifespan="off", ws=GatewayWebSocketProtocol, **https_options(self.config),
+                access_log=False, lifespan="off", http=GatewayHttpProtocol, ws=GatewayTlsWebSocketProtocol,
+                **https_options(self.config),
             ))
             self._serving = asyncio.get_running_loop().create_task(server.serve(), name="gateway-http")
             while not server.started:

@@ -78,16 +78,19 @@ class TestCa:
         Path(ca.cert_file).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return ca
 
-    def issue(self, name: str, hosts: list[str], *, client: bool = True, server: bool = True) -> Issued:
+    def issue(
+        self, name: str, hosts: list[str], *, client: bool = True, server: bool = True, common_name: bool = True
+    ) -> Issued:
         """A certificate signed by this CA for common name ``name`` with ``hosts`` (DNS
         names or IP addresses) as subjectAltName, usable as server and/or client
-        certificate; written to ``<name>.pem`` and ``<name>.key``."""
+        certificate; written to ``<name>.pem`` and ``<name>.key``. ``common_name=False``:
+        the subject names ``name`` as its organization only (no CN)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         usages = [u for u, on in ((ExtendedKeyUsageOID.SERVER_AUTH, server), (ExtendedKeyUsageOID.CLIENT_AUTH, client)) if on]
         builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME if common_name else NameOID.ORGANIZATION_NAME, name)]))
             .issuer_name(self._cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALID)

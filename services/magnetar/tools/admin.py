@@ -450,15 +450,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    token = toolauth.token(args)
+    header = toolauth.authorization(args)
     if args.group in GATEWAY_GROUPS:
-        async with RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, tls=tls_from_flags(args), token=token) as rest:
+        rest = RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, tls=tls_from_flags(args), authorization=header)
+        async with rest:
             await _run_gateway(rest, args)
         return
     tls = tls_from_flags(args, args.url)
     admin: Admin = (
-        RestAdmin(args.admin_url, args.timeout, tls=tls, token=token) if args.admin_url
-        else AdminClient(args.url, args.timeout, tls=tls, token=(lambda: token) if token else None)
+        RestAdmin(args.admin_url, args.timeout, tls=tls, authorization=header) if args.admin_url
+        else AdminClient(args.url, args.timeout, tls=tls, authorization=(lambda: header) if header else None)
     )
     async with admin:
         await _run(admin, args)

@@ -12,7 +12,6 @@ import argparse
 import sys
 
 from magnetar.client.sync import (
-    AuthenticationToken,
     Client,
     ConsumerType,
     InitialPosition,
@@ -110,9 +109,8 @@ def consume(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    token = toolauth.token(args)
     return Client(
-        args.url, authentication=AuthenticationToken(token) if token else None,
+        args.url, authentication=toolauth.sdk_authentication(args),
         tls_trust_certs_file_path=args.tls_trust_certs_file,
     )
 

@@ -6,6 +6,7 @@
     magnetar tokens create --private-key priv.pem --algorithm RS256 --subject app-1
     magnetar tokens show TOKEN                 # header and claims, nothing checked
     magnetar tokens validate TOKEN --secret-key my-secret.key   # prints the subject
+    magnetar tokens create-basic-user --user app-1 >> users.htpasswd   # password on stdin
 
 Key options take a path, ``file:///path`` or ``data:;base64,<key>``. Errors are one line
 on stderr and exit 1; bad usage exits 2.
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import getpass
 import os
 import sys
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from magnetar.common import tokens
+from magnetar.common import shacrypt, tokens
 from magnetar.common.errors import InvalidArgument, MagnetarError
 
 PROG = "magnetar tokens"
@@ -60,7 +62,23 @@ def build_parser() -> argparse.ArgumentParser:
     key.add_argument("--public-key", metavar="FILE", help="the public key (RS, ES algorithms)")
     p.add_argument("-a", "--algorithm", help="the algorithm to accept (default: HS256 with --secret-key; "
                    "with --public-key, RS256 for an RSA key and ES256/384/512 for an EC key)")
+
+    p = sub.add_parser("create-basic-user", help="a user:hash line of the basic provider's password file "
+                       "(SHA-512-crypt); the password is read from stdin, or asked for on a terminal")
+    p.add_argument("-u", "--user", required=True, metavar="NAME", help="the user name (the role)")
     return parser
+
+
+def _read_password() -> str:
+    if sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            raise InvalidArgument("the passwords differ")
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        raise InvalidArgument("the password is empty")
+    return password
 
 
 def _token_arguments(p: argparse.ArgumentParser) -> None:
@@ -142,6 +160,10 @@ def run(args: argparse.Namespace) -> None:
             public_key = tokens.load_public_key(args.public_key)
             authenticator = tokens.TokenAuthenticator(_algorithm_of(public_key, args.algorithm), public_key)
         print(authenticator.authenticate(token))
+    elif args.command == "create-basic-user":
+        if not args.user or ":" in args.user or args.user != args.user.strip():
+            raise InvalidArgument("a user name is not empty, has no ':' and no surrounding spaces")
+        print(f"{args.user}:{shacrypt.hash_password(_read_password())}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,6 +165,15 @@ them. dict "ctx" . "component" "broker"
 {{- if eq $c "broker" }}
 {{- $_ := set $m "authorization_enabled" (and $auth.authentication.enabled $auth.authorization.enabled) }}
 {{- end }}
+{{- if and $auth.authentication.enabled (has $c (list "broker" "gateway")) }}
+{{- $_ := set $m "anonymous_user_role" $auth.authentication.anonymousUserRole }}
+{{- if $auth.authentication.tlsClientCertificates }}
+{{- $_ := set $m "authentication_providers" (list "token" "tls") }}
+{{- if eq $c "broker" }}
+{{- $_ := set $m "proxy_roles" (list $auth.roles.gateway) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $_ := set $m "tls_enabled" $ctx.Values.tls.enabled }}
 {{- if $ctx.Values.tls.enabled }}
 {{- $_ := set $m "tls_cert_file" "/var/run/secrets/magnetar/tls/tls.crt" }}
