@@ -157,7 +157,7 @@ bench-compare: setup $(STAMPS)/bench-compare ## Magnetar vs Redis Streams, NATS 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.
 SPARK_MASTER ?= local[*]
-SERVICE_URL ?= magnetar://127.0.0.1:6650
+SERVICE_URL ?= magnetar://127.0.0.1:6660
 ADMIN_URL ?= http://127.0.0.1:8080
 SPARK_JOB = SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(CURDIR)/$(PY) PYSPARK_DRIVER_PYTHON=$(CURDIR)/$(PY) \
 	PYTHONPATH=$(CURDIR)/spark-jobs MAGNETAR_SERVICE_URL=$(SERVICE_URL) MAGNETAR_ADMIN_URL=$(ADMIN_URL) \

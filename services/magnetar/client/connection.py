@@ -28,7 +28,7 @@ from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 6650
+DEFAULT_PORT = 6660
 _SCHEMES = ("magnetar://", "pulsar://", "magnetar+ssl://", "pulsar+ssl://")
 _TLS_SCHEMES = ("magnetar+ssl://", "pulsar+ssl://")
 LOOKUP_ATTEMPT_TIMEOUT_S = 5.0
@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 
 def parse_service_url(url: str) -> list[str]:
-    """``"magnetar://h1:6650,h2"``, ``"h:6650"`` → ``["h1:6650", "h2:6650"]`` (also
+    """``"magnetar://h1:6660,h2"``, ``"h:6660"`` → ``["h1:6660", "h2:6660"]`` (also
     ``pulsar://``, and ``magnetar+ssl://``/``pulsar+ssl://`` for TLS)."""
     rest = url.strip()
     for scheme in _SCHEMES:

@@ -55,6 +55,9 @@ class ConnectionSettings:
     """None: authentication off (CONNECT's credentials are not looked at)."""
     authorizer: Authorizer | None = None
     """None: authorization off."""
+    tls: bool = False
+    """The listener is the TLS one (``pulsar+ssl://``): lookups send its clients to the
+    owner's TLS URL."""
 
 
 class Connection:
@@ -227,14 +230,18 @@ class Connection:
             topic = self._topic(request.topic)
             await self._may_look_up(topic)
             owner = await self.service.lookup(topic)
-            url = await self.service.pulsar_service_url_of(owner)
-            if url is None:
+            urls = await self.service.pulsar_urls_of(owner)
+            if not (urls.url_tls if self.settings.tls else urls.url):
+                kind = "pulsar+ssl://" if self.settings.tls else "pulsar://"
                 answer = commands.lookup_failed(
-                    rid, pb.ServiceNotReady, f"{topic} is served by broker {owner}, which does not serve Pulsar's protocol"
+                    rid, pb.ServiceNotReady, f"{topic} is served by broker {owner}, which does not serve Pulsar's protocol at a {kind} URL"
                 )
             else:
-                # The owner's own record says so: the answer is authoritative.
-                answer = commands.lookup(rid, url, redirect=owner != self.service.broker_id, authoritative=True)
+                # The owner's own record says so: the answer is authoritative. Both URLs
+                # go out; the client takes the one of its kind (Pulsar's brokers do the same).
+                answer = commands.lookup(
+                    rid, urls.url, redirect=owner != self.service.broker_id, authoritative=True, url_tls=urls.url_tls
+                )
         except MagnetarError as exc:
             answer = commands.lookup_failed(rid, server_error(exc), exc.message)
         except Exception as exc:
