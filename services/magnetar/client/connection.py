@@ -8,6 +8,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -33,6 +34,18 @@ _SCHEMES = ("magnetar://", "pulsar://", "magnetar+ssl://", "pulsar+ssl://")
 _TLS_SCHEMES = ("magnetar+ssl://", "pulsar+ssl://")
 LOOKUP_ATTEMPT_TIMEOUT_S = 5.0
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TopicOwner:
+    """The broker serving a topic, as a lookup answers it."""
+
+    address: str
+    """``host:port`` of its gRPC door (``magnetar://``)."""
+    pulsar_url: str = ""
+    """Its ``pulsar://host:port`` ("": it serves no Pulsar protocol)."""
+    pulsar_url_tls: str = ""
+    """Its ``pulsar+ssl://host:port`` ("": none)."""
 
 
 def parse_service_url(url: str) -> list[str]:
@@ -198,6 +211,15 @@ class ConnectionPool:
         async def call(stub: pb_grpc.BrokerStub, host: str) -> str:
             resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
             return resp.broker_address or host
+
+        return await self.on_service_hosts(f"lookup {topic}", call)
+
+    async def lookup_owner(self, topic: str) -> TopicOwner:
+        """The broker that serves ``topic``, with where it serves Pulsar's protocol."""
+
+        async def call(stub: pb_grpc.BrokerStub, host: str) -> TopicOwner:
+            resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
+            return TopicOwner(resp.broker_address or host, resp.pulsar_service_url, resp.pulsar_service_url_tls)
 
         return await self.on_service_hosts(f"lookup {topic}", call)
 
