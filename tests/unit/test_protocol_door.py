@@ -21,7 +21,7 @@ from magnetar.broker.service import BrokerService, PulsarServiceUrls
 from magnetar.common import errors as e
 from magnetar.common import tokens
 from magnetar.common.netutil import free_port
-from magnetar.common.tls import ClientTls, https_context, server_tls
+from magnetar.common.tls import ClientTls, https_context, server_ssl_context, server_tls
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.frames import encode_command, encode_payload_command
@@ -371,7 +371,9 @@ async def _tls_door(tmp_path: Path, *, require_client_cert: bool) -> TlsDoor:
         tls_require_client_cert=require_client_cert,
     )  # fmt: skip
     service = FakeService(pulsar_service_urls(config))
-    listener = ProtocolListener(service, config, tls=server_tls(config))  # type: ignore[arg-type]
+    tls = server_tls(config)
+    assert tls is not None
+    listener = ProtocolListener(service, config, tls=server_ssl_context(tls))  # type: ignore[arg-type]
     await listener.start()
     return TlsDoor(listener, service, ca, ca.issue("client", []))
 

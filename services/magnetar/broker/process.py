@@ -19,7 +19,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.common.grpcauth import server_interceptors
 from magnetar.common.grpcserver import start_grpc_server
 from magnetar.common.metrics import serve_metrics
-from magnetar.common.tls import client_tls, server_tls
+from magnetar.common.tls import client_tls, server_ssl_context, server_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
@@ -66,7 +66,8 @@ class BrokerServer:
         if config.protocol_port:
             self.protocol.append(ProtocolListener(self.service, config, self.authenticator))
         if config.protocol_tls_port and (tls := server_tls(config)) is not None:
-            self.protocol.append(ProtocolListener(self.service, config, self.authenticator, tls=tls))
+            # The TLS files are read now: a bad one stops the start.
+            self.protocol.append(ProtocolListener(self.service, config, self.authenticator, tls=server_ssl_context(tls)))
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
 

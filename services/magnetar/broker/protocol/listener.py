@@ -12,12 +12,12 @@ import magnetar
 from magnetar.broker.protocol.connection import Connection, ConnectionSettings
 from magnetar.broker.service import PulsarServiceUrls
 from magnetar.common.errors import MagnetarError
-from magnetar.common.tls import server_ssl_context
 
 if TYPE_CHECKING:
+    import ssl
+
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.service import BrokerService
-    from magnetar.common.tls import ServerTls
     from magnetar.common.tokens import TokenAuthenticator
 
 log = logging.getLogger(__name__)
@@ -40,17 +40,17 @@ def pulsar_service_urls(config: BrokerConfig) -> PulsarServiceUrls:
 
 class ProtocolListener:
     """Pulsar's binary protocol over ``service`` on ``config.host:config.protocol_port``,
-    or with ``tls`` on ``config.host:config.protocol_tls_port``."""
+    or with TLS (``tls``: a server context, common/tls.py's ``server_ssl_context``) on
+    ``config.host:config.protocol_tls_port``."""
 
     def __init__(
         self, service: BrokerService, config: BrokerConfig, authenticator: TokenAuthenticator | None = None,
-        *, tls: ServerTls | None = None,
+        *, tls: ssl.SSLContext | None = None,
     ) -> None:  # fmt: skip
-        """Raises: InvalidArgument: ``tls``'s files cannot be read (a bad setting stops the start)."""
         self.service = service
         self.host = config.host
         self.port = config.protocol_tls_port if tls else config.protocol_port
-        self._ssl = server_ssl_context(tls) if tls else None
+        self._ssl = tls
         self.settings = ConnectionSettings(
             server_version=SERVER_VERSION,
             max_message_size=config.max_message_bytes,
