@@ -65,9 +65,10 @@ class BrokerServer:
         self.protocol: list[ProtocolListener] = []
         if config.protocol_port:
             self.protocol.append(ProtocolListener(self.service, config, self.authenticator))
-        if config.protocol_tls_port and (tls := server_tls(config)) is not None:
+        if config.protocol_tls_port and (served_tls := server_tls(config)) is not None:
             # The TLS files are read now: a bad one stops the start.
-            self.protocol.append(ProtocolListener(self.service, config, self.authenticator, tls=server_ssl_context(tls)))
+            context = server_ssl_context(served_tls)
+            self.protocol.append(ProtocolListener(self.service, config, self.authenticator, tls=context))
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
 
