@@ -88,7 +88,7 @@ proto: ## Generate the gRPC stubs into services/magnetar/proto/v1 and Pulsar's p
 	  sed -e 's/^from magnetar\.pulsar import/from magnetar.proto.pulsar import/' "$$f" > $(PULSAR_PROTO_OUT)/$$(basename $$f); done
 	@touch $(PULSAR_PROTO_OUT)/__init__.py
 
-run: setup ## Start ZooKeeper, 3 bookies, a broker, an auditor and the gateway (8080) on this machine (data under ./data); Ctrl-C stops
+run: setup ## Start ZooKeeper, 3 bookies, a broker (pulsar://localhost:6650, magnetar://localhost:6660), an auditor and the gateway (8080) on this machine (data under ./data); Ctrl-C stops
 	$(VENV)/bin/magnetar standalone --data-dir ./data
 
 test: setup ## Run the whole test suite (unit + integration, real ZooKeeper and processes)
