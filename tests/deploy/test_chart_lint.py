@@ -120,6 +120,7 @@ BAD_VALUES = [
     (["bookie.persistence.journal.size=lots"], "bookie.persistence.journal.size"),
     (["dlqReplay.job.olderThan=15 minutes"], "dlqReplay.job.olderThan"),
     (["metrics.port=6650"], "metrics.port"),
+    (["metrics.port=6660"], "metrics.port"),  # the brokers' gRPC port
     (["zookeeper.replicas=2"], "a ZooKeeper ensemble needs an odd number of servers"),
     (["auth.authentication.enabled=false"], "auth.authorization.enabled needs auth.authentication.enabled"),
     (["tls.enabled=true"], "tls.enabled needs a certificate Secret for the bookie"),
