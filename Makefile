@@ -88,7 +88,7 @@ proto: ## Generate the gRPC stubs into services/magnetar/proto/v1 and Pulsar's p
 	  sed -e 's/^from magnetar\.pulsar import/from magnetar.proto.pulsar import/' "$$f" > $(PULSAR_PROTO_OUT)/$$(basename $$f); done
 	@touch $(PULSAR_PROTO_OUT)/__init__.py
 
-run: setup ## Start ZooKeeper, 3 bookies, a broker, an auditor and the gateway (8080) on this machine (data under ./data); Ctrl-C stops
+run: setup ## Start ZooKeeper, 3 bookies, a broker (pulsar://localhost:6650, magnetar://localhost:6660), an auditor and the gateway (8080) on this machine (data under ./data); Ctrl-C stops
 	$(VENV)/bin/magnetar standalone --data-dir ./data
 
 test: setup ## Run the whole test suite (unit + integration, real ZooKeeper and processes)
@@ -157,7 +157,7 @@ bench-compare: setup $(STAMPS)/bench-compare ## Magnetar vs Redis Streams, NATS 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.
 SPARK_MASTER ?= local[*]
-SERVICE_URL ?= magnetar://127.0.0.1:6650
+SERVICE_URL ?= magnetar://127.0.0.1:6660
 ADMIN_URL ?= http://127.0.0.1:8080
 SPARK_JOB = SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(CURDIR)/$(PY) PYSPARK_DRIVER_PYTHON=$(CURDIR)/$(PY) \
 	PYTHONPATH=$(CURDIR)/spark-jobs MAGNETAR_SERVICE_URL=$(SERVICE_URL) MAGNETAR_ADMIN_URL=$(ADMIN_URL) \

@@ -1,7 +1,7 @@
 """Replay dead letters back to their real topics, exactly once, with Spark.
 
     spark-submit --master local[2] spark-jobs/dlq_replay.py \\
-        --service-url magnetar://localhost:6650 --admin-url http://localhost:8080 \\
+        --service-url magnetar://localhost:6660 --admin-url http://localhost:8080 \\
         --topic persistent://public/default/orders --subscription billing --older-than 1h
 
 Reads each DLQ (every partition, split by ledger) from its subscription's position,
@@ -47,7 +47,7 @@ class BadArguments(Exception):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="dlq_replay.py", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("--service-url", default=env("MAGNETAR_SERVICE_URL", "magnetar://localhost:6650"),
+    p.add_argument("--service-url", default=env("MAGNETAR_SERVICE_URL", "magnetar://localhost:6660"),
                    help="broker URL (env MAGNETAR_SERVICE_URL)")
     p.add_argument("--admin-url", default=env("MAGNETAR_ADMIN_URL", "http://localhost:8080"),
                    help="gateway URL (env MAGNETAR_ADMIN_URL)")

@@ -41,7 +41,7 @@ from typing import Any
 from magnetar.common.letters import DEAD_LETTER_REASON, REAL_TOPIC, RECONSUMETIMES
 
 EXIT_OK, EXIT_PARTIAL, EXIT_USAGE = 0, 1, 2
-DEFAULT_SERVICE_URL = "magnetar://127.0.0.1:6650"
+DEFAULT_SERVICE_URL = "magnetar://127.0.0.1:6660"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 TOKEN_OPTION = "auth.token"
 """The data source's option carrying the token."""

@@ -56,7 +56,7 @@ class SourceOptions:
         get = _getter(options)
         service_url = get(SERVICE_URL)
         if not service_url:
-            raise OptionError(f"option {SERVICE_URL!r} is required (magnetar://host:6650)")
+            raise OptionError(f"option {SERVICE_URL!r} is required (magnetar://host:6660)")
         admin_url = get(ADMIN_URL) or ""
         topics: tuple[str, ...] = ()
         if get(TOPIC) and get(TOPICS):

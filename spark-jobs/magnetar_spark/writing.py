@@ -69,7 +69,7 @@ class WriterOptions:
         lowered = {str(k).lower(): str(v) for k, v in options.items()}
         service_url = lowered.get(SERVICE_URL.lower())
         if not service_url:
-            raise OptionError(f"option {SERVICE_URL!r} is required (magnetar://host:6650)")
+            raise OptionError(f"option {SERVICE_URL!r} is required (magnetar://host:6660)")
         fail_after = lowered.get(FAIL_AFTER.lower())
         return cls(
             service_url=service_url, topic=lowered.get(TOPIC) or None, token=lowered.get(AUTH_TOKEN.lower()) or None,

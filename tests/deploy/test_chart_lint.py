@@ -50,7 +50,7 @@ SERVICE_CONFIGS = {"bookie": BookieConfig, "broker": BrokerConfig, "auditor": Au
 # Settings the chart itself sets (from auth.*, tls.*, global.*, the pod's ports and volumes):
 # values.schema.json keeps them out of <component>.config.
 CHART_MANAGED = {
-    "zookeeper", "zk_root", "host", "port", "advertised_address", "metrics_port", "cluster_name",
+    "zookeeper", "zk_root", "host", "port", "protocol_port", "protocol_tls_port", "advertised_address", "metrics_port", "cluster_name",
     "data_dir", "journal_dir", "authentication_enabled", "authorization_enabled", "token_algorithm",
     "token_secret_key_file", "token_public_key_file", "superuser_roles", "broker_client_auth_token",
     "broker_client_auth_token_file", "tls_enabled", "tls_cert_file", "tls_key_file", "tls_trust_certs_file",
@@ -121,6 +121,7 @@ BAD_VALUES = [
     (["bookie.persistence.journal.size=lots"], "bookie.persistence.journal.size"),
     (["dlqReplay.job.olderThan=15 minutes"], "dlqReplay.job.olderThan"),
     (["metrics.port=6650"], "metrics.port"),
+    (["metrics.port=6660"], "metrics.port"),  # the brokers' gRPC port
     (["zookeeper.replicas=2"], "a ZooKeeper ensemble needs an odd number of servers"),
     (["auth.authentication.enabled=false"], "auth.authorization.enabled needs auth.authentication.enabled"),
     (["tls.enabled=true"], "tls.enabled needs a certificate Secret for the bookie"),
@@ -227,7 +228,7 @@ def test_every_container_is_non_root_and_read_only() -> None:
 def test_probes_follow_tls() -> None:
     plain = pod_specs(objects())
     tls = pod_specs(objects("-f", str(OVERLAYS / "production.yaml")))
-    for name, port in (("magnetar-bookie", 3181), ("magnetar-broker", 6650), ("magnetar-auditor", 3182)):
+    for name, port in (("magnetar-bookie", 3181), ("magnetar-broker", 6660), ("magnetar-auditor", 3182)):
         container = plain[name]["containers"][0]
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             assert container[probe]["grpc"] == {"port": port}
@@ -236,6 +237,27 @@ def test_probes_follow_tls() -> None:
             assert "--tls-trust-certs-file" in command
     assert plain["magnetar-gateway"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert tls["magnetar-gateway"]["containers"][0]["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_brokers_serve_pulsars_protocol_on_pulsars_ports(tls: bool) -> None:
+    """pulsar:// on 6650 (and pulsar+ssl:// on 6651 with TLS) on the pods, the broker
+    Service and through the NetworkPolicy; the gRPC door on 6660."""
+    objs = objects(*(["-f", str(OVERLAYS / "production.yaml")] if tls else ["--set", "networkPolicy.enabled=true"]))
+    container = pod_specs(objs)["magnetar-broker"]["containers"][0]
+    wanted = {"grpc": 6660, "pulsar": 6650} | ({"pulsar-tls": 6651} if tls else {})
+    assert {p["name"]: p["containerPort"] for p in container["ports"] if p["name"] != "metrics"} == wanted
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["MAGNETAR_BROKER_PORT"], env["MAGNETAR_BROKER_PROTOCOL_PORT"], env["MAGNETAR_BROKER_PROTOCOL_TLS_PORT"]) == ("6660", "6650", "6651")
+    service = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == "magnetar-broker")
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"] if p["name"] != "metrics"}
+    assert ports == {name: (port, name) for name, port in wanted.items()}
+    policy = next(o for o in objs if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "magnetar-broker")
+    assert sorted(p["port"] for p in policy["spec"]["ingress"][0]["ports"]) == sorted(wanted.values())
+    # The settings the broker reads: the config file does not set them (the environment does).
+    from magnetar.broker.config import BrokerConfig
+
+    assert BrokerConfig.load(port=6660, protocol_port=6650, protocol_tls_port=6651).protocol_port == 6650
 
 
 def test_bookies_keep_their_identity_and_volumes() -> None:
@@ -291,7 +313,7 @@ def test_tls_advertises_the_pod_dns_name(component: str, tmp_path: Path) -> None
     fake = tmp_path / "magnetar"
     fake.write_text(f'#!/bin/sh\necho "$MAGNETAR_{component.upper()}_ADVERTISED_ADDRESS $*"\n')
     fake.chmod(0o755)
-    port = {"broker": "6650", "auditor": "3182"}[component]
+    port = {"broker": "6660", "auditor": "3182"}[component]
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "POD_IP": "10.244.3.17", "POD_NAMESPACE": "prod",
            f"MAGNETAR_{component.upper()}_PORT": port}
     out = subprocess.run([*container["command"], *container["args"]], env=env, capture_output=True, text=True, timeout=10)

@@ -615,7 +615,7 @@ def test_chart_runs_as_local_processes(workdir: Path) -> None:
             timings["token, produce, read back"] = time.monotonic() - started
 
             # The CronJob's pod, once, with --master=local[2]: it replays a real DLQ.
-            broker = cluster.host_ports[(f"{RELEASE}-broker", 6650)]
+            broker = cluster.host_ports[(f"{RELEASE}-broker", 6660)]
             dlq = f"{TOPIC}-{SUBSCRIPTION}-DLQ"
             _fill_dlq(f"magnetar://{broker}", token, 3, lambda: _wait_dlq(admin, dlq, 3))
             job = cluster.pod_of(f"{RELEASE}-dlq-replay")

@@ -175,6 +175,7 @@ def cluster(images: Images, timings: Timings, tmp_path_factory: pytest.TempPathF
     run_id = uuid.uuid4().hex[:8]
     workdir = tmp_path_factory.mktemp("compose")
     broker_ports = [free_port(), free_port()]
+    pulsar_ports = [free_port(), free_port()]  # never Pulsar's 6650 (and 6652) of the machine
     gateway_port = free_port()
     dlq_source = f"persistent://public/default/orders-{run_id}"
     env_file = workdir / ".env"
@@ -186,6 +187,8 @@ def cluster(images: Images, timings: Timings, tmp_path_factory: pytest.TempPathF
         "MAGNETAR_PUBLISH_ADDRESS=127.0.0.1",
         f"BROKER_1_PORT={broker_ports[0]}",
         f"BROKER_2_PORT={broker_ports[1]}",
+        f"BROKER_1_PULSAR_PORT={pulsar_ports[0]}",
+        f"BROKER_2_PULSAR_PORT={pulsar_ports[1]}",
         f"GATEWAY_PORT={gateway_port}",
         "MAGNETAR_ENSEMBLE_SIZE=2",
         "MAGNETAR_WRITE_QUORUM=2",

@@ -24,6 +24,7 @@ from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
 pytestmark = pytest.mark.integration
@@ -51,13 +52,10 @@ def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
 
 
 # One logger for every client: the C++ core keeps the first one it was given.
-_LOGGER = logging.getLogger("magnetar-test-pulsar-client")
-_LOGGER.propagate = False
-_LOGGER.setLevel(logging.WARNING)
 
 
 def _client(url: str) -> pulsar.Client:
-    return pulsar.Client(url, operation_timeout_seconds=15, connection_timeout_ms=5000, logger=_LOGGER)
+    return pulsar_client(url, operation_timeout_seconds=15, connection_timeout_ms=5000)
 
 
 def _id(mid) -> tuple[int, int, int, int]:  # type: ignore[no-untyped-def]

@@ -9,7 +9,6 @@ are metadata)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 import time
 
@@ -21,6 +20,7 @@ from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.pulsarclient import LINES, pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
 pytestmark = pytest.mark.integration
@@ -42,27 +42,8 @@ def brokers(module_broker_factory) -> Brokers:
     return Brokers(started, ports)
 
 
-class _Lines(logging.Handler):
-    """The C++ client's log lines (it logs through a Python logger it is given)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-CLIENT_LOG = _Lines()
-_LOGGER = logging.getLogger("magnetar-test-pulsar-client")
-_LOGGER.propagate = False  # its INFO lines would fill the test output
-_LOGGER.setLevel(logging.INFO)
-_LOGGER.addHandler(CLIENT_LOG)
-
-
 def _client(url: str) -> pulsar.Client:
-    # One logger for every client: the C++ core keeps the first one it was given.
-    return pulsar.Client(url, operation_timeout_seconds=10, connection_timeout_ms=5000, logger=_LOGGER)
+    return pulsar_client(url, operation_timeout_seconds=10, connection_timeout_ms=5000)
 
 
 async def _own(port: int, topic: str) -> None:
@@ -126,8 +107,8 @@ async def test_a_command_not_served_yet_fails_in_the_real_client_at_once(brokers
     outcome, took = await asyncio.to_thread(subscribe)
     assert outcome.startswith("NotAllowedError"), outcome
     assert took < 5, f"the client waited {took:.1f} s"
-    refusals = [line for line in CLIENT_LOG.lines if "SUBSCRIBE is not served" in line and "Received error response" in line]
-    assert refusals and all(f"-> 127.0.0.1:{brokers.ports[0]}]" in line for line in refusals), CLIENT_LOG.lines
+    refusals = [line for line in LINES.lines if "SUBSCRIBE is not served" in line and "Received error response" in line]
+    assert refusals and all(f"-> 127.0.0.1:{brokers.ports[0]}]" in line for line in refusals), LINES.lines
 
 
 @pytest.mark.parametrize(

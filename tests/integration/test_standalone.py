@@ -21,6 +21,7 @@ from magnetar.common.zkserver import four_letter_word
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.session import ZkSession
 from magnetar.testing.certs import TestCa
+from magnetar.testing.pulsarclient import pulsar_client
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +35,12 @@ def consecutive_free_ports(n: int) -> int:
 
 
 def launch(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    if "--port" not in args:  # the broker's port; never the default 6650 in tests
+    if "--port" not in args:  # the broker's port; never the default 6660 in tests
         args = (*args, "--port", str(free_port()))
+    if "--protocol-port" not in args:  # nor Pulsar's 6650 and 6651
+        args = (*args, "--protocol-port", str(free_port()))
+    if "--protocol-tls-port" not in args:
+        args = (*args, "--protocol-tls-port", str(free_port()))
     if "--auditor-port" not in args:  # nor the auditor's default 3182
         args = (*args, "--auditor-port", str(free_port()))
     if "--gateway-port" not in args:  # nor the gateway's default 8080
@@ -97,12 +102,21 @@ async def wait_for_stored_cursor(zk: str, topic: str, cursor: str, acked_through
 
 def test_standalone_runs_and_stops_on_sigint(tmp_path: Path) -> None:
     zk_port, bookie_port, auditor_port, gateway_port = free_port(), consecutive_free_ports(2), free_port(), free_port()
+    protocol_port = free_port()
     data = tmp_path / "data"
     proc = launch("--data-dir", str(data), "--bookies", "2", "--zk-port", str(zk_port),
                   "--bookie-port", str(bookie_port), "--auditor-port", str(auditor_port),
-                  "--gateway-port", str(gateway_port))  # fmt: skip
+                  "--gateway-port", str(gateway_port), "--protocol-port", str(protocol_port))  # fmt: skip
     try:
         lines = read_until_running(proc)
+        # Pulsar applications are pointed at pulsar:// (or the gateway), and it answers.
+        pulsar_url = f"pulsar://127.0.0.1:{protocol_port}"
+        assert f"pulsar     {pulsar_url} http://127.0.0.1:{gateway_port} (Pulsar clients)" in lines
+        client = pulsar_client(pulsar_url, operation_timeout_seconds=10)
+        try:
+            assert client.get_topic_partitions("standalone-wire") == ["persistent://public/default/standalone-wire"]
+        finally:
+            client.close()
         assert f"auditor    127.0.0.1:{auditor_port}" in lines
         assert grpc_health_serving(f"127.0.0.1:{auditor_port}")
         assert f"zookeeper  127.0.0.1:{zk_port}" in lines
@@ -228,13 +242,22 @@ def test_standalone_with_tls_on_every_port(tmp_path: Path) -> None:
     ca = TestCa.create(tmp_path / "ca")
     node = ca.issue("node", ["127.0.0.1"])
     zk_port, bookie_port, gateway_port, port = free_port(), consecutive_free_ports(2), free_port(), free_port()
+    tls_port = free_port()
     proc = launch("--data-dir", str(tmp_path / "data"), "--bookies", "2", "--zk-port", str(zk_port),
                   "--bookie-port", str(bookie_port), "--gateway-port", str(gateway_port), "--port", str(port),
+                  "--protocol-tls-port", str(tls_port),
                   "--tls-cert-file", node.cert_file, "--tls-key-file", node.key_file,
                   "--tls-trust-certs-file", ca.cert_file)  # fmt: skip
     tls = ClientTls(ca.cert_file)
     try:
-        read_until_running(proc)
+        lines = read_until_running(proc)
+        assert any(line.startswith("pulsar") and f"pulsar+ssl://127.0.0.1:{tls_port}" in line for line in lines)
+        wire = pulsar_client(f"pulsar+ssl://127.0.0.1:{tls_port}", tls_trust_certs_file_path=ca.cert_file,
+                             operation_timeout_seconds=10)  # fmt: skip
+        try:
+            assert wire.get_topic_partitions("tls-standalone") == ["persistent://public/default/tls-standalone"]
+        finally:
+            wire.close()
         assert grpc_health_serving(f"127.0.0.1:{bookie_port}", tls=tls)
         assert not grpc_health_serving(f"127.0.0.1:{bookie_port}")  # no plain text on a TLS port
         gateway = f"https://127.0.0.1:{gateway_port}"

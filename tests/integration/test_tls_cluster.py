@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pulsar
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -47,6 +48,7 @@ from magnetar.testing.processes import (
     GatewayProcess,
     ServiceFactory,
 )
+from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.tools import admin as admin_cli
 
 pytestmark = [pytest.mark.integration]
@@ -183,6 +185,38 @@ def test_the_host_name_is_what_fails_a_certificate_issued_for_another_name(
     assert not grpc_health_serving(bookie.address, 2.0, tls=ClientTls(tls_cluster.ca.cert_file))
 
 
+def _pulsar_client(url: str, ca: str, **more: object) -> pulsar.Client:
+    settings = {"operation_timeout_seconds": 10, "connection_timeout_ms": 5000, **more}
+    return pulsar_client(url, tls_trust_certs_file_path=ca, tls_validate_hostname=True, **settings)
+
+
+def test_pulsar_client_over_pulsar_ssl(tls_cluster: TlsCluster):
+    """Pulsar's protocol over TLS on its own port, with the broker's certificate (checked,
+    host name included); a lookup on it answers with the TLS URL."""
+    broker, topic = tls_cluster.broker, unique("wire-tls")
+    assert broker.pulsar_tls_url.startswith("pulsar+ssl://127.0.0.1:")
+    client = _pulsar_client(broker.pulsar_tls_url, tls_cluster.ca.cert_file)
+    try:
+        assert client.get_topic_partitions(topic) == [topic]
+    finally:
+        client.close()
+    # The registration advertises both URLs: the gateway's lookup (HTTPS here) shows them.
+    with httpx.Client(verify=https_context(ClientTls(tls_cluster.ca.cert_file)), timeout=10) as http:
+        body = http.get(f"{tls_cluster.gateway.url}/lookup/v2/topic/{topic.replace('://', '/')}").json()
+    assert (body["brokerUrl"], body["brokerUrlTls"]) == (broker.pulsar_url, broker.pulsar_tls_url)
+
+
+def test_pulsar_client_trusting_another_ca_fails_at_once(tls_cluster: TlsCluster):
+    client = _pulsar_client(tls_cluster.broker.pulsar_tls_url, tls_cluster.other_ca.cert_file)
+    started = time.monotonic()
+    try:
+        with pytest.raises(pulsar.ConnectError):
+            client.get_topic_partitions(unique("wire-other-ca"))
+    finally:
+        client.close()
+    assert time.monotonic() - started < REFUSAL_BOUND_S
+
+
 def _ws_url(cluster: TlsCluster, path: str) -> str:
     return cluster.gateway.url.replace("https://", "wss://") + path
 
@@ -272,6 +306,24 @@ async def test_a_broker_and_a_gateway_requiring_client_certificates(
         assert (await known_http.get(f"{gateway.url}/admin/v2/brokers/standalone")).json() == [broker.address]
         tenants = await known_http.get(f"{gateway.url}/admin/v2/tenants")  # gateway -> broker, mTLS
         assert tenants.status_code == 200 and "public" in tenants.json(), tenants.text
+    # Pulsar's protocol over TLS asks for the same client certificate (mTLS).
+    await asyncio.to_thread(_pulsar_client_needs_a_certificate, broker.pulsar_tls_url, ca, client, topic)
+
+
+def _pulsar_client_needs_a_certificate(url: str, ca: str, client: Issued, topic: str) -> None:
+    # TLS 1.3: the refusal arrives after the client's side of the handshake, as a closed
+    # connection, which pulsar-client retries until its operation timeout.
+    anonymous = _pulsar_client(url, ca, operation_timeout_seconds=3)
+    try:
+        with pytest.raises((pulsar.ConnectError, pulsar.Timeout)):
+            anonymous.get_topic_partitions(topic)
+    finally:
+        anonymous.close()
+    known = _pulsar_client(url, ca, authentication=pulsar.AuthenticationTLS(client.cert_file, client.key_file))
+    try:
+        assert known.get_topic_partitions(topic) == [topic]
+    finally:
+        known.close()
 
 
 async def test_a_client_certificate_is_a_role_at_every_door(

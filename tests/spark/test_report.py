@@ -216,9 +216,9 @@ def test_bad_arguments_exit_2_with_one_line(argv, says, capsys):
 
 def test_arguments_and_environment():
     got = dr.parse_args(["--topic", "orders", "--subscription", "billing"],
-                        environ={"MAGNETAR_SERVICE_URL": "magnetar://b:6650", "MAGNETAR_AUTH_TOKEN": "tok ",
+                        environ={"MAGNETAR_SERVICE_URL": "magnetar://b:6660", "MAGNETAR_AUTH_TOKEN": "tok ",
                                  "MAGNETAR_ADMIN_URL": "http://gw:8080"})
-    assert got.dlq_topics == ("orders-billing-DLQ",) and got.service_url == "magnetar://b:6650"
+    assert got.dlq_topics == ("orders-billing-DLQ",) and got.service_url == "magnetar://b:6660"
     assert got.token == "tok" and got.admin_url == "http://gw:8080" and "tok" not in repr(got)
     default = dr.parse_args(["--namespace", "public/default"], environ={})
     assert (default.service_url, default.admin_url) == (dr.DEFAULT_SERVICE_URL, dr.DEFAULT_ADMIN_URL)

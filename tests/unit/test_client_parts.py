@@ -19,8 +19,8 @@ from magnetar.proto.v1 import broker_pb2 as pb
     [
         ("magnetar://localhost:6650", ["localhost:6650"]),
         ("localhost:7000", ["localhost:7000"]),
-        ("magnetar://b1,b2:6651,b3:6652/", ["b1:6650", "b2:6651", "b3:6652"]),
-        ("pulsar://h", ["h:6650"]),
+        ("magnetar://b1,b2:6651,b3:6652/", ["b1:6660", "b2:6651", "b3:6652"]),
+        ("pulsar://h", ["h:6660"]),
     ],
 )
 def test_service_urls(url, hosts):

@@ -50,12 +50,12 @@ def test_auditor_sample_config_matches_the_defaults():
 def test_broker_sample_config_matches_the_defaults():
     from magnetar.broker.config import BrokerConfig
 
-    assert BrokerConfig.load("conf/broker.toml").model_dump() == BrokerConfig.load().model_dump() | {"port": 6650}
+    assert BrokerConfig.load("conf/broker.toml").model_dump() == BrokerConfig.load().model_dump() | {"port": 6660}
     with open("conf/broker.toml") as fh:
         assert set(BrokerConfig.model_fields) <= set(fh.read().split())
 
 
-@pytest.mark.parametrize(("service", "default_port"), [("broker", 6650), ("auditor", 3182), ("gateway", 8080)])
+@pytest.mark.parametrize(("service", "default_port"), [("broker", 6660), ("auditor", 3182), ("gateway", 8080)])
 def test_every_services_sample_config_lists_every_key_with_its_default(service: str, default_port: int):
     import importlib
     import tomllib
@@ -67,3 +67,28 @@ def test_every_services_sample_config_lists_every_key_with_its_default(service: 
         listed = tomllib.load(fh)
     assert set(listed) == set(config_cls.model_fields)
     assert config_cls.load(f"conf/{service}.toml").model_dump() == config_cls.load().model_dump() | {"port": default_port}
+
+
+def test_pulsars_ports_go_to_pulsars_protocol_and_grpc_moves_to_6660():
+    """Pulsar applications keep pulsar://host:6650 (pulsar+ssl://host:6651) and change only
+    the host name; Magnetar's gRPC door (magnetar://) is on 6660."""
+    from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
+    from magnetar.client.connection import parse_service_url
+
+    config = BrokerConfig.load()
+    assert (DEFAULT_PORT, config.protocol_port, config.protocol_tls_port) == (6660, 6650, 6651)
+    assert parse_service_url("magnetar://h") == ["h:6660"]
+
+
+@pytest.mark.parametrize(
+    "ports",
+    [{"port": 6650}, {"protocol_port": 6660}, {"protocol_port": 7000, "port": 7000}, {"protocol_port": 7000, "protocol_tls_port": 7000, "tls_enabled": True}],
+)
+def test_a_broker_refuses_two_doors_on_one_port(ports: dict, tmp_path):
+    from magnetar.broker.config import BrokerConfig
+
+    tls = {"tls_cert_file": str(tmp_path / "c.pem"), "tls_key_file": str(tmp_path / "k.pem")} if ports.get("tls_enabled") else {}
+    with pytest.raises(InvalidArgument, match="must differ"):
+        BrokerConfig.load(**ports, **tls)
+    # Without TLS the TLS port is not served: it may be anything.
+    assert BrokerConfig.load(protocol_port=7000, protocol_tls_port=7000).protocol_port == 7000

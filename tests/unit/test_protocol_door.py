@@ -5,36 +5,41 @@ every command it does not serve yet. Real sockets on loopback, no other process.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.protocol.errors import SERVER_ERRORS, server_error
-from magnetar.broker.protocol.listener import SERVER_VERSION, ProtocolListener, pulsar_service_url
-from magnetar.broker.service import BrokerService
+from magnetar.broker.protocol.listener import SERVER_VERSION, ProtocolListener, pulsar_service_urls
+from magnetar.broker.service import BrokerService, PulsarServiceUrls
 from magnetar.common import errors as e
 from magnetar.common import tokens
 from magnetar.common.netutil import free_port
+from magnetar.common.tls import ClientTls, https_context, server_ssl_context, server_tls
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.frames import encode_command, encode_payload_command
+from magnetar.testing.certs import Issued, TestCa
 from magnetar.testing.pulsarwire import RawPulsarConnection, connect_command, lookup_command
 
 T = pb.BaseCommand
 HERE = "127.0.0.1:6650"
 OTHER = "127.0.0.1:6651"
 OLD = "127.0.0.1:6652"  # registered before brokers advertised a Pulsar URL
+PLAIN = "127.0.0.1:6653"  # serves pulsar:// only
 
 
 @dataclass
 class FakeService:
     """The parts of BrokerService the door uses, with answers the tests set."""
 
-    pulsar_service_url: str
+    pulsar_urls: PulsarServiceUrls
     broker_id: str = HERE
     owners: dict[str, str] = field(default_factory=dict)
     partition_counts: dict[str, int] = field(default_factory=dict)
@@ -58,10 +63,14 @@ class FakeService:
             raise self.failure
         return self.partition_counts.get(topic, 0)
 
-    async def pulsar_service_url_of(self, broker_id: str) -> str | None:
-        records = {OTHER: {"address": OTHER, "pulsar_service_url": "pulsar://127.0.0.1:7001"}, OLD: {"address": OLD}}
-        return await BrokerService.pulsar_service_url_of(
-            SimpleNamespace(broker_id=self.broker_id, pulsar_service_url=self.pulsar_service_url,
+    async def pulsar_urls_of(self, broker_id: str) -> PulsarServiceUrls:
+        records = {
+            OTHER: {"address": OTHER, "pulsar_service_url": "pulsar://127.0.0.1:7001", "pulsar_service_url_tls": "pulsar+ssl://127.0.0.1:7002"},
+            PLAIN: {"address": PLAIN, "pulsar_service_url": "pulsar://127.0.0.1:7003"},
+            OLD: {"address": OLD},
+        }  # fmt: skip
+        return await BrokerService.pulsar_urls_of(
+            SimpleNamespace(broker_id=self.broker_id, pulsar_urls=self.pulsar_urls,
                             ownership=SimpleNamespace(broker_record=_async(records.get))),  # type: ignore[arg-type]
             broker_id,
         )  # fmt: skip
@@ -77,7 +86,7 @@ def _async(fn):  # type: ignore[no-untyped-def]
 @pytest.fixture
 async def door() -> AsyncIterator[tuple[ProtocolListener, FakeService]]:
     config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=0.5, max_message_bytes=64 * 1024)
-    service = FakeService(pulsar_service_url(config))
+    service = FakeService(pulsar_service_urls(config))
     listener = ProtocolListener(service, config)  # type: ignore[arg-type]
     await listener.start()
     try:
@@ -293,10 +302,10 @@ def test_the_error_table_maps_by_the_nearest_class() -> None:
 
 
 def test_the_advertised_url_follows_the_advertised_host() -> None:
-    assert pulsar_service_url(BrokerConfig(protocol_port=0)) == ""
-    assert pulsar_service_url(BrokerConfig(host="10.0.0.5", protocol_port=6660)) == "pulsar://10.0.0.5:6660"
-    config = BrokerConfig(host="0.0.0.0", advertised_address="broker-0.magnetar:6650", protocol_port=6660)
-    assert pulsar_service_url(config) == "pulsar://broker-0.magnetar:6660"
+    assert pulsar_service_urls(BrokerConfig(protocol_port=0)) == ("", "")
+    assert pulsar_service_urls(BrokerConfig(host="10.0.0.5", protocol_port=6670)) == ("pulsar://10.0.0.5:6670", "")
+    config = BrokerConfig(host="0.0.0.0", advertised_address="broker-0.magnetar:6660", protocol_port=6670)
+    assert pulsar_service_urls(config).url == "pulsar://broker-0.magnetar:6670"
 
 
 def test_encode_command_is_what_the_door_writes() -> None:  # the helper's frames are the codec's
@@ -309,7 +318,7 @@ KEY = b"k" * 32
 @pytest.fixture
 async def authenticated_door() -> AsyncIterator[ProtocolListener]:
     config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=5)
-    listener = ProtocolListener(FakeService(pulsar_service_url(config)), config, tokens.TokenAuthenticator("HS256", KEY))  # type: ignore[arg-type]
+    listener = ProtocolListener(FakeService(pulsar_service_urls(config)), config, tokens.TokenAuthenticator("HS256", KEY))  # type: ignore[arg-type]
     await listener.start()
     try:
         yield listener
@@ -320,7 +329,7 @@ async def authenticated_door() -> AsyncIterator[ProtocolListener]:
 @pytest.mark.parametrize(
     ("connect", "says"),
     [
-        (connect_command(), "'none' is not accepted"),
+        (connect_command(), "no token was presented"),
         (connect_command(token="not-a-token"), ""),
         (connect_command(token=tokens.create_token("alice", b"x" * 32)), ""),  # another key
         (connect_command(token=tokens.create_token("alice", KEY, expires_in_s=-60)), ""),
@@ -340,3 +349,107 @@ async def test_with_authentication_on_a_valid_token_connects(authenticated_door)
         await conn.handshake(token=tokens.create_token("alice", KEY))
         await conn.send(lookup_command("t", 1))
         assert (await conn.receive()).command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+
+
+# -- TLS (pulsar+ssl://) ----------------------------------------------------------------------
+
+
+@dataclass
+class TlsDoor:
+    listener: ProtocolListener
+    service: FakeService
+    ca: TestCa
+    client: Issued
+
+
+async def _tls_door(tmp_path: Path, *, require_client_cert: bool) -> TlsDoor:
+    ca = TestCa.create(tmp_path / "ca")
+    node = ca.issue("node", ["127.0.0.1"])
+    config = BrokerConfig(
+        protocol_port=free_port(), protocol_tls_port=free_port(), protocol_keepalive_s=5, tls_enabled=True,
+        tls_cert_file=node.cert_file, tls_key_file=node.key_file, tls_trust_certs_file=ca.cert_file,
+        tls_require_client_cert=require_client_cert,
+    )  # fmt: skip
+    service = FakeService(pulsar_service_urls(config))
+    tls = server_tls(config)
+    assert tls is not None
+    listener = ProtocolListener(service, config, tls=server_ssl_context(tls))  # type: ignore[arg-type]
+    await listener.start()
+    return TlsDoor(listener, service, ca, ca.issue("client", []))
+
+
+@pytest.fixture
+async def tls_door(tmp_path: Path) -> AsyncIterator[TlsDoor]:
+    door = await _tls_door(tmp_path, require_client_cert=False)
+    try:
+        yield door
+    finally:
+        await door.listener.stop()
+
+
+def test_with_tls_a_broker_advertises_both_urls_and_without_only_the_plain_one(tmp_path: Path) -> None:
+    ca = TestCa.create(tmp_path / "ca")
+    node = ca.issue("node", ["127.0.0.1"])
+    tls = {"tls_enabled": True, "tls_cert_file": node.cert_file, "tls_key_file": node.key_file}
+    assert pulsar_service_urls(BrokerConfig(host="10.0.0.5", **tls)) == ("pulsar://10.0.0.5:6650", "pulsar+ssl://10.0.0.5:6651")
+    assert pulsar_service_urls(BrokerConfig(host="10.0.0.5", protocol_port=0, **tls)) == ("", "pulsar+ssl://10.0.0.5:6651")
+    assert pulsar_service_urls(BrokerConfig(host="10.0.0.5", protocol_tls_port=0, **tls)).url_tls == ""
+    # Without TLS settings there is nothing to serve pulsar+ssl:// with.
+    assert pulsar_service_urls(BrokerConfig(host="10.0.0.5")) == ("pulsar://10.0.0.5:6650", "")
+
+
+async def test_lookups_on_the_tls_port_answer_with_the_owners_tls_url(tls_door: TlsDoor) -> None:
+    listener, service = tls_door.listener, tls_door.service
+    service.owners = {
+        "persistent://public/default/there": OTHER,
+        "persistent://public/default/plain": PLAIN,
+    }
+    context = https_context(ClientTls(tls_door.ca.cert_file))
+    async with await RawPulsarConnection.open("127.0.0.1", listener.port, ssl=context) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command("here", 1), lookup_command("there", 2), lookup_command("plain", 3))
+        answers = {f.command.lookupTopicResponse.request_id: f.command.lookupTopicResponse for f in [await conn.receive() for _ in range(3)]}
+    kind = pb.CommandLookupTopicResponse
+    assert answers[1].response == kind.Connect
+    assert (answers[1].brokerServiceUrl, answers[1].brokerServiceUrlTls) == service.pulsar_urls
+    assert answers[1].brokerServiceUrlTls == f"pulsar+ssl://127.0.0.1:{listener.port}"
+    assert answers[2].response == kind.Redirect and answers[2].authoritative
+    assert (answers[2].brokerServiceUrl, answers[2].brokerServiceUrlTls) == ("pulsar://127.0.0.1:7001", "pulsar+ssl://127.0.0.1:7002")
+    # An owner serving no pulsar+ssl://: a TLS client is not sent to its plain-text port.
+    assert answers[3].response == kind.Failed and answers[3].error == pb.ServiceNotReady
+    assert PLAIN in answers[3].message and "pulsar+ssl://" in answers[3].message
+
+
+async def test_lookups_on_the_plain_port_carry_the_tls_url_too(door) -> None:
+    listener, service = door
+    service.owners = {"persistent://public/default/there": OTHER}
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command("there", 1))
+        answer = (await conn.receive()).command.lookupTopicResponse
+    assert (answer.brokerServiceUrl, answer.brokerServiceUrlTls) == ("pulsar://127.0.0.1:7001", "pulsar+ssl://127.0.0.1:7002")
+
+
+async def test_a_client_not_trusting_the_brokers_ca_is_refused(tls_door: TlsDoor, tmp_path: Path) -> None:
+    stranger = TestCa.create(tmp_path / "other", "Another CA")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await RawPulsarConnection.open("127.0.0.1", tls_door.listener.port, ssl=https_context(ClientTls(stranger.cert_file)))
+    # A plain-text client on the TLS port gets no Pulsar frame back.
+    async with await RawPulsarConnection.open("127.0.0.1", tls_door.listener.port) as conn:
+        await conn.send(connect_command())
+        assert await conn.closed_by_peer()
+        assert conn.frames == []
+
+
+async def test_with_client_certificates_required_only_a_client_showing_one_connects(tmp_path: Path) -> None:
+    door = await _tls_door(tmp_path, require_client_cert=True)
+    try:
+        anonymous = https_context(ClientTls(door.ca.cert_file))
+        with pytest.raises((ssl.SSLError, ConnectionError, EOFError)):  # TLS 1.3: the refusal comes with the first read
+            async with await RawPulsarConnection.open("127.0.0.1", door.listener.port, ssl=anonymous) as conn:
+                await conn.handshake()
+        known = https_context(ClientTls(door.ca.cert_file, door.client.cert_file, door.client.key_file))
+        async with await RawPulsarConnection.open("127.0.0.1", door.listener.port, ssl=known) as conn:
+            assert (await conn.handshake()).server_version == SERVER_VERSION
+    finally:
+        await door.listener.stop()

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_url
+from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
+from magnetar.broker.service import PulsarServiceUrls
 from magnetar.broker.topic import PublishResult
 from magnetar.common import errors as e
 from magnetar.common.netutil import free_port
@@ -97,7 +98,7 @@ class FakeAuthorizer:
 
 @dataclass
 class FakeService:
-    pulsar_service_url: str
+    pulsar_urls: PulsarServiceUrls
     broker_id: str = "127.0.0.1:6650"
     topics: dict[str, FakeTopic] = field(default_factory=dict)
     failure: e.MagnetarError | None = None
@@ -128,7 +129,7 @@ class FakeService:
 @pytest.fixture
 async def door() -> AsyncIterator[tuple[ProtocolListener, FakeService]]:
     config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=5, max_message_bytes=64 * 1024)
-    service = FakeService(pulsar_service_url(config))
+    service = FakeService(pulsar_service_urls(config))
     listener = ProtocolListener(service, config)  # type: ignore[arg-type]
     listener.settings = dataclasses.replace(listener.settings, authorizer=service.authorizer)  # type: ignore[arg-type]
     await listener.start()

@@ -35,10 +35,10 @@ def ca(tmp_path_factory: pytest.TempPathFactory) -> TestCa:
 
 
 @pytest.mark.parametrize(("url", "hosts", "tls"), [
-    ("magnetar+ssl://h1:6651,h2", ["h1:6651", "h2:6650"], True),
+    ("magnetar+ssl://h1:6651,h2", ["h1:6651", "h2:6660"], True),
     ("pulsar+ssl://127.0.0.1:6650/", ["127.0.0.1:6650"], True),
     ("magnetar://h:1", ["h:1"], False),
-    ("pulsar://h", ["h:6650"], False),
+    ("pulsar://h", ["h:6660"], False),
     ("h:7", ["h:7"], False),
 ])
 def test_ssl_service_urls(url: str, hosts: list[str], tls: bool) -> None:

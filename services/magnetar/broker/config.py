@@ -16,16 +16,23 @@ from magnetar.common.config import (
 from magnetar.common.errors import InvalidArgument
 from magnetar.ledger.metadata import check_quorums
 
-DEFAULT_PORT = 6650
+DEFAULT_PORT = 6660
+"""The gRPC door's port (``magnetar://``): Pulsar's 6650 and 6651 belong to Pulsar's
+binary protocol (``protocol_port``, ``protocol_tls_port``), so that a Pulsar application
+moves to Magnetar by changing only a host name."""
 
 
 class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, ServiceTokenSettings):
     model_config = SettingsConfigDict(env_prefix="MAGNETAR_BROKER_", extra="forbid")
 
-    protocol_port: int = Field(default=0, ge=0, le=65535)
+    protocol_port: int = Field(default=6650, ge=0, le=65535)
     """Port of Pulsar's binary protocol (``pulsar://``, served by broker/protocol/) on
     ``host``; 0: not served. Brokers advertise it in their registration, so lookups
     redirect pulsar-client to the owner's."""
+    protocol_tls_port: int = Field(default=6651, ge=0, le=65535)
+    """Port of Pulsar's binary protocol over TLS (``pulsar+ssl://``), served when
+    ``tls_enabled`` with the same certificate, key, CA and client-certificate requirement
+    as the gRPC port; 0: not served. Advertised beside ``protocol_port``'s URL."""
     protocol_keepalive_s: float = Field(default=30.0, gt=0)
     """Pulsar protocol keepalive (Pulsar's keepAliveIntervalSeconds): a connection that
     sent nothing for this long gets a PING, and is closed when nothing came back by the
@@ -134,6 +141,16 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Fault injection for crash tests: the broker exits at once on reaching this named
     point (``after_move_publish``: a retry/DLQ copy is stored, the original not yet
     acknowledged). Empty: never."""
+
+    @model_validator(mode="after")
+    def _ports(self) -> Self:
+        served = [p for p in (self.port or DEFAULT_PORT, self.protocol_port, self.protocol_tls_port if self.tls_enabled else 0) if p]
+        if len(served) != len(set(served)):
+            raise ValueError(
+                f"port, protocol_port and protocol_tls_port must differ, got {self.port or DEFAULT_PORT}, "
+                f"{self.protocol_port}, {self.protocol_tls_port}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _authorization(self) -> Self:

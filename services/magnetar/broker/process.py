@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
-from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_url
+from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.rpc.authorization import AuthorizationInterceptor
 from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
 from magnetar.broker.rpc.servicer import BrokerServicer
@@ -19,7 +19,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.common.grpcauth import server_interceptors
 from magnetar.common.grpcserver import start_grpc_server
 from magnetar.common.metrics import serve_metrics
-from magnetar.common.tls import client_tls, server_tls
+from magnetar.common.tls import client_tls, server_ssl_context, server_tls
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
@@ -59,9 +59,16 @@ class BrokerServer:
             tenants=ZkTenantStore(session), ownership=ZkOwnershipStore(session),
             # Moves to topics other brokers serve go through the SDK, pointed at this broker.
             remote_mover=RemoteMovePublisher(self.broker_id, tls=tls, token=token),
-            pulsar_service_url=pulsar_service_url(config),
+            pulsar_urls=pulsar_service_urls(config),
         )
-        self.protocol = ProtocolListener(self.service, config, self.authenticator) if config.protocol_port else None
+        # Pulsar's binary protocol: pulsar:// and, with TLS, pulsar+ssl:// on a port of its own.
+        self.protocol: list[ProtocolListener] = []
+        if config.protocol_port:
+            self.protocol.append(ProtocolListener(self.service, config, self.authenticator))
+        if config.protocol_tls_port and (served_tls := server_tls(config)) is not None:
+            # The TLS files are read now: a bad one stops the start.
+            context = server_ssl_context(served_tls)
+            self.protocol.append(ProtocolListener(self.service, config, self.authenticator, tls=context))
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
 
@@ -69,8 +76,8 @@ class BrokerServer:
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.session.start()
         try:
-            if self.protocol is not None:  # listening before the registration advertises it
-                await self.protocol.start()
+            for listener in self.protocol:  # listening before the registration advertises them
+                await listener.start()
             await self.service.start()
             interceptors = server_interceptors(self.authenticator, "broker", proxy_roles=self.config.proxy_roles)
             if self.config.authorization_enabled:
@@ -80,8 +87,8 @@ class BrokerServer:
                 health=self.health, tls=server_tls(self.config), interceptors=interceptors,
             )
         except BaseException:
-            if self.protocol is not None:
-                await self.protocol.stop()
+            for listener in self.protocol:
+                await listener.stop()
             await self.session.close()
             raise
         serve_metrics(self.config.host, self.config.metrics_port)
@@ -93,8 +100,8 @@ class BrokerServer:
         self.session.stopping()  # with ZooKeeper gone, topics close as after a crash, at once
         if self.server is not None:
             await self.server.stop(grace_s)
-        if self.protocol is not None:
-            await self.protocol.stop(grace_s)
+        for listener in self.protocol:
+            await listener.stop(grace_s)
         await self.service.close()
         await self.session.close()
         log.info("broker %s stopped", self.broker_id)

@@ -7,7 +7,7 @@ import asyncio
 import functools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.config import BrokerConfig
@@ -53,21 +53,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class PulsarServiceUrls(NamedTuple):
+    """Where a broker serves Pulsar's binary protocol ("": not that way)."""
+
+    url: str = ""
+    """``pulsar://host:port``."""
+    url_tls: str = ""
+    """``pulsar+ssl://host:port``."""
+
+
 class BrokerService:
     def __init__(
         self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
         ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
-        remote_mover: MovePublisher | None = None, pulsar_service_url: str = "",
+        remote_mover: MovePublisher | None = None, pulsar_urls: PulsarServiceUrls | None = None,
     ) -> None:
         """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
         stores the service uses (and closes: the ledger client); remote_mover: publishes
         retry and dead-letter copies to topics other brokers serve (closed with the
-        service; None: such moves fail with NotOwner); pulsar_service_url: where this
-        broker serves Pulsar's binary protocol (``pulsar://host:port``, advertised in its
-        registration; empty: not served)."""
+        service; None: such moves fail with NotOwner); pulsar_urls: where this broker
+        serves Pulsar's binary protocol (``pulsar://``, ``pulsar+ssl://``; advertised in
+        its registration; empty: not served)."""
         self.config = config
         self.broker_id = broker_id
-        self.pulsar_service_url = pulsar_service_url
+        self.pulsar_urls = pulsar_urls or PulsarServiceUrls()
         self.session = session
         self.ledgers = ledgers
         self.ml_store = ml_store
@@ -110,8 +119,10 @@ class BrokerService:
         await asyncio.to_thread(collect_orphaned_spill_areas, self.config.delayed_spill_dir or None)
         await self.tenants.ensure_defaults((self.config.cluster_name,))
         record: dict[str, object] = {"address": self.broker_id}
-        if self.pulsar_service_url:
-            record["pulsar_service_url"] = self.pulsar_service_url
+        if self.pulsar_urls.url:
+            record["pulsar_service_url"] = self.pulsar_urls.url
+        if self.pulsar_urls.url_tls:
+            record["pulsar_service_url_tls"] = self.pulsar_urls.url_tls
         await self.ownership.register_broker(
             self.broker_id, record, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
         )
@@ -415,15 +426,20 @@ class BrokerService:
             self._owned.add(key)
         return owner
 
-    async def pulsar_service_url_of(self, broker_id: str) -> str | None:
-        """The ``pulsar://`` URL broker ``broker_id`` serves Pulsar's protocol at, from its
-        registration; None when it serves none (its listener is off, or it registered
-        before brokers advertised one) or is not registered."""
+    async def pulsar_urls_of(self, broker_id: str) -> PulsarServiceUrls:
+        """The ``pulsar://`` and ``pulsar+ssl://`` URLs broker ``broker_id`` serves
+        Pulsar's protocol at, from its registration; "" for a way it does not serve (its
+        listener is off, it registered before brokers advertised one, it is not
+        registered)."""
         if broker_id == self.broker_id:
-            return self.pulsar_service_url or None
-        record = await self.ownership.broker_record(broker_id)
-        url = (record or {}).get("pulsar_service_url")
-        return url if isinstance(url, str) and url else None
+            return self.pulsar_urls
+        record = await self.ownership.broker_record(broker_id) or {}
+
+        def text(key: str) -> str:
+            value = record.get(key)
+            return value if isinstance(value, str) else ""
+
+        return PulsarServiceUrls(text("pulsar_service_url"), text("pulsar_service_url_tls"))
 
     async def partitions(self, topic: str) -> int:
         name = self.parse(topic)

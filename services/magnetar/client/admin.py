@@ -26,7 +26,7 @@ from magnetar.common.partitions import admin_targets
 from magnetar.common.retry import RetryPolicy
 from magnetar.proto.v1 import broker_pb2 as pb
 
-from .connection import ConnectionPool
+from .connection import ConnectionPool, TopicOwner
 
 if TYPE_CHECKING:
     from magnetar.common.tls import ClientTls
@@ -348,6 +348,10 @@ class AdminClient:
     async def lookup(self, topic: str) -> str:
         """The ``host:port`` of the broker serving ``topic``."""
         return await self.pool.lookup(topic)
+
+    async def lookup_owner(self, topic: str) -> TopicOwner:
+        """The broker serving ``topic``: its ``host:port`` and its Pulsar protocol URLs."""
+        return await self.pool.lookup_owner(topic)
 
     # -- subscriptions (on every target partition's owner) -------------------------
     async def subscriptions(self, topic: str) -> list[str]:

@@ -2,7 +2,7 @@
 
     import magnetar.asyncio as ma
 
-    client = ma.Client("magnetar://localhost:6650")
+    client = ma.Client("magnetar://localhost:6660")
     producer = await client.create_producer("orders")
     msg_id = await producer.send(b"payload", partition_key="user-1")
     consumer = await client.subscribe("orders", "billing", consumer_type=ma.ConsumerType.Shared)

@@ -8,6 +8,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -28,15 +29,27 @@ from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 6650
+DEFAULT_PORT = 6660
 _SCHEMES = ("magnetar://", "pulsar://", "magnetar+ssl://", "pulsar+ssl://")
 _TLS_SCHEMES = ("magnetar+ssl://", "pulsar+ssl://")
 LOOKUP_ATTEMPT_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class TopicOwner:
+    """The broker serving a topic, as a lookup answers it."""
+
+    address: str
+    """``host:port`` of its gRPC door (``magnetar://``)."""
+    pulsar_url: str = ""
+    """Its ``pulsar://host:port`` ("": it serves no Pulsar protocol)."""
+    pulsar_url_tls: str = ""
+    """Its ``pulsar+ssl://host:port`` ("": none)."""
+
+
 def parse_service_url(url: str) -> list[str]:
-    """``"magnetar://h1:6650,h2"``, ``"h:6650"`` → ``["h1:6650", "h2:6650"]`` (also
+    """``"magnetar://h1:6660,h2"``, ``"h:6660"`` → ``["h1:6660", "h2:6660"]`` (also
     ``pulsar://``, and ``magnetar+ssl://``/``pulsar+ssl://`` for TLS)."""
     rest = url.strip()
     for scheme in _SCHEMES:
@@ -209,6 +222,15 @@ class ConnectionPool:
         async def call(stub: pb_grpc.BrokerStub, host: str) -> str:
             resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
             return resp.broker_address or host
+
+        return await self.on_service_hosts(f"lookup {topic}", call)
+
+    async def lookup_owner(self, topic: str) -> TopicOwner:
+        """The broker that serves ``topic``, with where it serves Pulsar's protocol."""
+
+        async def call(stub: pb_grpc.BrokerStub, host: str) -> TopicOwner:
+            resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
+            return TopicOwner(resp.broker_address or host, resp.pulsar_service_url, resp.pulsar_service_url_tls)
 
         return await self.on_service_hosts(f"lookup {topic}", call)
 

@@ -3,8 +3,10 @@ credentials and channels built from them (PEM files read once per settings), an 
 context for HTTPS clients, and the command-line tools' TLS flags.
 
 A port carries TLS or plain text, never both: a service with ``tls_enabled`` listens
-with TLS on its usual port (Pulsar uses a second port, 6651, for TLS; here one port per
-service keeps every address in ZooKeeper valid whichever way it is configured).
+with TLS on its usual port (one port per service keeps every address in ZooKeeper valid
+whichever way it is configured). The one exception is the broker's Pulsar protocol door,
+which follows Pulsar: ``pulsar://`` on one port, ``pulsar+ssl://`` on a second
+(:func:`server_ssl_context`), both advertised.
 
 gRPC always verifies the server's certificate chain and its host name (the name or IP
 address the channel dials must be in the certificate's subjectAltName); there is no
@@ -130,6 +132,27 @@ def https_context(tls: ClientTls) -> ssl.SSLContext:
             context.load_cert_chain(tls.cert_file, tls.key_file)
     except (OSError, ssl.SSLError) as exc:
         raise InvalidArgument(f"cannot load the TLS files {tls.trust_certs_file!r}, {tls.cert_file!r}: {exc}") from exc
+    return context
+
+
+def server_ssl_context(tls: ServerTls) -> ssl.SSLContext:
+    """A server SSL context (for asyncio servers) with ``tls``'s certificate and key,
+    asking for a client certificate signed by its CAs when it has a trust file and
+    refusing a client without one when it requires client certificates (as the gRPC
+    credentials of :func:`server_credentials`).
+
+    Raises:
+        InvalidArgument: a file cannot be read or is not a certificate or key.
+    """
+    try:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tls.trust_certs_file or None)
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidArgument(f"cannot load the TLS files {tls.cert_file!r}, {tls.key_file!r}, {tls.trust_certs_file!r}: {exc}") from exc
+    if tls.require_client_cert:
+        context.verify_mode = ssl.CERT_REQUIRED
+    elif tls.trust_certs_file:
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
 
 

@@ -24,7 +24,7 @@ class GatewayConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Serv
     cluster_name: str = "standalone"
     """The name ``/admin/v2/clusters`` reports (one cluster per ZooKeeper root)."""
     broker_service_url: str = ""
-    """Brokers to send admin calls to (``magnetar://h1:6650,h2:6650``); empty: the brokers
+    """Brokers to send admin calls to (``magnetar://h1:6660,h2:6660``); empty: the brokers
     registered in ZooKeeper, refreshed every ``broker_refresh_interval_s``."""
     broker_refresh_interval_s: float = Field(default=5.0, gt=0)
     """How often the registered brokers are read again from ZooKeeper."""

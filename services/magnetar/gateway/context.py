@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def _service_url(config: GatewayConfig) -> str:
     """The brokers to start from (replaced by the registered ones without a configured URL)."""
-    return config.broker_service_url or "127.0.0.1:6650"
+    return config.broker_service_url or "127.0.0.1:6660"
 
 
 def _forwarded(service_token: str | None) -> Callable[[], str]:

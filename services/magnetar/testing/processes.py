@@ -217,12 +217,35 @@ class BookieProcess(ServiceProcess):
 
 
 class BrokerProcess(ServiceProcess):
-    """A broker; its broker id (``127.0.0.1:PORT``) stays the same across restarts."""
+    """A broker; its broker id (``127.0.0.1:PORT``) stays the same across restarts.
+
+    Pulsar's protocol is on, on free ports of its own (not 6650 and 6651, which tests
+    running at once would share) unless the settings give ``protocol_port`` or
+    ``protocol_tls_port``: :attr:`pulsar_url`, and with TLS :attr:`pulsar_tls_url`."""
 
     module = "broker"
     config_cls = BrokerConfig
     env_prefix = "MAGNETAR_BROKER_"
     uses_data_dir = False
+
+    def __init__(self, zk_connect: str, zk_root: str, data_dir: Path, *, config: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
+        config = dict(config or {})
+        config.setdefault("protocol_port", _new_port())
+        config.setdefault("protocol_tls_port", _new_port())
+        self.protocol_port: int = config["protocol_port"]
+        self.protocol_tls_port: int = config["protocol_tls_port"] if config.get("tls_enabled") else 0
+        super().__init__(zk_connect, zk_root, data_dir, config=config, **kwargs)
+
+    @property
+    def pulsar_url(self) -> str:
+        """``pulsar://127.0.0.1:PORT`` ("" when its protocol port is off)."""
+        return f"pulsar://{self.host}:{self.protocol_port}" if self.protocol_port else ""
+
+    @property
+    def pulsar_tls_url(self) -> str:
+        """``pulsar+ssl://127.0.0.1:PORT`` ("" without TLS)."""
+        return f"pulsar+ssl://{self.host}:{self.protocol_tls_port}" if self.protocol_tls_port else ""
 
 
 class AuditorProcess(ServiceProcess):

@@ -4,6 +4,7 @@ send what a real client never would)."""
 from __future__ import annotations
 
 import asyncio
+from ssl import SSLContext
 from types import TracebackType
 from typing import Self
 
@@ -34,8 +35,9 @@ class RawPulsarConnection:
         self.frames: list[Frame] = []
 
     @classmethod
-    async def open(cls, host: str, port: int) -> Self:
-        reader, writer = await asyncio.open_connection(host, port)
+    async def open(cls, host: str, port: int, ssl: SSLContext | None = None) -> Self:
+        """Connect (with TLS when given ``ssl``, a client context)."""
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl)
         return cls(reader, writer)
 
     async def __aenter__(self) -> Self:

@@ -8,7 +8,7 @@ It is a command line over :class:`magnetar.client.admin.AdminClient` (the broker
 admin RPCs): a topic's calls go to the broker that owns it (looked up first); on a
 partitioned topic subscription calls go to every partition's owner (``topics
 subscriptions`` prints the union). ``--url`` takes a service URL
-(``magnetar://h1:6650,h2:6650`` or ``host:port``). With ``--admin-url
+(``magnetar://h1:6660,h2:6660`` or ``host:port``). With ``--admin-url
 http://host:8080`` the same commands go to the gateway's REST API instead
 (:class:`magnetar.client.rest_admin.RestAdmin`), with the same output.
 
@@ -36,7 +36,7 @@ from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
 
-DEFAULT_URL = "127.0.0.1:6650"
+DEFAULT_URL = "127.0.0.1:6660"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 Admin = AdminClient | RestAdmin
 _DURATION = re.compile(r"([0-9]+)([smhdw])", re.ASCII)

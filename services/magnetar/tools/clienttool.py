@@ -22,7 +22,7 @@ from magnetar.client.sync import (
 from magnetar.common.errors import MagnetarError, Timeout
 from magnetar.tools import toolauth
 
-DEFAULT_URL = "127.0.0.1:6650"
+DEFAULT_URL = "127.0.0.1:6660"
 _TYPES = {"Exclusive": ConsumerType.Exclusive, "Shared": ConsumerType.Shared,
           "Failover": ConsumerType.Failover, "Key_Shared": ConsumerType.KeyShared}
 _POSITIONS = {"Earliest": InitialPosition.Earliest, "Latest": InitialPosition.Latest}

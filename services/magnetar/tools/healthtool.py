@@ -3,7 +3,7 @@
 ``magnetar health HOST:PORT`` asks the gRPC health service (bookie, broker, auditor);
 ``magnetar health http://HOST:PORT/readyz`` wants a 200 (the gateway). Without a target it
 takes ``MAGNETAR_HEALTH_TARGET``, and without that it tries the services' default local
-endpoints (broker 6650, bookie 3181, auditor 3182, gateway 8080 ``/readyz``) and is healthy
+endpoints (broker 6660, bookie 3181, auditor 3182, gateway 8080 ``/readyz``) and is healthy
 when one of them serves: one service per container on its default port, as the image's
 ``HEALTHCHECK`` expects.
 
@@ -21,7 +21,7 @@ from magnetar.common.healthcheck import grpc_health_serving, http_ready
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 
 TARGET_ENV = "MAGNETAR_HEALTH_TARGET"
-DEFAULT_TARGETS = ("localhost:6650", "localhost:3181", "localhost:3182", "http://localhost:8080/readyz")
+DEFAULT_TARGETS = ("localhost:6660", "localhost:3181", "localhost:3182", "http://localhost:8080/readyz")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -122,7 +122,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         "--bookie-port", type=int, default=3181,
         help="first bookie's port; the next get +1, +2 … skipping the auditor's port",
     )  # fmt: skip
-    parser.add_argument("--port", type=int, default=6650, help="the broker's port (default 6650)")
+    parser.add_argument("--port", type=int, default=6660, help="the broker's gRPC port, magnetar:// (default 6660)")
+    parser.add_argument("--protocol-port", type=int, default=6650,
+                        help="the broker's port for Pulsar's protocol, pulsar:// (default 6650; 0: off)")
+    parser.add_argument("--protocol-tls-port", type=int, default=6651,
+                        help="with TLS: the broker's port for pulsar+ssl:// (default 6651; 0: off)")
     parser.add_argument("--auditor-port", type=int, default=3182, help="the auditor's port (default 3182)")
     parser.add_argument("--gateway-port", type=int, default=8080, help="the gateway's HTTP port (default 8080)")
     parser.add_argument(
@@ -197,6 +201,8 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         "MAGNETAR_BROKER_ENSEMBLE_SIZE": str(replicas),
         "MAGNETAR_BROKER_WRITE_QUORUM": str(replicas),
         "MAGNETAR_BROKER_ACK_QUORUM": str(replicas),
+        "MAGNETAR_BROKER_PROTOCOL_PORT": str(args.protocol_port),
+        "MAGNETAR_BROKER_PROTOCOL_TLS_PORT": str(args.protocol_tls_port),
     }
     address = f"{HOST}:{args.port}"
     argv = [
@@ -231,6 +237,10 @@ def _check_ports(args: argparse.Namespace) -> None:
     wanted += [(f"bookie-{i}", port, "--bookie-port") for i, port in enumerate(ports)]
     wanted += [("the broker", args.port, "--port"), ("the auditor", args.auditor_port, "--auditor-port"),
                ("the gateway", args.gateway_port, "--gateway-port")]
+    if args.protocol_port:
+        wanted.append(("Pulsar's protocol", args.protocol_port, "--protocol-port"))
+    if args.protocol_tls_port and args.tls_cert_file:
+        wanted.append(("Pulsar's protocol over TLS", args.protocol_tls_port, "--protocol-tls-port"))
     for what, port, flag in wanted:
         if not port_is_free(HOST, port):
             raise _Failure(
@@ -242,6 +252,22 @@ def _check_ports(args: argparse.Namespace) -> None:
             f"cannot reach ZooKeeper at {args.zookeeper}: start it, or leave out --zookeeper "
             "to run a private one"
         )
+
+
+def _client_urls(args: argparse.Namespace) -> list[str]:
+    """Where clients point: Pulsar applications at pulsar:// (pulsar+ssl://) or the
+    gateway's http(s)://, Magnetar's SDK and tools at magnetar://."""
+    tls = bool(args.tls_cert_file)
+    urls = []
+    if args.protocol_port:
+        urls.append(f"pulsar://{HOST}:{args.protocol_port}")
+    if tls and args.protocol_tls_port:
+        urls.append(f"pulsar+ssl://{HOST}:{args.protocol_tls_port}")
+    urls.append(f"{'https' if tls else 'http'}://{HOST}:{args.gateway_port}")
+    return [
+        f"{'pulsar':<10} {' '.join(urls)} (Pulsar clients)",
+        f"{'magnetar':<10} magnetar{'+ssl' if tls else ''}://{HOST}:{args.port} (Magnetar's SDK and tools)",
+    ]
 
 
 def _not_ready_message(exc: ChildNotReady) -> str:
@@ -273,6 +299,8 @@ def _run(args: argparse.Namespace) -> None:
             print(f"{component.name:<10} {component.address}", flush=True)
         if args.zookeeper:
             print(f"{'zookeeper':<10} {args.zookeeper} (external)", flush=True)
+        for line in _client_urls(args):
+            print(line, flush=True)
         print(f"data and logs under {data_dir}", flush=True)
         print("Magnetar standalone is running; Ctrl-C to stop.", flush=True)
         while True:

@@ -3,10 +3,13 @@ Pulsar's paths, JSON and status codes; health, readiness and metrics."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 from gateway_support import GatewayCluster, unique
 
 from magnetar.client.admin import AdminClient
+from magnetar.testing.pulsarclient import pulsar_client
 
 INFO = {"adminRoles": ["ops"], "allowedClusters": ["standalone"]}
 
@@ -73,10 +76,31 @@ async def test_lookup_names_the_owning_broker(http: httpx.AsyncClient, gateway_c
     r = await http.get(f"/lookup/v2/topic/persistent/public/default/{unique('t')}")
     assert r.status_code == 200
     body = r.json()
-    assert body["brokerUrl"] == body["nativeUrl"] == gateway_cluster.service_url
+    # Pulsar's field: the owner's pulsar:// URL; Magnetar's own address in nativeUrl.
+    assert body["brokerUrl"] == gateway_cluster.broker.pulsar_url != ""
+    assert body["nativeUrl"] == gateway_cluster.service_url
+    assert body["brokerUrlTls"] == ""  # the broker serves no TLS
     assert set(body) == {"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl", "brokerUrlSsl"}
     assert (await http.get("/lookup/v2/topic/non-persistent/public/default/t")).status_code == 405
     assert (await http.get("/lookup/v2/topic/persistent/public/nosuchns/t")).status_code == 404
+
+
+async def test_pulsar_client_with_the_gateways_http_url(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
+    """pulsar-client given ``http://gateway`` as its service URL reads partition counts
+    there (``/admin/v2/.../partitions``)."""
+    partitioned, plain = unique("four"), unique("plain")
+    assert (await http.put(f"/admin/v2/persistent/public/default/{partitioned}/partitions", json=4)).status_code == 204
+
+    def partitions() -> tuple[list[str], list[str]]:
+        client = pulsar_client(gateway_cluster.url, operation_timeout_seconds=10)
+        try:
+            return client.get_topic_partitions(partitioned), client.get_topic_partitions(plain)
+        finally:
+            client.close()
+
+    four, one = await asyncio.to_thread(partitions)
+    assert four == [f"persistent://public/default/{partitioned}-partition-{i}" for i in range(4)]
+    assert one == [f"persistent://public/default/{plain}"]
 
 
 async def test_health_readiness_metrics_and_openapi(http: httpx.AsyncClient):

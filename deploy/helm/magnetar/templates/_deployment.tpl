@@ -54,6 +54,14 @@ spec:
             {{- else }}
             - name: grpc
               containerPort: {{ $port }}
+            {{- if eq $c "broker" }}
+            - name: pulsar
+              containerPort: {{ include "magnetar.pulsarPort" $ctx }}
+            {{- if $root.Values.tls.enabled }}
+            - name: pulsar-tls
+              containerPort: {{ include "magnetar.pulsarTlsPort" $ctx }}
+            {{- end }}
+            {{- end }}
             {{- if $root.Values.metrics.enabled }}
             - name: metrics
               containerPort: {{ $root.Values.metrics.port }}

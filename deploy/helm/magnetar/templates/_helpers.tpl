@@ -63,8 +63,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Container ports of each component */}}
 {{- define "magnetar.port" -}}
-{{- get (dict "zookeeper" 2181 "bookie" 3181 "broker" 6650 "auditor" 3182 "gateway" 8080) . }}
+{{- get (dict "zookeeper" 2181 "bookie" 3181 "broker" 6660 "auditor" 3182 "gateway" 8080) . }}
 {{- end }}
+
+{{/*
+The brokers' ports for Pulsar's binary protocol: pulsar:// and, with TLS, pulsar+ssl://
+(Pulsar's own numbers, so that Pulsar applications change only a host name).
+*/}}
+{{- define "magnetar.pulsarPort" -}}6650{{- end }}
+{{- define "magnetar.pulsarTlsPort" -}}6651{{- end }}
 
 {{/* MAGNETAR_BROKER_ ... */}}
 {{- define "magnetar.envPrefix" -}}
@@ -276,6 +283,12 @@ annotations:
   value: "1"
 - name: {{ $p }}PORT
   value: {{ include "magnetar.port" $c | quote }}
+{{- if eq $c "broker" }}
+- name: {{ $p }}PROTOCOL_PORT
+  value: {{ include "magnetar.pulsarPort" . | quote }}
+- name: {{ $p }}PROTOCOL_TLS_PORT
+  value: {{ include "magnetar.pulsarTlsPort" . | quote }}
+{{- end }}
 {{- if and .ctx.Values.metrics.enabled (ne $c "gateway") }}
 - name: {{ $p }}METRICS_PORT
   value: {{ .ctx.Values.metrics.port | quote }}

@@ -21,6 +21,7 @@ from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.producers import DEFAULT_MAX_PENDING_SENDS, Producers
+from magnetar.common.authentication import AuthenticationService, Credentials, as_service
 from magnetar.common.errors import (
     AuthenticationError,
     InvalidTopicName,
@@ -53,12 +54,15 @@ class ConnectionSettings:
     max_message_size: int
     """Announced in CONNECTED; frames up to this plus FRAME_PADDING are read."""
     keepalive_s: float
-    authenticator: TokenAuthenticator | None = None
+    authenticator: AuthenticationService | TokenAuthenticator | None = None
     """None: authentication off (CONNECT's credentials are not looked at)."""
     authorizer: Authorizer | None = None
     """None: authorization off."""
     max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS
     """Sends without a receipt past which the connection stops reading its socket."""
+    tls: bool = False
+    """The listener is the TLS one (``pulsar+ssl://``): lookups send its clients to the
+    owner's TLS URL."""
 
 
 class Connection:
@@ -181,24 +185,52 @@ class Connection:
             self._not_served(frame)
 
     def _connect(self, connect: pb.CommandConnect) -> None:
+        """CONNECT: authenticate (when on) with the door-neutral authentication service —
+        ``token`` and ``basic`` auth data, the TLS listener's verified client certificate
+        (``tls``), or nothing (the anonymous role, when one is set) — then CONNECTED."""
         authenticator = self.settings.authenticator
-        if authenticator is not None:
-            try:
-                if connect.auth_method_name != "token":
-                    raise AuthenticationError(
-                        f"authentication method {connect.auth_method_name or 'none'!r} is not accepted: use a token"
-                    )
-                self.role = authenticator.authenticate(connect.auth_data.decode("utf-8", "strict"))
-            except UnicodeDecodeError:
-                self._refuse_and_close(commands.error(0, pb.AuthenticationError, "the token is not text"), "a token that is not text")
-                return
-            except AuthenticationError as exc:
-                self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
-                return
+        if authenticator is None:
+            self._connected(connect)
+            return
+        service = as_service(authenticator)
+        try:
+            credentials = Credentials.of_method(connect.auth_method_name, connect.auth_data, self._peer_certificate())
+        except AuthenticationError as exc:
+            self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
+            return
+        if service.is_costly(credentials):  # a password to hash: off the event loop
+            self._requests.spawn(self._authenticate_slowly(connect, service, credentials), name=f"CONNECT:{self.peer}")
+            return
+        self._authenticated(connect, lambda: service.authenticate(credentials))
+
+    async def _authenticate_slowly(self, connect: pb.CommandConnect, service: AuthenticationService, credentials: Credentials) -> None:
+        try:
+            role = await asyncio.to_thread(service.authenticate, credentials)
+        except AuthenticationError as exc:
+            self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
+            return
+        self._authenticated(connect, lambda: role)
+
+    def _authenticated(self, connect: pb.CommandConnect, role: Callable[[], str]) -> None:
+        if self._closed:
+            return
+        try:
+            self.role = role()
+        except AuthenticationError as exc:
+            self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
+            return
+        self._connected(connect)
+
+    def _connected(self, connect: pb.CommandConnect) -> None:
         self.protocol_version = min(connect.protocol_version, commands.PROTOCOL_VERSION)
         self._write(commands.connected(self.settings.server_version, self.protocol_version, self.settings.max_message_size))
         self.connected = True
         log.debug("pulsar connection %s: %s, protocol %d", self.peer, connect.client_version, self.protocol_version)
+
+    def _peer_certificate(self) -> bytes | None:
+        """The client certificate the TLS listener verified (DER), None without one."""
+        ssl_object = self._writer.get_extra_info("ssl_object")
+        return ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
 
     def _connect_again(self, frame: Frame) -> None:
         self._write(commands.error(0, pb.NotAllowedError, "this connection is connected already"))
@@ -247,14 +279,18 @@ class Connection:
             topic = self._topic(request.topic)
             await self._may_look_up(topic)
             owner = await self.service.lookup(topic)
-            url = await self.service.pulsar_service_url_of(owner)
-            if url is None:
+            urls = await self.service.pulsar_urls_of(owner)
+            if not (urls.url_tls if self.settings.tls else urls.url):
+                kind = "pulsar+ssl://" if self.settings.tls else "pulsar://"
                 answer = commands.lookup_failed(
-                    rid, pb.ServiceNotReady, f"{topic} is served by broker {owner}, which does not serve Pulsar's protocol"
+                    rid, pb.ServiceNotReady, f"{topic} is served by broker {owner}, which does not serve Pulsar's protocol at a {kind} URL"
                 )
             else:
-                # The owner's own record says so: the answer is authoritative.
-                answer = commands.lookup(rid, url, redirect=owner != self.service.broker_id, authoritative=True)
+                # The owner's own record says so: the answer is authoritative. Both URLs
+                # go out; the client takes the one of its kind (Pulsar's brokers do the same).
+                answer = commands.lookup(
+                    rid, urls.url, redirect=owner != self.service.broker_id, authoritative=True, url_tls=urls.url_tls
+                )
         except MagnetarError as exc:
             answer = commands.lookup_failed(rid, server_error(exc), exc.message)
         except Exception as exc:
@@ -274,3 +310,4 @@ class Connection:
 def _peer(writer: asyncio.StreamWriter) -> str:
     peer = writer.get_extra_info("peername")
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+

@@ -87,7 +87,11 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
     @rpc_errors
     async def Lookup(self, request: pb.LookupRequest, context: grpc.aio.ServicerContext) -> pb.LookupResponse:
         owner = await self.service.lookup(request.topic)
-        return pb.LookupResponse(broker_address=owner, owned_here=owner == self.service.broker_id)
+        urls = await self.service.pulsar_urls_of(owner)
+        return pb.LookupResponse(
+            broker_address=owner, owned_here=owner == self.service.broker_id,
+            pulsar_service_url=urls.url, pulsar_service_url_tls=urls.url_tls,
+        )  # fmt: skip
 
     @rpc_errors
     async def GetPartitionedTopicMetadata(self, request: pb.PartitionedTopicMetadataRequest, context: grpc.aio.ServicerContext) -> pb.PartitionedTopicMetadata:

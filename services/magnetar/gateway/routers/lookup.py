@@ -1,4 +1,6 @@
-"""``/lookup/v2/topic/persistent/{t}/{ns}/{topic}``: the broker that serves a topic."""
+"""``/lookup/v2/topic/persistent/{t}/{ns}/{topic}``: the broker that serves a topic, as
+Pulsar's URLs (``pulsar://``, ``pulsar+ssl://``: pulsar-client's ``http://`` service URL
+looks topics up here) and Magnetar's (``nativeUrl``: ``magnetar://``)."""
 
 from __future__ import annotations
 
@@ -18,11 +20,18 @@ async def lookup_topic(domain: str, tenant: str, namespace: str, topic: Topic, c
     if domain != "persistent":
         raise HttpError(405, f"Only persistent topics are served (not {domain!r})")
     if ctx.authenticator is not None:
-        address = await ctx.admin.lookup(topic)  # the broker decides first: no namespace's existence shown to others
+        owner = await ctx.admin.lookup_owner(topic)  # the broker decides first: no namespace's existence shown to others
     await ctx.tenants.get_policies(tenant, namespace)  # TenantNotFound / NamespaceNotFound: 404
     if ctx.authenticator is None:
-        address = await ctx.admin.lookup(topic)
-    if not address:
+        owner = await ctx.admin.lookup_owner(topic)
+    if not owner.address:
         raise InvalidArgument(f"no broker serves {topic}")
-    url = f"magnetar://{address}"
-    return LookupData(brokerUrl=url, nativeUrl=url, httpUrl=str(request.base_url).rstrip("/"))
+    # Pulsar's fields carry the owner's Pulsar protocol URLs, so that pulsar-client given
+    # this gateway as its http:// service URL connects to the owner; nativeUrl (in Pulsar
+    # a copy of brokerUrl, read by no client) carries Magnetar's own magnetar:// address.
+    # An owner serving no Pulsar protocol is answered with that address in brokerUrl too.
+    native = f"magnetar://{owner.address}"
+    return LookupData(
+        brokerUrl=owner.pulsar_url or native, brokerUrlTls=owner.pulsar_url_tls, nativeUrl=native,
+        httpUrl=str(request.base_url).rstrip("/"),
+    )  # fmt: skip
