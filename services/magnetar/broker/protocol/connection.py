@@ -2,10 +2,11 @@
 
 The first command must be CONNECT (anything else: ERROR, then the connection closes);
 CONNECTED answers it with the lower of the two protocol versions and this broker's
-largest message. Served so far: PING/PONG, PARTITIONED_METADATA and LOOKUP; CLOSE_PRODUCER
-and CLOSE_CONSUMER (nothing to close: SUCCESS). Every other command gets an answer saying
-it is not served (ERROR NotAllowed, its request id echoed; SEND_ERROR for a SEND), never
-silence. Bytes that are not frames get ERROR and the connection closes.
+largest message. Served: PING/PONG, PARTITIONED_METADATA and LOOKUP here; the consumers'
+commands in :mod:`.consumers`; CLOSE_PRODUCER (nothing to close: SUCCESS). Every other
+command gets an answer saying it is not served (ERROR NotAllowed, its request id echoed;
+SEND_ERROR for a SEND), never silence. Bytes that are not frames get ERROR and the
+connection closes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
+from magnetar.broker.protocol.consumers import Consumers
 from magnetar.broker.protocol.errors import server_error
 from magnetar.common.errors import (
     AuthenticationError,
@@ -84,9 +86,10 @@ class Connection:
             Type.PARTITIONED_METADATA: self._spawn(self._partitioned_metadata),
             Type.LOOKUP: self._spawn(self._lookup),
             Type.CLOSE_PRODUCER: lambda f: self._write(commands.success(f.command.close_producer.request_id)),
-            Type.CLOSE_CONSUMER: lambda f: self._write(commands.success(f.command.close_consumer.request_id)),
             Type.SEND: self._send_refused,
         }
+        self.consumers = Consumers(self)
+        self._handlers.update(self.consumers.handlers())
 
     # -- the socket -------------------------------------------------------------------------
     async def run(self) -> None:
@@ -116,6 +119,7 @@ class Connection:
             keepalive.cancel()
             await self._requests.close()
             self.close()
+            self.consumers.close_all()
             await asyncio.gather(keepalive, return_exceptions=True)
 
     def close(self) -> None:
@@ -123,9 +127,24 @@ class Connection:
         self._closed = True
         self._writer.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self.settings.authorizer
+
     def _write(self, command: pb.BaseCommand) -> None:
         if not self._closed:
             self._writer.write(encode_command(command))
+
+    write = _write
+
+    def write_bytes(self, frames: bytes) -> None:
+        """Whole encoded frames (MESSAGEs)."""
+        if not self._closed and frames:
+            self._writer.write(frames)
 
     def _refuse_and_close(self, command: pb.BaseCommand, why: str) -> None:
         log.info("pulsar connection %s: %s; closing it", self.peer, why)
@@ -201,6 +220,10 @@ class Connection:
         if not isinstance(value, str):  # proto2 hands over a string that is not UTF-8 as bytes
             raise InvalidTopicName(f"topic name {value!r} is not UTF-8")
         return str(TopicName.parse(value))
+
+    # What the consumers' handlers (.consumers) use of their connection.
+    spawn = _spawn
+    topic_name = _topic
 
     async def _may_look_up(self, topic: str) -> None:
         if self.settings.authorizer is not None:
