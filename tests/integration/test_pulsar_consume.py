@@ -324,6 +324,30 @@ async def test_readers_start_where_asked(cluster: Cluster) -> None:
     assert out == {"earliest": list(range(10)), "latest": [], "after 4": list(range(5, 10)), "from 4": list(range(4, 10))}
 
 
+async def test_a_reader_reads_a_batch_to_its_last_message(cluster: Cluster) -> None:
+    """The last message id names the last message of the last batch, so that
+    ``has_message_available`` holds until the reader has read that one."""
+    topic = await _topic(cluster, "batch-reader")
+    ids = await produce(cluster, topic, 10, batching=True, batch=10)
+
+    def read() -> tuple[tuple[int, int, int], list[int]]:
+        client = _client(cluster.url)
+        try:
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            got = []
+            while reader.has_message_available():
+                got.append(int(reader.read_next(5000).data()[1:]))
+            consumer = client.subscribe(topic, "s")
+            last = consumer.get_last_message_id()
+            return (last.ledger_id(), last.entry_id(), last.batch_index()), got
+        finally:
+            client.close()
+
+    last, got = await asyncio.to_thread(read)
+    assert last == (ids[-1][0], ids[-1][1], ids[-1][3]) == (ids[0][0], ids[0][1], 9)
+    assert got == list(range(10))
+
+
 async def test_seek_to_an_id_and_to_a_time_and_the_last_message_id(cluster: Cluster) -> None:
     topic = await _topic(cluster, "seek")
     first = await produce(cluster, topic, 5, batching=False)

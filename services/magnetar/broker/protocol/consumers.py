@@ -103,7 +103,7 @@ class Consumers:
             Type.CLOSE_CONSUMER: self._close_consumer,
             Type.UNSUBSCRIBE: spawn(self._unsubscribe),
             Type.SEEK: spawn(self._seek),
-            Type.GET_LAST_MESSAGE_ID: self._guarded(self._last_message_id),
+            Type.GET_LAST_MESSAGE_ID: spawn(self._last_message_id),
         }
 
     def close_all(self) -> None:
@@ -349,13 +349,26 @@ class Consumers:
             return
         self.connection.write(commands.success(seek.request_id))
 
-    def _last_message_id(self, frame: Frame) -> None:
+    async def _last_message_id(self, frame: Frame) -> None:
         g = frame.command.getLastMessageId
-        c = self._get(g.consumer_id, "GET_LAST_MESSAGE_ID")
-        last = c.topic.last_position()
-        ledger, entry = last if last is not None else (-1, -1)
+        try:
+            c = self._get(g.consumer_id, "GET_LAST_MESSAGE_ID")
+            last = c.topic.last_position()
+            ledger, entry, batch_index = -1, -1, -1
+            if last is not None:
+                ledger, entry = last
+                # As Pulsar: the id of the last message, in a batch its last index (a
+                # reader's has_message_available compares it with what it has read).
+                stored = await c.topic.ml.read_entries(last, 1, 1 << 62)
+                if stored:
+                    last_entry = view_entry(stored[0][1])
+                    if last_entry.batched:
+                        batch_index = len(last_entry.messages) - 1
+        except MagnetarError as exc:
+            self.connection.write(commands.error(g.request_id, server_error(exc), exc.message))
+            return
         response = pb.CommandGetLastMessageIdResponse(
-            request_id=g.request_id, last_message_id=commands.message_id(ledger, entry, c.topic.partition),
+            request_id=g.request_id, last_message_id=commands.message_id(ledger, entry, c.topic.partition, batch_index),
         )  # fmt: skip
         mark = c.subscription.cursor.mark_delete_position
         if mark is not None:
