@@ -394,6 +394,33 @@ async def _subscribed(conn: RawPulsarConnection, topic: str, subscription: str, 
     assert answer.command.type == Type.SUCCESS, answer.command
 
 
+async def test_failover_consumers_hear_which_one_is_active(cluster: Cluster) -> None:
+    topic = await _topic(cluster, "active")
+
+    async def subscribe(conn: RawPulsarConnection, name: str) -> None:
+        await conn.send(pb.BaseCommand(type=Type.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+            topic=topic, subscription="s", subType=pb.CommandSubscribe.Failover, consumer_id=5, request_id=1,
+            consumer_name=name,
+        )))  # fmt: skip
+        assert (await conn.receive()).command.type == Type.SUCCESS
+
+    async def told(conn: RawPulsarConnection) -> tuple[int, bool]:
+        change = (await conn.receive()).command
+        assert change.type == Type.ACTIVE_CONSUMER_CHANGE, change
+        return change.active_consumer_change.consumer_id, change.active_consumer_change.is_active
+
+    async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as b:
+        await b.handshake()
+        await subscribe(b, "b")
+        assert await told(b) == (5, True)
+        async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as a:
+            await a.handshake()
+            await subscribe(a, "a")  # sorts first: it takes over
+            assert await told(a) == (5, True)
+            assert await told(b) == (5, False)
+        assert await told(b) == (5, True)  # a's socket closed
+
+
 async def _until_pong(conn: RawPulsarConnection) -> list[pb.BaseCommand]:
     """What the broker sent before it answered a PING (sent now)."""
     await conn.send(commands.ping())

@@ -83,6 +83,9 @@ class ProtocolConsumer:
     sizes: dict[Position, int] = field(default_factory=dict)
     """Messages in each entry delivered and not wholly acknowledged (a batch-index ACK
     carries no batch size)."""
+    failover: bool = False
+    active: bool | None = None
+    """What the core said last (Failover): sent once the client knows the consumer."""
 
 
 class Consumers:
@@ -161,6 +164,8 @@ class Consumers:
             return
         self.consumers[cid] = consumer
         conn.write(commands.success(rid))
+        if consumer.active is not None:
+            self._tell_active(consumer, consumer.active)
 
     async def _attach(self, s: pb.CommandSubscribe) -> ProtocolConsumer:
         conn = self.connection
@@ -197,11 +202,12 @@ class Consumers:
             sink=lambda out: self._deliver(holder[0], out),
             on_reset=lambda: self._closed_by_broker(holder[0], "its subscription was moved (seek)", later=True),
             on_close=lambda exc: self._closed_by_broker(holder[0], exc.message),
+            on_active=lambda active: self._tell_active(holder[0], active),
             # Pulsar's maxUnackedMessagesPerConsumer: Shared and Key_Shared only.
             max_unacked=service.config.max_unacked_messages_per_consumer
             if sub_type in (SubscriptionType.Shared, SubscriptionType.Key_Shared) else 0,
         )  # fmt: skip
-        consumer = ProtocolConsumer(cid, topic, subscription, core)
+        consumer = ProtocolConsumer(cid, topic, subscription, core, failover=sub_type == SubscriptionType.Failover)
         holder.append(consumer)
         subscription.add_consumer(core, sub_type)
         return consumer
@@ -231,6 +237,15 @@ class Consumers:
             consumer.sizes[d.position] = d.messages
             frames.append(messages.message_frame(command, message))
         conn.write_bytes(b"".join(frames))
+
+    def _tell_active(self, consumer: ProtocolConsumer, active: bool) -> None:
+        """ACTIVE_CONSUMER_CHANGE (Failover only, as Pulsar), once SUCCESS has gone out."""
+        consumer.active = active
+        if consumer.failover and self.consumers.get(consumer.consumer_id) is consumer:
+            self.connection.write(pb.BaseCommand(
+                type=Type.ACTIVE_CONSUMER_CHANGE,
+                active_consumer_change=pb.CommandActiveConsumerChange(consumer_id=consumer.consumer_id, is_active=active),
+            ))  # fmt: skip
 
     def _closed_by_broker(self, consumer: ProtocolConsumer, why: str, later: bool = False) -> None:
         """Tell the client its consumer is closed (it subscribes again) and detach it."""
