@@ -577,3 +577,34 @@ async def test_closing_the_socket_gives_back_what_its_consumer_held(cluster: Clu
             return sub.consumers == 0 and sub.unacked == 0 and sub.backlog == 3
 
         await _poll(released)
+
+
+# -- last: restarts the module's broker ---------------------------------------------------
+async def test_redelivery_counts_survive_a_broker_restart(cluster: Cluster) -> None:
+    topic = await _topic(cluster, "restart")
+    await produce(cluster, topic, 5, batching=False)
+
+    def first_round() -> None:
+        client = _client(cluster.url)
+        try:
+            consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                        initial_position=pulsar.InitialPosition.Earliest)  # fmt: skip
+            got = _receive_all(consumer, 5)
+            consumer.acknowledge(got[0])
+            consumer.close()
+        finally:
+            client.close()
+
+    def second_round() -> list[tuple[int, int]]:
+        client = _client(cluster.url)
+        try:
+            consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+            got = [(int(m.data()[1:]), m.redelivery_count()) for m in _receive_all(consumer, 4)]
+            assert _nothing_more(consumer)
+            return got
+        finally:
+            client.close()
+
+    await asyncio.to_thread(first_round)
+    await asyncio.to_thread(cluster.broker.restart)
+    assert sorted(await asyncio.to_thread(second_round)) == [(n, 1) for n in range(1, 5)]
