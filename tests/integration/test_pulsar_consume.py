@@ -16,8 +16,11 @@ import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.proto.v1.broker_pb2 import TenantInfo
 from magnetar.protocol import commands
+from magnetar.testing.auth import Keys
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
 from magnetar.testing.pulsarwire import RawPulsarConnection
 
 pytestmark = pytest.mark.integration
@@ -608,3 +611,35 @@ async def test_redelivery_counts_survive_a_broker_restart(cluster: Cluster) -> N
     await asyncio.to_thread(first_round)
     await asyncio.to_thread(cluster.broker.restart)
     assert sorted(await asyncio.to_thread(second_round)) == [(n, 1) for n in range(1, 5)]
+
+
+async def test_with_authorization_on_subscribe_needs_consume_on_the_namespace(
+    keys: Keys, bookie_factory: ServiceFactory[BookieProcess], broker_factory: ServiceFactory[BrokerProcess],
+) -> None:  # fmt: skip
+    """The door makes the gRPC door's decision with the role of CONNECT's token."""
+    bookie_factory(**keys.settings())
+    port = free_port()
+    broker = broker_factory(
+        ensemble_size=1, write_quorum=1, ack_quorum=1, protocol_port=port,
+        **keys.settings(authorization_enabled=True, broker_client_auth_token_file=str(keys.service_token_file)),
+    )  # fmt: skip
+    async with AdminClient(broker.address, 15, token=lambda: keys.service_token) as admin:
+        await admin.create_tenant("acme", TenantInfo(admin_roles=["acme-admin"], allowed_clusters=["standalone"]))
+        await admin.create_namespace("acme/orders")
+        await admin.grant_permission("acme/orders", "reader", ["consume"])
+        topic = "persistent://acme/orders/in"
+        await admin.create_topic(topic)
+
+    async def subscribe(role: str) -> pb.BaseCommand:
+        async with await RawPulsarConnection.open("127.0.0.1", port) as conn:
+            await conn.handshake(token=keys.token(role))
+            await conn.send(pb.BaseCommand(type=Type.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+                topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=3,
+            )))  # fmt: skip
+            return (await conn.receive()).command
+
+    refused = await subscribe("stranger")
+    assert (refused.type, refused.error.error, refused.error.request_id) == (Type.ERROR, pb.AuthorizationError, 3)
+    async with AdminClient(broker.address, 15, token=lambda: keys.service_token) as admin:
+        assert [s.name for s in (await admin.topic_stats(topic)).subscriptions] == []  # nothing made
+    assert (await subscribe("reader")).type == Type.SUCCESS
