@@ -149,6 +149,29 @@ async def test_single_and_batched_messages_arrive_with_their_ids_and_metadata(cl
     assert all(m.redelivery_count() == 0 for m in got)
 
 
+async def test_the_partitions_of_a_partitioned_topic_give_ids_with_their_index(cluster: Cluster) -> None:
+    topic = await _topic(cluster, "parts")
+    async with AdminClient(cluster.address, 10) as admin:
+        await admin.create_topic(topic, partitions=3)
+    ids = await produce(cluster, topic, 60, batching=True, batch=5, key=lambda n: f"k{n % 7}")
+    assert {i[2] for i in ids} == {0, 1, 2}
+
+    def consume() -> list[pulsar.Message]:
+        client = _client(cluster.url)
+        try:
+            consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+            got = _receive_all(consumer, 60)
+            assert _nothing_more(consumer)
+            return got
+        finally:
+            client.close()
+
+    got = await asyncio.to_thread(consume)
+    by_payload = dict(zip((f"m{n}".encode() for n in range(60)), ids, strict=True))
+    assert {m.data(): _id(m) for m in got} == by_payload
+    assert all(m.topic_name() == f"{topic}-partition-{_id(m)[2]}" for m in got)
+
+
 @pytest.mark.parametrize("kind", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Failover])
 async def test_two_consumers_of_a_shared_or_failover_subscription_get_everything_once(cluster: Cluster, kind) -> None:
     topic = await _topic(cluster, "two")
