@@ -283,6 +283,30 @@ async def test_a_cumulative_ack_acknowledges_everything_before(cluster: Cluster)
     assert await asyncio.to_thread(round_, None) == list(range(11, 20))
 
 
+async def test_a_cumulative_ack_inside_a_batch_acknowledges_up_to_that_message(cluster: Cluster) -> None:
+    topic = await _topic(cluster, "cumulative-batch")
+    await produce(cluster, topic, 5, batching=False)
+    await produce(cluster, topic, 10, batching=True, batch=10, start=5)  # one entry of 10
+
+    def round_(ack_through: int | None) -> list[tuple[int, int]]:
+        client = _client(cluster.url)
+        try:
+            consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest,
+                                        batch_index_ack_enabled=True)  # fmt: skip
+            got = _receive_all(consumer, 15 if ack_through is not None else 6)
+            if ack_through is not None:
+                consumer.acknowledge_cumulative(got[ack_through])
+            else:
+                assert _nothing_more(consumer)
+            consumer.close()
+            return [(int(m.data()[1:]), m.redelivery_count()) for m in got]
+        finally:
+            client.close()
+
+    await asyncio.to_thread(round_, 8)  # m8: index 3 of the batch
+    assert await asyncio.to_thread(round_, None) == [(n, 1) for n in range(9, 15)]
+
+
 async def test_negative_acks_and_ack_timeouts_redeliver_with_the_count(cluster: Cluster) -> None:
     topic = await _topic(cluster, "nack")
     await produce(cluster, topic, 3, batching=False)
