@@ -108,6 +108,29 @@ async def test_failover_active_is_first_by_priority_then_name_and_the_next_gets_
     assert low.payloads() == []
 
 
+async def test_failover_consumers_are_told_when_they_become_active_or_stop_being(topic):
+    sub = await topic.subscribe("s", SubscriptionType.Failover, InitialPosition.Earliest)
+    told: list[tuple[str, bool]] = []
+
+    def attach(name: str) -> BrokerConsumer:
+        c = BrokerConsumer(name, 0, lambda _: None, on_active=lambda active: told.append((name, active)))
+        sub.add_consumer(c, SubscriptionType.Failover)
+        return c
+
+    b = attach("b")
+    attach("c")  # not first by name: told it is not active, b hears nothing
+    assert told == [("b", True), ("c", False)]
+    told.clear()
+    a = attach("a")  # first by name: a takes over
+    assert sorted(told) == [("a", True), ("b", False)]
+    told.clear()
+    sub.remove_consumer(a)
+    assert told == [("b", True)]
+    told.clear()
+    sub.remove_consumer(b)
+    assert told == [("c", True)]
+
+
 async def test_failover_spreads_partitions_over_consumers(topic):
     topic.partition = 3
     sub = await topic.subscribe("s", SubscriptionType.Failover, InitialPosition.Earliest)

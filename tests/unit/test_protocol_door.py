@@ -211,15 +211,15 @@ async def test_a_topic_name_that_is_not_utf8_is_refused(door) -> None:
 
 async def test_every_command_not_served_gets_an_answer_and_the_connection_goes_on(door) -> None:
     listener, _ = door
-    lookup_schema = pb.BaseCommand(type=T.GET_SCHEMA, getSchema=pb.CommandGetSchema(topic="t", request_id=11))
-    subscribe = pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
-        topic="t", subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=12))  # fmt: skip
-    seek = pb.BaseCommand(type=T.SEEK, seek=pb.CommandSeek(consumer_id=1, request_id=13))
+    schema = pb.BaseCommand(type=T.GET_SCHEMA, getSchema=pb.CommandGetSchema(request_id=11, topic="t"))
+    topics = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE, getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(
+        request_id=12, namespace="public/default"))  # fmt: skip
+    stats = pb.BaseCommand(type=T.CONSUMER_STATS, consumerStats=pb.CommandConsumerStats(request_id=13, consumer_id=1))
     txn = pb.BaseCommand(type=T.NEW_TXN)  # kept out of our .proto: no body
     close = pb.BaseCommand(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(consumer_id=1, request_id=14))
     async with await _open(listener) as conn:
         await conn.handshake()
-        await conn.send(lookup_schema, subscribe, seek, txn, close, connect_command())
+        await conn.send(schema, topics, stats, txn, close, connect_command())
         answers = [(await conn.receive()).command for _ in range(6)]
         assert [(a.error.request_id, a.error.error) for a in answers[:4]] == [
             (11, pb.NotAllowedError), (12, pb.NotAllowedError), (13, pb.NotAllowedError), (0, pb.UnsupportedVersionError),

@@ -54,6 +54,9 @@ class BrokerConsumer:
         on_close: ends the consumer's stream with an error: NotOwner when the topic stops
             being served here (the client looks it up again), a fatal one when its
             subscription or topic was deleted.
+        on_active: on Exclusive and Failover subscriptions, told whether the consumer is
+            the active one when it attaches and whenever that changes (Pulsar's
+            ACTIVE_CONSUMER_CHANGE).
         pending: entries delivered and not acknowledged: position -> mask of the messages
             held; ``unacked`` counts the messages held (the masks' bits).
         dead_letter: its retry/dead-letter policy (None: it asked for none).
@@ -66,6 +69,7 @@ class BrokerConsumer:
     on_reset: Callable[[], None] | None = None
     max_unacked: int = 0
     on_close: Callable[[MagnetarError], None] | None = None
+    on_active: Callable[[bool], None] | None = None
     consumer_id: int = field(default_factory=lambda: next(_ids), init=False)
     permits: int = field(default=0, init=False)
     pending: dict[Position, int] = field(default_factory=dict, init=False)

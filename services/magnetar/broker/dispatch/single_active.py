@@ -4,7 +4,8 @@ Failover: consumers of the best (lowest) priority level are eligible, sorted by 
 On a non-partitioned topic the first is active; on partition i of a partitioned topic
 eligible consumer ``i % n`` is, so partitions spread over consumers. When the active
 consumer changes, what the old one held goes back (a redelivery) and the new one gets it
-first, then everything after, in order.
+first, then everything after, in order. Each consumer with an ``on_active`` is told
+whether it is the active one when it attaches and whenever that changes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from magnetar.managedledger.position import Position
 
 class SingleActiveConsumerDispatcher(Dispatcher):
     active: BrokerConsumer | None = None
+    _told: dict[int, bool] | None = None
+    """Consumer id -> what it was last told (active or not)."""
 
     def choose_active(self) -> BrokerConsumer | None:
         consumers = self.sub.consumers
@@ -34,7 +37,17 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             self.active = new
             if old is not None and not old.closed and old in self.sub.consumers:
                 self.sub.send_back(old, None)  # the new active consumer gets them, in order
+        self._tell_active(new)
         self.wake()
+
+    def _tell_active(self, active: BrokerConsumer | None) -> None:
+        told = self._told if self._told is not None else {}
+        now: dict[int, bool] = {}
+        for c in self.sub.consumers:
+            state = now[c.consumer_id] = c is active
+            if c.on_active is not None and told.get(c.consumer_id) != state:
+                c.on_active(state)
+        self._told = now
 
     def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
         consumer = self.active

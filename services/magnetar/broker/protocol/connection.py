@@ -2,11 +2,11 @@
 
 The first command must be CONNECT (anything else: ERROR, then the connection closes);
 CONNECTED answers it with the lower of the two protocol versions and this broker's
-largest message. Served so far: PING/PONG, PARTITIONED_METADATA and LOOKUP; producers
-(PRODUCER, SEND, CLOSE_PRODUCER: :mod:`.producers`, which owns the connection's
-producers); CLOSE_CONSUMER (nothing to close: SUCCESS). Every other command gets an
-answer saying it is not served (ERROR NotAllowed, its request id echoed), never silence.
-Bytes that are not frames get ERROR and the connection closes.
+largest message. Served: PING/PONG, PARTITIONED_METADATA and LOOKUP here; the producers'
+commands (PRODUCER, SEND, CLOSE_PRODUCER) in :mod:`.producers`; the consumers' commands
+in :mod:`.consumers`. Every other command gets an answer saying it is not served (ERROR
+NotAllowed, its request id echoed), never silence. Bytes that are not frames get ERROR
+and the connection closes.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
+from magnetar.broker.protocol.consumers import Consumers
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.producers import DEFAULT_MAX_PENDING_SENDS, Producers
 from magnetar.common.authentication import AuthenticationService, Credentials, as_service
@@ -92,9 +93,10 @@ class Connection:
             Type.PONG: lambda _: None,  # hearing anything is what keepalive wants
             Type.PARTITIONED_METADATA: self._spawn(self._partitioned_metadata),
             Type.LOOKUP: self._spawn(self._lookup),
-            Type.CLOSE_CONSUMER: lambda f: self._write(commands.success(f.command.close_consumer.request_id)),
             **self.producers.handlers(),
         }
+        self.consumers = Consumers(self)
+        self._handlers.update(self.consumers.handlers())
 
     # -- the socket -------------------------------------------------------------------------
     async def run(self) -> None:
@@ -125,6 +127,7 @@ class Connection:
             keepalive.cancel()
             await self._requests.close()
             self.close()
+            self.consumers.close_all()
             await asyncio.gather(keepalive, return_exceptions=True)
 
     def close(self) -> None:
@@ -132,6 +135,14 @@ class Connection:
         self._closed = True
         self._writer.close()
         self.producers.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self.settings.authorizer
 
     def _write(self, command: pb.BaseCommand) -> None:
         if not self._closed:
@@ -146,6 +157,11 @@ class Connection:
             request.close()
         else:
             self._requests.spawn(request, name=f"{name}:{self.peer}")
+
+    def write_bytes(self, frames: bytes) -> None:
+        """Whole encoded frames (MESSAGEs)."""
+        if not self._closed and frames:
+            self._writer.write(frames)
 
     def _refuse_and_close(self, command: pb.BaseCommand, why: str) -> None:
         log.info("pulsar connection %s: %s; closing it", self.peer, why)
@@ -253,6 +269,9 @@ class Connection:
         if not isinstance(value, str):  # proto2 hands over a string that is not UTF-8 as bytes
             raise InvalidTopicName(f"topic name {value!r} is not UTF-8")
         return str(TopicName.parse(value))
+
+    # What the consumers' handlers (.consumers) use of their connection.
+    spawn_handler = _spawn
 
     async def _may_look_up(self, topic: str) -> None:
         if self.settings.authorizer is not None:
