@@ -4,7 +4,9 @@ SEND_ERROR and CLOSE_PRODUCER (both ways).
 A PRODUCER is served as the gRPC door's OpenProducer: authorization (the connection's
 role may produce on the topic), :meth:`BrokerService.get_topic` (which checks ownership
 and serving) and :meth:`PersistentTopic.add_producer` (a name in use is ProducerBusy; the
-answer carries the last sequence id stored under the name, for deduplication). A SEND's
+answer carries the last sequence id stored under the name, for deduplication). A
+PRODUCER's ``initial_subscription_name`` (pulsar-client's dead-letter producer sends its
+policy's) is made first, at the earliest entry, when missing. A SEND's
 entry is stored as sent (:func:`magnetar.protocol.stored.stored_entry`) by
 :meth:`PersistentTopic.publish`, which does everything else: deduplication, the size
 limit, backlog quotas, the delivery-delay limit, and refusing what it could not read back.
@@ -38,12 +40,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.protocol.errors import server_error
 from magnetar.common.errors import (
+    AlreadyExists,
     AuthorizationError,
     InvalidArgument,
     MagnetarError,
     NotOwner,
     ServiceClosed,
 )
+from magnetar.common.names import check_subscription_name
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.stored import stored_entry
@@ -144,11 +148,21 @@ class Producers:
             raise InvalidArgument(f"producer access mode {mode} is not served by this broker (only Shared)")
         if request.encrypted:
             raise InvalidArgument("encrypted messages are not served by this broker")
+        keep_for = request.initial_subscription_name if request.HasField("initial_subscription_name") else ""
+        if keep_for:
+            check_subscription_name(keep_for)
         if self.authorizer is not None:
             await self.authorizer.check(self.host.role, Request(Action.PRODUCE, topic_name))
+            if keep_for:  # a subscription made here keeps a backlog: the role must be one that may consume it
+                await self.authorizer.check(self.host.role, Request(Action.CONSUME, topic_name, keep_for))
         topic = await service.get_topic(topic_name)
         if self._closed:
             raise ServiceClosed("the connection is closing")
+        if keep_for and keep_for not in topic.subscriptions:
+            try:  # Pulsar's initialSubscriptionName: made at the earliest entry, before any send
+                await topic.create_subscription(keep_for, "earliest")
+            except AlreadyExists:
+                pass
         name = request.producer_name if request.HasField("producer_name") and request.producer_name else service.new_producer_name()
         producer: ProtocolProducer | None = None
 
