@@ -16,8 +16,12 @@ import time
 import pulsar
 import pytest
 
+from magnetar.client.admin import AdminClient
+from magnetar.common.errors import TopicNotFound
+from magnetar.proto.pulsar import pulsar_api_pb2 as ppb
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
+from magnetar.testing.pulsarwire import RawPulsarConnection
 
 pytestmark = pytest.mark.integration
 
@@ -168,3 +172,30 @@ async def test_unacknowledged_messages_come_back_after_the_ack_timeout(broker) -
     assert sorted(p for p, _, _ in first) == sorted(sent)
     assert sorted((p, n) for p, n, _ in again) == sorted((p, 1) for p in sent)  # each once more, counted
     assert min(t for _, _, t in again) >= 9.0  # not before the timeout
+
+
+async def test_a_producers_initial_subscription_is_made_once_and_a_bad_name_changes_nothing(broker) -> None:
+    namespace = await new_namespace(broker.address, "initialsub")
+    topic = f"persistent://{namespace}/letters"
+    T = ppb.BaseCommand
+
+    def producer(pid: int, initial: str) -> ppb.BaseCommand:
+        return T(type=T.PRODUCER, producer=ppb.CommandProducer(
+            topic=topic, producer_id=pid, request_id=pid, initial_subscription_name=initial,
+        ))  # fmt: skip
+
+    async with await RawPulsarConnection.open("127.0.0.1", broker.protocol_port) as conn:
+        await conn.handshake()
+        await conn.send(producer(1, "a/b"))
+        refused = (await conn.receive()).command
+        assert refused.type == T.ERROR and refused.error.error == ppb.NotAllowedError
+        assert "invalid subscription name 'a/b'" in refused.error.message
+        async with AdminClient(broker.address, 10) as admin:
+            with pytest.raises(TopicNotFound):  # nothing made, not even the topic
+                await admin.subscriptions(topic)
+        for pid in (2, 3):  # the second finds it made
+            await conn.send(producer(pid, "kept"))
+            answer = (await conn.receive()).command
+            assert answer.type == T.PRODUCER_SUCCESS, answer
+        async with AdminClient(broker.address, 10) as admin:
+            assert await admin.subscriptions(topic) == ["kept"]
