@@ -1,8 +1,8 @@
 """The Pulsar protocol door's producers (magnetar.broker.protocol.producers) over a
 stand-in topic: PRODUCER, SEND and its receipts in order, duplicates, SEND_ERROR, the
 refusals (no producer, bad checksum, not the owner, not authorized, a name in use), the
-initial subscription a PRODUCER names,
-CLOSE_PRODUCER both ways, and the connection that stops reading past its pending sends.
+initial subscription a PRODUCER names, CLOSE_PRODUCER both ways, and the connection that
+stops reading past its pending sends.
 Real sockets on loopback, no other process."""
 
 from __future__ import annotations
