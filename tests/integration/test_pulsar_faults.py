@@ -140,7 +140,7 @@ def _stored(url: str, topic: str) -> list[int]:
     client = pulsar_client(url, operation_timeout_seconds=30)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        out = []
+        out: list[int] = []
         while True:
             try:
                 msg = reader.read_next(timeout_millis=3000)

@@ -164,7 +164,7 @@ def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark,
     client = pulsar_client(mcluster.pulsar_url, operation_timeout_seconds=15)
     try:
         producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50)
-        receipts: dict[int, object] = {}
+        receipts: dict[int, tuple[pulsar.Result, pulsar.MessageId]] = {}
         for i in range(12):
             producer.send_async(f"p{i}".encode(), lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
                                 properties={"i": str(i)}, partition_key=f"key-{i}", event_timestamp=1_700_000_000_000 + i)
@@ -172,11 +172,8 @@ def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark,
         producer.close()
     finally:
         client.close()
-    assert all(receipts[i][0] == pulsar.Result.Ok for i in range(12))  # type: ignore[index]
-    sent = {
-        (mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()): i
-        for i, (_, mid) in receipts.items()  # type: ignore[misc]
-    }
+    assert all(receipts[i][0] == pulsar.Result.Ok for i in range(12))
+    sent = {(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()): i for i, (_, mid) in receipts.items()}
     assert any(key[3] > 0 for key in sent), "the client sent no batch of more than one message"
     rows = reader(spark, mcluster, topic).collect()
     got = {}

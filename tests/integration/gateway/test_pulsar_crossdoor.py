@@ -129,7 +129,9 @@ async def test_websocket_messages_received_by_pulsar_client(gateway_cluster: Gat
             client.subscribe, topic, "px", consumer_type=pulsar.ConsumerType.Shared,
             initial_position=pulsar.InitialPosition.Earliest,
         )  # fmt: skip
-        params = dict(producerName=unique("wsp"), batchingEnabled="true", batchingMaxPublishDelay=50) if batching else {}
+        params: dict[str, Any] = (
+            {"producerName": unique("wsp"), "batchingEnabled": "true", "batchingMaxPublishDelay": 50} if batching else {}
+        )
         async with connect(_ws(gateway_cluster, "producer", topic, **params), open_timeout=30) as ws:
             for i in range(COUNT):
                 await ws.send(json.dumps({
