@@ -200,7 +200,8 @@ def run_chaos(*, duration_s: float, seed: int, rate: float, interval_s: float, o
         loop = LoopThread()
 
         async def make() -> Workload:
-            return Workload(cluster.service_url, history, rate=rate, seed=seed, topic_prefix=f"chaos-{seed}")
+            return Workload(cluster.service_url, history, pulsar_url=cluster.pulsar_url, rate=rate, seed=seed,
+                            topic_prefix=f"chaos-{seed}")
 
         workload = loop.call(make())
         loop.call(workload.start(), timeout=300)
