@@ -1,17 +1,29 @@
 """The chaos workload: producers and consumers that record every outcome in a History.
 
-Four topics under ``topic_prefix`` (a full ``persistent://tenant/ns/name`` prefix, or a
-bare name in ``public/default``), every producer named (deduplication on):
+Six topics under ``topic_prefix`` (a full ``persistent://tenant/ns/name`` prefix, or a
+bare name in ``public/default``), every producer named (deduplication on). Four are
+produced by Magnetar's SDK (the brokers' gRPC door), two by pulsar-client (Pulsar's
+Python client over its C++ core, through the brokers' Pulsar protocol door); subscriptions
+marked *(pulsar)* are pulsar-client consumers, the others the SDK's:
 
 ========  ============  ========  ==========================================================
 topic     partitions    batching  subscriptions (all from the earliest message)
 ========  ============  ========  ==========================================================
-``-fo``   none          on        ``fo-failover`` (Failover, 2 consumers), a reader
+``-fo``   none          on        ``fo-failover`` (Failover, 2 consumers), a reader,
+                                  ``fo-pulsar-shared`` (Shared, 2, *pulsar*)
 ``-ks``   3             on        ``ks-keyshared`` (Key_Shared, 2), ``ks-failover`` (Failover, 2)
 ``-sh``   none          off       ``sh-retry`` (Shared, 2, retry + DLQ, max_redeliver_count 2);
                                   its DLQ read by ``sh-retry-DLQ-sub``
 ``-dl``   none          off       ``dl-delayed`` (Shared, 2); every message delayed 1–10 s (``delay_range_s``)
+``-pf``   none          on        *pulsar-client producer*; ``pf-failover`` (Failover, 2, *pulsar*),
+                                  ``pf-sdk-failover`` (Failover, 2)
+``-ps``   none          off       *pulsar-client producer*; ``ps-shared`` (Shared, 2, *pulsar*)
 ========  ============  ========  ==========================================================
+
+pulsar-client is blocking and callback based: its producers (one pacing thread each,
+``send_async`` with a callback) and consumers (one thread each: receive, record,
+acknowledge) run in threads, record in the History directly (it is thread-safe) and hand
+every change of the workload's own state to its event loop.
 
 Each message carries its topic, key and per-key sequence number in its properties
 (``ct``, ``ck``, ``cs``; delayed ones also ``cda``, the intended deliver_at in ms), so
