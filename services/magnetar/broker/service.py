@@ -542,6 +542,23 @@ class BrokerService:
         ]
         return sorted(set(partitioned) | set(plain))
 
+    async def list_topic_partitions(self, namespace: str) -> list[str]:
+        """Every topic of ``tenant/namespace`` as Pulsar's brokers list them to clients
+        (GET_TOPICS_OF_NAMESPACE): a partitioned topic as its partitions (each of them,
+        also one not opened yet), a non-partitioned one by its name; sorted.
+
+        Raises:
+            InvalidArgument: not a namespace name. NamespaceNotFound, TenantNotFound.
+        """
+        ns = NamespaceName.parse(namespace)
+        await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
+        names = {str(ns.topic(local)) for local in await self.ml_store.list_topics(ns.tenant, ns.namespace)}
+        for topic in await self.tenants.list_partitioned_topics(ns.tenant, ns.namespace):
+            name = TopicName.parse(topic)
+            count = await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
+            names.update(str(name.partition(i)) for i in range(count))
+        return sorted(names)
+
     async def delete_topic(self, topic: str, force: bool = False) -> None:
         """Delete a topic (every partition of a partitioned one) and its data; with
         ``force`` also while producers or consumers are connected (their streams end with

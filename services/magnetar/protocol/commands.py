@@ -160,3 +160,13 @@ def close_producer(producer_id: int, request: int = 0) -> pb.BaseCommand:
     return pb.BaseCommand(
         type=Type.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=producer_id, request_id=request)
     )
+
+
+def topics_of_namespace(request: int, topics: list[str], *, topics_hash: str, filtered: bool, changed: bool) -> pb.BaseCommand:
+    """GET_TOPICS_OF_NAMESPACE_RESPONSE (``topics`` empty when not ``changed``)."""
+    return pb.BaseCommand(
+        type=Type.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+        getTopicsOfNamespaceResponse=pb.CommandGetTopicsOfNamespaceResponse(
+            request_id=request, topics=topics, filtered=filtered, topics_hash=topics_hash, changed=changed,
+        ),
+    )  # fmt: skip

@@ -179,6 +179,8 @@ class Consumers:
             initial = InitialPosition(s.initialPosition)
         except ValueError as exc:
             raise InvalidArgument(f"SUBSCRIBE: {exc}") from None
+        if sub_type == SubscriptionType.Key_Shared and s.HasField("keySharedMeta"):
+            _check_key_shared(s.keySharedMeta)
         if conn.authorizer is not None:
             await conn.authorizer.check(conn.role, Request(Action.CONSUME, topic_name, s.subscription))
         service.check_serving(f"subscribe to {topic_name}")
@@ -405,3 +407,20 @@ def _ack_response(ack: pb.CommandAck, code: pb.ServerError | None = None, messag
         response.error = code
         response.message = message
     return pb.BaseCommand(type=Type.ACK_RESPONSE, ackResponse=response)
+
+
+def _check_key_shared(meta: pb.KeySharedMeta) -> None:
+    """Key_Shared's ``keySharedMeta``: AUTO_SPLIT (the core's Key_Shared: keys spread over
+    the consumers by consistent hashing) is served; ``allowOutOfOrderDelivery`` is
+    accepted and the core keeps each key's order anyway. STICKY (hash ranges the consumer
+    picks) has no equivalent in the core: refused, NotAllowed.
+
+    Raises:
+        InvalidArgument: STICKY.
+    """
+    if meta.keySharedMode == pb.STICKY:
+        ranges = ", ".join(f"{r.start}-{r.end}" for r in meta.hashRanges)
+        raise InvalidArgument(
+            f"Key_Shared STICKY mode (hash ranges {ranges or 'none'}) is not served by this broker: its Key_Shared "
+            "spreads keys over the consumers by consistent hashing (AUTO_SPLIT); subscribe without sticky ranges"
+        )
