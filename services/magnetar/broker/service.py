@@ -27,6 +27,7 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
     AlreadyExists,
+    IncompatibleSchema,
     InvalidArgument,
     InvalidTopicName,
     MagnetarError,
@@ -41,6 +42,7 @@ from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
+from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter import MovePublisher
@@ -82,6 +84,7 @@ class BrokerService:
         self.ml_store = ml_store
         self.tenants = tenants
         self.ownership = ownership
+        self.schemas = ZkSchemaStore(session)
         self.ml_config = ManagedLedgerConfig(
             ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
             max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
@@ -541,6 +544,26 @@ class BrokerService:
             if not TopicName.parse(str(ns.topic(local))).is_partition
         ]
         return sorted(set(partitioned) | set(plain))
+
+    async def topic_schema(self, topic: str) -> StoredSchema | None:
+        """The schema ``topic`` keeps (a partition: its partitioned topic's); None: none."""
+        return await self.schemas.get(str(self.parse(topic)))
+
+    async def declare_schema(self, topic: str, schema: SchemaInfo) -> StoredSchema:
+        """A producer or consumer of ``topic`` declares ``schema``: the first declared is
+        kept (version 0); the same again gets that version.
+
+        Raises:
+            IncompatibleSchema: the topic keeps another schema (one schema per topic until
+                a registry with versions and compatibility rules).
+        """
+        kept = await self.schemas.get_or_create(str(self.parse(topic)), schema)
+        if not kept.schema.same_as(schema):
+            raise IncompatibleSchema(
+                f"topic {topic} keeps a schema of type {kept.schema.type} (version {kept.version}) and this one differs "
+                f"(type {schema.type}); a topic has one schema on this broker (no schema evolution yet)"
+            )
+        return kept
 
     async def list_topic_partitions(self, namespace: str) -> list[str]:
         """Every topic of ``tenant/namespace`` as Pulsar's brokers list them to clients

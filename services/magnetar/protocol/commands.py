@@ -136,13 +136,17 @@ def send_error(producer_id: int, sequence_id: int, code: pb.ServerError, message
     )
 
 
-def producer_success(request: int, producer_name: str, last_sequence_id: int) -> pb.BaseCommand:
-    return pb.BaseCommand(
+def producer_success(request: int, producer_name: str, last_sequence_id: int, schema_version: bytes | None = None) -> pb.BaseCommand:
+    """PRODUCER_SUCCESS; ``schema_version`` (8 bytes) when the producer declared a schema."""
+    command = pb.BaseCommand(
         type=Type.PRODUCER_SUCCESS,
         producer_success=pb.CommandProducerSuccess(
             request_id=request, producer_name=producer_name, last_sequence_id=last_sequence_id, producer_ready=True,
         ),
     )  # fmt: skip
+    if schema_version is not None:
+        command.producer_success.schema_version = schema_version
+    return command
 
 
 def send_receipt(producer_id: int, sequence_id: int, highest_sequence_id: int, message: pb.MessageIdData) -> pb.BaseCommand:

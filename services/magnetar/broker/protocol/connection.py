@@ -3,7 +3,8 @@
 The first command must be CONNECT (anything else: ERROR, then the connection closes);
 CONNECTED answers it with the lower of the two protocol versions and this broker's
 largest message. Served: PING/PONG, PARTITIONED_METADATA and LOOKUP here;
-GET_TOPICS_OF_NAMESPACE in :mod:`.topic_list`; the producers' commands (PRODUCER, SEND,
+GET_TOPICS_OF_NAMESPACE in :mod:`.topic_list`; GET_SCHEMA and GET_OR_CREATE_SCHEMA in
+:mod:`.schemas`; the producers' commands (PRODUCER, SEND,
 CLOSE_PRODUCER) in :mod:`.producers`; the consumers' commands in :mod:`.consumers`. Every other command gets an answer saying it is not served (ERROR
 NotAllowed, its request id echoed), never silence. Bytes that are not frames get ERROR
 and the connection closes.
@@ -22,6 +23,7 @@ from magnetar.broker.authorizer import admin_request
 from magnetar.broker.protocol.consumers import Consumers
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.producers import DEFAULT_MAX_PENDING_SENDS, Producers
+from magnetar.broker.protocol.schemas import get_or_create_schema, get_schema
 from magnetar.broker.protocol.topic_list import get_topics_of_namespace
 from magnetar.common.authentication import AuthenticationService, Credentials, as_service
 from magnetar.common.errors import (
@@ -95,6 +97,8 @@ class Connection:
             Type.PARTITIONED_METADATA: self._spawn(self._partitioned_metadata),
             Type.LOOKUP: self._spawn(self._lookup),
             Type.GET_TOPICS_OF_NAMESPACE: self._spawn(lambda frame: get_topics_of_namespace(self, frame)),
+            Type.GET_SCHEMA: self._spawn(lambda frame: get_schema(self, frame)),
+            Type.GET_OR_CREATE_SCHEMA: self._spawn(lambda frame: get_or_create_schema(self, frame)),
             **self.producers.handlers(),
         }
         self.consumers = Consumers(self)

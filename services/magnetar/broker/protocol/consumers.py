@@ -28,6 +28,7 @@ from magnetar.broker.authorization import Action, Request
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.entry import view_entry
 from magnetar.broker.protocol.errors import server_error
+from magnetar.broker.protocol.schemas import declare as declare_schema
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
@@ -185,6 +186,7 @@ class Consumers:
             await conn.authorizer.check(conn.role, Request(Action.CONSUME, topic_name, s.subscription))
         service.check_serving(f"subscribe to {topic_name}")
         topic = await service.get_topic(topic_name)
+        await declare_schema(service, topic_name, s.schema if s.HasField("schema") else None)
         start, inclusive = None, False
         if s.HasField("start_message_id"):
             mid = s.start_message_id
