@@ -210,3 +210,6 @@ async def test_a_topic_keeps_its_first_schema_and_refuses_another(cluster: Clust
     assert json_kept.schema.type == pb.Schema.Json and b'"item"' in json_kept.schema.schema_data
     for missing in (await _get_schema(cluster, f"persistent://{ns}/none"), await _get_schema(cluster, strings, b"\0" * 7 + b"\1")):
         assert missing.error_code == pb.TopicNotFound, missing  # Pulsar's "no schema"
+    async with AdminClient(cluster.address, 10) as admin:  # a deleted topic's schema goes with it
+        await admin.delete_topic(strings)
+    assert (await _get_schema(cluster, strings)).error_code == pb.TopicNotFound

@@ -608,6 +608,8 @@ class BrokerService:
             self.topics.pop(str(target), None)
         if partitions:
             await self.tenants.delete_partitioned_topic(name.tenant, name.namespace_part, name.local_name)
+        if not name.is_partition:  # its schema goes with it (a partition's is its topic's)
+            await self.schemas.delete(str(name))
 
     def new_producer_name(self) -> str:
         return f"{self.broker_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}"
