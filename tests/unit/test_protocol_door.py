@@ -8,7 +8,7 @@ import asyncio
 import ssl
 import struct
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -397,6 +397,70 @@ async def test_with_authentication_on_a_valid_token_connects(authenticated_door)
         await conn.handshake(token=tokens.create_token("alice", KEY))
         await conn.send(lookup_command("t", 1))
         assert (await conn.receive()).command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+
+
+# -- credentials that expire: AUTH_CHALLENGE / AUTH_RESPONSE ---------------------------------
+def _refreshing_connect(token: str, supports_refresh: bool = True) -> pb.BaseCommand:
+    command = connect_command(token=token)
+    command.connect.feature_flags.supports_auth_refresh = supports_refresh
+    return command
+
+
+def _auth_response(token: str) -> pb.BaseCommand:
+    return pb.BaseCommand(type=T.AUTH_RESPONSE, authResponse=pb.CommandAuthResponse(
+        client_version="Pulsar-CPP-v4.2.0", protocol_version=20,
+        response=pb.AuthData(auth_method_name="token", auth_data=token.encode()),
+    ))  # fmt: skip
+
+
+@pytest.fixture
+async def refreshing_door(authenticated_door) -> ProtocolListener:
+    authenticated_door.settings = replace(authenticated_door.settings, auth_refresh_timeout_s=0.5)
+    return authenticated_door
+
+
+async def test_expiring_credentials_are_challenged_and_a_fresh_answer_keeps_the_connection(refreshing_door) -> None:
+    async with await _open(refreshing_door) as conn:
+        await conn.send(_refreshing_connect(tokens.create_token("alice", KEY, expires_in_s=1)))
+        assert (await conn.receive()).command.type == T.CONNECTED
+        challenge = (await conn.receive(timeout_s=3)).command  # when the token expires
+        assert challenge.type == T.AUTH_CHALLENGE and challenge.authChallenge.challenge.auth_method_name == "token"
+        await conn.send(_auth_response(tokens.create_token("alice", KEY, expires_in_s=2)))
+        await conn.send(lookup_command("t", 1))  # the connection goes on
+        assert (await conn.receive()).command.type == T.LOOKUP_RESPONSE
+        assert (await conn.receive(timeout_s=4)).command.type == T.AUTH_CHALLENGE  # the fresh token's exp, in turn
+        await conn.send(_auth_response(tokens.create_token("alice", KEY)), lookup_command("t", 2))  # no exp: never again
+        assert (await conn.receive()).command.lookupTopicResponse.request_id == 2
+        with pytest.raises(TimeoutError):
+            await conn.receive(timeout_s=1.5)
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (None, "no fresh ones came within 0.5 s"),
+        (tokens.create_token("mallory", KEY), "role 'mallory', not 'alice'"),
+        (tokens.create_token("alice", b"y" * 32), "refreshed credentials fail"),
+    ],
+)
+async def test_expired_credentials_without_a_good_answer_close_the_connection(refreshing_door, answer, says: str) -> None:
+    async with await _open(refreshing_door) as conn:
+        await conn.send(_refreshing_connect(tokens.create_token("alice", KEY, expires_in_s=1)))
+        assert (await conn.receive()).command.type == T.CONNECTED
+        assert (await conn.receive(timeout_s=3)).command.type == T.AUTH_CHALLENGE
+        if answer is not None:
+            await conn.send(_auth_response(answer))
+        assert await conn.closed_by_peer()
+        error = conn.frames[-1].command
+        assert error.type == T.ERROR and error.error.error == pb.AuthenticationError and says in error.error.message
+
+
+async def test_a_client_that_cannot_refresh_is_closed_when_its_token_expires(refreshing_door) -> None:
+    async with await _open(refreshing_door) as conn:
+        await conn.send(_refreshing_connect(tokens.create_token("alice", KEY, expires_in_s=1), supports_refresh=False))
+        assert (await conn.receive()).command.type == T.CONNECTED
+        assert await conn.closed_by_peer()
+        assert "cannot refresh them" in conn.frames[-1].command.error.message
 
 
 # -- TLS (pulsar+ssl://) ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
+from magnetar.broker.protocol.authrefresh import AUTH_REFRESH_TIMEOUT_S, CredentialsWatch
 from magnetar.broker.protocol.consumers import Consumers
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.producers import DEFAULT_MAX_PENDING_SENDS, Producers
@@ -64,6 +65,8 @@ class ConnectionSettings:
     """None: authorization off."""
     max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS
     """Sends without a receipt past which the connection stops reading its socket."""
+    auth_refresh_timeout_s: float = AUTH_REFRESH_TIMEOUT_S
+    """How long a client challenged for fresh credentials (AUTH_CHALLENGE) has to answer."""
     tls: bool = False
     """The listener is the TLS one (``pulsar+ssl://``): lookups send its clients to the
     owner's TLS URL."""
@@ -89,6 +92,8 @@ class Connection:
         self._requests = BackgroundTasks(f"pulsar connection {self.peer}")
         self._awaiting_pong = False
         self._closed = False
+        self.credentials: CredentialsWatch | None = None
+        """The expiry of the credentials CONNECT brought (authentication on)."""
         self.producers = Producers(self, settings.authorizer, settings.max_pending_sends)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             Type.CONNECT: self._connect_again,
@@ -174,6 +179,8 @@ class Connection:
         self._write(command)
         self.close()
 
+    refuse_and_close = _refuse_and_close
+
     async def _keepalive(self) -> None:
         while not self._closed:
             await asyncio.sleep(self.settings.keepalive_s)
@@ -223,7 +230,7 @@ class Connection:
         if service.is_costly(credentials):  # a password to hash: off the event loop
             self._requests.spawn(self._authenticate_slowly(connect, service, credentials), name=f"CONNECT:{self.peer}")
             return
-        self._authenticated(connect, lambda: service.authenticate(credentials))
+        self._authenticated(connect, service, credentials, lambda: service.authenticate(credentials))
 
     async def _authenticate_slowly(self, connect: pb.CommandConnect, service: AuthenticationService, credentials: Credentials) -> None:
         try:
@@ -231,9 +238,11 @@ class Connection:
         except AuthenticationError as exc:
             self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
             return
-        self._authenticated(connect, lambda: role)
+        self._authenticated(connect, service, credentials, lambda: role)
 
-    def _authenticated(self, connect: pb.CommandConnect, role: Callable[[], str]) -> None:
+    def _authenticated(
+        self, connect: pb.CommandConnect, service: AuthenticationService, credentials: Credentials, role: Callable[[], str],
+    ) -> None:  # fmt: skip
         if self._closed:
             return
         try:
@@ -242,6 +251,13 @@ class Connection:
             self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
             return
         self._connected(connect)
+        # Credentials that expire are challenged then (AUTH_CHALLENGE / AUTH_RESPONSE).
+        self.credentials = CredentialsWatch(
+            self, service, self.settings.server_version, timeout_s=self.settings.auth_refresh_timeout_s,
+            certificate=credentials.certificate,
+        )  # fmt: skip
+        self._handlers[Type.AUTH_RESPONSE] = self.credentials.auth_response
+        self.credentials.connected(connect, credentials)
 
     def _connected(self, connect: pb.CommandConnect) -> None:
         self.protocol_version = min(connect.protocol_version, commands.PROTOCOL_VERSION)
