@@ -273,6 +273,33 @@ async def test_get_topics_of_namespace_lists_partitions_filters_by_pattern_and_h
         assert (bad.request_id, bad.error) == (6, pb.NotAllowedError) and "namespace" in bad.message
 
 
+class _NamespaceGate:
+    """An authorizer letting roles look up in ``acme/orders`` only; it records the requests."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str | None, object]] = []
+
+    async def check(self, role: str | None, request) -> None:  # type: ignore[no-untyped-def]
+        self.asked.append((role, request))
+        if request.namespace != "acme/orders":
+            raise e.AuthorizationError(f"role {role!r} is not authorized to {request.what()}")
+
+
+async def test_listing_a_namespaces_topics_needs_lookup_there(authenticated_door) -> None:
+    gate = _NamespaceGate()
+    authenticated_door.service.namespaces.update({"acme/orders": ["persistent://acme/orders/t"], "acme/secret": []})
+    authenticated_door.settings = replace(authenticated_door.settings, authorizer=gate)
+    async with await _open(authenticated_door) as conn:
+        await conn.handshake(token=tokens.create_token("alice", KEY))
+        await conn.send(_topics_of(1, "acme/orders"), _topics_of(2, "acme/secret"))
+        allowed, refused = [(await conn.receive()).command for _ in range(2)]
+    assert list(allowed.getTopicsOfNamespaceResponse.topics) == ["persistent://acme/orders/t"]
+    assert (refused.error.request_id, refused.error.error) == (2, pb.AuthorizationError)
+    assert [(role, r.action.value, r.namespace) for role, r in gate.asked] == [  # type: ignore[attr-defined]
+        ("alice", "lookup", "acme/orders"), ("alice", "lookup", "acme/secret"),
+    ]
+
+
 def test_the_topic_list_hash_is_pulsars_crc32c_of_the_sorted_names() -> None:
     names = ["persistent://a/b/z", "persistent://a/b/c"]
     assert topic_list.topics_hash(names) == crc32c(b"persistent://a/b/c,persistent://a/b/z").to_bytes(4, "little").hex()
