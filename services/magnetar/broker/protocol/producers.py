@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.protocol.errors import server_error
+from magnetar.broker.protocol.schemas import declare as declare_schema
 from magnetar.common.errors import (
     AlreadyExists,
     AuthorizationError,
@@ -87,6 +88,8 @@ class ProtocolProducer:
     topic: PersistentTopic
     last_sequence_id: int
     """What PRODUCER_SUCCESS said: the highest sequence id stored under the name (-1: none)."""
+    schema_version: bytes | None = None
+    """The version of the schema it declared (None: none)."""
     pending: deque[tuple[int, int, asyncio.Future[PublishResult]]] = field(default_factory=deque)
     """(sequence id, highest sequence id, outcome) of each send not answered yet, in order."""
     closed: bool = False
@@ -123,7 +126,7 @@ class Producers:
         rid, pid = request.request_id, request.producer_id
         existing = self.by_id.get(pid)
         if existing is not None:  # the client asked again (its request timed out): the same answer
-            self.host.write(commands.producer_success(rid, existing.name, existing.last_sequence_id))
+            self.host.write(commands.producer_success(rid, existing.name, existing.last_sequence_id, existing.schema_version))
             return
         if pid in self._opening:
             self.host.write(commands.error(rid, pb.ServiceNotReady, f"producer {pid} is being created on this connection"))
@@ -156,6 +159,7 @@ class Producers:
             if keep_for:  # a subscription made here keeps a backlog: the role must be one that may consume it
                 await self.authorizer.check(self.host.role, Request(Action.CONSUME, topic_name, keep_for))
         topic = await service.get_topic(topic_name)
+        schema_version = await declare_schema(service, topic_name, request.schema if request.HasField("schema") else None)
         if self._closed:
             raise ServiceClosed("the connection is closing")
         if keep_for and keep_for not in topic.subscriptions:
@@ -171,11 +175,11 @@ class Producers:
                 self._closed_by_broker(producer, error)
 
         last = topic.add_producer(name, on_close=on_close)
-        producer = ProtocolProducer(request.producer_id, name, topic, last)
+        producer = ProtocolProducer(request.producer_id, name, topic, last, schema_version)
         self.by_id[request.producer_id] = producer
         self._watch_access(producer)
         log.debug("pulsar connection %s: producer %s (%d) on %s", self.host.peer, name, request.producer_id, topic.name)
-        return commands.producer_success(request.request_id, name, last)
+        return commands.producer_success(request.request_id, name, last, schema_version)
 
     def _watch_access(self, producer: ProtocolProducer) -> None:
         """While the producer is open, ask again every recheck interval (as the gRPC
