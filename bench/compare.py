@@ -1,5 +1,7 @@
 """Magnetar side by side with Redis Streams, NATS JetStream and RabbitMQ quorum queues, in
-one run on this machine (``make bench-compare``).
+one run on this machine (``make bench-compare``). Magnetar is measured through two doors:
+its asyncio SDK (gRPC) and Apache's pulsar-client (its C++ core) through the Pulsar
+protocol door, each on a cluster of its own built the same way.
 
 Each system in turn gets a fresh temporary directory, is started (its Debian package
 installed first when missing), runs every workload below and is stopped by PID, also when
@@ -21,7 +23,7 @@ figure), docs/performance-compare.png, and the section of docs/performance.md be
 ``<!-- bench-compare:begin -->`` and ``<!-- bench-compare:end -->`` (the table with
 Magnetar's ratio to each peer, the chart and the targets with pass/fail).
 
-    python bench/compare.py [--systems magnetar,redis,nats,rabbitmq] [--messages 200000]
+    python bench/compare.py [--systems magnetar,pulsar,redis,nats,rabbitmq] [--messages 200000]
         [--unbatched-messages 50000] [--latency-seconds 10] [--quick] [--loop uvloop]
     python bench/compare.py --report-only   # the chart and doc section again, from the JSON
 """
@@ -62,10 +64,14 @@ class Entry:
 
 SYSTEMS = {
     "magnetar": Entry("systems.magnetar_cluster", "MagnetarSystem", "Magnetar"),
+    "pulsar": Entry("systems.pulsar_client", "PulsarClientSystem", "pulsar-client"),
     "redis": Entry("systems.redis_streams", "RedisStreams", "Redis"),
     "nats": Entry("systems.nats_jetstream", "NatsJetStream", "NATS"),
     "rabbitmq": Entry("systems.rabbitmq_quorum", "RabbitQuorum", "RabbitMQ"),
 }
+OURS = ("magnetar", "pulsar")
+"""Magnetar through its two doors: the SDK (gRPC) and pulsar-client (Pulsar's protocol);
+every other system is a peer, and the table gives each of ours its ratio to each peer."""
 WINDOW = 1000
 SIZES = (100, 1024)
 RATES = (1000, 2000, 5000)
@@ -256,24 +262,23 @@ def fmt(value: float | None, row: tuple[str, str, str], failed: bool) -> str:
 
 
 def table(outcomes: dict[str, Outcome]) -> str:
-    magnetar = outcomes.get("magnetar")
-    peers = [k for k in outcomes if k != "magnetar"]
-    head = ["Workload"] + (["Magnetar"] if magnetar else [])
+    ours = [k for k in OURS if k in outcomes]
+    peers = [k for k in outcomes if k not in OURS]
+    head = ["Workload"] + [outcomes[k].name for k in ours]
     for k in peers:
         head.append(outcomes[k].name)
-        if magnetar:
-            head.append(f"Magnetar/{SYSTEMS[k].short}")
+        head.extend(f"{SYSTEMS[o].short}/{SYSTEMS[k].short}" for o in ours)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
     for label, row in rows():
         cells = [label]
-        mine = figure(magnetar, row)
-        if magnetar:
-            cells.append(fmt(mine, row, _failed(magnetar, row)))
+        mine = {o: figure(outcomes[o], row) for o in ours}
+        cells.extend(fmt(mine[o], row, _failed(outcomes[o], row)) for o in ours)
         for k in peers:
             theirs = figure(outcomes[k], row)
             cells.append(fmt(theirs, row, _failed(outcomes[k], row)))
-            if magnetar:
-                cells.append(f"{mine / theirs:.2f}×" if mine is not None and theirs else "—")
+            for o in ours:
+                value = mine[o]
+                cells.append(f"{value / theirs:.2f}×" if value is not None and theirs else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -299,31 +304,46 @@ class Target:
 
 
 def targets(outcomes: dict[str, Outcome]) -> list[Target]:
-    m, redis, rabbit = outcomes.get("magnetar"), outcomes.get("redis"), outcomes.get("rabbitmq")
+    m, door = outcomes.get("magnetar"), outcomes.get("pulsar")
+    redis, rabbit = outcomes.get("redis"), outcomes.get("rabbitmq")
     out: list[Target] = []
 
-    def absolute(text: str, row: tuple[str, str, str], limit: float, at_most: bool = False, unit: str = "") -> None:
-        v = figure(m, row)
+    def absolute(who: Outcome | None, text: str, row: tuple[str, str, str], limit: float, at_most: bool = False,
+                 unit: str = "") -> None:  # fmt: skip
+        v = figure(who, row)
         ok = None if v is None else (v <= limit if at_most else v >= limit)
         out.append(Target(text, v, ok, "{:.2f} ms" if unit == "ms" else "{:,.0f} msgs/s"))
 
-    def ratio(text: str, row: tuple[str, str, str], peer: Outcome | None, limit: float) -> None:
-        v, p = figure(m, row), figure(peer, row)
+    def ratio(who: Outcome | None, text: str, row: tuple[str, str, str], peer: Outcome | None, limit: float) -> None:
+        v, p = figure(who, row), figure(peer, row)
         r = v / p if v is not None and p else None
         out.append(Target(text, r, None if r is None else r >= limit, "{:.2f}×"))
 
-    for phase in ("produce", "consume"):
-        row = ("throughput", "batched-100", f"{phase}_msgs_s")
-        absolute(f"batched 100 B {phase} ≥ 250,000 msgs/s", row, 250_000)
-        ratio(f"batched 100 B {phase} ≥ 1.5× Redis Streams", row, redis, 1.5)
-    row = ("throughput", "unbatched-100", "produce_msgs_s")
-    absolute(f"unbatched (window {WINDOW:,}) 100 B produce ≥ 30,000 msgs/s", row, 30_000)
-    ratio(f"unbatched (window {WINDOW:,}) 100 B produce ≥ 1× RabbitMQ quorum", row, rabbit, 1.0)
     rate = str(TARGET_RATE)
-    absolute(f"unbatched publish latency at {TARGET_RATE:,} msgs/s p50 ≤ 1.5 ms",
-             ("latency", rate, "publish.p50_ms"), 1.5, at_most=True, unit="ms")  # fmt: skip
-    absolute(f"unbatched publish latency at {TARGET_RATE:,} msgs/s p99 ≤ 5 ms",
-             ("latency", rate, "publish.p99_ms"), 5.0, at_most=True, unit="ms")  # fmt: skip
+    if m is not None:
+        for phase in ("produce", "consume"):
+            row = ("throughput", "batched-100", f"{phase}_msgs_s")
+            absolute(m, f"batched 100 B {phase} ≥ 250,000 msgs/s", row, 250_000)
+            ratio(m, f"batched 100 B {phase} ≥ 1.5× Redis Streams", row, redis, 1.5)
+        row = ("throughput", "unbatched-100", "produce_msgs_s")
+        absolute(m, f"unbatched (window {WINDOW:,}) 100 B produce ≥ 30,000 msgs/s", row, 30_000)
+        ratio(m, f"unbatched (window {WINDOW:,}) 100 B produce ≥ 1× RabbitMQ quorum", row, rabbit, 1.0)
+        absolute(m, f"unbatched publish latency at {TARGET_RATE:,} msgs/s p50 ≤ 1.5 ms",
+                 ("latency", rate, "publish.p50_ms"), 1.5, at_most=True, unit="ms")  # fmt: skip
+        absolute(m, f"unbatched publish latency at {TARGET_RATE:,} msgs/s p99 ≤ 5 ms",
+                 ("latency", rate, "publish.p99_ms"), 5.0, at_most=True, unit="ms")  # fmt: skip
+    if door is not None:  # the Pulsar protocol door's targets (issue 32)
+        who = "pulsar-client through the Pulsar door:"
+        for phase in ("produce", "consume"):
+            row = ("throughput", "batched-100", f"{phase}_msgs_s")
+            absolute(door, f"{who} batched 100 B {phase} ≥ 400,000 msgs/s", row, 400_000)
+            ratio(door, f"{who} batched 100 B {phase} ≥ 4× Redis Streams", row, redis, 4.0)
+        row = ("throughput", "unbatched-100", "produce_msgs_s")
+        absolute(door, f"{who} unbatched (window {WINDOW:,}) 100 B produce ≥ 40,000 msgs/s", row, 40_000)
+        absolute(door, f"{who} unbatched publish latency at {TARGET_RATE:,} msgs/s p50 ≤ 1.5 ms",
+                 ("latency", rate, "publish.p50_ms"), 1.5, at_most=True, unit="ms")  # fmt: skip
+        absolute(door, f"{who} unbatched publish latency at {TARGET_RATE:,} msgs/s p99 ≤ 5 ms",
+                 ("latency", rate, "publish.p99_ms"), 5.0, at_most=True, unit="ms")  # fmt: skip
     return out
 
 
@@ -342,15 +362,18 @@ Load average {mach['loadavg_start'][0]:.2f} at the start, {mach['loadavg_end'][0
 timings from one run on a shared 2-core machine, so expect noise and compare figures of
 the same run only.
 
-Every client is Python asyncio ({args.loop} event loop) in the bench's process; every
-server listens on 127.0.0.1 with its data in a temporary directory.
+Every client is Python in the bench's process: asyncio ({args.loop} event loop), except
+pulsar-client (blocking calls and callbacks on its C++ core's threads, run in a thread of
+their own, timed by the same clocks); every server listens on 127.0.0.1 with its data in
+a temporary directory.
 Produce msgs/s: first send to last acknowledgement.
 Consume msgs/s: first to last receipt of the backlog, every message acknowledged.
 Batched: {args.messages:,} messages, each system's way of sending in bulk.
 Unbatched: {args.unbatched_messages:,} messages, one per request, at most {WINDOW:,} unacknowledged.
 Latency: one message per request, {size_label(LATENCY_SIZE)}, paced for {args.latency_seconds:g} s
 after {WARMUP_S:g} s of warm-up, a consumer attached.
-A ratio above 1× means Magnetar is faster in msgs/s; below 1×, faster in latency.
+A ratio (Magnetar's SDK or pulsar-client over a peer) above 1× means Magnetar is faster in
+msgs/s; below 1×, faster in latency.
 Raw figures: `bench/results/compare.json`.
 
 {systems}
@@ -381,7 +404,7 @@ def update_doc(text: str) -> None:
     DOC.write_text(updated)
 
 
-COLORS = {"magnetar": "#6a3d9a", "redis": "#d62728", "nats": "#2ca02c", "rabbitmq": "#ff7f0e"}
+COLORS = {"magnetar": "#6a3d9a", "pulsar": "#1f77b4", "redis": "#d62728", "nats": "#2ca02c", "rabbitmq": "#ff7f0e"}
 
 
 def chart(outcomes: dict[str, Outcome], mach: dict[str, Any]) -> None:

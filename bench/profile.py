@@ -8,7 +8,10 @@ the top functions by own time (a function's own Python line, plus the C code it 
 and by inclusive time, with the CPU each process used per message, and writes the raw
 collapsed stacks under bench/results/profiles/.
 
-    python bench/profile.py [--workload unbatched|batched|latency] [--top 25]
+With ``--door pulsar`` the client is pulsar-client (its C++ core) through the broker's
+Pulsar protocol door (:mod:`systems.pulsar_client`) instead of the asyncio SDK.
+
+    python bench/profile.py [--workload unbatched|batched|latency] [--door sdk|pulsar] [--top 25]
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procstats import cpu_seconds  # noqa: E402
 from systems.magnetar_cluster import MagnetarSystem  # noqa: E402
+
+DOORS = ("sdk", "pulsar")
 
 OUT = Path(__file__).resolve().parent / "results" / "profiles"
 WORKLOADS = {
@@ -79,9 +84,14 @@ def top(collapsed: Path, n: int) -> dict[str, list[tuple[float, str]]]:
     }
 
 
-def client_main(url: str, workload: str) -> None:
+def client_main(url: str, workload: str, door: str) -> None:
     """The child: run one workload against ``url`` and print its result as JSON."""
-    system = MagnetarSystem(url)
+    if door == "pulsar":
+        from systems.pulsar_client import PulsarClientSystem
+
+        system: MagnetarSystem | PulsarClientSystem = PulsarClientSystem(url)
+    else:
+        system = MagnetarSystem(url)
     spec = WORKLOADS[workload]
 
     async def run() -> object:
@@ -98,13 +108,19 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="how long each process is sampled")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of the workload before sampling")
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
+    parser.add_argument("--door", choices=DOORS, default="sdk",
+                        help="the client: the asyncio SDK (gRPC) or pulsar-client (Pulsar's protocol)")  # fmt: skip
+    parser.add_argument("--messages", type=int, help="messages of a throughput workload (default: the workload's)")
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--client", nargs=2, metavar=("URL", "WORKLOAD"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", nargs=3, metavar=("URL", "WORKLOAD", "DOOR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.messages and args.workload in ("batched", "unbatched"):
+        WORKLOADS[args.workload]["messages"] = args.messages
     if args.client:
         client_main(*args.client)
         return 0
     spy = py_spy()
+    stem = args.workload if args.door == "sdk" else f"{args.door}-{args.workload}"
     OUT.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="magnetar-profile-"))
     system = MagnetarSystem()
@@ -113,13 +129,16 @@ def main() -> int:
         assert system.broker is not None
         bookies = [b.process.pid for b in system.bookies]
         cpu_start = {"broker": cpu_seconds(system.broker.process.pid), "bookies": sum(cpu_seconds(p) for p in bookies)}
-        client = subprocess.Popen([sys.executable, __file__, "--client", system.url, args.workload], stdout=subprocess.PIPE, text=True)
+        url = system.broker.pulsar_url if args.door == "pulsar" else system.url
+        more = ["--messages", str(args.messages)] if args.messages else []
+        client = subprocess.Popen([sys.executable, __file__, *more, "--client", url, args.workload, args.door],
+                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
         targets = {"broker": system.broker.process.pid, "bookie": system.bookies[0].process.pid, "client": client.pid}
         time.sleep(args.warmup)
         cpu0 = {k: cpu_seconds(p) for k, p in targets.items()}
         spies = {
             name: subprocess.Popen([spy, "record", "--nonblocking", "-p", str(pid), "-d", str(int(args.seconds)), "-r", str(args.rate),
-                                    "-f", "raw", "-o", str(OUT / f"{args.workload}-{name}.txt")],
+                                    "-f", "raw", "-o", str(OUT / f"{stem}-{name}.txt")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             for name, pid in targets.items()
         }
@@ -135,22 +154,22 @@ def main() -> int:
     finally:
         asyncio.run(system.stop())
         shutil.rmtree(work, ignore_errors=True)
-    print(f"workload {args.workload}: {result}")
+    print(f"workload {args.workload}, door {args.door}: {result}")
     count = result.get("messages") or result.get("sent") or 1
     per_message = {k: v / count * 1e6 for k, v in cpu_total.items()}
     print("CPU µs per message over the whole workload (the client's includes its start and, for the throughput "
           "workloads, the consume phase): " + ", ".join(f"{k} {v:.1f}" for k, v in per_message.items()))
-    report: dict[str, object] = {"workload": args.workload, "result": result, "seconds": args.seconds,
+    report: dict[str, object] = {"workload": args.workload, "door": args.door, "result": result, "seconds": args.seconds,
                                  "cpu_us_per_message": per_message, "load_average": os.getloadavg()[0], "processes": {}}  # fmt: skip
     for name in targets:
-        shares = top(OUT / f"{args.workload}-{name}.txt", args.top)
+        shares = top(OUT / f"{stem}-{name}.txt", args.top)
         busy = (cpu1[name] - cpu0[name]) / args.seconds
         report["processes"][name] = {"cpu_share_of_one_core": busy, **shares}  # type: ignore[index]
         print(f"\n== {name}: {100 * busy:.0f}% of a core while sampled; top {args.top} by own time")
         for pct, fn in shares["own"]:
             print(f"  {pct:5.1f}%  {fn}")
-    (OUT / f"{args.workload}.json").write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {OUT}/{args.workload}-*.txt and {args.workload}.json")
+    (OUT / f"{stem}.json").write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {OUT}/{stem}-*.txt and {stem}.json")
     return 0
 
 
