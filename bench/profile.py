@@ -114,9 +114,9 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--client", nargs=3, metavar=("URL", "WORKLOAD", "DOOR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.messages and args.workload in ("batched", "unbatched"):
-        WORKLOADS[args.workload]["messages"] = args.messages
     if args.client:
+        if args.messages and args.client[1] in ("batched", "unbatched"):
+            WORKLOADS[args.client[1]]["messages"] = args.messages
         client_main(*args.client)
         return 0
     spy = py_spy()

@@ -141,3 +141,37 @@ def test_a_compressed_pulsar_entry_reaches_the_sdk_as_stored_and_is_refused_clea
     assert delivery.entry == data
     with pytest.raises(MagnetarError, match="compressed with LZ4, which this client cannot decompress yet"):
         unpack_entry("t", 1, delivery)
+
+
+@pytest.mark.parametrize("name", list(_corrupt()))
+def test_counting_a_corrupt_entry_refuses_what_decoding_refuses(name):
+    with pytest.raises(InvalidArgument, match="Pulsar"):
+        stored.count_messages(_corrupt()[name])
+
+
+def test_counting_a_batch_gives_what_decoding_reads():
+    batch = stored.stored_entry(_metadata(num_messages_in_batch=3).SerializeToString(),
+                                _record(b"a") + _record(b"") + _record(b"ccc", partition_key="k"))  # fmt: skip
+    single = stored.stored_entry(_metadata().SerializeToString(), b"one")
+    compressed = stored.stored_entry(_metadata(num_messages_in_batch=4, compression=pb.LZ4).SerializeToString(), b"?")
+    for data in (batch, single, compressed):
+        assert stored.count_messages(data) == len(decode_entry(data).messages)
+    assert [stored.count_messages(d) for d in (batch, single, compressed)] == [3, 1, 4]
+
+
+async def test_publishing_a_pulsar_batch_checks_it_without_building_its_messages(persistent_topic, monkeypatch):
+    """The publish path walks a batch's records (each one's payload size) and stores it;
+    its messages are built only when something reads them (a peek, the SDK's door)."""
+    built: list[int] = []
+    real = stored._messages
+    monkeypatch.setattr(stored, "_messages", lambda metadata, payload: built.append(1) or real(metadata, payload))
+    batch = stored.stored_entry(_metadata(num_messages_in_batch=2).SerializeToString(), _record(b"a") + _record(b"bb"))
+    result = await persistent_topic.publish("prod", batch, 2, 7, 8, maybe_delayed=False)
+    assert result.position is not None and not built
+    torn = stored.stored_entry(_metadata(num_messages_in_batch=2).SerializeToString(), _record(b"a") + _record(b"bb")[:-1])
+    with pytest.raises(InvalidArgument, match="does not fit"):
+        await persistent_topic.publish("prod", torn, 2, 9, 10, maybe_delayed=False)
+    with pytest.raises(InvalidArgument, match="says 3 messages, its entry holds 2"):
+        await persistent_topic.publish("prod", batch, 3, 11, 13, maybe_delayed=False)
+    assert not built
+    assert [m.payload for m in decode_entry(batch).messages] == [b"a", b"bb"] and built == [1]

@@ -139,6 +139,20 @@ def decode_entry(data: bytes) -> Entry:
         raise InvalidArgument(f"the entry is not a message batch ({exc}); it is corrupt or in an unknown format") from None
 
 
+def count_messages(data: bytes) -> int:
+    """How many messages the entry stored as ``data`` holds, checked as
+    :func:`decode_entry` reads it: what this accepts, :func:`decode_entry` decodes. A
+    Pulsar client's batch is walked without building its messages
+    (:func:`magnetar.protocol.stored.count_messages`).
+
+    Raises:
+        InvalidArgument: as :func:`decode_entry`.
+    """
+    if data[:2] == PULSAR_MAGIC:
+        return _pulsar.count_messages(data)
+    return len(decode_entry(data).messages)
+
+
 def view_entry(data: bytes) -> Entry:
     """The entry stored as ``data``, never failing: bytes that are not an entry, or an
     entry without a message, are one message holding the bytes (:class:`OpaqueEntry`)."""

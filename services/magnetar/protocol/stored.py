@@ -121,6 +121,56 @@ def decode(data: bytes) -> PulsarEntry:
         InvalidArgument: not a whole, intact Pulsar entry (no magic, a checksum that does
             not match, metadata that does not parse, batch records that do not fit).
     """
+    metadata, payload = _checked(data)
+    return PulsarEntry(metadata, _messages(metadata, payload), payload)
+
+
+def count_messages(data: bytes) -> int:
+    """How many messages the stored Pulsar entry ``data`` holds, checked as :func:`decode`
+    checks it (what this accepts, :func:`decode` reads) without building the messages:
+    for a batch, each record's ``SingleMessageMetadata`` is parsed for its payload size
+    only. The publish path's check, about a fifth of :func:`decode`'s CPU for a batch.
+
+    Raises:
+        InvalidArgument: as :func:`decode`.
+    """
+    metadata, payload = _checked(data)
+    if not metadata.HasField("num_messages_in_batch"):
+        return 1
+    count = metadata.num_messages_in_batch
+    if count < 1:
+        raise InvalidArgument(f"a Pulsar batch of {count} messages")
+    if metadata.compression != _NONE:
+        return count
+    parse = pb.SingleMessageMetadata.FromString
+    unpack = _U32.unpack_from
+    pos, end = 0, len(payload)
+    for i in range(count):
+        if end - pos < 4:
+            raise InvalidArgument(f"a Pulsar batch that ends before its message {i} of {count}")
+        (size,) = unpack(payload, pos)
+        pos += 4
+        if size > end - pos:
+            raise InvalidArgument(f"a Pulsar batch whose message {i} metadata size {size} does not fit")
+        try:
+            single = parse(payload[pos : pos + size])
+        except DecodeError as exc:
+            raise InvalidArgument(f"a Pulsar batch whose message {i} metadata does not parse: {exc}") from None
+        if not single.HasField("payload_size"):
+            raise InvalidArgument(f"a Pulsar batch whose message {i} metadata lacks payload_size")
+        pos += size
+        length = single.payload_size
+        if length < 0 or length > end - pos:
+            raise InvalidArgument(f"a Pulsar batch whose message {i} payload of {length} bytes does not fit")
+        pos += length
+    if pos != end:
+        raise InvalidArgument(f"a Pulsar batch of {count} messages with {end - pos} bytes after them")
+    return count
+
+
+def _checked(data: bytes) -> tuple[pb.MessageMetadata, bytes]:
+    """The metadata and payload of the stored Pulsar entry ``data``, its magic, sizes and
+    checksum checked and its metadata parsed (the part of :func:`decode` before the messages)."""
     if len(data) < _HEADER.size or data[:2] != MAGIC:
         raise InvalidArgument("not a Pulsar entry: it does not start with the magic 0x0e01 and a checksum")
     _, expected, size = _HEADER.unpack_from(data, 0)
@@ -137,8 +187,7 @@ def decode(data: bytes) -> PulsarEntry:
     if not metadata.IsInitialized():
         missing = ", ".join(metadata.FindInitializationErrors())
         raise InvalidArgument(f"a Pulsar entry whose message metadata lacks {missing}")
-    payload = data[_HEADER.size + size :]
-    return PulsarEntry(metadata, _messages(metadata, payload), payload)
+    return metadata, data[_HEADER.size + size :]
 
 
 def _messages(metadata: pb.MessageMetadata, payload: bytes) -> tuple[PulsarMessage, ...]:
