@@ -383,3 +383,25 @@ async def test_a_producer_whose_grant_is_revoked_is_closed_and_may_not_come_back
         await conn.send(producer_command(producer_id=2, request_id=2, name="p"))  # the client comes back
         answer = (await conn.receive()).command
     assert answer.type == T.ERROR and answer.error.error == pb.AuthorizationError
+
+
+async def test_the_receipts_settled_in_one_turn_go_to_the_socket_in_one_write(door, monkeypatch) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="mine"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        writes: list[bytes] = []
+        real_write = asyncio.StreamWriter.write
+
+        def spy(writer: asyncio.StreamWriter, data: bytes) -> None:
+            if writer is not conn.writer:  # the broker's side of the socket
+                writes.append(bytes(data))
+            real_write(writer, data)
+
+        monkeypatch.setattr(asyncio.StreamWriter, "write", spy)
+        count = 50
+        await conn.send_bytes(b"".join(send_frame(seq) for seq in range(count)))  # one read for the broker
+        receipts = [(await conn.receive()).command.send_receipt for _ in range(count)]
+    assert [r.sequence_id for r in receipts] == list(range(count))
+    assert len(writes) == 1  # not one system call per receipt
+    assert len(service.topics[TOPIC].published) == count

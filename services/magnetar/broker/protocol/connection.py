@@ -8,6 +8,11 @@ GET_TOPICS_OF_NAMESPACE in :mod:`.topic_list`; GET_SCHEMA and GET_OR_CREATE_SCHE
 CLOSE_PRODUCER) in :mod:`.producers`; the consumers' commands in :mod:`.consumers`. Every other command gets an answer saying it is not served (ERROR
 NotAllowed, its request id echoed), never silence. Bytes that are not frames get ERROR
 and the connection closes.
+
+What the connection writes in one turn of the event loop (the receipts of the sends a
+bookie answer settled, the MESSAGEs of a dispatch, the answers to the frames of one
+read) goes to the socket as one write, in the order written: each write of a small
+frame would otherwise be a system call of its own.
 """
 
 from __future__ import annotations
@@ -94,6 +99,8 @@ class Connection:
         self._closed = False
         self.credentials: CredentialsWatch | None = None
         """The expiry of the credentials CONNECT brought (authentication on)."""
+        self._out: list[bytes] = []
+        """Frames written this turn of the event loop, not yet handed to the socket."""
         self.producers = Producers(self, settings.authorizer, settings.max_pending_sends)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             Type.CONNECT: self._connect_again,
@@ -130,6 +137,7 @@ class Connection:
                     if self._closed:
                         break
                     self._handle(frame)
+                self._flush()
                 await self._writer.drain()
                 await self.producers.before_read()  # backpressure: pending sends, rates, quotas
         except ConnectionError:
@@ -143,6 +151,7 @@ class Connection:
 
     def close(self) -> None:
         """Close the socket (:meth:`run` ends)."""
+        self._flush()
         self._closed = True
         self._writer.close()
         self.producers.close()
@@ -157,7 +166,7 @@ class Connection:
 
     def _write(self, command: pb.BaseCommand) -> None:
         if not self._closed:
-            self._writer.write(encode_command(command))
+            self._queue(encode_command(command))
 
     write = _write
     """(for the command handlers of other modules)"""
@@ -172,7 +181,19 @@ class Connection:
     def write_bytes(self, frames: bytes) -> None:
         """Whole encoded frames (MESSAGEs)."""
         if not self._closed and frames:
-            self._writer.write(frames)
+            self._queue(frames)
+
+    def _queue(self, frame: bytes) -> None:
+        """Write ``frame`` with whatever else is written this turn (see the module docstring)."""
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(frame)
+
+    def _flush(self) -> None:
+        if self._out:
+            out, self._out = self._out, []
+            if not self._closed:
+                self._writer.write(out[0] if len(out) == 1 else b"".join(out))
 
     def _refuse_and_close(self, command: pb.BaseCommand, why: str) -> None:
         log.info("pulsar connection %s: %s; closing it", self.peer, why)
