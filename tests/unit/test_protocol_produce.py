@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -405,3 +406,26 @@ async def test_the_receipts_settled_in_one_turn_go_to_the_socket_in_one_write(do
     assert [r.sequence_id for r in receipts] == list(range(count))
     assert len(writes) == 1  # not one system call per receipt
     assert len(service.topics[TOPIC].published) == count
+
+
+async def test_a_sends_checksum_verified_by_the_decoder_is_not_computed_again_to_store_it(door, monkeypatch) -> None:
+    from magnetar.protocol import stored
+
+    listener, service = door
+    computed: list[int] = []
+    real_crc = stored.crc32c
+    monkeypatch.setattr(stored, "crc32c", lambda data, value=0: computed.append(len(data)) or real_crc(data, value))
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="mine"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send_bytes(send_frame(0, b"checked"))
+        assert (await conn.receive()).command.type == T.SEND_RECEIPT
+        assert computed == []  # the decoder's verified CRC is the stored one
+        await conn.send_bytes(send_frame(1, b"unchecked", checksum=False))  # a client below protocol 6
+        assert (await conn.receive()).command.type == T.SEND_RECEIPT
+        assert computed  # computed for the entry that came without one
+    topic = service.topics[TOPIC]
+    for p, seq, payload in zip(topic.published, (0, 1), (b"checked", b"unchecked"), strict=True):
+        meta = metadata(seq).SerializeToString()
+        checked = struct.pack(">I", len(meta)) + meta + payload
+        assert p.entry == b"\x0e\x01" + struct.pack(">I", real_crc(checked)) + checked

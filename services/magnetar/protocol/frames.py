@@ -57,7 +57,9 @@ class Frame:
     """One decoded frame. For a payload command: ``metadata`` (None when the checksum
     does not match: its bytes are not to be trusted), the raw ``metadata_bytes`` and
     ``payload`` (kept as they came, so an entry is stored byte for byte), whether a
-    checksum came with them, and ``checksum_error`` when it did not match."""
+    checksum came with them, ``checksum_error`` when it did not match, and ``checksum``
+    when it did (the CRC32C the decoder verified: the entry stored is not checksummed
+    again)."""
 
     command: pb.BaseCommand
     metadata: pb.MessageMetadata | None = None
@@ -66,6 +68,7 @@ class Frame:
     broker_entry_metadata: pb.BrokerEntryMetadata | None = None
     has_checksum: bool = False
     checksum_error: ChecksumMismatch | None = None
+    checksum: int | None = None
 
     @property
     def type_name(self) -> str:
@@ -201,7 +204,10 @@ def _decode_payload(command: pb.BaseCommand, frame: bytes, pos: int) -> Frame:
     if not metadata.IsInitialized():
         missing = ", ".join(metadata.FindInitializationErrors())
         raise ProtocolError(f"the {name} command's message metadata lacks required fields: {missing}")
-    return Frame(command, metadata, metadata_bytes, payload, broker_entry_metadata, has_checksum=expected is not None)
+    return Frame(
+        command, metadata, metadata_bytes, payload, broker_entry_metadata,
+        has_checksum=expected is not None, checksum=expected,
+    )  # fmt: skip
 
 
 class FrameDecoder:

@@ -107,11 +107,17 @@ class PulsarEntry:
         return self.metadata.schema_version
 
 
-def stored_entry(metadata_bytes: bytes, payload: bytes) -> bytes:
+def stored_entry(metadata_bytes: bytes, payload: bytes, checksum: int | None = None) -> bytes:
     """The bytes stored for a message sent with ``metadata_bytes`` (a serialized
-    ``MessageMetadata``) and ``payload``: magic, CRC32C, metadata size, metadata, payload."""
-    checked = _U32.pack(len(metadata_bytes)) + metadata_bytes + payload
-    return MAGIC + _U32.pack(crc32c(checked)) + checked
+    ``MessageMetadata``) and ``payload``: magic, CRC32C, metadata size, metadata, payload.
+
+    ``checksum``: the CRC32C the frame came with, already verified by the decoder
+    (:attr:`magnetar.protocol.frames.Frame.checksum`); None: computed here (a client
+    below protocol version 6 sends none)."""
+    size = _U32.pack(len(metadata_bytes))
+    if checksum is None:
+        checksum = crc32c(payload, crc32c(metadata_bytes, crc32c(size)))
+    return b"".join((MAGIC, _U32.pack(checksum), size, metadata_bytes, payload))
 
 
 def decode(data: bytes) -> PulsarEntry:

@@ -225,7 +225,7 @@ class Producers:
         highest = max(seq, send.highest_sequence_id, metadata.highest_sequence_id)
         if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
             highest = seq + count - 1
-        entry = stored_entry(frame.metadata_bytes, frame.payload)
+        entry = stored_entry(frame.metadata_bytes, frame.payload, frame.checksum)
         published = producer.topic.publish(
             producer.name, entry, count, seq, highest, maybe_delayed=metadata.HasField("deliver_at_time")
         )
