@@ -175,3 +175,16 @@ async def test_publishing_a_pulsar_batch_checks_it_without_building_its_messages
         await persistent_topic.publish("prod", batch, 3, 11, 13, maybe_delayed=False)
     assert not built
     assert [m.payload for m in decode_entry(batch).messages] == [b"a", b"bb"] and built == [1]
+
+
+def test_the_dispatchers_view_of_a_pulsar_batch_counts_it_and_builds_its_messages_only_when_read(monkeypatch):
+    built: list[int] = []
+    real = stored._messages
+    monkeypatch.setattr(stored, "_messages", lambda metadata, payload: built.append(1) or real(metadata, payload))
+    data = stored.stored_entry(_metadata(num_messages_in_batch=2).SerializeToString(),
+                               _record(b"a", partition_key="k") + _record(b"bb"))  # fmt: skip
+    entry = view_entry(data)
+    assert len(entry.messages) == 2 and entry.batched and not built  # what a dispatcher reads of every entry
+    assert [(m.payload, m.partition_key) for m in entry.messages] == [(b"a", "k"), (b"bb", "")]
+    assert entry.messages[1].payload == b"bb" and built == [1]  # built once, when read
+    assert entry == decode_entry(data)

@@ -155,9 +155,13 @@ def count_messages(data: bytes) -> int:
 
 def view_entry(data: bytes) -> Entry:
     """The entry stored as ``data``, never failing: bytes that are not an entry, or an
-    entry without a message, are one message holding the bytes (:class:`OpaqueEntry`)."""
+    entry without a message, are one message holding the bytes (:class:`OpaqueEntry`).
+
+    A Pulsar client's entry is checked as :func:`decode_entry` checks it, its messages
+    built only when read (:func:`magnetar.protocol.stored.view`): a dispatcher sending a
+    batch to a Pulsar consumer reads only how many messages it holds."""
     try:
-        entry = decode_entry(data)
+        entry = _pulsar.view(data) if data[:2] == PULSAR_MAGIC else decode_entry(data)
     except InvalidArgument:
         return OpaqueEntry((Message(data),))
     return entry if entry.messages else OpaqueEntry((Message(data),))

@@ -27,9 +27,9 @@ tells a door that the payloads are not readable here).
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, overload
 
 from google.protobuf.message import DecodeError
 
@@ -65,7 +65,8 @@ class PulsarEntry:
     """A stored Pulsar entry (an ``Entry``), with the metadata it was sent with."""
 
     metadata: pb.MessageMetadata
-    messages: tuple[PulsarMessage, ...]
+    messages: Sequence[PulsarMessage]
+    """A tuple (:func:`decode`), or :class:`LazyMessages` (:func:`view`)."""
     payload: bytes
     """The payload section as sent (a batch's records, possibly compressed)."""
 
@@ -131,6 +132,64 @@ def decode(data: bytes) -> PulsarEntry:
     return PulsarEntry(metadata, _messages(metadata, payload), payload)
 
 
+def view(data: bytes) -> PulsarEntry:
+    """:func:`decode`, checked as :func:`decode` checks it, but with messages built on
+    first use (:class:`LazyMessages`): what the dispatchers read of every entry they send
+    is its number of messages, and a Pulsar consumer gets the entry's bytes as stored, so
+    a batch going to one is never split into messages.
+
+    Raises:
+        InvalidArgument: as :func:`decode`.
+    """
+    metadata, payload = _checked(data)
+    return PulsarEntry(metadata, LazyMessages(metadata, payload, _count(metadata, payload)), payload)
+
+
+class LazyMessages(Sequence[PulsarMessage]):
+    """The messages of a checked entry (:func:`view`): their number at once, the messages
+    themselves built the first time one is asked for (:func:`_messages` cannot fail on
+    bytes :func:`_count` accepted)."""
+
+    __slots__ = ("_metadata", "_payload", "_count", "_built")
+
+    def __init__(self, metadata: pb.MessageMetadata, payload: bytes, count: int) -> None:
+        self._metadata = metadata
+        self._payload = payload
+        self._count = count
+        self._built: tuple[PulsarMessage, ...] | None = None
+
+    def _all(self) -> tuple[PulsarMessage, ...]:
+        if self._built is None:
+            self._built = _messages(self._metadata, self._payload)
+        return self._built
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> PulsarMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[PulsarMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> PulsarMessage | Sequence[PulsarMessage]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[PulsarMessage]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyMessages):
+            other = other._all()
+        return isinstance(other, tuple) and self._all() == other
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"LazyMessages({self._count} messages)"
+
+
 def count_messages(data: bytes) -> int:
     """How many messages the stored Pulsar entry ``data`` holds, checked as :func:`decode`
     checks it (what this accepts, :func:`decode` reads) without building the messages:
@@ -141,6 +200,10 @@ def count_messages(data: bytes) -> int:
         InvalidArgument: as :func:`decode`.
     """
     metadata, payload = _checked(data)
+    return _count(metadata, payload)
+
+
+def _count(metadata: pb.MessageMetadata, payload: bytes) -> int:
     if not metadata.HasField("num_messages_in_batch"):
         return 1
     count = metadata.num_messages_in_batch
