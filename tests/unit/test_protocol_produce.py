@@ -41,6 +41,7 @@ class Published:
     highest: int
     maybe_delayed: bool
     outcome: asyncio.Future[PublishResult]
+    checked: bool = False
 
 
 @dataclass
@@ -71,9 +72,9 @@ class FakeTopic:
     def remove_producer(self, name: str) -> None:
         self.producers.pop(name, None)
 
-    def publish(self, producer, entry, count, lowest, highest, maybe_delayed=True):  # type: ignore[no-untyped-def]
+    def publish(self, producer, entry, count, lowest, highest, maybe_delayed=True, checked=False):  # type: ignore[no-untyped-def]
         outcome: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
-        self.published.append(Published(producer, entry, count, lowest, highest, maybe_delayed, outcome))
+        self.published.append(Published(producer, entry, count, lowest, highest, maybe_delayed, outcome, checked))
         if self.settle_at_once:
             self.settle(len(self.published) - 1)
         return outcome
@@ -429,3 +430,15 @@ async def test_a_sends_checksum_verified_by_the_decoder_is_not_computed_again_to
         meta = metadata(seq).SerializeToString()
         checked = struct.pack(">I", len(meta)) + meta + payload
         assert p.entry == b"\x0e\x01" + struct.pack(">I", real_crc(checked)) + checked
+
+
+async def test_a_message_sent_without_batching_is_stored_as_checked_by_the_door_a_batch_is_not(door) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="mine"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        batch = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=1, sequence_id=1, num_messages=2))
+        records = b"".join(struct.pack(">I", len(m)) + m + b"p" for m in [pb.SingleMessageMetadata(payload_size=1).SerializeToString()] * 2)
+        await conn.send_bytes(send_frame(0) + encode_payload_command(batch, metadata(1, num_messages_in_batch=2), records))
+        assert [(await conn.receive()).command.type for _ in range(2)] == [T.SEND_RECEIPT] * 2
+    assert [(p.count, p.checked) for p in service.topics[TOPIC].published] == [(1, True), (2, False)]

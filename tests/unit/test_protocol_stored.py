@@ -188,3 +188,19 @@ def test_the_dispatchers_view_of_a_pulsar_batch_counts_it_and_builds_its_message
     assert [(m.payload, m.partition_key) for m in entry.messages] == [(b"a", "k"), (b"bb", "")]
     assert entry.messages[1].payload == b"bb" and built == [1]  # built once, when read
     assert entry == decode_entry(data)
+
+
+async def test_an_entry_the_door_checked_is_not_checked_again_unless_it_must_be_decoded(persistent_topic, monkeypatch):
+    from magnetar.broker import topic as topic_module
+
+    counted: list[bytes] = []
+    real = topic_module.count_messages
+    monkeypatch.setattr(topic_module, "count_messages", lambda data: counted.append(data) or real(data))
+    single = stored.stored_entry(_metadata().SerializeToString(), b"one")
+    result = await persistent_topic.publish("prod", single, 1, 7, 7, maybe_delayed=False, checked=True)
+    assert result.position is not None and counted == []
+    await persistent_topic.publish("prod", single, 1, 8, 8, maybe_delayed=False)  # not checked by a door: checked here
+    assert counted == [single]
+    delayed = stored.stored_entry(_metadata(deliver_at_time=1).SerializeToString(), b"late")
+    assert (await persistent_topic.publish("prod", delayed, 1, 9, 9, maybe_delayed=True, checked=True)).position
+    assert counted == [single]  # decoded (for its delivery time), not counted

@@ -322,12 +322,17 @@ class PersistentTopic:
                     c.on_close(error)
 
     def publish(
-        self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool = True
-    ) -> asyncio.Future[PublishResult]:
+        self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool = True,
+        checked: bool = False,
+    ) -> asyncio.Future[PublishResult]:  # fmt: skip
         """Store one entry (a batch); a resend recognised by deduplication is not stored.
 
         ``maybe_delayed=False``: the producer said the entry's message is not delayed
         (``SendBatch.deliver_at_ms`` 0), so the entry is not parsed to find out.
+        ``checked=True``: the door has checked all that :func:`count_messages` checks (the
+        Pulsar door, for a message sent without batching: its frame decoder verified the
+        checksum and parsed the metadata), so the entry is not checked again unless it
+        must be decoded (``maybe_delayed``).
 
         Returns a future (no task per publish: this is the hot path). It fails with
         MessageTooBig, ServiceClosed, ProducerBlockedQuotaExceeded, InvalidArgument (a
@@ -348,7 +353,7 @@ class PersistentTopic:
         if self.policies.backlog_quotas or self._quota_blocked:
             refused = self._quota_error()
         one_delayed = num_messages == 1 and maybe_delayed
-        parsed = _parse_entry(entry, num_messages, decode=one_delayed)
+        parsed = _parse_entry(entry, num_messages, decode=one_delayed) if one_delayed or not checked else None
         if isinstance(parsed, InvalidArgument):
             return _failed(loop, parsed)
         due = 0
@@ -366,8 +371,8 @@ class PersistentTopic:
                     return _done(loop, PublishResult(None, duplicate=True))
                 if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
                     # The first copy is still in flight: wait for how it ends (rare).
-                    return loop.create_task(
-                        self._publish_after_settled(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed))
+                    return loop.create_task(self._publish_after_settled(
+                        producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked))
             self._dedup.pushed[producer_name] = max(highest_seq, self._dedup.pushed.get(producer_name, -1))
         result: asyncio.Future[PublishResult] = loop.create_future()
         added = self.ml.add_entry(entry, due)
@@ -409,13 +414,14 @@ class PersistentTopic:
             result.set_result(PublishResult(position))
 
     async def _publish_after_settled(
-        self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool
-    ) -> PublishResult:
+        self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool,
+        checked: bool,
+    ) -> PublishResult:  # fmt: skip
         while lowest_seq > self._dedup.persisted.get(producer_name, -1) and lowest_seq <= self._dedup.pushed.get(producer_name, -1):
             waiter = asyncio.get_running_loop().create_future()
             self._settled_waiters.append(waiter)
             await waiter
-        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed)
+        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked)
 
     def _wake_settled(self) -> None:
         if self._settled_waiters:

@@ -226,9 +226,12 @@ class Producers:
         if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
             highest = seq + count - 1
         entry = stored_entry(frame.metadata_bytes, frame.payload, frame.checksum)
+        # Sent without batching, the entry is one message whose checksum and metadata the
+        # decoder checked: the core need not check it again.
         published = producer.topic.publish(
-            producer.name, entry, count, seq, highest, maybe_delayed=metadata.HasField("deliver_at_time")
-        )
+            producer.name, entry, count, seq, highest, maybe_delayed=metadata.HasField("deliver_at_time"),
+            checked=count == 1 and not metadata.HasField("num_messages_in_batch"),
+        )  # fmt: skip
         producer.pending.append((seq, highest, published))
         self.pending += 1
         if producer.topic.publish_limiter is not None or producer.topic.may_hold_producers:
