@@ -26,8 +26,10 @@ bench's event loop is idle meanwhile; the clocks are the same as the other syste
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
@@ -43,6 +45,9 @@ from systems.magnetar_cluster import (
     MagnetarSystem,
 )
 
+LOGGER = logging.getLogger("bench-pulsar-client")
+"""The C++ core's logger: warnings and errors only (it logs every connection at INFO)."""
+LOGGER.setLevel(logging.WARNING)
 BATCHED_PENDING = 50_000
 TIMEOUT_S = 300.0
 CHECK_EVERY = 1000
@@ -55,6 +60,10 @@ class PulsarClientSystem:
         """``url``: run the workloads against that broker's ``pulsar://`` URL (start nothing)."""
         self._url = url
         self.cluster = MagnetarSystem()
+        self.on_phase: Callable[[str], None] = lambda _mark: None
+        """Called (in the workload's thread) with "produce", "consume" as each phase of a
+        throughput workload starts and "done" after the last: bench/pulsar_cpu.py reads
+        each process's CPU time there."""
 
     def describe(self) -> str:
         return (f"Magnetar (this tree), the same cluster: {BOOKIES} bookies, journals fsync'd, 1 broker, "
@@ -83,7 +92,7 @@ class PulsarClientSystem:
     # -- in a thread ------------------------------------------------------------------------
     def _throughput(self, size: int, messages: int, batched: bool, window: int) -> Throughput:
         topic = f"persistent://public/default/compare-{'b' if batched else 'u'}-{size}-{time.time_ns()}"
-        client = pulsar_client(self.url, operation_timeout_seconds=30)
+        client = pulsar_client(self.url, operation_timeout_seconds=30, logger=LOGGER)
         try:
             # The subscription exists before the backlog is written; its consumer comes back
             # after the produce phase.
@@ -92,12 +101,14 @@ class PulsarClientSystem:
                 topic, batching_enabled=batched, block_if_queue_full=True,
                 max_pending_messages=BATCHED_PENDING if batched else window,
             )  # fmt: skip
+            self.on_phase("produce")
             produce_s = _produce(producer, b"x" * size, messages)
             producer.close()
             policy = pulsar.ConsumerBatchReceivePolicy(RECEIVER_QUEUE, -1, 100)
             consumer = client.subscribe(topic, "bench", initial_position=pulsar.InitialPosition.Earliest,
                                         receiver_queue_size=RECEIVER_QUEUE, batch_receive_policy=policy)  # fmt: skip
             received, first = 0, 0.0
+            self.on_phase("consume")
             if batched:
                 deadline = time.monotonic() + TIMEOUT_S
                 while received < messages and time.monotonic() < deadline:
@@ -115,6 +126,7 @@ class PulsarClientSystem:
                     received += 1
                     consumer.acknowledge(msg)
             consume_s = time.perf_counter() - first
+            self.on_phase("done")
             if received < messages:
                 raise RuntimeError(f"consume: {received} of {messages} messages within {TIMEOUT_S:g} s")
             consumer.close()
@@ -129,7 +141,7 @@ class PulsarClientSystem:
         e2e: list[float] = []
         failures: list[object] = []
         acked = threading.Semaphore(0)
-        client = pulsar_client(self.url, operation_timeout_seconds=30)
+        client = pulsar_client(self.url, operation_timeout_seconds=30, logger=LOGGER)
         try:
             consumer = client.subscribe(topic, "bench", receiver_queue_size=RECEIVER_QUEUE)
             producer = client.create_producer(topic, batching_enabled=False, max_pending_messages=10_000,
