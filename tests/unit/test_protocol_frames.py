@@ -190,3 +190,15 @@ def test_the_codec_imports_no_service_code() -> None:
             for name in names:
                 assert not name.startswith("magnetar") or name.startswith(allowed), f"{path.name} imports {name}"
                 assert not name.startswith("grpc"), f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize("ids", [(12, 34, -1), (12, 34, 3), (-1, -1, -1), (0, 0, 0), ((1 << 63) - 1, 5, 7)])
+def test_a_send_receipt_frame_built_in_place_is_the_receipt_command_encoded(ids: tuple[int, int, int]) -> None:
+    ledger, entry, partition = ids
+    expected = encode_command(commands.send_receipt(4, 9, 11, commands.message_id(ledger, entry, partition)))
+    frame = commands.send_receipt_frame(4, 9, 11, ledger, entry, partition)
+    assert frame == expected
+    (decoded,) = FrameDecoder().feed(frame)
+    r = decoded.command.send_receipt
+    assert (r.producer_id, r.sequence_id, r.highest_sequence_id) == (4, 9, 11)
+    assert (commands.position_of(r.message_id), r.message_id.partition) == ((ledger, entry), partition)

@@ -3,11 +3,14 @@ ledger and entry ids, the request id a command carries)."""
 
 from __future__ import annotations
 
+import struct
+
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 
 PROTOCOL_VERSION = 20
 """The newest protocol version this package speaks (Pulsar's v20)."""
 
+_SIZES = struct.Struct(">II")  # a simple command's totalSize, commandSize
 _U64 = 1 << 64
 _I64_MAX = (1 << 63) - 1
 
@@ -157,6 +160,27 @@ def send_receipt(producer_id: int, sequence_id: int, highest_sequence_id: int, m
             producer_id=producer_id, sequence_id=sequence_id, highest_sequence_id=highest_sequence_id, message_id=message,
         ),
     )  # fmt: skip
+
+
+def send_receipt_frame(
+    producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, partition: int = -1,
+) -> bytes:  # fmt: skip
+    """The frame of :func:`send_receipt` for the entry (``ledger_id``, ``entry_id``) of
+    ``partition``, byte for byte, built by setting the fields of one command in place: a
+    receipt per send is the hot path, and this costs about a third of building the
+    message id, the receipt and the command as separate messages."""
+    command = pb.BaseCommand(type=Type.SEND_RECEIPT)
+    receipt = command.send_receipt
+    receipt.producer_id = producer_id
+    receipt.sequence_id = sequence_id
+    receipt.highest_sequence_id = highest_sequence_id
+    mid = receipt.message_id
+    mid.ledgerId = to_wire_id(ledger_id)
+    mid.entryId = to_wire_id(entry_id)
+    mid.partition = partition
+    mid.batch_index = -1
+    body = command.SerializeToString()
+    return _SIZES.pack(4 + len(body), len(body)) + body
 
 
 def close_producer(producer_id: int, request: int = 0) -> pb.BaseCommand:

@@ -74,6 +74,8 @@ class ProducerHost(Protocol):
 
     def write(self, command: pb.BaseCommand) -> None: ...
 
+    def write_bytes(self, frames: bytes) -> None: ...
+
     def spawn(self, request: Coroutine[Any, Any, None], name: str) -> None: ...
 
     def topic_name(self, value: str | bytes) -> str: ...
@@ -258,7 +260,7 @@ class Producers:
                 continue
             result = published.result()
             ledger, entry = result.position if result.position is not None else (-1, -1)
-            self.host.write(commands.send_receipt(pid, seq, highest, commands.message_id(ledger, entry, producer.topic.partition)))
+            self.host.write_bytes(commands.send_receipt_frame(pid, seq, highest, ledger, entry, producer.topic.partition))
         if self._room is not None and self.pending <= self.max_pending_sends // 2:
             self._room.set()
 
