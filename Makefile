@@ -143,7 +143,8 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/rate_limits.py
 	$(PY) bench/topics.py --consumers raw
 
-# Magnetar next to Redis Streams, NATS JetStream and RabbitMQ quorum queues: the servers
+# Magnetar (its SDK, and pulsar-client through the Pulsar door) next to Redis Streams,
+# NATS JetStream and RabbitMQ quorum queues: the servers
 # come from Debian packages (bench/compare.py installs the missing ones), their Python
 # clients and matplotlib from bench/requirements-compare.lock. ARGS: e.g. --quick.
 $(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
@@ -151,7 +152,7 @@ $(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
 	@$(PY) -m pip install -q --disable-pip-version-check -r bench/requirements-compare.lock
 	@touch $@
 
-bench-compare: setup $(STAMPS)/bench-compare ## Magnetar vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
+bench-compare: setup $(STAMPS)/bench-compare ## Magnetar (SDK and pulsar-client through the Pulsar door) vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
 	$(PY) bench/compare.py $(ARGS)
 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
