@@ -1,5 +1,5 @@
-"""Magnetar through its Pulsar protocol door, as ``bench/compare.py`` measures it: the same
-cluster as :mod:`systems.magnetar_cluster` (a real ZooKeeper, 3 bookies with fsync'd
+"""Magnetar through its Pulsar protocol door, as ``bench/compare.py`` measures it: a cluster
+of its own built as :mod:`systems.magnetar_cluster`'s (a real ZooKeeper, 3 bookies with fsync'd
 journals, 1 broker, E=3 Qw=2 Qa=2: an acknowledgement means Qa = 2 fsyncs), its clients
 Apache's ``pulsar-client`` (the Python client over its C++ core, from PyPI) talking to the
 broker's ``pulsar://`` listener.
@@ -66,7 +66,7 @@ class PulsarClientSystem:
         each process's CPU time there."""
 
     def describe(self) -> str:
-        return (f"Magnetar (this tree), the same cluster: {BOOKIES} bookies, journals fsync'd, 1 broker, "
+        return (f"Magnetar (this tree), a cluster of its own built as the SDK's: {BOOKIES} bookies, journals fsync'd, 1 broker, "
                 f"E={ENSEMBLE} Qw={WRITE_QUORUM} Qa={ACK_QUORUM}; pulsar-client {pulsar.__version__} "
                 f"(Python over its C++ core) through the Pulsar protocol door")  # fmt: skip
 
