@@ -1,8 +1,10 @@
 """The Pulsar protocol door's producers (magnetar.broker.protocol.producers) over a
 stand-in topic: PRODUCER, SEND and its receipts in order, duplicates, SEND_ERROR, the
 refusals (no producer, bad checksum, not the owner, not authorized, a name in use), the
-initial subscription a PRODUCER names, CLOSE_PRODUCER both ways, and the connection that
-stops reading past its pending sends.
+initial subscription a PRODUCER names, CLOSE_PRODUCER both ways, the connection that
+stops reading past its pending sends, and the hot path's economies (one socket write for
+the receipts of one turn, the decoder's checksum stored as is, an unbatched message not
+checked again by the core).
 Real sockets on loopback, no other process."""
 
 from __future__ import annotations
