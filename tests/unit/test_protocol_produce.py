@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -349,3 +350,56 @@ async def test_a_producer_whose_grant_is_revoked_is_closed_and_may_not_come_back
         await conn.send(producer_command(producer_id=2, request_id=2, name="p"))  # the client comes back
         answer = (await conn.receive()).command
     assert answer.type == T.ERROR and answer.error.error == pb.AuthorizationError
+
+
+async def test_a_connection_paused_by_its_pending_sends_is_not_closed_by_its_keepalive(door) -> None:
+    listener, service = door
+    keepalive = 0.2
+    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=2, keepalive_s=keepalive)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send_bytes(b"".join(send_frame(i) for i in range(2)))
+        assert await _wait_for(lambda: len(topic.published) == 2)  # reading is paused now
+        loop = asyncio.get_running_loop()
+        paused_until = loop.time() + 6 * keepalive
+        while loop.time() < paused_until:  # an alive client pings; the paused broker cannot hear it
+            await conn.send(commands.ping())
+            await asyncio.sleep(keepalive / 4)
+        assert listener.connections == 1
+        topic.settle(0)
+        topic.settle(1)
+        answers = []
+        while len([a for a in answers if a.type == T.SEND_RECEIPT]) < 2:
+            answers.append((await conn.receive()).command)
+        assert [a.send_receipt.sequence_id for a in answers if a.type == T.SEND_RECEIPT] == [0, 1]
+
+
+async def test_a_producer_that_never_reads_its_receipts_is_closed_after_the_write_timeout(door) -> None:
+    listener, service = door
+    listener.settings = dataclasses.replace(listener.settings, max_unsent_bytes=2048, write_timeout_s=0.5)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((listener.host, listener.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
+    conn = RawPulsarConnection(reader, writer)
+    async with conn:
+        await conn.handshake()
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        (server,) = [c for c in listener._connections if c.connected]
+        # A small machine's kernel buffers: what the client does not read stays in the broker.
+        server._transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sender = asyncio.create_task(conn.send_bytes(b"".join(send_frame(i) for i in range(5000))))
+        async with await _connected(listener) as other:  # another client goes on meanwhile
+            await other.send(commands.ping())
+            assert (await other.receive()).command.type == T.PONG
+            assert await _wait_for(lambda: server.closed, timeout_s=5.0)
+            assert topic.producers == {}  # its producer left the topic
+            await other.send(commands.ping())
+            assert (await other.receive()).command.type == T.PONG
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    assert len(topic.published) < 5000  # it was not read to the end

@@ -7,8 +7,10 @@ translates commands into calls on the subscription (``flow``, ``ack``, ``ack_bat
 ``send_back``, ``reset_cursor``) and each core :class:`Delivery` into a MESSAGE frame
 (:mod:`magnetar.protocol.messages`). Ownership, subscription types, acks, redelivery
 counts and delays are the core's. Permits bound what is sent: the core sends a consumer
-no more messages than the FLOWs it got allow, so the socket's buffer holds at most a
-receiver queue's worth per consumer.
+no more messages than the FLOWs it got allow. A FLOW may allow 2^32 messages, so the
+connection bounds it too: while more than ``max_unsent_bytes`` it wrote are unread by
+the client, its consumers' permits are held back from the core (:meth:`Consumers.hold_permits`)
+and given back when the client has read (:meth:`Consumers.release_permits`).
 
 The broker closes a consumer itself (CLOSE_CONSUMER, the client looks the topic up and
 subscribes again) when its topic stops being served here, when its subscription is
@@ -63,6 +65,10 @@ class ConsumerConnection(Protocol):
     @property
     def closed(self) -> bool: ...
 
+    @property
+    def writable(self) -> bool:
+        """The client has read enough of what it was sent for more to go out."""
+
     def write(self, command: pb.BaseCommand) -> None: ...
 
     def write_bytes(self, frames: bytes) -> None: ...
@@ -83,6 +89,9 @@ class ProtocolConsumer:
     sizes: dict[Position, int] = field(default_factory=dict)
     """Messages in each entry delivered and not wholly acknowledged (a batch-index ACK
     carries no batch size)."""
+    withheld: int = 0
+    """Permits the client gave that the core has not been given yet: held while the
+    connection's unsent bytes are over their limit."""
     failover: bool = False
     active: bool | None = None
     """What the core said last (Failover): sent once the client knows the consumer."""
@@ -115,6 +124,22 @@ class Consumers:
         consumers, self.consumers = self.consumers, {}
         for c in consumers.values():
             c.subscription.remove_consumer(c.core)
+
+    def hold_permits(self) -> None:
+        """The client is not reading: take back the permits the core has not used, so
+        that nothing more is dispatched to this connection (a FLOW may give 2^32)."""
+        for c in self.consumers.values():
+            unused = c.core.permits
+            if unused > 0:
+                c.core.permits -= unused
+                c.withheld += unused
+
+    def release_permits(self) -> None:
+        """The client has read: give the core back the permits held."""
+        for c in list(self.consumers.values()):
+            if c.withheld:
+                withheld, c.withheld = c.withheld, 0
+                c.subscription.flow(c.core, withheld)
 
     # -- helpers ----------------------------------------------------------------------
     def _get(self, consumer_id: int, command: str) -> ProtocolConsumer:
@@ -265,7 +290,10 @@ class Consumers:
     def _flow(self, frame: Frame) -> None:
         flow = frame.command.flow
         c = self._get(flow.consumer_id, "FLOW")
-        c.subscription.flow(c.core, flow.messagePermits)
+        if self.connection.writable:
+            c.subscription.flow(c.core, flow.messagePermits)
+        else:
+            c.withheld += flow.messagePermits
 
     def _ack(self, frame: Frame) -> None:
         ack = frame.command.ack
