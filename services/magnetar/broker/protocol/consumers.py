@@ -73,6 +73,8 @@ class ConsumerConnection(Protocol):
 
     def write_bytes(self, frames: bytes) -> None: ...
 
+    def spawn(self, request: Coroutine[Any, Any, None], name: str) -> None: ...
+
     def spawn_handler(self, request: Callable[[Frame], Coroutine[Any, Any, None]]) -> Callable[[Frame], None]: ...
 
     def topic_name(self, value: str | bytes) -> str: ...
@@ -191,6 +193,34 @@ class Consumers:
         conn.write(commands.success(rid))
         if consumer.active is not None:
             self._tell_active(consumer, consumer.active)
+        self._watch_access(consumer, Request(Action.CONSUME, consumer.topic.name, s.subscription))
+
+    def _watch_access(self, consumer: ProtocolConsumer, request: Request) -> None:
+        """While the consumer is attached, ask again every recheck interval (as the gRPC
+        door's consume stream and this door's producers); refused (a grant revoked), the
+        broker closes it, and the client's new SUBSCRIBE gets AuthorizationError."""
+        conn = self.connection
+        authorizer, role = conn.authorizer, conn.role
+        if authorizer is None or role in authorizer.superusers:
+            return
+
+        def attached() -> bool:
+            return self.consumers.get(consumer.consumer_id) is consumer and not conn.closed
+
+        async def watch() -> None:
+            while attached():
+                await asyncio.sleep(authorizer.recheck_interval_s)
+                try:
+                    allowed = await authorizer.allowed(role, request)
+                except MagnetarError as exc:  # ZooKeeper away: the last decision stands
+                    log.info("could not check %r's access to %s again: %s", role, request.what(), exc.message)
+                    continue
+                if not allowed and attached():
+                    log.warning("refused: role %r may no longer %s; its consumer is closed", role, request.what())
+                    self._closed_by_broker(consumer, f"role {role!r} is no longer authorized to {request.what()}")
+                    return
+
+        conn.spawn(watch(), name=f"access:consumer {consumer.consumer_id}")
 
     async def _attach(self, s: pb.CommandSubscribe) -> ProtocolConsumer:
         conn = self.connection
