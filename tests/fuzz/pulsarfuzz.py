@@ -65,7 +65,8 @@ class Step:
     breaks: bool = False
     """The stream cannot be followed after it: the broker closes the connection."""
     cut: bool = False
-    """A frame cut short: the broker may wait for the rest."""
+    """A frame cut short, or bytes that may be the start of one: the broker may wait for
+    the rest, or close the connection."""
     pings: int = 0
     producer: tuple[int, str] | None = None
     """A PRODUCER's (producer id, topic)."""
@@ -289,8 +290,8 @@ def broken_frame(rng: random.Random, gen: RequestGenerator) -> Step:
         if not _missing_required(cmd):
             return _command_step(cmd)
         return Step(_partial_frame(cmd), f"RAW({pb.BaseCommand.Type.Name(cmd.type)})", breaks=True)
-    if choice == 4:  # random bytes
-        return Step(rng.randbytes(rng.randrange(1, 64)), "GARBAGE", breaks=True)
+    if choice == 4:  # random bytes: sizes over the limit, or the start of a frame the broker waits out
+        return Step(rng.randbytes(rng.randrange(1, 64)), "GARBAGE", cut=True)
     if choice == 5:  # a frame over the limit, whole
         size = FRAME_LIMIT + rng.randrange(1, 100)
         return Step(struct.pack(">II", size, 2) + b"\x08\x12" + b"\x00" * (size - 6), "BIGFRAME", breaks=True)

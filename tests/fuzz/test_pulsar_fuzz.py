@@ -132,7 +132,8 @@ async def converse(port: int, conv: pf.Conversation, ledger: Ledger) -> Outcome:
     pings = sum(s.pings for s in conv.steps)
     ends_badly = any(s.breaks for s in conv.steps)
     cut = any(s.cut for s in conv.steps)
-    must_close = ends_badly or not (conv.steps and conv.steps[0].what == "CONNECT")
+    # Anything whole before CONNECT closes the connection (the start of a frame is waited out).
+    must_close = ends_badly or (conv.steps[0].what != "CONNECT" and not conv.steps[0].cut)
     barrier = not (ends_badly or cut)
     pongs = 0
     outcome = Outcome()
