@@ -403,3 +403,17 @@ async def test_a_producer_that_never_reads_its_receipts_is_closed_after_the_writ
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)
     assert len(topic.published) < 5000  # it was not read to the end
+
+
+async def test_a_client_gone_while_its_connection_is_paused_is_found_by_the_keepalive(door) -> None:
+    listener, service = door
+    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=1, keepalive_s=0.1)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    conn = await _connected(listener)
+    await conn.send(producer_command(name="p"))
+    assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+    await conn.send_bytes(send_frame(0))
+    assert await _wait_for(lambda: len(topic.published) == 1)  # reading is paused now
+    conn.writer.transport.abort()  # the client is gone; the broker is not reading
+    assert await _wait_for(lambda: listener.connections == 0, timeout_s=3.0)
+    assert topic.producers == {}  # its producer left the topic: the name is free again

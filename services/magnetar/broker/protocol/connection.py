@@ -238,9 +238,15 @@ class Connection:
                     "no handshake within the keepalive interval",
                 )
             elif self._reading_paused:
-                # The producers' backpressure holds the reading: the client's PINGs wait
-                # unread in the socket, so its silence says nothing. Alive.
-                self._awaiting_pong = False
+                # The producers' backpressure holds the reading: the client's PINGs and
+                # PONGs wait unread in the socket, so its silence says nothing. Alive,
+                # unless the socket broke (a PING written to a client that is gone fails).
+                if self._transport.is_closing():
+                    log.info("pulsar connection %s went away while its reading was paused; closing it", self.peer)
+                    self.close()
+                else:
+                    self._awaiting_pong = False
+                    self._write(commands.ping())
             elif self._awaiting_pong:
                 log.info("pulsar connection %s silent past its keepalive of %g s; closing it", self.peer, self.settings.keepalive_s)
                 self.close()
