@@ -110,7 +110,7 @@ class Connection:
             Type.LOOKUP: self._spawn(self._lookup),
             **self.producers.handlers(),
         }
-        self.consumers = Consumers(self)
+        self.consumers = Consumers(self, settings.max_message_size)
         self._handlers.update(self.consumers.handlers())
 
     # -- the socket -------------------------------------------------------------------------

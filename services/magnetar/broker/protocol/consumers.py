@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Type = pb.BaseCommand.Type
+MIN_BATCHED_MESSAGE_BYTES = 6
+"""The least a message of a batch takes in its entry: its 4-byte size and a
+``SingleMessageMetadata`` of at least its required ``payload_size`` (2 bytes)."""
 
 
 class ConsumerConnection(Protocol):
@@ -102,8 +105,10 @@ class ProtocolConsumer:
 class Consumers:
     """The consumers of ``connection``, keyed by the client's consumer id."""
 
-    def __init__(self, connection: ConsumerConnection) -> None:
+    def __init__(self, connection: ConsumerConnection, max_message_size: int = 5 * 1024 * 1024) -> None:
         self.connection = connection
+        self.max_batch_messages = max(1, max_message_size // MIN_BATCHED_MESSAGE_BYTES)
+        """The most messages an entry can hold: a batch size an ACK claims beyond it is a lie."""
         self.consumers: dict[int, ProtocolConsumer] = {}
         self._subscribing: set[int] = set()
 
@@ -344,9 +349,17 @@ class Consumers:
         for mid in ack.message_id:
             position = Position(*commands.position_of(mid))
             if mid.ack_set:
+                # The size the consumer was sent; else (acked after a nack sent the entry
+                # back) the client's, which must be one an entry can have: a mask of 2^31
+                # bits would stall the broker and be stored in the cursor.
                 size = c.sizes.get(position) or mid.batch_size
                 if not size:
                     raise InvalidArgument(f"ACK of messages of entry {position}, which was not delivered to this consumer")
+                if size > self.max_batch_messages:
+                    raise InvalidArgument(
+                        f"ACK of messages of entry {position}: a batch of {size} messages cannot be stored "
+                        f"(at most {self.max_batch_messages} fit in an entry)"
+                    )
                 acked = masks.full_mask(size) & ~messages.mask_of_ack_set(mid.ack_set)
                 if acked == masks.full_mask(size):
                     whole.append(position)

@@ -1,8 +1,14 @@
-"""Slow clients at Pulsar's protocol door, against a real broker and bookie: a consumer
+"""Limits of Pulsar's protocol door, against a real broker and bookie.
+
+Slow clients: a consumer
 that asks for 2^32 - 1 messages and does not read is sent no more than the connection's
 limit of unsent bytes (plus the kernel's buffers and one dispatcher read), gets the rest
 once it reads, and is closed when it stays unread past the write timeout; a pulsar-client
-producing and consuming on the same broker goes on meanwhile."""
+producing and consuming on the same broker goes on meanwhile.
+
+Sizes a client claims: a batch-index ACK whose batch size no entry can have is refused at
+once (it once stalled the broker for tens of seconds, its ZooKeeper session lost: found
+by tests/fuzz/test_pulsar_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
+from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection
@@ -138,4 +146,37 @@ async def test_a_consumer_that_never_reads_is_closed_after_the_write_timeout(clu
         assert sub.backlog == COUNT and sub.unacked == 0
     assert "has not read what it was sent" in cluster.broker.log_tail(400)
     assert cluster.broker.alive
+    assert "Traceback" not in cluster.broker.log_tail(400)
+
+
+async def test_a_batch_ack_claiming_a_batch_no_entry_can_hold_is_refused_at_once(cluster: Cluster) -> None:
+    topic = f"persistent://{await new_namespace(cluster.address, 'slow')}/huge-batch"
+    async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as conn:
+        await conn.handshake()
+        await conn.send(pb.BaseCommand(type=Type.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1, request_id=1)))
+        assert (await conn.receive()).command.type == Type.PRODUCER_SUCCESS
+        send = pb.BaseCommand(type=Type.SEND, send=pb.CommandSend(producer_id=1, sequence_id=0))
+        await conn.send_bytes(encode_payload_command(send, pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1), b"x"))
+        receipt = (await conn.receive()).command.send_receipt
+        await conn.send(pb.BaseCommand(type=Type.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+            topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=2,
+            initialPosition=pb.CommandSubscribe.Earliest,
+        )))  # fmt: skip
+        assert (await conn.receive()).command.type == Type.SUCCESS
+        mid = commands.message_id(receipt.message_id.ledgerId, receipt.message_id.entryId)
+        mid.ack_set.append(1)  # messages 1.. acknowledged, of a "batch" of 2^31 - 1
+        mid.batch_size = 2**31 - 1
+        started = time.monotonic()
+        await conn.send(pb.BaseCommand(type=Type.ACK, ack=pb.CommandAck(
+            consumer_id=1, ack_type=pb.CommandAck.Individual, message_id=[mid], request_id=3,
+        )))  # fmt: skip
+        answer = (await conn.receive(timeout_s=30)).command
+        assert answer.type == Type.ACK_RESPONSE and answer.ackResponse.error == pb.NotAllowedError, answer
+        assert "cannot be stored" in answer.ackResponse.message
+        await conn.send(commands.ping())
+        assert (await conn.receive()).command.type == Type.PONG
+        assert time.monotonic() - started < 2.0
+    async with AdminClient(cluster.address, 10) as admin:
+        (sub,) = (await admin.topic_stats(topic)).subscriptions
+        assert sub.backlog == 1  # nothing was acknowledged
     assert "Traceback" not in cluster.broker.log_tail(400)
