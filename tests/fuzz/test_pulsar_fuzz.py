@@ -48,6 +48,9 @@ WAIT = 10.0
 CUT_WAIT = 0.3
 """How long a connection that ended on a frame cut short is watched before the client closes it."""
 BATCH = 25
+TRACE = os.environ.get("MAGNETAR_FUZZ_TRACE")
+"""A file to append every example's steps to (what and bytes), to find what a broker
+that stopped answering was sent last."""
 U64_MAX = 2**64 - 1
 BYSTANDER = "persistent://public/default/pfz-bystander"
 
@@ -264,6 +267,12 @@ async def converse(port: int, conv: pf.Conversation, ledger: Ledger) -> Outcome:
 @example(pf.happy_path())
 async def test_hostile_conversations_are_answered_or_closed(fuzzed: Fuzzed, conversations: list[pf.Conversation]) -> None:
     ledger = fuzzed.ledger
+    if TRACE:
+        with open(TRACE, "a") as fh:
+            fh.write(f"example {ledger.examples}\n")
+            for i, conv in enumerate(conversations):
+                for step in conv.steps:
+                    fh.write(f"  conn {i}: {step.what} {step.data[:20000].hex()}\n")
     outcomes = await asyncio.gather(*(converse(fuzzed.port, c, ledger) for c in conversations))
     for conv, outcome in zip(conversations, outcomes, strict=True):
         assert not outcome.missing, f"{outcome.missing} after: {conv.describe()} (seed {SEED})"

@@ -6,9 +6,10 @@ limit of unsent bytes (plus the kernel's buffers and one dispatcher read), gets 
 once it reads, and is closed when it stays unread past the write timeout; a pulsar-client
 producing and consuming on the same broker goes on meanwhile.
 
-Sizes a client claims: a batch-index ACK whose batch size no entry can have is refused at
-once (it once stalled the broker for tens of seconds, its ZooKeeper session lost: found
-by tests/fuzz/test_pulsar_fuzz.py)."""
+Sizes a client claims: a batch-index ACK whose batch size no entry can have, and a
+(compressed) batch claiming more messages than fit in a message, are refused at once
+(each once stalled the broker for tens of seconds, its ZooKeeper session lost: found by
+tests/fuzz/test_pulsar_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -179,4 +180,27 @@ async def test_a_batch_ack_claiming_a_batch_no_entry_can_hold_is_refused_at_once
     async with AdminClient(cluster.address, 10) as admin:
         (sub,) = (await admin.topic_stats(topic)).subscriptions
         assert sub.backlog == 1  # nothing was acknowledged
+    assert "Traceback" not in cluster.broker.log_tail(400)
+
+
+async def test_a_compressed_batch_claiming_2_31_messages_is_refused_at_once(cluster: Cluster) -> None:
+    topic = f"persistent://{await new_namespace(cluster.address, 'slow')}/huge-count"
+    async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as conn:
+        await conn.handshake()
+        await conn.send(pb.BaseCommand(type=Type.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1, request_id=1)))
+        assert (await conn.receive()).command.type == Type.PRODUCER_SUCCESS
+        metadata = pb.MessageMetadata(
+            producer_name="p", sequence_id=0, publish_time=1, compression=pb.LZ4, uncompressed_size=2**31,
+            num_messages_in_batch=2**31 - 1,
+        )  # fmt: skip
+        send = pb.BaseCommand(type=Type.SEND, send=pb.CommandSend(producer_id=1, sequence_id=0, num_messages=2**31 - 1))
+        started = time.monotonic()
+        await conn.send_bytes(encode_payload_command(send, metadata, b"lz4 bytes"))
+        refused = (await conn.receive(timeout_s=30)).command
+        assert refused.type == Type.SEND_ERROR and refused.send_error.error == pb.NotAllowedError, refused
+        await conn.send(commands.ping())
+        assert (await conn.receive()).command.type == Type.PONG
+        assert time.monotonic() - started < 2.0
+    async with AdminClient(cluster.address, 10) as admin:
+        assert (await admin.topic_stats(topic)).entries == 0  # nothing stored
     assert "Traceback" not in cluster.broker.log_tail(400)

@@ -417,3 +417,21 @@ async def test_a_client_gone_while_its_connection_is_paused_is_found_by_the_keep
     conn.writer.transport.abort()  # the client is gone; the broker is not reading
     assert await _wait_for(lambda: listener.connections == 0, timeout_s=3.0)
     assert topic.producers == {}  # its producer left the topic: the name is free again
+
+
+async def test_a_batch_claiming_more_messages_than_fit_is_refused_before_the_core(door) -> None:
+    listener, service = door  # max_message_bytes 64 KiB: at most 10,922 messages of 6 bytes
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        await conn.receive()
+        await conn.send_bytes(
+            send_frame(0, b"lz4", compression=pb.LZ4, uncompressed_size=2**31, num_messages_in_batch=2**31 - 1)
+            + send_frame(1, b"\x00" * 12, num_messages_in_batch=64 * 1024 // 6 + 1)
+            + send_frame(2, b"ok")
+        )  # fmt: skip
+        answers = [(await conn.receive()).command for _ in range(3)]
+    refused = [a.send_error for a in answers if a.type == T.SEND_ERROR]
+    assert [(r.sequence_id, r.error) for r in refused] == [(0, pb.NotAllowedError), (1, pb.NotAllowedError)]
+    assert "at most 10922 fit" in refused[0].message
+    assert [a.send_receipt.sequence_id for a in answers if a.type == T.SEND_RECEIPT] == [2]
+    assert [p.lowest for p in service.topics[TOPIC].published] == [2]  # the core never saw them

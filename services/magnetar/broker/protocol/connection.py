@@ -101,7 +101,7 @@ class Connection:
         self._transport.set_write_buffer_limits(high=settings.max_unsent_bytes)
         self._draining: asyncio.Task[None] | None = None
         """Waits for what the client has not read to drain (None: under the limit)."""
-        self.producers = Producers(self, settings.authorizer, settings.max_pending_sends)
+        self.producers = Producers(self, settings.authorizer, settings.max_pending_sends, settings.max_message_size)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             Type.CONNECT: self._connect_again,
             Type.PING: lambda _: self._write(commands.pong()),

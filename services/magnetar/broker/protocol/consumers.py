@@ -39,6 +39,7 @@ from magnetar.managedledger.position import Position
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands, messages
 from magnetar.protocol.frames import Frame
+from magnetar.protocol.stored import max_batch_messages
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -49,9 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Type = pb.BaseCommand.Type
-MIN_BATCHED_MESSAGE_BYTES = 6
-"""The least a message of a batch takes in its entry: its 4-byte size and a
-``SingleMessageMetadata`` of at least its required ``payload_size`` (2 bytes)."""
 
 
 class ConsumerConnection(Protocol):
@@ -107,7 +105,7 @@ class Consumers:
 
     def __init__(self, connection: ConsumerConnection, max_message_size: int = 5 * 1024 * 1024) -> None:
         self.connection = connection
-        self.max_batch_messages = max(1, max_message_size // MIN_BATCHED_MESSAGE_BYTES)
+        self.max_batch_messages = max_batch_messages(max_message_size)
         """The most messages an entry can hold: a batch size an ACK claims beyond it is a lie."""
         self.consumers: dict[int, ProtocolConsumer] = {}
         self._subscribing: set[int] = set()

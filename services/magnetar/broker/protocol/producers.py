@@ -46,7 +46,7 @@ from magnetar.common.errors import (
 )
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
-from magnetar.protocol.stored import stored_entry
+from magnetar.protocol.stored import check_batch_count, stored_entry
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -93,8 +93,10 @@ class Producers:
 
     def __init__(
         self, host: ProducerHost, authorizer: Authorizer | None, max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS,
+        max_message_size: int = 5 * 1024 * 1024,
     ) -> None:  # fmt: skip
         self.host = host
+        self.max_message_size = max_message_size
         self.authorizer = authorizer
         self.max_pending_sends = max_pending_sends
         self.by_id: dict[int, ProtocolProducer] = {}
@@ -203,6 +205,13 @@ class Producers:
             return
         metadata = frame.metadata
         assert metadata is not None  # the decoder gives one unless the checksum failed
+        try:
+            # Before the core reads the entry back: a compressed batch is taken at its
+            # word, and a count of 2^31 would have it make 2^31 messages.
+            check_batch_count(metadata, self.max_message_size)
+        except InvalidArgument as exc:
+            self.host.write(commands.send_error(pid, seq, server_error(exc), exc.message))
+            return
         count = send.num_messages
         highest = max(seq, send.highest_sequence_id, metadata.highest_sequence_id)
         if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
