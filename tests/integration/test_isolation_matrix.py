@@ -2,10 +2,13 @@
 authentication and authorization on, and a gateway with authentication on.
 
 2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 11 identities ×
-7 actions × 3 doors (gRPC through the SDK and the admin client, REST, WebSocket). Every
-cell is tried for real and its outcome compared with Pulsar's model: ``ok``, ``401``
-(who you are is not proven) or ``403`` (not allowed). WebSocket has no admin API: its
-admin cells are ``–``. REST consume is a peek of a subscription's message (it needs
+9 actions × 4 doors (gRPC through the SDK and the admin client, REST, WebSocket, and
+Pulsar's binary protocol in raw frames). Every cell is tried for real and its outcome
+compared with Pulsar's model: ``ok``, ``401`` (who you are is not proven) or ``403`` (not
+allowed). WebSocket has no admin API and no lookups, the Pulsar door no admin API: those
+cells are ``–``, as is the Pulsar door's dead-letter cell (a pulsar-client's dead-letter
+policy is the client's own, the broker never sees it). "lookup" and "partitions" need
+produce or consume on the namespace (Pulsar's ``canLookup``). REST consume is a peek of a subscription's message (it needs
 consume), REST produce is Pulsar's REST producer. A WebSocket consumer starts at the latest
 message (Pulsar's), so its subscription is made first, at the earliest, by the superuser.
 "subscribe, DLQ in other tenant" subscribes with a dead letter topic in the other
@@ -13,6 +16,9 @@ tenant's namespace (the SDK's ``dead_letter_policy``, the WebSocket's
 ``deadLetterTopic=``): the moves would write there, so it needs produce there (REST has no
 subscribe). "replay DLQ" replays a DLQ of the tenant into its ``data`` topic through the
 gateway (Magnetar's REST route only): consume on the DLQ and produce on the target.
+
+After the matrix a role's grant is revoked while its pulsar-client producer and consumer
+are open: the broker closes both within the gRPC door's bound (5 s).
 
 A refusal changes nothing: after the matrix, the superuser checks that exactly the
 messages of allowed produce and replay cells are stored, that refused subscriptions,
