@@ -23,7 +23,7 @@ from magnetar.common.netutil import free_port
 from magnetar.managedledger.position import Position
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
-from magnetar.protocol.frames import encode_payload_command
+from magnetar.protocol.frames import encode_command, encode_payload_command
 from magnetar.protocol.stored import stored_entry
 from magnetar.testing.pulsarwire import RawPulsarConnection
 
@@ -435,3 +435,21 @@ async def test_a_batch_claiming_more_messages_than_fit_is_refused_before_the_cor
     assert "at most 10922 fit" in refused[0].message
     assert [a.send_receipt.sequence_id for a in answers if a.type == T.SEND_RECEIPT] == [2]
     assert [p.lowest for p in service.topics[TOPIC].published] == [2]  # the core never saw them
+
+
+async def test_a_send_after_close_producer_is_refused_not_stored_unanswered(door) -> None:
+    listener, service = door
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    close = pb.BaseCommand(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=1, request_id=2))
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send_bytes(send_frame(0) + encode_command(close) + send_frame(1))  # one read: in that order
+        assert await _wait_for(lambda: len(topic.published) >= 1)
+        topic.settle(0)
+        answers = [(await conn.receive()).command for _ in range(3)]
+    assert sorted(pb.BaseCommand.Type.Name(a.type) for a in answers) == ["SEND_ERROR", "SEND_RECEIPT", "SUCCESS"]
+    (refused,) = [a.send_error for a in answers if a.type == T.SEND_ERROR]
+    assert (refused.sequence_id, refused.error) == (1, pb.NotAllowedError)
+    assert [p.lowest for p in topic.published] == [0]  # the send after the close was not stored
+    assert topic.producers == {}

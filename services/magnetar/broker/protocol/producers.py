@@ -272,16 +272,20 @@ class Producers:
     # -- CLOSE_PRODUCER -----------------------------------------------------------------------
     def _close_producer(self, frame: Frame) -> None:
         request = frame.command.close_producer
-        self.host.spawn(self._close(request.producer_id, request.request_id), name=f"CLOSE_PRODUCER {request.producer_id}")
+        # Closed as of this command: a SEND after it is for no producer (SEND_ERROR), not
+        # one stored whose receipt the closing would drop.
+        producer = self.by_id.pop(request.producer_id, None)
+        self.host.spawn(self._close(producer, request.request_id), name=f"CLOSE_PRODUCER {request.producer_id}")
 
-    async def _close(self, producer_id: int, request_id: int) -> None:
-        producer = self.by_id.get(producer_id)
+    async def _close(self, producer: ProtocolProducer | None, request_id: int) -> None:
         if producer is not None:
-            # As Pulsar's broker: what was sent before the close is answered first.
-            outcomes = [published for _, _, published in producer.pending]
-            if outcomes:
-                await asyncio.wait(outcomes)
-            self._forget(producer)
+            try:
+                # As Pulsar's broker: what was sent before the close is answered first.
+                outcomes = [published for _, _, published in producer.pending]
+                if outcomes:
+                    await asyncio.wait(outcomes)
+            finally:
+                self._forget(producer)  # also when the connection closes meanwhile
         self.host.write(commands.success(request_id))
 
     def _closed_by_broker(self, producer: ProtocolProducer, error: MagnetarError) -> None:
