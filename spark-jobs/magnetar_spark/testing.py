@@ -18,6 +18,8 @@ from typing import Any
 class Cluster:
     service_url: str
     admin_url: str
+    pulsar_url: str = ""
+    """The broker's Pulsar protocol door (``pulsar://``), for pulsar-client."""
 
 
 @contextmanager
@@ -45,7 +47,7 @@ def cluster(zk_server: Any, base: Path, bookies: int = 1, **broker: Any) -> Iter
         quorum = {"ensemble_size": bookies, "write_quorum": bookies, "ack_quorum": bookies}
         b = factories[1](**{**quorum, **broker})
         g = factories[2](broker_refresh_interval_s=0.5)
-        yield Cluster(f"magnetar://{b.address}", g.url)
+        yield Cluster(f"magnetar://{b.address}", g.url, b.pulsar_url)
     finally:
         for factory in reversed(factories):
             factory.kill_all()

@@ -5,7 +5,9 @@ diskfull.py), ``broker-1``, ``broker-2`` (E=3, Qw=2, Qa=2), ``auditor-1``, ``aud
 and ``gateway``. With network namespaces (netns.py) every bookie, broker and auditor
 runs in a namespace of its own at its own address; ZooKeeper, the gateway and the
 workload stay in the root namespace, at the bridge's address. Without them (not root,
-no ``ip``) everything listens on 127.0.0.1 and partitions are not available.
+no ``ip``) everything listens on 127.0.0.1 and partitions are not available. Brokers
+serve both the gRPC door (the SDK) and Pulsar's binary protocol (pulsar-client), each on
+a port of its own at the broker's address; a partition from the clients cuts both.
 
 Usable from a plain script and from pytest. The processes are children of the thread
 that starts them (``PR_SET_PDEATHSIG``): call :meth:`ChaosCluster.start`,
@@ -142,6 +144,14 @@ class ChaosCluster:
         return ",".join(m.address for m in self.of_kind("broker"))
 
     @property
+    def pulsar_url(self) -> str:
+        """The brokers' Pulsar protocol doors as one ``pulsar://h1:p1,h2:p2`` service URL
+        (what the workload's pulsar-client clients connect to; each broker advertises its
+        own ``pulsar://`` URL at its namespace's address for lookups)."""
+        brokers = [m.process for m in self.of_kind("broker") if isinstance(m.process, BrokerProcess)]
+        return "pulsar://" + ",".join(f"{b.host}:{b.protocol_port}" for b in brokers)
+
+    @property
     def gateway_url(self) -> str | None:
         m = self.members.get("gateway")
         return m.process.url if m is not None and isinstance(m.process, GatewayProcess) else None
@@ -205,7 +215,8 @@ class ChaosCluster:
         process = cls(self.zk_connect, self.zk_root, data_dir or self.work_dir / name, name=name,
                       log_path=self.work_dir / "logs" / f"{name}.log", config=config, **kwargs)  # fmt: skip
         if self.lab is not None:
-            self.lab.hosts[name].port = process.port
+            pulsar_port = getattr(process, "protocol_port", 0)  # a broker's Pulsar protocol door
+            self.lab.hosts[name].ports = [process.port, *([pulsar_port] if pulsar_port else [])]
         member = Member(name, kind, process, disk=disk)
         self.members[name] = member
         process.start(timeout=60)

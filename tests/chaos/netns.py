@@ -14,8 +14,9 @@ with it, and nothing is added to the root namespace's tables):
 - ``partition(a, b)``: ``a`` and ``b`` (two namespaced processes) do not hear each other;
 - ``partition(a, ZOOKEEPER)``: ``a`` and ZooKeeper do not (a long enough one is a real
   session expiry);
-- ``partition(a, CLIENTS)``: nothing from the root namespace reaches ``a``'s own port
-  (the workload and the gateway), ZooKeeper still does;
+- ``partition(a, CLIENTS)``: nothing from the root namespace reaches ``a``'s own ports
+  (the workload and the gateway; a broker's gRPC port and its Pulsar protocol port),
+  ZooKeeper still does;
 - ``isolate(a)``: all of ``a``'s traffic on its veth is dropped.
 
 Everything made here is named ``mgc<run id>…`` (netns ``mgchaos-<run id>-<process>``) and
@@ -184,8 +185,9 @@ class Host:
     ip: str
     veth_host: str
     veth_ns: str
-    port: int | None = None
-    """The process's own port (for ``partition(a, CLIENTS)``)."""
+    ports: list[int] = field(default_factory=list)
+    """The ports clients dial on this process (for ``partition(a, CLIENTS)``): its gRPC
+    port, and a broker's Pulsar protocol port."""
     rules: list[list[str]] = field(default_factory=list)
 
 
@@ -291,11 +293,13 @@ class NetnsLab:
                        ["INPUT", "-s", zk, "-p", "tcp", "--sport", port])  # fmt: skip
             return f"{a} ({host.ip}) cut from ZooKeeper ({zk}:{port})"
         if b == CLIENTS:
-            assert host.port is not None
-            root, port = self.bridge_ip, str(host.port)
-            self._drop(host, ["INPUT", "-s", root, "-p", "tcp", "--dport", port],
-                       ["OUTPUT", "-d", root, "-p", "tcp", "--sport", port])  # fmt: skip
-            return f"{a} ({host.ip}:{port}) cut from the clients in the root namespace"
+            assert host.ports, f"{a} has no client ports"
+            root = self.bridge_ip
+            for port in map(str, host.ports):
+                self._drop(host, ["INPUT", "-s", root, "-p", "tcp", "--dport", port],
+                           ["OUTPUT", "-d", root, "-p", "tcp", "--sport", port])  # fmt: skip
+            ports = ",".join(map(str, host.ports))
+            return f"{a} ({host.ip}:{ports}) cut from the clients in the root namespace"
         other = self.hosts[b]
         self._drop(host, ["INPUT", "-s", other.ip], ["OUTPUT", "-d", other.ip])
         return f"{a} ({host.ip}) cut from {b} ({other.ip})"

@@ -40,6 +40,8 @@ from nemesis import KINDS, Nemesis
 from report import summary, write_report
 from workload import Workload
 
+from magnetar.testing import pulsarclient
+
 log = logging.getLogger("chaos")
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +186,10 @@ def run_chaos(*, duration_s: float, seed: int, rate: float, interval_s: float, o
     root = logging.getLogger()
     old_level = root.level
     root.addHandler(file_log)
+    # pulsar-client's C++ core logs through one logger of its own (not propagated).
+    pulsar_log = logging.FileHandler(work_dir / "logs" / "pulsar-client.log")
+    pulsar_log.setFormatter(file_log.formatter)
+    pulsarclient.LOGGER.addHandler(pulsar_log)
     if root.level > logging.INFO or root.level == logging.NOTSET:
         root.setLevel(logging.INFO)
     handler_log = logging.getLogger("magnetar.client.handler")
@@ -200,7 +206,8 @@ def run_chaos(*, duration_s: float, seed: int, rate: float, interval_s: float, o
         loop = LoopThread()
 
         async def make() -> Workload:
-            return Workload(cluster.service_url, history, rate=rate, seed=seed, topic_prefix=f"chaos-{seed}")
+            return Workload(cluster.service_url, history, pulsar_url=cluster.pulsar_url, rate=rate, seed=seed,
+                            topic_prefix=f"chaos-{seed}")
 
         workload = loop.call(make())
         loop.call(workload.start(), timeout=300)
@@ -236,6 +243,8 @@ def run_chaos(*, duration_s: float, seed: int, rate: float, interval_s: float, o
         history.close()
         cluster.stop()
         root.removeHandler(file_log)
+        pulsarclient.LOGGER.removeHandler(pulsar_log)
+        pulsar_log.close()
         root.setLevel(old_level)
         handler_log.setLevel(handler_level)
         file_log.close()

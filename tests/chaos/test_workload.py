@@ -1,7 +1,9 @@
 """The chaos workload against a real cluster without faults: the checker must pass.
 
 Three bookies (E=3, Qw=2, Qa=2) and two brokers, so topics spread over both and the
-DLQ / retry copies sometimes go to a topic the other broker serves. About 10 s of
+DLQ / retry copies sometimes go to a topic the other broker serves. The SDK's producers
+and consumers go through the brokers' gRPC door, pulsar-client's through their Pulsar
+protocol door (the lookups redirect it to each topic's owner). About 10 s of
 producing at a low rate (the machine is small and shared), then a drain. Everything
 acknowledged must be delivered on every subscription, in order where required, with
 no unflagged duplicate, no early delayed message and exact DLQ accounting.
@@ -44,11 +46,12 @@ async def test_the_workload_passes_the_checker_without_faults(bookie_factory, br
     brokers = [broker_factory.create(delayed_bucket_s=DELAYED_BUCKET_S, **QUORUM) for _ in range(2)]
     start_all([bookie_factory.create() for _ in range(3)] + brokers)  # brokers see bookies as they come
     url = ",".join(b.address for b in brokers)
+    pulsar_url = "pulsar://" + ",".join(b.pulsar_url.removeprefix("pulsar://") for b in brokers)
     seed = random.randrange(1 << 31)
     path = tmp_path / "history.jsonl"
     with History(path) as history:
-        workload = Workload(url, history, rate=RATE, seed=seed, topic_prefix=f"chaos-test-{seed}",
-                            delay_range_s=DELAY_RANGE_S)
+        workload = Workload(url, history, pulsar_url=pulsar_url, rate=RATE, seed=seed,
+                            topic_prefix=f"chaos-test-{seed}", delay_range_s=DELAY_RANGE_S)
         try:
             await workload.start()
             await asyncio.sleep(PRODUCE_S)
@@ -73,9 +76,16 @@ async def test_the_workload_passes_the_checker_without_faults(bookie_factory, br
     assert result.acked == result.sent
     assert result.failed_on_purpose > 0 and result.dead_lettered > 0
     kinds = {e["kind"] for e in events if e["type"] == "subscription"}
-    assert kinds == {"failover", "key_shared", "shared_retry", "shared_delayed", "reader", "dlq"}
+    assert kinds == {"failover", "key_shared", "shared_retry", "shared_delayed", "reader", "dlq", "shared"}
     delivered_on = {e["sub"] for e in events if e["type"] == "deliver"}
-    assert delivered_on == {"fo-failover", "fo-reader", "ks-keyshared", "ks-failover", "sh-retry", "dl-delayed"}
+    assert delivered_on == {"fo-failover", "fo-reader", "ks-keyshared", "ks-failover", "sh-retry", "dl-delayed",
+                            "pf-failover", "pf-sdk-failover", "ps-shared", "fo-pulsar-shared"}
+    # pulsar-client's part: its producers' sends acknowledged through the Pulsar door,
+    # its consumers fed by both doors' producers.
+    pulsar_subs = {e["sub"] for e in events if e["type"] == "subscription" and e.get("door") == "pulsar"}
+    assert pulsar_subs == {"pf-failover", "ps-shared", "fo-pulsar-shared"}
+    sent_on = {e["topic"].rsplit("-", 1)[1] for e in events if e["type"] == "send_ok"}
+    assert sent_on == {"fo", "ks", "sh", "dl", "pf", "ps"}
     assert any(e["type"] == "deliver" and e.get("retry") for e in events)  # retry letter copies
     assert any(e["type"] == "deliver" and e["sub"] == "sh-retry" and e["rc"] > 0 for e in events)  # nack path
     assert json_path.exists() and png_path.stat().st_size > 1000

@@ -1,17 +1,29 @@
 """The chaos workload: producers and consumers that record every outcome in a History.
 
-Four topics under ``topic_prefix`` (a full ``persistent://tenant/ns/name`` prefix, or a
-bare name in ``public/default``), every producer named (deduplication on):
+Six topics under ``topic_prefix`` (a full ``persistent://tenant/ns/name`` prefix, or a
+bare name in ``public/default``), every producer named (deduplication on). Four are
+produced by Magnetar's SDK (the brokers' gRPC door), two by pulsar-client (Pulsar's
+Python client over its C++ core, through the brokers' Pulsar protocol door); subscriptions
+marked *(pulsar)* are pulsar-client consumers, the others the SDK's:
 
 ========  ============  ========  ==========================================================
 topic     partitions    batching  subscriptions (all from the earliest message)
 ========  ============  ========  ==========================================================
-``-fo``   none          on        ``fo-failover`` (Failover, 2 consumers), a reader
+``-fo``   none          on        ``fo-failover`` (Failover, 2 consumers), a reader,
+                                  ``fo-pulsar-shared`` (Shared, 2, *pulsar*)
 ``-ks``   3             on        ``ks-keyshared`` (Key_Shared, 2), ``ks-failover`` (Failover, 2)
 ``-sh``   none          off       ``sh-retry`` (Shared, 2, retry + DLQ, max_redeliver_count 2);
                                   its DLQ read by ``sh-retry-DLQ-sub``
 ``-dl``   none          off       ``dl-delayed`` (Shared, 2); every message delayed 1–10 s (``delay_range_s``)
+``-pf``   none          on        *pulsar-client producer*; ``pf-failover`` (Failover, 2, *pulsar*),
+                                  ``pf-sdk-failover`` (Failover, 2)
+``-ps``   none          off       *pulsar-client producer*; ``ps-shared`` (Shared, 2, *pulsar*)
 ========  ============  ========  ==========================================================
+
+pulsar-client is blocking and callback based: its producers (one pacing thread each,
+``send_async`` with a callback) and consumers (one thread each: receive, record,
+acknowledge) run in threads, record in the History directly (it is thread-safe) and hand
+every change of the workload's own state to its event loop.
 
 Each message carries its topic, key and per-key sequence number in its properties
 (``ct``, ``ck``, ``cs``; delayed ones also ``cda``, the intended deliver_at in ms), so
@@ -29,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 import zlib
 from collections import defaultdict
@@ -36,12 +49,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pulsar
 from checker import SeqBits
 from history import History
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
 from magnetar.common.errors import AlreadyExists, MagnetarError
+from magnetar.testing.pulsarclient import pulsar_client
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +68,10 @@ FLAKY_PER_MILLE = 20
 NACK_DELAY_MS = 300
 RETRY_DELAY_MS = 1000
 DELAY_RANGE_S = (1.0, 10.0)
-SHARE = {"fo": 0.35, "ks": 0.35, "sh": 0.25, "dl": 0.05}
-"""Each topic's part of the total rate."""
+SHARE = {"fo": 0.35, "ks": 0.35, "sh": 0.25, "dl": 0.05, "pf": 0.10, "ps": 0.05}
+"""Each topic's part of the total rate (relative: they are scaled to sum to 1)."""
+PULSAR_RECEIVE_MS = 200
+"""A pulsar-client consumer thread's receive timeout (how soon it sees the stop)."""
 
 
 def fail_plan(seed: int, key: str, seq: int) -> tuple[str | None, str]:
@@ -77,16 +94,48 @@ class _Topic:
     partitions: int
     batching: bool
     delayed: bool = False
+    door: str = "sdk"
+    """Who produces it: ``sdk`` (Magnetar's SDK, the gRPC door) or ``pulsar``
+    (pulsar-client, Pulsar's binary protocol door)."""
+
+
+class _Pacer:
+    """Paces a producer at ``rate`` messages/s; one stalled by a fault skips what it
+    missed rather than bursting afterwards."""
+
+    def __init__(self, rate: float, counts: Callable[[str, int], None]) -> None:
+        self.rate = rate
+        self.sent = 0
+        self.t0 = time.monotonic()
+        self._count = counts
+
+    def due(self) -> int:
+        """How many to send now (0: wait a little); counts each one as sent."""
+        due = int((time.monotonic() - self.t0) * self.rate) - self.sent
+        if due > self.rate:  # stalled (a fault): skip what was missed instead of bursting
+            self._count("skipped", due - int(self.rate))
+            self.sent += due - int(self.rate)
+            due = int(self.rate)
+        due = max(0, min(due, 500))
+        self.sent += due
+        return due
+
+    @property
+    def idle_s(self) -> float:
+        return min(0.01, 1.0 / self.rate)
 
 
 class Workload:
     """Runs the workload against ``service_url`` and records it in ``history``."""
 
-    def __init__(self, service_url: str, history: History, *, rate: float = 2000.0, seed: int, topic_prefix: str,
-                 delay_range_s: tuple[float, float] = DELAY_RANGE_S) -> None:
-        """``delay_range_s``: the ``-dl`` topic's delays are drawn from it (a short test run
-        takes a shorter one, with a broker whose ``delayed_bucket_s`` is as much shorter)."""
+    def __init__(self, service_url: str, history: History, *, pulsar_url: str, rate: float = 2000.0, seed: int,
+                 topic_prefix: str, delay_range_s: tuple[float, float] = DELAY_RANGE_S) -> None:
+        """``pulsar_url``: the brokers' Pulsar protocol doors (``pulsar://h1:p1,h2:p2``),
+        for the pulsar-client producers and consumers. ``delay_range_s``: the ``-dl``
+        topic's delays are drawn from it (a short test run takes a shorter one, with a
+        broker whose ``delayed_bucket_s`` is as much shorter)."""
         self.url = service_url
+        self.pulsar_url = pulsar_url
         self.delay_range_s = delay_range_s
         self.history = history
         self.rate = rate
@@ -98,6 +147,8 @@ class Workload:
             "ks": _Topic("ks", f"{prefix}-ks", 3, True),
             "sh": _Topic("sh", f"{prefix}-sh", 0, False),
             "dl": _Topic("dl", f"{prefix}-dl", 0, False, delayed=True),
+            "pf": _Topic("pf", f"{prefix}-pf", 0, True, door="pulsar"),
+            "ps": _Topic("ps", f"{prefix}-ps", 0, False, door="pulsar"),
         }
         self.dlq_topic = f"{self.topics['sh'].name}-sh-retry-DLQ"
         self._client: mg.Client | None = None
@@ -119,6 +170,17 @@ class Workload:
         self._settled: set[tuple[str, int]] = set()
         self._last_due = 0.0
         self._counts: dict[str, int] = defaultdict(int)
+        # pulsar-client is blocking and callback based: its producers and consumers run
+        # in threads, which record in the (thread-safe) History at once and hand every
+        # change of the state above to the loop (call_soon_threadsafe).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pulsar: pulsar.Client | None = None
+        self._pulsar_producing: list[threading.Thread] = []
+        self._pulsar_consuming: list[threading.Thread] = []
+        self._pulsar_stop_producing = threading.Event()
+        self._pulsar_stop = threading.Event()
+        self._pulsar_pending = 0
+        self._pulsar_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -127,13 +189,15 @@ class Workload:
         self.history.record("workload", seed=self.seed, rate=self.rate, topics={t.short: t.name for t in self.topics.values()},
                             max_redeliver_count=MAX_REDELIVER, poison_per_mille=POISON_PER_MILLE,
                             flaky_per_mille=FLAKY_PER_MILLE, dlq_topic=self.dlq_topic)
+        self._loop = asyncio.get_running_loop()
         self._admin = AdminClient(self.url, operation_timeout_s=30)
         self._client = mg.Client(self.url, operation_timeout_seconds=30)
+        self._pulsar = pulsar_client(self.pulsar_url, operation_timeout_seconds=30)
         await self._retry("dedup policy", lambda: self._admin_call(lambda a: a.set_namespace_policy(self.namespace, deduplication=True)))
         for t in self.topics.values():
             if t.partitions:
                 await self._retry(f"create {t.name}", lambda t=t: self._admin_call(lambda a: a.create_topic(t.name, t.partitions)))
-        fo, ks, sh, dl = (self.topics[k] for k in ("fo", "ks", "sh", "dl"))
+        fo, ks, sh, dl, pf, ps = (self.topics[k] for k in ("fo", "ks", "sh", "dl", "pf", "ps"))
         await self._subscribe(fo, "fo-failover", mg.ConsumerType.Failover, "failover", ordered=True)
         await self._subscribe(ks, "ks-keyshared", mg.ConsumerType.KeyShared, "key_shared", ordered=True)
         await self._subscribe(ks, "ks-failover", mg.ConsumerType.Failover, "failover", ordered=True)
@@ -141,20 +205,38 @@ class Workload:
         await self._subscribe(dl, "dl-delayed", mg.ConsumerType.Shared, "shared_delayed", ordered=False)
         await self._subscribe_dlq()
         await self._start_reader(fo)
+        # Through the Pulsar protocol door, and across the doors: pulsar-client reads an
+        # SDK-produced topic, the SDK a pulsar-client-produced one.
+        await self._pulsar_subscribe(pf, "pf-failover", pulsar.ConsumerType.Failover, "failover", ordered=True)
+        await self._subscribe(pf, "pf-sdk-failover", mg.ConsumerType.Failover, "failover", ordered=True)
+        await self._pulsar_subscribe(ps, "ps-shared", pulsar.ConsumerType.Shared, "shared", ordered=False)
+        await self._pulsar_subscribe(fo, "fo-pulsar-shared", pulsar.ConsumerType.Shared, "shared", ordered=False)
         for t in self.topics.values():
-            self._producers[t.short] = await self._retry(f"producer {t.name}", lambda t=t: self._create_producer(t))
+            create = self._create_pulsar_producer if t.door == "pulsar" else self._create_producer
+            self._producers[t.short] = await self._retry(f"producer {t.name}", lambda t=t, create=create: create(t))
         self.history.record("phase", name="producing")
         total = sum(SHARE.values())
         for t in self.topics.values():
-            self._producing.append(asyncio.create_task(self._produce(t, self.rate * SHARE[t.short] / total), name=f"produce-{t.short}"))
+            rate = self.rate * SHARE[t.short] / total
+            if t.door == "pulsar":
+                thread = threading.Thread(target=self._pulsar_produce, args=(t, rate), name=f"produce-{t.short}", daemon=True)
+                thread.start()
+                self._pulsar_producing.append(thread)
+            else:
+                self._producing.append(asyncio.create_task(self._produce(t, rate), name=f"produce-{t.short}"))
 
     async def stop_producing(self) -> None:
         """Stop sending; wait (up to the send timeout) for the outcome of every send."""
         self._stop.set()
-        await asyncio.gather(*self._producing, return_exceptions=True)
+        self._pulsar_stop_producing.set()
+        await asyncio.gather(*self._producing, *(asyncio.to_thread(t.join) for t in self._pulsar_producing),
+                             return_exceptions=True)
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=60)
-        self.history.record("phase", name="stopped_producing", pending=len(self._pending))
+        deadline = time.monotonic() + 60  # pulsar-client's sends: their callbacks come from its threads
+        while self._pulsar_pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        self.history.record("phase", name="stopped_producing", pending=len(self._pending) + self._pulsar_pending)
 
     async def drain(self, timeout_s: float) -> None:
         """Consume until every subscription got every acknowledged send, every message
@@ -186,10 +268,16 @@ class Workload:
 
     async def close(self) -> None:
         self._stop.set()
+        self._pulsar_stop_producing.set()
+        self._pulsar_stop.set()
         tasks = self._producing + self._tasks
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for thread in self._pulsar_producing + self._pulsar_consuming:
+            await asyncio.to_thread(thread.join, 10)
+        if self._pulsar is not None:
+            await asyncio.to_thread(self._pulsar.close)
         if self._client is not None:
             await self._client.close()
         if self._admin is not None:
@@ -207,7 +295,7 @@ class Workload:
         while True:
             try:
                 return await fn()
-            except MagnetarError as exc:
+            except (MagnetarError, pulsar.PulsarException) as exc:
                 if time.monotonic() > deadline:
                     raise
                 self.history.record("error", what=what, error=f"{type(exc).__name__}: {exc}")
@@ -277,25 +365,22 @@ class Workload:
         rng = random.Random(f"{self.seed}:{t.short}")
         next_seq = [0] * KEYS
         producer = self._producers[t.short]
-        sent = 0
-        t0 = time.monotonic()
+        pacer = _Pacer(rate, self._count)
         while not self._stop.is_set():
-            due = int((time.monotonic() - t0) * rate) - sent
-            if due > rate:  # stalled (a fault): skip what was missed instead of bursting
-                self._counts["skipped"] += due - int(rate)
-                sent += due - int(rate)
-                due = int(rate)
-            if due <= 0:
-                await asyncio.sleep(min(0.01, 1.0 / rate))
+            due = pacer.due()
+            if not due:
+                await asyncio.sleep(pacer.idle_s)
                 continue
-            for _ in range(min(due, 500)):
+            for _ in range(due):
                 k = rng.randrange(KEYS)
                 key, seq = f"k{k:02d}", next_seq[k]
                 next_seq[k] += 1
-                sent += 1
                 await self._send_one(t, producer, rng, key, seq)
                 if self._stop.is_set():
                     return
+
+    def _count(self, what: str, n: int = 1) -> None:
+        self._counts[what] += n
 
     async def _send_one(self, t: _Topic, producer: Any, rng: random.Random, key: str, seq: int) -> None:
         props = {"ct": t.name, "ck": key, "cs": str(seq)}
@@ -325,8 +410,7 @@ class Workload:
         if exc is not None:
             self._send_failed(t, key, seq, fields, exc)
             return
-        self._counts["acked"] += 1
-        self._ok[t.short, key].add(seq)
+        self._mark_ok(t.short, key, seq)
         self.history.record("send_ok", topic=t.name, key=key, seq=seq, id=str(fut.result()), **fields)
 
     def _send_failed(self, t: _Topic, key: str, seq: int, fields: dict[str, Any], exc: BaseException) -> None:
@@ -427,3 +511,110 @@ class Workload:
                                 id=str(msg.message_id()), rc=msg.redelivery_count(), consumer="reader")
             self._seen[sub, key].add(seq)
 
+
+    # -- pulsar-client (Pulsar's binary protocol door), in threads ---------------------
+    def _from_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the workload's loop (the state drain() reads lives there)."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: the run is over
+            pass
+
+    async def _create_pulsar_producer(self, t: _Topic) -> Any:
+        assert self._pulsar is not None
+        return await asyncio.to_thread(
+            self._pulsar.create_producer, t.name, producer_name=f"chaos-{self.seed}-{t.short}",
+            batching_enabled=t.batching, batching_max_publish_delay_ms=5, block_if_queue_full=True,
+            max_pending_messages=2000, send_timeout_millis=30_000,
+        )
+
+    async def _pulsar_subscribe(self, t: _Topic, sub: str, ctype: Any, kind: str, *, ordered: bool) -> None:
+        assert self._pulsar is not None
+        client = self._pulsar
+        self.history.record("subscription", sub=sub, topic=t.name, kind=kind, ordered=ordered, required=True,
+                            door="pulsar")
+        self._subs[sub] = t.short
+        for i in range(2):
+            name = f"{sub}-{i}"
+            consumer = await self._retry(f"subscribe {sub}", lambda name=name: asyncio.to_thread(
+                client.subscribe, t.name, sub, consumer_type=ctype, consumer_name=name,
+                initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=500,
+            ))
+            thread = threading.Thread(target=self._pulsar_consume, args=(consumer, sub, name), name=f"consume-{name}",
+                                      daemon=True)
+            thread.start()
+            self._pulsar_consuming.append(thread)
+
+    def _pulsar_produce(self, t: _Topic, rate: float) -> None:
+        rng = random.Random(f"{self.seed}:{t.short}")
+        next_seq = [0] * KEYS
+        producer = self._producers[t.short]
+        pacer = _Pacer(rate, lambda what, n: self._from_thread(self._count, what, n))
+        while not self._pulsar_stop_producing.is_set():
+            due = pacer.due()
+            if not due:
+                time.sleep(pacer.idle_s)
+                continue
+            for _ in range(due):
+                k = rng.randrange(KEYS)
+                key, seq = f"k{k:02d}", next_seq[k]
+                next_seq[k] += 1
+                self._pulsar_send_one(t, producer, key, seq)
+                if self._pulsar_stop_producing.is_set():
+                    return
+
+    def _pulsar_send_one(self, t: _Topic, producer: Any, key: str, seq: int) -> None:
+        self._from_thread(self._count, "sent", 1)
+        with self._pulsar_lock:
+            self._pulsar_pending += 1
+        try:  # blocks while the producer's queue is full (block_if_queue_full)
+            producer.send_async(PAYLOAD, lambda res, mid: self._pulsar_sent(t, key, seq, res, mid),
+                                properties={"ct": t.name, "ck": key, "cs": str(seq)}, partition_key=key)
+        except pulsar.PulsarException as exc:
+            self._pulsar_sent(t, key, seq, exc, None)
+
+    def _pulsar_sent(self, t: _Topic, key: str, seq: int, res: Any, mid: Any) -> None:
+        """A send's outcome (pulsar-client's callback, on one of its threads)."""
+        if res == pulsar.Result.Ok:
+            self.history.record("send_ok", topic=t.name, key=key, seq=seq, id=str(mid))
+            self._from_thread(self._mark_ok, t.short, key, seq)
+        else:
+            error = f"{type(res).__name__}: {res}"
+            self.history.record("send_fail", topic=t.name, key=key, seq=seq, error=error)
+            self._from_thread(self._count, "send_failed", 1)
+        with self._pulsar_lock:
+            self._pulsar_pending -= 1
+
+    def _mark_ok(self, short: str, key: str, seq: int) -> None:
+        self._counts["acked"] += 1
+        self._ok[short, key].add(seq)
+
+    def _mark_seen(self, sub: str, key: str, seq: int) -> None:
+        self._counts["delivered"] += 1
+        self._seen[sub, key].add(seq)
+
+    def _pulsar_consume(self, consumer: Any, sub: str, name: str) -> None:
+        """Receive, record, acknowledge, until the workload closes."""
+        while not self._pulsar_stop.is_set():
+            try:
+                msg = consumer.receive(timeout_millis=PULSAR_RECEIVE_MS)
+            except pulsar.Timeout:
+                continue
+            except pulsar.PulsarException as exc:
+                self.history.record("error", what=f"receive {name}", error=f"{type(exc).__name__}: {exc}")
+                self._from_thread(self._count, "errors", 1)
+                self._pulsar_stop.wait(0.5)
+                continue
+            props = msg.properties()
+            topic, key, seq = props.get("ct", "?"), props.get("ck", "?"), int(props.get("cs", -1))
+            fields: dict[str, Any] = {}
+            if msg.topic_name() != topic:
+                fields["src"] = msg.topic_name()
+            self.history.record("deliver", sub=sub, topic=topic, key=key, seq=seq, id=str(msg.message_id()),
+                                rc=msg.redelivery_count(), consumer=name, **fields)
+            self._from_thread(self._mark_seen, sub, key, seq)
+            try:
+                consumer.acknowledge(msg)
+            except pulsar.PulsarException as exc:  # not acknowledged: it comes again, flagged
+                self.history.record("error", what=f"ack {name}", error=f"{type(exc).__name__}: {exc}")

@@ -259,3 +259,24 @@ async def test_operations_on_a_closed_session_fail_clearly(zk_connect: str, zk_r
     await s.close()
     with pytest.raises(NotConnected, match="closed"):
         await s.exists(zk_root)
+
+
+async def test_a_topic_keeps_the_first_schema_declared_for_it(zk_session: ZkSession) -> None:
+    from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
+
+    store = ZkSchemaStore(zk_session)
+    topic = "persistent://acme/orders/events"
+    assert await store.get(topic) is None
+    first, second = SchemaInfo(2, b'{"type":"record"}', {"k": "v"}), SchemaInfo(1)
+    kept = await asyncio.gather(store.get_or_create(topic, first), store.get_or_create(topic, second))
+    assert kept[0] == kept[1] and kept[0].version == 0  # racing declarations agree on one
+    assert await store.get(topic) == kept[0]
+    assert await store.get_or_create(f"{topic}-partition-3", second) == kept[0]  # a partition's is its topic's
+    await store.delete(topic)
+    await store.delete(topic)  # nothing to delete: nothing happens
+    assert await store.get(topic) is None
+    assert await store.get_or_create(topic, second) == StoredSchema(second)
+    path = zk_session.paths.schema("acme", "orders", "bad")
+    await zk_session.create(path, encode({"type": 2, "data": "not base64!"}), makepath=True)
+    with pytest.raises(CorruptMetadata):
+        await store.get("persistent://acme/orders/bad")

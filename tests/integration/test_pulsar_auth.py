@@ -8,6 +8,7 @@ No bookies: CONNECT and partition counts open no ledger."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pulsar
 import pytest
@@ -16,7 +17,7 @@ from magnetar.common import shacrypt
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.testing.auth import Keys
-from magnetar.testing.pulsarclient import pulsar_client
+from magnetar.testing.pulsarclient import LINES, pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, connect_command
 
 pytestmark = pytest.mark.integration
@@ -114,3 +115,34 @@ async def test_each_refusal_is_an_authentication_error_with_its_reason(doors: Do
         assert got[name][0] == "AuthenticationError", (name, got[name])
     assert "password is wrong" in got["wrong password"][1] and got["wrong password"][1] == got["unknown user"][1]
     assert PASSWORD not in "".join(message for _, message in got.values())  # never echoed
+
+
+async def test_a_token_that_expires_is_refreshed_on_the_open_connection(doors: Doors) -> None:
+    """pulsar-client with a token supplier: each token lives 2 s; the broker challenges the
+    connection as each expires (AUTH_CHALLENGE), the client answers with the supplier's
+    next token (AUTH_RESPONSE), and the one connection serves on past several expiries."""
+    issued: list[float] = []
+
+    def supplier() -> str:
+        issued.append(time.monotonic())
+        return doors.keys.token("app-token", expires_in_s=2)
+
+    def run() -> tuple[list[list[str]], int]:
+        client = pulsar_client(doors.closed_url, operation_timeout_seconds=5, connection_timeout_ms=2000,
+                               authentication=pulsar.AuthenticationToken(supplier))  # fmt: skip
+        try:
+            answers = []
+            deadline = time.monotonic() + 6
+            while time.monotonic() < deadline:
+                answers.append(client.get_topic_partitions("persistent://public/default/refresh-probe"))
+                time.sleep(0.2)
+            connects = sum("Connected to broker" in line for line in LINES.lines[first_line:])
+            return answers, connects
+        finally:
+            client.close()
+
+    first_line = len(LINES.lines)
+    answers, connects = await asyncio.to_thread(run)
+    assert all(a == ["persistent://public/default/refresh-probe"] for a in answers)
+    assert len(issued) >= 3, issued  # CONNECT's token and at least two refreshes in 6 s
+    assert connects == 1, LINES.lines[first_line:]  # one connection throughout

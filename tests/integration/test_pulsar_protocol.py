@@ -9,7 +9,6 @@ are metadata)."""
 from __future__ import annotations
 
 import asyncio
-import re
 import struct
 import time
 
@@ -88,15 +87,18 @@ async def test_a_lookup_at_a_non_owner_redirects_to_the_owners_pulsar_url(broker
 
 
 async def test_a_command_not_served_yet_fails_in_the_real_client_at_once(brokers: Brokers) -> None:
-    """A pattern subscription asks the service URL's broker for the namespace's topics
-    (GET_TOPICS_OF_NAMESPACE, not served yet): NotAllowed, at once, with the reason."""
+    """A Key_Shared subscription with STICKY hash ranges (the core has no such thing) is
+    refused after following the redirect to the owner: NotAllowed, at once, with the reason."""
     namespace = await new_namespace(brokers.brokers[0].address, "wire")
+    topic = f"persistent://{namespace}/sticky"
+    await _own(brokers.ports[0], topic)
 
     def subscribe() -> tuple[str, float]:
         client = _client(brokers.urls[1])
         started = time.monotonic()
+        policy = pulsar.ConsumerKeySharedPolicy(key_shared_mode=pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 32767)])
         try:
-            client.subscribe(re.compile(f"persistent://{namespace}/.*"), "s")
+            client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=policy)
         except pulsar.PulsarException as exc:
             return type(exc).__name__ + ": " + str(exc), time.monotonic() - started
         finally:
@@ -104,9 +106,9 @@ async def test_a_command_not_served_yet_fails_in_the_real_client_at_once(brokers
         return "created", time.monotonic() - started
 
     outcome, took = await asyncio.to_thread(subscribe)
-    assert outcome.startswith("LookupError"), outcome  # how the client reports this refusal
+    assert outcome.startswith("NotAllowedError"), outcome  # how the client reports this refusal
     assert took < 5, f"the client waited {took:.1f} s"
-    assert any("GET_TOPICS_OF_NAMESPACE is not served" in line for line in LINES.lines), LINES.lines
+    assert any("STICKY mode (hash ranges 0-32767) is not served" in line for line in LINES.lines), LINES.lines
 
 
 @pytest.mark.parametrize(

@@ -150,3 +150,38 @@ def test_streaming_read_resumes_from_its_checkpoint(spark, mcluster: Cluster, tm
     values = [r["value"] for r in rows]
     assert len(values) == len(set(values)) == 37  # nothing lost, nothing twice
     assert set(values) == {f"m{i}".encode() for i in range(37)}
+
+
+def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark, mcluster: Cluster) -> None:
+    """pulsar-client (through the broker's Pulsar door, batching on) writes; the source
+    reads the same message ids (batch indexes too), payloads, keys, properties and event times."""
+    import pulsar
+
+    from magnetar.common.message_id import MessageId
+    from magnetar.testing.pulsarclient import pulsar_client
+
+    topic = unique("pulsar")
+    client = pulsar_client(mcluster.pulsar_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50)
+        receipts: dict[int, tuple[pulsar.Result, pulsar.MessageId]] = {}
+        for i in range(12):
+            producer.send_async(f"p{i}".encode(), lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
+                                properties={"i": str(i)}, partition_key=f"key-{i}", event_timestamp=1_700_000_000_000 + i)
+        producer.flush()
+        producer.close()
+    finally:
+        client.close()
+    assert all(receipts[i][0] == pulsar.Result.Ok for i in range(12))
+    sent = {(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()): i for i, (_, mid) in receipts.items()}
+    assert any(key[3] > 0 for key in sent), "the client sent no batch of more than one message"
+    rows = reader(spark, mcluster, topic).collect()
+    got = {}
+    for r in rows:
+        mid = MessageId.parse(r["message_id"])
+        got[(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())] = (
+            r["value"], r["key"], r["properties"], int(r["event_time"].timestamp() * 1000),
+        )
+    assert got == {
+        key: (f"p{i}".encode(), f"key-{i}", {"i": str(i)}, 1_700_000_000_000 + i) for key, i in sent.items()
+    }

@@ -275,7 +275,7 @@ async def test_grpc_only_a_proxy_role_may_act_for_an_original_principal() -> Non
 async def test_the_command_line_tools_present_a_basic_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from magnetar import clienttool, toolauth
+    from magnetar.tools import clienttool, toolauth
 
     parser = argparse.ArgumentParser()
     toolauth.add_arguments(parser)

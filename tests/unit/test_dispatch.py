@@ -203,6 +203,34 @@ async def test_key_shared_keeps_keys_on_one_consumer_and_splits_mixed_batches(to
     assert sub.cursor.backlog() == 0
 
 
+async def test_key_shared_routes_by_the_ordering_key_before_the_partition_key(topic):
+    """As Pulsar's Key_Shared: a message's ordering key, when it has one, decides its
+    consumer; its partition key only when it has none. Pulsar entries (as the Pulsar door
+    stores them) and the core's own entries alike."""
+    from magnetar.proto.pulsar import pulsar_api_pb2 as wire
+    from magnetar.protocol import stored
+
+    sub = await topic.subscribe("s", SubscriptionType.Key_Shared, InitialPosition.Earliest)
+    sinks = [Sink(sub, f"c{i}", sub_type=SubscriptionType.Key_Shared) for i in range(3)]
+    futures = []
+    for n in range(60):  # one partition key for all, 12 ordering keys
+        meta = wire.MessageMetadata(producer_name="p", sequence_id=n, publish_time=1, partition_key="same",
+                                    ordering_key=f"o{n % 12}".encode())  # fmt: skip
+        futures.append(topic.publish("", stored.stored_entry(meta.SerializeToString(), str(n).encode()), 1, 0, 0))
+    for n in range(60, 80):  # 20 partition keys, one ordering key for all
+        msg = Message(payload=str(n).encode(), partition_key=f"k{n}", has_partition_key=True, ordering_key=b"one")
+        futures.append(topic.publish("", encode_entry("p", n, 0, False, [msg]), 1, 0, 0))
+    await asyncio.gather(*futures)
+    owners: dict[bytes, set[int]] = defaultdict(set)
+    for i, s in enumerate(sinks):
+        for d in s.deliveries:
+            [m] = decode_entry(d.entry).messages
+            owners[m.ordering_key].add(i)
+    assert sum(len(s.payloads()) for s in sinks) == 80
+    assert len(owners) == 13 and all(len(o) == 1 for o in owners.values()), owners
+    assert len({i for o in owners.values() for i in o}) > 1  # one partition key, yet spread
+
+
 async def test_key_shared_new_consumer_gets_a_moved_key_only_after_earlier_messages_are_acked(topic):
     sub = await topic.subscribe("s", SubscriptionType.Key_Shared, InitialPosition.Earliest)
     first = Sink(sub, "first", sub_type=SubscriptionType.Key_Shared)

@@ -8,7 +8,7 @@ import asyncio
 import ssl
 import struct
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,7 +23,8 @@ from magnetar.common import tokens
 from magnetar.common.netutil import free_port
 from magnetar.common.tls import ClientTls, https_context, server_ssl_context, server_tls
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
-from magnetar.protocol import commands
+from magnetar.protocol import commands, topic_list
+from magnetar.protocol.checksum import crc32c
 from magnetar.protocol.frames import encode_command, encode_payload_command
 from magnetar.testing.certs import Issued, TestCa
 from magnetar.testing.pulsarwire import RawPulsarConnection, connect_command, lookup_command
@@ -47,6 +48,7 @@ class FakeService:
     failure: e.MagnetarError | None = None
     authorizer: object = None
     lookups: list[str] = field(default_factory=list)
+    namespaces: dict[str, list[str]] = field(default_factory=dict)
 
     def check_serving(self, what: str) -> None:
         if not self.serving:
@@ -62,6 +64,11 @@ class FakeService:
         if self.failure is not None:
             raise self.failure
         return self.partition_counts.get(topic, 0)
+
+    async def list_topic_partitions(self, namespace: str) -> list[str]:
+        if namespace not in self.namespaces:
+            raise e.NamespaceNotFound(f"namespace {namespace} does not exist")
+        return self.namespaces[namespace]
 
     async def pulsar_urls_of(self, broker_id: str) -> PulsarServiceUrls:
         records = {
@@ -211,25 +218,93 @@ async def test_a_topic_name_that_is_not_utf8_is_refused(door) -> None:
 
 async def test_every_command_not_served_gets_an_answer_and_the_connection_goes_on(door) -> None:
     listener, _ = door
-    schema = pb.BaseCommand(type=T.GET_SCHEMA, getSchema=pb.CommandGetSchema(request_id=11, topic="t"))
-    topics = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE, getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(
-        request_id=12, namespace="public/default"))  # fmt: skip
     stats = pb.BaseCommand(type=T.CONSUMER_STATS, consumerStats=pb.CommandConsumerStats(request_id=13, consumer_id=1))
     txn = pb.BaseCommand(type=T.NEW_TXN)  # kept out of our .proto: no body
     close = pb.BaseCommand(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(consumer_id=1, request_id=14))
     async with await _open(listener) as conn:
         await conn.handshake()
-        await conn.send(schema, topics, stats, txn, close, connect_command())
-        answers = [(await conn.receive()).command for _ in range(6)]
-        assert [(a.error.request_id, a.error.error) for a in answers[:4]] == [
-            (11, pb.NotAllowedError), (12, pb.NotAllowedError), (13, pb.NotAllowedError), (0, pb.UnsupportedVersionError),
+        await conn.send(stats, txn, close, connect_command())
+        answers = [(await conn.receive()).command for _ in range(4)]
+        assert [(a.error.request_id, a.error.error) for a in answers[:2]] == [
+            (13, pb.NotAllowedError), (0, pb.UnsupportedVersionError),
         ]
-        assert "GET_SCHEMA is not served" in answers[0].error.message
-        assert "NEW_TXN is not supported" in answers[3].error.message
-        assert answers[4].type == T.SUCCESS and answers[4].success.request_id == 14  # nothing to close
-        assert answers[5].type == T.ERROR and "connected already" in answers[5].error.message
+        assert "CONSUMER_STATS is not served" in answers[0].error.message
+        assert "NEW_TXN is not supported" in answers[1].error.message
+        assert answers[2].type == T.SUCCESS and answers[2].success.request_id == 14  # nothing to close
+        assert answers[3].type == T.ERROR and "connected already" in answers[3].error.message
         await conn.send(commands.ping())
         assert (await conn.receive()).command.type == T.PONG
+
+
+def _topics_of(request: int, namespace: str, **fields: object) -> pb.BaseCommand:
+    return pb.BaseCommand(
+        type=T.GET_TOPICS_OF_NAMESPACE,
+        getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(request_id=request, namespace=namespace, **fields),  # type: ignore[arg-type]
+    )
+
+
+async def test_get_topics_of_namespace_lists_partitions_filters_by_pattern_and_hashes(door) -> None:
+    listener, service = door
+    ns = "acme/orders"
+    listed = [f"persistent://{ns}/eu-partition-0", f"persistent://{ns}/eu-partition-1", f"persistent://{ns}/us"]
+    service.namespaces[ns] = listed
+    Mode = pb.CommandGetTopicsOfNamespace.Mode
+    async with await _open(listener) as conn:
+        await conn.handshake()
+        await conn.send(_topics_of(1, ns))
+        everything = (await conn.receive()).command.getTopicsOfNamespaceResponse
+        assert (everything.request_id, list(everything.topics), everything.filtered) == (1, listed, False)
+        assert everything.topics_hash == topic_list.topics_hash(listed) and everything.changed
+
+        await conn.send(_topics_of(2, ns, topics_pattern=f"persistent://{ns}/e.*", mode=Mode.ALL))
+        matching = (await conn.receive()).command.getTopicsOfNamespaceResponse
+        assert (list(matching.topics), matching.filtered) == (listed[:2], True)  # a partition matches by its topic's name
+
+        await conn.send(_topics_of(3, ns, topics_pattern=f"persistent://{ns}/e.*", topics_hash=matching.topics_hash))
+        same = (await conn.receive()).command.getTopicsOfNamespaceResponse
+        assert (list(same.topics), same.changed, same.topics_hash) == ([], False, matching.topics_hash)
+
+        await conn.send(_topics_of(4, ns, mode=Mode.NON_PERSISTENT))
+        assert list((await conn.receive()).command.getTopicsOfNamespaceResponse.topics) == []
+
+        await conn.send(_topics_of(5, "acme/missing"), _topics_of(6, "not-a-namespace"))
+        missing, bad = [(await conn.receive()).command.error for _ in range(2)]
+        assert (missing.request_id, missing.error) == (5, pb.TopicNotFound)
+        assert (bad.request_id, bad.error) == (6, pb.NotAllowedError) and "namespace" in bad.message
+
+
+class _NamespaceGate:
+    """An authorizer letting roles look up in ``acme/orders`` only; it records the requests."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str | None, object]] = []
+
+    async def check(self, role: str | None, request) -> None:  # type: ignore[no-untyped-def]
+        self.asked.append((role, request))
+        if request.namespace != "acme/orders":
+            raise e.AuthorizationError(f"role {role!r} is not authorized to {request.what()}")
+
+
+async def test_listing_a_namespaces_topics_needs_lookup_there(authenticated_door) -> None:
+    gate = _NamespaceGate()
+    authenticated_door.service.namespaces.update({"acme/orders": ["persistent://acme/orders/t"], "acme/secret": []})
+    authenticated_door.settings = replace(authenticated_door.settings, authorizer=gate)
+    async with await _open(authenticated_door) as conn:
+        await conn.handshake(token=tokens.create_token("alice", KEY))
+        await conn.send(_topics_of(1, "acme/orders"), _topics_of(2, "acme/secret"))
+        allowed, refused = [(await conn.receive()).command for _ in range(2)]
+    assert list(allowed.getTopicsOfNamespaceResponse.topics) == ["persistent://acme/orders/t"]
+    assert (refused.error.request_id, refused.error.error) == (2, pb.AuthorizationError)
+    assert [(role, r.action.value, r.namespace) for role, r in gate.asked] == [  # type: ignore[attr-defined]
+        ("alice", "lookup", "acme/orders"), ("alice", "lookup", "acme/secret"),
+    ]
+
+
+def test_the_topic_list_hash_is_pulsars_crc32c_of_the_sorted_names() -> None:
+    names = ["persistent://a/b/z", "persistent://a/b/c"]
+    assert topic_list.topics_hash(names) == crc32c(b"persistent://a/b/c,persistent://a/b/z").to_bytes(4, "little").hex()
+    assert topic_list.topics_hash(names) == topic_list.topics_hash(list(reversed(names)))
+    assert topic_list.topics_hash([]) == "00000000"
 
 
 async def test_a_send_with_a_bad_checksum_gets_send_error_checksum_error(door) -> None:
@@ -349,6 +424,70 @@ async def test_with_authentication_on_a_valid_token_connects(authenticated_door)
         await conn.handshake(token=tokens.create_token("alice", KEY))
         await conn.send(lookup_command("t", 1))
         assert (await conn.receive()).command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+
+
+# -- credentials that expire: AUTH_CHALLENGE / AUTH_RESPONSE ---------------------------------
+def _refreshing_connect(token: str, supports_refresh: bool = True) -> pb.BaseCommand:
+    command = connect_command(token=token)
+    command.connect.feature_flags.supports_auth_refresh = supports_refresh
+    return command
+
+
+def _auth_response(token: str) -> pb.BaseCommand:
+    return pb.BaseCommand(type=T.AUTH_RESPONSE, authResponse=pb.CommandAuthResponse(
+        client_version="Pulsar-CPP-v4.2.0", protocol_version=20,
+        response=pb.AuthData(auth_method_name="token", auth_data=token.encode()),
+    ))  # fmt: skip
+
+
+@pytest.fixture
+async def refreshing_door(authenticated_door) -> ProtocolListener:
+    authenticated_door.settings = replace(authenticated_door.settings, auth_refresh_timeout_s=0.5)
+    return authenticated_door
+
+
+async def test_expiring_credentials_are_challenged_and_a_fresh_answer_keeps_the_connection(refreshing_door) -> None:
+    async with await _open(refreshing_door) as conn:
+        await conn.send(_refreshing_connect(tokens.create_token("alice", KEY, expires_in_s=1)))
+        assert (await conn.receive()).command.type == T.CONNECTED
+        challenge = (await conn.receive(timeout_s=3)).command  # when the token expires
+        assert challenge.type == T.AUTH_CHALLENGE and challenge.authChallenge.challenge.auth_method_name == "token"
+        await conn.send(_auth_response(tokens.create_token("alice", KEY, expires_in_s=2)))
+        await conn.send(lookup_command("t", 1))  # the connection goes on
+        assert (await conn.receive()).command.type == T.LOOKUP_RESPONSE
+        assert (await conn.receive(timeout_s=4)).command.type == T.AUTH_CHALLENGE  # the fresh token's exp, in turn
+        await conn.send(_auth_response(tokens.create_token("alice", KEY)), lookup_command("t", 2))  # no exp: never again
+        assert (await conn.receive()).command.lookupTopicResponse.request_id == 2
+        with pytest.raises(TimeoutError):
+            await conn.receive(timeout_s=1.5)
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (None, "no fresh ones came within 0.5 s"),
+        (tokens.create_token("mallory", KEY), "role 'mallory', not 'alice'"),
+        (tokens.create_token("alice", b"y" * 32), "refreshed credentials fail"),
+    ],
+)
+async def test_expired_credentials_without_a_good_answer_close_the_connection(refreshing_door, answer, says: str) -> None:
+    async with await _open(refreshing_door) as conn:
+        await conn.send(_refreshing_connect(tokens.create_token("alice", KEY, expires_in_s=1)))
+        assert (await conn.receive()).command.type == T.CONNECTED
+        assert (await conn.receive(timeout_s=3)).command.type == T.AUTH_CHALLENGE
+        if answer is not None:
+            await conn.send(_auth_response(answer))
+        assert await conn.closed_by_peer()
+        error = conn.frames[-1].command
+        assert error.type == T.ERROR and error.error.error == pb.AuthenticationError and says in error.error.message
+
+
+async def test_a_client_that_cannot_refresh_is_closed_when_its_token_expires(refreshing_door) -> None:
+    async with await _open(refreshing_door) as conn:
+        await conn.send(_refreshing_connect(tokens.create_token("alice", KEY, expires_in_s=1), supports_refresh=False))
+        assert (await conn.receive()).command.type == T.CONNECTED
+        assert await conn.closed_by_peer()
+        assert "cannot refresh them" in conn.frames[-1].command.error.message
 
 
 # -- TLS (pulsar+ssl://) ----------------------------------------------------------------------

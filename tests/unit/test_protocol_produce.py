@@ -1,7 +1,8 @@
 """The Pulsar protocol door's producers (magnetar.broker.protocol.producers) over a
 stand-in topic: PRODUCER, SEND and its receipts in order, duplicates, SEND_ERROR, the
-refusals (no producer, bad checksum, not the owner, not authorized, a name in use),
-CLOSE_PRODUCER both ways, and the connection that stops reading past its pending sends.
+refusals (no producer, bad checksum, not the owner, not authorized, a name in use), the
+initial subscription a PRODUCER names, CLOSE_PRODUCER both ways, and the connection that
+stops reading past its pending sends.
 Real sockets on loopback, no other process."""
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ class FakeTopic:
     duplicates_through: int = -1
     publish_limiter: object = None
     may_hold_producers: bool = False
+    subscriptions: dict[str, str] = field(default_factory=dict)  # name -> where it started
+
+    async def create_subscription(self, name: str, start: str) -> None:
+        if name in self.subscriptions:
+            raise e.AlreadyExists(f"subscription {name!r} on {self.name} already exists")
+        self.subscriptions[name] = start
 
     def add_producer(self, name: str, on_close=None) -> int:  # type: ignore[no-untyped-def]
         if name in self.producers:
@@ -84,6 +91,7 @@ class FakeTopic:
 @dataclass
 class FakeAuthorizer:
     refuse: bool = False
+    refuse_consume: bool = False
     asked: list[tuple[str | None, str]] = field(default_factory=list)
     superusers: frozenset[str] = frozenset()
     recheck_interval_s: float = 0.05
@@ -94,7 +102,7 @@ class FakeAuthorizer:
 
     async def allowed(self, role, request) -> bool:  # type: ignore[no-untyped-def]
         self.asked.append((role, request.what()))
-        return not self.refuse
+        return not (self.refuse or (self.refuse_consume and request.action.value == "consume"))
 
 
 @dataclass
@@ -146,10 +154,13 @@ async def _connected(listener: ProtocolListener, protocol_version: int = 20) -> 
     return conn
 
 
-def producer_command(producer_id: int = 1, request_id: int = 1, name: str | None = None, topic: str = TOPIC) -> pb.BaseCommand:
+def producer_command(producer_id: int = 1, request_id: int = 1, name: str | None = None, topic: str = TOPIC,
+                     initial_subscription: str | None = None) -> pb.BaseCommand:  # fmt: skip
     cmd = pb.CommandProducer(topic=topic, producer_id=producer_id, request_id=request_id)
     if name is not None:
         cmd.producer_name = name
+    if initial_subscription is not None:
+        cmd.initial_subscription_name = initial_subscription
     return pb.BaseCommand(type=T.PRODUCER, producer=cmd)
 
 
@@ -290,6 +301,29 @@ async def test_a_producer_the_role_may_not_create_is_refused_before_the_topic_is
     assert answer.type == T.ERROR and (answer.error.request_id, answer.error.error) == (8, pb.AuthorizationError)
     assert service.authorizer.asked == [(None, f"produce on {TOPIC}")]
     assert service.topics == {}
+
+
+async def test_a_producers_initial_subscription_is_made_at_the_earliest_entry_once(door) -> None:
+    listener, service = door
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(1, 1, initial_subscription="dead"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send(producer_command(2, 2, initial_subscription="dead"))  # made already: fine
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+    assert service.topics[TOPIC].subscriptions == {"dead": "earliest"}
+    assert service.authorizer.asked == [(None, f"produce on {TOPIC}"), (None, f"consume on {TOPIC} (subscription dead)")] * 2
+
+
+@pytest.mark.parametrize("refused", ["bad name", "not authorized"])
+async def test_a_producers_initial_subscription_refused_makes_nothing(door, refused: str) -> None:
+    listener, service = door
+    service.authorizer.refuse_consume = refused == "not authorized"
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(1, 3, initial_subscription="a/b" if refused == "bad name" else "dead"))
+        answer = (await conn.receive()).command
+    code = pb.NotAllowedError if refused == "bad name" else pb.AuthorizationError
+    assert answer.type == T.ERROR and (answer.error.request_id, answer.error.error) == (3, code)
+    assert service.topics == {}  # the topic was not even opened
 
 
 async def test_close_producer_answers_pending_sends_first_and_the_broker_closes_producers_itself(door) -> None:

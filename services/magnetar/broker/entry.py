@@ -54,6 +54,10 @@ class MessageView(Protocol):
     def has_partition_key(self) -> bool: ...
 
     @property
+    def ordering_key(self) -> bytes:
+        """Pulsar's ordering key; b"": none. Key_Shared routes by it before the partition key."""
+
+    @property
     def event_time_ms(self) -> int:
         """0: none."""
 
@@ -98,6 +102,7 @@ class Message:
     event_time_ms: int = 0
     sequence_id: int = 0
     deliver_at_ms: int = 0
+    ordering_key: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,14 @@ class OpaqueEntry:
     sequence_id: int = 0
     publish_time_ms: int = 0
     batched: bool = False
+
+
+def routing_key(message: MessageView) -> str | bytes:
+    """The key Key_Shared routes ``message`` by, as Pulsar's: its ordering key when it has
+    one, else its partition key ("" for a message without either)."""
+    if message.ordering_key:
+        return message.ordering_key
+    return message.partition_key if message.has_partition_key else ""
 
 
 def decode_entry(data: bytes) -> Entry:
@@ -161,5 +174,7 @@ def encode_entry(
             msg.event_time_ms = m.event_time_ms
         if m.deliver_at_ms:
             msg.deliver_at_ms = m.deliver_at_ms
+        if m.ordering_key:
+            msg.ordering_key = m.ordering_key
         out.messages.append(msg)
     return out.SerializeToString()

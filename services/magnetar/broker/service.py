@@ -27,6 +27,7 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
     AlreadyExists,
+    IncompatibleSchema,
     InvalidArgument,
     InvalidTopicName,
     MagnetarError,
@@ -41,6 +42,7 @@ from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
+from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter import MovePublisher
@@ -82,6 +84,7 @@ class BrokerService:
         self.ml_store = ml_store
         self.tenants = tenants
         self.ownership = ownership
+        self.schemas = ZkSchemaStore(session)
         self.ml_config = ManagedLedgerConfig(
             ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
             max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
@@ -542,6 +545,43 @@ class BrokerService:
         ]
         return sorted(set(partitioned) | set(plain))
 
+    async def topic_schema(self, topic: str) -> StoredSchema | None:
+        """The schema ``topic`` keeps (a partition: its partitioned topic's); None: none."""
+        return await self.schemas.get(str(self.parse(topic)))
+
+    async def declare_schema(self, topic: str, schema: SchemaInfo) -> StoredSchema:
+        """A producer or consumer of ``topic`` declares ``schema``: the first declared is
+        kept (version 0); the same again gets that version.
+
+        Raises:
+            IncompatibleSchema: the topic keeps another schema (one schema per topic until
+                a registry with versions and compatibility rules).
+        """
+        kept = await self.schemas.get_or_create(str(self.parse(topic)), schema)
+        if not kept.schema.same_as(schema):
+            raise IncompatibleSchema(
+                f"topic {topic} keeps a schema of type {kept.schema.type} (version {kept.version}) and this one differs "
+                f"(type {schema.type}); a topic has one schema on this broker (no schema evolution yet)"
+            )
+        return kept
+
+    async def list_topic_partitions(self, namespace: str) -> list[str]:
+        """Every topic of ``tenant/namespace`` as Pulsar's brokers list them to clients
+        (GET_TOPICS_OF_NAMESPACE): a partitioned topic as its partitions (each of them,
+        also one not opened yet), a non-partitioned one by its name; sorted.
+
+        Raises:
+            InvalidArgument: not a namespace name. NamespaceNotFound, TenantNotFound.
+        """
+        ns = NamespaceName.parse(namespace)
+        await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
+        names = {str(ns.topic(local)) for local in await self.ml_store.list_topics(ns.tenant, ns.namespace)}
+        for topic in await self.tenants.list_partitioned_topics(ns.tenant, ns.namespace):
+            name = TopicName.parse(topic)
+            count = await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
+            names.update(str(name.partition(i)) for i in range(count))
+        return sorted(names)
+
     async def delete_topic(self, topic: str, force: bool = False) -> None:
         """Delete a topic (every partition of a partitioned one) and its data; with
         ``force`` also while producers or consumers are connected (their streams end with
@@ -568,6 +608,8 @@ class BrokerService:
             self.topics.pop(str(target), None)
         if partitions:
             await self.tenants.delete_partitioned_topic(name.tenant, name.namespace_part, name.local_name)
+        if not name.is_partition:  # its schema goes with it (a partition's is its topic's)
+            await self.schemas.delete(str(name))
 
     def new_producer_name(self) -> str:
         return f"{self.broker_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}"

@@ -37,7 +37,7 @@ from cryptography.x509.oid import NameOID
 
 from magnetar.common import shacrypt
 from magnetar.common.errors import AuthenticationError, InvalidArgument
-from magnetar.common.tokens import TokenAuthenticator, read_key_bytes
+from magnetar.common.tokens import TokenAuthenticator, parse_unverified, read_key_bytes
 
 PROVIDERS = ("token", "basic", "tls")
 """The providers' names, as Pulsar's ``getAuthMethodName()`` gives them."""
@@ -312,6 +312,21 @@ class AuthenticationService:
         if not header and self.anonymous_user_role:
             return self.anonymous_user_role
         raise AuthenticationError(self._nothing_presented())
+
+
+    def expires_at(self, credentials: Credentials) -> float | None:
+        """When credentials :meth:`authenticate` accepted stop being valid (a token's
+        ``exp``, seconds since the epoch); None: never (no ``exp``, a password, a
+        certificate, the anonymous role)."""
+        header = (credentials.authorization or "").strip()
+        if self.token is None or not header.startswith(BEARER.strip()):
+            return None
+        try:
+            _, claims = parse_unverified(header[len(BEARER):].strip())
+        except InvalidArgument:
+            return None
+        exp = claims.get("exp")
+        return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
 
 
 def as_service(authenticator: AuthenticationService | TokenAuthenticator) -> AuthenticationService:

@@ -9,6 +9,7 @@
     │   ├── MessageTooBig
     │   ├── NotEmpty             a tenant with namespaces, a namespace with topics
     │   └── PreconditionFailed   valid input the current state refuses (an unknown cluster)
+    │       └── IncompatibleSchema  a schema other than the one the topic has
     ├── AlreadyExists            tenant, namespace or topic exists already
     ├── NotFound
     │   ├── NoSuchLedger
@@ -98,6 +99,12 @@ class PreconditionFailed(InvalidArgument):
 
     code = "PRECONDITION_FAILED"
     grpc_status = "FAILED_PRECONDITION"
+
+
+class IncompatibleSchema(PreconditionFailed):
+    """A producer or consumer declared a schema other than the one its topic keeps."""
+
+    code = "INCOMPATIBLE_SCHEMA"
 
 
 class NotEmpty(InvalidArgument):

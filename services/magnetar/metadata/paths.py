@@ -15,6 +15,7 @@
     <root>/admin/tenants/<tenant>                              tenant info (JSON)
     <root>/admin/tenants/<tenant>/<namespace>                  namespace policies (JSON)
     <root>/admin/partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}
+    <root>/schemas/<tenant>/<namespace>/<topic>                JSON: the topic's schema (docs/pulsar-protocol.md)
     <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>              ledger list (JSON)
     <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>/<cursor>     cursor (JSON)
     <root>/brokers/<host:port>                                 ephemeral, a live broker
@@ -141,6 +142,13 @@ class ZkPaths:
 
     def partitioned_topic(self, tenant: str, namespace: str, topic: str) -> str:
         return f"{self.partitioned_topics(tenant, namespace)}/{_check_name('topic', topic)}"
+
+    # -- schemas ------------------------------------------------------------------
+    def schema(self, tenant: str, namespace: str, topic: str) -> str:
+        return (
+            f"{self.root}/schemas/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
+            f"/{_check_name('topic', topic)}"
+        )
 
     # -- managed ledgers and cursors --------------------------------------------
     def managed_ledgers(self, tenant: str, namespace: str) -> str:

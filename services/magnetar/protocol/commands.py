@@ -136,13 +136,17 @@ def send_error(producer_id: int, sequence_id: int, code: pb.ServerError, message
     )
 
 
-def producer_success(request: int, producer_name: str, last_sequence_id: int) -> pb.BaseCommand:
-    return pb.BaseCommand(
+def producer_success(request: int, producer_name: str, last_sequence_id: int, schema_version: bytes | None = None) -> pb.BaseCommand:
+    """PRODUCER_SUCCESS; ``schema_version`` (8 bytes) when the producer declared a schema."""
+    command = pb.BaseCommand(
         type=Type.PRODUCER_SUCCESS,
         producer_success=pb.CommandProducerSuccess(
             request_id=request, producer_name=producer_name, last_sequence_id=last_sequence_id, producer_ready=True,
         ),
     )  # fmt: skip
+    if schema_version is not None:
+        command.producer_success.schema_version = schema_version
+    return command
 
 
 def send_receipt(producer_id: int, sequence_id: int, highest_sequence_id: int, message: pb.MessageIdData) -> pb.BaseCommand:
@@ -160,3 +164,13 @@ def close_producer(producer_id: int, request: int = 0) -> pb.BaseCommand:
     return pb.BaseCommand(
         type=Type.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=producer_id, request_id=request)
     )
+
+
+def topics_of_namespace(request: int, topics: list[str], *, topics_hash: str, filtered: bool, changed: bool) -> pb.BaseCommand:
+    """GET_TOPICS_OF_NAMESPACE_RESPONSE (``topics`` empty when not ``changed``)."""
+    return pb.BaseCommand(
+        type=Type.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+        getTopicsOfNamespaceResponse=pb.CommandGetTopicsOfNamespaceResponse(
+            request_id=request, topics=topics, filtered=filtered, topics_hash=topics_hash, changed=changed,
+        ),
+    )  # fmt: skip

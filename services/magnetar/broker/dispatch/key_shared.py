@@ -1,6 +1,7 @@
 """Key_Shared: every message goes to the consumer owning its key's hash slot.
 
-Slots: Pulsar's Murmur3 key hash modulo 65,536; a message without a key has the key "".
+Slots: Pulsar's Murmur3 key hash modulo 65,536 of the message's ordering key, else its
+partition key (as Pulsar routes); a message without either has the key "".
 Owners: consistent hashing, 100 points per consumer on the slot ring, so a joining or
 leaving consumer moves only some slots. An entry whose messages have different keys is
 delivered to each owner with the other messages masked out (``Delivery.ack_set``).
@@ -19,7 +20,7 @@ from collections import Counter
 
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import DispatchContext, Dispatcher
-from magnetar.broker.entry import Entry
+from magnetar.broker.entry import Entry, routing_key
 from magnetar.common import masks
 from magnetar.common.keyhash import key_hash
 from magnetar.managedledger.position import Position
@@ -31,7 +32,7 @@ MAX_REPLAY_ENTRIES = 5000
 
 
 @functools.lru_cache(maxsize=65536)
-def slot_of(key: str) -> int:
+def slot_of(key: str | bytes) -> int:
     return key_hash(key) % SLOTS
 
 
@@ -93,7 +94,7 @@ class KeySharedDispatcher(Dispatcher):
     def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
         slots = self._slots.get(position)
         if slots is None:
-            slots = tuple(slot_of(m.partition_key if m.has_partition_key else "") for m in batch.messages) or (slot_of(""),)
+            slots = tuple(slot_of(routing_key(m)) for m in batch.messages) or (slot_of(""),)
             self._slots[position] = slots
         mine: dict[BrokerConsumer, int] = {}
         left = 0

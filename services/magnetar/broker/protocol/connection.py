@@ -2,9 +2,10 @@
 
 The first command must be CONNECT (anything else: ERROR, then the connection closes);
 CONNECTED answers it with the lower of the two protocol versions and this broker's
-largest message. Served: PING/PONG, PARTITIONED_METADATA and LOOKUP here; the producers'
-commands (PRODUCER, SEND, CLOSE_PRODUCER) in :mod:`.producers`; the consumers' commands
-in :mod:`.consumers`. Every other command gets an answer saying it is not served (ERROR
+largest message. Served: PING/PONG, PARTITIONED_METADATA and LOOKUP here;
+GET_TOPICS_OF_NAMESPACE in :mod:`.topic_list`; GET_SCHEMA and GET_OR_CREATE_SCHEMA in
+:mod:`.schemas`; the producers' commands (PRODUCER, SEND,
+CLOSE_PRODUCER) in :mod:`.producers`; the consumers' commands in :mod:`.consumers`. Every other command gets an answer saying it is not served (ERROR
 NotAllowed, its request id echoed), never silence. Bytes that are not frames get ERROR
 and the connection closes.
 """
@@ -19,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
+from magnetar.broker.protocol.authrefresh import AUTH_REFRESH_TIMEOUT_S, CredentialsWatch
 from magnetar.broker.protocol.consumers import Consumers
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.producers import DEFAULT_MAX_PENDING_SENDS, Producers
+from magnetar.broker.protocol.schemas import get_or_create_schema, get_schema
+from magnetar.broker.protocol.topic_list import get_topics_of_namespace
 from magnetar.common.authentication import AuthenticationService, Credentials, as_service
 from magnetar.common.errors import (
     AuthenticationError,
@@ -63,6 +67,8 @@ class ConnectionSettings:
     """None: authorization off."""
     max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS
     """Sends without a receipt past which the connection stops reading its socket."""
+    auth_refresh_timeout_s: float = AUTH_REFRESH_TIMEOUT_S
+    """How long a client challenged for fresh credentials (AUTH_CHALLENGE) has to answer."""
     tls: bool = False
     """The listener is the TLS one (``pulsar+ssl://``): lookups send its clients to the
     owner's TLS URL."""
@@ -96,6 +102,8 @@ class Connection:
         self._reading_paused = False
         """Reading is held by the producers' backpressure: the client cannot be heard."""
         self._closed = False
+        self.credentials: CredentialsWatch | None = None
+        """The expiry of the credentials CONNECT brought (authentication on)."""
         self._transport = writer.transport
         # Past the high-water mark the transport pauses this protocol and drain() waits.
         self._transport.set_write_buffer_limits(high=settings.max_unsent_bytes)
@@ -108,6 +116,9 @@ class Connection:
             Type.PONG: lambda _: None,  # hearing anything is what keepalive wants
             Type.PARTITIONED_METADATA: self._spawn(self._partitioned_metadata),
             Type.LOOKUP: self._spawn(self._lookup),
+            Type.GET_TOPICS_OF_NAMESPACE: self._spawn(lambda frame: get_topics_of_namespace(self, frame)),
+            Type.GET_SCHEMA: self._spawn(lambda frame: get_schema(self, frame)),
+            Type.GET_OR_CREATE_SCHEMA: self._spawn(lambda frame: get_or_create_schema(self, frame)),
             **self.producers.handlers(),
         }
         self.consumers = Consumers(self, settings.max_message_size)
@@ -229,6 +240,8 @@ class Connection:
         self._write(command)
         self.close()
 
+    refuse_and_close = _refuse_and_close
+
     async def _keepalive(self) -> None:
         while not self._closed:
             await asyncio.sleep(self.settings.keepalive_s)
@@ -288,7 +301,7 @@ class Connection:
         if service.is_costly(credentials):  # a password to hash: off the event loop
             self._requests.spawn(self._authenticate_slowly(connect, service, credentials), name=f"CONNECT:{self.peer}")
             return
-        self._authenticated(connect, lambda: service.authenticate(credentials))
+        self._authenticated(connect, service, credentials, lambda: service.authenticate(credentials))
 
     async def _authenticate_slowly(self, connect: pb.CommandConnect, service: AuthenticationService, credentials: Credentials) -> None:
         try:
@@ -296,9 +309,11 @@ class Connection:
         except AuthenticationError as exc:
             self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
             return
-        self._authenticated(connect, lambda: role)
+        self._authenticated(connect, service, credentials, lambda: role)
 
-    def _authenticated(self, connect: pb.CommandConnect, role: Callable[[], str]) -> None:
+    def _authenticated(
+        self, connect: pb.CommandConnect, service: AuthenticationService, credentials: Credentials, role: Callable[[], str],
+    ) -> None:  # fmt: skip
         if self._closed:
             return
         try:
@@ -307,6 +322,13 @@ class Connection:
             self._refuse_and_close(commands.error(0, pb.AuthenticationError, exc.message), f"authentication failed: {exc.message}")
             return
         self._connected(connect)
+        # Credentials that expire are challenged then (AUTH_CHALLENGE / AUTH_RESPONSE).
+        self.credentials = CredentialsWatch(
+            self, service, self.settings.server_version, timeout_s=self.settings.auth_refresh_timeout_s,
+            certificate=credentials.certificate,
+        )  # fmt: skip
+        self._handlers[Type.AUTH_RESPONSE] = self.credentials.auth_response
+        self.credentials.connected(connect, credentials)
 
     def _connected(self, connect: pb.CommandConnect) -> None:
         self.protocol_version = min(connect.protocol_version, commands.PROTOCOL_VERSION)

@@ -30,6 +30,7 @@ from magnetar.broker.authorization import Action, Request
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.entry import view_entry
 from magnetar.broker.protocol.errors import server_error
+from magnetar.broker.protocol.schemas import declare as declare_schema
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
@@ -237,10 +238,13 @@ class Consumers:
             initial = InitialPosition(s.initialPosition)
         except ValueError as exc:
             raise InvalidArgument(f"SUBSCRIBE: {exc}") from None
+        if sub_type == SubscriptionType.Key_Shared and s.HasField("keySharedMeta"):
+            _check_key_shared(s.keySharedMeta)
         if conn.authorizer is not None:
             await conn.authorizer.check(conn.role, Request(Action.CONSUME, topic_name, s.subscription))
         service.check_serving(f"subscribe to {topic_name}")
         topic = await service.get_topic(topic_name)
+        await declare_schema(service, topic_name, s.schema if s.HasField("schema") else None)
         start, inclusive = None, False
         if s.HasField("start_message_id"):
             mid = s.start_message_id
@@ -474,3 +478,20 @@ def _ack_response(ack: pb.CommandAck, code: pb.ServerError | None = None, messag
         response.error = code
         response.message = message
     return pb.BaseCommand(type=Type.ACK_RESPONSE, ackResponse=response)
+
+
+def _check_key_shared(meta: pb.KeySharedMeta) -> None:
+    """Key_Shared's ``keySharedMeta``: AUTO_SPLIT (the core's Key_Shared: keys spread over
+    the consumers by consistent hashing) is served; ``allowOutOfOrderDelivery`` is
+    accepted and the core keeps each key's order anyway. STICKY (hash ranges the consumer
+    picks) has no equivalent in the core: refused, NotAllowed.
+
+    Raises:
+        InvalidArgument: STICKY.
+    """
+    if meta.keySharedMode == pb.STICKY:
+        ranges = ", ".join(f"{r.start}-{r.end}" for r in meta.hashRanges)
+        raise InvalidArgument(
+            f"Key_Shared STICKY mode (hash ranges {ranges or 'none'}) is not served by this broker: its Key_Shared "
+            "spreads keys over the consumers by consistent hashing (AUTO_SPLIT); subscribe without sticky ranges"
+        )

@@ -8,6 +8,7 @@ from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 SERVER_ERRORS: dict[type[e.MagnetarError], pb.ServerError] = {
     e.ChecksumMismatch: pb.ChecksumError,
     e.InvalidTopicName: pb.InvalidTopicName,
+    e.IncompatibleSchema: pb.IncompatibleSchema,
     e.InvalidArgument: pb.NotAllowedError,  # bad input, too-big messages, protocol errors
     e.TopicNotFound: pb.TopicNotFound,
     e.SubscriptionNotFound: pb.SubscriptionNotFound,

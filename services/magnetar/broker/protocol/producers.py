@@ -4,7 +4,9 @@ SEND_ERROR and CLOSE_PRODUCER (both ways).
 A PRODUCER is served as the gRPC door's OpenProducer: authorization (the connection's
 role may produce on the topic), :meth:`BrokerService.get_topic` (which checks ownership
 and serving) and :meth:`PersistentTopic.add_producer` (a name in use is ProducerBusy; the
-answer carries the last sequence id stored under the name, for deduplication). A SEND's
+answer carries the last sequence id stored under the name, for deduplication). A
+PRODUCER's ``initial_subscription_name`` (pulsar-client's dead-letter producer sends its
+policy's) is made first, at the earliest entry, when missing. A SEND's
 entry is stored as sent (:func:`magnetar.protocol.stored.stored_entry`) by
 :meth:`PersistentTopic.publish`, which does everything else: deduplication, the size
 limit, backlog quotas, the delivery-delay limit, and refusing what it could not read back.
@@ -37,13 +39,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.protocol.errors import server_error
+from magnetar.broker.protocol.schemas import declare as declare_schema
 from magnetar.common.errors import (
+    AlreadyExists,
     AuthorizationError,
     InvalidArgument,
     MagnetarError,
     NotOwner,
     ServiceClosed,
 )
+from magnetar.common.names import check_subscription_name
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.stored import check_batch_count, stored_entry
@@ -83,6 +88,8 @@ class ProtocolProducer:
     topic: PersistentTopic
     last_sequence_id: int
     """What PRODUCER_SUCCESS said: the highest sequence id stored under the name (-1: none)."""
+    schema_version: bytes | None = None
+    """The version of the schema it declared (None: none)."""
     pending: deque[tuple[int, int, asyncio.Future[PublishResult]]] = field(default_factory=deque)
     """(sequence id, highest sequence id, outcome) of each send not answered yet, in order."""
     closed: bool = False
@@ -121,7 +128,7 @@ class Producers:
         rid, pid = request.request_id, request.producer_id
         existing = self.by_id.get(pid)
         if existing is not None:  # the client asked again (its request timed out): the same answer
-            self.host.write(commands.producer_success(rid, existing.name, existing.last_sequence_id))
+            self.host.write(commands.producer_success(rid, existing.name, existing.last_sequence_id, existing.schema_version))
             return
         if pid in self._opening:
             self.host.write(commands.error(rid, pb.ServiceNotReady, f"producer {pid} is being created on this connection"))
@@ -146,11 +153,22 @@ class Producers:
             raise InvalidArgument(f"producer access mode {mode} is not served by this broker (only Shared)")
         if request.encrypted:
             raise InvalidArgument("encrypted messages are not served by this broker")
+        keep_for = request.initial_subscription_name if request.HasField("initial_subscription_name") else ""
+        if keep_for:
+            check_subscription_name(keep_for)
         if self.authorizer is not None:
             await self.authorizer.check(self.host.role, Request(Action.PRODUCE, topic_name))
+            if keep_for:  # a subscription made here keeps a backlog: the role must be one that may consume it
+                await self.authorizer.check(self.host.role, Request(Action.CONSUME, topic_name, keep_for))
         topic = await service.get_topic(topic_name)
+        schema_version = await declare_schema(service, topic_name, request.schema if request.HasField("schema") else None)
         if self._closed:
             raise ServiceClosed("the connection is closing")
+        if keep_for and keep_for not in topic.subscriptions:
+            try:  # Pulsar's initialSubscriptionName: made at the earliest entry, before any send
+                await topic.create_subscription(keep_for, "earliest")
+            except AlreadyExists:
+                pass
         name = request.producer_name if request.HasField("producer_name") and request.producer_name else service.new_producer_name()
         producer: ProtocolProducer | None = None
 
@@ -159,11 +177,11 @@ class Producers:
                 self._closed_by_broker(producer, error)
 
         last = topic.add_producer(name, on_close=on_close)
-        producer = ProtocolProducer(request.producer_id, name, topic, last)
+        producer = ProtocolProducer(request.producer_id, name, topic, last, schema_version)
         self.by_id[request.producer_id] = producer
         self._watch_access(producer)
         log.debug("pulsar connection %s: producer %s (%d) on %s", self.host.peer, name, request.producer_id, topic.name)
-        return commands.producer_success(request.request_id, name, last)
+        return commands.producer_success(request.request_id, name, last, schema_version)
 
     def _watch_access(self, producer: ProtocolProducer) -> None:
         """While the producer is open, ask again every recheck interval (as the gRPC

@@ -94,6 +94,7 @@ def single_message(m: MessageView) -> pb.SingleMessage:
     out = pb.SingleMessage(
         payload=m.payload, partition_key=m.partition_key, has_partition_key=m.has_partition_key,
         event_time_ms=m.event_time_ms, sequence_id=m.sequence_id, deliver_at_ms=m.deliver_at_ms,
+        ordering_key=m.ordering_key,
     )
     out.properties.update(m.properties)
     return out
