@@ -39,7 +39,8 @@ _nonces = itertools.count(1)
 SERVED = [
     Type.PING, Type.PONG, Type.PARTITIONED_METADATA, Type.LOOKUP, Type.PRODUCER, Type.SEND, Type.CLOSE_PRODUCER,
     Type.SUBSCRIBE, Type.FLOW, Type.ACK, Type.REDELIVER_UNACKNOWLEDGED_MESSAGES, Type.SEEK, Type.GET_LAST_MESSAGE_ID,
-    Type.UNSUBSCRIBE, Type.CLOSE_CONSUMER, Type.CONNECT,
+    Type.UNSUBSCRIBE, Type.CLOSE_CONSUMER, Type.CONNECT, Type.GET_TOPICS_OF_NAMESPACE, Type.GET_SCHEMA,
+    Type.GET_OR_CREATE_SCHEMA,
 ]  # fmt: skip
 ALL_TYPES = sorted(pb.BaseCommand.Type.values())
 
@@ -157,6 +158,18 @@ def _message_id(rng: random.Random) -> pb.MessageIdData:
     return mid
 
 
+def _schema(rng: random.Random) -> pb.Schema:
+    kind = rng.choice([pb.Schema.NONE, pb.Schema.String, pb.Schema.Json, pb.Schema.Avro, rng.choice(pb.Schema.Type.values())])
+    data = rng.choice([
+        b"", b'{"type":"record","name":"R","fields":[]}', b"{", rng.randbytes(rng.randrange(1, 200)),
+        b'{"type":"string"}' * rng.choice([1, 1000]),
+    ])  # fmt: skip
+    schema = pb.Schema(name=rng.choice(["", "s", "x" * 3000, NOT_UTF8]), schema_data=data, type=kind)
+    if rng.random() < 0.2:
+        schema.properties.add(key=rng.choice(["k", ""]), value=rng.choice(["v", "\x00"]))
+    return schema
+
+
 def served_command(rng: random.Random, gen: RequestGenerator, kind: int, rid: int, ids: int) -> pb.BaseCommand:
     """A command of a served type with plausible values (ids below ``ids``), now and then
     an odd one."""
@@ -178,6 +191,8 @@ def served_command(rng: random.Random, gen: RequestGenerator, kind: int, rid: in
             p.encrypted = True
         if rng.random() < 0.2:
             p.epoch = rng.getrandbits(64)
+        if rng.random() < 0.2:
+            p.schema.CopyFrom(_schema(rng))
     elif kind == Type.CLOSE_PRODUCER:
         c.close_producer.producer_id, c.close_producer.request_id = pid, rid
     elif kind == Type.SUBSCRIBE:
@@ -220,6 +235,28 @@ def served_command(rng: random.Random, gen: RequestGenerator, kind: int, rid: in
         c.unsubscribe.consumer_id, c.unsubscribe.request_id = cid, rid
     elif kind == Type.CLOSE_CONSUMER:
         c.close_consumer.consumer_id, c.close_consumer.request_id = cid, rid
+    elif kind == Type.GET_TOPICS_OF_NAMESPACE:
+        g = c.getTopicsOfNamespace
+        g.request_id = rid
+        g.namespace = rng.choice(["public/default", "public/nope", "nope/nope", "public", "", "a/b/c", NOT_UTF8, "p" * 5000])
+        if rng.random() < 0.5:
+            g.mode = rng.choice([0, 1, 2])
+        if rng.random() < 0.6:
+            g.topics_pattern = rng.choice([
+                "persistent://public/default/pfz-.*", "persistent://public/default/.*", ".*", "(", "[a-", "(a+)+$",
+                "persistent://public/default/(p|f)+z+-?\\d*", "x" * 3000, NOT_UTF8,
+            ])  # fmt: skip
+        if rng.random() < 0.3:
+            g.topics_hash = rng.choice(["", "0", "deadbeef", "x" * 100])
+    elif kind == Type.GET_SCHEMA:
+        g = c.getSchema
+        g.request_id, g.topic = rid, _pools_topic(rng)
+        if rng.random() < 0.5:
+            g.schema_version = rng.choice([b"", (0).to_bytes(8, "big"), (2**63 - 1).to_bytes(8, "big"), rng.randbytes(3), b"\xff" * 8])
+    elif kind == Type.GET_OR_CREATE_SCHEMA:
+        g = c.getOrCreateSchema
+        g.request_id, g.topic = rid, _pools_topic(rng)
+        g.schema.CopyFrom(_schema(rng))
     elif kind == Type.CONNECT:
         c.connect.client_version = "fuzz"
         c.connect.protocol_version = rng.choice([0, 5, 6, 20, 2**31 - 1])
