@@ -27,7 +27,7 @@ from magnetar.protocol import commands
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
-from magnetar.testing.pulsarwire import RawPulsarConnection
+from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
 pytestmark = pytest.mark.integration
 
@@ -204,3 +204,16 @@ async def test_a_compressed_batch_claiming_2_31_messages_is_refused_at_once(clus
     async with AdminClient(cluster.address, 10) as admin:
         assert (await admin.topic_stats(topic)).entries == 0  # nothing stored
     assert "Traceback" not in cluster.broker.log_tail(400)
+
+
+async def test_an_error_quoting_a_huge_name_is_cut_to_a_readable_frame(cluster: Cluster) -> None:
+    topic = "\x01" * 70_000  # quoted as "\\x01": 280,000 characters
+    async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command(topic, 7))
+        answer = (await conn.receive()).command.lookupTopicResponse
+        assert (answer.request_id, answer.response, answer.error) == (
+            7, pb.CommandLookupTopicResponse.Failed, pb.InvalidTopicName,
+        )  # fmt: skip
+        assert answer.message.startswith("invalid topic name") and len(answer.message) <= 1024, len(answer.message)
+        assert answer.message.endswith("characters)")  # it says it was cut

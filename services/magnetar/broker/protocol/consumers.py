@@ -476,7 +476,7 @@ def _ack_response(ack: pb.CommandAck, code: pb.ServerError | None = None, messag
     response = pb.CommandAckResponse(consumer_id=ack.consumer_id, request_id=ack.request_id)
     if code is not None:
         response.error = code
-        response.message = message
+        response.message = commands.error_text(message)
     return pb.BaseCommand(type=Type.ACK_RESPONSE, ackResponse=response)
 
 
