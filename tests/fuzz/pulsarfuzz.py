@@ -56,7 +56,7 @@ class Send:
     checksum_ok: bool
 
 
-@dataclass
+@dataclass(repr=False)
 class Step:
     data: bytes
     what: str
@@ -69,6 +69,10 @@ class Step:
     """A frame cut short, or bytes that may be the start of one: the broker may wait for
     the rest, or close the connection."""
     pings: int = 0
+
+    def __repr__(self) -> str:
+        return f"{self.what}[{len(self.data)} bytes]"
+
     producer: tuple[int, str] | None = None
     """A PRODUCER's (producer id, topic)."""
     wait: bool = False
@@ -76,10 +80,13 @@ class Step:
     waits for PRODUCER_SUCCESS before it sends), so later steps reach what it made."""
 
 
-@dataclass
+@dataclass(repr=False)
 class Conversation:
     steps: list[Step] = field(default_factory=list)
     connect_first: bool = True
+
+    def __repr__(self) -> str:  # hypothesis prints a failing example: what, not megabytes
+        return f"Conversation({self.describe()})"
 
     def describe(self) -> str:
         return " ".join(s.what for s in self.steps)
