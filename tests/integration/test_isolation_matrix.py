@@ -2,10 +2,13 @@
 authentication and authorization on, and a gateway with authentication on.
 
 2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 11 identities ×
-7 actions × 3 doors (gRPC through the SDK and the admin client, REST, WebSocket). Every
-cell is tried for real and its outcome compared with Pulsar's model: ``ok``, ``401``
-(who you are is not proven) or ``403`` (not allowed). WebSocket has no admin API: its
-admin cells are ``–``. REST consume is a peek of a subscription's message (it needs
+9 actions × 4 doors (gRPC through the SDK and the admin client, REST, WebSocket, and
+Pulsar's binary protocol in raw frames). Every cell is tried for real and its outcome
+compared with Pulsar's model: ``ok``, ``401`` (who you are is not proven) or ``403`` (not
+allowed). WebSocket has no admin API and no lookups, the Pulsar door no admin API: those
+cells are ``–``, as is the Pulsar door's dead-letter cell (a pulsar-client's dead-letter
+policy is the client's own, the broker never sees it). "lookup" and "partitions" need
+produce or consume on the namespace (Pulsar's ``canLookup``). REST consume is a peek of a subscription's message (it needs
 consume), REST produce is Pulsar's REST producer. A WebSocket consumer starts at the latest
 message (Pulsar's), so its subscription is made first, at the earliest, by the superuser.
 "subscribe, DLQ in other tenant" subscribes with a dead letter topic in the other
@@ -13,6 +16,9 @@ tenant's namespace (the SDK's ``dead_letter_policy``, the WebSocket's
 ``deadLetterTopic=``): the moves would write there, so it needs produce there (REST has no
 subscribe). "replay DLQ" replays a DLQ of the tenant into its ``data`` topic through the
 gateway (Magnetar's REST route only): consume on the DLQ and produce on the target.
+
+After the matrix a role's grant is revoked while its pulsar-client producer and consumer
+are open: the broker closes both within the gRPC door's bound (5 s).
 
 A refusal changes nothing: after the matrix, the superuser checks that exactly the
 messages of allowed produce and replay cells are stored, that refused subscriptions,
@@ -40,6 +46,7 @@ import itertools
 import json
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -56,9 +63,13 @@ from magnetar.common.errors import AuthenticationError, AuthorizationError, Magn
 from magnetar.common.letters import REAL_TOPIC
 from magnetar.common.message_id import MessageId
 from magnetar.ledger.bookie_client import BookieClient, Entry
+from magnetar.proto.pulsar import pulsar_api_pb2 as wire
 from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.auth import SERVICE_ROLE, Keys
 from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
+from magnetar.testing.pulsarclient import pulsar_client
+from magnetar.testing.pulsarwire import RawPulsarConnection, connect_command, lookup_command
 
 pytestmark = pytest.mark.integration
 
@@ -73,16 +84,19 @@ IDENTITIES = (
 ANONYMOUS_ROLE = "anonymous"
 BASIC_USER, BASIC_PASSWORD = "alpha-basic", "correct horse battery staple"
 LETTERS = "subscribe, DLQ in other tenant"
-ACTIONS = ("produce", "consume", LETTERS, "create/delete topic", "grant", "delete tenant", "replay DLQ")
-DOORS = ("gRPC", "REST", "WebSocket")
+ACTIONS = (
+    "produce", "consume", "lookup", "partitions", LETTERS, "create/delete topic", "grant", "delete tenant", "replay DLQ",
+)
+DOORS = ("gRPC", "REST", "WebSocket", "Pulsar")
+LOOKUPS = ("lookup", "partitions")
 UNPROVEN = {"expired token", "token signed with another key", "alg: none", "wrong password"}
 OWN_TENANT_ALLOWS = {
-    "tenant admin": {"produce", "consume", "create/delete topic", "grant", "replay DLQ"},
-    "producer-only": {"produce"},
-    "consumer-only": {"consume"},
+    "tenant admin": {"produce", "consume", *LOOKUPS, "create/delete topic", "grant", "replay DLQ"},
+    "producer-only": {"produce", *LOOKUPS},
+    "consumer-only": {"consume", *LOOKUPS},
     "no grant": set(),
-    "basic user, producer-only": {"produce"},
-    "anonymous role, consumer-only": {"consume"},
+    "basic user, producer-only": {"produce", *LOOKUPS},
+    "anonymous role, consumer-only": {"consume", *LOOKUPS},
 }
 
 
@@ -91,6 +105,8 @@ def expected(identity: str, action: str, tenant: str, door: str) -> str:
     each as far as its grants go; deleting a tenant is the superusers'."""
     if door == "WebSocket" and action not in ("produce", "consume", LETTERS):
         return "–"
+    if door == "Pulsar" and action not in ("produce", "consume", *LOOKUPS):
+        return "–"  # no administration; a pulsar-client's dead-letter policy is the client's own
     if (door, action) in (("REST", LETTERS), ("gRPC", "replay DLQ")):
         return "–"
     if identity in UNPROVEN:
@@ -143,6 +159,20 @@ def outcome_of(exc: BaseException) -> str:
     if isinstance(exc, AuthorizationError):
         return "403"
     return f"error: {type(exc).__name__}: {exc}"
+
+
+def wire_outcome(answer: wire.BaseCommand) -> str:
+    """The outcome of a Pulsar protocol refusal (ERROR, or a Failed lookup answer)."""
+    error = {
+        wire.BaseCommand.ERROR: answer.error.error,
+        wire.BaseCommand.LOOKUP_RESPONSE: answer.lookupTopicResponse.error,
+        wire.BaseCommand.PARTITIONED_METADATA_RESPONSE: answer.partitionMetadataResponse.error,
+    }.get(answer.type)
+    if error == wire.AuthenticationError:
+        return "401"
+    if error == wire.AuthorizationError:
+        return "403"
+    return f"error: {answer}"
 
 
 def http_outcome(response: httpx.Response) -> str:
@@ -200,7 +230,11 @@ class Matrix:
 
     async def admin_action(self, admin: AdminClient, action: str, tenant: str, n: int) -> None:
         ns = f"{tenant}/ns"
-        if action == "create/delete topic":
+        if action == "lookup":
+            await admin.lookup(f"persistent://{ns}/data")
+        elif action == "partitions":
+            await admin.partitions(f"persistent://{ns}/data")
+        elif action == "create/delete topic":
             topic = self.topic(tenant, n)
             await admin.create_topic(topic)
             await admin.delete_topic(topic)
@@ -220,6 +254,10 @@ class Matrix:
                 return http_outcome(await http.post(f"/topics/persistent/{ns}/data", json=body))
             if action == "consume":
                 return http_outcome(await http.get(f"/admin/v2/persistent/{ns}/data/subscription/peek/position/1"))
+            if action == "lookup":
+                return http_outcome(await http.get(f"/lookup/v2/topic/persistent/{ns}/data"))
+            if action == "partitions":
+                return http_outcome(await http.get(f"/admin/v2/persistent/{ns}/data/partitions"))
             if action == "create/delete topic":
                 local = self.topic(tenant, n).rsplit("/", 1)[1]
                 created = http_outcome(await http.put(f"/admin/v2/persistent/{ns}/{local}"))
@@ -259,6 +297,55 @@ class Matrix:
             status = exc.response.status_code
             return str(status) if status in (401, 403) else f"HTTP {status}: {exc.response.body!r}"
 
+    async def pulsar(self, header: str | None, action: str, tenant: str, n: int) -> str:
+        """Pulsar's binary protocol, in raw frames (pulsar-client retries a refused
+        PRODUCER or SUBSCRIBE until its timeout, and says less of why)."""
+        topic = f"persistent://{tenant}/ns/data"
+        connect = connect_command()
+        if header is not None and header.startswith("Bearer "):
+            connect.connect.auth_method_name, connect.connect.auth_data = "token", header[len("Bearer "):].encode()
+        elif header is not None:
+            connect.connect.auth_method_name = "basic"
+            connect.connect.auth_data = base64.b64decode(header[len("Basic "):])
+        async with await RawPulsarConnection.open(self.broker.host, self.broker.protocol_port) as conn:
+            await conn.send(connect)
+            answer = (await conn.receive()).command
+            if answer.type != wire.BaseCommand.CONNECTED:
+                return wire_outcome(answer)
+            if action == "produce":
+                await conn.send(wire.BaseCommand(type=wire.BaseCommand.PRODUCER, producer=wire.CommandProducer(
+                    topic=topic, producer_id=1, request_id=1)))  # fmt: skip
+                answer = (await conn.receive()).command
+                if answer.type != wire.BaseCommand.PRODUCER_SUCCESS:
+                    return wire_outcome(answer)
+                send = wire.BaseCommand(type=wire.BaseCommand.SEND, send=wire.CommandSend(producer_id=1, sequence_id=0))
+                metadata = wire.MessageMetadata(producer_name=answer.producer_success.producer_name, sequence_id=0,
+                                                publish_time=int(time.time() * 1000))  # fmt: skip
+                await conn.send_bytes(encode_payload_command(send, metadata, self.payload(tenant, n)))
+                answer = (await conn.receive()).command
+                return "ok" if answer.type == wire.BaseCommand.SEND_RECEIPT else wire_outcome(answer)
+            if action == "consume":
+                await conn.send(wire.BaseCommand(type=wire.BaseCommand.SUBSCRIBE, subscribe=wire.CommandSubscribe(
+                    topic=topic, subscription=self.subscription(tenant, n), subType=wire.CommandSubscribe.Exclusive,
+                    consumer_id=1, request_id=1, initialPosition=wire.CommandSubscribe.Earliest,
+                )))  # fmt: skip
+                answer = (await conn.receive()).command
+                if answer.type != wire.BaseCommand.SUCCESS:
+                    return wire_outcome(answer)
+                await conn.send(wire.BaseCommand(type=wire.BaseCommand.FLOW, flow=wire.CommandFlow(consumer_id=1, messagePermits=1)))
+                answer = (await conn.receive()).command
+                return "ok" if answer.type == wire.BaseCommand.MESSAGE else wire_outcome(answer)
+            if action == "lookup":
+                await conn.send(lookup_command(topic, 1))
+                answer = (await conn.receive()).command
+                failed = answer.lookupTopicResponse.response == wire.CommandLookupTopicResponse.Failed
+                return wire_outcome(answer) if failed or answer.type != wire.BaseCommand.LOOKUP_RESPONSE else "ok"
+            await conn.send(wire.BaseCommand(type=wire.BaseCommand.PARTITIONED_METADATA, partitionMetadata=(
+                wire.CommandPartitionedTopicMetadata(topic=topic, request_id=1))))  # fmt: skip
+            answer = (await conn.receive()).command
+            failed = answer.partitionMetadataResponse.response == wire.CommandPartitionedTopicMetadataResponse.Failed
+            return wire_outcome(answer) if failed or answer.type != wire.BaseCommand.PARTITIONED_METADATA_RESPONSE else "ok"
+
     # -- what the cells leave ----------------------------------------------------------
     def payload(self, tenant: str, n: int) -> bytes:
         return f"{tenant}-cell-{n}".encode()
@@ -288,7 +375,7 @@ class Matrix:
 
     async def run(self, admin: AdminClient, client: ma.Client) -> None:
         doors: dict[str, Callable[[str | None, str, str, int], Awaitable[str]]] = {
-            "gRPC": self.grpc, "REST": self.rest, "WebSocket": self.websocket,
+            "gRPC": self.grpc, "REST": self.rest, "WebSocket": self.websocket, "Pulsar": self.pulsar,
         }
         for identity, tenant, action, door in itertools.product(IDENTITIES, TENANTS, ACTIONS, DOORS):
             want = expected(identity, action, tenant, door)
@@ -324,7 +411,7 @@ class Matrix:
             allowed = got == "ok"
             if action == "produce":
                 self.produced[self.payload(tenant, n).decode()] = allowed
-            elif (action == "consume" and door == "gRPC") or action == LETTERS:
+            elif (action == "consume" and door in ("gRPC", "Pulsar")) or action == LETTERS:
                 self.subscriptions[f"persistent://{tenant}/ns/data", self.subscription(tenant, n)] = allowed
             elif action == "replay DLQ":
                 self.produced[self.replayed(tenant, n).decode()] = allowed
@@ -338,7 +425,7 @@ class Matrix:
 
     def table(self) -> str:
         """One row per identity and tenant, one column per action; a cell gives the
-        outcome at each door as gRPC / REST / WebSocket."""
+        outcome at each door as gRPC / REST / WebSocket / Pulsar."""
         lines = [
             "| identity (alpha's roles) | tenant | " + " | ".join(ACTIONS) + " |",
             "| --- | --- | " + " | ".join("---" for _ in ACTIONS) + " |",
@@ -347,6 +434,39 @@ class Matrix:
             cells = [" / ".join(self.cells[identity, tenant, a, d] for d in DOORS) for a in ACTIONS]
             lines.append(f"| {identity} | {tenant}{' (own)' if tenant == 'alpha' else ' (other)'} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+
+async def revocation_cut_off(broker: BrokerProcess, admin: AdminClient, keys: Keys) -> float:
+    """Seconds from revoking a role's grant to the broker holding neither its pulsar-client
+    producer nor its consumer any more."""
+    import pulsar
+
+    topic = "persistent://alpha/ns/revoked"
+    await admin.call(lambda stub: stub.GrantPermission(
+        pb.GrantPermissionRequest(namespace="alpha/ns", role="alpha-revoked", actions=["produce", "consume"])))  # fmt: skip
+    client = pulsar_client(
+        broker.pulsar_url, authentication=pulsar.AuthenticationToken(keys.token("alpha-revoked")), operation_timeout_seconds=10,
+    )  # fmt: skip
+    try:
+        def open_both() -> bytes:
+            consumer = client.subscribe(topic, "cut", initial_position=pulsar.InitialPosition.Earliest)
+            client.create_producer(topic).send(b"before")
+            return consumer.receive(10_000).data()
+
+        assert await asyncio.to_thread(open_both) == b"before"
+        stats = await admin.topic_stats(topic)
+        assert stats.producers == 1 and [s.consumers for s in stats.subscriptions] == [1], stats
+        revoked = time.monotonic()
+        await admin.call(lambda stub: stub.RevokePermission(
+            pb.RevokePermissionRequest(namespace="alpha/ns", role="alpha-revoked")))  # fmt: skip
+        while True:
+            stats = await admin.topic_stats(topic)
+            if stats.producers == 0 and [s.consumers for s in stats.subscriptions] == [0]:
+                return time.monotonic() - revoked
+            assert time.monotonic() - revoked < 15, f"still attached 15 s after the revocation: {stats}"
+            await asyncio.sleep(0.1)
+    finally:
+        await asyncio.to_thread(client.close)
 
 
 async def test_the_isolation_matrix(
@@ -440,6 +560,13 @@ async def test_the_isolation_matrix(
         tenants = set(await admin.tenants())
         for tenant, ok in matrix.doomed.items():
             assert (tenant not in tenants) is ok, tenant
+
+        # The revocation cut-off at the Pulsar door: a role's open pulsar-client producer
+        # and consumer are closed by the broker within the gRPC door's bound (5 s,
+        # test_broker_authorization.py), and what the client tries again is refused.
+        cut_s = await revocation_cut_off(broker, admin, keys)
+        print(f"pulsar-client producer and consumer closed {cut_s:.2f} s after the revocation")
+        assert cut_s < 5.0
 
     # The bookies take superusers only (the broker's service role): every add written on a
     # refused add stream is told the bookie's refusal, however it races with it.

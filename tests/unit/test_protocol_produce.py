@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from magnetar.common.netutil import free_port
 from magnetar.managedledger.position import Position
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
-from magnetar.protocol.frames import encode_payload_command
+from magnetar.protocol.frames import encode_command, encode_payload_command
 from magnetar.protocol.stored import stored_entry
 from magnetar.testing.pulsarwire import RawPulsarConnection
 
@@ -444,3 +445,106 @@ async def test_a_message_sent_without_batching_is_stored_as_checked_by_the_door_
         await conn.send_bytes(send_frame(0) + encode_payload_command(batch, metadata(1, num_messages_in_batch=2), records))
         assert [(await conn.receive()).command.type for _ in range(2)] == [T.SEND_RECEIPT] * 2
     assert [(p.count, p.checked) for p in service.topics[TOPIC].published] == [(1, True), (2, False)]
+
+
+async def test_a_connection_paused_by_its_pending_sends_is_not_closed_by_its_keepalive(door) -> None:
+    listener, service = door
+    keepalive = 0.2
+    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=2, keepalive_s=keepalive)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send_bytes(b"".join(send_frame(i) for i in range(2)))
+        assert await _wait_for(lambda: len(topic.published) == 2)  # reading is paused now
+        loop = asyncio.get_running_loop()
+        paused_until = loop.time() + 6 * keepalive
+        while loop.time() < paused_until:  # an alive client pings; the paused broker cannot hear it
+            await conn.send(commands.ping())
+            await asyncio.sleep(keepalive / 4)
+        assert listener.connections == 1
+        topic.settle(0)
+        topic.settle(1)
+        answers = []
+        while len([a for a in answers if a.type == T.SEND_RECEIPT]) < 2:
+            answers.append((await conn.receive()).command)
+        assert [a.send_receipt.sequence_id for a in answers if a.type == T.SEND_RECEIPT] == [0, 1]
+
+
+async def test_a_producer_that_never_reads_its_receipts_is_closed_after_the_write_timeout(door) -> None:
+    listener, service = door
+    listener.settings = dataclasses.replace(listener.settings, max_unsent_bytes=2048, write_timeout_s=0.5)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((listener.host, listener.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
+    conn = RawPulsarConnection(reader, writer)
+    async with conn:
+        await conn.handshake()
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        (server,) = [c for c in listener._connections if c.connected]
+        # A small machine's kernel buffers: what the client does not read stays in the broker.
+        server._transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sender = asyncio.create_task(conn.send_bytes(b"".join(send_frame(i) for i in range(5000))))
+        async with await _connected(listener) as other:  # another client goes on meanwhile
+            await other.send(commands.ping())
+            assert (await other.receive()).command.type == T.PONG
+            assert await _wait_for(lambda: server.closed, timeout_s=5.0)
+            assert topic.producers == {}  # its producer left the topic
+            await other.send(commands.ping())
+            assert (await other.receive()).command.type == T.PONG
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    assert len(topic.published) < 5000  # it was not read to the end
+
+
+async def test_a_client_gone_while_its_connection_is_paused_is_found_by_the_keepalive(door) -> None:
+    listener, service = door
+    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=1, keepalive_s=0.1)
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    conn = await _connected(listener)
+    await conn.send(producer_command(name="p"))
+    assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+    await conn.send_bytes(send_frame(0))
+    assert await _wait_for(lambda: len(topic.published) == 1)  # reading is paused now
+    conn.writer.transport.abort()  # the client is gone; the broker is not reading
+    assert await _wait_for(lambda: listener.connections == 0, timeout_s=3.0)
+    assert topic.producers == {}  # its producer left the topic: the name is free again
+
+
+async def test_a_batch_claiming_more_messages_than_fit_is_refused_before_the_core(door) -> None:
+    listener, service = door  # max_message_bytes 64 KiB: at most 10,922 messages of 6 bytes
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        await conn.receive()
+        await conn.send_bytes(
+            send_frame(0, b"lz4", compression=pb.LZ4, uncompressed_size=2**31, num_messages_in_batch=2**31 - 1)
+            + send_frame(1, b"\x00" * 12, num_messages_in_batch=64 * 1024 // 6 + 1)
+            + send_frame(2, b"ok")
+        )  # fmt: skip
+        answers = [(await conn.receive()).command for _ in range(3)]
+    refused = [a.send_error for a in answers if a.type == T.SEND_ERROR]
+    assert [(r.sequence_id, r.error) for r in refused] == [(0, pb.NotAllowedError), (1, pb.NotAllowedError)]
+    assert "at most 10922 fit" in refused[0].message
+    assert [a.send_receipt.sequence_id for a in answers if a.type == T.SEND_RECEIPT] == [2]
+    assert [p.lowest for p in service.topics[TOPIC].published] == [2]  # the core never saw them
+
+
+async def test_a_send_after_close_producer_is_refused_not_stored_unanswered(door) -> None:
+    listener, service = door
+    service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+    close = pb.BaseCommand(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=1, request_id=2))
+    async with await _connected(listener) as conn:
+        await conn.send(producer_command(name="p"))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        await conn.send_bytes(send_frame(0) + encode_command(close) + send_frame(1))  # one read: in that order
+        assert await _wait_for(lambda: len(topic.published) >= 1)
+        topic.settle(0)
+        answers = [(await conn.receive()).command for _ in range(3)]
+    assert sorted(pb.BaseCommand.Type.Name(a.type) for a in answers) == ["SEND_ERROR", "SEND_RECEIPT", "SUCCESS"]
+    (refused,) = [a.send_error for a in answers if a.type == T.SEND_ERROR]
+    assert (refused.sequence_id, refused.error) == (1, pb.NotAllowedError)
+    assert [p.lowest for p in topic.published] == [0]  # the send after the close was not stored
+    assert topic.producers == {}

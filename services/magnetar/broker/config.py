@@ -37,6 +37,13 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Pulsar protocol keepalive (Pulsar's keepAliveIntervalSeconds): a connection that
     sent nothing for this long gets a PING, and is closed when nothing came back by the
     next tick; one that has not completed its handshake by then is closed."""
+    protocol_max_unsent_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    """Bytes a Pulsar protocol connection wrote that its client has not read yet, past
+    which the broker sends its consumers nothing more and reads nothing more from it
+    until the client reads (Netty's write-buffer high-water mark, in Pulsar)."""
+    protocol_write_timeout_s: float = Field(default=60.0, gt=0)
+    """A Pulsar protocol connection whose unread bytes stay over
+    ``protocol_max_unsent_bytes`` this long is closed (a client that never reads)."""
     cluster_name: str = "standalone"
     """This cluster's name (Pulsar's): tenants' allowed clusters must name it."""
     zk_session_timeout_s: float = 5.0

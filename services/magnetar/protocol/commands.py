@@ -65,6 +65,19 @@ def request_id(command: pb.BaseCommand) -> int:
 
 
 # -- builders ---------------------------------------------------------------------------------
+MAX_ERROR_TEXT = 1024
+"""Characters of an error's message sent: a message that quotes what the client sent
+(a 70 KB topic name of control characters quotes as 280 KB) is cut, so that an answer
+is never much larger than the request."""
+
+
+def error_text(message: str) -> str:
+    """``message``, cut to :data:`MAX_ERROR_TEXT` characters."""
+    if len(message) <= MAX_ERROR_TEXT:
+        return message
+    return f"{message[: MAX_ERROR_TEXT - 40]}… ({len(message):,} characters)"
+
+
 def connected(server_version: str, protocol_version: int, max_message_size: int) -> pb.BaseCommand:
     return pb.BaseCommand(
         type=Type.CONNECTED,
@@ -84,7 +97,7 @@ def pong() -> pb.BaseCommand:
 
 def error(request: int, code: pb.ServerError, message: str) -> pb.BaseCommand:
     """ERROR for request ``request`` (``code``: a ``ServerError``)."""
-    return pb.BaseCommand(type=Type.ERROR, error=pb.CommandError(request_id=request, error=code, message=message))
+    return pb.BaseCommand(type=Type.ERROR, error=pb.CommandError(request_id=request, error=code, message=error_text(message)))
 
 
 def success(request: int) -> pb.BaseCommand:
@@ -106,7 +119,7 @@ def partitioned_metadata_failed(request: int, code: pb.ServerError, message: str
         type=Type.PARTITIONED_METADATA_RESPONSE,
         partitionMetadataResponse=pb.CommandPartitionedTopicMetadataResponse(
             request_id=request, response=pb.CommandPartitionedTopicMetadataResponse.Failed,
-            error=code, message=message,
+            error=code, message=error_text(message),
         ),
     )  # fmt: skip
 
@@ -128,14 +141,14 @@ def lookup_failed(request: int, code: pb.ServerError, message: str) -> pb.BaseCo
     kind = pb.CommandLookupTopicResponse
     return pb.BaseCommand(
         type=Type.LOOKUP_RESPONSE,
-        lookupTopicResponse=kind(request_id=request, response=kind.Failed, error=code, message=message),
+        lookupTopicResponse=kind(request_id=request, response=kind.Failed, error=code, message=error_text(message)),
     )
 
 
 def send_error(producer_id: int, sequence_id: int, code: pb.ServerError, message: str) -> pb.BaseCommand:
     return pb.BaseCommand(
         type=Type.SEND_ERROR,
-        send_error=pb.CommandSendError(producer_id=producer_id, sequence_id=sequence_id, error=code, message=message),
+        send_error=pb.CommandSendError(producer_id=producer_id, sequence_id=sequence_id, error=code, message=error_text(message)),
     )
 
 

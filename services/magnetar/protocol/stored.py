@@ -43,6 +43,31 @@ MAGIC: Final = b"\x0e\x01"
 _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">HII")  # magic, CRC32C, metadataSize
 _NONE = pb.CompressionType.NONE
+MIN_BATCHED_MESSAGE_BYTES: Final = 6
+"""The least a message of a batch takes in its (uncompressed) payload: its 4-byte size
+and a ``SingleMessageMetadata`` of at least its required ``payload_size`` (2 bytes)."""
+
+
+def max_batch_messages(max_message_size: int) -> int:
+    """The most messages a batch of at most ``max_message_size`` bytes can hold."""
+    return max(1, max_message_size // MIN_BATCHED_MESSAGE_BYTES)
+
+
+def check_batch_count(metadata: pb.MessageMetadata, max_message_size: int) -> None:
+    """Refuse a batch that claims more messages than fit in a message of the broker's
+    size limit. A compressed batch is not opened (its messages are taken from the
+    metadata), so its count is all there is to go by; Pulsar's clients keep a batch,
+    uncompressed, within the broker's ``maxMessageSize``.
+
+    Raises:
+        InvalidArgument: ``num_messages_in_batch`` over :func:`max_batch_messages`.
+    """
+    limit = max_batch_messages(max_message_size)
+    if metadata.HasField("num_messages_in_batch") and metadata.num_messages_in_batch > limit:
+        raise InvalidArgument(
+            f"a batch of {metadata.num_messages_in_batch} messages: at most {limit} fit in a message "
+            f"of {max_message_size} bytes"
+        )
 
 
 @dataclass(frozen=True, slots=True)

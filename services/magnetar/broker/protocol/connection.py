@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READ_SIZE = 64 * 1024
+DEFAULT_MAX_UNSENT_BYTES = 4 * 1024 * 1024
+DEFAULT_WRITE_TIMEOUT_S = 60.0
 Type = pb.BaseCommand.Type
 
 
@@ -75,6 +77,12 @@ class ConnectionSettings:
     tls: bool = False
     """The listener is the TLS one (``pulsar+ssl://``): lookups send its clients to the
     owner's TLS URL."""
+    max_unsent_bytes: int = DEFAULT_MAX_UNSENT_BYTES
+    """Bytes written and not yet taken by the client's socket past which the connection
+    dispatches nothing more to its consumers and stops reading, until they drain."""
+    write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S
+    """A connection whose unsent bytes have not drained below the limit for this long is
+    closed (a client that never reads)."""
 
 
 class Connection:
@@ -96,12 +104,19 @@ class Connection:
         self._decoder = FrameDecoder(settings.max_message_size + FRAME_PADDING)
         self._requests = BackgroundTasks(f"pulsar connection {self.peer}")
         self._awaiting_pong = False
+        self._reading_paused = False
+        """Reading is held by the producers' backpressure: the client cannot be heard."""
         self._closed = False
         self.credentials: CredentialsWatch | None = None
         """The expiry of the credentials CONNECT brought (authentication on)."""
+        self._transport = writer.transport
+        # Past the high-water mark the transport pauses this protocol and drain() waits.
+        self._transport.set_write_buffer_limits(high=settings.max_unsent_bytes)
+        self._draining: asyncio.Task[None] | None = None
+        """Waits for what the client has not read to drain (None: under the limit)."""
         self._out: list[bytes] = []
         """Frames written this turn of the event loop, not yet handed to the socket."""
-        self.producers = Producers(self, settings.authorizer, settings.max_pending_sends)
+        self.producers = Producers(self, settings.authorizer, settings.max_pending_sends, settings.max_message_size)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             Type.CONNECT: self._connect_again,
             Type.PING: lambda _: self._write(commands.pong()),
@@ -113,7 +128,7 @@ class Connection:
             Type.GET_OR_CREATE_SCHEMA: self._spawn(lambda frame: get_or_create_schema(self, frame)),
             **self.producers.handlers(),
         }
-        self.consumers = Consumers(self)
+        self.consumers = Consumers(self, settings.max_message_size)
         self._handlers.update(self.consumers.handlers())
 
     # -- the socket -------------------------------------------------------------------------
@@ -139,22 +154,39 @@ class Connection:
                     self._handle(frame)
                 self._flush()
                 await self._writer.drain()
-                await self.producers.before_read()  # backpressure: pending sends, rates, quotas
+                self._reading_paused = True
+                try:
+                    await self.producers.before_read()  # backpressure: pending sends, rates, quotas
+                finally:
+                    self._reading_paused = False
         except ConnectionError:
             pass  # the peer went away
         finally:
             keepalive.cancel()
+            draining = self._draining
+            if draining is not None:
+                draining.cancel()
             await self._requests.close()
             self.close()
             self.consumers.close_all()
-            await asyncio.gather(keepalive, return_exceptions=True)
+            await asyncio.gather(keepalive, *([draining] if draining else []), return_exceptions=True)
 
-    def close(self) -> None:
-        """Close the socket (:meth:`run` ends)."""
-        self._flush()
+    def close(self, abort: bool = False) -> None:
+        """Close the socket (:meth:`run` ends); ``abort``: without sending what is unsent."""
+        if not abort:
+            self._flush()
         self._closed = True
-        self._writer.close()
+        if abort:
+            self._transport.abort()
+        else:
+            self._writer.close()
         self.producers.close()
+
+    @property
+    def writable(self) -> bool:
+        """What the client has not read yet is under ``max_unsent_bytes``: consumers may
+        be sent more."""
+        return self._draining is None
 
     @property
     def closed(self) -> bool:
@@ -194,6 +226,35 @@ class Connection:
             out, self._out = self._out, []
             if not self._closed:
                 self._writer.write(out[0] if len(out) == 1 else b"".join(out))
+                self._watch_unsent()
+
+    def _watch_unsent(self) -> None:
+        """Past ``max_unsent_bytes`` unsent: hold the consumers' permits until the client
+        reads (Pulsar's permits alone allow 2^32 messages), and close the connection if
+        it does not within ``write_timeout_s``."""
+        if self._draining is None and self._transport.get_write_buffer_size() > self.settings.max_unsent_bytes:
+            self._draining = asyncio.get_running_loop().create_task(self._drain(), name=f"drain:{self.peer}")
+            self.consumers.hold_permits()
+
+    async def _drain(self) -> None:
+        try:
+            async with asyncio.timeout(self.settings.write_timeout_s):
+                await self._writer.drain()
+        except TimeoutError:
+            unsent = self._transport.get_write_buffer_size()
+            log.warning(
+                "pulsar connection %s has not read what it was sent for %g s (%d bytes unsent); closing it",
+                self.peer, self.settings.write_timeout_s, unsent,
+            )  # fmt: skip
+            self._draining = None
+            self.close(abort=True)
+            return
+        except ConnectionError:
+            self._draining = None
+            return
+        self._draining = None
+        if not self._closed:
+            self.consumers.release_permits()
 
     def _refuse_and_close(self, command: pb.BaseCommand, why: str) -> None:
         log.info("pulsar connection %s: %s; closing it", self.peer, why)
@@ -210,6 +271,16 @@ class Connection:
                     commands.error(0, pb.NotAllowedError, f"no CONNECT within {self.settings.keepalive_s:g} s"),
                     "no handshake within the keepalive interval",
                 )
+            elif self._reading_paused:
+                # The producers' backpressure holds the reading: the client's PINGs and
+                # PONGs wait unread in the socket, so its silence says nothing. Alive,
+                # unless the socket broke (a PING written to a client that is gone fails).
+                if self._transport.is_closing():
+                    log.info("pulsar connection %s went away while its reading was paused; closing it", self.peer)
+                    self.close()
+                else:
+                    self._awaiting_pong = False
+                    self._write(commands.ping())
             elif self._awaiting_pong:
                 log.info("pulsar connection %s silent past its keepalive of %g s; closing it", self.peer, self.settings.keepalive_s)
                 self.close()

@@ -7,8 +7,10 @@ translates commands into calls on the subscription (``flow``, ``ack``, ``ack_bat
 ``send_back``, ``reset_cursor``) and each core :class:`Delivery` into a MESSAGE frame
 (:mod:`magnetar.protocol.messages`). Ownership, subscription types, acks, redelivery
 counts and delays are the core's. Permits bound what is sent: the core sends a consumer
-no more messages than the FLOWs it got allow, so the socket's buffer holds at most a
-receiver queue's worth per consumer.
+no more messages than the FLOWs it got allow. A FLOW may allow 2^32 messages, so the
+connection bounds it too: while more than ``max_unsent_bytes`` it wrote are unread by
+the client, its consumers' permits are held back from the core (:meth:`Consumers.hold_permits`)
+and given back when the client has read (:meth:`Consumers.release_permits`).
 
 The broker closes a consumer itself (CLOSE_CONSUMER, the client looks the topic up and
 subscribes again) when its topic stops being served here, when its subscription is
@@ -38,6 +40,7 @@ from magnetar.managedledger.position import Position
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands, messages
 from magnetar.protocol.frames import Frame
+from magnetar.protocol.stored import max_batch_messages
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -64,9 +67,15 @@ class ConsumerConnection(Protocol):
     @property
     def closed(self) -> bool: ...
 
+    @property
+    def writable(self) -> bool:
+        """The client has read enough of what it was sent for more to go out."""
+
     def write(self, command: pb.BaseCommand) -> None: ...
 
     def write_bytes(self, frames: bytes) -> None: ...
+
+    def spawn(self, request: Coroutine[Any, Any, None], name: str) -> None: ...
 
     def spawn_handler(self, request: Callable[[Frame], Coroutine[Any, Any, None]]) -> Callable[[Frame], None]: ...
 
@@ -84,6 +93,9 @@ class ProtocolConsumer:
     sizes: dict[Position, int] = field(default_factory=dict)
     """Messages in each entry delivered and not wholly acknowledged (a batch-index ACK
     carries no batch size)."""
+    withheld: int = 0
+    """Permits the client gave that the core has not been given yet: held while the
+    connection's unsent bytes are over their limit."""
     failover: bool = False
     active: bool | None = None
     """What the core said last (Failover): sent once the client knows the consumer."""
@@ -92,8 +104,10 @@ class ProtocolConsumer:
 class Consumers:
     """The consumers of ``connection``, keyed by the client's consumer id."""
 
-    def __init__(self, connection: ConsumerConnection) -> None:
+    def __init__(self, connection: ConsumerConnection, max_message_size: int = 5 * 1024 * 1024) -> None:
         self.connection = connection
+        self.max_batch_messages = max_batch_messages(max_message_size)
+        """The most messages an entry can hold: a batch size an ACK claims beyond it is a lie."""
         self.consumers: dict[int, ProtocolConsumer] = {}
         self._subscribing: set[int] = set()
 
@@ -116,6 +130,22 @@ class Consumers:
         consumers, self.consumers = self.consumers, {}
         for c in consumers.values():
             c.subscription.remove_consumer(c.core)
+
+    def hold_permits(self) -> None:
+        """The client is not reading: take back the permits the core has not used, so
+        that nothing more is dispatched to this connection (a FLOW may give 2^32)."""
+        for c in self.consumers.values():
+            unused = c.core.permits
+            if unused > 0:
+                c.core.permits -= unused
+                c.withheld += unused
+
+    def release_permits(self) -> None:
+        """The client has read: give the core back the permits held."""
+        for c in list(self.consumers.values()):
+            if c.withheld:
+                withheld, c.withheld = c.withheld, 0
+                c.subscription.flow(c.core, withheld)
 
     # -- helpers ----------------------------------------------------------------------
     def _get(self, consumer_id: int, command: str) -> ProtocolConsumer:
@@ -167,6 +197,34 @@ class Consumers:
         conn.write(commands.success(rid))
         if consumer.active is not None:
             self._tell_active(consumer, consumer.active)
+        self._watch_access(consumer, Request(Action.CONSUME, consumer.topic.name, s.subscription))
+
+    def _watch_access(self, consumer: ProtocolConsumer, request: Request) -> None:
+        """While the consumer is attached, ask again every recheck interval (as the gRPC
+        door's consume stream and this door's producers); refused (a grant revoked), the
+        broker closes it, and the client's new SUBSCRIBE gets AuthorizationError."""
+        conn = self.connection
+        authorizer, role = conn.authorizer, conn.role
+        if authorizer is None or role in authorizer.superusers:
+            return
+
+        def attached() -> bool:
+            return self.consumers.get(consumer.consumer_id) is consumer and not conn.closed
+
+        async def watch() -> None:
+            while attached():
+                await asyncio.sleep(authorizer.recheck_interval_s)
+                try:
+                    allowed = await authorizer.allowed(role, request)
+                except MagnetarError as exc:  # ZooKeeper away: the last decision stands
+                    log.info("could not check %r's access to %s again: %s", role, request.what(), exc.message)
+                    continue
+                if not allowed and attached():
+                    log.warning("refused: role %r may no longer %s; its consumer is closed", role, request.what())
+                    self._closed_by_broker(consumer, f"role {role!r} is no longer authorized to {request.what()}")
+                    return
+
+        conn.spawn(watch(), name=f"access:consumer {consumer.consumer_id}")
 
     async def _attach(self, s: pb.CommandSubscribe) -> ProtocolConsumer:
         conn = self.connection
@@ -269,7 +327,10 @@ class Consumers:
     def _flow(self, frame: Frame) -> None:
         flow = frame.command.flow
         c = self._get(flow.consumer_id, "FLOW")
-        c.subscription.flow(c.core, flow.messagePermits)
+        if self.connection.writable:
+            c.subscription.flow(c.core, flow.messagePermits)
+        else:
+            c.withheld += flow.messagePermits
 
     def _ack(self, frame: Frame) -> None:
         ack = frame.command.ack
@@ -290,9 +351,17 @@ class Consumers:
         for mid in ack.message_id:
             position = Position(*commands.position_of(mid))
             if mid.ack_set:
+                # The size the consumer was sent; else (acked after a nack sent the entry
+                # back) the client's, which must be one an entry can have: a mask of 2^31
+                # bits would stall the broker and be stored in the cursor.
                 size = c.sizes.get(position) or mid.batch_size
                 if not size:
                     raise InvalidArgument(f"ACK of messages of entry {position}, which was not delivered to this consumer")
+                if size > self.max_batch_messages:
+                    raise InvalidArgument(
+                        f"ACK of messages of entry {position}: a batch of {size} messages cannot be stored "
+                        f"(at most {self.max_batch_messages} fit in an entry)"
+                    )
                 acked = masks.full_mask(size) & ~messages.mask_of_ack_set(mid.ack_set)
                 if acked == masks.full_mask(size):
                     whole.append(position)
@@ -407,7 +476,7 @@ def _ack_response(ack: pb.CommandAck, code: pb.ServerError | None = None, messag
     response = pb.CommandAckResponse(consumer_id=ack.consumer_id, request_id=ack.request_id)
     if code is not None:
         response.error = code
-        response.message = message
+        response.message = commands.error_text(message)
     return pb.BaseCommand(type=Type.ACK_RESPONSE, ackResponse=response)
 
 

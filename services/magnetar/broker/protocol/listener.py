@@ -59,6 +59,8 @@ class ProtocolListener:
             authenticator=authenticator,
             authorizer=service.authorizer if config.authorization_enabled else None,
             tls=tls is not None,
+            max_unsent_bytes=config.protocol_max_unsent_bytes,
+            write_timeout_s=config.protocol_write_timeout_s,
         )
         self._server: asyncio.Server | None = None
         self._connections: dict[Connection, asyncio.Task[None] | None] = {}

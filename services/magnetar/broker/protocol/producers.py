@@ -51,7 +51,7 @@ from magnetar.common.errors import (
 from magnetar.common.names import check_subscription_name
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
-from magnetar.protocol.stored import stored_entry
+from magnetar.protocol.stored import check_batch_count, stored_entry
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -102,8 +102,10 @@ class Producers:
 
     def __init__(
         self, host: ProducerHost, authorizer: Authorizer | None, max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS,
+        max_message_size: int = 5 * 1024 * 1024,
     ) -> None:  # fmt: skip
         self.host = host
+        self.max_message_size = max_message_size
         self.authorizer = authorizer
         self.max_pending_sends = max_pending_sends
         self.by_id: dict[int, ProtocolProducer] = {}
@@ -223,6 +225,13 @@ class Producers:
             return
         metadata = frame.metadata
         assert metadata is not None  # the decoder gives one unless the checksum failed
+        try:
+            # Before the core reads the entry back: a compressed batch is taken at its
+            # word, and a count of 2^31 would have it make 2^31 messages.
+            check_batch_count(metadata, self.max_message_size)
+        except InvalidArgument as exc:
+            self.host.write(commands.send_error(pid, seq, server_error(exc), exc.message))
+            return
         count = send.num_messages
         highest = max(seq, send.highest_sequence_id, metadata.highest_sequence_id)
         if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
@@ -286,16 +295,20 @@ class Producers:
     # -- CLOSE_PRODUCER -----------------------------------------------------------------------
     def _close_producer(self, frame: Frame) -> None:
         request = frame.command.close_producer
-        self.host.spawn(self._close(request.producer_id, request.request_id), name=f"CLOSE_PRODUCER {request.producer_id}")
+        # Closed as of this command: a SEND after it is for no producer (SEND_ERROR), not
+        # one stored whose receipt the closing would drop.
+        producer = self.by_id.pop(request.producer_id, None)
+        self.host.spawn(self._close(producer, request.request_id), name=f"CLOSE_PRODUCER {request.producer_id}")
 
-    async def _close(self, producer_id: int, request_id: int) -> None:
-        producer = self.by_id.get(producer_id)
+    async def _close(self, producer: ProtocolProducer | None, request_id: int) -> None:
         if producer is not None:
-            # As Pulsar's broker: what was sent before the close is answered first.
-            outcomes = [published for _, _, published in producer.pending]
-            if outcomes:
-                await asyncio.wait(outcomes)
-            self._forget(producer)
+            try:
+                # As Pulsar's broker: what was sent before the close is answered first.
+                outcomes = [published for _, _, published in producer.pending]
+                if outcomes:
+                    await asyncio.wait(outcomes)
+            finally:
+                self._forget(producer)  # also when the connection closes meanwhile
         self.host.write(commands.success(request_id))
 
     def _closed_by_broker(self, producer: ProtocolProducer, error: MagnetarError) -> None:

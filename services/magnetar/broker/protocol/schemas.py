@@ -21,6 +21,7 @@ from magnetar.broker.protocol.errors import server_error
 from magnetar.common.errors import MagnetarError, TopicNotFound
 from magnetar.metadata.schemas import SchemaInfo, StoredSchema
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol import commands
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -93,7 +94,7 @@ async def get_schema(conn: SchemaConnection, frame: Frame) -> None:
         answer.schema.CopyFrom(_wire(stored, topic))
         answer.schema_version = version_bytes(stored.version)
     except MagnetarError as exc:
-        answer.error_code, answer.error_message = server_error(exc), exc.message
+        answer.error_code, answer.error_message = server_error(exc), commands.error_text(exc.message)
     except Exception as exc:
         log.exception("GET_SCHEMA of %r failed", request.topic)
         answer.error_code, answer.error_message = pb.UnknownError, f"internal error: {exc!r}"
@@ -112,7 +113,7 @@ async def get_or_create_schema(conn: SchemaConnection, frame: Frame) -> None:
         version = await declare(conn.service, topic, request.schema)
         answer.schema_version = version if version is not None else b""
     except MagnetarError as exc:
-        answer.error_code, answer.error_message = server_error(exc), exc.message
+        answer.error_code, answer.error_message = server_error(exc), commands.error_text(exc.message)
     except Exception as exc:
         log.exception("GET_OR_CREATE_SCHEMA of %r failed", request.topic)
         answer.error_code, answer.error_message = pb.UnknownError, f"internal error: {exc!r}"
