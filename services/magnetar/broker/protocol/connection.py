@@ -116,6 +116,7 @@ class Connection:
         """Waits for what the client has not read to drain (None: under the limit)."""
         self._out: list[bytes] = []
         """Frames written this turn of the event loop, not yet handed to the socket."""
+        self._out_bytes = 0
         self.producers = Producers(self, settings.authorizer, settings.max_pending_sends, settings.max_message_size)
         self._handlers: dict[int, Callable[[Frame], None]] = {
             Type.CONNECT: self._connect_again,
@@ -216,14 +217,20 @@ class Connection:
             self._queue(frames)
 
     def _queue(self, frame: bytes) -> None:
-        """Write ``frame`` with whatever else is written this turn (see the module docstring)."""
+        """Write ``frame`` with whatever else is written this turn (see the module docstring);
+        at once when what waits would pass ``max_unsent_bytes`` (the bound is on what the
+        client has not read, wherever it waits)."""
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(frame)
+        self._out_bytes += len(frame)
+        if self._out_bytes + self._transport.get_write_buffer_size() > self.settings.max_unsent_bytes:
+            self._flush()
 
     def _flush(self) -> None:
         if self._out:
             out, self._out = self._out, []
+            self._out_bytes = 0
             if not self._closed:
                 self._writer.write(out[0] if len(out) == 1 else b"".join(out))
                 self._watch_unsent()
