@@ -101,7 +101,7 @@ test-integration: setup ## Run the integration tests only
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 FUZZ_EXAMPLES ?= 100000
-fuzz: setup ## The long fuzzing run: FUZZ_EXAMPLES inputs per decoder, gRPC method and WebSocket endpoint (default 100,000), fresh seeds; then fuzz-api
+fuzz: setup ## The long fuzzing run: FUZZ_EXAMPLES inputs per decoder, gRPC method and WebSocket endpoint, and conversations at the Pulsar door (default 100,000), fresh seeds; then fuzz-api
 	MAGNETAR_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz --timeout=0 -p no:cacheprovider $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory fuzz-api
 

@@ -88,6 +88,9 @@ class Conversation:
     def __repr__(self) -> str:  # hypothesis prints a failing example: what, not megabytes
         return f"Conversation({self.describe()})"
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # type: ignore[no-untyped-def]
+        printer.text(repr(self))  # (hypothesis's printer otherwise lists a dataclass's fields)
+
     def describe(self) -> str:
         return " ".join(s.what for s in self.steps)
 
