@@ -18,6 +18,7 @@ from magnetar.common.errors import NotFound
 from magnetar.common.names import TopicName
 from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import CorruptMetadata, NodeExists
+from magnetar.metadata.paths import ZkPaths
 from magnetar.metadata.session import ZkSession
 
 
@@ -47,7 +48,10 @@ class ZkSchemaStore:
 
     def __init__(self, session: ZkSession) -> None:
         self._session = session
-        self._paths = session.paths
+
+    @property
+    def _paths(self) -> ZkPaths:
+        return self._session.paths
 
     def _path(self, topic: str) -> str:
         name = TopicName.parse(topic)
