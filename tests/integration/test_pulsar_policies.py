@@ -4,7 +4,14 @@ counts redeliveries by the broker's ``redelivery_count``, produces the message t
 dead-letter topic through the door, with ``initial_subscription_name`` creating that
 topic's subscription, and acknowledges the original).
 
-The Python client 3.13 has no retry letter topic (no ``reconsume_later``).
+The retry letter topic is the client's alone in Pulsar (the Java client's
+``reconsumeLater``); the Python client 3.13 over the C++ core has none (no
+``reconsume_later``). A test does on the wire what the Java client does, with
+pulsar-client's primitives: one Shared consumer of the topic and its retry letter topic
+``<topic>-<subscription>-RETRY``, a producer to that topic of a copy with
+``RECONSUMETIMES``, ``DELAY_TIME``, ``REAL_TOPIC`` and ``ORIGIN_MESSAGE_ID`` and the
+delay as its deliver-after, then the ack; past the maximum, the copy goes to
+``<topic>-<subscription>-DLQ`` instead.
 
 One cluster for the module: 2 bookies and a broker."""
 
@@ -12,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 import pulsar
 import pytest
@@ -199,3 +207,93 @@ async def test_a_producers_initial_subscription_is_made_once_and_a_bad_name_chan
             assert answer.type == T.PRODUCER_SUCCESS, answer
         async with AdminClient(broker.address, 10) as admin:
             assert await admin.subscriptions(topic) == ["kept"]
+
+
+def _java_id(ledger: int, entry: int, partition: int, batch: int) -> str:
+    """A message id as the Java client's ``MessageId.toString()`` spells it (the
+    ``ORIGIN_MESSAGE_ID`` of its retry letters): ``ledger:entry:partition[:batch]``."""
+    return f"{ledger}:{entry}:{partition}" + (f":{batch}" if batch >= 0 else "")
+
+
+async def test_the_retry_letter_topic_as_the_java_client_uses_it(broker) -> None:
+    """The Java client's ``reconsumeLater(msg, delay)``, step by step on the wire."""
+    namespace = await new_namespace(broker.address, "retry")
+    topic = f"persistent://{namespace}/orders"
+    retry, dlq = f"{topic}-work-RETRY", f"{topic}-work-DLQ"  # the Java client's default names
+    count, max_reconsume = 4, 2
+
+    def delay_ms(times: int) -> int:  # each reconsume its own delay, to see each one kept
+        return 400 * times
+
+    def run() -> tuple[dict[bytes, tuple], list[tuple], dict[tuple[bytes, int], int], list[pulsar.Message], list]:
+        client = _client(broker)
+        try:
+            consumer = client.subscribe([topic, retry], "work", consumer_type=pulsar.ConsumerType.Shared)
+            retry_producer = client.create_producer(retry, batching_enabled=False)
+            dlq_producer = client.create_producer(dlq, batching_enabled=False)
+            sent = _send(client, topic, count, batching=True)
+            received: list[tuple] = []  # (payload, topic, RECONSUMETIMES, properties, key, wall ms)
+            retried_at: dict[tuple[bytes, int], int] = {}  # (payload, RECONSUMETIMES) -> wall ms of the send
+            moved = 0
+            deadline = time.monotonic() + 30
+            while moved < count and time.monotonic() < deadline:
+                try:
+                    msg = consumer.receive(timeout_millis=500)
+                except pulsar.Timeout:
+                    continue
+                now_ms = time.time() * 1000
+                props = dict(msg.properties())
+                received.append((msg.data(), msg.topic_name(), int(props.get("RECONSUMETIMES", 0)), dict(props),
+                                 msg.partition_key(), now_ms))  # fmt: skip
+                # reconsumeLater: the message's properties, the first origin kept, the count raised.
+                origin = _java_id(*_id(msg.message_id()))
+                props.setdefault("REAL_TOPIC", msg.topic_name())
+                props.setdefault("ORIGIN_MESSAGE_IDY_TIME", origin)  # the Java client's old name, still written
+                props.setdefault("ORIGIN_MESSAGE_ID", origin)
+                times = int(props.get("RECONSUMETIMES", 0)) + 1
+                props["RECONSUMETIMES"] = str(times)
+                props["DELAY_TIME"] = str(delay_ms(times))
+                if times > max_reconsume:
+                    dlq_producer.send(msg.data(), properties=props, partition_key=msg.partition_key())
+                    moved += 1
+                else:
+                    retried_at[(msg.data(), times)] = int(time.time() * 1000)
+                    retry_producer.send(msg.data(), properties=props, partition_key=msg.partition_key(),
+                                        deliver_after=timedelta(milliseconds=delay_ms(times)))  # fmt: skip
+                consumer.acknowledge(msg)  # after the copy is stored, as the Java client does
+            extra = []
+            try:  # everything acknowledged: nothing more comes on either topic
+                extra.append(consumer.receive(timeout_millis=1500).data())
+            except pulsar.Timeout:
+                pass
+            reader = client.create_reader(dlq, pulsar.MessageId.earliest)
+            dead = []
+            while True:
+                try:
+                    dead.append(reader.read_next(timeout_millis=3000))
+                except pulsar.Timeout:
+                    break
+            return sent, received, retried_at, dead, extra
+        finally:
+            client.close()
+
+    sent, received, retried_at, dead, extra = await asyncio.to_thread(run)
+    assert extra == []
+    # Each message: once from the topic, then from the retry topic with RECONSUMETIMES 1..max.
+    assert sorted((p, t, n) for p, t, n, *_ in received) == sorted(
+        [(p, topic, 0) for p in sent] + [(p, retry, n) for p in sent for n in range(1, max_reconsume + 1)]
+    )
+    for payload, from_topic, times, props, key, at_ms in received:
+        i = int(payload[1:])
+        assert props["i"] == str(i) and key == f"k{i}"  # the message's own properties and key kept
+        if from_topic == retry:
+            assert props["REAL_TOPIC"] == topic and props["ORIGIN_MESSAGE_ID"] == _java_id(*sent[payload])
+            assert props["DELAY_TIME"] == str(delay_ms(times))
+            assert at_ms >= retried_at[(payload, times)] + delay_ms(times)  # not before its delay
+    # Past the maximum: in the dead-letter topic, each once, with its history.
+    assert sorted(m.data() for m in dead) == sorted(sent)
+    for msg in dead:
+        props = msg.properties()
+        assert props["RECONSUMETIMES"] == str(max_reconsume + 1) and props["REAL_TOPIC"] == topic
+        assert props["ORIGIN_MESSAGE_ID"] == _java_id(*sent[msg.data()])
+        assert msg.partition_key() == f"k{int(msg.data()[1:])}"
