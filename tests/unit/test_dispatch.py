@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from magnetar.broker.consumer import BrokerConsumer, Delivery
-from magnetar.broker.entry import Message, decode_entry, encode_entry
+from magnetar.broker.entry import Message, decode_entry, encode_entry, max_entry_messages
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common.errors import ConsumerBusy, InvalidArgument
 from magnetar.managedledger.position import Position
@@ -265,6 +265,25 @@ async def test_batch_index_acks_leave_acked_messages_out_of_a_redelivery(topic):
     last = sink.deliveries[-1]
     assert last.skipped == 0b0101 and last.redelivery_count == 1
     assert sink.payloads()[-2:] == [b"1", b"3"]
+
+
+@pytest.mark.parametrize("over", [1, 2**32 - 1], ids=["one-over", "uint32-max"])
+async def test_a_batch_size_no_entry_can_hold_is_refused_before_anything_is_acked(topic, over):
+    """A batch-index ack's masks are as wide as its batch size (``BatchIndexAck.batch_size``
+    is a uint32 on the gRPC door): a size over what an entry can hold is refused, and the
+    valid ack before it in the same call is not applied either."""
+    sub = await topic.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    sink = Sink(sub, "c", sub_type=SubscriptionType.Exclusive)
+    await publish(topic, 2, per_entry=4)
+    first, second = sorted(sink.consumer.pending)
+    size = over if over > 1 else max_entry_messages(topic.config.max_message_bytes) + over
+    with pytest.raises(InvalidArgument, match=f"a batch of {size} messages cannot be stored"):
+        sub.ack_batch(sink.consumer, [(first, 4, 0b0001), (second, size, 0b0001)])
+    assert sink.consumer.pending == {first: 0b1111, second: 0b1111}
+    sub.send_back(sink.consumer, None)
+    await settle()
+    again = sink.deliveries[-2:]
+    assert [(d.position, d.skipped) for d in again] == [(first, 0), (second, 0)]  # nothing was acked
 
 
 async def test_a_redelivery_count_is_stored_before_the_message_goes_out_again(topic):

@@ -117,6 +117,33 @@ class OpaqueEntry:
     batched: bool = False
 
 
+MIN_MESSAGE_BYTES: Final = 2
+"""The least one message of an entry takes: an empty ``SingleMessage`` of an
+``EntryBatch`` (its field's tag and length). A Pulsar client's batched message takes at
+least 6 (:data:`magnetar.protocol.stored.MIN_BATCHED_MESSAGE_BYTES`)."""
+
+
+def max_entry_messages(max_message_bytes: int) -> int:
+    """The most messages an entry of at most ``max_message_bytes`` can hold, in either
+    stored format: the bound on a batch size a client may claim for an entry (a batch-index
+    ack's mask is as wide as the batch)."""
+    return max(1, max_message_bytes // MIN_MESSAGE_BYTES)
+
+
+def check_batch_size(position: object, batch_size: int, max_message_bytes: int) -> None:
+    """Refuse a batch size no entry of at most ``max_message_bytes`` can have.
+
+    Raises:
+        InvalidArgument: ``batch_size`` over :func:`max_entry_messages`.
+    """
+    limit = max_entry_messages(max_message_bytes)
+    if batch_size > limit:
+        raise InvalidArgument(
+            f"an ack of messages of entry {position}: a batch of {batch_size} messages cannot be stored "
+            f"(at most {limit} fit in an entry of {max_message_bytes} bytes)"
+        )
+
+
 def routing_key(message: MessageView) -> str | bytes:
     """The key Key_Shared routes ``message`` by, as Pulsar's: its ordering key when it has
     one, else its partition key ("" for a message without either)."""

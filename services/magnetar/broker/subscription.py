@@ -18,6 +18,7 @@ from magnetar.broker.dispatch.base import Dispatcher, EntrySource
 from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
+from magnetar.broker.entry import check_batch_size
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import ConsumerStats, SubscriptionStats
 from magnetar.broker.subscription_type import SubscriptionType
@@ -239,9 +240,17 @@ class Subscription:
     def ack_batch(self, consumer: BrokerConsumer, acks: Iterable[tuple[Position, int, int]]) -> None:
         """Acknowledge single messages of entries: ``(position, batch size, mask)``.
 
+        A batch size is checked against what an entry can hold before anything is acked:
+        the masks are as wide as the sizes, so a size near 2^32 would build (and store in
+        the cursor) integers of 512 MB.
+
         Raises:
-            InvalidArgument: a bad position, size or mask (earlier items stay acked).
+            InvalidArgument: a size over what an entry can hold (nothing changed); a bad
+                position, size or mask (earlier items stay acked).
         """
+        acks = list(acks)
+        for position, size, _ in acks:
+            check_batch_size(position, size, self.topic.config.max_message_bytes)
         for position, size, mask in acks:
             self.cursor.ack_batch(position, size, mask)
             released = consumer.release(position, mask)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.consumer import BrokerConsumer, Delivery
-from magnetar.broker.entry import view_entry
+from magnetar.broker.entry import check_batch_size, view_entry
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.schemas import declare as declare_schema
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
@@ -40,7 +40,6 @@ from magnetar.managedledger.position import Position
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands, messages
 from magnetar.protocol.frames import Frame
-from magnetar.protocol.stored import max_batch_messages
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -106,7 +105,7 @@ class Consumers:
 
     def __init__(self, connection: ConsumerConnection, max_message_size: int = 5 * 1024 * 1024) -> None:
         self.connection = connection
-        self.max_batch_messages = max_batch_messages(max_message_size)
+        self.max_message_size = max_message_size
         """The most messages an entry can hold: a batch size an ACK claims beyond it is a lie."""
         self.consumers: dict[int, ProtocolConsumer] = {}
         self._subscribing: set[int] = set()
@@ -357,11 +356,7 @@ class Consumers:
                 size = c.sizes.get(position) or mid.batch_size
                 if not size:
                     raise InvalidArgument(f"ACK of messages of entry {position}, which was not delivered to this consumer")
-                if size > self.max_batch_messages:
-                    raise InvalidArgument(
-                        f"ACK of messages of entry {position}: a batch of {size} messages cannot be stored "
-                        f"(at most {self.max_batch_messages} fit in an entry)"
-                    )
+                check_batch_size(position, size, self.max_message_size)  # the core's bound, before a mask is built
                 acked = masks.full_mask(size) & ~messages.mask_of_ack_set(mid.ack_set)
                 if acked == masks.full_mask(size):
                     whole.append(position)
