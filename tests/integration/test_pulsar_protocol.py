@@ -15,6 +15,7 @@ import time
 import pulsar
 import pytest
 
+import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
@@ -148,3 +149,18 @@ async def test_registrations_with_and_without_a_pulsar_url_are_read(zk_session) 
     assert await store.broker_record("10.0.0.1:6650") == {"address": "10.0.0.1:6650"}
     assert (await store.broker_record("10.0.0.2:6650") or {}).get("pulsar_service_url") == "pulsar://10.0.0.2:6651"
     assert await store.broker_record("10.0.0.3:6650") is None
+
+
+async def test_the_sdk_given_the_pulsar_port_says_to_use_the_grpc_port(brokers: Brokers) -> None:
+    """``pulsar://`` is the SDK's alias of ``magnetar://`` (gRPC, port 6660 by default):
+    pointed at the Pulsar protocol port it fails at once, saying which port it needs."""
+    started = time.monotonic()
+    with pytest.raises(mg.NotGrpcServer) as refused:
+        async with mg.Client(brokers.urls[0], operation_timeout_seconds=10) as client:
+            await client.create_producer("persistent://public/default/sdk-at-the-pulsar-port")
+    took = time.monotonic() - started
+    message = str(refused.value)
+    assert "does not speak gRPC" in message and "magnetar://host:6660" in message and "pulsar-client" in message
+    assert "\n" not in message
+    assert not refused.value.retriable and took < 5, f"{took:.1f} s"
+    assert "is a gRPC (HTTP/2) client" in brokers.brokers[0].log_tail(400)

@@ -82,7 +82,10 @@ class Client:
     Args:
         service_url: ``"magnetar://host:port"``, ``"host:port"``, or several hosts
             separated by commas (any of them answers lookups); ``"magnetar+ssl://…"``
-            (or ``"pulsar+ssl://…"``) for TLS.
+            (or ``"pulsar+ssl://…"``) for TLS. ``pulsar://`` is kept as an alias of
+            ``magnetar://`` (gRPC, port 6660 by default), so a Pulsar-style URL without
+            a port works; a URL naming a broker's Pulsar protocol port (6650), which
+            serves pulsar-client, fails at once with :class:`NotGrpcServer` saying so.
         operation_timeout_seconds: limit for lookups, opening producers and
             subscribing (retriable failures are retried until then).
         authentication: an :class:`AuthenticationToken` or :class:`AuthenticationBasic`

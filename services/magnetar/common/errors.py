@@ -31,7 +31,8 @@
     │   └── MetadataVersionConflict
     ├── Timeout
     ├── NotConnected
-    │   └── TlsHandshakeFailed   the server's certificate (or its host name) is not trusted
+    │   ├── TlsHandshakeFailed   the server's certificate (or its host name) is not trusted
+    │   └── NotGrpcServer        the address answers in another protocol (Pulsar's port)
     └── ServiceClosed
 
 Every class has a stable ``code`` (sent over the wire), a ``retriable`` flag and a
@@ -276,6 +277,15 @@ class TlsHandshakeFailed(NotConnected):
     the configuration changes."""
 
     code = "TLS_HANDSHAKE_FAILED"
+    retriable = False
+
+
+class NotGrpcServer(NotConnected):
+    """The address answered in a protocol other than gRPC's HTTP/2: most likely a broker's
+    Pulsar binary protocol port (6650) given to the Magnetar SDK, whose port is the
+    broker's gRPC one (6660). Not retried: it answers the same way every time."""
+
+    code = "NOT_GRPC_SERVER"
     retriable = False
 
 

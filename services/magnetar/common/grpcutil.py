@@ -22,6 +22,7 @@ from magnetar.common.errors import (
     InvalidArgument,
     MagnetarError,
     NotConnected,
+    NotGrpcServer,
     ServiceClosed,
     Timeout,
     TlsHandshakeFailed,
@@ -30,6 +31,10 @@ from magnetar.common.errors import (
 from magnetar.common.tls import is_handshake_refused
 
 log = logging.getLogger(__name__)
+
+_NOT_HTTP2 = ("failed parsing http/2", "trying to connect an http1.x server")
+"""What gRPC's core says of a peer that answered, but not in HTTP/2 (a Pulsar protocol
+port answers a preface with its ERROR frame; an HTTP/1 server with a status line)."""
 
 ERROR_CODE_KEY = "magnetar-error-code"
 T = TypeVar("T")
@@ -244,6 +249,11 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
             return from_code(str(value), details)
     if code == grpc.StatusCode.UNAVAILABLE and is_handshake_refused(details):
         return TlsHandshakeFailed(f"TLS handshake with{where or ' the server'} refused: {details}")
+    if code == grpc.StatusCode.UNAVAILABLE and any(mark in details.lower() for mark in _NOT_HTTP2):
+        return NotGrpcServer(
+            f"{(where or ' the server').strip()} does not speak gRPC: the Magnetar SDK talks to a broker's gRPC "
+            f"port (magnetar://host:6660); pulsar://host:6650 is Pulsar's binary protocol, for pulsar-client ({details})"
+        )
     if code == grpc.StatusCode.UNAVAILABLE:
         return NotConnected(f"cannot reach{where or ' the server'}: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+HTTP2_PREFACE = b"PRI * HTTP/2.0"
+"""How every HTTP/2 (so gRPC) client opens a connection."""
+
 READ_SIZE = 64 * 1024
 DEFAULT_MAX_UNSENT_BYTES = 4 * 1024 * 1024
 DEFAULT_WRITE_TIMEOUT_S = 60.0
@@ -146,7 +149,14 @@ class Connection:
                 try:
                     frames = self._decoder.feed(data)
                 except ProtocolError as exc:
-                    log.info("pulsar connection %s sent bytes that are not a frame (%s); closing it", self.peer, exc.message)
+                    if data.startswith(HTTP2_PREFACE):
+                        # The SDK (or another gRPC client) given this port: the ERROR frame
+                        # below is not HTTP/2, which the client reports as such
+                        # (common.grpcutil: NotGrpcServer).
+                        log.info("pulsar connection %s is a gRPC (HTTP/2) client: this port serves Pulsar's binary "
+                                 "protocol, gRPC is on the broker's gRPC port; closing it", self.peer)  # fmt: skip
+                    else:
+                        log.info("pulsar connection %s sent bytes that are not a frame (%s); closing it", self.peer, exc.message)
                     self._write(commands.error(0, server_error(exc), exc.message))
                     break
                 for frame in frames:
