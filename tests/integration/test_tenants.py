@@ -364,3 +364,38 @@ async def test_ensure_defaults_is_idempotent_and_race_safe(
     await store.update_policies("public", "default", lambda p: {"ttl_s": 5})
     await store.ensure_defaults()
     assert await store.get_policies("public", "default") == {"ttl_s": 5}  # left alone
+
+
+async def _znodes_naming(session: ZkSession, path: str, part: str) -> list[str]:
+    """Every znode under ``path`` whose path has the segment ``part``."""
+    found = []
+    for child in await session.children(path):
+        sub = f"{path}/{child}"
+        if child == part:
+            found.append(sub)
+        found += await _znodes_naming(session, sub, part)
+    return found
+
+
+async def test_deleting_a_namespace_leaves_no_znode_of_it_behind(store: ZkTenantStore, zk_session: ZkSession) -> None:
+    """Its topics' schemas (one left over with no topic, one deleted with its topic), its
+    managed ledgers' folder and its partitioned topics' folder go with it, and with the
+    tenant the tenant's folders."""
+    from magnetar.metadata.schemas import SchemaInfo, ZkSchemaStore
+
+    schemas = ZkSchemaStore(zk_session)
+    await store.create_tenant("acme", {})
+    await store.create_namespace("acme", "prod", {})
+    await store.create_namespace("acme", "keep", {})
+    for ns in ("prod", "keep"):
+        await schemas.get_or_create(f"persistent://acme/{ns}/orders", SchemaInfo(2, b'{"type":"string"}'))
+        await schemas.get_or_create(f"persistent://acme/{ns}/left", SchemaInfo(1))
+        await zk_session.ensure_path(zk_session.paths.managed_ledgers("acme", ns))  # as a topic's ledger makes it
+    await schemas.delete("persistent://acme/prod/orders")  # as a topic delete does
+    await store.delete_namespace("acme", "prod")
+    assert await _znodes_naming(zk_session, zk_session.paths.root, "prod") == []
+    assert (await schemas.get("persistent://acme/keep/orders")).schema.type == 2  # the other namespace's kept
+    await schemas.delete("persistent://acme/keep/orders")
+    await store.delete_namespace("acme", "keep")
+    await store.delete_tenant("acme")
+    assert await _znodes_naming(zk_session, zk_session.paths.root, "acme") == []

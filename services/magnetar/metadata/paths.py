@@ -144,11 +144,11 @@ class ZkPaths:
         return f"{self.partitioned_topics(tenant, namespace)}/{_check_name('topic', topic)}"
 
     # -- schemas ------------------------------------------------------------------
+    def schemas(self, tenant: str, namespace: str) -> str:
+        return f"{self.root}/schemas/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
+
     def schema(self, tenant: str, namespace: str, topic: str) -> str:
-        return (
-            f"{self.root}/schemas/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
-            f"/{_check_name('topic', topic)}"
-        )
+        return f"{self.schemas(tenant, namespace)}/{_check_name('topic', topic)}"
 
     # -- managed ledgers and cursors --------------------------------------------
     def managed_ledgers(self, tenant: str, namespace: str) -> str:

@@ -153,12 +153,16 @@ class ZkTenantStore:
             # Most likely a namespace was created since the check: report that.
             await self._refuse_if_has_namespaces(name)
             raise
-        # The tenant's partitioned-topics folder is empty now (its namespaces took theirs).
-        folder = posixpath.dirname(self._paths.partitioned_topics(name, DEFAULT_NAMESPACE))
-        try:
-            await self._session.delete(folder)
-        except (NotFound, MetadataError):
-            pass
+        # The tenant's folders are empty now (its namespaces took theirs).
+        for folder in (
+            posixpath.dirname(self._paths.partitioned_topics(name, DEFAULT_NAMESPACE)),
+            posixpath.dirname(posixpath.dirname(self._paths.managed_ledgers(name, DEFAULT_NAMESPACE))),
+            posixpath.dirname(self._paths.schemas(name, DEFAULT_NAMESPACE)),
+        ):
+            try:
+                await self._session.delete(folder)
+            except (NotFound, MetadataError):
+                pass
 
     async def _refuse_if_has_namespaces(self, tenant: str) -> None:
         namespaces = await self.list_namespaces(tenant)
@@ -262,7 +266,9 @@ class ZkTenantStore:
         return sorted(f"{tenant}/{ns}" for ns in names)
 
     async def delete_namespace(self, tenant: str, namespace: str) -> None:
-        """Delete a namespace that has no topics.
+        """Delete a namespace that has no topics, and every znode of it: its policies, its
+        partitioned topics' and managed ledgers' folders, and its schemas (a schema goes
+        with its topic, as in Pulsar; one still here has no topic left).
 
         Raises:
             NamespaceNotFound: no such namespace.
@@ -274,10 +280,18 @@ class ZkTenantStore:
             raise NamespaceNotFound(f"namespace {ns} does not exist")
         await self._refuse_if_has_topics(ns)
         folder = self._paths.partitioned_topics(tenant, namespace)
-        await self._session.ensure_path(folder)
+        ledgers = self._paths.managed_ledgers(tenant, namespace)
+        schemas = self._paths.schemas(tenant, namespace)
+        for made in (folder, ledgers, schemas):
+            await self._session.ensure_path(made)
+        left = [Op.delete(f"{schemas}/{topic}") for topic in await self._children(schemas)]
         try:
-            # Together, so that a partitioned topic created meanwhile makes both fail.
-            await self._session.multi([Op.delete(folder), Op.delete(path)])
+            # Together, so that a topic created meanwhile (a partitioned topic, a managed
+            # ledger or a schema) makes every delete fail.
+            await self._session.multi([
+                *left, Op.delete(schemas), Op.delete(ledgers), Op.delete(posixpath.dirname(ledgers)),
+                Op.delete(folder), Op.delete(path),
+            ])  # fmt: skip
         except NotFound as exc:
             raise NamespaceNotFound(f"namespace {ns} does not exist") from exc
         except MetadataError:
