@@ -1,7 +1,7 @@
 """Commands of Pulsar's binary protocol beyond producing and consuming, with pulsar-client
 (its C++ core) against one broker with bookies: pattern subscriptions
 (GET_TOPICS_OF_NAMESPACE), schemas (GET_SCHEMA, a producer's and a consumer's schema),
-Key_Shared routing by ordering key."""
+Key_Shared routing by ordering key, the topic lists of a namespace."""
 
 from __future__ import annotations
 
@@ -117,6 +117,41 @@ async def test_a_pattern_subscription_receives_from_every_matching_topic_and_fin
 
 
 # -- Key_Shared as Pulsar routes it -----------------------------------------------------
+async def test_topic_lists_name_partitions_as_pulsar_does(cluster: Cluster) -> None:
+    """GET_TOPICS_OF_NAMESPACE lists a partitioned topic as its partitions (also one never
+    used), the gRPC ListTopics by its name; a non-partitioned topic whose name only looks
+    like a partition's (``x-partition-3``, no partitioned topic ``x``) is listed by both."""
+    ns = await new_namespace(cluster.address, "lists")
+    parted, plain, lookalike = (f"persistent://{ns}/{t}" for t in ("parts", "plain", "x-partition-3"))
+    async with AdminClient(cluster.address, 10) as admin:
+        await admin.create_topic(parted, partitions=2)
+
+    def run() -> None:
+        client = _client(cluster.url)
+        try:
+            _send(client, f"{parted}-partition-0", "to partition 0")  # partition 1 stays unused
+            _send(client, plain, "plain")
+            _send(client, lookalike, "lookalike")  # auto-created: a topic of its own
+        finally:
+            client.close()
+
+    await asyncio.to_thread(run)
+    async with AdminClient(cluster.address, 10) as admin:
+        assert await admin.topics(ns) == sorted([parted, plain, lookalike])
+        assert await admin.partitions(lookalike) == 0
+    async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as conn:
+        await conn.handshake()
+        T = pb.BaseCommand
+        await conn.send(T(type=T.GET_TOPICS_OF_NAMESPACE, getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(
+            request_id=1, namespace=ns, mode=pb.CommandGetTopicsOfNamespace.PERSISTENT,
+        )))  # fmt: skip
+        answer = (await conn.receive()).command
+    assert answer.type == T.GET_TOPICS_OF_NAMESPACE_RESPONSE, answer
+    assert list(answer.getTopicsOfNamespaceResponse.topics) == sorted(
+        [f"{parted}-partition-0", f"{parted}-partition-1", plain, lookalike]
+    )
+
+
 async def test_key_shared_routes_pulsar_messages_by_their_ordering_key(cluster: Cluster) -> None:
     """One partition key for every message, 12 ordering keys: each ordering key stays on one
     consumer and the keys spread over both (the partition key alone would put all on one)."""

@@ -535,15 +535,18 @@ class BrokerService:
 
     async def list_topics(self, namespace: str) -> list[str]:
         """Every topic of ``tenant/namespace``: partitioned topics by their base name,
-        non-partitioned ones (partitions are listed as the partitioned topic)."""
+        non-partitioned ones (partitions are listed as the partitioned topic). A topic
+        whose name only looks like a partition's (``x-partition-3`` with no partitioned
+        topic ``x``: auto-created, as Pulsar's brokers allow) is a topic of its own."""
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
-        partitioned = await self.tenants.list_partitioned_topics(ns.tenant, ns.namespace)
-        plain = [
-            str(ns.topic(local)) for local in await self.ml_store.list_topics(ns.tenant, ns.namespace)
-            if not TopicName.parse(str(ns.topic(local))).is_partition
-        ]
-        return sorted(set(partitioned) | set(plain))
+        partitioned = set(await self.tenants.list_partitioned_topics(ns.tenant, ns.namespace))
+        plain = set()
+        for local in await self.ml_store.list_topics(ns.tenant, ns.namespace):
+            name = ns.topic(local)
+            if not (name.is_partition and str(name.partitioned_topic_name) in partitioned):
+                plain.add(str(name))
+        return sorted(partitioned | plain)
 
     async def topic_schema(self, topic: str) -> StoredSchema | None:
         """The schema ``topic`` keeps (a partition: its partitioned topic's); None: none."""

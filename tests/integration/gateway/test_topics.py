@@ -92,6 +92,21 @@ async def test_create_list_grow_and_delete_with_pulsar_codes(http: httpx.AsyncCl
     assert (await http.get(f"{P}/{namespace}/partitioned")).json() == []
 
 
+async def test_a_topic_named_like_a_partition_is_listed_as_itself(http: httpx.AsyncClient, namespace: str, gateway_cluster: GatewayCluster):
+    """``x-partition-3`` with no partitioned topic ``x`` (auto-created) is a topic of its
+    own: listed with the partitions of the partitioned topics, not among them."""
+    full = f"persistent://{namespace}"
+    assert (await http.put(f"{P}/{namespace}/parts/partitions", json=2)).status_code == 204
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(f"{full}/x-partition-3")
+        await producer.send(b"x")
+        await producer.close()
+    listed = [f"{full}/parts-partition-0", f"{full}/parts-partition-1", f"{full}/x-partition-3"]
+    assert (await http.get(f"{P}/{namespace}")).json() == listed
+    assert (await http.get(f"/admin/v2/namespaces/{namespace}/topics")).json() == listed
+    assert (await http.get(f"{P}/{namespace}/partitioned")).json() == [f"{full}/parts"]
+
+
 async def test_delete_refuses_connected_clients_unless_forced(
     http: httpx.AsyncClient, gateway_cluster: GatewayCluster, namespace: str,
 ):
