@@ -438,7 +438,8 @@ class Client:
 
     Args:
         service_url: ``"magnetar://host:port"``, ``"host:port"`` or several hosts
-            separated by commas; ``"magnetar+ssl://…"`` for TLS.
+            separated by commas; ``"magnetar+ssl://…"`` for TLS (``pulsar://`` as in
+            :class:`magnetar.asyncio.Client`: the gRPC port, never the Pulsar one).
         authentication: an :class:`AuthenticationToken`, :class:`AuthenticationBasic`
             or :class:`AuthenticationTLS` (None: anonymous).
         operation_timeout_seconds: limit for lookups, creating producers, subscribing.
