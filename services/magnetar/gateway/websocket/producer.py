@@ -39,8 +39,8 @@ class SendingProducer(Protocol):
 
     def send_async(
         self, content: bytes, callback: SendCallback | None, *, properties: Mapping[str, str] | None,
-        partition_key: str | None, sequence_id: int | None, event_timestamp: int | None, deliver_at: int | None,
-        deliver_after: timedelta | None,
+        partition_key: str | None, ordering_key: bytes | None, sequence_id: int | None, event_timestamp: int | None,
+        deliver_at: int | None, deliver_after: timedelta | None,
     ) -> asyncio.Future[MessageId]: ...
 
 
