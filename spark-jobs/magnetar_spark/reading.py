@@ -12,10 +12,14 @@ from .positions import SliceSpec, done_after_entry
 
 SCHEMA_DDL = (
     "message_id STRING, topic STRING, partition INT, key STRING, value BINARY, "
-    "properties MAP<STRING, STRING>, publish_time TIMESTAMP, event_time TIMESTAMP, redelivery_count INT"
+    "properties MAP<STRING, STRING>, publish_time TIMESTAMP, event_time TIMESTAMP, redelivery_count INT, "
+    "ordering_key BINARY, schema_version BINARY"
 )
 ENTRY_SIZE_DDL = ", entry_size INT"
 ROWS_PER_BATCH = 4096
+_COLUMNS = 12
+"""The columns :class:`_Columns` gathers (``entry_size`` last, left out of a batch whose
+schema has no such column)."""
 
 
 def schema_ddl(include_entry_size: bool) -> str:
@@ -31,6 +35,7 @@ def arrow_schema(include_entry_size: bool) -> Any:
         pa.field("properties", pa.map_(pa.string(), pa.string())),
         pa.field("publish_time", pa.timestamp("us", tz="UTC")), pa.field("event_time", pa.timestamp("us", tz="UTC")),
         pa.field("redelivery_count", pa.int32()),
+        pa.field("ordering_key", pa.binary()), pa.field("schema_version", pa.binary()),
     ]
     if include_entry_size:
         fields.append(pa.field("entry_size", pa.int32()))
@@ -39,7 +44,7 @@ def arrow_schema(include_entry_size: bool) -> Any:
 
 class _Columns:
     def __init__(self) -> None:
-        self.cols: list[list[Any]] = [[] for _ in range(10)]
+        self.cols: list[list[Any]] = [[] for _ in range(_COLUMNS)]
 
     def __len__(self) -> int:
         return len(self.cols[0])
@@ -58,13 +63,15 @@ class _Columns:
             event = m.event_timestamp()
             c[7].append(event * 1000 if event else None)
             c[8].append(m.redelivery_count())
-            c[9].append(size)
+            c[9].append(m.ordering_key() or None)
+            c[10].append(m.schema_version() or None)
+            c[11].append(size)
 
     def batch(self, schema: Any) -> Any:
         import pyarrow as pa
 
         arrays = [pa.array(col, type=field.type) for col, field in zip(self.cols, schema, strict=False)]
-        self.cols = [[] for _ in range(10)]
+        self.cols = [[] for _ in range(_COLUMNS)]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

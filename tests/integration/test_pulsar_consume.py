@@ -57,15 +57,17 @@ async def _topic(cluster: Cluster, name: str) -> str:
 
 
 async def produce(cluster: Cluster, topic: str, count: int, *, batching: bool, key=None, start: int = 0,
-                  batch: int = 10, **extra) -> list[tuple[int, int, int, int]]:  # fmt: skip
-    """Messages ``start .. start+count-1`` (payload ``m<n>``) through our SDK; returns the
-    ids it got back as (ledger, entry, partition, batch index)."""
+                  batch: int = 10, ordering=None, **extra) -> list[tuple[int, int, int, int]]:  # fmt: skip
+    """Messages ``start .. start+count-1`` (payload ``m<n>``, ordering key ``ordering[n]``
+    when given) through our SDK; returns the ids it got back as (ledger, entry, partition,
+    batch index)."""
     async with mg.Client(cluster.address) as client:
         producer = await client.create_producer(
             topic, batching_enabled=batching, batching_max_messages=batch, batching_max_publish_delay_ms=50,
         )  # fmt: skip
         futures = [
-            await producer.enqueue(f"m{n}".encode(), partition_key=key(n) if key else None, **extra)
+            await producer.enqueue(f"m{n}".encode(), partition_key=key(n) if key else None,
+                                   ordering_key=ordering[n] if ordering else None, **extra)  # fmt: skip
             for n in range(start, start + count)
         ]
         await producer.flush()
@@ -167,6 +169,34 @@ async def test_the_partitions_of_a_partitioned_topic_give_ids_with_their_index(c
     by_payload = dict(zip((f"m{n}".encode() for n in range(60)), ids, strict=True))
     assert {m.data(): _id(m) for m in got} == by_payload
     assert all(m.topic_name() == f"{topic}-partition-{_id(m)[2]}" for m in got)
+
+
+async def test_ordering_keys_the_sdk_sends_reach_pulsar_client_and_route_key_shared(cluster: Cluster) -> None:
+    """Our SDK sends 24 messages with one partition key and 8 ordering keys (batched and
+    not): pulsar-client's consumers read each message's ordering key, and Key_Shared keeps
+    each ordering key on one consumer while spreading the keys over both (the partition
+    key alone would put every message on one)."""
+    topic = await _topic(cluster, "ordering")
+    lanes = {n: f"lane-{n % 8}".encode() for n in range(24)}
+    client = _client(cluster.url)
+    try:
+        consumers = [  # both subscribed before anything is sent, so the keys split between them at once
+            await asyncio.to_thread(client.subscribe, topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                                    consumer_name=f"c{i}")
+            for i in range(2)
+        ]  # fmt: skip
+        await produce(cluster, topic, 12, batching=False, key=lambda n: "same", ordering=lanes)
+        await produce(cluster, topic, 12, batching=True, key=lambda n: "same", start=12, batch=4, ordering=lanes)
+        got = await asyncio.to_thread(_share, consumers, 24)
+    finally:
+        await asyncio.to_thread(client.close)
+    assert sorted(m.data() for _, m in got) == sorted(f"m{n}".encode() for n in range(24))
+    assert all(m.ordering_key().encode() == lanes[int(m.data()[1:])] for _, m in got)
+    owners: dict[str, set[int]] = {}
+    for i, m in got:
+        owners.setdefault(m.ordering_key(), set()).add(i)
+    assert all(len(o) == 1 for o in owners.values()), owners  # an ordering key on one consumer only
+    assert {i for o in owners.values() for i in o} == {0, 1}, owners  # spread over both
 
 
 @pytest.mark.parametrize("kind", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Failover])

@@ -285,3 +285,42 @@ async def test_a_message_over_the_size_limit_gets_send_error_and_nothing_is_stor
     async with mg.Client(cluster.address) as sdk:
         consumer = await sdk.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)
         assert [m.data() for m in await _receive(consumer, 1)] == [b"ok"]
+
+
+@pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
+async def test_ordering_keys_and_the_schema_version_reach_the_sdk_as_pulsar_client_sees_them(
+    cluster: Cluster, batching: bool,
+) -> None:
+    """A producer with a schema (the broker gives it a version) and an ordering key per
+    message: the SDK's consumer gets the same ordering key and schema version bytes as
+    pulsar-client's own consumer."""
+    namespace = await new_namespace(cluster.address, "produce")
+    topic = f"persistent://{namespace}/schema-keys"
+    count = 6
+
+    def produce_and_read() -> list[tuple]:
+        client = _client(cluster.urls[0])
+        try:
+            consumer = client.subscribe(topic, "p", schema=pulsar.schema.StringSchema())
+            producer = client.create_producer(topic, schema=pulsar.schema.StringSchema(), batching_enabled=batching,
+                                              batching_max_publish_delay_ms=20)  # fmt: skip
+            for i in range(count):
+                producer.send_async(f"m{i}", None, ordering_key=f"lane-{i % 2}")
+            producer.flush()
+            out = []
+            for _ in range(count):
+                m = consumer.receive(20_000)
+                consumer.acknowledge(m)
+                # pulsar-client hands both over as a str of the same bytes
+                out.append((_id(m.message_id()), m.ordering_key().encode(), m.schema_version().encode("latin-1")))
+            return out
+        finally:
+            client.close()
+
+    async with mg.Client(cluster.address) as sdk:
+        consumer = await sdk.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)
+        seen = await asyncio.to_thread(produce_and_read)
+        got = await _receive(consumer, count)
+    assert [(_id(m.message_id()), m.ordering_key(), m.schema_version()) for m in got] == seen
+    assert [s[1] for s in seen] == [b"lane-%d" % (i % 2) for i in range(count)]
+    assert len(seen[0][2]) == 8  # a version was given and carried

@@ -279,11 +279,12 @@ async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sd
     async with mg.Client(here.address) as client:
         consumer = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True)
         producer = await client.create_producer(topic)
-        sent = await producer.send(b"far", properties={"k": "v"}, partition_key="key")
+        sent = await producer.send(b"far", properties={"k": "v"}, partition_key="key", ordering_key=b"\x00lane")
         msg = await consumer.receive(timeout_millis=10_000)
         await consumer.reconsume_later(msg, timedelta(seconds=1))
         copy = await consumer.receive(timeout_millis=20_000)
         assert (copy.topic_name(), copy.data(), copy.partition_key()) == (retry_topic, b"far", "key")
+        assert copy.ordering_key() == b"\x00lane"  # kept, as Pulsar's retry producer keeps it
         assert copy.properties()["RECONSUMETIMES"] == "1" and copy.properties()["k"] == "v"
         assert copy.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
         await consumer.acknowledge(copy)

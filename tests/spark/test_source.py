@@ -62,6 +62,8 @@ def test_batch_read_splits_by_partition_and_ledger_with_every_column(spark, mclu
     assert first["value"] == b"m0" and first["key"] == "key-0" and first["properties"] == {"i": "0"}
     assert int(first["event_time"].timestamp() * 1000) == 1_700_000_000_000
     assert first["publish_time"] is not None and first["redelivery_count"] == 0
+    assert (first["ordering_key"], first["schema_version"]) == (None, None)  # the SDK sent none
+    assert df.columns[-2:] == ["ordering_key", "schema_version"]
     # one input partition per (topic partition, ledger) holding messages, named by what it reads
     ledgers = {(r["partition"], int(r["message_id"].split(":")[0])) for r in rows}
     assert df.rdd.getNumPartitions() == len(ledgers) >= 4
@@ -153,8 +155,9 @@ def test_streaming_read_resumes_from_its_checkpoint(spark, mcluster: Cluster, tm
 
 
 def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark, mcluster: Cluster) -> None:
-    """pulsar-client (through the broker's Pulsar door, batching on) writes; the source
-    reads the same message ids (batch indexes too), payloads, keys, properties and event times."""
+    """pulsar-client (through the broker's Pulsar door, batching on, with a schema) writes;
+    the source reads the same message ids (batch indexes too), payloads, keys, properties
+    and event times, and the ordering keys and schema version pulsar-client's reader sees."""
     import pulsar
 
     from magnetar.common.message_id import MessageId
@@ -163,25 +166,38 @@ def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark,
     topic = unique("pulsar")
     client = pulsar_client(mcluster.pulsar_url, operation_timeout_seconds=15)
     try:
-        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50)
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50,
+                                          schema=pulsar.schema.StringSchema())  # fmt: skip
         receipts: dict[int, tuple[pulsar.Result, pulsar.MessageId]] = {}
         for i in range(12):
-            producer.send_async(f"p{i}".encode(), lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
-                                properties={"i": str(i)}, partition_key=f"key-{i}", event_timestamp=1_700_000_000_000 + i)
+            producer.send_async(f"p{i}", lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
+                                properties={"i": str(i)}, partition_key=f"key-{i}", event_timestamp=1_700_000_000_000 + i,
+                                ordering_key=f"lane-{i % 3}")  # fmt: skip
         producer.flush()
         producer.close()
+        pulsar_reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        seen = {}  # pulsar-client's own view: ordering key and schema version (str of the same bytes)
+        for _ in range(12):
+            m = pulsar_reader.read_next(timeout_millis=10_000)
+            mid = m.message_id()
+            seen[(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())] = (
+                m.ordering_key().encode(), m.schema_version().encode("latin-1"),
+            )
     finally:
         client.close()
     assert all(receipts[i][0] == pulsar.Result.Ok for i in range(12))
     sent = {(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()): i for i, (_, mid) in receipts.items()}
     assert any(key[3] > 0 for key in sent), "the client sent no batch of more than one message"
+    assert {key: seen[key][0] for key in sent} == {key: b"lane-%d" % (i % 3) for key, i in sent.items()}
+    assert all(len(version) == 8 for _, version in seen.values())  # the producer's schema has a version
     rows = reader(spark, mcluster, topic).collect()
     got = {}
     for r in rows:
         mid = MessageId.parse(r["message_id"])
         got[(mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index())] = (
             r["value"], r["key"], r["properties"], int(r["event_time"].timestamp() * 1000),
+            r["ordering_key"], r["schema_version"],
         )
     assert got == {
-        key: (f"p{i}".encode(), f"key-{i}", {"i": str(i)}, 1_700_000_000_000 + i) for key, i in sent.items()
+        key: (f"p{i}".encode(), f"key-{i}", {"i": str(i)}, 1_700_000_000_000 + i, *seen[key]) for key, i in sent.items()
     }

@@ -202,3 +202,13 @@ async def test_a_topic_closing_under_the_move_is_tried_again():
     target.closing = 2
     with pytest.raises(ServiceClosed):
         await publisher(FakeService({move.target: target})).publish(Move(move.target, move.message, "p2", 1, False), "sub")
+
+
+@pytest.mark.parametrize("kind", ["retry", "dead"])
+def test_a_copy_keeps_the_ordering_key_but_no_schema_version(kind: str):
+    source = Message(payload=b"order-8", ordering_key=b"\x00lane-3", event_time_ms=5)
+    move = (plan_reconsume(POLICY, "sub", SOURCE, "5:4:-1:-1", source, 5000, now_ms=NOW_MS) if kind == "retry"
+            else plan_dead_letter(POLICY, "sub", SOURCE, "5:4:-1:-1", source, 16))  # fmt: skip
+    entry = decode_entry(move_entry(move, NOW_MS))
+    assert [m.ordering_key for m in entry.messages] == [b"\x00lane-3"]
+    assert entry.schema_version == b""  # a version names a schema of the source topic only

@@ -164,3 +164,58 @@ def test_a_core_message_translates_to_the_wires_single_message():
     assert single.SerializeToString() == decode_entry(encode_entry("p", 7, 0, False, MESSAGES[:1])).messages[0].SerializeToString()
     decoded = decode_entry(encode_entry("p", 7, 0, False, MESSAGES[:1])).messages[0]
     assert wire.single_message(decoded) is decoded  # no copy of what is already the wire's
+
+
+VERSION = (3).to_bytes(8, "big")  # a schema version as the broker gives one (a big-endian long)
+
+
+def _pulsar_entry(batched: bool) -> bytes:
+    """A Pulsar client's entry with ordering keys and a schema version, stored as sent."""
+    import struct
+
+    from magnetar.proto.pulsar import pulsar_api_pb2 as ppb
+    from magnetar.protocol import stored
+
+    meta = ppb.MessageMetadata(producer_name="pp", sequence_id=4, publish_time=1_700_000_000_000, schema_version=VERSION)
+    if not batched:
+        meta.partition_key, meta.ordering_key, meta.event_time = "k", b"\x00ord", 55
+        return stored.stored_entry(meta.SerializeToString(), b"alone")
+    meta.num_messages_in_batch = 2
+    records = b""
+    for i, key in enumerate((b"o1", b"")):
+        single = ppb.SingleMessageMetadata(payload_size=2, sequence_id=4 + i, partition_key=f"k{i}")
+        if key:
+            single.ordering_key = key
+        body = single.SerializeToString()
+        records += struct.pack(">I", len(body)) + body + b"m%d" % i
+    return stored.stored_entry(meta.SerializeToString(), records)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "batched"])
+def test_a_pulsar_entry_reaches_the_sdk_with_its_ordering_keys_and_schema_version(batched: bool):
+    translated = wire.sdk_entry(_pulsar_entry(batched))
+    batch = pb.EntryBatch.FromString(translated)
+    assert batch.schema_version == VERSION
+    (delivered,) = wire.deliveries([Delivery(Position(1, 2), _pulsar_entry(batched), 0)], -1).deliveries
+    got, _ = unpack_entry("t", -1, delivered)
+    expected = [(b"alone", b"\x00ord")] if not batched else [(b"m0", b"o1"), (b"m1", b"")]
+    assert [(m.data(), m.ordering_key()) for m in got] == expected
+    assert [m.schema_version() for m in got] == [VERSION] * len(expected)
+
+
+def test_encode_entry_carries_the_schema_version_and_ordering_keys():
+    sent = [dataclasses.replace(MESSAGES[0], ordering_key=b"\xffo"), MESSAGES[1]]
+    entry = decode_entry(encode_entry("p", 7, 9, True, sent, VERSION))
+    assert entry.schema_version == VERSION
+    assert [m.ordering_key for m in entry.messages] == [b"\xffo", b""]
+    assert decode_entry(encode_entry("p", 7, 9, True, sent)).schema_version == b""  # none unless given
+    assert view_entry(b"\xff not an entry").schema_version == b""  # an opaque entry has none
+
+
+def test_the_sdk_sends_an_ordering_key_in_the_single_message():
+    as_bytes = build_message(b"x", None, None, None, None, None, 1 << 20, b"\x00k")
+    as_text = build_message(b"x", None, None, None, None, None, 1 << 20, "ключ")
+    assert (as_bytes.ordering_key, as_text.ordering_key) == (b"\x00k", "ключ".encode())
+    assert build_message(b"x", None, None, None, None, None, 1 << 20).ordering_key == b""
+    with pytest.raises(TypeError, match="ordering_key"):
+        build_message(b"x", None, None, None, None, None, 1 << 20, 5)  # type: ignore[arg-type]

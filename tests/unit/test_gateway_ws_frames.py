@@ -326,3 +326,24 @@ def test_bad_params(build, query, text):
     with pytest.raises(InvalidQuery) as err:
         build(query)
     assert text in err.value.message
+
+
+def test_message_frame_carries_the_ordering_key_and_schema_version_when_set():
+    single = pb.SingleMessage(payload=b"x", ordering_key=b"\x00\xffo")
+    mid = MessageId(ledger_id=5, entry_id=6, partition=-1, batch_index=-1)
+    frame = json.loads(message_frame(Message("persistent://t/ns/x", mid, single, 1, 0, "p", (2**63 - 1).to_bytes(8, "big"))))
+    assert (base64.b64decode(frame["orderingKey"]), frame["schemaVersion"]) == (b"\x00\xffo", 2**63 - 1)
+    frame = json.loads(message_frame(Message("persistent://t/ns/x", mid, single, 1, 0, "p", (7).to_bytes(8, "big"))))
+    assert frame["schemaVersion"] == 7
+    plain = json.loads(message_frame(_message()))
+    assert "orderingKey" not in plain and "schemaVersion" not in plain
+
+
+def test_publish_frame_ordering_key():
+    assert parse_publish('{"payload":"", "orderingKey":"AP9v"}').ordering_key == b"\x00\xffo"
+    assert parse_publish('{"payload":"", "orderingKey":""}').ordering_key is None
+    assert parse_publish('{"payload":""}').ordering_key is None
+    with pytest.raises(FrameError) as err:
+        parse_publish('{"payload":"", "context":"c", "orderingKey":"@@"}')
+    assert (err.value.error, err.value.context) == (WebSocketError.PayloadEncodingError, "c")
+    assert "orderingKey" in err.value.message

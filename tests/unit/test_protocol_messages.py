@@ -94,3 +94,15 @@ def test_ack_set_words_match_javas_bitset() -> None:
     # BitSet with bits 0 and 63 set: toLongArray() == [Long.MIN_VALUE + 1]
     assert messages.ack_set_words((1 << 63) | 1, 64) == [-(1 << 63) + 1]
     assert messages.ack_set_words(1 << 64, 65) == [0, 1]
+
+
+def test_ordering_keys_and_the_schema_version_reach_a_pulsar_consumer() -> None:
+    version = (2).to_bytes(8, "big")
+    alone = encode_entry("p", 1, 2, False, [Message(b"x", ordering_key=b"\x00o", sequence_id=1)], version)
+    metadata, _ = messages.metadata_and_payload(decode_entry(alone))
+    assert (metadata.ordering_key, metadata.schema_version) == (b"\x00o", version)
+    batch = encode_entry("p", 1, 2, True, [Message(b"a", ordering_key=b"o1", sequence_id=1), Message(b"b", sequence_id=2)])
+    metadata, payload = messages.metadata_and_payload(decode_entry(batch))
+    assert not metadata.HasField("schema_version")  # none given: none sent
+    records = _records(payload)
+    assert records[0][0].ordering_key == b"o1" and not records[1][0].HasField("ordering_key")

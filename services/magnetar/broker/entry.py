@@ -90,6 +90,12 @@ class Entry(Protocol):
     @property
     def messages(self) -> Sequence[MessageView]: ...
 
+    @property
+    def schema_version(self) -> bytes:
+        """The schema version the messages were sent with (b"": none): the version the
+        broker gave a Pulsar producer that declared a schema (Pulsar's 8-byte big-endian
+        long); the Magnetar SDK sends none."""
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -115,6 +121,7 @@ class OpaqueEntry:
     sequence_id: int = 0
     publish_time_ms: int = 0
     batched: bool = False
+    schema_version: bytes = b""
 
 
 MIN_MESSAGE_BYTES: Final = 2
@@ -205,10 +212,15 @@ def publish_time(data: bytes) -> int:
 
 def encode_entry(
     producer_name: str, sequence_id: int, publish_time_ms: int, batched: bool, messages: Sequence[MessageView],
+    schema_version: bytes = b"",
 ) -> bytes:
     """The bytes the Magnetar SDK stores for these messages (an ``EntryBatch``; fields at
-    their defaults are left out, as the SDK leaves them)."""
-    out = _EntryBatch(producer_name=producer_name, sequence_id=sequence_id, publish_time_ms=publish_time_ms, batched=batched)
+    their defaults are left out, as the SDK leaves them), with the entry's schema version
+    (b"": none)."""
+    out = _EntryBatch(
+        producer_name=producer_name, sequence_id=sequence_id, publish_time_ms=publish_time_ms, batched=batched,
+        schema_version=schema_version,
+    )
     for m in messages:
         msg = _SingleMessage(payload=m.payload, sequence_id=m.sequence_id)
         msg.properties.update(m.properties)

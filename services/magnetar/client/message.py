@@ -20,6 +20,7 @@ class Message:
     _publish_time_ms: int
     _redelivery_count: int = 0
     _producer_name: str = ""
+    _schema_version: bytes = b""
 
     def data(self) -> bytes:
         return self._single.payload
@@ -37,6 +38,21 @@ class Message:
 
     def has_partition_key(self) -> bool:
         return self._single.has_partition_key
+
+    def ordering_key(self) -> bytes:
+        """Pulsar's ordering key, as given to ``send`` by whichever client sent the
+        message (b"" when none): a Key_Shared subscription routes by it before the
+        partition key. Raw bytes, as Pulsar's Java client's ``getOrderingKey()``
+        (pulsar-client's Python ``ordering_key()`` hands the same bytes over as a str)."""
+        return self._single.ordering_key
+
+    def schema_version(self) -> bytes:
+        """The version of the topic's schema the message was sent with (b"" when none):
+        the 8 bytes (a big-endian long) the broker gave a Pulsar producer that declared a
+        schema. The Magnetar SDK declares none, so its messages have none. Raw bytes, as
+        Pulsar's Java client's ``getSchemaVersion()`` (pulsar-client's Python hands them
+        over as a str)."""
+        return self._schema_version
 
     def message_id(self) -> MessageId:
         return self._id
@@ -80,7 +96,10 @@ def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[lis
     out = []
     for i, single in enumerate(batch.messages):
         mid = MessageId.trusted(partition, ledger_id, entry_id, i if batch.batched else -1)
-        out.append(Message(topic, mid, single, batch.publish_time_ms, delivery.redelivery_count, batch.producer_name))
+        out.append(Message(
+            topic, mid, single, batch.publish_time_ms, delivery.redelivery_count, batch.producer_name,
+            batch.schema_version,
+        ))
     return out, batch.batched
 
 

@@ -45,6 +45,7 @@ def build_message(
     deliver_at: int | None,
     deliver_after: timedelta | None,
     max_size: int,
+    ordering_key: bytes | str | None = None,
 ) -> pb.SingleMessage:
     if not isinstance(content, bytes | bytearray | memoryview):
         raise TypeError(f"message content must be bytes, not {type(content).__name__}")
@@ -61,6 +62,8 @@ def build_message(
     if partition_key is not None:
         msg.partition_key = partition_key
         msg.has_partition_key = True
+    if ordering_key:
+        msg.ordering_key = _ordering_key(ordering_key)
     if event_timestamp:
         msg.event_time_ms = int(event_timestamp)
     if deliver_after is not None:
@@ -69,6 +72,16 @@ def build_message(
     elif deliver_at is not None:
         msg.deliver_at_ms = int(deliver_at)
     return msg
+
+
+def _ordering_key(key: bytes | str) -> bytes:
+    """Raises: TypeError: neither bytes nor str (a str is taken as its UTF-8 bytes, as
+    pulsar-client takes one)."""
+    if isinstance(key, str):
+        return key.encode()
+    if isinstance(key, bytes | bytearray | memoryview):
+        return bytes(key)
+    raise TypeError(f"ordering_key must be bytes or str, not {type(key).__name__}")
 
 
 class Producer:
@@ -179,9 +192,11 @@ class Producer:
         event_timestamp: int | None,
         deliver_at: int | None,
         deliver_after: timedelta | None,
+        ordering_key: bytes | str | None = None,
     ) -> tuple[PartitionProducer, pb.SingleMessage, bool]:
         msg = build_message(
-            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, self._conf.max_message_size
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, self._conf.max_message_size,
+            ordering_key,
         )
         delayed = deliver_at is not None or deliver_after is not None
         return self._choose(msg), msg, delayed
@@ -191,6 +206,7 @@ class Producer:
         content: bytes,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
+        ordering_key: bytes | str | None = None,
         sequence_id: int | None = None,
         replication_clusters: list[str] | None = None,
         disable_replication: bool = False,
@@ -199,6 +215,11 @@ class Producer:
         deliver_after: timedelta | None = None,
     ) -> MessageId:
         """Send one message and wait until the broker stored it.
+
+        ``ordering_key``: Pulsar's ordering key (bytes; a str is taken as its UTF-8
+        bytes, as pulsar-client takes one): a Key_Shared subscription routes by it
+        before the partition key, and every door hands it out
+        (:meth:`Message.ordering_key <magnetar.client.message.Message.ordering_key>`).
 
         Raises:
             MessageTooBig: the content is larger than the maximum message size.
@@ -210,7 +231,8 @@ class Producer:
         """
         check_replication_clusters(replication_clusters)
         fut = await self.enqueue(
-            content, None, properties, partition_key, sequence_id, event_timestamp, deliver_at, deliver_after
+            content, None, properties, partition_key, sequence_id, event_timestamp, deliver_at, deliver_after,
+            ordering_key,
         )
         return await fut
 
@@ -220,6 +242,7 @@ class Producer:
         callback: SendCallback | None,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
+        ordering_key: bytes | str | None = None,
         sequence_id: int | None = None,
         replication_clusters: list[str] | None = None,
         disable_replication: bool = False,
@@ -246,7 +269,9 @@ class Producer:
             ServiceClosed: the producer is closed (or the error that failed it).
         """
         check_replication_clusters(replication_clusters)
-        target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
+        target, msg, delayed = self._route(
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, ordering_key
+        )
         return self._submit(target, msg, delayed, sequence_id, callback)
 
     async def enqueue(
@@ -259,9 +284,12 @@ class Producer:
         event_timestamp: int | None = None,
         deliver_at: int | None = None,
         deliver_after: timedelta | None = None,
+        ordering_key: bytes | str | None = None,
     ) -> asyncio.Future[MessageId]:
         """Like :meth:`send_async`, but first waits for room when ``block_if_queue_full``."""
-        target, msg, delayed = self._route(content, properties, partition_key, event_timestamp, deliver_at, deliver_after)
+        target, msg, delayed = self._route(
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, ordering_key
+        )
         if self._conf.block_if_queue_full and target.queue_full():  # no coroutine per message
             await target.wait_for_room()
         return self._submit(target, msg, delayed, sequence_id, callback)

@@ -208,7 +208,8 @@ class Replay:
         try:
             await producer.send(
                 message.data(), properties=replay_properties(message, int(time.time() * 1000)),
-                partition_key=message.partition_key() or None, sequence_id=sequence_id(mid),
+                partition_key=message.partition_key() or None, ordering_key=message.ordering_key() or None,
+                sequence_id=sequence_id(mid),
                 event_timestamp=message.event_timestamp() or None,
             )
         except MagnetarError as exc:

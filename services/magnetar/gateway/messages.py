@@ -9,6 +9,9 @@ clients, reading the first two fields, take as its entry); a message sent withou
 batching has Pulsar's ``ledgerId:entryId``. Properties are one ``X-Pulsar-PROPERTY``
 header holding a JSON object (Pulsar's newest form). A partition key that is not
 printable ASCII is sent base64-encoded, with ``X-Pulsar-partition-key-b64-encoded``.
+The ordering key and the schema version, binary, are base64-encoded as Pulsar sends them
+(``X-Pulsar-Base64-ordering-key``, ``X-Pulsar-Base64-schema-version``), present only
+when the message has them.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ def message_headers(peeked: pb.PeekMessageResponse) -> dict[str, str]:
         else:
             headers["X-Pulsar-partition-key"] = base64.b64encode(key.encode()).decode()
             headers["X-Pulsar-partition-key-b64-encoded"] = "true"
+    if msg.ordering_key:
+        headers["X-Pulsar-Base64-ordering-key"] = base64.b64encode(msg.ordering_key).decode()
+    if peeked.schema_version:
+        headers["X-Pulsar-Base64-schema-version"] = base64.b64encode(peeked.schema_version).decode()
     if msg.event_time_ms > 0:
         headers["X-Pulsar-event-time"] = iso_time(msg.event_time_ms)
     if msg.deliver_at_ms > 0:

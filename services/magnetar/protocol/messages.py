@@ -5,12 +5,15 @@ command. An entry a Pulsar client sent is stored in exactly that form (it starts
 ``0x0e 0x01``) and goes out byte for byte. An entry the Magnetar SDK or the gateway sent
 (an ``EntryBatch``) is encoded as Pulsar encodes what its producers send:
 
-- one message sent without batching: its properties, partition key, event time,
-  sequence id and delivery time in the ``MessageMetadata``, its payload as the payload;
+- one message sent without batching: its properties, partition key, ordering key, event
+  time, sequence id and delivery time in the ``MessageMetadata``, its payload as the
+  payload;
 - a batch: the entry's producer name, first sequence id and publish time in the
   ``MessageMetadata`` with ``num_messages_in_batch`` = N, the payload N records
-  ``[size][SingleMessageMetadata][payload]`` (each message's own properties, key, event
-  time and sequence id in its ``SingleMessageMetadata``).
+  ``[size][SingleMessageMetadata][payload]`` (each message's own properties, key,
+  ordering key, event time and sequence id in its ``SingleMessageMetadata``).
+
+Either way the entry's schema version, when it has one, is the ``MessageMetadata``'s.
 
 Batch-index ack sets travel as Java's ``BitSet.toLongArray``: little-endian signed int64
 words, a set bit meaning "not acknowledged"; :func:`ack_set_words` and
@@ -52,6 +55,9 @@ class MessageLike(Protocol):
     def has_partition_key(self) -> bool: ...
 
     @property
+    def ordering_key(self) -> bytes: ...
+
+    @property
     def event_time_ms(self) -> int: ...
 
     @property
@@ -79,6 +85,9 @@ class EntryLike(Protocol):
     @property
     def messages(self) -> Sequence[MessageLike]: ...
 
+    @property
+    def schema_version(self) -> bytes: ...
+
 
 def is_pulsar_entry(data: bytes) -> bool:
     """The entry was stored as a Pulsar client sent it (it starts with the checksum magic)."""
@@ -95,12 +104,16 @@ def metadata_and_payload(entry: EntryLike) -> tuple[pb.MessageMetadata, bytes]:
     metadata = pb.MessageMetadata(
         producer_name=entry.producer_name, sequence_id=entry.sequence_id, publish_time=entry.publish_time_ms,
     )  # fmt: skip
+    if entry.schema_version:
+        metadata.schema_version = entry.schema_version
     if not entry.batched and len(messages) == 1:
         m = messages[0]
         if m.properties:
             metadata.properties.extend(pb.KeyValue(key=k, value=v) for k, v in m.properties.items())
         if m.has_partition_key:
             metadata.partition_key = m.partition_key
+        if m.ordering_key:
+            metadata.ordering_key = m.ordering_key
         if m.event_time_ms > 0:
             metadata.event_time = m.event_time_ms
         if m.deliver_at_ms > 0:
@@ -119,6 +132,8 @@ def metadata_and_payload(entry: EntryLike) -> tuple[pb.MessageMetadata, bytes]:
             single.properties.extend(pb.KeyValue(key=k, value=v) for k, v in m.properties.items())
         if m.has_partition_key:
             single.partition_key = m.partition_key
+        if m.ordering_key:
+            single.ordering_key = m.ordering_key
         if m.event_time_ms > 0:
             single.event_time = m.event_time_ms
         body = single.SerializeToString()

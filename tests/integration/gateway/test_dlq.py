@@ -18,13 +18,16 @@ from magnetar.testing.processes import GatewayProcess, ServiceFactory
 
 
 async def fill_dlq(client: mg.Client, dlq: str, real_topics: list[str], per_topic: int) -> None:
-    """Messages as the broker moves them to a DLQ: REAL_TOPIC, ORIGIN_MESSAGE_ID, RECONSUMETIMES."""
+    """Messages as the broker moves them to a DLQ: REAL_TOPIC, ORIGIN_MESSAGE_ID, RECONSUMETIMES
+    (and an ordering key, which a move keeps)."""
     producer = await client.create_producer(dlq, batching_enabled=False, max_pending_messages=20_000)
     futures = []
     for i in range(per_topic):
         for real in real_topics:
             props = {"REAL_TOPIC": real, "ORIGIN_MESSAGE_ID": f"1:{i}:-1:-1", "RECONSUMETIMES": "3", "k": str(i)}
-            futures.append(asyncio.ensure_future(producer.send(f"{real}|{i}".encode(), properties=props)))
+            futures.append(asyncio.ensure_future(
+                producer.send(f"{real}|{i}".encode(), properties=props, ordering_key=f"lane-{i}")
+            ))
     await asyncio.gather(*futures)
     await producer.close()
 
@@ -83,6 +86,7 @@ async def test_replay_moves_each_message_once_with_provenance(http: httpx.AsyncC
             props = got[0].properties()
             assert "RECONSUMETIMES" not in props and props["REPLAY_COUNT"] == "1" and int(props["REPLAYED_AT"]) > 0
             assert props["ORIGIN_MESSAGE_ID"].startswith("1:") and props["k"]
+            assert all(m.ordering_key() == b"lane-%s" % m.properties()["k"].encode() for m in got)  # kept
 
         listed = {d["topic"]: d for d in (await http.get("/admin/v2/dlq/public/default")).json()}
         assert listed[dlq]["backlog"] == 0 and listed[dlq]["countsByRealTopic"] == {}

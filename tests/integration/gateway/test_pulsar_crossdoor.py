@@ -1,9 +1,9 @@
 """Messages crossing doors between pulsar-client (its C++ core, through the broker's
 Pulsar protocol door) and the gateway: sent by pulsar-client and read through the
 WebSocket consumer API and REST peek, sent through the WebSocket producer API and
-received by pulsar-client, with the same message id, key, properties, event time and
-payload; batching on and off on each side. (Ordering keys: the WebSocket API and the
-SDK carry none; pulsar-client to pulsar-client keeps its own.)"""
+received by pulsar-client, with the same message id, key, ordering key, properties, event
+time, schema version and payload; batching on and off on each side. (The WebSocket frames'
+``orderingKey`` and ``schemaVersion`` are Magnetar's additions.)"""
 
 from __future__ import annotations
 
@@ -52,15 +52,16 @@ def _client(cluster: GatewayCluster) -> pulsar.Client:
 
 
 def _pulsar_send(cluster: GatewayCluster, topic: str, batching: bool) -> list[tuple[int, int, int, int]]:
-    """COUNT messages with keys, ordering keys, properties and event times; their ids."""
+    """COUNT messages with keys, ordering keys, properties and event times, from a producer
+    with a schema (the topic's first: the broker gives it a version); their ids."""
     client = _client(cluster)
     try:
         producer = client.create_producer(topic, producer_name=unique("pp"), batching_enabled=batching,
-                                          batching_max_publish_delay_ms=50)  # fmt: skip
+                                          batching_max_publish_delay_ms=50, schema=pulsar.schema.StringSchema())  # fmt: skip
         receipts: dict[int, Any] = {}
         for i in range(COUNT):
             producer.send_async(
-                b"from-pulsar-%d" % i, lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
+                f"from-pulsar-{i}", lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
                 properties={"i": str(i)}, partition_key=f"k{i}", ordering_key=f"o{i}", event_timestamp=EVENT_MS + i,
             )  # fmt: skip
         producer.flush()
@@ -84,6 +85,15 @@ async def test_pulsar_client_messages_read_through_websocket_and_rest_peek(
         if batching:
             assert any(i[3] > 0 for i in ids_sent), "the client sent no batch of more than one message"
 
+        # pulsar-client's own view first: what every other door must show the same
+        pulsar_seen = await asyncio.to_thread(_pulsar_read, gateway_cluster, topic)
+        assert pulsar_seen == [
+            (ids_sent[i], b"from-pulsar-%d" % i, f"k{i}", f"o{i}", {"i": str(i)}, EVENT_MS + i, pulsar_seen[0][6])
+            for i in range(COUNT)
+        ]
+        version = pulsar_seen[0][6].encode("latin-1")  # pulsar-client hands the 8 bytes over as a str
+        assert len(version) == 8  # the producer declared a schema: its messages carry the version
+
         for i in range(COUNT):  # REST peek: position i+1 of the subscription's backlog
             r = await http.get(f"{P}/{local}/subscription/ws/position/{i + 1}")
             assert r.status_code == 200 and r.content == b"from-pulsar-%d" % i
@@ -91,6 +101,8 @@ async def test_pulsar_client_messages_read_through_websocket_and_rest_peek(
             assert json.loads(r.headers["X-Pulsar-PROPERTY"]) == {"i": str(i)}
             assert r.headers["X-Pulsar-partition-key"] == f"k{i}"
             assert r.headers["X-Pulsar-event-time"] == _iso(EVENT_MS + i)
+            assert base64.b64decode(r.headers["X-Pulsar-Base64-ordering-key"]) == pulsar_seen[i][3].encode()
+            assert base64.b64decode(r.headers["X-Pulsar-Base64-schema-version"]) == version
 
         async with connect(_ws(gateway_cluster, "consumer", topic, "ws"), open_timeout=30) as ws:
             frames = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(COUNT)]
@@ -101,23 +113,25 @@ async def test_pulsar_client_messages_read_through_websocket_and_rest_peek(
     assert [(f["key"], f["properties"], f["eventTime"]) for f in frames] == [
         (f"k{i}", {"i": str(i)}, _iso(EVENT_MS + i)) for i in range(COUNT)
     ]
-
-    def pulsar_read() -> list[tuple[Any, ...]]:  # and pulsar-client itself: the ordering keys too
-        client = _client(gateway_cluster)
-        try:
-            reader = client.create_reader(topic, pulsar.MessageId.earliest)
-            out = []
-            for _ in range(COUNT):
-                m = reader.read_next(timeout_millis=10_000)
-                out.append((_id(m.message_id()), m.data(), m.partition_key(), m.ordering_key(), m.properties(),
-                            m.event_timestamp()))  # fmt: skip
-            return out
-        finally:
-            client.close()
-
-    assert await asyncio.to_thread(pulsar_read) == [
-        (ids_sent[i], b"from-pulsar-%d" % i, f"k{i}", f"o{i}", {"i": str(i)}, EVENT_MS + i) for i in range(COUNT)
+    assert [(base64.b64decode(f["orderingKey"]), f["schemaVersion"]) for f in frames] == [
+        (pulsar_seen[i][3].encode(), int.from_bytes(version, "big", signed=True)) for i in range(COUNT)
     ]
+
+
+def _pulsar_read(cluster: GatewayCluster, topic: str) -> list[tuple[Any, ...]]:
+    """COUNT messages as pulsar-client's own reader sees them, ordering key and schema
+    version included (both as pulsar-client hands them over: str)."""
+    client = _client(cluster)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        out = []
+        for _ in range(COUNT):
+            m = reader.read_next(timeout_millis=10_000)
+            out.append((_id(m.message_id()), m.data(), m.partition_key(), m.ordering_key(), m.properties(),
+                        m.event_timestamp(), m.schema_version()))  # fmt: skip
+        return out
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
@@ -137,6 +151,7 @@ async def test_websocket_messages_received_by_pulsar_client(gateway_cluster: Gat
                 await ws.send(json.dumps({
                     "payload": base64.b64encode(b"from-ws-%d" % i).decode(), "context": str(i), "key": f"k{i}",
                     "properties": {"i": str(i)}, "eventTime": _iso(EVENT_MS + i),
+                    "orderingKey": base64.b64encode(b"o%d" % i).decode(),
                 }))  # fmt: skip
             acks = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(COUNT)]
         assert [(a["result"], a["context"]) for a in acks] == [("ok", str(i)) for i in range(COUNT)]
@@ -149,10 +164,11 @@ async def test_websocket_messages_received_by_pulsar_client(gateway_cluster: Gat
             for _ in range(COUNT):
                 m = consumer.receive(timeout_millis=10_000)
                 consumer.acknowledge(m)
-                out.append((_id(m.message_id()), m.data(), m.partition_key(), m.properties(), m.event_timestamp()))
+                out.append((_id(m.message_id()), m.data(), m.partition_key(), m.ordering_key(), m.properties(),
+                            m.event_timestamp()))  # fmt: skip
             return sorted(out)
 
         got = await asyncio.to_thread(receive)
     finally:
         await asyncio.to_thread(client.close)
-    assert got == [(acked[i], b"from-ws-%d" % i, f"k{i}", {"i": str(i)}, EVENT_MS + i) for i in range(COUNT)]
+    assert got == [(acked[i], b"from-ws-%d" % i, f"k{i}", f"o{i}", {"i": str(i)}, EVENT_MS + i) for i in range(COUNT)]

@@ -3,7 +3,7 @@
 - :func:`plan_reconsume` (``reconsume_later``): a copy, delayed, to the retry topic, with
   ``REAL_TOPIC``, ``ORIGIN_MESSAGE_ID`` (both kept from the first copy on), ``RETRY_TOPIC``,
   ``RECONSUMETIMES`` (1 on the first retry) and ``DELAY_TIME`` (ms), plus the original's
-  properties, key and event time. When ``RECONSUMETIMES`` would exceed
+  properties, key, ordering key and event time. When ``RECONSUMETIMES`` would exceed
   ``max_redeliver_count`` the copy goes to the DLQ instead, with a ``DEAD_LETTER_REASON``.
 - :func:`plan_dead_letter` (negative acks): the DLQ copy of an entry whose redelivery
   count reached ``max_redeliver_count``.
@@ -68,6 +68,7 @@ def _copy(single: MessageView, properties: dict[str, str], deliver_at_ms: int = 
     return Message(
         payload=single.payload, properties=properties, partition_key=single.partition_key,
         has_partition_key=single.has_partition_key, event_time_ms=single.event_time_ms, deliver_at_ms=deliver_at_ms,
+        ordering_key=single.ordering_key,
     )
 
 

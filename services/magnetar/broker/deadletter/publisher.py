@@ -47,12 +47,16 @@ class MoveTargets(Protocol):
 
 def move_entry(move: Move, publish_time_ms: int) -> bytes:
     """The entry the SDK sends for ``move``'s copy: one unbatched message with the copy's
-    payload, properties, key, event time and delivery time, and its sequence id."""
+    payload, properties, key, ordering key (kept, as Pulsar's dead-letter and retry
+    producers keep it), event time and delivery time, and its sequence id.
+
+    The copy carries no schema version: a version names a schema of the topic it was
+    given on, and the move registers none on the target."""
     src = move.message
     msg = Message(
         payload=src.payload, properties=src.properties, partition_key=src.partition_key,
         has_partition_key=src.has_partition_key, event_time_ms=src.event_time_ms, sequence_id=move.sequence_id,
-        deliver_at_ms=src.deliver_at_ms,
+        deliver_at_ms=src.deliver_at_ms, ordering_key=src.ordering_key,
     )
     return encode_entry(move.producer_name, move.sequence_id, publish_time_ms, False, [msg])
 

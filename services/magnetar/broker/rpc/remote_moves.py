@@ -67,7 +67,7 @@ class RemoteMovePublisher:
                     await producer.send(
                         msg.payload, properties=dict(msg.properties),
                         partition_key=msg.partition_key if msg.has_partition_key else None,
-                        sequence_id=move.sequence_id, event_timestamp=msg.event_time_ms or None,
+                        ordering_key=msg.ordering_key or None, sequence_id=move.sequence_id, event_timestamp=msg.event_time_ms or None,
                         deliver_at=msg.deliver_at_ms or None,
                     )
                 finally:

@@ -87,5 +87,5 @@ def _peeked(found: PeekedMessage, partition: int) -> pb.PeekMessageResponse:
             batch_index=found.batch_index,
         ),
         producer_name=batch.producer_name, publish_time_ms=batch.publish_time_ms, message=wire.single_message(found.message),
-        batch_size=len(batch.messages),
+        batch_size=len(batch.messages), schema_version=batch.schema_version,
     )

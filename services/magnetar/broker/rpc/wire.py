@@ -77,15 +77,18 @@ def deliveries(out: Iterable[Delivery], partition: int) -> pb.Deliveries:
 
 
 def sdk_entry(data: bytes) -> bytes:
-    """A stored Pulsar entry as the ``EntryBatch`` the SDK reads (the same messages,
-    producer, sequence ids and publish time); a compressed or unreadable one as stored."""
+    """A stored Pulsar entry as the ``EntryBatch`` the SDK reads (the same messages with
+    their keys, ordering keys, properties and event times, the same producer, sequence
+    ids, publish time and schema version); a compressed or unreadable one as stored."""
     try:
         entry = decode_entry(data)
     except InvalidArgument:
         return data
     if getattr(entry, "compressed", False):
         return data
-    return encode_entry(entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched, entry.messages)
+    return encode_entry(
+        entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched, entry.messages, entry.schema_version,
+    )
 
 
 def single_message(m: MessageView) -> pb.SingleMessage:

@@ -7,6 +7,12 @@ Shapes follow Pulsar's classes (``ProducerMessage``, ``ProducerAck``, ``Consumer
 is a deserialization failure, as Jackson's is (numbers and booleans become strings where
 Pulsar reads a string). Times are ISO-8601 with an offset; the gateway writes UTC
 (``2024-05-01T12:00:00.123Z``).
+
+Magnetar's additions (Pulsar's frames have no such fields): the message frame carries a
+message's ordering key as ``orderingKey`` (base64, as Pulsar's frames carry binary) and
+its schema version as ``schemaVersion`` (the version's 8 bytes read as a big-endian
+signed long, the number Pulsar's REST and WebSocket producer APIs use for a version),
+each only when the message has one; the publish frame takes an ``orderingKey`` (base64).
 """
 
 from __future__ import annotations
@@ -123,6 +129,7 @@ class Publish:
     event_time_ms: int | None = None
     deliver_at_ms: int | None = None
     deliver_after_ms: int | None = None
+    ordering_key: bytes | None = None
 
 
 def _json_object(text: str | bytes) -> dict[str, Any]:
@@ -180,7 +187,8 @@ def parse_publish(text: str | bytes) -> Publish:
     Raises:
         FrameError: ``FailedToDeserializeFromJSON`` (not JSON, or a field of the wrong
             type; no context), ``PayloadEncodingError`` (payload missing or not base64,
-            a bad ``eventTime``, a ``deliverAfterMs`` too far ahead; with the context).
+            a bad ``eventTime``, a ``deliverAfterMs`` too far ahead, an ``orderingKey``
+            not base64; with the context).
     """
     obj = _json_object(text)
     context = _text(obj, "context")
@@ -189,6 +197,7 @@ def parse_publish(text: str | bytes) -> Publish:
     event_time = _text(obj, "eventTime")
     deliver_at = _long(obj, "deliverAt")
     deliver_after = _long(obj, "deliverAfterMs")
+    ordering_key = _text(obj, "orderingKey")
     payload = obj.get("payload")
     if payload is None:
         raise FrameError(WebSocketError.PayloadEncodingError, "payload is missing", context)
@@ -205,6 +214,12 @@ def parse_publish(text: str | bytes) -> Publish:
             WebSocketError.PayloadEncodingError,
             f"deliverAfterMs {deliver_after} is too far ahead (at most {MAX_DELIVER_AFTER_MS})", context,
         )
+    ordering = None
+    if ordering_key is not None:
+        try:
+            ordering = _base64(ordering_key) or None
+        except (binascii.Error, ValueError) as exc:
+            raise FrameError(WebSocketError.PayloadEncodingError, f"Invalid Base64 orderingKey error={exc}", context) from None
     event_time_ms = None
     if event_time is not None:
         try:
@@ -214,7 +229,7 @@ def parse_publish(text: str | bytes) -> Publish:
     return Publish(
         data, properties, key, context, event_time_ms or None,
         deliver_at if deliver_at and deliver_at > 0 else None,
-        deliver_after if deliver_after and deliver_after > 0 else None,
+        deliver_after if deliver_after and deliver_after > 0 else None, ordering,
     )
 
 
@@ -247,6 +262,10 @@ def message_frame(msg: Message) -> str:
         frame["eventTime"] = iso_time(msg.event_timestamp())
     if msg.has_partition_key():
         frame["key"] = msg.partition_key()
+    if ordering_key := msg.ordering_key():
+        frame["orderingKey"] = base64.b64encode(ordering_key).decode("ascii")
+    if version := msg.schema_version():
+        frame["schemaVersion"] = int.from_bytes(version, "big", signed=True)
     return json.dumps(frame)
 
 

@@ -39,8 +39,8 @@ class SendingProducer(Protocol):
 
     def send_async(
         self, content: bytes, callback: SendCallback | None, *, properties: Mapping[str, str] | None,
-        partition_key: str | None, sequence_id: int | None, event_timestamp: int | None, deliver_at: int | None,
-        deliver_after: timedelta | None,
+        partition_key: str | None, ordering_key: bytes | None, sequence_id: int | None, event_timestamp: int | None,
+        deliver_at: int | None, deliver_after: timedelta | None,
     ) -> asyncio.Future[MessageId]: ...
 
 
@@ -96,7 +96,8 @@ class ProducerSession:
             return _Pending(None, exc.context, ack_error(exc.error, exc.message, exc.context))
         try:
             future = self.producer.send_async(
-                msg.payload, None, properties=msg.properties, partition_key=msg.key, sequence_id=self._next_sequence,
+                msg.payload, None, properties=msg.properties, partition_key=msg.key, ordering_key=msg.ordering_key,
+                sequence_id=self._next_sequence,
                 event_timestamp=msg.event_time_ms, deliver_at=msg.deliver_at_ms,
                 deliver_after=None if msg.deliver_after_ms is None else timedelta(milliseconds=msg.deliver_after_ms),
             )
