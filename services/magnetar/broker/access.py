@@ -25,40 +25,20 @@ the producers and calls it.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, ProducerBusy, ProducerFenced
+from magnetar.common.access_mode import ProducerAccessMode
+from magnetar.common.errors import MagnetarError, ProducerBusy, ProducerFenced
+
+__all__ = ["EPOCH_PROPERTY", "ProducerAccess", "ProducerAccessMode", "parse_epoch"]
 
 log = logging.getLogger(__name__)
 
 EPOCH_PROPERTY = "pulsar.topic.epoch"
 """The managed ledger property holding the topic epoch (decimal)."""
-
-
-class ProducerAccessMode(enum.IntEnum):
-    """pulsar-client's ``ProducerAccessMode`` (same names and values)."""
-
-    Shared = 0
-    Exclusive = 1
-    WaitForExclusive = 2
-    ExclusiveWithFencing = 3
-
-    @classmethod
-    def of(cls, value: int | str | ProducerAccessMode) -> ProducerAccessMode:
-        """The mode named or numbered ``value``.
-
-        Raises:
-            InvalidArgument: no such mode.
-        """
-        try:
-            return cls[value] if isinstance(value, str) else cls(int(value))
-        except (KeyError, ValueError) as exc:
-            names = ", ".join(m.name for m in cls)
-            raise InvalidArgument(f"unknown producer access mode {value!r} (one of {names})") from exc
 
 
 def parse_epoch(text: str | None) -> int | None:
