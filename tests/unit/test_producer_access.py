@@ -99,6 +99,28 @@ async def test_a_producer_that_leaves_the_line_is_skipped():
     await topic.close()
 
 
+async def test_a_producer_leaving_as_it_is_given_the_topic_passes_it_on():
+    topic, _, _ = await fresh()
+    await topic.open_producer("a", access_mode=Mode.Exclusive)
+    store = topic.access._store_epoch
+
+    async def slow_store(epoch: int) -> None:
+        await asyncio.sleep(0.05)  # ZooKeeper takes its time
+        await store(epoch)
+
+    topic.access._store_epoch = slow_store
+    leaving = asyncio.ensure_future(topic.open_producer("b", access_mode=Mode.WaitForExclusive))
+    waits = asyncio.ensure_future(topic.open_producer("c", access_mode=Mode.WaitForExclusive))
+    await asyncio.sleep(0)
+    topic.remove_producer("a")  # b is being given the topic (its epoch is being stored)
+    await asyncio.sleep(0.01)
+    leaving.cancel()
+    await asyncio.gather(leaving, return_exceptions=True)
+    c = await asyncio.wait_for(waits, 5)
+    assert c.publisher.name == "c" and set(topic.producers) == {"c"} and topic.access.exclusive == "c"
+    await topic.close()
+
+
 async def test_exclusive_with_fencing_closes_every_other_producer_and_the_line():
     topic, _, _ = await fresh()
     s1, s2 = Closed(), Closed()

@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from magnetar.common.access_mode import ProducerAccessMode
 from magnetar.common.errors import MagnetarError, ProducerBusy, ProducerFenced
@@ -64,10 +65,15 @@ class ProducerAccess:
     """Who may produce on one topic: the exclusive holder, the line of WaitForExclusive
     producers, and the topic epoch."""
 
-    def __init__(self, topic_name: str, epoch: int | None, store_epoch: Callable[[int], Awaitable[None]]) -> None:
+    def __init__(
+        self, topic_name: str, epoch: int | None, store_epoch: Callable[[int], Awaitable[None]],
+        spawn: Callable[[Coroutine[Any, Any, None]], object],
+    ) -> None:  # fmt: skip
         """Args: epoch: the stored topic epoch (None: never held exclusively).
-        store_epoch: stores a new epoch durably (raises when it cannot)."""
+        store_epoch: stores a new epoch durably (raises when it cannot).
+        spawn: runs a coroutine in a task its owner keeps (giving the topic to the next in line)."""
         self.topic_name = topic_name
+        self._spawn = spawn
         self.epoch = epoch
         self.exclusive: str | None = None
         """The name of the producer holding the topic exclusively (None: none)."""
@@ -120,7 +126,9 @@ class ProducerAccess:
             except asyncio.CancelledError:
                 if waiter in self._waiting:
                     self._waiting.remove(waiter)
-                elif waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.exception() is None:
+                elif not waiter.granted.done():
+                    waiter.granted.cancel()  # being given the topic: the grant passes it on
+                elif not waiter.granted.cancelled() and waiter.granted.exception() is None:
                     self.release(name)  # it got the topic as it left: the next one in line gets it
                 raise
         self._check_epoch(epoch)
@@ -153,19 +161,19 @@ class ProducerAccess:
         self.epoch = new
         return new
 
-    def release(self, name: str) -> Callable[[], Awaitable[None]] | None:
-        """Producer ``name`` left. When it held the topic, the next in line is given it:
-        returns the work that does so (await it in an owned task), or None."""
+    def release(self, name: str) -> None:
+        """Producer ``name`` left. When it held the topic, the next in line is given it
+        (in a spawned task: its epoch is stored first)."""
         if self.exclusive != name:
-            return None
+            return
         self.exclusive = None
         while self._waiting:
             waiter = self._waiting.popleft()
             if waiter.granted.done():
                 continue
             self.exclusive = waiter.name
-            return lambda: self._grant(waiter)
-        return None
+            self._spawn(self._grant(waiter))
+            return
 
     async def _grant(self, waiter: _Waiter) -> None:
         try:
@@ -178,9 +186,7 @@ class ProducerAccess:
                 waiter.granted.set_exception(exc)
             return
         if waiter.granted.done():  # it left meanwhile
-            grant = self.release(waiter.name)
-            if grant is not None:
-                await grant()
+            self.release(waiter.name)
             return
         waiter.granted.set_result(epoch)
 

@@ -126,7 +126,8 @@ class PersistentTopic:
         """Publishes retry and dead-letter copies (set by the broker service)."""
         self.producers: dict[str, Publisher] = {}
         self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
-        self.access = ProducerAccess(name, None, self._store_epoch)
+        self.access = ProducerAccess(
+            name, None, self._store_epoch, lambda work: self._tasks.spawn(work, name=f"grant-exclusive:{self.name}"))
         """Access modes and the topic epoch (read from the ledger's properties on :meth:`load`)."""
         self.subscriptions: dict[str, Subscription] = {}
         self.meter_in = Meter()
@@ -345,7 +346,7 @@ class PersistentTopic:
             self._check_new_producer(producer_name)  # checked again: time passed
         except MagnetarError:
             if exclusive:
-                self._release(producer_name)
+                self.access.release(producer_name)
             raise
         admission = self._register(producer_name, on_close)
         admission.topic_epoch = epoch
@@ -375,12 +376,7 @@ class PersistentTopic:
         if self.producers.pop(producer_name, None) is None:
             return
         self._producer_closers.pop(producer_name, None)
-        self._release(producer_name)
-
-    def _release(self, producer_name: str) -> None:
-        grant = self.access.release(producer_name)
-        if grant is not None and not self._closed:
-            self._tasks.spawn(grant(), name=f"grant-exclusive:{self.name}")
+        self.access.release(producer_name)
 
     def _fence_producers(self, error: MagnetarError) -> None:
         """ExclusiveWithFencing: close every connected producer with ``error``; they are

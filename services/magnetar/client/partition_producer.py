@@ -72,7 +72,7 @@ class PartitionProducer(ConnectionHandler):
         call = self.pool.open_produce(address, target)
         first = pb.ProduceRequest(open=pb.OpenProducer(
             topic=self.topic, producer_name=self.name, properties=self.conf.properties,
-            access_mode=int(self.conf.access_mode), topic_epoch=self.topic_epoch,
+            access_mode=pb.ProducerAccessMode.ValueType(self.conf.access_mode), topic_epoch=self.topic_epoch,
         ))  # fmt: skip
         # A WaitForExclusive producer is answered once it holds the topic: no time limit.
         waits = self.conf.access_mode is ProducerAccessMode.WaitForExclusive

@@ -148,8 +148,6 @@ class Producers:
             self.host.write(commands.producer_success(
                 rid, existing.name, existing.last_sequence_id, existing.schema_version, existing.topic_epoch))
             return
-        if pid in self._waiting:  # asked again while in line: still in line
-            return
         if pid in self._opening:
             self.host.write(commands.error(rid, pb.ServiceNotReady, f"producer {pid} is being created on this connection"))
             return

@@ -92,7 +92,10 @@ async def test_wait_for_exclusive_gets_the_topic_when_the_holder_closes(broker) 
             holder = await sdk.create_producer(topic, access_mode=Mode.Exclusive, batching_enabled=False)
             waiting = asyncio.ensure_future(
                 asyncio.to_thread(client.create_producer, topic, access_mode=PMode.WaitForExclusive))
-            await asyncio.sleep(1.0)  # long enough for the broker to have answered it (not ready)
+            # On the wire: a first PRODUCER_SUCCESS, not ready; the second comes only when
+            # it holds the topic. Its connection closing takes it out of the line again.
+            answer = await _raw_producer(broker.protocol_port, topic, pb.WaitForExclusive, None)
+            assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS and not answer.producer_success.producer_ready, answer
             assert not waiting.done()
             await holder.send(b"holder")
             await holder.close()
