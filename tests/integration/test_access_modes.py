@@ -151,8 +151,45 @@ async def _raw_producer(port: int, topic: str, mode: int, epoch: int | None) -> 
         return (await conn.receive()).command
 
 
+class Door:
+    """One producer through the SDK (gRPC) or pulsar-client (Pulsar protocol)."""
+
+    def __init__(self, sdk: mg.Client, client: pulsar.Client, kind: str) -> None:
+        self.sdk, self.client, self.kind = sdk, client, kind
+        self.producer = None
+
+    async def create(self, topic: str, mode: str) -> None:
+        if self.kind == "sdk":
+            self.producer = await self.sdk.create_producer(topic, access_mode=Mode[mode], batching_enabled=False)
+        else:
+            self.producer = await asyncio.to_thread(
+                self.client.create_producer, topic, access_mode=getattr(PMode, mode),
+                batching_enabled=False, send_timeout_millis=60_000,
+            )  # fmt: skip
+
+    async def send(self, data: bytes) -> None:
+        if self.kind == "sdk":
+            await self.producer.send(data)  # type: ignore[union-attr]
+        else:
+            await asyncio.to_thread(self.producer.send, data)  # type: ignore[union-attr]
+
+    async def close(self) -> None:
+        if self.kind == "sdk":
+            await self.producer.close()  # type: ignore[union-attr]
+        else:
+            await asyncio.to_thread(self.producer.close)  # type: ignore[union-attr]
+
+    def name(self) -> str:
+        return self.producer.producer_name()  # type: ignore[union-attr]
+
+    def fenced(self) -> type[BaseException]:
+        return ProducerFenced if self.kind == "sdk" else pulsar.ProducerFenced
+
+
 @pytest.mark.slow
-async def test_a_fenced_producer_stays_fenced_when_the_owner_is_killed(broker, module_broker_factory) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("old_kind", "fencer_kind"), [("sdk", "pulsar-client"), ("pulsar-client", "sdk")],
+                         ids=["pulsar-client-fences-sdk", "sdk-fences-pulsar-client"])  # fmt: skip
+async def test_a_fenced_producer_stays_fenced_when_the_owner_is_killed(broker, module_broker_factory, old_kind, fencer_kind) -> None:  # type: ignore[no-untyped-def]
     owner = module_broker_factory(zk_session_timeout_s=2.0, **QUORUM)
     topic = f"persistent://{await new_namespace(owner.address, 'handover')}/t"
     async with await RawPulsarConnection.open("127.0.0.1", owner.protocol_port) as conn:  # the owner: its first lookup
@@ -164,32 +201,31 @@ async def test_a_fenced_producer_stays_fenced_when_the_owner_is_killed(broker, m
     acked: list[bytes] = []
     try:
         async with mg.Client(broker.address) as sdk:
-            old = await sdk.create_producer(topic, access_mode=Mode.Exclusive, batching_enabled=False)
+            old, fencer = Door(sdk, client, old_kind), Door(sdk, client, fencer_kind)
+            await old.create(topic, "Exclusive")
             await old.send(b"old-0")
             acked.append(b"old-0")
-            fencer = await asyncio.to_thread(
-                client.create_producer, topic, access_mode=PMode.ExclusiveWithFencing, batching_enabled=False,
-                send_timeout_millis=60_000,
-            )  # fmt: skip
-            await asyncio.to_thread(fencer.send, b"new-0")
+            await fencer.create(topic, "ExclusiveWithFencing")
+            await fencer.send(b"new-0")
             acked.append(b"new-0")
-            with pytest.raises(ProducerFenced):
+            with pytest.raises(old.fenced()):
                 await old.send(b"old-after-fence")
             owner.kill()
             started = time.monotonic()
-            await asyncio.to_thread(fencer.send, b"new-1")  # resent to the new owner
+            await fencer.send(b"new-1")  # sent to the new owner once the fencer reconnected with its epoch
             acked.append(b"new-1")
-            print(f"the fencing producer's send completed {time.monotonic() - started:.1f} s after the owner was killed")
+            print(f"{fencer_kind}: the fencing producer's send completed {time.monotonic() - started:.1f} s after the owner was killed")
             # The fencer holds the topic at the new owner too.
             answer = await _raw_producer(broker.protocol_port, topic, pb.Exclusive, 0)
             assert answer.type == pb.BaseCommand.ERROR and answer.error.error == pb.ProducerFenced, answer
-            assert answer.error.message == f"Topic has an existing exclusive producer: {fencer.producer_name()}"
+            assert answer.error.message == f"Topic has an existing exclusive producer: {fencer.name()}"
             answer = await _raw_producer(broker.protocol_port, topic, pb.Shared, None)
             assert answer.type == pb.BaseCommand.ERROR and answer.error.error == pb.ProducerBusy, answer
-            await asyncio.to_thread(fencer.close)
+            await fencer.close()
             # Gone, it leaves the fenced producer fenced: its epoch (0, the topic's first
-            # exclusive producer's) is older than the topic's (1, the fencer's), which the
-            # new owner read from the managed ledger's properties.
+            # exclusive producer's) is older than the topic's (1, the fencer's: it came
+            # back with its own, not a new one), which the new owner read from the
+            # managed ledger's properties.
             answer = await _raw_producer(broker.protocol_port, topic, pb.Exclusive, 0)
             assert answer.type == pb.BaseCommand.ERROR and answer.error.error == pb.ProducerFenced, answer
             assert answer.error.message == "Topic epoch has already moved. Current epoch: 1, Producer epoch: 0"
@@ -199,4 +235,3 @@ async def test_a_fenced_producer_stays_fenced_when_the_owner_is_killed(broker, m
     finally:
         client.close()
     assert await _stored(broker.address, topic) == acked
-
