@@ -139,6 +139,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                     if ended.done() or not service.serving():  # the stream is ending
                         return
                     for s in sends:
+                        if ended.done():  # closed (fenced out, unloaded) while a put below waited
+                            return
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id,
                                                   maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0)
                         try:
