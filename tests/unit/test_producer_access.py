@@ -178,3 +178,13 @@ async def test_the_epoch_survives_a_crash_hand_over_and_keeps_the_fenced_produce
         await second.open_producer("shared")
     assert await send(second, "new", 1)
     await second.close()
+
+
+async def test_the_sdk_refuses_an_unknown_access_mode_before_it_connects():
+    import magnetar.asyncio as mg
+
+    async with mg.Client("127.0.0.1:1", operation_timeout_seconds=1) as client:  # nothing listens there
+        with pytest.raises(InvalidArgument, match="unknown producer access mode 'Exclusif'"):
+            await client.create_producer("persistent://public/default/t", access_mode="Exclusif")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="unknown producer access mode 7"):
+            await client.create_producer("persistent://public/default/t", access_mode=7)  # type: ignore[arg-type]
