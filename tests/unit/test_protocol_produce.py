@@ -21,7 +21,7 @@ import pytest
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.service import PulsarServiceUrls
-from magnetar.broker.topic import PublishResult
+from magnetar.broker.topic import ProducerAdmission, Publisher, PublishResult
 from magnetar.common import errors as e
 from magnetar.common.netutil import free_port
 from magnetar.managedledger.position import Position
@@ -72,7 +72,11 @@ class FakeTopic:
         self.producers[name] = on_close
         return self.last.get(name, -1)
 
-    def remove_producer(self, name: str) -> None:
+    async def open_producer(self, name, on_close=None, access_mode=0, topic_epoch=None, on_queued=None):  # type: ignore[no-untyped-def]
+        last = self.add_producer(name, on_close)
+        return ProducerAdmission(Publisher(name), last, None)
+
+    def remove_producer(self, name: str, publisher: object = None) -> None:
         self.producers.pop(name, None)
 
     def publish(self, producer, entry, count, lowest, highest, maybe_delayed=True, checked=False):  # type: ignore[no-untyped-def]

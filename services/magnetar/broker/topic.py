@@ -28,6 +28,10 @@ more than ``max_delivery_delay_ms`` after its publish time is refused. Rate limi
 (:mod:`magnetar.broker.ratelimit`): the produce door waits in :meth:`throttle_publish`
 before it reads a producer's next request, and the dispatchers of every subscription
 draw from :attr:`PersistentTopic.dispatch_limiter`.
+
+Producer access modes (Shared, Exclusive, WaitForExclusive, ExclusiveWithFencing) and the
+topic epoch that keeps a fenced producer fenced across reconnects and hand-overs are
+:mod:`magnetar.broker.access`'s; :meth:`PersistentTopic.open_producer` applies them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.access import EPOCH_PROPERTY, ProducerAccess, ProducerAccessMode, parse_epoch
 from magnetar.broker.backlog import backlog_bytes, slowest
 from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
 from magnetar.broker.dispatch.delayed import effective_deliver_at
@@ -56,6 +61,7 @@ from magnetar.common.errors import (
     LedgerFenced,
     MagnetarError,
     MessageTooBig,
+    MetadataVersionConflict,
     NotOwner,
     ProducerBlockedQuotaExceeded,
     ProducerBusy,
@@ -89,6 +95,17 @@ class Publisher:
 
 
 @dataclass
+class ProducerAdmission:
+    """What a producer admitted to a topic is told."""
+
+    publisher: Publisher
+    last_sequence_id: int
+    """The highest sequence id stored under its name (-1: none)."""
+    topic_epoch: int | None
+    """The topic epoch (None: the topic was never held by an exclusive producer)."""
+
+
+@dataclass
 class PublishResult:
     position: Position | None
     duplicate: bool = False
@@ -109,6 +126,9 @@ class PersistentTopic:
         """Publishes retry and dead-letter copies (set by the broker service)."""
         self.producers: dict[str, Publisher] = {}
         self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
+        self.access = ProducerAccess(
+            name, None, self._store_epoch, lambda work: self._tasks.spawn(work, name=f"grant-exclusive:{self.name}"))
+        """Access modes and the topic epoch (read from the ledger's properties on :meth:`load`)."""
         self.subscriptions: dict[str, Subscription] = {}
         self.meter_in = Meter()
         """Messages and bytes stored (resends deduplicated away are not counted)."""
@@ -138,6 +158,7 @@ class PersistentTopic:
         when deduplication is on."""
         self._apply_rates()
         self._load_subscriptions()
+        self.access.epoch = parse_epoch(self.ml.properties.get(EPOCH_PROPERTY))
         if self.deduplication_enabled:
             self._dedup_tracked = True
             await self._scan_dedup()
@@ -286,14 +307,52 @@ class PersistentTopic:
 
     # -- producers -------------------------------------------------------------
     def add_producer(self, producer_name: str, on_close: Callable[[MagnetarError], None] | None = None) -> int:
-        """Register a connected producer; returns its last stored sequence id (-1: none).
+        """Register a connected Shared producer; returns its last stored sequence id (-1: none).
 
         ``on_close(error)`` ends the producer's stream with ``error`` when the topic stops
-        being served here (see :meth:`close`).
+        being served here (see :meth:`close`) or an exclusive producer fences it out.
 
         Raises:
-            ProducerBusy: a producer with this name is connected already.
+            ProducerBusy: a producer with this name is connected already, or an exclusive
+                producer holds the topic.
         """
+        self._check_new_producer(producer_name)
+        self.access.acquire_shared()
+        return self._register(producer_name, on_close).last_sequence_id
+
+    async def open_producer(
+        self, producer_name: str, on_close: Callable[[MagnetarError], None] | None = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared, topic_epoch: int | None = None,
+        on_queued: Callable[[], None] | None = None,
+    ) -> ProducerAdmission:  # fmt: skip
+        """Register a connected producer in ``access_mode`` (``topic_epoch``: the epoch it
+        was given before, when it reconnects). A WaitForExclusive producer that must wait
+        is put in line (``on_queued()`` is called) and this returns once it holds the
+        topic; cancel it to leave the line.
+
+        Raises:
+            ProducerBusy: the name is connected already; Shared while an exclusive
+                producer holds the topic.
+            ProducerFenced: an exclusive mode the topic cannot give now, or a
+                ``topic_epoch`` older than the topic's.
+            NotOwner: the new epoch could not be stored (another broker took the topic).
+            ServiceClosed, ProducerBlockedQuotaExceeded.
+        """
+        self._check_new_producer(producer_name)
+        epoch = await self.access.acquire(
+            producer_name, access_mode, topic_epoch, len(self.producers), self._fence_producers, on_queued)
+        exclusive = access_mode is not ProducerAccessMode.Shared
+        try:
+            self._check_new_producer(producer_name)  # checked again: time passed
+        except MagnetarError:
+            if exclusive:
+                self.access.release(producer_name)
+            raise
+        admission = self._register(producer_name, on_close)
+        admission.topic_epoch = epoch
+        return admission
+
+    def _check_new_producer(self, producer_name: str) -> None:
         if self._closed:
             raise ServiceClosed(f"topic {self.name} is closing")
         if producer_name in self.producers:
@@ -301,14 +360,41 @@ class PersistentTopic:
         blocked = self._quota_error()
         if blocked is not None:
             raise blocked
-        self.producers[producer_name] = Publisher(producer_name)
+
+    def _register(self, producer_name: str, on_close: Callable[[MagnetarError], None] | None) -> ProducerAdmission:
+        publisher = Publisher(producer_name)
+        self.producers[producer_name] = publisher
         if on_close is not None:
             self._producer_closers[producer_name] = on_close
-        return self._dedup.persisted.get(producer_name, -1)
+        return ProducerAdmission(publisher, self._dedup.persisted.get(producer_name, -1), self.access.epoch)
 
-    def remove_producer(self, producer_name: str) -> None:
-        self.producers.pop(producer_name, None)
+    def remove_producer(self, producer_name: str, publisher: Publisher | None = None) -> None:
+        """Producer ``producer_name`` left (``publisher``: only when it is still the one
+        registered under the name, not one that took the name since)."""
+        if publisher is not None and self.producers.get(producer_name) is not publisher:
+            return
+        if self.producers.pop(producer_name, None) is None:
+            return
         self._producer_closers.pop(producer_name, None)
+        self.access.release(producer_name)
+
+    def _fence_producers(self, error: MagnetarError) -> None:
+        """ExclusiveWithFencing: close every connected producer with ``error``; they are
+        gone from the topic at once (their later sends are refused by their doors)."""
+        closers, self._producer_closers = self._producer_closers, {}
+        self.producers.clear()
+        for close in closers.values():
+            close(error)
+
+    async def _store_epoch(self, epoch: int) -> None:
+        """Store the topic epoch in the ledger list's properties before a producer is told it."""
+        if self._closed:
+            raise ServiceClosed(f"topic {self.name} is closing")
+        self.ml.put_property(EPOCH_PROPERTY, str(epoch))
+        try:
+            await self.ml.store_properties()
+        except MetadataVersionConflict as exc:
+            raise NotOwner(f"topic {self.name} moved to another broker; look it up again") from exc
 
     def end_streams(self, error: MagnetarError) -> None:
         """End every producer's and consumer's stream with ``error`` (at once; what they
@@ -575,6 +661,7 @@ class PersistentTopic:
         which clients answer by looking the topic up again), then close the subscriptions
         and the managed ledger (which stores a last deduplication snapshot with its list)."""
         self._closed = True
+        self.access.refuse_waiting(reason or NotOwner(f"topic {self.name} was unloaded from this broker; look it up again"))
         subscriptions = list(self.subscriptions.values())
         for sub in subscriptions:
             sub.closed = True  # a consumer subscribing now is refused, not left on a closed topic
@@ -590,6 +677,7 @@ class PersistentTopic:
         """Stop serving and delete the topic's ledgers, cursors and metadata; every stream
         ends with TopicNotFound (the producers and consumers fail: nothing to reconnect to)."""
         self._closed = True
+        self.access.refuse_waiting(TopicNotFound(f"topic {self.name} was deleted"))
         self.end_streams(TopicNotFound(f"topic {self.name} was deleted"))
         for sub in list(self.subscriptions.values()):
             await sub.dispatcher.close()

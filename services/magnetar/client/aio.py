@@ -44,6 +44,7 @@ from .options import (
     HashingScheme,
     InitialPosition,
     PartitionsRoutingMode,
+    ProducerAccessMode,
     ProducerConfig,
     Result,
     check_hashing_scheme,
@@ -66,6 +67,7 @@ __all__ = [
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
+    "ProducerAccessMode",
     "Producer",
     "Reader",
     "Result",
@@ -171,6 +173,7 @@ class Client:
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
+        access_mode: ProducerAccessMode = PRODUCER_DEFAULTS.access_mode,
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
@@ -178,9 +181,17 @@ class Client:
         (Murmur3, the one ``hashing_scheme`` taken); others round robin by batching
         window, or all to one random partition with ``UseSinglePartition``.
 
+        ``access_mode`` (pulsar-client's ``ProducerAccessMode``): ``Shared`` (default),
+        ``Exclusive`` (refused with ProducerFenced when another producer is there),
+        ``WaitForExclusive`` (this call returns once the others are gone) or
+        ``ExclusiveWithFencing`` (the others are fenced out: their sends fail with
+        ProducerFenced). An exclusive producer that reconnects keeps its topic epoch:
+        when another took the topic meanwhile it is fenced (ProducerFenced) for good.
+
         Raises:
-            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``.
-            InvalidTopicName, TopicNotFound, ProducerBusy, NotConnected, Timeout.
+            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
+                unknown ``access_mode``.
+            InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
         """
         check_hashing_scheme(hashing_scheme)
         conf = ProducerConfig(
@@ -198,6 +209,7 @@ class Client:
             properties=dict(properties or {}),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
+            access_mode=ProducerAccessMode.of(access_mode),
         )
         producer = await Producer.create(self._pool, topic, conf)
         self._producers.add(producer)

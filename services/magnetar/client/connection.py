@@ -274,11 +274,11 @@ class BrokerStream:
         self._call = call
         self.target = target
 
-    async def open(self, first: Any, timeout_s: float) -> Any:
+    async def open(self, first: Any, timeout_s: float | None) -> Any:
         """Write the opening request and return the broker's first answer.
 
         Raises:
-            Timeout: no answer within ``timeout_s``; NotConnected: the stream ended
+            Timeout: no answer within ``timeout_s`` (None: no limit); NotConnected: the stream ended
                 first; the broker's error (typed) otherwise. The stream is cancelled.
         """
         try:

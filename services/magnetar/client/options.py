@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from magnetar.common.access_mode import ProducerAccessMode
 from magnetar.common.errors import InvalidArgument, MagnetarError, ProducerQueueIsFull
 from magnetar.common.message_id import MessageId
 
@@ -183,6 +184,8 @@ class ProducerConfig:
     # autoUpdatePartitions / autoUpdatePartitionsInterval, on, 60 s).
     auto_update_partitions: bool = True
     auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
+    # Pulsar's access modes: Shared, Exclusive, WaitForExclusive, ExclusiveWithFencing.
+    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
 
 
 @dataclass

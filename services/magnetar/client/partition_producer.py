@@ -3,7 +3,9 @@
 A partition producer owns a ``Produce`` stream. Sends are gathered into batches
 (see :mod:`.batching`); every batch stays pending until its receipt arrives. When the
 stream breaks the producer reopens it under the same name and resends every pending
-batch, in order, with the same sequence ids, so the broker can drop duplicates.
+batch, in order, with the same sequence ids, so the broker can drop duplicates. It
+reopens with the topic epoch the broker gave it (as pulsar-client does), so an exclusive
+producer another one took the topic from meanwhile is refused (ProducerFenced) and fails.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 import logging
 from collections import deque
 
+from magnetar.common.access_mode import ProducerAccessMode
 from magnetar.common.errors import (
     MagnetarError,
     NotConnected,
@@ -49,6 +52,7 @@ class PartitionProducer(ConnectionHandler):
         self.conf = conf
         self.name = conf.producer_name or ""
         self.last_sequence_id = -1  # the highest sequence id the broker confirmed
+        self.topic_epoch: int | None = None  # what the broker said; sent again on reopening
         self._loop = asyncio.get_running_loop()
         self._next_seq = 0
         self._request_ids = itertools.count(1)
@@ -66,10 +70,13 @@ class PartitionProducer(ConnectionHandler):
     # -- stream ---------------------------------------------------------------
     async def _open(self, address: str, target: str) -> BrokerStream:
         call = self.pool.open_produce(address, target)
-        first = pb.ProduceRequest(
-            open=pb.OpenProducer(topic=self.topic, producer_name=self.name, properties=self.conf.properties)
-        )
-        resp = await call.open(first, self.pool.operation_timeout_s)
+        first = pb.ProduceRequest(open=pb.OpenProducer(
+            topic=self.topic, producer_name=self.name, properties=self.conf.properties,
+            access_mode=pb.ProducerAccessMode.ValueType(self.conf.access_mode), topic_epoch=self.topic_epoch,
+        ))  # fmt: skip
+        # A WaitForExclusive producer is answered once it holds the topic: no time limit.
+        waits = self.conf.access_mode is ProducerAccessMode.WaitForExclusive
+        resp = await call.open(first, None if waits else self.pool.operation_timeout_s)
         if not resp.HasField("opened"):
             call.cancel()
             raise MagnetarError(f"{target} answered the producer open with {resp}")
@@ -77,6 +84,8 @@ class PartitionProducer(ConnectionHandler):
         self.name = opened.producer_name or self.name
         self._next_seq = max(self._next_seq, opened.last_sequence_id + 1)
         self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
+        if opened.HasField("topic_epoch"):
+            self.topic_epoch = opened.topic_epoch
         return call
 
     def _connected(self) -> None:

@@ -39,6 +39,7 @@ from .options import (
     HashingScheme,
     InitialPosition,
     PartitionsRoutingMode,
+    ProducerAccessMode,
     Result,
     check_replication_clusters,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
+    "ProducerAccessMode",
     "Producer",
     "Reader",
     "Result",
@@ -492,6 +494,7 @@ class Client:
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
+        access_mode: ProducerAccessMode = PRODUCER_DEFAULTS.access_mode,
     ) -> Producer:
         """Open a producer on ``topic`` (see :meth:`magnetar.asyncio.Client.create_producer`)."""
         producer = self._runner.run(self._client.create_producer(**forwarded(locals())))

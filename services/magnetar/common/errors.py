@@ -20,7 +20,9 @@
     ├── LedgerFenced             the ledger was fenced; the writer lost ownership
     ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
     ├── ConsumerBusy             an Exclusive subscription has a consumer already
-    ├── ProducerBusy             a producer with that name is connected already
+    ├── ProducerBusy             a producer with that name is connected already, or the
+    │                            topic is held by an exclusive producer
+    ├── ProducerFenced           an exclusive producer holds (or took) the topic
     ├── ProducerBlockedQuotaExceeded  the topic's backlog is over its namespace's quota
     ├── ProducerQueueIsFull      the producer's pending queue is full (client side, not waiting)
     ├── NotOwner                 this broker does not serve the topic (look it up again)
@@ -176,6 +178,15 @@ class ConsumerBusy(MagnetarError):
 
 class ProducerBusy(MagnetarError):
     code = "PRODUCER_BUSY"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class ProducerFenced(MagnetarError):
+    """An exclusive producer holds the topic, took it from this producer
+    (ExclusiveWithFencing), or held it since this producer was given its topic epoch
+    (Pulsar's ProducerFencedException). Not retriable: a fenced producer stays fenced."""
+
+    code = "PRODUCER_FENCED"
     grpc_status = "FAILED_PRECONDITION"
 
 

@@ -49,6 +49,7 @@ _STATUS: list[tuple[type[e.MagnetarError], int]] = [
     (e.NotFound, 404),
     (e.ConsumerBusy, 412),
     (e.ProducerBusy, 412),
+    (e.ProducerFenced, 412),
     (e.MetadataVersionConflict, 409),
     (e.Timeout, 504),
     (e.NotOwner, 503),

@@ -152,16 +152,23 @@ def send_error(producer_id: int, sequence_id: int, code: pb.ServerError, message
     )
 
 
-def producer_success(request: int, producer_name: str, last_sequence_id: int, schema_version: bytes | None = None) -> pb.BaseCommand:
-    """PRODUCER_SUCCESS; ``schema_version`` (8 bytes) when the producer declared a schema."""
+def producer_success(
+    request: int, producer_name: str, last_sequence_id: int, schema_version: bytes | None = None,
+    topic_epoch: int | None = None, producer_ready: bool = True,
+) -> pb.BaseCommand:  # fmt: skip
+    """PRODUCER_SUCCESS; ``schema_version`` (8 bytes) when the producer declared a schema,
+    ``topic_epoch`` when the topic has one; ``producer_ready=False``: a WaitForExclusive
+    producer was put in line (a second PRODUCER_SUCCESS follows when it holds the topic)."""
     command = pb.BaseCommand(
         type=Type.PRODUCER_SUCCESS,
         producer_success=pb.CommandProducerSuccess(
-            request_id=request, producer_name=producer_name, last_sequence_id=last_sequence_id, producer_ready=True,
+            request_id=request, producer_name=producer_name, last_sequence_id=last_sequence_id, producer_ready=producer_ready,
         ),
     )  # fmt: skip
     if schema_version is not None:
         command.producer_success.schema_version = schema_version
+    if topic_epoch is not None:
+        command.producer_success.topic_epoch = topic_epoch
     return command
 
 

@@ -20,6 +20,7 @@ SERVER_ERRORS: dict[type[e.MagnetarError], pb.ServerError] = {
     e.AlreadyExists: pb.NotAllowedError,
     e.ConsumerBusy: pb.ConsumerBusy,
     e.ProducerBusy: pb.ProducerBusy,
+    e.ProducerFenced: pb.ProducerFenced,
     e.ProducerBlockedQuotaExceeded: pb.ProducerBlockedQuotaExceededException,
     # Retriable: the C++ client looks the topic up again until its operation timeout.
     e.NotOwner: pb.ServiceNotReady,

@@ -23,6 +23,15 @@ Backpressure (Pulsar's ``maxPendingPublishRequestsPerConnection``): past
 rate and a ``producer_request_hold`` backlog quota pause the reading the same way, as
 they pause the gRPC door's reading of a produce stream.
 
+Access modes (:mod:`magnetar.broker.access`): a PRODUCER's ``producer_access_mode`` and
+``topic_epoch`` (sent by a client reconnecting a producer it was given an epoch for) go to
+:meth:`PersistentTopic.open_producer`; PRODUCER_SUCCESS carries the topic epoch. A
+WaitForExclusive producer that must wait is answered PRODUCER_SUCCESS with
+``producer_ready=false`` at once and a second PRODUCER_SUCCESS (ready, with its epoch)
+when it holds the topic; a CLOSE_PRODUCER meanwhile takes it out of the line. A producer
+fenced out by an ExclusiveWithFencing one gets CLOSE_PRODUCER, as Pulsar's broker sends:
+the client reconnects with its epoch and is refused with ProducerFenced.
+
 When the topic stops being served here (unloaded, moved, the broker lost ZooKeeper) the
 broker sends CLOSE_PRODUCER: the client looks the topic up again, reconnects and resends
 what was not acknowledged (deduplication keeps those stored once).
@@ -37,6 +46,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from magnetar.broker.access import ProducerAccessMode
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.schemas import declare as declare_schema
@@ -92,6 +102,10 @@ class ProtocolProducer:
     """What PRODUCER_SUCCESS said: the highest sequence id stored under the name (-1: none)."""
     schema_version: bytes | None = None
     """The version of the schema it declared (None: none)."""
+    topic_epoch: int | None = None
+    """The topic epoch PRODUCER_SUCCESS said (None: none)."""
+    publisher: Any = None
+    """Its registration in the topic (removed only while it is still the one under the name)."""
     pending: deque[tuple[int, int, asyncio.Future[PublishResult]]] = field(default_factory=deque)
     """(sequence id, highest sequence id, outcome) of each send not answered yet, in order."""
     closed: bool = False
@@ -110,6 +124,7 @@ class Producers:
         self.max_pending_sends = max_pending_sends
         self.by_id: dict[int, ProtocolProducer] = {}
         self._opening: set[int] = set()
+        self._waiting: dict[int, asyncio.Task[Any]] = {}  # WaitForExclusive producers in line
         self.pending = 0
         """Sends of this connection without a receipt yet."""
         self._room: asyncio.Event | None = None
@@ -130,7 +145,8 @@ class Producers:
         rid, pid = request.request_id, request.producer_id
         existing = self.by_id.get(pid)
         if existing is not None:  # the client asked again (its request timed out): the same answer
-            self.host.write(commands.producer_success(rid, existing.name, existing.last_sequence_id, existing.schema_version))
+            self.host.write(commands.producer_success(
+                rid, existing.name, existing.last_sequence_id, existing.schema_version, existing.topic_epoch))
             return
         if pid in self._opening:
             self.host.write(commands.error(rid, pb.ServiceNotReady, f"producer {pid} is being created on this connection"))
@@ -145,14 +161,14 @@ class Producers:
             answer = commands.error(rid, pb.UnknownError, f"internal error: {exc!r}")
         finally:
             self._opening.discard(pid)
+            self._waiting.pop(pid, None)
         self.host.write(answer)
 
     async def _create(self, request: pb.CommandProducer) -> pb.BaseCommand:
         service = self.host.service
         topic_name = self.host.topic_name(request.topic)
-        if request.producer_access_mode != pb.Shared:
-            mode = pb.ProducerAccessMode.Name(request.producer_access_mode)
-            raise InvalidArgument(f"producer access mode {mode} is not served by this broker (only Shared)")
+        mode = ProducerAccessMode.of(request.producer_access_mode)
+        epoch = request.topic_epoch if request.HasField("topic_epoch") else None
         if request.encrypted:
             raise InvalidArgument("encrypted messages are not served by this broker")
         keep_for = request.initial_subscription_name if request.HasField("initial_subscription_name") else ""
@@ -178,12 +194,23 @@ class Producers:
             if producer is not None:
                 self._closed_by_broker(producer, error)
 
-        last = topic.add_producer(name, on_close=on_close)
-        producer = ProtocolProducer(request.producer_id, name, topic, last, schema_version)
+        def on_queued() -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._waiting[request.producer_id] = task
+            log.info("pulsar connection %s: producer %s waits for exclusive access to %s", self.host.peer, name, topic.name)
+            self.host.write(commands.producer_success(request.request_id, name, -1, schema_version, producer_ready=False))
+
+        admitted = await topic.open_producer(name, on_close, mode, epoch, on_queued)
+        if self._closed:
+            topic.remove_producer(name, admitted.publisher)
+            raise ServiceClosed("the connection is closing")
+        last = admitted.last_sequence_id
+        producer = ProtocolProducer(request.producer_id, name, topic, last, schema_version, admitted.topic_epoch, admitted.publisher)
         self.by_id[request.producer_id] = producer
         self._watch_access(producer)
         log.debug("pulsar connection %s: producer %s (%d) on %s", self.host.peer, name, request.producer_id, topic.name)
-        return commands.producer_success(request.request_id, name, last, schema_version)
+        return commands.producer_success(request.request_id, name, last, schema_version, admitted.topic_epoch)
 
     def _watch_access(self, producer: ProtocolProducer) -> None:
         """While the producer is open, ask again every recheck interval (as the gRPC
@@ -298,6 +325,9 @@ class Producers:
         # Closed as of this command: a SEND after it is for no producer (SEND_ERROR), not
         # one stored whose receipt the closing would drop.
         producer = self.by_id.pop(request.producer_id, None)
+        waiting = self._waiting.pop(request.producer_id, None)
+        if waiting is not None:  # a WaitForExclusive producer leaves the line
+            waiting.cancel()
         self.host.spawn(self._close(producer, request.request_id), name=f"CLOSE_PRODUCER {request.producer_id}")
 
     async def _close(self, producer: ProtocolProducer | None, request_id: int) -> None:
@@ -324,12 +354,14 @@ class Producers:
         producer.closed = True
         if self.by_id.get(producer.producer_id) is producer:
             del self.by_id[producer.producer_id]
-        producer.topic.remove_producer(producer.name)
+        producer.topic.remove_producer(producer.name, producer.publisher)
         self._sent.pop(producer, None)
 
     def close(self) -> None:
         """The connection is gone: every producer leaves its topic."""
         self._closed = True
+        for waiting in self._waiting.values():
+            waiting.cancel()
         for producer in list(self.by_id.values()):
             self._forget(producer)
         if self._room is not None:

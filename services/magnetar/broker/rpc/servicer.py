@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from magnetar.broker.access import ProducerAccessMode
 from magnetar.broker.authorization import Action, Request
 from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer, Delivery
@@ -117,7 +118,12 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 with contextlib.suppress(asyncio.QueueFull):  # a busy loop checks ``ended``
                     pending.put_nowait(None)
 
-            last = topic.add_producer(name, on_close=on_close)
+            opened = first.open
+            admitted = await topic.open_producer(
+                name, on_close, ProducerAccessMode.of(opened.access_mode),
+                opened.topic_epoch if opened.HasField("topic_epoch") else None,
+            )  # fmt: skip
+            last = admitted.last_sequence_id
         except StopAsyncIteration:
             return
         except MagnetarError as exc:
@@ -133,6 +139,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                     if ended.done() or not service.serving():  # the stream is ending
                         return
                     for s in sends:
+                        if ended.done():  # closed (fenced out, unloaded) while a put below waited
+                            return
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id,
                                                   maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0)
                         try:
@@ -154,7 +162,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
         watcher = self._watch_access(role, access, on_close)
         item: tuple[int, asyncio.Future[PublishResult]] | None = None
         try:
-            yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last))
+            yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last, topic_epoch=admitted.topic_epoch))
             item = await pending.get()
             while item is not None and not ended.done():
                 receipts = [await _receipt(item, topic.partition)]
@@ -192,7 +200,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
-            topic.remove_producer(name)
+            topic.remove_producer(name, admitted.publisher)
 
     async def _dead_letter_policy(self, s: pb.Subscribe, name: TopicName) -> DeadLetterPolicy | None:
         """The retry/dead-letter policy a subscribe asks for, resolved and authorized.

@@ -50,7 +50,7 @@ def upgrade_status(exc: BaseException) -> int:
     """The HTTP status refusing an upgrade whose SDK handle could not be opened: the
     admin API's, but 400 for every bad argument and 409 for a busy name (as Pulsar's
     WebSocket handlers)."""
-    if isinstance(exc, e.ProducerBusy | e.ConsumerBusy):
+    if isinstance(exc, e.ProducerBusy | e.ProducerFenced | e.ConsumerBusy):
         return 409
     if isinstance(exc, e.InvalidArgument):
         return 400
