@@ -37,6 +37,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
@@ -46,6 +47,7 @@ from .options import (
     PartitionsRoutingMode,
     ProducerConfig,
     Result,
+    check_compression_type,
     check_hashing_scheme,
     check_priority_level,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "CompressionType",
     "Client",
     "Consumer",
     "ConsumerBatchReceivePolicy",
@@ -165,6 +168,7 @@ class Client:
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
+        compression_type: CompressionType = PRODUCER_DEFAULTS.compression_type,
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
@@ -175,8 +179,13 @@ class Client:
         (Murmur3, the one ``hashing_scheme`` taken); others round robin by batching
         window, or all to one random partition with ``UseSinglePartition``.
 
+        ``compression_type``: each batch's messages are compressed together with that
+        codec as Pulsar's producers compress them (the batch's header is not), and every
+        consumer door, pulsar-client's included, reads them decompressed.
+
         Raises:
-            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``.
+            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
+                unknown ``compression_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, NotConnected, Timeout.
         """
         check_hashing_scheme(hashing_scheme)
@@ -193,6 +202,7 @@ class Client:
             hashing_scheme=hashing_scheme,
             max_message_size=max_message_size,
             properties=dict(properties or {}),
+            compression_type=check_compression_type(compression_type),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
         )
