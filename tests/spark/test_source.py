@@ -152,9 +152,11 @@ def test_streaming_read_resumes_from_its_checkpoint(spark, mcluster: Cluster, tm
     assert set(values) == {f"m{i}".encode() for i in range(37)}
 
 
-def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark, mcluster: Cluster) -> None:
-    """pulsar-client (through the broker's Pulsar door, batching on) writes; the source
-    reads the same message ids (batch indexes too), payloads, keys, properties and event times."""
+@pytest.mark.parametrize("codec", ["NONE", "LZ4", "ZLib", "ZSTD", "SNAPPY"])
+def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark, mcluster: Cluster, codec: str) -> None:
+    """pulsar-client (through the broker's Pulsar door, batching on, each codec) writes;
+    the source reads the same message ids (batch indexes too), payloads, keys, properties
+    and event times, decompressed."""
     import pulsar
 
     from magnetar.common.message_id import MessageId
@@ -163,7 +165,8 @@ def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark,
     topic = unique("pulsar")
     client = pulsar_client(mcluster.pulsar_url, operation_timeout_seconds=15)
     try:
-        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50)
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50,
+                                          compression_type=getattr(pulsar.CompressionType, codec))  # fmt: skip
         receipts: dict[int, tuple[pulsar.Result, pulsar.MessageId]] = {}
         for i in range(12):
             producer.send_async(f"p{i}".encode(), lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),
