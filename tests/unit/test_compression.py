@@ -164,3 +164,18 @@ def _delivery(entry: bytes):
     from magnetar.broker.consumer import Delivery
 
     return Delivery((3, 4), entry, 0)
+
+
+def test_the_sdk_option_takes_its_own_and_pulsar_clients_members_and_refuses_others():
+    import pulsar
+
+    import magnetar
+    from magnetar.client.options import PRODUCER_DEFAULTS, check_compression_type
+
+    assert PRODUCER_DEFAULTS.compression_type is magnetar.CompressionType.NONE
+    assert check_compression_type(magnetar.CompressionType.ZSTD) is CompressionType.ZSTD
+    assert check_compression_type(pulsar.CompressionType.ZLib) is CompressionType.ZLib
+    assert check_compression_type("SNAPPY") is CompressionType.SNAPPY
+    for bad in (9, "BROTLI", 1.5, None, True):
+        with pytest.raises(InvalidArgument):
+            check_compression_type(bad)
