@@ -82,7 +82,9 @@ async def run_case(system: MagnetarSystem, kind: str, codec: str, data: list[byt
         started = time.perf_counter()
         for i, want in enumerate(data):
             msg = await consumer.receive(timeout_millis=30_000)
-            assert msg.data() == want, f"message {i} differs"
+            if msg.data() != want:
+                got = data.index(msg.data()) if msg.data() in data else None
+                raise AssertionError(f"{codec} {kind}: message {i} ({msg.message_id()}) is sent message {got}")
         consume_s = time.perf_counter() - started
         await consumer.acknowledge_cumulative(msg)
     sent = sum(len(p) for p in data)
@@ -96,6 +98,8 @@ async def run_case(system: MagnetarSystem, kind: str, codec: str, data: list[byt
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--codecs", default=",".join(CODECS), help="comma-separated, of " + ", ".join(CODECS))
+    parser.add_argument("--payloads", default="json,random")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-codecs-"))
     system = MagnetarSystem()
@@ -105,9 +109,9 @@ def main() -> int:
     async def run() -> None:
         await system.start(work)
         try:
-            for kind in ("json", "random"):
+            for kind in args.payloads.split(","):
                 data = payloads(kind, args.messages)
-                for codec in CODECS:
+                for codec in args.codecs.split(","):
                     row = await run_case(system, kind, codec, data)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
