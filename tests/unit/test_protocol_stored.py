@@ -89,6 +89,17 @@ def test_a_compressed_batch_is_decompressed_and_split_into_its_records(codec):
     assert count_messages(data) == 2
 
 
+def test_a_compressed_delayed_message_is_delayed_and_a_compressed_batch_routes_by_its_records_keys():
+    from magnetar.broker.entry import routing_key
+
+    meta = _metadata(compression=pb.SNAPPY, uncompressed_size=4, deliver_at_time=1_700_000_009_000)
+    assert delivery_time(stored.stored_entry(meta.SerializeToString(), compression.compress(4, b"late"))) == 1_700_000_009_000
+    records = _record(b"a", partition_key="k1") + _record(b"b", ordering_key=b"o2") + _record(b"c")
+    meta = _metadata(num_messages_in_batch=3, compression=pb.ZLIB, uncompressed_size=len(records), partition_key="k1")
+    entry = view_entry(stored.stored_entry(meta.SerializeToString(), compression.compress(2, records)))
+    assert [routing_key(m) for m in entry.messages] == ["k1", b"o2", ""]  # Key_Shared: each record's own key
+
+
 def test_a_compressed_single_message_is_decompressed():
     meta = _metadata(compression=pb.CompressionType.ZSTD, uncompressed_size=5, partition_key="k")
     entry = decode_entry(stored.stored_entry(meta.SerializeToString(), compression.compress(3, b"hello")))
