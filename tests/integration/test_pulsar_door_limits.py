@@ -7,7 +7,9 @@ once it reads, and is closed when it stays unread past the write timeout; a puls
 producing and consuming on the same broker goes on meanwhile.
 
 Sizes a client claims: a batch-index ACK whose batch size no entry can have, and a
-(compressed) batch claiming more messages than fit in a message, are refused at once
+(compressed) batch claiming more messages than fit in a message, are refused at once; a
+compressed send with an unknown codec, a corrupt payload or a lying uncompressed size is
+refused with SEND_ERROR and nothing of it stored
 (each once stalled the broker for tens of seconds, its ZooKeeper session lost: found by
 tests/fuzz/test_pulsar_fuzz.py)."""
 
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import time
 
 import pytest
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.common import compression
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
@@ -203,6 +207,55 @@ async def test_a_compressed_batch_claiming_2_31_messages_is_refused_at_once(clus
         assert time.monotonic() - started < 2.0
     async with AdminClient(cluster.address, 10) as admin:
         assert (await admin.topic_stats(topic)).entries == 0  # nothing stored
+    assert "Traceback" not in cluster.broker.log_tail(400)
+
+
+async def test_a_bad_compressed_send_is_refused_clearly_and_nothing_of_it_is_stored(cluster: Cluster) -> None:
+    """An unknown codec, a corrupt payload, a lying uncompressed size (under, over, past
+    the broker's limit): each a SEND_ERROR saying so, nothing stored; the connection and
+    the topic go on (a good compressed batch after them is stored and read)."""
+    topic = f"persistent://{await new_namespace(cluster.address, 'codecs')}/bad"
+    records = b"".join(
+        struct.pack(">I", len(m)) + m + p
+        for p in (b"first" * 40, b"second" * 40)
+        for m in [pb.SingleMessageMetadata(payload_size=len(p), partition_key="k").SerializeToString()]
+    )  # fmt: skip
+    lz4 = compression.compress(compression.CompressionType.LZ4, records)
+
+    def meta(**fields) -> bytes:
+        return pb.MessageMetadata(**({"producer_name": "p", "sequence_id": 0, "publish_time": 1} | fields)).SerializeToString()
+
+    bad = [
+        (meta(uncompressed_size=len(records), num_messages_in_batch=2) + b"\x40\x09", lz4, "unknown compression type 9"),
+        (meta(compression=pb.LZ4, uncompressed_size=len(records), num_messages_in_batch=2), b"\xff" * 64,
+         "LZ4-compressed payload of 64 bytes that does not decompress"),
+        (meta(compression=pb.LZ4, uncompressed_size=len(records) + 7, num_messages_in_batch=2), lz4,
+         f"not the {len(records) + 7} it declares"),
+        (meta(compression=pb.LZ4, uncompressed_size=len(records) - 7, num_messages_in_batch=2), lz4, "LZ4-compressed"),
+        (meta(compression=pb.ZSTD, uncompressed_size=2**30),
+         compression.compress(compression.CompressionType.ZSTD, b"\0" * 10_000_000), "at most 5242880"),
+    ]  # fmt: skip
+    async with await RawPulsarConnection.open("127.0.0.1", cluster.port) as conn:
+        await conn.handshake()
+        await conn.send(pb.BaseCommand(type=Type.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1, request_id=1)))
+        assert (await conn.receive()).command.type == Type.PRODUCER_SUCCESS
+        for seq, (metadata, payload, why) in enumerate(bad):
+            send = pb.BaseCommand(type=Type.SEND, send=pb.CommandSend(producer_id=1, sequence_id=seq, num_messages=2))
+            await conn.send_bytes(encode_payload_command(send, metadata, payload))
+            refused = (await conn.receive(timeout_s=10)).command
+            assert refused.type == Type.SEND_ERROR and refused.send_error.sequence_id == seq, refused
+            assert why in refused.send_error.message, refused.send_error.message
+        good = meta(compression=pb.LZ4, uncompressed_size=len(records), num_messages_in_batch=2, sequence_id=10)
+        send = pb.BaseCommand(type=Type.SEND, send=pb.CommandSend(producer_id=1, sequence_id=10, num_messages=2))
+        await conn.send_bytes(encode_payload_command(send, good, lz4))
+        receipt = (await conn.receive(timeout_s=10)).command
+        assert receipt.type == Type.SEND_RECEIPT and receipt.send_receipt.sequence_id == 10, receipt
+    async with AdminClient(cluster.address, 10) as admin:
+        assert (await admin.topic_stats(topic)).entries == 1  # the good batch only
+    async with mg.Client(cluster.address) as sdk:
+        consumer = await sdk.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest)
+        got = [await consumer.receive(timeout_millis=10_000) for _ in range(2)]
+    assert [(m.data(), m.partition_key()) for m in got] == [(b"first" * 40, "k"), (b"second" * 40, "k")]
     assert "Traceback" not in cluster.broker.log_tail(400)
 
 

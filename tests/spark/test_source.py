@@ -154,10 +154,12 @@ def test_streaming_read_resumes_from_its_checkpoint(spark, mcluster: Cluster, tm
     assert set(values) == {f"m{i}".encode() for i in range(37)}
 
 
-def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark, mcluster: Cluster) -> None:
-    """pulsar-client (through the broker's Pulsar door, batching on, with a schema) writes;
-    the source reads the same message ids (batch indexes too), payloads, keys, properties
-    and event times, and the ordering keys and schema version pulsar-client's reader sees."""
+@pytest.mark.parametrize("codec", ["NONE", "LZ4", "ZLib", "ZSTD", "SNAPPY"])
+def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark, mcluster: Cluster, codec: str) -> None:
+    """pulsar-client (through the broker's Pulsar door, batching on, with a schema, each
+    codec) writes; the source reads the same message ids (batch indexes too), payloads,
+    keys, properties and event times, decompressed, and the ordering keys and schema
+    version pulsar-client's reader sees."""
     import pulsar
 
     from magnetar.common.message_id import MessageId
@@ -167,7 +169,8 @@ def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark,
     client = pulsar_client(mcluster.pulsar_url, operation_timeout_seconds=15)
     try:
         producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=50,
-                                          schema=pulsar.schema.StringSchema())  # fmt: skip
+                                          schema=pulsar.schema.StringSchema(),
+                                          compression_type=getattr(pulsar.CompressionType, codec))  # fmt: skip
         receipts: dict[int, tuple[pulsar.Result, pulsar.MessageId]] = {}
         for i in range(12):
             producer.send_async(f"p{i}", lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)),

@@ -268,6 +268,10 @@ def test_producer_params_defaults_and_values():
     })
     assert (p.producer_name, p.send_timeout_millis, p.batching_enabled, p.batching_max_messages) == ("p1", 5000, True, 50)
     assert (p.max_pending_messages, p.batching_max_publish_delay_ms, p.initial_sequence_id) == (10, 2, 41)
+    assert p.compression_type == "NONE"
+    assert [producer_params({"compressionType": c}).compression_type for c in ("LZ4", "ZLIB", "ZSTD", "SNAPPY")] == [
+        "LZ4", "ZLIB", "ZSTD", "SNAPPY",
+    ]  # fmt: skip
     assert p.routing_mode is PartitionsRoutingMode.RoundRobinDistribution
     assert producer_params({"messageRoutingMode": "CustomPartition"}).routing_mode is PartitionsRoutingMode.UseSinglePartition
 
@@ -301,8 +305,6 @@ def test_consumer_and_reader_params():
         (producer_params, {"hashingScheme": "Boost"}, "Invalid hashingScheme Boost"),
         (producer_params, {"compressionType": "BROTLI"}, "Invalid compressionType BROTLI"),
         # Accepted by Pulsar, not done here: refused rather than ignored.
-        (producer_params, {"compressionType": "LZ4"}, "Invalid compressionType LZ4: compression is not supported"),
-        (producer_params, {"compressionType": "ZSTD"}, "Invalid compressionType ZSTD: compression is not supported"),
         (producer_params, {"encryptionKeys": "k1,k2"}, "Invalid encryptionKeys k1,k2: end-to-end encryption"),
         (producer_params, {"hashingScheme": "JavaStringHash"}, "Invalid hashingScheme JavaStringHash: not supported"),
         (lambda q: consumer_params(q, 1000), {"cryptoFailureAction": "CONSUME"}, "Invalid cryptoFailureAction CONSUME"),

@@ -8,8 +8,16 @@ import struct
 
 import pytest
 
-from magnetar.broker.entry import Message, OpaqueEntry, decode_entry, publish_time, view_entry
+from magnetar.broker.entry import (
+    Message,
+    OpaqueEntry,
+    count_messages,
+    decode_entry,
+    publish_time,
+    view_entry,
+)
 from magnetar.broker.topic import delivery_time
+from magnetar.common import compression
 from magnetar.common.errors import InvalidArgument
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import stored
@@ -66,11 +74,76 @@ def test_a_batch_is_split_into_its_records():
     assert view_entry(stored.stored_entry(meta.SerializeToString(), payload)).messages == entry.messages
 
 
-def test_a_compressed_batch_is_read_by_its_metadata_alone():
-    meta = _metadata(num_messages_in_batch=4, compression=pb.CompressionType.LZ4, partition_key="key", uncompressed_size=99)
-    entry = decode_entry(stored.stored_entry(meta.SerializeToString(), b"\x04\x22\x4d\x18 not opened"))
-    assert entry.compressed and entry.compression_name == "LZ4" and entry.batched
-    assert [(m.payload, m.partition_key, m.sequence_id) for m in entry.messages] == [(b"", "key", 7 + i) for i in range(4)]
+@pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
+def test_a_compressed_batch_is_decompressed_and_split_into_its_records(codec):
+    records = _record(b"one" * 50, partition_key="k1", properties={"x": "y"}, sequence_id=10) + _record(b"two" * 50)
+    kind = pb.CompressionType.Value(codec)
+    meta = _metadata(num_messages_in_batch=2, compression=kind, uncompressed_size=len(records), partition_key="k1")
+    data = stored.stored_entry(meta.SerializeToString(), compression.compress(kind, records))
+    entry = decode_entry(data)
+    assert entry.compressed and entry.compression_name == codec and entry.batched
+    assert entry.payload != records  # kept as sent: what a Pulsar consumer is sent
+    got = [(m.payload, dict(m.properties), m.partition_key, m.sequence_id) for m in entry.messages]
+    assert got == [(b"one" * 50, {"x": "y"}, "k1", 10), (b"two" * 50, {}, "", 8)]
+    assert view_entry(data).messages == entry.messages
+    assert count_messages(data) == 2
+
+
+def test_a_compressed_delayed_message_is_delayed_and_a_compressed_batch_routes_by_its_records_keys():
+    from magnetar.broker.entry import routing_key
+
+    meta = _metadata(compression=pb.SNAPPY, uncompressed_size=4, deliver_at_time=1_700_000_009_000)
+    assert delivery_time(stored.stored_entry(meta.SerializeToString(), compression.compress(4, b"late"))) == 1_700_000_009_000
+    records = _record(b"a", partition_key="k1") + _record(b"b", ordering_key=b"o2") + _record(b"c")
+    meta = _metadata(num_messages_in_batch=3, compression=pb.ZLIB, uncompressed_size=len(records), partition_key="k1")
+    entry = view_entry(stored.stored_entry(meta.SerializeToString(), compression.compress(2, records)))
+    assert [routing_key(m) for m in entry.messages] == ["k1", b"o2", ""]  # Key_Shared: each record's own key
+
+
+def test_a_compressed_single_message_is_decompressed():
+    meta = _metadata(compression=pb.CompressionType.ZSTD, uncompressed_size=5, partition_key="k")
+    entry = decode_entry(stored.stored_entry(meta.SerializeToString(), compression.compress(3, b"hello")))
+    [m] = entry.messages
+    assert (m.payload, m.partition_key, entry.batched) == (b"hello", "k", False)
+
+
+@pytest.mark.parametrize(("fields", "payload", "why"), [
+    ({"compression": pb.LZ4, "uncompressed_size": 40}, b"\xff" * 30, "does not decompress"),
+    ({"compression": pb.LZ4, "uncompressed_size": 10_000}, compression.compress(1, b"a" * 100), "not the 10000 it declares"),
+    ({"compression": pb.ZLIB, "uncompressed_size": 50}, compression.compress(2, b"a" * 100), "not one zlib stream"),
+    ({"compression": pb.ZSTD, "uncompressed_size": 2**30}, compression.compress(3, b"a"), "at most"),
+    ({"compression": pb.SNAPPY, "uncompressed_size": 10, "num_messages_in_batch": 1},
+     compression.compress(4, b"\0" * 10), "message 0 metadata lacks payload_size"),
+])  # fmt: skip
+def test_a_corrupt_or_lying_compressed_entry_is_refused_and_seen_as_opaque(fields, payload, why):
+    data = stored.stored_entry(_metadata(**fields).SerializeToString(), payload)
+    with pytest.raises(InvalidArgument, match=why):
+        decode_entry(data)
+    with pytest.raises(InvalidArgument, match=why):
+        count_messages(data)
+    assert isinstance(view_entry(data), OpaqueEntry)
+
+
+def test_an_unknown_codec_number_is_refused_not_read_as_uncompressed():
+    # MessageMetadata is proto2: compression=9 parses into its unknown fields.
+    meta = _metadata(uncompressed_size=4).SerializeToString() + b"\x40\x09"
+    data = stored.stored_entry(meta, b"abcd")
+    with pytest.raises(InvalidArgument, match="unknown compression type 9"):
+        decode_entry(data)
+    with pytest.raises(InvalidArgument, match="unknown compression type 9"):
+        stored.check_codec(pb.MessageMetadata.FromString(meta), meta)
+    assert isinstance(view_entry(data), OpaqueEntry)
+    stored.check_codec(_metadata(producer_name="@@"), _metadata(producer_name="@@").SerializeToString())  # 0x40 in a string
+
+
+def test_the_publish_check_bounds_the_uncompressed_size_by_the_broker_limit():
+    raw = b"x" * 2000
+    data = stored.stored_entry(
+        _metadata(compression=pb.LZ4, uncompressed_size=len(raw)).SerializeToString(), compression.compress(1, raw)
+    )
+    assert count_messages(data) == 1
+    with pytest.raises(InvalidArgument, match="at most 1000"):
+        count_messages(data, max_uncompressed=1000)
 
 
 def test_a_checksum_is_added_for_a_client_below_protocol_6():
@@ -132,14 +205,27 @@ def test_the_grpc_door_gives_the_sdk_a_pulsar_batch_as_an_entry_batch():
     assert not batched and [(str(m.message_id()), m.data(), m.partition_key()) for m in single] == [("3:4:1:-1", b"solo", "k")]
 
 
-def test_a_compressed_pulsar_entry_reaches_the_sdk_as_stored_and_is_refused_clearly():
+@pytest.mark.parametrize("codec", [pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY])
+def test_a_compressed_pulsar_batch_reaches_the_sdk_decompressed(codec):
+    from magnetar.client.message import unpack_entry
+
+    records = _record(b"one" * 30, partition_key="k1", properties={"x": "y"}, event_time=5) + _record(b"two" * 30)
+    meta = _metadata(num_messages_in_batch=2, compression=codec, uncompressed_size=len(records))
+    delivery = _delivered(stored.stored_entry(meta.SerializeToString(), compression.compress(codec, records)))
+    messages, batched = unpack_entry("t", 1, delivery)
+    got = [(m.data(), m.properties(), m.partition_key(), m.event_timestamp(), m.sequence_id()) for m in messages]
+    assert batched and got == [(b"one" * 30, {"x": "y"}, "k1", 5, 7), (b"two" * 30, {}, "", 0, 8)]
+
+
+def test_a_corrupt_compressed_pulsar_entry_reaches_the_sdk_as_stored_and_is_refused_clearly():
     from magnetar.client.message import unpack_entry
     from magnetar.common.errors import MagnetarError
 
-    data = stored.stored_entry(_metadata(num_messages_in_batch=2, compression=pb.CompressionType.LZ4).SerializeToString(), b"lz4")
+    meta = _metadata(num_messages_in_batch=2, compression=pb.LZ4, uncompressed_size=20)
+    data = stored.stored_entry(meta.SerializeToString(), b"lz4")
     delivery = _delivered(data)
     assert delivery.entry == data
-    with pytest.raises(MagnetarError, match="compressed with LZ4, which this client cannot decompress yet"):
+    with pytest.raises(MagnetarError, match="LZ4-compressed payload of 3 bytes that does not decompress"):
         unpack_entry("t", 1, delivery)
 
 
@@ -153,7 +239,11 @@ def test_counting_a_batch_gives_what_decoding_reads():
     batch = stored.stored_entry(_metadata(num_messages_in_batch=3).SerializeToString(),
                                 _record(b"a") + _record(b"") + _record(b"ccc", partition_key="k"))  # fmt: skip
     single = stored.stored_entry(_metadata().SerializeToString(), b"one")
-    compressed = stored.stored_entry(_metadata(num_messages_in_batch=4, compression=pb.LZ4).SerializeToString(), b"?")
+    records = _record(b"a") + _record(b"") + _record(b"c") + _record(b"d")
+    compressed = stored.stored_entry(
+        _metadata(num_messages_in_batch=4, compression=pb.LZ4, uncompressed_size=len(records)).SerializeToString(),
+        compression.compress(pb.LZ4, records),
+    )
     for data in (batch, single, compressed):
         assert stored.count_messages(data) == len(decode_entry(data).messages)
     assert [stored.count_messages(d) for d in (batch, single, compressed)] == [3, 1, 4]
@@ -195,7 +285,7 @@ async def test_an_entry_the_door_checked_is_not_checked_again_unless_it_must_be_
 
     counted: list[bytes] = []
     real = topic_module.count_messages
-    monkeypatch.setattr(topic_module, "count_messages", lambda data: counted.append(data) or real(data))
+    monkeypatch.setattr(topic_module, "count_messages", lambda data, *limit: counted.append(data) or real(data, *limit))
     single = stored.stored_entry(_metadata().SerializeToString(), b"one")
     result = await persistent_topic.publish("prod", single, 1, 7, 7, maybe_delayed=False, checked=True)
     assert result.position is not None and counted == []

@@ -10,12 +10,19 @@ Stored formats, told apart by the entry's first bytes:
 
 - a ``broker.proto`` ``EntryBatch`` (what the Magnetar SDK and the gateway send, and the
   Spark jobs read): decoded by protobuf, whose parsed message is itself the view (no
-  copy: parsing is the whole cost, on the dispatch hot path);
+  copy: parsing is the whole cost, on the dispatch hot path). A compressed one
+  (``compression`` set: the SDK's ``compression_type``) holds its messages in
+  ``compressed_messages``, a serialized ``EntryBatch`` of only its messages compressed
+  with Pulsar's codecs, as Pulsar compresses a batch's records and not its metadata:
+  they are decompressed (:func:`magnetar.common.compression.open_entry_batch`, bounded
+  by ``uncompressed_size`` and the reader's limit) into an ``EntryBatch`` read as any
+  other. Copies the core writes (retry and dead-letter moves) are not compressed;
 - a Pulsar client's entry, stored as its SEND frame carried it, which starts with
   ``0x0e 0x01`` (Pulsar's magic of a checksummed message): decoded by
   :func:`magnetar.protocol.stored.decode` into its own :class:`Entry`. Such bytes never
   start a valid ``EntryBatch`` (``0x0e`` is field 1 with wire type 6, which does not
-  exist), so the first two bytes tell the formats apart.
+  exist), so the first two bytes tell the formats apart. A compressed one is
+  decompressed there the same way.
 
 Protobuf is the storage format here, not gRPC: this module is the only one of the broker
 core that touches ``broker_pb2``.
@@ -29,6 +36,7 @@ from typing import Final, Protocol
 
 from google.protobuf.message import DecodeError
 
+from magnetar.common.compression import MAX_UNCOMPRESSED_SIZE, open_entry_batch
 from magnetar.common.errors import InvalidArgument
 from magnetar.proto.v1.broker_pb2 import EntryBatch as _EntryBatch
 from magnetar.proto.v1.broker_pb2 import SingleMessage as _SingleMessage
@@ -159,21 +167,27 @@ def routing_key(message: MessageView) -> str | bytes:
     return message.partition_key if message.has_partition_key else ""
 
 
-def decode_entry(data: bytes) -> Entry:
+def decode_entry(data: bytes, max_uncompressed: int = MAX_UNCOMPRESSED_SIZE) -> Entry:
     """The entry stored as ``data``.
 
+    Args:
+        max_uncompressed: the most a compressed entry may declare uncompressed (the
+            publish path passes the broker's ``maxMessageSize``).
+
     Raises:
-        InvalidArgument: ``data`` is not an entry (corrupt, or a format not readable here).
+        InvalidArgument: ``data`` is not an entry (corrupt, a compressed one that does not
+            decompress, or a format not readable here).
     """
     if data[:2] == PULSAR_MAGIC:
-        return _pulsar.decode(data)
+        return _pulsar.decode(data, max_uncompressed)
     try:
-        return _EntryBatch.FromString(data)
+        batch = _EntryBatch.FromString(data)
     except DecodeError as exc:
         raise InvalidArgument(f"the entry is not a message batch ({exc}); it is corrupt or in an unknown format") from None
+    return open_entry_batch(batch, max_uncompressed) if batch.compression else batch
 
 
-def count_messages(data: bytes) -> int:
+def count_messages(data: bytes, max_uncompressed: int = MAX_UNCOMPRESSED_SIZE) -> int:
     """How many messages the entry stored as ``data`` holds, checked as
     :func:`decode_entry` reads it: what this accepts, :func:`decode_entry` decodes. A
     Pulsar client's batch is walked without building its messages
@@ -183,8 +197,8 @@ def count_messages(data: bytes) -> int:
         InvalidArgument: as :func:`decode_entry`.
     """
     if data[:2] == PULSAR_MAGIC:
-        return _pulsar.count_messages(data)
-    return len(decode_entry(data).messages)
+        return _pulsar.count_messages(data, max_uncompressed)
+    return len(decode_entry(data, max_uncompressed).messages)
 
 
 def view_entry(data: bytes) -> Entry:

@@ -37,6 +37,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
@@ -47,6 +48,7 @@ from .options import (
     ProducerAccessMode,
     ProducerConfig,
     Result,
+    check_compression_type,
     check_hashing_scheme,
     check_priority_level,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "CompressionType",
     "Client",
     "Consumer",
     "ConsumerBatchReceivePolicy",
@@ -170,6 +173,7 @@ class Client:
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
+        compression_type: CompressionType = PRODUCER_DEFAULTS.compression_type,
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
@@ -188,9 +192,13 @@ class Client:
         ProducerFenced). An exclusive producer that reconnects keeps its topic epoch:
         when another took the topic meanwhile it is fenced (ProducerFenced) for good.
 
+        ``compression_type``: each batch's messages are compressed together with that
+        codec as Pulsar's producers compress them (the batch's header is not), and every
+        consumer door, pulsar-client's included, reads them decompressed.
+
         Raises:
             InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
-                unknown ``access_mode``.
+                unknown ``access_mode`` or ``compression_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
         """
         check_hashing_scheme(hashing_scheme)
@@ -207,6 +215,7 @@ class Client:
             hashing_scheme=hashing_scheme,
             max_message_size=max_message_size,
             properties=dict(properties or {}),
+            compression_type=check_compression_type(compression_type),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             access_mode=ProducerAccessMode.of(access_mode),

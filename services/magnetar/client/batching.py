@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from magnetar.common.compression import compress
 from magnetar.proto.v1 import broker_pb2 as pb
 
 # A SingleMessage's fields beyond its payload and properties, roughly (for size limits).
@@ -53,7 +54,12 @@ def build_op(
     messages: list[pb.SingleMessage],
     futures: list[asyncio.Future],
     batched: bool,
+    compression: int = 0,
 ) -> OpSendBatch:
+    """The send of ``messages`` as one entry; ``compression`` (a ``CompressionType``, 0:
+    none): the messages compressed together into ``compressed_messages``, the header
+    (producer, sequence id, publish time) left readable, as Pulsar compresses a batch's
+    records and not its ``MessageMetadata``."""
     first = messages[0].sequence_id
     if len(messages) == 1:
         low = high = first
@@ -65,8 +71,15 @@ def build_op(
         sequence_id=first,
         publish_time_ms=int(time.time() * 1000),
         batched=batched,
-        messages=messages,
     )
+    if compression:
+        raw = pb.EntryBatch(messages=messages).SerializeToString()
+        entry.compression = compression
+        entry.uncompressed_size = len(raw)
+        entry.num_messages = len(messages)
+        entry.compressed_messages = compress(compression, raw)
+    else:
+        entry.messages.extend(messages)
     send = pb.SendBatch(
         request_id=request_id,
         entry=entry.SerializeToString(),

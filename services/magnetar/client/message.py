@@ -1,10 +1,12 @@
-"""Received messages, and unpacking a stored entry (an EntryBatch) into them."""
+"""Received messages, and unpacking a stored entry (an EntryBatch, decompressed when a
+producer compressed it) into them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.common.errors import MagnetarError
+from magnetar.common.compression import open_entry_batch
+from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -92,6 +94,11 @@ def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[lis
         batch.ParseFromString(delivery.entry)
     except Exception as exc:  # protobuf's DecodeError
         raise MagnetarError(f"undecodable entry {_position(delivery)} on {topic}: {_why(delivery.entry, exc)}") from exc
+    if batch.compression:
+        try:
+            batch = open_entry_batch(batch)
+        except InvalidArgument as exc:
+            raise MagnetarError(f"undecodable entry {_position(delivery)} on {topic}: {exc.message}") from exc
     ledger_id, entry_id = delivery.message_id.ledger_id, delivery.message_id.entry_id
     out = []
     for i, single in enumerate(batch.messages):
@@ -109,17 +116,12 @@ def _position(delivery: pb.Delivery) -> str:
 
 def _why(entry: bytes, exc: Exception) -> str:
     """Why an entry is not readable here. The broker hands over a Pulsar client's entry
-    as stored only when it cannot translate it: a compressed one (no codecs yet)."""
+    as stored only when it cannot translate it (it does not decode)."""
     if entry[:2] == b"\x0e\x01":
         from magnetar.protocol import stored  # only on this rare path
 
         try:
-            sent = stored.decode(entry)
+            stored.decode(entry)
         except MagnetarError as bad:
             return f"a Pulsar client's entry that does not decode ({bad.message})"
-        if sent.compressed:
-            return (
-                f"a Pulsar client sent it compressed with {sent.compression_name}, which this client cannot "
-                "decompress yet; it is left unacknowledged"
-            )
     return str(exc)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from magnetar.common.access_mode import ProducerAccessMode
+from magnetar.common.compression import CompressionType, codec
 from magnetar.common.errors import InvalidArgument, MagnetarError, ProducerQueueIsFull
 from magnetar.common.message_id import MessageId
 
@@ -47,6 +48,23 @@ class HashingScheme(enum.Enum):
     BoostHash = 0
     JavaStringHash = 1
     Murmur3_32Hash = 2
+
+
+def check_compression_type(value: object) -> CompressionType:
+    """``value`` as a :class:`CompressionType` (pulsar-client's ``CompressionType``
+    members are taken too: they have the same names and numbers).
+
+    Raises:
+        InvalidArgument: not a compression type.
+    """
+    if isinstance(value, CompressionType):
+        return value
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        return codec(value)
+    name = getattr(value, "name", None)  # pulsar.CompressionType.LZ4 and the like
+    if isinstance(name, str):
+        return codec(name)
+    raise InvalidArgument(f"compression_type must be a CompressionType, not {value!r}")
 
 
 def check_hashing_scheme(scheme: object) -> HashingScheme:
@@ -180,6 +198,9 @@ class ProducerConfig:
     hashing_scheme: HashingScheme = HashingScheme.Murmur3_32Hash
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     properties: dict[str, str] = field(default_factory=dict)
+    # Each batch's messages compressed together (as Pulsar's compressionType): NONE, LZ4,
+    # ZLib, ZSTD or SNAPPY, readable by every consumer (ours and pulsar-client's).
+    compression_type: CompressionType = CompressionType.NONE
     # A partitioned producer adds the partitions of a grown topic (Pulsar's
     # autoUpdatePartitions / autoUpdatePartitionsInterval, on, 60 s).
     auto_update_partitions: bool = True

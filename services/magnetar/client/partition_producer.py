@@ -235,7 +235,9 @@ class PartitionProducer(ConnectionHandler):
         self._pending_messages += 1
         if not self.conf.batching_enabled or alone:
             self.flush_batch()  # keeps send order: earlier batched messages go first
-            self._enqueue(build_op(next(self._request_ids), self.name, [msg], [fut], batched=False))
+            self._enqueue(build_op(
+                next(self._request_ids), self.name, [msg], [fut], batched=False, compression=self.conf.compression_type,
+            ))
             return fut
         size = message_size(msg)  # once: a scan of its properties
         if not self._container.has_room_for(msg, size):
@@ -255,7 +257,9 @@ class PartitionProducer(ConnectionHandler):
         if not len(self._container) or self._closed:
             return
         msgs, futs = self._container.drain()
-        self._enqueue(build_op(next(self._request_ids), self.name, msgs, futs, batched=True))
+        self._enqueue(build_op(
+            next(self._request_ids), self.name, msgs, futs, batched=True, compression=self.conf.compression_type,
+        ))
 
     def _enqueue(self, op: OpSendBatch) -> None:
         self._pending[op.request_id] = op

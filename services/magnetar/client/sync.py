@@ -33,6 +33,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
     ConsumerType,
@@ -51,6 +52,7 @@ __all__ = [
     "AuthenticationTLS",
     "AuthenticationToken",
     "Client",
+    "CompressionType",
     "Consumer",
     "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
@@ -491,6 +493,7 @@ class Client:
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
+        compression_type: CompressionType = PRODUCER_DEFAULTS.compression_type,
         max_message_size: int = PRODUCER_DEFAULTS.max_message_size,
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,

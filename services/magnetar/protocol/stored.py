@@ -17,11 +17,11 @@ What the core reads:
   deliver-at time (the entry's: Pulsar's clients send a delayed message alone).
 
 A batch payload is ``num_messages_in_batch`` records ``[size][SingleMessageMetadata]
-[payload]``. A compressed entry (``compression`` set) is not opened: this package has no
-codecs yet. It is read as Pulsar's broker reads every entry, by its metadata alone: its
-messages carry the entry's key, properties, event time and deliver-at time, their
-sequence ids are the entry's, and their payload is empty (:attr:`PulsarEntry.compressed`
-tells a door that the payloads are not readable here).
+[payload]``. A compressed entry (``compression`` set) has that payload (or a single
+message's) compressed as a whole, ``uncompressed_size`` bytes before compression
+(:mod:`magnetar.common.compression`): it is decompressed, bounded by that size and by the
+reader's limit, then read as an uncompressed one. :attr:`PulsarEntry.payload` stays the
+payload as sent (compressed), which is what a Pulsar consumer is sent.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Final, overload
 
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
+from magnetar.common import compression
 from magnetar.common.errors import InvalidArgument
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.checksum import crc32c
@@ -43,6 +45,8 @@ MAGIC: Final = b"\x0e\x01"
 _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">HII")  # magic, CRC32C, metadataSize
 _NONE = pb.CompressionType.NONE
+_COMPRESSION_FIELD: Final = pb.MessageMetadata.DESCRIPTOR.fields_by_name["compression"].number
+_COMPRESSION_TAG: Final = bytes([_COMPRESSION_FIELD << 3])  # field 8, varint
 MIN_BATCHED_MESSAGE_BYTES: Final = 6
 """The least a message of a batch takes in its (uncompressed) payload: its 4-byte size
 and a ``SingleMessageMetadata`` of at least its required ``payload_size`` (2 bytes)."""
@@ -53,11 +57,28 @@ def max_batch_messages(max_message_size: int) -> int:
     return max(1, max_message_size // MIN_BATCHED_MESSAGE_BYTES)
 
 
+def check_codec(metadata: pb.MessageMetadata, metadata_bytes: bytes) -> None:
+    """Refuse a ``compression`` that is no codec. ``MessageMetadata`` is proto2, whose
+    enums are closed: a number that is no ``CompressionType`` is parsed into the unknown
+    fields, leaving ``compression`` NONE, and the compressed bytes would be read as a
+    payload. Looked for only when the metadata holds a byte that can start field 8
+    (``0x40``), which most do not: a ``bytes`` search, not a parse, on the publish path.
+
+    Raises:
+        InvalidArgument: an unknown codec number.
+    """
+    if _COMPRESSION_TAG not in metadata_bytes:
+        return
+    for unknown in UnknownFieldSet(metadata):
+        if unknown.field_number == _COMPRESSION_FIELD:
+            compression.codec(unknown.data)  # raises: an unknown number is why it is here
+
+
 def check_batch_count(metadata: pb.MessageMetadata, max_message_size: int) -> None:
     """Refuse a batch that claims more messages than fit in a message of the broker's
-    size limit. A compressed batch is not opened (its messages are taken from the
-    metadata), so its count is all there is to go by; Pulsar's clients keep a batch,
-    uncompressed, within the broker's ``maxMessageSize``.
+    size limit, before anything is decompressed or walked (a count of 2^31 is refused
+    by its metadata alone); Pulsar's clients keep a batch, uncompressed, within the
+    broker's ``maxMessageSize``.
 
     Raises:
         InvalidArgument: ``num_messages_in_batch`` over :func:`max_batch_messages`.
@@ -146,15 +167,32 @@ def stored_entry(metadata_bytes: bytes, payload: bytes, checksum: int | None = N
     return b"".join((MAGIC, _U32.pack(checksum), size, metadata_bytes, payload))
 
 
-def decode(data: bytes) -> PulsarEntry:
+def decode(data: bytes, max_uncompressed: int = compression.MAX_UNCOMPRESSED_SIZE) -> PulsarEntry:
     """The stored Pulsar entry ``data`` (starting with :data:`MAGIC`).
+
+    Args:
+        max_uncompressed: the most a compressed payload may declare uncompressed.
 
     Raises:
         InvalidArgument: not a whole, intact Pulsar entry (no magic, a checksum that does
-            not match, metadata that does not parse, batch records that do not fit).
+            not match, metadata that does not parse, a compressed payload that does not
+            decompress to its ``uncompressed_size`` within ``max_uncompressed``, batch
+            records that do not fit).
     """
     metadata, payload = _checked(data)
-    return PulsarEntry(metadata, _messages(metadata, payload), payload)
+    return PulsarEntry(metadata, _messages(metadata, opened(metadata, payload, max_uncompressed)), payload)
+
+
+def opened(metadata: pb.MessageMetadata, payload: bytes, max_uncompressed: int) -> bytes:
+    """The payload sent with ``metadata``, decompressed if it is compressed.
+
+    Raises:
+        InvalidArgument: an unknown codec, an ``uncompressed_size`` over
+            ``max_uncompressed``, a payload that does not decompress to it.
+    """
+    if metadata.compression == _NONE:
+        return payload
+    return compression.decompress(metadata.compression, payload, metadata.uncompressed_size, max_uncompressed)
 
 
 def view(data: bytes) -> PulsarEntry:
@@ -167,7 +205,8 @@ def view(data: bytes) -> PulsarEntry:
         InvalidArgument: as :func:`decode`.
     """
     metadata, payload = _checked(data)
-    return PulsarEntry(metadata, LazyMessages(metadata, payload, _count(metadata, payload)), payload)
+    records = opened(metadata, payload, compression.MAX_UNCOMPRESSED_SIZE)
+    return PulsarEntry(metadata, LazyMessages(metadata, records, _count(metadata, records)), payload)
 
 
 class LazyMessages(Sequence[PulsarMessage]):
@@ -215,7 +254,7 @@ class LazyMessages(Sequence[PulsarMessage]):
         return f"LazyMessages({self._count} messages)"
 
 
-def count_messages(data: bytes) -> int:
+def count_messages(data: bytes, max_uncompressed: int = compression.MAX_UNCOMPRESSED_SIZE) -> int:
     """How many messages the stored Pulsar entry ``data`` holds, checked as :func:`decode`
     checks it (what this accepts, :func:`decode` reads) without building the messages:
     for a batch, each record's ``SingleMessageMetadata`` is parsed for its payload size
@@ -225,7 +264,7 @@ def count_messages(data: bytes) -> int:
         InvalidArgument: as :func:`decode`.
     """
     metadata, payload = _checked(data)
-    return _count(metadata, payload)
+    return _count(metadata, opened(metadata, payload, max_uncompressed))
 
 
 def _count(metadata: pb.MessageMetadata, payload: bytes) -> int:
@@ -234,8 +273,6 @@ def _count(metadata: pb.MessageMetadata, payload: bytes) -> int:
     count = metadata.num_messages_in_batch
     if count < 1:
         raise InvalidArgument(f"a Pulsar batch of {count} messages")
-    if metadata.compression != _NONE:
-        return count
     parse = pb.SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
     pos, end = 0, len(payload)
@@ -281,6 +318,7 @@ def _checked(data: bytes) -> tuple[pb.MessageMetadata, bytes]:
     if not metadata.IsInitialized():
         missing = ", ".join(metadata.FindInitializationErrors())
         raise InvalidArgument(f"a Pulsar entry whose message metadata lacks {missing}")
+    check_codec(metadata, data[_HEADER.size : _HEADER.size + size])
     return metadata, data[_HEADER.size + size :]
 
 
@@ -290,17 +328,6 @@ def _messages(metadata: pb.MessageMetadata, payload: bytes) -> tuple[PulsarMessa
     count = metadata.num_messages_in_batch
     if batched and count < 1:
         raise InvalidArgument(f"a Pulsar batch of {count} messages")
-    if metadata.compression != _NONE:
-        # Not opened (no codecs yet): read by the entry's metadata, as Pulsar's broker does.
-        outer = _outer(metadata, b"" if batched else payload, deliver_at)
-        n = count if batched else 1
-        return tuple(
-            PulsarMessage(
-                b"", outer.properties, outer.partition_key, outer.has_partition_key, outer.ordering_key,
-                outer.event_time_ms, metadata.sequence_id + i, deliver_at,
-            )
-            for i in range(n)
-        )  # fmt: skip
     if not batched:
         return (_outer(metadata, payload, deliver_at),)
     out = []

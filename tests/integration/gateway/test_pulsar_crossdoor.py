@@ -2,7 +2,8 @@
 Pulsar protocol door) and the gateway: sent by pulsar-client and read through the
 WebSocket consumer API and REST peek, sent through the WebSocket producer API and
 received by pulsar-client, with the same message id, key, ordering key, properties, event
-time, schema version and payload; batching on and off on each side. (The WebSocket frames'
+time, schema version and payload; batching on and off on each side, and compressed with
+each codec (LZ4, ZLIB, ZSTD, SNAPPY) on each side. (The WebSocket frames'
 ``orderingKey`` and ``schemaVersion`` are Magnetar's additions.)"""
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ NS = "public/default"
 P = "/admin/v2/persistent"
 EVENT_MS = 1_714_557_600_250  # 2024-05-01T10:00:00.250Z
 COUNT = 5
+# Batching on and off without compression; each codec on a batch, and LZ4 on single messages.
+CASES = [(False, "NONE"), (True, "NONE"), (True, "LZ4"), (True, "ZLIB"), (True, "ZSTD"), (True, "SNAPPY"), (False, "LZ4")]
+CASE_IDS = [f"{'batched' if b else 'single'}-{c}" for b, c in CASES]
+PULSAR_CODEC = {"NONE": "NONE", "LZ4": "LZ4", "ZLIB": "ZLib", "ZSTD": "ZSTD", "SNAPPY": "SNAPPY"}
 
 
 def _ws(cluster: GatewayCluster, kind: str, topic: str, sub: str | None = None, **params: Any) -> str:
@@ -51,13 +56,15 @@ def _client(cluster: GatewayCluster) -> pulsar.Client:
     return pulsar_client(cluster.broker.pulsar_url, operation_timeout_seconds=15, connection_timeout_ms=5000)
 
 
-def _pulsar_send(cluster: GatewayCluster, topic: str, batching: bool) -> list[tuple[int, int, int, int]]:
+def _pulsar_send(cluster: GatewayCluster, topic: str, batching: bool, codec: str) -> list[tuple[int, int, int, int]]:
     """COUNT messages with keys, ordering keys, properties and event times, from a producer
-    with a schema (the topic's first: the broker gives it a version); their ids."""
+    with a schema (the topic's first: the broker gives it a version) compressing with
+    ``codec``; their ids."""
     client = _client(cluster)
     try:
         producer = client.create_producer(topic, producer_name=unique("pp"), batching_enabled=batching,
-                                          batching_max_publish_delay_ms=50, schema=pulsar.schema.StringSchema())  # fmt: skip
+                                          batching_max_publish_delay_ms=50, schema=pulsar.schema.StringSchema(),
+                                          compression_type=getattr(pulsar.CompressionType, PULSAR_CODEC[codec]))  # fmt: skip
         receipts: dict[int, Any] = {}
         for i in range(COUNT):
             producer.send_async(
@@ -72,16 +79,16 @@ def _pulsar_send(cluster: GatewayCluster, topic: str, batching: bool) -> list[tu
         client.close()
 
 
-@pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize(("batching", "codec"), CASES, ids=CASE_IDS)
 async def test_pulsar_client_messages_read_through_websocket_and_rest_peek(
-    gateway_cluster: GatewayCluster, batching: bool
+    gateway_cluster: GatewayCluster, batching: bool, codec: str
 ) -> None:
     topic = f"persistent://{NS}/{unique('x2ws')}"
     local = topic.removeprefix("persistent://")
     async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as http:
         assert (await http.put(f"{P}/{local}")).status_code == 204
         assert (await http.put(f"{P}/{local}/subscription/ws", json="earliest")).status_code == 204
-        ids_sent = await asyncio.to_thread(_pulsar_send, gateway_cluster, topic, batching)
+        ids_sent = await asyncio.to_thread(_pulsar_send, gateway_cluster, topic, batching, codec)
         if batching:
             assert any(i[3] > 0 for i in ids_sent), "the client sent no batch of more than one message"
 
@@ -134,8 +141,8 @@ def _pulsar_read(cluster: GatewayCluster, topic: str) -> list[tuple[Any, ...]]:
         client.close()
 
 
-@pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
-async def test_websocket_messages_received_by_pulsar_client(gateway_cluster: GatewayCluster, batching: bool) -> None:
+@pytest.mark.parametrize(("batching", "codec"), CASES, ids=CASE_IDS)
+async def test_websocket_messages_received_by_pulsar_client(gateway_cluster: GatewayCluster, batching: bool, codec: str) -> None:
     topic = f"persistent://{NS}/{unique('ws2x')}"
     client = _client(gateway_cluster)
     try:
@@ -146,6 +153,8 @@ async def test_websocket_messages_received_by_pulsar_client(gateway_cluster: Gat
         params: dict[str, Any] = (
             {"producerName": unique("wsp"), "batchingEnabled": "true", "batchingMaxPublishDelay": 50} if batching else {}
         )
+        if codec != "NONE":
+            params["compressionType"] = codec
         async with connect(_ws(gateway_cluster, "producer", topic, **params), open_timeout=30) as ws:
             for i in range(COUNT):
                 await ws.send(json.dumps({

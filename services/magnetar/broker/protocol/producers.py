@@ -61,7 +61,7 @@ from magnetar.common.errors import (
 from magnetar.common.names import check_subscription_name
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
-from magnetar.protocol.stored import check_batch_count, stored_entry
+from magnetar.protocol.stored import check_batch_count, check_codec, stored_entry
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -253,8 +253,9 @@ class Producers:
         metadata = frame.metadata
         assert metadata is not None  # the decoder gives one unless the checksum failed
         try:
-            # Before the core reads the entry back: a compressed batch is taken at its
-            # word, and a count of 2^31 would have it make 2^31 messages.
+            # Before the core reads the entry back: a count of 2^31 is refused by the
+            # metadata alone, before a batch is decompressed or walked.
+            check_codec(metadata, frame.metadata_bytes)
             check_batch_count(metadata, self.max_message_size)
         except InvalidArgument as exc:
             self.host.write(commands.send_error(pid, seq, server_error(exc), exc.message))
@@ -264,11 +265,13 @@ class Producers:
         if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
             highest = seq + count - 1
         entry = stored_entry(frame.metadata_bytes, frame.payload, frame.checksum)
-        # Sent without batching, the entry is one message whose checksum and metadata the
-        # decoder checked: the core need not check it again.
+        # Sent without batching nor compression, the entry is one message whose checksum
+        # and metadata the decoder checked: the core need not check it again. A
+        # compressed one is decompressed by the core's check (a corrupt or lying payload
+        # gets SEND_ERROR, nothing stored).
         published = producer.topic.publish(
             producer.name, entry, count, seq, highest, maybe_delayed=metadata.HasField("deliver_at_time"),
-            checked=count == 1 and not metadata.HasField("num_messages_in_batch"),
+            checked=count == 1 and not metadata.HasField("num_messages_in_batch") and not metadata.compression,
         )  # fmt: skip
         producer.pending.append((seq, highest, published))
         self.pending += 1

@@ -6,9 +6,8 @@ translate by value (checked here, since an unknown number must be refused, not s
 
 Entries a Pulsar client sent (stored as sent, see :mod:`magnetar.protocol.stored`) go to
 the SDK as the ``EntryBatch`` it reads (:func:`sdk_entry`), with the same messages and
-ids. A compressed one goes as stored: there are no codecs yet, so the SDK cannot read it
-and says so (it logs the entry as unreadable and leaves it unacknowledged) rather than
-hand out a wrong payload.
+ids; a compressed one decompressed (the SDK reads a compressed ``EntryBatch`` too, but
+Pulsar's batch records would have to be re-encoded and compressed again to make one).
 """
 
 from __future__ import annotations
@@ -79,12 +78,10 @@ def deliveries(out: Iterable[Delivery], partition: int) -> pb.Deliveries:
 def sdk_entry(data: bytes) -> bytes:
     """A stored Pulsar entry as the ``EntryBatch`` the SDK reads (the same messages with
     their keys, ordering keys, properties and event times, the same producer, sequence
-    ids, publish time and schema version); a compressed or unreadable one as stored."""
+    ids, publish time and schema version), decompressed; an unreadable one as stored."""
     try:
         entry = decode_entry(data)
     except InvalidArgument:
-        return data
-    if getattr(entry, "compressed", False):
         return data
     return encode_entry(
         entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched, entry.messages, entry.schema_version,

@@ -4,8 +4,7 @@ Names, defaults and enum spellings are Pulsar's (its ProducerHandler, ConsumerHa
 and ReaderHandler). A bad value raises :class:`InvalidQuery`; the endpoint then refuses
 the upgrade with 400 ``Invalid query params: <message>``. So does a parameter asking for
 something the gateway does not do, rather than being accepted and ignored:
-``compressionType`` other than ``NONE`` (the SDK does not compress), ``encryptionKeys``
-and ``cryptoFailureAction`` (no end-to-end encryption), ``hashingScheme=JavaStringHash``
+``encryptionKeys`` and ``cryptoFailureAction`` (no end-to-end encryption), ``hashingScheme=JavaStringHash``
 (keys are placed with Murmur3 only), ``priorityLevel`` other than 0 on a Shared
 subscription (its dispatcher does not order by priority) and ``subscriptionMode=NonDurable``. ``token`` is
 read by the gateway's authentication (gateway/auth.py), not here.
@@ -99,6 +98,7 @@ class ProducerParams:
     batching_max_publish_delay_ms: int = 10
     routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.UseSinglePartition
     initial_sequence_id: int | None = None
+    compression_type: str = "NONE"  # the SDK producer compresses each batch with it
 
 
 def _refuse_encryption(q: _Query, name: str) -> None:
@@ -114,13 +114,12 @@ def producer_params(query: Mapping[str, str]) -> ProducerParams:
         raise InvalidQuery(
             "Invalid hashingScheme JavaStringHash: not supported by this gateway (keys are placed with Murmur3_32Hash)"
         )
-    compression = q.choice("compressionType", COMPRESSION_TYPES)
-    if compression not in (None, "NONE"):
-        raise InvalidQuery(f"Invalid compressionType {compression}: compression is not supported by this gateway (use NONE)")
+    compression = q.choice("compressionType", COMPRESSION_TYPES) or "NONE"
     _refuse_encryption(q, "encryptionKeys")
     initial = q.query.get("initialSequenceId")
     return ProducerParams(
         producer_name=q.text("producerName"),
+        compression_type=compression,
         send_timeout_millis=q.integer("sendTimeoutMillis", 30_000),
         batching_enabled=q.boolean("batchingEnabled", False),
         batching_max_messages=q.integer("batchingMaxMessages", 1000, low=1),

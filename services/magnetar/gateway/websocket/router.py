@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from magnetar.client.aio import Client
 from magnetar.client.options import ConsumerDeadLetterPolicy
 from magnetar.common import errors as e
+from magnetar.common.compression import codec
 from magnetar.common.names import TopicName
 from magnetar.gateway.auth import caller_role
 from magnetar.gateway.context import GatewayContext
@@ -155,7 +156,7 @@ async def producer_socket(websocket: WebSocket, tenant: str, namespace: str, top
             max_pending_messages=p.max_pending_messages, block_if_queue_full=False,
             batching_enabled=p.batching_enabled, batching_max_messages=p.batching_max_messages,
             batching_max_publish_delay_ms=p.batching_max_publish_delay_ms,
-            message_routing_mode=p.routing_mode,
+            message_routing_mode=p.routing_mode, compression_type=codec(p.compression_type),
         ),
         lambda socket, producer: ProducerSession(socket, producer, p.max_pending_messages, p.initial_sequence_id),
     )
