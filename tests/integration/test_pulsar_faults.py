@@ -136,17 +136,16 @@ def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 def _stored(url: str, topic: str) -> list[int]:
-    """Every message the topic holds, read from the start by a new reader."""
+    """Every message the topic holds, read from the start by a new reader up to the
+    topic's last message (the broker's answer to GET_LAST_MESSAGE_ID), not until a
+    silence: the producers are done."""
     client = pulsar_client(url, operation_timeout_seconds=30)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         out: list[int] = []
-        while True:
-            try:
-                msg = reader.read_next(timeout_millis=3000)
-            except pulsar.Timeout:
-                return out
-            out.append(int(msg.data().rsplit(b"-", 1)[1]))
+        while reader.has_message_available():
+            out.append(int(reader.read_next(timeout_millis=30_000).data().rsplit(b"-", 1)[1]))
+        return out
     finally:
         client.close()
 
