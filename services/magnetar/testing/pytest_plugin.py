@@ -282,19 +282,15 @@ class SharedCluster:
 
 
 @pytest.fixture(scope="session")
-def shared_cluster(
-    zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[SharedCluster]:
+def _shared_cluster_session(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedCluster]:
     """The run's :class:`SharedCluster`, started (bookies and broker at once) by the first
     test that needs it and killed at the end of the run."""
     if not zk_server.alive:
         zk_server.start()
     zk_root = f"/shared-{uuid.uuid4().hex[:8]}"
     base = tmp_path_factory.mktemp("shared-cluster")
-    bookies = ServiceFactory(BookieProcess, zk_server.connect_string, zk_root, base / "bookies",
-                             on_create=lambda p: track_process(request.node, p))  # fmt: skip
-    brokers = ServiceFactory(BrokerProcess, zk_server.connect_string, zk_root, base / "brokers",
-                             on_create=lambda p: track_process(request.node, p))  # fmt: skip
+    bookies = ServiceFactory(BookieProcess, zk_server.connect_string, zk_root, base / "bookies")
+    brokers = ServiceFactory(BrokerProcess, zk_server.connect_string, zk_root, base / "brokers")
     try:
         cluster = SharedCluster(zk_root, [bookies.create(), bookies.create()], brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2))
         start_all([*cluster.bookies, cluster.broker])  # their start-ups overlap
@@ -302,3 +298,12 @@ def shared_cluster(
     finally:
         brokers.kill_all()
         bookies.kill_all()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(_shared_cluster_session: SharedCluster, request: pytest.FixtureRequest) -> SharedCluster:
+    """The run's :class:`SharedCluster`; its logs are shown for this module's failing tests
+    (not for every test of the run)."""
+    for process in [*_shared_cluster_session.bookies, _shared_cluster_session.broker]:
+        track_process(request.node, process)
+    return _shared_cluster_session
