@@ -13,7 +13,6 @@ import pulsar
 import pytest
 
 from magnetar.client.admin import AdminClient
-from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
@@ -21,7 +20,6 @@ from magnetar.testing.pulsarwire import RawPulsarConnection
 
 pytestmark = pytest.mark.integration
 
-QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 
 
 class Cluster:
@@ -33,11 +31,10 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
-    module_bookie_factory()
-    module_bookie_factory()
-    port = free_port()
-    return Cluster(module_broker_factory(protocol_port=port, **QUORUM), port)
+def cluster(shared_cluster) -> Cluster:
+    """The run's shared two bookies and broker (E=Qw=Qa=2): this module's tests use
+    namespaces of their own."""
+    return Cluster(shared_cluster.broker, shared_cluster.broker.protocol_port)
 
 
 def _client(url: str) -> pulsar.Client:

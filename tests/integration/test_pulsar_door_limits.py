@@ -30,6 +30,7 @@ from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
@@ -55,12 +56,12 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
-    module_bookie_factory()
     port = free_port()
-    broker = module_broker_factory(
+    broker = module_broker_factory.create(
         protocol_port=port, ensemble_size=1, write_quorum=1, ack_quorum=1,
         protocol_max_unsent_bytes=MAX_UNSENT, protocol_write_timeout_s=WRITE_TIMEOUT_S,
     )  # fmt: skip
+    start_all([module_bookie_factory.create(), broker])  # their start-ups overlap
     return Cluster(broker, port)
 
 

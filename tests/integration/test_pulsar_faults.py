@@ -30,7 +30,7 @@ from magnetar.proto.pulsar import pulsar_api_pb2 as ppb
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
-from magnetar.testing.processes import BrokerProcess, start_all
+from magnetar.testing.processes import BookieProcess, BrokerProcess, start_all
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
@@ -44,14 +44,17 @@ TOTAL = 1500  # messages per producer
 
 
 @pytest.fixture(scope="module")
-def bookies(module_bookie_factory) -> None:
-    module_bookie_factory.start_many(3)
+def bookies(module_bookie_factory) -> list[BookieProcess]:
+    """The module's three bookies, started together with the first test's brokers."""
+    return [module_bookie_factory.create() for _ in range(3)]
 
 
 @pytest.fixture
-def brokers(bookies, module_broker_factory) -> Iterator[list[BrokerProcess]]:
+def brokers(bookies: list[BookieProcess], module_broker_factory) -> Iterator[list[BrokerProcess]]:
     """Two brokers of this test's own (it kills or pauses one)."""
-    pair = start_all([module_broker_factory.create(**QUORUM) for _ in range(2)])
+    unstarted = [bookie for bookie in bookies if bookie.process.pid is None]
+    pair = [module_broker_factory.create(**QUORUM) for _ in range(2)]
+    start_all([*unstarted, *pair])  # their start-ups overlap
     try:
         yield pair
     finally:
@@ -136,17 +139,16 @@ def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 def _stored(url: str, topic: str) -> list[int]:
-    """Every message the topic holds, read from the start by a new reader."""
+    """Every message the topic holds, read from the start by a new reader up to the
+    topic's last message (the broker's answer to GET_LAST_MESSAGE_ID), not until a
+    silence: the producers are done."""
     client = pulsar_client(url, operation_timeout_seconds=30)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         out: list[int] = []
-        while True:
-            try:
-                msg = reader.read_next(timeout_millis=3000)
-            except pulsar.Timeout:
-                return out
-            out.append(int(msg.data().rsplit(b"-", 1)[1]))
+        while reader.has_message_available():
+            out.append(int(reader.read_next(timeout_millis=30_000).data().rsplit(b"-", 1)[1]))
+        return out
     finally:
         client.close()
 

@@ -23,6 +23,7 @@ from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
@@ -42,12 +43,12 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
-    module_bookie_factory()
-    module_bookie_factory()
     ports = [free_port(), free_port()]
     while ports[1] == ports[0]:
         ports[1] = free_port()
-    return Cluster([module_broker_factory(protocol_port=port, **QUORUM) for port in ports], ports)
+    brokers = [module_broker_factory.create(protocol_port=port, **QUORUM) for port in ports]
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), *brokers])  # start-ups overlap
+    return Cluster(brokers, ports)
 
 
 # One logger for every client: the C++ core keeps the first one it was given.

@@ -57,13 +57,16 @@ class ChildNotReady(Timeout):
 
     code: ClassVar[str] = "CHILD_NOT_READY"
 
-    def __init__(self, name: str, reason: str, returncode: int | None, log_path: Path, tail: str):
+    def __init__(self, name: str, reason: str, returncode: int | None, log_path: Path, tail: str,
+                 *, stalled: bool = False):
         exited = f"; it exited with code {returncode}" if returncode is not None else ""
         super().__init__(
             f"{name} {reason}{exited}. Its log is {log_path}; last lines:\n{tail}".rstrip()
         )
         self.name = name
+        self.reason = reason
         self.exited = returncode is not None
+        self.stalled = stalled
         self.returncode = returncode
         self.log_path = log_path
         self.tail = tail
@@ -165,25 +168,63 @@ class ChildProcess:
                 raise MagnetarError(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
         _wait_past_setpriv(self._proc, self.argv, launched)
 
-    def wait_ready(self, check: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
+    def log_size(self) -> int:
+        """Bytes in the log so far (0 if there is none yet)."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def wait_ready(
+        self,
+        check: Callable[[], bool],
+        timeout: float,
+        interval: float = 0.1,
+        *,
+        stall_timeout: float | None = None,
+    ) -> None:
         """Poll ``check`` until it returns True.
 
+        A start on a loaded machine can be slow but still moving (a JVM on two busy
+        cores took over 60 s to start ZooKeeper); ``stall_timeout`` tells such a start
+        apart from a stuck one by the log: the wait ends early only when the log has not
+        grown for that long, and otherwise lasts up to ``timeout``.
+
+        Args:
+            check: True once the process is ready.
+            timeout: the longest wait in all, in seconds.
+            interval: seconds between checks.
+            stall_timeout: also give up when the log has not grown for this many
+                seconds (None: only ``timeout`` applies).
+
         Raises:
-            ChildNotReady: (a :class:`Timeout`) the process exited, or ``check`` did not
-                pass within ``timeout`` seconds; the message carries the log tail.
+            ChildNotReady: (a :class:`Timeout`) the process exited, its log stood still
+                for ``stall_timeout`` seconds (``stalled``), or ``check`` did not pass
+                within ``timeout`` seconds; the message carries the log tail.
         """
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
+        size, progressed = self.log_size(), started
         while True:
             if not self.alive:
                 raise self._not_ready("exited before it was ready")
             if check():
                 return
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if stall_timeout is not None:
+                grown = self.log_size()
+                if grown != size:
+                    size, progressed = grown, now
+                elif now - progressed >= stall_timeout:
+                    raise self._not_ready(
+                        f"made no progress for {stall_timeout:g} s (its log did not grow)", stalled=True
+                    )
+            if now >= deadline:
                 raise self._not_ready(f"was not ready within {timeout:g} s")
             time.sleep(interval)
 
-    def _not_ready(self, reason: str) -> ChildNotReady:
-        return ChildNotReady(self.name, reason, self.returncode, self.log_path, self.log_tail())
+    def _not_ready(self, reason: str, *, stalled: bool = False) -> ChildNotReady:
+        return ChildNotReady(self.name, reason, self.returncode, self.log_path, self.log_tail(), stalled=stalled)
 
     def kill(self, sig: int = signal.SIGKILL, wait: bool | None = None) -> None:
         """Send ``sig`` (default SIGKILL); a no-op when the process is not running.

@@ -19,6 +19,15 @@ from magnetar.common.netutil import free_port
 JAVA_DIR = Path("/usr/share/java")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 _BIND_RETRIES = 3
+# A JVM that starts ZooKeeper on two busy cores took up to 70 s in measurements, logging
+# all along; one that writes no log line for a minute is stuck, not slow.
+READY_TIMEOUT_S = 300.0
+STALL_TIMEOUT_S = 60.0
+# slf4j-simple prints no time by default; with it a slow start shows where it was slow.
+_LOG_TIMES = [
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
+]
 
 
 def default_classpath(java_dir: Path = JAVA_DIR) -> str:
@@ -159,18 +168,19 @@ class ZooKeeperServer:
         if not java:
             raise MagnetarError("java is not installed: run `make setup` or install a JRE")
         classpath = self._classpath or default_classpath()
-        return [java, f"-Xmx{self._max_heap}", "-cp", classpath, MAIN_CLASS, str(cfg)]
+        return [java, f"-Xmx{self._max_heap}", *_LOG_TIMES, "-cp", classpath, MAIN_CLASS, str(cfg)]
 
     def is_ready(self) -> bool:
         """True when the server answers ``ruok`` with ``imok`` and serves requests.
 
         ``ruok`` answers as soon as the port is open; ``srvr`` reports "not currently
-        serving requests" until the database is loaded, so both are asked.
+        serving requests" until the database is loaded, so both are asked. On a busy
+        machine an answer can take over a second (measured), hence the 2 s allowed.
         """
         try:
-            if four_letter_word(self.host, self.port, "ruok", 0.5) != "imok":
+            if four_letter_word(self.host, self.port, "ruok", 2.0) != "imok":
                 return False
-            return "Mode:" in four_letter_word(self.host, self.port, "srvr", 0.5)
+            return "Mode:" in four_letter_word(self.host, self.port, "srvr", 2.0)
         except OSError:
             return False
 
@@ -186,32 +196,42 @@ class ZooKeeperServer:
         )
         self._process.start()
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, stall_timeout: float | None = STALL_TIMEOUT_S) -> None:
         """Wait until the launched server answers ``ruok`` and serves requests.
 
+        A slow start goes on while its log grows (see :meth:`ChildProcess.wait_ready`).
+
+        Args:
+            timeout: the longest wait in all, in seconds.
+            stall_timeout: give up when the log has not grown for this many seconds.
+
         Raises:
-            Timeout: (:class:`ChildNotReady`) it exited or did not answer in time; the
-                message carries the end of its log.
+            Timeout: (:class:`ChildNotReady`) it exited, stalled or did not answer in
+                time; the message carries the end of its log.
         """
         if self._process is None:
             raise MagnetarError("ZooKeeper was not launched")
-        self._process.wait_ready(self.is_ready, timeout)
+        self._process.wait_ready(self.is_ready, timeout, stall_timeout=stall_timeout)
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = READY_TIMEOUT_S, stall_timeout: float | None = STALL_TIMEOUT_S) -> None:
         """Start the server and wait until it answers ``ruok`` and serves requests.
 
         A port picked automatically that another process took meanwhile is replaced by
         a new free one.
 
+        Args:
+            timeout: the longest wait in all, in seconds.
+            stall_timeout: give up when the log has not grown for this many seconds.
+
         Raises:
-            Timeout: (:class:`ChildNotReady`) it exited or did not answer in time; the
-                message carries the end of its log.
+            Timeout: (:class:`ChildNotReady`) it exited, stalled or did not answer in
+                time; the message carries the end of its log.
             MagnetarError: java or ZooKeeper is not installed.
         """
         for attempt in range(_BIND_RETRIES):
             self.launch()
             try:
-                self.wait_ready(timeout)
+                self.wait_ready(timeout, stall_timeout)
                 return
             except ChildNotReady as exc:
                 self.kill()

@@ -16,6 +16,8 @@ conftest. Fixtures:
 - ``module_zk_root``, ``module_bookie_factory``, ``module_broker_factory``: the same for
   a whole test module, so that its tests share one cluster (each test then uses topics,
   subscriptions or namespaces of its own); processes are killed after the module.
+- ``shared_cluster``: two bookies and a broker for the whole run, for the modules that
+  need just that (:class:`SharedCluster`); it starts once instead of once per module.
 
 When a test fails, the log tails of the processes it used are added to its report.
 A fixture that starts another kind of process calls :func:`track_process` with it
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -41,6 +44,7 @@ from magnetar.testing.processes import (
     BrokerProcess,
     GatewayProcess,
     ServiceFactory,
+    start_all,
 )
 
 
@@ -261,3 +265,45 @@ def auditor_factory(
         yield factory
     finally:
         factory.kill_all()
+
+
+@dataclass
+class SharedCluster:
+    """Two bookies and one broker (E=Qw=Qa=2, Pulsar's protocol on) on a metadata root of
+    their own, shared by every test module that asks for ``shared_cluster``.
+
+    Each test uses namespaces or topics of its own. A test may restart the broker (its
+    ports stay) but leaves it serving; it stops or kills nothing else.
+    """
+
+    zk_root: str
+    bookies: list[BookieProcess]
+    broker: BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def _shared_cluster_session(zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedCluster]:
+    """The run's :class:`SharedCluster`, started (bookies and broker at once) by the first
+    test that needs it and killed at the end of the run."""
+    if not zk_server.alive:
+        zk_server.start()
+    zk_root = f"/shared-{uuid.uuid4().hex[:8]}"
+    base = tmp_path_factory.mktemp("shared-cluster")
+    bookies = ServiceFactory(BookieProcess, zk_server.connect_string, zk_root, base / "bookies")
+    brokers = ServiceFactory(BrokerProcess, zk_server.connect_string, zk_root, base / "brokers")
+    try:
+        cluster = SharedCluster(zk_root, [bookies.create(), bookies.create()], brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2))
+        start_all([*cluster.bookies, cluster.broker])  # their start-ups overlap
+        yield cluster
+    finally:
+        brokers.kill_all()
+        bookies.kill_all()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(_shared_cluster_session: SharedCluster, request: pytest.FixtureRequest) -> SharedCluster:
+    """The run's :class:`SharedCluster`; its logs are shown for this module's failing tests
+    (not for every test of the run)."""
+    for process in [*_shared_cluster_session.bookies, _shared_cluster_session.broker]:
+        track_process(request.node, process)
+    return _shared_cluster_session

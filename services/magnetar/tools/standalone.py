@@ -28,7 +28,11 @@ from magnetar.common.tls import ClientTls
 from magnetar.common.zkserver import ZooKeeperServer
 
 HOST = "127.0.0.1"
-READY_TIMEOUT_S = 60.0
+# A component's start may take minutes on a busy machine (ZooKeeper's JVM took over 60 s
+# on two loaded cores) but its log keeps growing; one whose log stands still for
+# STALL_TIMEOUT_S is stuck. READY_TIMEOUT_S bounds the wait for each component in all.
+READY_TIMEOUT_S = 600.0
+STALL_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 
 
@@ -41,7 +45,7 @@ class Component(Protocol):
 
     def launch(self) -> None: ...
 
-    def wait_ready(self, timeout: float) -> None: ...
+    def wait_ready(self, timeout: float, stall_timeout: float | None) -> None: ...
 
     def stop(self, timeout: float) -> None: ...
 
@@ -84,8 +88,8 @@ class _Service:
     def launch(self) -> None:
         self.process.start()
 
-    def wait_ready(self, timeout: float) -> None:
-        self.process.wait_ready(self._ready, timeout)
+    def wait_ready(self, timeout: float, stall_timeout: float | None) -> None:
+        self.process.wait_ready(self._ready, timeout, stall_timeout=stall_timeout)
 
     def stop(self, timeout: float) -> None:
         self.process.terminate(timeout)
@@ -271,10 +275,19 @@ def _client_urls(args: argparse.Namespace) -> list[str]:
 
 
 def _not_ready_message(exc: ChildNotReady) -> str:
-    what = f"exited with code {exc.returncode}" if exc.exited else "did not become ready in time"
     last = next((line for line in reversed(exc.tail.splitlines()) if line.strip()), "")
     hint = f' (last log line: "{last.strip()[:200]}")' if last else ""
-    return f"{exc.name} {what} while starting; see {exc.log_path}{hint}"
+    if exc.exited:
+        return f"{exc.name} exited with code {exc.returncode} while starting; see {exc.log_path}{hint}"
+    if exc.stalled:
+        return (
+            f"{exc.name} {exc.reason} while starting; see {exc.log_path}{hint}. It is stuck, not "
+            "slow: fix what its log shows, or stop what holds it (a busy disk, a paused process) and retry"
+        )
+    return (
+        f"{exc.name} {exc.reason} while starting although its log kept growing; see {exc.log_path}{hint}. "
+        "The machine is too busy to start it: retry when it is less loaded"
+    )
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -294,7 +307,7 @@ def _run(args: argparse.Namespace) -> None:
                 component.launch()
                 started.append(component)
             for component in tier:
-                component.wait_ready(READY_TIMEOUT_S)
+                component.wait_ready(READY_TIMEOUT_S, STALL_TIMEOUT_S)
         for component in started:
             print(f"{component.name:<10} {component.address}", flush=True)
         if args.zookeeper:
