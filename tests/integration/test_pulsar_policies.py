@@ -13,7 +13,7 @@ pulsar-client's primitives: one Shared consumer of the topic and its retry lette
 delay as its deliver-after, then the ack; past the maximum, the copy goes to
 ``<topic>-<subscription>-DLQ`` instead.
 
-One cluster for the module: 2 bookies and a broker."""
+The run's shared cluster (``shared_cluster``): 2 bookies and a broker."""
 
 from __future__ import annotations
 
@@ -33,13 +33,12 @@ from magnetar.testing.pulsarwire import RawPulsarConnection
 
 pytestmark = pytest.mark.integration
 
-QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 
 
 @pytest.fixture(scope="module")
-def broker(module_bookie_factory, module_broker_factory):  # type: ignore[no-untyped-def]
-    module_bookie_factory.start_many(2)
-    return module_broker_factory(**QUORUM)
+def broker(shared_cluster):  # type: ignore[no-untyped-def]
+    """The run's shared cluster's broker (2 bookies, E=Qw=Qa=2); each test has its own namespace."""
+    return shared_cluster.broker
 
 
 def _client(broker) -> pulsar.Client:  # type: ignore[no-untyped-def]
