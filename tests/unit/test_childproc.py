@@ -178,3 +178,27 @@ def test_start_returns_once_a_script_runs(tmp_path: Path) -> None:
             assert Path(f"/proc/{proc.pid}/cmdline").read_bytes().endswith(_cmdline(argv))
         finally:
             proc.kill()
+
+
+def test_a_child_started_from_a_short_lived_thread_outlives_that_thread(tmp_path: Path) -> None:
+    """The parent-death signal is tied to the thread that forked: a child started from an
+    executor's worker thread (``asyncio.to_thread``) must not die when that thread ends."""
+    import threading
+
+    child = ChildProcess("sleeper", python("import time; time.sleep(60)"), tmp_path / "out.log")
+    worker = threading.Thread(target=child.start)
+    worker.start()
+    worker.join()
+    try:
+        deadline = time.monotonic() + 1.0  # the signal, when it comes, comes at once
+        while time.monotonic() < deadline:
+            assert child.alive, f"the child died with the thread that started it ({child.returncode})"
+            time.sleep(0.05)
+    finally:
+        child.kill()
+
+
+def test_a_start_that_fails_on_the_spawner_thread_raises_in_the_caller(tmp_path: Path) -> None:
+    child = ChildProcess("nodir", [sys.executable, "-c", "pass"], tmp_path / "out.log", cwd=tmp_path / "missing")
+    with pytest.raises(MagnetarError, match="cannot start nodir"):
+        child.start()

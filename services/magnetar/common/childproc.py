@@ -9,14 +9,16 @@ leaves no orphans behind.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 from magnetar.common.errors import MagnetarError, Timeout
 
@@ -86,12 +88,55 @@ def _with_death_signal(argv: list[str]) -> list[str]:
     return [setpriv, "--pdeathsig", "KILL", "--", *argv]
 
 
+_T = TypeVar("_T")
+
+
+class _Spawner:
+    """One thread for the whole process that forks every child.
+
+    The kernel's parent-death signal fires when the *thread* that forked the child exits,
+    not the process: a child started from a short-lived thread (an executor's worker,
+    ``asyncio.to_thread``) was SIGKILLed when that thread ended, e.g. a test's broker
+    restarted in a thread died with the test's event loop. This thread lives as long as
+    the process, so a child dies with its parent process only, whichever thread asked."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], object], queue.SimpleQueue[tuple[bool, object]]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, fn: Callable[[], _T]) -> _T:
+        """``fn()`` on the spawner thread; its result, or its exception raised here."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._main, name="childproc-spawner", daemon=True)
+                self._thread.start()
+        answer: queue.SimpleQueue[tuple[bool, object]] = queue.SimpleQueue()
+        self._requests.put((fn, answer))
+        ok, value = answer.get()
+        if not ok:
+            assert isinstance(value, BaseException)
+            raise value
+        return cast(_T, value)
+
+    def _main(self) -> None:
+        while True:
+            fn, answer = self._requests.get()
+            try:
+                answer.put((True, fn()))
+            except BaseException as exc:  # handed to the caller, raised there
+                answer.put((False, exc))
+
+
+_SPAWNER = _Spawner()
+
+
 class ChildProcess:
     """One external process, its stdout and stderr appended to ``log_path``.
 
-    The kernel's parent-death signal fires when the *thread* that started the child
-    exits, so call :meth:`start` from a long-lived thread (the main thread, not a
-    short-lived executor thread).
+    Children are forked by one long-lived thread (:class:`_Spawner`), so :meth:`start`
+    may be called from any thread: the child's parent-death signal fires when this
+    process ends, not when the calling thread does.
     """
 
     def __init__(
@@ -154,8 +199,9 @@ class ChildProcess:
             log.write(f"=== {stamp} starting {self.name}: {' '.join(self.argv)}\n".encode())
             log.flush()
             launched = _with_death_signal(self.argv)
-            try:
-                self._proc = subprocess.Popen(
+
+            def spawn() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
                     launched,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -164,9 +210,12 @@ class ChildProcess:
                     cwd=self.cwd,
                     process_group=0 if self.own_process_group else None,
                 )
+
+            try:
+                self._proc = proc = _SPAWNER.run(spawn)
             except OSError as exc:
                 raise MagnetarError(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
-        _wait_past_setpriv(self._proc, self.argv, launched)
+        _wait_past_setpriv(proc, self.argv, launched)
 
     def log_size(self) -> int:
         """Bytes in the log so far (0 if there is none yet)."""

@@ -168,8 +168,8 @@ class ServiceProcess:
 
     def launch(self) -> Self:
         """Start the process without waiting for it (:meth:`wait_serving` does): several
-        launched one after the other start up at the same time. Launch from a long-lived
-        thread (see :class:`ChildProcess`)."""
+        launched one after the other start up at the same time (from any thread: see
+        :class:`ChildProcess`)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process.start()
         return self
