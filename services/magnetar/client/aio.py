@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import InvalidArgument, InvalidConfiguration
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
@@ -124,14 +124,14 @@ class Client:
         tls_certificate_file_path: str | None = None,
     ) -> None:
         if connection_timeout_ms != _CONNECTION_TIMEOUT_MS:
-            raise InvalidArgument(
+            raise InvalidConfiguration(
                 f"connection_timeout_ms={connection_timeout_ms!r} is not supported: gRPC connects lazily "
                 "and operation_timeout_seconds bounds every wait, connecting included; set that instead"
             )
         header = authorization_source(authentication)
         certificate, key = tls_identity(authentication, tls_certificate_file_path, tls_private_key_file_path)
         if isinstance(authentication, AuthenticationTLS) and not (use_tls or url_uses_tls(service_url)):
-            raise InvalidArgument("AuthenticationTLS needs TLS: use a +ssl URL or use_tls=True")
+            raise InvalidConfiguration("AuthenticationTLS needs TLS: use a +ssl URL or use_tls=True")
         tls = sdk_tls(
             service_url, use_tls=use_tls, trust_certs_file_path=tls_trust_certs_file_path,
             allow_insecure_connection=tls_allow_insecure_connection, validate_hostname=tls_validate_hostname,

@@ -20,7 +20,13 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
+from magnetar.common.errors import (
+    AlreadyClosed,
+    CumulativeAcknowledgementNotAllowedError,
+    InvalidArgument,
+    InvalidConfiguration,
+    MagnetarError,
+)
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
@@ -101,7 +107,7 @@ def batch_limits(conf: ConsumerConfig) -> BatchLimits:
     if policy is None:
         policy = ConsumerBatchReceivePolicy()
     if not isinstance(policy, ConsumerBatchReceivePolicy):
-        raise InvalidArgument(f"batch_receive_policy must be a ConsumerBatchReceivePolicy, not {type(policy).__name__}")
+        raise InvalidConfiguration(f"batch_receive_policy must be a ConsumerBatchReceivePolicy, not {type(policy).__name__}")
     cap = max(1, conf.receiver_queue_size)
     max_items = min(policy.max_num_message, cap) if policy.max_num_message > 0 else cap
     timeout_s = policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
@@ -216,7 +222,7 @@ class Consumer:
         batch_limits(conf)  # refuse a bad policy before subscribing anything
         count = conf.dead_letter_policy.max_redeliver_count if conf.dead_letter_policy else None
         if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
-            raise InvalidArgument(f"max_redeliver_count must be an integer >= 1, not {count!r}")
+            raise InvalidConfiguration(f"max_redeliver_count must be an integer >= 1, not {count!r}")
         levels = parse_delay_levels(conf.retry_delay_levels) if conf.enable_retry else []
         if conf.auto_update_partitions:
             check_interval(conf.auto_update_partitions_interval_seconds)
@@ -276,7 +282,7 @@ class Consumer:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ServiceClosed(f"consumer on {self._topic} is closed")
+            raise AlreadyClosed(f"consumer on {self._topic} is closed")
 
     # -- receiving -----------------------------------------------------------------------
     async def receive(self, timeout_millis: int | None = None) -> Message:
@@ -377,7 +383,7 @@ class Consumer:
         """Acknowledge this message and every earlier one of its partition."""
         self._check_open()
         if self._conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
-            raise InvalidArgument("cumulative acknowledgement is not allowed on Shared and KeyShared subscriptions")
+            raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement is not allowed on Shared and KeyShared subscriptions")
         owner, mid = self.target_of(message)
         owner.ack_cumulative(mid)
 
@@ -470,7 +476,7 @@ class Consumer:
         if self._auto_update is not None:
             await self._auto_update.close()
         await asyncio.gather(*(p.close() for p in self._partitions + self._retry))
-        self._queue.fail(ServiceClosed(f"consumer on {self._topic} is closed"))
+        self._queue.fail(AlreadyClosed(f"consumer on {self._topic} is closed"))
 
 
 async def seek_partitions(topic: str, partitions: list[PartitionConsumer], target: SeekTarget) -> None:

@@ -7,7 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, ProducerQueueIsFull
+from magnetar.common.errors import (
+    InvalidConfiguration,
+    MagnetarError,
+    ProducerQueueIsFull,
+)
 from magnetar.common.message_id import MessageId
 
 
@@ -52,13 +56,13 @@ def check_hashing_scheme(scheme: object) -> HashingScheme:
     """The scheme, if Magnetar hashes keys that way.
 
     Raises:
-        InvalidArgument: not a :class:`HashingScheme`, or one other than ``Murmur3_32Hash``
+        InvalidConfiguration: not a :class:`HashingScheme`, or one other than ``Murmur3_32Hash``
             (keys would still go where Murmur3 sends them: a silent change of placement).
     """
     if not isinstance(scheme, HashingScheme):
-        raise InvalidArgument(f"hashing_scheme must be a HashingScheme, not {scheme!r}")
+        raise InvalidConfiguration(f"hashing_scheme must be a HashingScheme, not {scheme!r}")
     if scheme is not HashingScheme.Murmur3_32Hash:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             f"hashing_scheme={scheme.name} is not supported: Magnetar places keyed messages with "
             "Murmur3_32Hash only; pass HashingScheme.Murmur3_32Hash or leave it unset"
         )
@@ -70,10 +74,10 @@ def check_replication_clusters(replication_clusters: object) -> None:
     the message would stay in the local cluster only while the caller believes otherwise.
 
     Raises:
-        InvalidArgument: a non-empty ``replication_clusters``.
+        InvalidConfiguration: a non-empty ``replication_clusters``.
     """
     if replication_clusters:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             f"replication_clusters={replication_clusters!r} is not supported: Magnetar has no "
             "geo-replication, every message stays in the local cluster; leave it unset"
         )
@@ -136,7 +140,7 @@ class ConsumerBatchReceivePolicy:
     is refused; the consumer also caps ``max_num_message`` at its ``receiver_queue_size``.
 
     Raises:
-        InvalidArgument: a value that is not an int, or all three <= 0.
+        InvalidConfiguration: a value that is not an int, or all three <= 0.
     """
 
     max_num_message: int = -1
@@ -147,10 +151,10 @@ class ConsumerBatchReceivePolicy:
         for name in ("max_num_message", "max_num_bytes", "timeout_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidArgument(f"ConsumerBatchReceivePolicy: {name} must be an int, not {value!r}")
+                raise InvalidConfiguration(f"ConsumerBatchReceivePolicy: {name} must be an int, not {value!r}")
         if self.max_num_message <= 0 and self.max_num_bytes <= 0:
             if self.timeout_ms <= 0:
-                raise InvalidArgument(
+                raise InvalidConfiguration(
                     "ConsumerBatchReceivePolicy needs at least one of max_num_message, max_num_bytes and "
                     "timeout_ms > 0 (with none, batch_receive would never return)"
                 )
@@ -230,12 +234,12 @@ def check_priority_level(consumer_type: ConsumerType, priority_level: object) ->
     level there would be silently ignored.
 
     Raises:
-        InvalidArgument: a level that is not an int >= 0, or non-zero on a Shared subscription.
+        InvalidConfiguration: a level that is not an int >= 0, or non-zero on a Shared subscription.
     """
     if not isinstance(priority_level, int) or isinstance(priority_level, bool) or priority_level < 0:
-        raise InvalidArgument(f"priority_level must be an int >= 0, not {priority_level!r}")
+        raise InvalidConfiguration(f"priority_level must be an int >= 0, not {priority_level!r}")
     if priority_level and consumer_type is ConsumerType.Shared:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             f"priority_level={priority_level} is not supported on a Shared subscription: Magnetar's Shared "
             "dispatcher does not order consumers by priority (Failover does); leave it 0"
         )

@@ -26,10 +26,10 @@ import time
 
 from magnetar.common import masks
 from magnetar.common.errors import (
+    AlreadyClosed,
     ConsumerBusy,
     MagnetarError,
     NotConnected,
-    ServiceClosed,
     from_code,
 )
 from magnetar.common.message_id import MessageId
@@ -497,12 +497,12 @@ class PartitionConsumer(ConnectionHandler):
                 pass
             await self._end_stream()
         await self._stop()
-        self._requests.fail_all(ServiceClosed(f"consumer on {self.topic} closed"))
+        self._requests.fail_all(AlreadyClosed(f"consumer on {self.topic} closed"))
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
         self._queue.remove_if(lambda item: item[0] is self)
-        self.failed = self.failed or ServiceClosed(f"consumer on {self.topic} closed")
+        self.failed = self.failed or AlreadyClosed(f"consumer on {self.topic} closed")
 
 
 def _entry_id(pos: Position, partition: int) -> pb.MessageIdData:

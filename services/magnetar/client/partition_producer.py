@@ -14,11 +14,11 @@ import logging
 from collections import deque
 
 from magnetar.common.errors import (
+    AlreadyClosed,
     MagnetarError,
     NotConnected,
     ProducerBusy,
     ProducerQueueIsFull,
-    ServiceClosed,
     Timeout,
     from_code,
 )
@@ -295,4 +295,4 @@ class PartitionProducer(ConnectionHandler):
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
-        self._fail_all(ServiceClosed(f"producer on {self.topic} closed"))
+        self._fail_all(AlreadyClosed(f"producer on {self.topic} closed"))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from magnetar.common.errors import MagnetarError, ProducerQueueIsFull, ServiceClosed
+from magnetar.common.errors import AlreadyClosed, MagnetarError, ProducerQueueIsFull, ServiceClosed
 from magnetar.common.eventloop import loop_factory
 from magnetar.common.message_id import MessageId
 
@@ -93,14 +93,14 @@ class _LoopThread:
         costs one ``call_soon_threadsafe``.
         """
         if self.loop.is_closed():
-            raise ServiceClosed("the client is closed")
+            raise AlreadyClosed("the client is closed")
         self._outbox.append((fn, args))
         if not self._scheduled:
             self._scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self.drain)
             except RuntimeError as exc:  # the loop closed meanwhile
-                raise ServiceClosed("the client is closed") from exc
+                raise AlreadyClosed("the client is closed") from exc
 
     def drain(self) -> None:
         """Run every posted call (on the loop). Clears the flag first: a post racing
@@ -126,7 +126,7 @@ class _LoopThread:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self.loop.is_closed() or not self._thread.is_alive():
             coro.close()
-            raise ServiceClosed("the client is closed")
+            raise AlreadyClosed("the client is closed")
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("blocking client methods cannot be called from a send_async callback")

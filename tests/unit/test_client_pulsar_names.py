@@ -1,0 +1,84 @@
+"""pulsar-client's names in the SDK: its exception names (``magnetar.exceptions``),
+``Client.shutdown``, ``initial_sequence_id``, ``Consumer.get_last_message_id`` and the
+message and reader listeners, against the broker twin of test_client_sdk."""
+
+from __future__ import annotations
+
+import inspect
+
+import pulsar.exceptions
+import pytest
+
+import magnetar
+import magnetar.asyncio as ma
+import magnetar.exceptions as mx
+from magnetar.common.errors import MagnetarError
+
+
+# -- exceptions ---------------------------------------------------------------------------
+def _pulsar_exception_names() -> list[str]:
+    return [n for n, c in vars(pulsar.exceptions).items() if inspect.isclass(c) and issubclass(c, Exception)]
+
+
+def test_every_pulsar_client_exception_name_is_a_magnetar_error_under_pulsar_exception() -> None:
+    names = _pulsar_exception_names()
+    assert "PulsarException" in names and len(names) > 40  # the installed package's list
+    for name in names:
+        cls = getattr(mx, name, None)
+        assert inspect.isclass(cls) and issubclass(cls, mx.PulsarException), name
+        assert name in mx.__all__, name
+        assert getattr(magnetar, name) is cls and getattr(ma, name) is cls, name
+    assert mx.PulsarException is MagnetarError
+
+
+@pytest.mark.parametrize(("pulsar_name", "magnetar_class"), [
+    ("Timeout", "Timeout"), ("TopicNotFound", "TopicNotFound"), ("ProducerBusy", "ProducerBusy"),
+    ("ConsumerBusy", "ConsumerBusy"), ("IncompatibleSchema", "IncompatibleSchema"),
+    ("ProducerQueueIsFull", "ProducerQueueIsFull"), ("NotConnected", "NotConnected"),
+    ("ConnectError", "NotConnected"), ("AuthenticationError", "AuthenticationError"),
+    ("AuthorizationError", "AuthorizationError"), ("MessageTooBig", "MessageTooBig"),
+    ("InvalidTopicName", "InvalidTopicName"), ("SubscriptionNotFound", "SubscriptionNotFound"),
+    ("ServiceUnitNotReady", "NotOwner"), ("ChecksumError", "ChecksumMismatch"),
+    ("BrokerMetadataError", "MetadataError"), ("ProducerBlockedQuotaExceededError", "ProducerBlockedQuotaExceeded"),
+    ("ProducerBlockedQuotaExceededException", "ProducerBlockedQuotaExceeded"),
+])  # fmt: skip
+def test_pulsar_names_are_the_classes_magnetar_raises_for_the_same_condition(pulsar_name, magnetar_class) -> None:
+    from magnetar.common import errors
+
+    assert getattr(mx, pulsar_name) is getattr(errors, magnetar_class)
+
+
+def test_the_sdk_raises_pulsar_client_names_for_bad_options_and_urls() -> None:
+    with pytest.raises(mx.InvalidUrl):
+        ma.Client("http://localhost:6660")
+    with pytest.raises(mx.InvalidConfiguration):
+        ma.Client("magnetar://localhost:6660", connection_timeout_ms=1)
+    with pytest.raises(mx.InvalidConfiguration):
+        magnetar.ConsumerBatchReceivePolicy(0, 0, 0)
+    # Still the errors they were: code catching InvalidArgument or MagnetarError works as before.
+    with pytest.raises(magnetar.InvalidArgument):
+        ma.Client("magnetar+ssl://localhost:6660", tls_allow_insecure_connection=True)
+
+
+async def test_a_closed_producer_and_consumer_raise_already_closed(client) -> None:
+    producer = await client.create_producer("closed")
+    consumer = await client.subscribe("closed", "s")
+    await producer.close()
+    await consumer.close()
+    with pytest.raises(mx.AlreadyClosed):
+        await producer.send(b"x")
+    with pytest.raises(mx.AlreadyClosed):
+        await consumer.receive(timeout_millis=50)
+    with pytest.raises(magnetar.ServiceClosed):  # what it was: an AlreadyClosed is a ServiceClosed
+        await producer.send(b"x")
+
+
+async def test_cumulative_ack_on_shared_raises_pulsar_client_name(client) -> None:
+    producer = await client.create_producer("cumulative", batching_enabled=False)
+    consumer = await client.subscribe(
+        "cumulative", "s", consumer_type=ma.ConsumerType.Shared, initial_position=ma.InitialPosition.Earliest
+    )
+    await producer.send(b"x")
+    msg = await consumer.receive(timeout_millis=2000)
+    with pytest.raises(mx.CumulativeAcknowledgementNotAllowedError):
+        await consumer.acknowledge_cumulative(msg)
