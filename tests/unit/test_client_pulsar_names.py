@@ -4,10 +4,12 @@ message and reader listeners, against the broker twin of test_client_sdk."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 
 import pulsar.exceptions
 import pytest
+from test_client_sdk import _TwinThread
 
 import magnetar
 import magnetar.asyncio as ma
@@ -82,3 +84,48 @@ async def test_cumulative_ack_on_shared_raises_pulsar_client_name(client) -> Non
     msg = await consumer.receive(timeout_millis=2000)
     with pytest.raises(mx.CumulativeAcknowledgementNotAllowedError):
         await consumer.acknowledge_cumulative(msg)
+
+
+# -- Client.shutdown ----------------------------------------------------------------------
+async def test_shutdown_closes_everything_at_once_without_flushing(twin, client) -> None:
+    producer = await client.create_producer("down", batching_enabled=False, send_timeout_millis=30000)
+    consumer = await client.subscribe("down", "s", initial_position=ma.InitialPosition.Earliest)
+    reader = await client.create_reader("down", magnetar.MessageId.earliest)
+    await producer.send(b"stored")
+    msg = await consumer.receive(timeout_millis=2000)
+    await consumer.acknowledge(msg)  # grouped: not sent yet
+    twin.state.hold_receipts = True
+    pending = producer.send_async(b"unconfirmed", None)
+    waiting = asyncio.create_task(consumer.receive())
+    # close() would wait up to the send timeout (30 s) for the held receipt; shutdown does not.
+    await asyncio.wait_for(client.shutdown(), 3)
+    with pytest.raises(mx.AlreadyClosed):
+        await pending
+    with pytest.raises(mx.AlreadyClosed):
+        await waiting
+    assert twin.state.acks == []  # the grouped ack was dropped, not flushed
+    for call in (producer.send(b"x"), consumer.receive(50), reader.read_next(50), client.create_producer("down")):
+        with pytest.raises(mx.AlreadyClosed):
+            await call
+    with pytest.raises(mx.AlreadyClosed):
+        await client.subscribe("down", "s2")
+    await client.close()  # after shutdown: nothing left to do
+
+
+def test_blocking_client_shutdown_then_calls_fail_with_already_closed() -> None:
+    server = _TwinThread()
+    try:
+        client = magnetar.Client(f"magnetar://{server.twin.address}", operation_timeout_seconds=5)
+        producer = client.create_producer("sync-down")
+        consumer = client.subscribe("sync-down", "s")
+        producer.send(b"x")
+        client.shutdown()
+        with pytest.raises(mx.AlreadyClosed):
+            producer.send(b"y")
+        with pytest.raises(mx.AlreadyClosed):
+            consumer.receive(50)
+        with pytest.raises(mx.AlreadyClosed):
+            client.create_producer("sync-down")
+        client.close()
+    finally:
+        server.close()

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument, InvalidConfiguration
+from magnetar.common.errors import AlreadyClosed, InvalidArgument, InvalidConfiguration
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
@@ -141,6 +141,7 @@ class Client:
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()
+        self._closed = False
 
     @classmethod
     def sharing(cls, pool: ConnectionPool) -> Client:
@@ -149,6 +150,10 @@ class Client:
         client = cls(",".join(pool.service_hosts) or "127.0.0.1", operation_timeout_seconds=pool.operation_timeout_s)
         client._pool = pool
         return client
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
 
     @property
     def service_hosts(self) -> list[str]:
@@ -182,6 +187,7 @@ class Client:
             InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``.
             InvalidTopicName, TopicNotFound, ProducerBusy, NotConnected, Timeout.
         """
+        self._check_open()
         check_hashing_scheme(hashing_scheme)
         conf = ProducerConfig(
             producer_name=producer_name,
@@ -241,6 +247,7 @@ class Client:
             InvalidTopicName, TopicNotFound, NotConnected, Timeout (of any topic: nothing
                 stays subscribed then).
         """
+        self._check_open()
         topics = topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
@@ -281,6 +288,7 @@ class Client:
             InvalidArgument: a specific start id on a partitioned topic.
             InvalidTopicName, TopicNotFound, NotConnected, Timeout.
         """
+        self._check_open()
         reader = await Reader.create(
             self._pool,
             topic,
@@ -295,15 +303,29 @@ class Client:
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic`` (the topic itself when it is not partitioned)."""
+        self._check_open()
         name = TopicName.parse(topic)
         count = await self._pool.partitions(str(name))
         return [str(name)] if count == 0 else [str(name.partition(i)) for i in range(count)]
 
     async def close(self) -> None:
-        """Close every producer, consumer and reader of this client, then the connections."""
-        closing = [p.close() for p in self._producers]
-        closing += [c.close() for c in self._consumers]
-        closing += [r.close() for r in self._readers]
+        """Close every producer, consumer and reader of this client (producers send what
+        is pending, consumers their acks), then the connections. Later calls raise
+        AlreadyClosed."""
+        await self._close(flush=True)
+
+    async def shutdown(self) -> None:
+        """Close every producer, consumer and reader at once, without waiting for what is
+        in flight (pulsar-client's ``Client.shutdown``): sends not yet confirmed fail with
+        AlreadyClosed, unsent acks are dropped (the broker redelivers those messages), a
+        waiting ``receive`` raises AlreadyClosed. Later calls raise AlreadyClosed."""
+        await self._close(flush=False)
+
+    async def _close(self, flush: bool) -> None:
+        self._closed = True
+        closing = [p._close(flush) for p in self._producers]
+        closing += [c._close(flush) for c in self._consumers]
+        closing += [r._close(flush) for r in self._readers]
         await asyncio.gather(*closing, return_exceptions=True)
         self._producers.clear()
         self._consumers.clear()

@@ -470,12 +470,16 @@ class Consumer:
 
     async def close(self) -> None:
         """Send pending acks and close every partition's stream."""
+        await self._close(flush=True)
+
+    async def _close(self, flush: bool) -> None:
+        """``flush=False`` (``Client.shutdown``): drop pending acks, cut the streams."""
         if self._closed:
             return
         self._closed = True
         if self._auto_update is not None:
             await self._auto_update.close()
-        await asyncio.gather(*(p.close() for p in self._partitions + self._retry))
+        await asyncio.gather(*(p.close(flush) for p in self._partitions + self._retry))
         self._queue.fail(AlreadyClosed(f"consumer on {self._topic} is closed"))
 
 

@@ -487,10 +487,13 @@ class PartitionConsumer(ConnectionHandler):
         except (TimeoutError, MagnetarError):
             pass
 
-    async def close(self) -> None:
+    async def close(self, flush: bool = True) -> None:
+        """Send pending acks, end the stream and stop. ``flush=False`` (``Client.shutdown``):
+        cancel the stream at once; acks not sent yet are dropped and the broker redelivers
+        those messages, as after a crash."""
         if self._released:
             return
-        if self.connected:
+        if flush and self.connected:
             try:
                 await asyncio.wait_for(self.write_pending(), self.pool.operation_timeout_s)
             except (TimeoutError, MagnetarError):

@@ -281,11 +281,15 @@ class PartitionProducer(ConnectionHandler):
         if futs:
             await asyncio.gather(*futs, return_exceptions=True)
 
-    async def close(self) -> None:
-        """Send what is pending (waiting at most the send timeout), then stop."""
+    async def close(self, flush: bool = True) -> None:
+        """Send what is pending (waiting at most the send timeout), then stop.
+
+        ``flush=False`` (``Client.shutdown``): stop at once; pending sends fail with
+        AlreadyClosed (the broker may have stored some: their receipts are not waited for).
+        """
         if self._released:
             return
-        if self.connected:
+        if flush and self.connected:
             try:
                 timeout = self.conf.send_timeout_millis / 1000 or self.pool.operation_timeout_s
                 await asyncio.wait_for(self.flush(), timeout)

@@ -136,3 +136,6 @@ class Reader:
 
     async def close(self) -> None:
         await self._consumer.close()
+
+    async def _close(self, flush: bool) -> None:
+        await self._consumer._close(flush)

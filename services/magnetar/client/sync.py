@@ -543,6 +543,17 @@ class Client:
         finally:
             self._runner.stop()
 
+    def shutdown(self) -> None:
+        """Close every producer, consumer and reader at once, without waiting for what is
+        in flight (see :meth:`magnetar.asyncio.Client.shutdown`), and the client's thread.
+        Later calls raise AlreadyClosed."""
+        try:
+            self._runner.run(self._client.shutdown())
+        except ServiceClosed:
+            pass
+        finally:
+            self._runner.stop()
+
     def __enter__(self) -> Client:
         return self
 
