@@ -129,3 +129,36 @@ def test_blocking_client_shutdown_then_calls_fail_with_already_closed() -> None:
         client.close()
     finally:
         server.close()
+
+
+# -- initial_sequence_id ------------------------------------------------------------------
+async def test_initial_sequence_id_numbers_from_the_baseline_and_deduplication_respects_it(twin, client) -> None:
+    producer = await client.create_producer("seq", producer_name="p", initial_sequence_id=10, batching_enabled=False)
+    assert producer.last_sequence_id() == 10  # before any send, as pulsar-client
+    ids = [await producer.send(b"m%d" % i) for i in range(3)]
+    assert [b.messages[0].sequence_id for b in twin.state.entry_batches("seq")] == [11, 12, 13]
+    assert producer.last_sequence_id() == 13
+    await producer.close()
+
+    # The same name from a lower baseline: its first two are at or below what the broker
+    # stored (13) and dropped as duplicates (answered with the stored ids); 14 is new.
+    again = await client.create_producer("seq", producer_name="p", initial_sequence_id=11, batching_enabled=False)
+    assert again.last_sequence_id() == 11  # its own baseline, not the broker's 13
+    resent = [await again.send(b"again%d" % i) for i in range(3)]
+    assert resent[:2] == ids[1:]
+    assert [m.payload for b in twin.state.entry_batches("seq") for m in b.messages] == [b"m0", b"m1", b"m2", b"again2"]
+
+    # Without it the producer goes on from the broker's last for the name.
+    plain = await client.create_producer("seq", producer_name="p", batching_enabled=False)
+    await plain.send(b"next")
+    assert twin.state.entry_batches("seq")[-1].messages[0].sequence_id == 15
+
+
+async def test_initial_sequence_id_with_batching_and_bad_values(twin, client) -> None:
+    producer = await client.create_producer("seq-batch", initial_sequence_id=0, batching_max_publish_delay_ms=50)
+    await asyncio.gather(*(producer.send_async(b"x", None) for _ in range(3)))
+    (_, send), = twin.state.batches
+    assert (send.lowest_sequence_id, send.highest_sequence_id) == (1, 3)
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(mx.InvalidConfiguration):
+            await client.create_producer("seq-batch", initial_sequence_id=bad)

@@ -47,6 +47,7 @@ from .options import (
     ProducerConfig,
     Result,
     check_hashing_scheme,
+    check_initial_sequence_id,
     check_priority_level,
 )
 from .producer import Producer
@@ -163,6 +164,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
         block_if_queue_full: bool = PRODUCER_DEFAULTS.block_if_queue_full,
@@ -179,18 +181,26 @@ class Client:
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
+        ``initial_sequence_id``: the first message's sequence id is this + 1 (default: the
+        broker's last for the producer name + 1), on every partition, as pulsar-client;
+        sends numbered at or below what the broker stored under the name are dropped as
+        duplicates.
+
         Messages with a partition key go to ``partition_for_key(key, partitions)``
         (Murmur3, the one ``hashing_scheme`` taken); others round robin by batching
         window, or all to one random partition with ``UseSinglePartition``.
 
         Raises:
-            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``.
+            InvalidConfiguration: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
+                ``initial_sequence_id`` other than None or an int >= 0.
             InvalidTopicName, TopicNotFound, ProducerBusy, NotConnected, Timeout.
         """
         self._check_open()
         check_hashing_scheme(hashing_scheme)
+        check_initial_sequence_id(initial_sequence_id)
         conf = ProducerConfig(
             producer_name=producer_name,
+            initial_sequence_id=initial_sequence_id,
             batching_enabled=batching_enabled,
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,

@@ -172,6 +172,9 @@ DEFAULT_RETRY_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 3
 @dataclass
 class ProducerConfig:
     producer_name: str | None = None
+    # The first message's sequence id is this + 1 (None: the broker's last for the
+    # producer name + 1); pulsar-client's initial_sequence_id.
+    initial_sequence_id: int | None = None
     batching_enabled: bool = True
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 128 * 1024
@@ -223,6 +226,18 @@ PRODUCER_DEFAULTS = ProducerConfig()
 """The producer options' defaults: the blocking and asyncio clients' signatures take
 theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once."""
 CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
+
+
+def check_initial_sequence_id(initial_sequence_id: object) -> None:
+    """Refuse an ``initial_sequence_id`` that is not None or an int >= 0.
+
+    Raises:
+        InvalidConfiguration: any other value.
+    """
+    if initial_sequence_id is None:
+        return
+    if not isinstance(initial_sequence_id, int) or isinstance(initial_sequence_id, bool) or initial_sequence_id < 0:
+        raise InvalidConfiguration(f"initial_sequence_id must be None or an int >= 0, not {initial_sequence_id!r}")
 
 
 def check_priority_level(consumer_type: ConsumerType, priority_level: object) -> None:

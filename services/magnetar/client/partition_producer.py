@@ -48,9 +48,12 @@ class PartitionProducer(ConnectionHandler):
         self.partition = partition
         self.conf = conf
         self.name = conf.producer_name or ""
-        self.last_sequence_id = -1  # the highest sequence id the broker confirmed
+        # The highest sequence id the broker confirmed; with initial_sequence_id, that
+        # until a send is confirmed (as pulsar-client's lastSequenceIdPublished).
+        initial = conf.initial_sequence_id
+        self.last_sequence_id = -1 if initial is None else initial
         self._loop = asyncio.get_running_loop()
-        self._next_seq = 0
+        self._next_seq = 0 if initial is None else initial + 1
         self._request_ids = itertools.count(1)
         self._pending: dict[int, OpSendBatch] = {}  # by request id, in send order
         self._unsent: deque[OpSendBatch] = deque()
@@ -75,8 +78,12 @@ class PartitionProducer(ConnectionHandler):
             raise MagnetarError(f"{target} answered the producer open with {resp}")
         opened = resp.opened  # type: ignore[attr-defined]
         self.name = opened.producer_name or self.name
-        self._next_seq = max(self._next_seq, opened.last_sequence_id + 1)
-        self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
+        if self.conf.initial_sequence_id is None:
+            # Go on from what the broker stored under this name. With initial_sequence_id
+            # the application numbers from its own baseline, as in Pulsar: ids at or below
+            # the broker's last for this name are dropped by deduplication.
+            self._next_seq = max(self._next_seq, opened.last_sequence_id + 1)
+            self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
         return call
 
     def _connected(self) -> None:

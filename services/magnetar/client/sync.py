@@ -477,6 +477,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
         block_if_queue_full: bool = PRODUCER_DEFAULTS.block_if_queue_full,
