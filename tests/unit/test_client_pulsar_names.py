@@ -162,3 +162,23 @@ async def test_initial_sequence_id_with_batching_and_bad_values(twin, client) ->
     for bad in (-1, 1.5, True, "3"):
         with pytest.raises(mx.InvalidConfiguration):
             await client.create_producer("seq-batch", initial_sequence_id=bad)
+
+
+# -- Consumer.get_last_message_id ---------------------------------------------------------
+async def test_get_last_message_id_of_a_topic_and_refused_on_partitioned_and_multi_topic(twin, client) -> None:
+    consumer = await client.subscribe("last", "s")
+    assert (await consumer.get_last_message_id()).entry_id() == -1
+    producer = await client.create_producer("last", batching_enabled=False)
+    ids = [await producer.send(b"x") for _ in range(3)]
+    last = await consumer.get_last_message_id()
+    assert isinstance(last, ma.MessageId) and last == ids[-1]
+
+    twin.state.partitions["persistent://public/default/last-parts"] = 2
+    partitioned = await client.subscribe("last-parts", "s")
+    multi = await client.subscribe(["last", "last-other"], "s2")
+    for c in (partitioned, multi):
+        with pytest.raises(mx.OperationNotSupported):
+            await c.get_last_message_id()
+    await consumer.close()
+    with pytest.raises(mx.AlreadyClosed):
+        await consumer.get_last_message_id()

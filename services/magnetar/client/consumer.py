@@ -26,6 +26,7 @@ from magnetar.common.errors import (
     InvalidArgument,
     InvalidConfiguration,
     MagnetarError,
+    OperationNotSupported,
 )
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
@@ -378,6 +379,27 @@ class Consumer:
         """Acknowledge one message (an entry is acked once all its messages are)."""
         owner, mid = self.target_of(message)
         owner.ack(mid)
+
+    async def get_last_message_id(self) -> MessageId:
+        """The id of the topic's last message, as the broker stores it (pulsar-client's
+        ``Consumer.get_last_message_id``): in a batch, the index of its last message;
+        ``entry_id() == -1`` when the topic has no message yet.
+
+        Raises:
+            OperationNotSupported: a consumer of a partitioned topic or of several topics
+                (pulsar-client's multi-topics consumer refuses it the same way; subscribe a
+                partition by its name to ask it).
+            AlreadyClosed: the consumer is closed.
+        """
+        self._check_open()
+        (only,) = self._partitions if len(self._partitions) == 1 else (None,)
+        if self._multi or only is None or only.topic != self._topics[0]:
+            raise OperationNotSupported(
+                f"get_last_message_id is not supported on {self._topic}: a partitioned topic or several topics "
+                "(as in pulsar-client); ask each partition by its name"
+            )
+        last = await only.pool.last_message_id(only.topic)
+        return MessageId.trusted(last.partition, last.ledger_id, last.entry_id, last.batch_index)
 
     async def acknowledge_cumulative(self, message: MessageOrId) -> None:
         """Acknowledge this message and every earlier one of its partition."""

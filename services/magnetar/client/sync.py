@@ -382,6 +382,11 @@ class Consumer:
         owner, mid = self._consumer.target_of(message)
         self._runner.post(owner.ack, mid)
 
+    def get_last_message_id(self) -> MessageId:
+        """The id of the topic's last message (see
+        :meth:`magnetar.client.consumer.Consumer.get_last_message_id`)."""
+        return self._run(self._consumer.get_last_message_id())
+
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._run(self._consumer.acknowledge_cumulative(message))
 

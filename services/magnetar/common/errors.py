@@ -36,6 +36,7 @@
     ├── NotConnected
     │   ├── TlsHandshakeFailed   the server's certificate (or its host name) is not trusted
     │   └── NotGrpcServer        the address answers in another protocol (Pulsar's port)
+    ├── OperationNotSupported    a call the handle does not support (pulsar-client's name)
     ├── ServiceClosed
     │   └── AlreadyClosed        the application closed that client, producer, consumer or reader
     └── (pulsar-client's names for conditions Magnetar does not have; never raised)
@@ -332,6 +333,14 @@ class AlreadyClosed(ServiceClosed):
     retriable = False
 
 
+class OperationNotSupported(MagnetarError):
+    """A call the handle does not support: ``get_last_message_id`` on a consumer of a
+    partitioned topic or of several topics (pulsar-client's ``OperationNotSupported``)."""
+
+    code = "OPERATION_NOT_SUPPORTED"
+    grpc_status = "UNIMPLEMENTED"
+
+
 # pulsar-client's names (pulsar.exceptions) for conditions Magnetar has no counterpart of
 # (transactions, encryption, a lookup throttle, ...). Nothing raises them; they exist so
 # code written against pulsar-client that names them in an ``except`` clause runs.
@@ -369,10 +378,6 @@ class ProducerNotInitialized(MagnetarError):
 
 class TooManyLookupRequestException(MagnetarError):
     code = "TOO_MANY_LOOKUP_REQUESTS"
-
-
-class OperationNotSupported(MagnetarError):
-    code = "OPERATION_NOT_SUPPORTED"
 
 
 class ConsumerNotFound(MagnetarError):

@@ -436,17 +436,7 @@ class Consumers:
         g = frame.command.getLastMessageId
         try:
             c = self._get(g.consumer_id, "GET_LAST_MESSAGE_ID")
-            last = c.topic.last_position()
-            ledger, entry, batch_index = -1, -1, -1
-            if last is not None:
-                ledger, entry = last
-                # As Pulsar: the id of the last message, in a batch its last index (a
-                # reader's has_message_available compares it with what it has read).
-                stored = await c.topic.ml.read_entries(last, 1, 1 << 62)
-                if stored:
-                    last_entry = view_entry(stored[0][1])
-                    if last_entry.batched:
-                        batch_index = len(last_entry.messages) - 1
+            ledger, entry, batch_index = await c.topic.last_message_id()
         except MagnetarError as exc:
             self.connection.write(commands.error(g.request_id, server_error(exc), exc.message))
             return

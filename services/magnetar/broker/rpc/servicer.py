@@ -321,8 +321,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
     @rpc_errors
     async def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext) -> pb.GetLastMessageIdResponse:
         topic = await TopicAdmin(self.service).topic(request.topic)
-        last = topic.last_position()
-        mid = _message_id(last, topic.partition) if last is not None else pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=topic.partition, batch_index=-1)
+        ledger_id, entry_id, batch_index = await topic.last_message_id()
+        mid = pb.MessageIdData(ledger_id=ledger_id, entry_id=entry_id, partition=topic.partition, batch_index=batch_index)
         return pb.GetLastMessageIdResponse(message_id=mid)
 
     # -- admin ---------------------------------------------------------------------
