@@ -182,3 +182,112 @@ async def test_get_last_message_id_of_a_topic_and_refused_on_partitioned_and_mul
     await consumer.close()
     with pytest.raises(mx.AlreadyClosed):
         await consumer.get_last_message_id()
+
+
+# -- message_listener and reader_listener -------------------------------------------------
+async def test_message_listener_on_the_asyncio_client(twin, client, caplog) -> None:
+    got: list[tuple[object, bytes]] = []
+    arrived = asyncio.Event()
+
+    async def listener(consumer, msg) -> None:  # a coroutine function is awaited
+        got.append((consumer, msg.data()))
+        await consumer.acknowledge(msg)
+        if msg.data() == b"m1":
+            raise RuntimeError("the application's bug")
+        if len(got) == 4:
+            arrived.set()
+
+    consumer = await client.subscribe(
+        "listened", "s", initial_position=ma.InitialPosition.Earliest, message_listener=listener
+    )
+    producer = await client.create_producer("listened", batching_enabled=False)
+    for i in range(4):
+        await producer.send(b"m%d" % i)
+    await asyncio.wait_for(arrived.wait(), 5)
+    assert [d for _, d in got] == [b"m0", b"m1", b"m2", b"m3"]  # in order, past the one that raised
+    assert all(c is consumer for c, _ in got)
+    assert "the application's bug" in caplog.text
+    with pytest.raises(mx.InvalidConfiguration):
+        await consumer.receive(50)
+    with pytest.raises(mx.InvalidConfiguration):
+        await consumer.batch_receive()
+    await consumer.close()
+    assert consumer._listener is None  # its task ended with it
+    await producer.send(b"after close")
+    await asyncio.sleep(0)
+    assert len(got) == 4
+
+    plain: list[bytes] = []
+    reader = await client.create_reader(
+        "listened", ma.MessageId.earliest, reader_listener=lambda r, m: plain.append(m.data())  # a plain function
+    )
+    await _until(lambda: len(plain) == 5)
+    assert plain == [b"m0", b"m1", b"m2", b"m3", b"after close"]
+    with pytest.raises(mx.InvalidConfiguration):
+        await reader.read_next(50)
+    for bad in ("not callable", 3):
+        with pytest.raises(mx.InvalidConfiguration):
+            await client.subscribe("listened", "s2", message_listener=bad)
+        with pytest.raises(mx.InvalidConfiguration):
+            await client.create_reader("listened", ma.MessageId.earliest, reader_listener=bad)
+
+
+async def _until(predicate, timeout_s: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        assert loop.time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def test_message_and_reader_listeners_on_the_blocking_client(caplog) -> None:
+    import threading
+
+    server = _TwinThread()
+    try:
+        with magnetar.Client(f"magnetar://{server.twin.address}", operation_timeout_seconds=5) as client:
+            got: list[tuple[str, bytes]] = []
+            done = threading.Event()
+
+            def listener(consumer, msg) -> None:
+                got.append((threading.current_thread().name, msg.data()))
+                consumer.acknowledge(msg)  # the blocking consumer it was given
+                if msg.data() == b"m0":
+                    raise ValueError("the application's bug")
+                if len(got) == 3:
+                    done.set()
+
+            consumer = client.subscribe(
+                "sync-listened", "s", initial_position=magnetar.InitialPosition.Earliest, message_listener=listener
+            )
+            producer = client.create_producer("sync-listened", batching_enabled=False)
+            for i in range(3):
+                producer.send(b"m%d" % i)
+            assert done.wait(5)
+            assert [d for _, d in got] == [b"m0", b"m1", b"m2"]
+            assert {t for t, _ in got} == {"magnetar-listener"}  # neither the caller's nor the client's thread
+            assert "the application's bug" in caplog.text
+            with pytest.raises(mx.InvalidConfiguration):
+                consumer.receive(50)
+            with pytest.raises(mx.InvalidConfiguration):
+                consumer.batch_receive()
+            consumer.close()
+            assert not consumer._listener._thread.is_alive()  # close ended the listener thread
+
+            read: list[bytes] = []
+            all_read = threading.Event()
+
+            def on_read(reader, msg) -> None:
+                read.append(msg.data())
+                if len(read) == 3:
+                    all_read.set()
+
+            reader = client.create_reader("sync-listened", magnetar.MessageId.earliest, reader_listener=on_read)
+            assert all_read.wait(5)
+            assert read == [b"m0", b"m1", b"m2"]
+            with pytest.raises(mx.InvalidConfiguration):
+                reader.read_next(50)
+            reader.close()
+            assert not reader._listener._thread.is_alive()
+    finally:
+        server.close()

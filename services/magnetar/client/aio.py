@@ -33,6 +33,7 @@ from .auth import (
 )
 from .connection import ConnectionPool, sdk_tls, url_uses_tls
 from .consumer import Consumer, Topics, topic_names
+from .listener import Listener, check_listener
 from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
@@ -236,6 +237,7 @@ class Client:
         batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
         auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
+        message_listener: Listener | None = None,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -248,6 +250,11 @@ class Client:
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
         :class:`ConsumerBatchReceivePolicy`; None: its defaults).
 
+        ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
+        on this event loop (a coroutine function is awaited; see
+        :mod:`magnetar.client.listener`); ``receive`` and ``batch_receive`` then raise
+        InvalidConfiguration, as pulsar-client's.
+
         Raises:
             ConsumerBusy: an Exclusive subscription already has a consumer.
             InvalidArgument: ``topic`` is neither a name nor a list or tuple of names, an
@@ -258,6 +265,7 @@ class Client:
                 stays subscribed then).
         """
         self._check_open()
+        check_listener(message_listener, "message_listener")
         topics = topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
@@ -280,6 +288,8 @@ class Client:
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)
+        if message_listener is not None:
+            consumer.listen(message_listener, consumer)
         return consumer
 
     async def create_reader(
@@ -290,15 +300,18 @@ class Client:
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        reader_listener: Listener | None = None,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
-        :mod:`magnetar.client.reader`).
+        :mod:`magnetar.client.reader`). ``reader_listener``: ``fn(reader, message)`` for
+        each message, as ``message_listener`` of :meth:`subscribe`.
 
         Raises:
             InvalidArgument: a specific start id on a partitioned topic.
             InvalidTopicName, TopicNotFound, NotConnected, Timeout.
         """
         self._check_open()
+        check_listener(reader_listener, "reader_listener")
         reader = await Reader.create(
             self._pool,
             topic,
@@ -309,6 +322,8 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
         )
         self._readers.add(reader)
+        if reader_listener is not None:
+            reader.listen(reader_listener, reader)
         return reader
 
     async def get_topic_partitions(self, topic: str) -> list[str]:

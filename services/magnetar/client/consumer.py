@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from magnetar.common.errors import (
@@ -33,6 +33,7 @@ from magnetar.common.names import TopicName
 
 from .autoupdate import PartitionsAutoUpdate, check_interval
 from .connection import ConnectionPool
+from .listener import Listener, run_listener
 from .message import Message
 from .options import (
     ConsumerBatchReceivePolicy,
@@ -166,6 +167,8 @@ class Consumer:
         self._delay_levels_ms = delay_levels_ms or []
         self._batch = batch_limits(conf)
         self._closed = False
+        self._listened = False  # a message_listener takes every message
+        self._listener: asyncio.Task[None] | None = None
         self._pool: ConnectionPool | None = None
         self._consumer_name = ""
         self._counts: dict[str, int] = {}  # partitioned topics listed: their partition counts
@@ -285,6 +288,30 @@ class Consumer:
         if self._closed:
             raise AlreadyClosed(f"consumer on {self._topic} is closed")
 
+    def _check_receivable(self) -> None:
+        self._check_open()
+        if self._listened:
+            raise InvalidConfiguration(
+                f"cannot receive on the consumer on {self._topic}: its message_listener gets every message"
+            )
+
+    # -- listener ------------------------------------------------------------------------
+    def reserve_for_listener(self) -> None:
+        """From now on a listener takes every message: ``receive`` and ``batch_receive``
+        raise InvalidConfiguration (as pulsar-client's). The blocking client's listener
+        thread takes them with ``take_blocking(listener=True)``."""
+        self._listened = True
+
+    def listen(self, fn: Listener, handle: object, next_message: Callable[[], Awaitable[Message]] | None = None) -> None:
+        """Call ``fn(handle, message)`` on the loop for each message (see
+        :mod:`magnetar.client.listener`); the task is this consumer's, ended by close.
+        ``next_message``: how to take one (a reader's, which keeps its read position)."""
+        self.reserve_for_listener()
+        self._listener = asyncio.create_task(
+            run_listener(next_message or self._receive, fn, handle, f"consumer on {self._topic}"),
+            name=f"listener:{self._topic}",
+        )
+
     # -- receiving -----------------------------------------------------------------------
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message.
@@ -292,18 +319,26 @@ class Consumer:
         Raises:
             Timeout: no message within ``timeout_millis`` (None: wait for ever).
         """
+        self._check_receivable()
+        return await self._receive(timeout_millis)
+
+    async def _receive(self, timeout_millis: int | None = None) -> Message:
         self._check_open()
         owner, msg = await self._queue.get(None if timeout_millis is None else timeout_millis / 1000)
         owner.message_taken(msg)
         return msg
 
-    def take_blocking(self, timeout_millis: int | None = None) -> Queued:
+    def take_blocking(self, timeout_millis: int | None = None, *, listener: bool = False) -> Queued:
         """The next queued (partition, message), waited for in the calling thread.
 
         For the blocking client: call from any thread but the loop's, and have the loop
         run ``partition.message_taken(message)`` afterwards (it grants the permit back).
+        ``listener``: the blocking client's listener thread takes it.
         """
-        self._check_open()
+        if listener:
+            self._check_open()
+        else:
+            self._check_receivable()
         return self._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
 
     async def batch_receive(self) -> list[Message]:
@@ -320,8 +355,9 @@ class Consumer:
 
         Raises:
             ServiceClosed: the consumer is closed.
+            InvalidConfiguration: the consumer has a message listener.
         """
-        self._check_open()
+        self._check_receivable()
         max_items, max_bytes, timeout_s = self._batch
         batch = await self._queue.get_batch(max_items, max_bytes, timeout_s, _payload_size, self.grant_held)
         messages, grants = split_batch(batch)
@@ -336,7 +372,7 @@ class Consumer:
         :func:`grant_batch` of :func:`split_batch`'s grants afterwards, and
         :meth:`grant_held` when ``on_wait`` is called (the batch has to wait).
         """
-        self._check_open()
+        self._check_receivable()
         max_items, max_bytes, timeout_s = self._batch
         return self._queue.get_batch_blocking(max_items, max_bytes, timeout_s, _payload_size, on_wait)
 
@@ -499,6 +535,10 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None and listener is not asyncio.current_task():  # a listener may close its consumer
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
         if self._auto_update is not None:
             await self._auto_update.close()
         await asyncio.gather(*(p.close(flush) for p in self._partitions + self._retry))

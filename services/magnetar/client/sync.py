@@ -29,6 +29,7 @@ from magnetar.common.message_id import MessageId
 from . import aio
 from .auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from .consumer import Topics, grant_batch, split_batch
+from .listener import Listener, ListenerThread, check_listener
 from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
@@ -336,6 +337,16 @@ class Consumer:
         self._runner = runner
         self._run = runner.run
         self._consumer = consumer
+        self._listener: ListenerThread | None = None
+
+    def _listen(self, fn: Listener) -> None:
+        self._consumer.reserve_for_listener()
+        self._listener = ListenerThread(self._take_for_listener, fn, self, f"consumer on {self.topic()}")
+
+    def _take_for_listener(self) -> Message:
+        owner, msg = self._consumer.take_blocking(None, listener=True)
+        self._runner.post(owner.message_taken, msg)
+        return msg
 
     def topic(self) -> str:
         """The topic; for a consumer of several topics their names joined with ``","``."""
@@ -408,15 +419,27 @@ class Consumer:
     def unsubscribe(self) -> None:
         """Delete the subscription and close this consumer."""
         self._run(self._consumer.unsubscribe())
+        self._join_listener()
 
     def close(self) -> None:
+        """Send pending acks and close; the listener thread, if any, ends."""
         self._run(self._consumer.close())
+        self._join_listener()
+
+    def _join_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.join(10)
 
 
 class Reader:
     def __init__(self, runner: _LoopThread, reader: aio.Reader) -> None:
         self._run = runner.run
         self._reader = reader
+        self._listener: ListenerThread | None = None
+
+    def _listen(self, fn: Listener) -> None:
+        self._reader.reserve_for_listener()
+        self._listener = ListenerThread(lambda: self._run(self._reader._next(None)), fn, self, f"reader on {self.topic()}")
 
     def topic(self) -> str:
         return self._reader.topic()
@@ -435,7 +458,10 @@ class Reader:
         return self._reader.is_connected()
 
     def close(self) -> None:
+        """Close; the listener thread, if any, ends."""
         self._run(self._reader.close())
+        if self._listener is not None:
+            self._listener.join(10)
 
 
 class Client:
@@ -518,11 +544,17 @@ class Client:
         batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
         auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
+        message_listener: Listener | None = None,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
-        :meth:`magnetar.asyncio.Client.subscribe`)."""
-        consumer = self._runner.run(self._client.subscribe(**forwarded(locals())))
-        return Consumer(self._runner, consumer)
+        :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
+        ``fn(consumer, message)`` called on a listener thread of the consumer's own for each
+        message, in order (:mod:`magnetar.client.listener`); ``receive`` is then refused."""
+        check_listener(message_listener, "message_listener")
+        consumer = Consumer(self._runner, self._runner.run(self._client.subscribe(**forwarded(locals(), message_listener=None))))
+        if message_listener is not None:
+            consumer._listen(message_listener)
+        return consumer
 
     def create_reader(
         self,
@@ -532,10 +564,14 @@ class Client:
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        reader_listener: Listener | None = None,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader`)."""
-        reader = self._runner.run(self._client.create_reader(**forwarded(locals())))
-        return Reader(self._runner, reader)
+        check_listener(reader_listener, "reader_listener")
+        reader = Reader(self._runner, self._runner.run(self._client.create_reader(**forwarded(locals(), reader_listener=None))))
+        if reader_listener is not None:
+            reader._listen(reader_listener)
+        return reader
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._runner.run(self._client.get_topic_partitions(topic))
