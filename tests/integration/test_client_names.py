@@ -6,6 +6,7 @@ message listener."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pulsar
 import pytest
@@ -102,3 +103,34 @@ async def test_initial_sequence_id_with_the_brokers_deduplication(cluster: Clust
         got = [(await reader.read_next(5000)).data() for _ in range(3)]
         assert got == [b"a", b"b", b"new"]
         assert not await reader.has_message_available()
+
+
+async def test_message_listener_acknowledges_through_the_blocking_client(cluster: Cluster) -> None:
+    topic = await _topic(cluster, "listened")
+    count = 50
+
+    def run() -> list[bytes]:
+        got: list[bytes] = []
+        done = threading.Event()
+
+        def listener(consumer, msg) -> None:
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+            if len(got) == count:
+                done.set()
+
+        with magnetar.Client(cluster.address) as client:
+            consumer = client.subscribe(topic, "s", consumer_type=magnetar.ConsumerType.Shared, message_listener=listener)
+            producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=5)
+            for i in range(count):
+                producer.send_async(b"m%d" % i, None)
+            producer.flush()
+            assert done.wait(10)
+            consumer.close()  # sends the grouped acks
+        return got
+
+    got = await asyncio.to_thread(run)
+    assert got == [b"m%d" % i for i in range(count)]
+    async with AdminClient(cluster.address, 10) as admin:
+        (sub,) = (await admin.topic_stats(topic)).subscriptions
+    assert (sub.name, sub.backlog, sub.unacked) == ("s", 0, 0)
