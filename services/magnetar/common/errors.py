@@ -23,6 +23,7 @@
     ├── LedgerFenced             the ledger was fenced; the writer lost ownership
     ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
     ├── ConsumerBusy             an Exclusive subscription has a consumer already
+    ├── ConsumerAssignError      a Key_Shared sticky hash range another consumer holds
     ├── ProducerBusy             a producer with that name is connected already
     ├── ProducerBlockedQuotaExceeded  the topic's backlog is over its namespace's quota
     ├── ProducerQueueIsFull      the producer's pending queue is full (client side, not waiting)
@@ -200,6 +201,14 @@ class SubscriptionNotFound(NotFound):
 
 class ConsumerBusy(MagnetarError):
     code = "CONSUMER_BUSY"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class ConsumerAssignError(MagnetarError):
+    """A Key_Shared STICKY consumer declared a hash range another consumer of the
+    subscription holds (pulsar-client's ``ConsumerAssignError``)."""
+
+    code = "CONSUMER_ASSIGN_ERROR"
     grpc_status = "FAILED_PRECONDITION"
 
 
@@ -394,10 +403,6 @@ class TopicTerminated(MagnetarError):
 
 class CryptoError(MagnetarError):
     code = "CRYPTO_ERROR"
-
-
-class ConsumerAssignError(MagnetarError):
-    code = "CONSUMER_ASSIGN_ERROR"
 
 
 class TransactionCoordinatorNotFoundError(MagnetarError):
