@@ -8,6 +8,7 @@ cursor keeps in its ``__subscription_type`` property.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -75,6 +76,20 @@ class KeySharedPolicy:
         for (s1, e1), (s2, e2) in zip(ordered, ordered[1:], strict=False):
             if s2 <= e1:
                 raise InvalidArgument(f"hash ranges [{s1}, {e1}] and [{s2}, {e2}] overlap")
+
+    @classmethod
+    def of(cls, mode: int, ranges: Iterable[tuple[int, int]], allow_out_of_order_delivery: bool) -> KeySharedPolicy:
+        """A policy from a door's wire values (Pulsar's ``KeySharedMeta`` and broker.proto's
+        number the modes alike).
+
+        Raises:
+            InvalidArgument: an unknown mode, or ranges the policy refuses.
+        """
+        try:
+            key_shared_mode = KeySharedMode(mode)
+        except ValueError:
+            raise InvalidArgument(f"unknown Key_Shared mode {mode}") from None
+        return cls(key_shared_mode, tuple(ranges), bool(allow_out_of_order_delivery))
 
     def overlap(self, other: KeySharedPolicy) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """A range of this policy and one of ``other`` that overlap, if any."""

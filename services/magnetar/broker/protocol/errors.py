@@ -19,6 +19,7 @@ SERVER_ERRORS: dict[type[e.MagnetarError], pb.ServerError] = {
     e.NotFound: pb.TopicNotFound,
     e.AlreadyExists: pb.NotAllowedError,
     e.ConsumerBusy: pb.ConsumerBusy,
+    e.ConsumerAssignError: pb.ConsumerAssignError,
     e.ProducerBusy: pb.ProducerBusy,
     e.ProducerBlockedQuotaExceeded: pb.ProducerBlockedQuotaExceededException,
     # Retriable: the C++ client looks the topic up again until its operation timeout.

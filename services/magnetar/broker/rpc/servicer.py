@@ -231,6 +231,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             check_subscription_name(s.subscription)
             sub_type = wire.subscription_type(s.type)
             initial = wire.initial_position(s.initial_position)
+            key_shared = wire.key_shared(s, sub_type)
             name = TopicName.parse(s.topic)
             access = Request(Action.CONSUME, str(name), s.subscription)
             role = await self._authorize(access)
@@ -257,6 +258,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 # Exclusive or Failover consumer, a reader above all, may hold any number).
                 max_unacked=self.service.config.max_unacked_messages_per_consumer
                 if s.type in (pb.SHARED, pb.KEY_SHARED) else 0,
+                key_shared=key_shared,
             )
             consumer.dead_letter = policy
             subscription.add_consumer(consumer, sub_type)
