@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 # The client SDK imports grpc: load it on first use so `import magnetar` stays cheap.
 _SDK = frozenset({
-    "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "Client", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy", "ConsumerType",
-    "HashingScheme", "InitialPosition", "Message", "PartitionsRoutingMode", "Producer", "Reader", "Result",
+    "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "Client", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy", "ConsumerKeySharedPolicy",
+    "ConsumerType", "HashingScheme", "InitialPosition", "KeySharedMode", "Message", "PartitionsRoutingMode", "Producer", "Reader", "Result",
 })  # fmt: skip
 
 

@@ -14,6 +14,7 @@ import pytest
 import magnetar
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.common.keyhash import key_hash
 from magnetar.common.netutil import free_port
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
@@ -134,3 +135,33 @@ async def test_message_listener_acknowledges_through_the_blocking_client(cluster
     async with AdminClient(cluster.address, 10) as admin:
         (sub,) = (await admin.topic_stats(topic)).subscriptions
     assert (sub.name, sub.backlog, sub.unacked) == ("s", 0, 0)
+
+
+async def test_key_shared_sticky_ranges_through_the_sdk(cluster: Cluster) -> None:
+    topic = await _topic(cluster, "sticky")
+    keys = [f"k{i}" for i in range(30)]
+
+    def sticky(*ranges: tuple[int, int]) -> mg.ConsumerKeySharedPolicy:
+        return mg.ConsumerKeySharedPolicy(mg.KeySharedMode.Sticky, sticky_ranges=list(ranges))
+
+    async with mg.Client(cluster.address) as client:
+        low = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.KeyShared, key_shared_policy=sticky((0, 32767)))
+        high = await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.KeyShared, key_shared_policy=sticky((32768, 65535)))
+        with pytest.raises(mg.ConsumerAssignError, match="overlaps"):
+            await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.KeyShared, key_shared_policy=sticky((100, 200)))
+        with pytest.raises(mg.ConsumerBusy):
+            await client.subscribe(topic, "s", consumer_type=mg.ConsumerType.KeyShared)  # AutoSplit
+        producer = await client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=20)
+        await asyncio.gather(*(producer.send_async(k.encode(), None, partition_key=k) for k in keys))
+        got = {"low": set(), "high": set()}
+        for name, consumer in (("low", low), ("high", high)):
+            while True:
+                try:
+                    msg = await consumer.receive(timeout_millis=500)
+                except mg.Timeout:
+                    break
+                got[name].add(msg.partition_key())
+    assert got == {
+        "low": {k for k in keys if key_hash(k) % 65536 <= 32767},
+        "high": {k for k in keys if key_hash(k) % 65536 > 32767},
+    }

@@ -291,3 +291,23 @@ def test_message_and_reader_listeners_on_the_blocking_client(caplog) -> None:
             assert not reader._listener._thread.is_alive()
     finally:
         server.close()
+
+
+# -- key_shared_policy --------------------------------------------------------------------
+async def test_key_shared_policy_goes_out_in_the_subscribe(twin, client) -> None:
+    policy = ma.ConsumerKeySharedPolicy(ma.KeySharedMode.Sticky, sticky_ranges=[(0, 99), (200, 299)])
+    await client.subscribe("ks", "s", consumer_type=ma.ConsumerType.KeyShared, key_shared_policy=policy)
+    meta = twin.state.subscribes[-1].key_shared_meta
+    assert meta.mode == 1 and [(r.start, r.end) for r in meta.hash_ranges] == [(0, 99), (200, 299)]
+    await client.subscribe("ks", "auto", consumer_type=ma.ConsumerType.KeyShared)
+    assert not twin.state.subscribes[-1].HasField("key_shared_meta")  # AutoSplit: nothing to say
+    assert policy.key_shared_mode is magnetar.KeySharedMode.Sticky and policy.sticky_ranges == [(0, 99), (200, 299)]
+
+
+@pytest.mark.parametrize(("mode", "ranges"), [
+    ("Sticky", None), ("AutoSplit", [(0, 10)]), ("Sticky", [(0, 65536)]), ("Sticky", [(5, 4)]),
+    ("Sticky", [(0, 10), (10, 20)]), ("Sticky", [(0,)]),
+])  # fmt: skip
+def test_bad_key_shared_policies_are_refused(mode, ranges) -> None:
+    with pytest.raises(mx.InvalidConfiguration):
+        magnetar.ConsumerKeySharedPolicy(magnetar.KeySharedMode[mode], sticky_ranges=ranges)

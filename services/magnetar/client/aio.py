@@ -41,9 +41,11 @@ from .options import (
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
     ConsumerType,
     HashingScheme,
     InitialPosition,
+    KeySharedMode,
     PartitionsRoutingMode,
     ProducerConfig,
     Result,
@@ -62,9 +64,11 @@ __all__ = [
     "Consumer",
     "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
@@ -238,6 +242,7 @@ class Client:
         auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -249,6 +254,9 @@ class Client:
 
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
         :class:`ConsumerBatchReceivePolicy`; None: its defaults).
+
+        ``key_shared_policy``: on a KeyShared subscription, a
+        :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
 
         ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
         on this event loop (a coroutine function is awaited; see
@@ -266,6 +274,10 @@ class Client:
         """
         self._check_open()
         check_listener(message_listener, "message_listener")
+        if key_shared_policy is not None and not isinstance(key_shared_policy, ConsumerKeySharedPolicy):
+            raise InvalidConfiguration(
+                f"key_shared_policy must be a ConsumerKeySharedPolicy, not {type(key_shared_policy).__name__}"
+            )
         topics = topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
@@ -281,6 +293,7 @@ class Client:
             unacked_messages_timeout_ms=unacked_messages_timeout_ms,
             enable_retry=enable_retry,
             dead_letter_policy=dead_letter_policy,
+            key_shared_policy=key_shared_policy,
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
             auto_update_partitions=auto_update_partitions,

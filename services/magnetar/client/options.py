@@ -110,6 +110,81 @@ _ERRORS: dict[str, type[MagnetarError]] = {"ProducerQueueIsFull": ProducerQueueI
 """The error class a (failure) :class:`Result` stands for."""
 
 
+class KeySharedMode(enum.IntEnum):
+    """How a Key_Shared subscription spreads keys (pulsar-client's ``KeySharedMode``); the
+    values are the wire's ``KeySharedMode``."""
+
+    AutoSplit = 0
+    Sticky = 1
+
+
+KEY_HASH_RANGE = 65536
+"""Key hashes are 0 .. 65,535: Pulsar's Murmur3 hash of the key modulo this."""
+
+
+class ConsumerKeySharedPolicy:
+    """A Key_Shared consumer's policy, as pulsar-client's ``ConsumerKeySharedPolicy``.
+
+    Args:
+        key_shared_mode: ``AutoSplit`` (keys spread over the consumers by consistent
+            hashing) or ``Sticky`` (this consumer takes the keys whose hash its
+            ``sticky_ranges`` hold).
+        allow_out_of_order_delivery: accepted; the broker keeps each key's order anyway
+            (which the flag allows but does not require).
+        sticky_ranges: inclusive ``(start, end)`` hash ranges within 0 .. 65,535; needed
+            in Sticky mode. The broker refuses ranges another consumer of the subscription
+            holds (ConsumerAssignError) and a mode other than the subscription's
+            (ConsumerBusy).
+
+    Raises:
+        InvalidConfiguration: Sticky without ranges, ranges given in AutoSplit, a range
+            outside 0 .. 65,535 or with start > end, ranges that overlap each other
+            (pulsar-client raises ValueError for the first).
+    """
+
+    def __init__(
+        self,
+        key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit,
+        allow_out_of_order_delivery: bool = False,
+        sticky_ranges: Sequence[tuple[int, int]] | None = None,
+    ) -> None:
+        if not isinstance(key_shared_mode, KeySharedMode):
+            raise InvalidConfiguration(f"key_shared_mode must be a KeySharedMode, not {key_shared_mode!r}")
+        ranges = [tuple(r) for r in sticky_ranges or ()]
+        if key_shared_mode is KeySharedMode.Sticky and not ranges:
+            raise InvalidConfiguration("key_shared_mode=KeySharedMode.Sticky needs sticky_ranges")
+        if key_shared_mode is KeySharedMode.AutoSplit and ranges:
+            raise InvalidConfiguration("sticky_ranges are for key_shared_mode=KeySharedMode.Sticky only")
+        for r in ranges:
+            if len(r) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) or not 0 <= r[0] <= r[1] < KEY_HASH_RANGE:
+                raise InvalidConfiguration(f"a sticky range is (start, end) with 0 <= start <= end < {KEY_HASH_RANGE}, not {r!r}")
+        ordered = sorted(ranges)
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            if b[0] <= a[1]:
+                raise InvalidConfiguration(f"sticky ranges {a} and {b} overlap")
+        self._mode = key_shared_mode
+        self._allow_out_of_order_delivery = bool(allow_out_of_order_delivery)
+        self._ranges: list[tuple[int, int]] = ranges  # type: ignore[assignment]
+
+    @property
+    def key_shared_mode(self) -> KeySharedMode:
+        return self._mode
+
+    @property
+    def allow_out_of_order_delivery(self) -> bool:
+        return self._allow_out_of_order_delivery
+
+    @property
+    def sticky_ranges(self) -> list[tuple[int, int]]:
+        return list(self._ranges)
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerKeySharedPolicy({self._mode.name}, allow_out_of_order_delivery="
+            f"{self._allow_out_of_order_delivery}, sticky_ranges={self._ranges})"
+        )
+
+
 @dataclass
 class ConsumerDeadLetterPolicy:
     """Where messages go after too many retries or redeliveries (Pulsar's
@@ -204,6 +279,8 @@ class ConsumerConfig:
     unacked_messages_timeout_ms: int | None = None
     enable_retry: bool = False
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    # Key_Shared only (None: AutoSplit).
+    key_shared_policy: ConsumerKeySharedPolicy | None = None
     # What one batch_receive() returns (None: the default policy).
     batch_receive_policy: ConsumerBatchReceivePolicy | None = field(default_factory=ConsumerBatchReceivePolicy)
     # reconsume_later's levels (level 1 is the first): "1s 5s 1m" or timedeltas / ms.

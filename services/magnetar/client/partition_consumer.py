@@ -102,6 +102,15 @@ class PartitionConsumer(ConnectionHandler):
             non_durable=self.conf.non_durable,
         )
         subscribe.enable_retry = self.conf.enable_retry
+        ks = self.conf.key_shared_policy
+        if ks is not None and self.conf.consumer_type == ConsumerType.KeyShared:
+            subscribe.key_shared_meta.CopyFrom(
+                pb.KeySharedMeta(
+                    mode=int(ks.key_shared_mode),  # type: ignore[arg-type]
+                    hash_ranges=[pb.HashRange(start=s, end=e) for s, e in ks.sticky_ranges],
+                    allow_out_of_order_delivery=ks.allow_out_of_order_delivery,
+                )
+            )
         policy = self.conf.dead_letter_policy
         if policy is not None:
             subscribe.dead_letter_policy.CopyFrom(

@@ -36,9 +36,11 @@ from .options import (
     PRODUCER_DEFAULTS,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
     ConsumerType,
     HashingScheme,
     InitialPosition,
+    KeySharedMode,
     PartitionsRoutingMode,
     Result,
     check_replication_clusters,
@@ -54,9 +56,11 @@ __all__ = [
     "Consumer",
     "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
@@ -545,6 +549,7 @@ class Client:
         auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
