@@ -335,11 +335,11 @@ class ServiceClosed(MagnetarError):
 
 class AlreadyClosed(ServiceClosed):
     """The application closed (or shut down) the client, producer, consumer or reader it
-    calls (pulsar-client's ``AlreadyClosed``). Not retriable: it stays closed. Client side
-    only, never sent over the wire."""
+    calls (pulsar-client's ``AlreadyClosed``). Client side only, never sent over the wire.
+    Retriable as any ServiceClosed (the gateway tells its clients a send its closing
+    producer refused may be sent again); the handle itself stays closed."""
 
     code = "ALREADY_CLOSED"
-    retriable = False
 
 
 class OperationNotSupported(MagnetarError):
