@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 # The client SDK imports grpc: load it on first use so `import magnetar` stays cheap.
 _SDK = frozenset({
-    "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "Client", "CompressionType", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy", "ConsumerType",
-    "HashingScheme", "InitialPosition", "Message", "PartitionsRoutingMode", "Producer", "ProducerAccessMode", "Reader", "Result",
+    "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "Client", "CompressionType", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy", "ConsumerType", "HashingScheme", "InitialPosition", "KeySharedMode", "Message", "PartitionsRoutingMode", "Producer",
+    "ProducerAccessMode", "Reader", "Result",
 })  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.common.keyhash import key_hash
 from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.proto.v1.broker_pb2 import TenantInfo
@@ -717,3 +718,52 @@ async def test_with_authorization_on_subscribe_needs_consume_on_the_namespace(
     async with AdminClient(broker.address, 15, token=lambda: keys.service_token) as admin:
         assert [s.name for s in (await admin.topic_stats(topic)).subscriptions] == []  # nothing made
     assert (await subscribe("reader")).type == Type.SUCCESS
+
+
+async def test_key_shared_sticky_ranges_from_the_real_client(cluster: Cluster) -> None:
+    """Key_Shared STICKY: pulsar-client consumers declaring hash ranges get the keys whose
+    hash (Murmur3_32Hash modulo 65536, as Pulsar's) their range holds; a range overlapping
+    another consumer's is refused at once with ConsumerAssignError."""
+    topic = await _topic(cluster, "sticky")
+    keys = [f"k{i}" for i in range(30)]
+
+    def sticky(*ranges: tuple[int, int]) -> pulsar.ConsumerKeySharedPolicy:
+        return pulsar.ConsumerKeySharedPolicy(key_shared_mode=pulsar.KeySharedMode.Sticky, sticky_ranges=list(ranges))
+
+    def run() -> tuple[dict[str, set[str]], str, float]:
+        client = _client(cluster.url)
+        try:
+            consumers = {
+                name: client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=sticky(r))
+                for name, r in (("low", (0, 32767)), ("high", (32768, 65535)))
+            }  # fmt: skip
+            started = time.monotonic()
+            try:
+                client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=sticky((30000, 40000)))
+                refused = "created"
+            except pulsar.PulsarException as exc:
+                refused = type(exc).__name__
+            took = time.monotonic() - started
+            producer = client.create_producer(topic, batching_enabled=False)
+            for key in keys:
+                producer.send(key.encode(), partition_key=key)
+            got: dict[str, set[str]] = {}
+            for name, consumer in consumers.items():
+                got[name] = set()
+                while True:  # until it has nothing more
+                    try:
+                        msg = consumer.receive(timeout_millis=500)
+                    except pulsar.Timeout:
+                        break
+                    got[name].add(msg.partition_key())
+                    consumer.acknowledge(msg)
+            return got, refused, took
+        finally:
+            client.close()
+
+    got, refused, took = await asyncio.to_thread(run)
+    assert refused == "ConsumerAssignError" and took < 5, (refused, took)
+    assert got == {
+        "low": {k for k in keys if key_hash(k) % 65536 <= 32767},
+        "high": {k for k in keys if key_hash(k) % 65536 > 32767},
+    }

@@ -21,7 +21,7 @@ from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.testing.namespaces import new_namespace
-from magnetar.testing.pulsarclient import LINES, pulsar_client
+from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
 pytestmark = pytest.mark.integration
@@ -85,31 +85,6 @@ async def test_a_lookup_at_a_non_owner_redirects_to_the_owners_pulsar_url(broker
     assert answer.response == pb.CommandLookupTopicResponse.Redirect
     assert answer.brokerServiceUrl == brokers.urls[0]
     assert answer.request_id == 2 and answer.authoritative
-
-
-async def test_a_command_not_served_yet_fails_in_the_real_client_at_once(brokers: Brokers) -> None:
-    """A Key_Shared subscription with STICKY hash ranges (the core has no such thing) is
-    refused after following the redirect to the owner: NotAllowed, at once, with the reason."""
-    namespace = await new_namespace(brokers.brokers[0].address, "wire")
-    topic = f"persistent://{namespace}/sticky"
-    await _own(brokers.ports[0], topic)
-
-    def subscribe() -> tuple[str, float]:
-        client = _client(brokers.urls[1])
-        started = time.monotonic()
-        policy = pulsar.ConsumerKeySharedPolicy(key_shared_mode=pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 32767)])
-        try:
-            client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=policy)
-        except pulsar.PulsarException as exc:
-            return type(exc).__name__ + ": " + str(exc), time.monotonic() - started
-        finally:
-            client.close()
-        return "created", time.monotonic() - started
-
-    outcome, took = await asyncio.to_thread(subscribe)
-    assert outcome.startswith("NotAllowedError"), outcome  # how the client reports this refusal
-    assert took < 5, f"the client waited {took:.1f} s"
-    assert any("STICKY mode (hash ranges 0-32767) is not served" in line for line in LINES.lines), LINES.lines
 
 
 @pytest.mark.parametrize(

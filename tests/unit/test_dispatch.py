@@ -21,10 +21,12 @@ pytestmark = pytest.mark.asyncio
 class Sink:
     """A consumer's stream, as a list: what was delivered, message by message."""
 
-    def __init__(self, sub, name: str, priority: int = 0, permits: int = 1000, max_unacked: int = 0, sub_type: SubscriptionType = SubscriptionType.Shared):
+    def __init__(self, sub, name: str, priority: int = 0, permits: int = 1000, max_unacked: int = 0, sub_type: SubscriptionType = SubscriptionType.Shared, key_shared=None):
         self.deliveries: list[Delivery] = []
         self.resets = 0
-        self.consumer = BrokerConsumer(name, priority, self.deliveries.extend, on_reset=self._reset, max_unacked=max_unacked)
+        self.consumer = BrokerConsumer(
+            name, priority, self.deliveries.extend, on_reset=self._reset, max_unacked=max_unacked, key_shared=key_shared
+        )
         self.sub = sub
         sub.add_consumer(self.consumer, sub_type)
         sub.flow(self.consumer, permits)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from magnetar.broker.rates import Meter
+from magnetar.broker.subscription_type import KeySharedPolicy
 from magnetar.common import masks
 from magnetar.common.errors import MagnetarError
 from magnetar.managedledger.position import Position
@@ -60,6 +61,8 @@ class BrokerConsumer:
         pending: entries delivered and not acknowledged: position -> mask of the messages
             held; ``unacked`` counts the messages held (the masks' bits).
         dead_letter: its retry/dead-letter policy (None: it asked for none).
+        key_shared: on a Key_Shared subscription, its mode and sticky hash ranges (None:
+            AUTO_SPLIT).
         meter_out: the messages and bytes delivered to it (stats).
     """
 
@@ -70,6 +73,7 @@ class BrokerConsumer:
     max_unacked: int = 0
     on_close: Callable[[MagnetarError], None] | None = None
     on_active: Callable[[bool], None] | None = None
+    key_shared: KeySharedPolicy | None = None
     consumer_id: int = field(default_factory=lambda: next(_ids), init=False)
     permits: int = field(default=0, init=False)
     pending: dict[Position, int] = field(default_factory=dict, init=False)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.deadletter import MovePublisher, SubscriptionMoves
 from magnetar.broker.dispatch.base import Dispatcher, EntrySource
-from magnetar.broker.dispatch.key_shared import KeySharedDispatcher
+from magnetar.broker.dispatch.key_shared import KeySharedDispatcher, check_joining
 from magnetar.broker.dispatch.shared import SharedDispatcher
 from magnetar.broker.dispatch.single_active import SingleActiveConsumerDispatcher
 from magnetar.broker.entry import check_batch_size
@@ -147,7 +147,10 @@ class Subscription:
         """Attach a consumer.
 
         Raises:
-            ConsumerBusy: Exclusive and a consumer is attached, or another type is in use.
+            ConsumerBusy: Exclusive and a consumer is attached, or another type is in use
+                (or, on Key_Shared, another mode).
+            ConsumerAssignError: a Key_Shared STICKY consumer whose hash ranges overlap
+                another consumer's.
             InvalidArgument: an unknown subscription type.
             ServiceClosed: the topic is closing (the client subscribes again).
         """
@@ -165,6 +168,8 @@ class Subscription:
             )
         if self.consumers and sub_type == SubscriptionType.Exclusive:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
+        if sub_type == SubscriptionType.Key_Shared:
+            check_joining(self.consumers, consumer)
         if not self.consumers:
             # A fresh start: a new dispatcher of the requested type reads again from the
             # first unacknowledged entry (nobody holds anything now).

@@ -627,6 +627,24 @@ class PersistentTopic:
     def last_position(self) -> Position | None:
         return self.ml.last_confirmed_position
 
+    async def last_message_id(self) -> tuple[int, int, int]:
+        """``(ledger_id, entry_id, batch_index)`` of the topic's last message, as Pulsar's
+        GetLastMessageId answers: in a batched entry the index of its last message, -1
+        when the entry is not batched; entry id -1 when the topic has no entry (in its
+        current ledger's id, as Pulsar; ``(-1, -1, -1)`` before it has a ledger). Every
+        door answers with this (a reader's has_message_available compares it with what
+        it has read; ``Consumer.get_last_message_id`` returns it)."""
+        last = self.last_position()
+        if last is None:
+            return -1, -1, -1
+        stored = await self.ml.read_entries(last, 1, 1 << 62)
+        batch_index = -1
+        if stored:
+            entry = view_entry(stored[0][1])
+            if entry.batched:
+                batch_index = len(entry.messages) - 1
+        return last[0], last[1], batch_index
+
     # -- deduplication snapshots ------------------------------------------------------
     def _count_for_snapshot(self, position: Position, entries: int = 1) -> None:
         """The state has taken in the entries up to ``position`` (stores complete in

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import AlreadyClosed, InvalidArgument, InvalidConfiguration
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
@@ -33,6 +33,7 @@ from .auth import (
 )
 from .connection import ConnectionPool, sdk_tls, url_uses_tls
 from .consumer import Consumer, Topics, topic_names
+from .listener import Listener, check_listener
 from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
@@ -41,15 +42,18 @@ from .options import (
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
     ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
     ConsumerType,
     HashingScheme,
     InitialPosition,
+    KeySharedMode,
     PartitionsRoutingMode,
     ProducerAccessMode,
     ProducerConfig,
     Result,
     check_compression_type,
     check_hashing_scheme,
+    check_initial_sequence_id,
     check_priority_level,
 )
 from .producer import Producer
@@ -64,9 +68,11 @@ __all__ = [
     "Consumer",
     "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
@@ -129,14 +135,14 @@ class Client:
         tls_certificate_file_path: str | None = None,
     ) -> None:
         if connection_timeout_ms != _CONNECTION_TIMEOUT_MS:
-            raise InvalidArgument(
+            raise InvalidConfiguration(
                 f"connection_timeout_ms={connection_timeout_ms!r} is not supported: gRPC connects lazily "
                 "and operation_timeout_seconds bounds every wait, connecting included; set that instead"
             )
         header = authorization_source(authentication)
         certificate, key = tls_identity(authentication, tls_certificate_file_path, tls_private_key_file_path)
         if isinstance(authentication, AuthenticationTLS) and not (use_tls or url_uses_tls(service_url)):
-            raise InvalidArgument("AuthenticationTLS needs TLS: use a +ssl URL or use_tls=True")
+            raise InvalidConfiguration("AuthenticationTLS needs TLS: use a +ssl URL or use_tls=True")
         tls = sdk_tls(
             service_url, use_tls=use_tls, trust_certs_file_path=tls_trust_certs_file_path,
             allow_insecure_connection=tls_allow_insecure_connection, validate_hostname=tls_validate_hostname,
@@ -146,6 +152,7 @@ class Client:
         self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._consumers: weakref.WeakSet[Consumer] = weakref.WeakSet()
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()
+        self._closed = False
 
     @classmethod
     def sharing(cls, pool: ConnectionPool) -> Client:
@@ -155,6 +162,10 @@ class Client:
         client._pool = pool
         return client
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+
     @property
     def service_hosts(self) -> list[str]:
         return list(self._pool.service_hosts)
@@ -163,6 +174,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
         block_if_queue_full: bool = PRODUCER_DEFAULTS.block_if_queue_full,
@@ -181,6 +193,11 @@ class Client:
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
+        ``initial_sequence_id``: the first message's sequence id is this + 1 (default: the
+        broker's last for the producer name + 1), on every partition, as pulsar-client;
+        sends numbered at or below what the broker stored under the name are dropped as
+        duplicates.
+
         Messages with a partition key go to ``partition_for_key(key, partitions)``
         (Murmur3, the one ``hashing_scheme`` taken); others round robin by batching
         window, or all to one random partition with ``UseSinglePartition``.
@@ -197,13 +214,17 @@ class Client:
         consumer door, pulsar-client's included, reads them decompressed.
 
         Raises:
-            InvalidArgument: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
-                unknown ``access_mode`` or ``compression_type``.
+            InvalidConfiguration: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
+                ``initial_sequence_id`` other than None or an int >= 0, an unknown
+                ``access_mode`` or ``compression_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
         """
+        self._check_open()
         check_hashing_scheme(hashing_scheme)
+        check_initial_sequence_id(initial_sequence_id)
         conf = ProducerConfig(
             producer_name=producer_name,
+            initial_sequence_id=initial_sequence_id,
             batching_enabled=batching_enabled,
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
@@ -241,6 +262,8 @@ class Client:
         batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
         auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
+        message_listener: Listener | None = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -253,6 +276,14 @@ class Client:
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
         :class:`ConsumerBatchReceivePolicy`; None: its defaults).
 
+        ``key_shared_policy``: on a KeyShared subscription, a
+        :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
+
+        ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
+        on this event loop (a coroutine function is awaited; see
+        :mod:`magnetar.client.listener`); ``receive`` and ``batch_receive`` then raise
+        InvalidConfiguration, as pulsar-client's.
+
         Raises:
             ConsumerBusy: an Exclusive subscription already has a consumer.
             InvalidArgument: ``topic`` is neither a name nor a list or tuple of names, an
@@ -262,6 +293,12 @@ class Client:
             InvalidTopicName, TopicNotFound, NotConnected, Timeout (of any topic: nothing
                 stays subscribed then).
         """
+        self._check_open()
+        check_listener(message_listener, "message_listener")
+        if key_shared_policy is not None and not isinstance(key_shared_policy, ConsumerKeySharedPolicy):
+            raise InvalidConfiguration(
+                f"key_shared_policy must be a ConsumerKeySharedPolicy, not {type(key_shared_policy).__name__}"
+            )
         topics = topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
@@ -277,6 +314,7 @@ class Client:
             unacked_messages_timeout_ms=unacked_messages_timeout_ms,
             enable_retry=enable_retry,
             dead_letter_policy=dead_letter_policy,
+            key_shared_policy=key_shared_policy,
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
             auto_update_partitions=auto_update_partitions,
@@ -284,6 +322,8 @@ class Client:
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)
+        if message_listener is not None:
+            consumer.listen(message_listener, consumer)
         return consumer
 
     async def create_reader(
@@ -294,14 +334,18 @@ class Client:
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        reader_listener: Listener | None = None,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
-        :mod:`magnetar.client.reader`).
+        :mod:`magnetar.client.reader`). ``reader_listener``: ``fn(reader, message)`` for
+        each message, as ``message_listener`` of :meth:`subscribe`.
 
         Raises:
             InvalidArgument: a specific start id on a partitioned topic.
             InvalidTopicName, TopicNotFound, NotConnected, Timeout.
         """
+        self._check_open()
+        check_listener(reader_listener, "reader_listener")
         reader = await Reader.create(
             self._pool,
             topic,
@@ -312,19 +356,35 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
         )
         self._readers.add(reader)
+        if reader_listener is not None:
+            reader.listen(reader_listener, reader)
         return reader
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """The partitions of ``topic`` (the topic itself when it is not partitioned)."""
+        self._check_open()
         name = TopicName.parse(topic)
         count = await self._pool.partitions(str(name))
         return [str(name)] if count == 0 else [str(name.partition(i)) for i in range(count)]
 
     async def close(self) -> None:
-        """Close every producer, consumer and reader of this client, then the connections."""
-        closing = [p.close() for p in self._producers]
-        closing += [c.close() for c in self._consumers]
-        closing += [r.close() for r in self._readers]
+        """Close every producer, consumer and reader of this client (producers send what
+        is pending, consumers their acks), then the connections. Later calls raise
+        AlreadyClosed."""
+        await self._close(flush=True)
+
+    async def shutdown(self) -> None:
+        """Close every producer, consumer and reader at once, without waiting for what is
+        in flight (pulsar-client's ``Client.shutdown``): sends not yet confirmed fail with
+        AlreadyClosed, unsent acks are dropped (the broker redelivers those messages), a
+        waiting ``receive`` raises AlreadyClosed. Later calls raise AlreadyClosed."""
+        await self._close(flush=False)
+
+    async def _close(self, flush: bool) -> None:
+        self._closed = True
+        closing = [p._close(flush) for p in self._producers]
+        closing += [c._close(flush) for c in self._consumers]
+        closing += [r._close(flush) for r in self._readers]
         await asyncio.gather(*closing, return_exceptions=True)
         self._producers.clear()
         self._consumers.clear()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from magnetar.common.authentication import BEARER, basic_header
-from magnetar.common.errors import AuthenticationError, InvalidArgument
+from magnetar.common.errors import AuthenticationError, InvalidConfiguration
 
 
 class AuthenticationToken:
@@ -28,9 +28,9 @@ class AuthenticationToken:
     def __init__(self, token: str | Callable[[], str]) -> None:
         if isinstance(token, str):
             if not token.strip():
-                raise InvalidArgument("AuthenticationToken needs a token, got an empty string")
+                raise InvalidConfiguration("AuthenticationToken needs a token, got an empty string")
         elif not callable(token):
-            raise InvalidArgument(f"AuthenticationToken takes a token or a function, got {type(token).__name__}")
+            raise InvalidConfiguration(f"AuthenticationToken takes a token or a function, got {type(token).__name__}")
         self._token = token
 
     def token(self) -> str:
@@ -59,16 +59,16 @@ class AuthenticationBasic:
         client = magnetar.Client(url, authentication=magnetar.AuthenticationBasic("app-1", password))
 
     Raises:
-        InvalidArgument: an empty user name, or one with ``:`` (the header could not carry it).
+        InvalidConfiguration: an empty user name, or one with ``:`` (the header could not carry it).
     """
 
     def __init__(self, username: str, password: str, method: str = "basic") -> None:
         if not isinstance(username, str) or not username or ":" in username:
-            raise InvalidArgument("AuthenticationBasic needs a user name without ':'")
+            raise InvalidConfiguration("AuthenticationBasic needs a user name without ':'")
         if not isinstance(password, str):
-            raise InvalidArgument(f"AuthenticationBasic takes a password string, got {type(password).__name__}")
+            raise InvalidConfiguration(f"AuthenticationBasic takes a password string, got {type(password).__name__}")
         if method != "basic":
-            raise InvalidArgument(f"AuthenticationBasic method {method!r} is not supported: use 'basic'")
+            raise InvalidConfiguration(f"AuthenticationBasic method {method!r} is not supported: use 'basic'")
         self.username = username
         self._header = basic_header(username, password)
 
@@ -93,7 +93,7 @@ class AuthenticationTLS:
 
     def __init__(self, certificate_path: str, private_key_path: str) -> None:
         if not certificate_path or not private_key_path:
-            raise InvalidArgument("AuthenticationTLS needs a certificate file and its private key file")
+            raise InvalidConfiguration("AuthenticationTLS needs a certificate file and its private key file")
         self.certificate_path = str(certificate_path)
         self.private_key_path = str(private_key_path)
 
@@ -103,7 +103,7 @@ def authorization_source(authentication: object | None) -> Callable[[], str] | N
     (None: no header: anonymous, or a TLS client certificate).
 
     Raises:
-        InvalidArgument: not one of the authentication classes.
+        InvalidConfiguration: not one of the authentication classes.
     """
     if authentication is None or isinstance(authentication, AuthenticationTLS):
         return None
@@ -112,7 +112,7 @@ def authorization_source(authentication: object | None) -> Callable[[], str] | N
     if isinstance(authentication, AuthenticationToken):
         token = authentication.token
         return lambda: BEARER + token()
-    raise InvalidArgument(
+    raise InvalidConfiguration(
         f"unsupported authentication {type(authentication).__name__}: use magnetar.AuthenticationToken, "
         "AuthenticationBasic or AuthenticationTLS"
     )
@@ -125,14 +125,14 @@ def tls_identity(
     client's TLS options.
 
     Raises:
-        InvalidArgument: both name a certificate, and not the same one.
+        InvalidConfiguration: both name a certificate, and not the same one.
     """
     if not isinstance(authentication, AuthenticationTLS):
         return certificate_file_path, private_key_file_path
     given = (certificate_file_path, private_key_file_path)
     mine = (authentication.certificate_path, authentication.private_key_path)
     if any(given) and given != mine:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             "AuthenticationTLS and tls_certificate_file_path/tls_private_key_file_path name different files"
         )
     return mine

@@ -8,7 +8,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import InvalidConfiguration
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ def check_interval(interval_s: object) -> float:
         InvalidArgument: not a number > 0.
     """
     if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or not interval_s > 0:
-        raise InvalidArgument(f"auto_update_partitions_interval_seconds must be a number > 0, not {interval_s!r}")
+        raise InvalidConfiguration(f"auto_update_partitions_interval_seconds must be a number > 0, not {interval_s!r}")
     return float(interval_s)
 
 

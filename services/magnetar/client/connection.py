@@ -13,7 +13,13 @@ from typing import Any, TypeVar
 
 import grpc
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, NotConnected, Timeout
+from magnetar.common.errors import (
+    InvalidConfiguration,
+    InvalidUrl,
+    MagnetarError,
+    NotConnected,
+    Timeout,
+)
 from magnetar.common.grpcauth import with_authorization, with_token
 from magnetar.common.grpcutil import (
     CLIENT_CHANNEL_OPTIONS,
@@ -58,7 +64,7 @@ def parse_service_url(url: str) -> list[str]:
             break
     else:
         if "://" in rest:
-            raise InvalidArgument(f"unsupported service URL scheme in {url!r}: use magnetar://host:port or magnetar+ssl://host:port")
+            raise InvalidUrl(f"unsupported service URL scheme in {url!r}: use magnetar://host:port or magnetar+ssl://host:port")
     rest = rest.rstrip("/")
     hosts = []
     for part in rest.split(","):
@@ -69,10 +75,10 @@ def parse_service_url(url: str) -> list[str]:
         if not sep or "]" in port:  # no port (or a bare IPv6 literal)
             host, port = part, str(DEFAULT_PORT)
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise InvalidArgument(f"bad host:port {part!r} in service URL {url!r}")
+            raise InvalidUrl(f"bad host:port {part!r} in service URL {url!r}")
         hosts.append(f"{host}:{port}")
     if not hosts:
-        raise InvalidArgument(f"no broker address in service URL {url!r}")
+        raise InvalidUrl(f"no broker address in service URL {url!r}")
     return hosts
 
 
@@ -102,12 +108,12 @@ def sdk_tls(
     if not (use_tls or url_uses_tls(service_url)):
         return None
     if allow_insecure_connection:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             "tls_allow_insecure_connection is not supported: gRPC always verifies the server's certificate;"
             " pass the CA that signed it as tls_trust_certs_file_path"
         )
     if not validate_hostname:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             "tls_validate_hostname=False is not supported: gRPC always checks that the server's certificate"
             " names the host in the service URL; connect by a name or address the certificate lists"
         )

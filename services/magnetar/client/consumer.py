@@ -17,15 +17,23 @@ import dataclasses
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
+from magnetar.common.errors import (
+    AlreadyClosed,
+    CumulativeAcknowledgementNotAllowedError,
+    InvalidArgument,
+    InvalidConfiguration,
+    MagnetarError,
+    OperationNotSupported,
+)
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 
 from .autoupdate import PartitionsAutoUpdate, check_interval
 from .connection import ConnectionPool
+from .listener import Listener, run_listener
 from .message import Message
 from .options import (
     ConsumerBatchReceivePolicy,
@@ -101,7 +109,7 @@ def batch_limits(conf: ConsumerConfig) -> BatchLimits:
     if policy is None:
         policy = ConsumerBatchReceivePolicy()
     if not isinstance(policy, ConsumerBatchReceivePolicy):
-        raise InvalidArgument(f"batch_receive_policy must be a ConsumerBatchReceivePolicy, not {type(policy).__name__}")
+        raise InvalidConfiguration(f"batch_receive_policy must be a ConsumerBatchReceivePolicy, not {type(policy).__name__}")
     cap = max(1, conf.receiver_queue_size)
     max_items = min(policy.max_num_message, cap) if policy.max_num_message > 0 else cap
     timeout_s = policy.timeout_ms / 1000 if policy.timeout_ms > 0 else None
@@ -159,6 +167,8 @@ class Consumer:
         self._delay_levels_ms = delay_levels_ms or []
         self._batch = batch_limits(conf)
         self._closed = False
+        self._listened = False  # a message_listener takes every message
+        self._listener: asyncio.Task[None] | None = None
         self._pool: ConnectionPool | None = None
         self._consumer_name = ""
         self._counts: dict[str, int] = {}  # partitioned topics listed: their partition counts
@@ -216,7 +226,7 @@ class Consumer:
         batch_limits(conf)  # refuse a bad policy before subscribing anything
         count = conf.dead_letter_policy.max_redeliver_count if conf.dead_letter_policy else None
         if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
-            raise InvalidArgument(f"max_redeliver_count must be an integer >= 1, not {count!r}")
+            raise InvalidConfiguration(f"max_redeliver_count must be an integer >= 1, not {count!r}")
         levels = parse_delay_levels(conf.retry_delay_levels) if conf.enable_retry else []
         if conf.auto_update_partitions:
             check_interval(conf.auto_update_partitions_interval_seconds)
@@ -276,7 +286,31 @@ class Consumer:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ServiceClosed(f"consumer on {self._topic} is closed")
+            raise AlreadyClosed(f"consumer on {self._topic} is closed")
+
+    def _check_receivable(self) -> None:
+        self._check_open()
+        if self._listened:
+            raise InvalidConfiguration(
+                f"cannot receive on the consumer on {self._topic}: its message_listener gets every message"
+            )
+
+    # -- listener ------------------------------------------------------------------------
+    def reserve_for_listener(self) -> None:
+        """From now on a listener takes every message: ``receive`` and ``batch_receive``
+        raise InvalidConfiguration (as pulsar-client's). The blocking client's listener
+        thread takes them with ``take_blocking(listener=True)``."""
+        self._listened = True
+
+    def listen(self, fn: Listener, handle: object, next_message: Callable[[], Awaitable[Message]] | None = None) -> None:
+        """Call ``fn(handle, message)`` on the loop for each message (see
+        :mod:`magnetar.client.listener`); the task is this consumer's, ended by close.
+        ``next_message``: how to take one (a reader's, which keeps its read position)."""
+        self.reserve_for_listener()
+        self._listener = asyncio.create_task(
+            run_listener(next_message or self._receive, fn, handle, f"consumer on {self._topic}"),
+            name=f"listener:{self._topic}",
+        )
 
     # -- receiving -----------------------------------------------------------------------
     async def receive(self, timeout_millis: int | None = None) -> Message:
@@ -285,18 +319,26 @@ class Consumer:
         Raises:
             Timeout: no message within ``timeout_millis`` (None: wait for ever).
         """
+        self._check_receivable()
+        return await self._receive(timeout_millis)
+
+    async def _receive(self, timeout_millis: int | None = None) -> Message:
         self._check_open()
         owner, msg = await self._queue.get(None if timeout_millis is None else timeout_millis / 1000)
         owner.message_taken(msg)
         return msg
 
-    def take_blocking(self, timeout_millis: int | None = None) -> Queued:
+    def take_blocking(self, timeout_millis: int | None = None, *, listener: bool = False) -> Queued:
         """The next queued (partition, message), waited for in the calling thread.
 
         For the blocking client: call from any thread but the loop's, and have the loop
         run ``partition.message_taken(message)`` afterwards (it grants the permit back).
+        ``listener``: the blocking client's listener thread takes it.
         """
-        self._check_open()
+        if listener:
+            self._check_open()
+        else:
+            self._check_receivable()
         return self._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
 
     async def batch_receive(self) -> list[Message]:
@@ -313,8 +355,9 @@ class Consumer:
 
         Raises:
             ServiceClosed: the consumer is closed.
+            InvalidConfiguration: the consumer has a message listener.
         """
-        self._check_open()
+        self._check_receivable()
         max_items, max_bytes, timeout_s = self._batch
         batch = await self._queue.get_batch(max_items, max_bytes, timeout_s, _payload_size, self.grant_held)
         messages, grants = split_batch(batch)
@@ -329,7 +372,7 @@ class Consumer:
         :func:`grant_batch` of :func:`split_batch`'s grants afterwards, and
         :meth:`grant_held` when ``on_wait`` is called (the batch has to wait).
         """
-        self._check_open()
+        self._check_receivable()
         max_items, max_bytes, timeout_s = self._batch
         return self._queue.get_batch_blocking(max_items, max_bytes, timeout_s, _payload_size, on_wait)
 
@@ -373,11 +416,32 @@ class Consumer:
         owner, mid = self.target_of(message)
         owner.ack(mid)
 
+    async def get_last_message_id(self) -> MessageId:
+        """The id of the topic's last message, as the broker stores it (pulsar-client's
+        ``Consumer.get_last_message_id``): in a batch, the index of its last message;
+        ``entry_id() == -1`` when the topic has no message yet.
+
+        Raises:
+            OperationNotSupported: a consumer of a partitioned topic or of several topics
+                (pulsar-client's multi-topics consumer refuses it the same way; subscribe a
+                partition by its name to ask it).
+            AlreadyClosed: the consumer is closed.
+        """
+        self._check_open()
+        (only,) = self._partitions if len(self._partitions) == 1 else (None,)
+        if self._multi or only is None or only.topic != self._topics[0]:
+            raise OperationNotSupported(
+                f"get_last_message_id is not supported on {self._topic}: a partitioned topic or several topics "
+                "(as in pulsar-client); ask each partition by its name"
+            )
+        last = await only.pool.last_message_id(only.topic)
+        return MessageId.trusted(last.partition, last.ledger_id, last.entry_id, last.batch_index)
+
     async def acknowledge_cumulative(self, message: MessageOrId) -> None:
         """Acknowledge this message and every earlier one of its partition."""
         self._check_open()
         if self._conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
-            raise InvalidArgument("cumulative acknowledgement is not allowed on Shared and KeyShared subscriptions")
+            raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement is not allowed on Shared and KeyShared subscriptions")
         owner, mid = self.target_of(message)
         owner.ack_cumulative(mid)
 
@@ -464,13 +528,21 @@ class Consumer:
 
     async def close(self) -> None:
         """Send pending acks and close every partition's stream."""
+        await self._close(flush=True)
+
+    async def _close(self, flush: bool) -> None:
+        """``flush=False`` (``Client.shutdown``): drop pending acks, cut the streams."""
         if self._closed:
             return
         self._closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None and listener is not asyncio.current_task():  # a listener may close its consumer
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
         if self._auto_update is not None:
             await self._auto_update.close()
-        await asyncio.gather(*(p.close() for p in self._partitions + self._retry))
-        self._queue.fail(ServiceClosed(f"consumer on {self._topic} is closed"))
+        await asyncio.gather(*(p.close(flush) for p in self._partitions + self._retry))
+        self._queue.fail(AlreadyClosed(f"consumer on {self._topic} is closed"))
 
 
 async def seek_partitions(topic: str, partitions: list[PartitionConsumer], target: SeekTarget) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from magnetar.common.errors import MagnetarError, ServiceClosed
+from magnetar.common.errors import AlreadyClosed, MagnetarError
 
 from .connection import RECONNECT_RETRY, BrokerStream, ConnectionPool, is_retriable
 
@@ -70,7 +70,7 @@ class ConnectionHandler:
         if self.failed is not None:
             raise self.failed
         if self._closed:
-            raise ServiceClosed(f"the {self.kind} on {self.topic} is closed")
+            raise AlreadyClosed(f"the {self.kind} on {self.topic} is closed")
 
     async def _open_once(self) -> BrokerStream:
         address = await self.pool.lookup(self.topic)

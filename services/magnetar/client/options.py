@@ -9,7 +9,12 @@ from datetime import timedelta
 
 from magnetar.common.access_mode import ProducerAccessMode
 from magnetar.common.compression import CompressionType, codec
-from magnetar.common.errors import InvalidArgument, MagnetarError, ProducerQueueIsFull
+from magnetar.common.errors import (
+    InvalidArgument,
+    InvalidConfiguration,
+    MagnetarError,
+    ProducerQueueIsFull,
+)
 from magnetar.common.message_id import MessageId
 
 
@@ -71,13 +76,13 @@ def check_hashing_scheme(scheme: object) -> HashingScheme:
     """The scheme, if Magnetar hashes keys that way.
 
     Raises:
-        InvalidArgument: not a :class:`HashingScheme`, or one other than ``Murmur3_32Hash``
+        InvalidConfiguration: not a :class:`HashingScheme`, or one other than ``Murmur3_32Hash``
             (keys would still go where Murmur3 sends them: a silent change of placement).
     """
     if not isinstance(scheme, HashingScheme):
-        raise InvalidArgument(f"hashing_scheme must be a HashingScheme, not {scheme!r}")
+        raise InvalidConfiguration(f"hashing_scheme must be a HashingScheme, not {scheme!r}")
     if scheme is not HashingScheme.Murmur3_32Hash:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             f"hashing_scheme={scheme.name} is not supported: Magnetar places keyed messages with "
             "Murmur3_32Hash only; pass HashingScheme.Murmur3_32Hash or leave it unset"
         )
@@ -89,10 +94,10 @@ def check_replication_clusters(replication_clusters: object) -> None:
     the message would stay in the local cluster only while the caller believes otherwise.
 
     Raises:
-        InvalidArgument: a non-empty ``replication_clusters``.
+        InvalidConfiguration: a non-empty ``replication_clusters``.
     """
     if replication_clusters:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             f"replication_clusters={replication_clusters!r} is not supported: Magnetar has no "
             "geo-replication, every message stays in the local cluster; leave it unset"
         )
@@ -125,6 +130,81 @@ _ERRORS: dict[str, type[MagnetarError]] = {"ProducerQueueIsFull": ProducerQueueI
 """The error class a (failure) :class:`Result` stands for."""
 
 
+class KeySharedMode(enum.IntEnum):
+    """How a Key_Shared subscription spreads keys (pulsar-client's ``KeySharedMode``); the
+    values are the wire's ``KeySharedMode``."""
+
+    AutoSplit = 0
+    Sticky = 1
+
+
+KEY_HASH_RANGE = 65536
+"""Key hashes are 0 .. 65,535: Pulsar's Murmur3 hash of the key modulo this."""
+
+
+class ConsumerKeySharedPolicy:
+    """A Key_Shared consumer's policy, as pulsar-client's ``ConsumerKeySharedPolicy``.
+
+    Args:
+        key_shared_mode: ``AutoSplit`` (keys spread over the consumers by consistent
+            hashing) or ``Sticky`` (this consumer takes the keys whose hash its
+            ``sticky_ranges`` hold).
+        allow_out_of_order_delivery: accepted; the broker keeps each key's order anyway
+            (which the flag allows but does not require).
+        sticky_ranges: inclusive ``(start, end)`` hash ranges within 0 .. 65,535; needed
+            in Sticky mode. The broker refuses ranges another consumer of the subscription
+            holds (ConsumerAssignError) and a mode other than the subscription's
+            (ConsumerBusy).
+
+    Raises:
+        InvalidConfiguration: Sticky without ranges, ranges given in AutoSplit, a range
+            outside 0 .. 65,535 or with start > end, ranges that overlap each other
+            (pulsar-client raises ValueError for the first).
+    """
+
+    def __init__(
+        self,
+        key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit,
+        allow_out_of_order_delivery: bool = False,
+        sticky_ranges: Sequence[tuple[int, int]] | None = None,
+    ) -> None:
+        if not isinstance(key_shared_mode, KeySharedMode):
+            raise InvalidConfiguration(f"key_shared_mode must be a KeySharedMode, not {key_shared_mode!r}")
+        ranges = [tuple(r) for r in sticky_ranges or ()]
+        if key_shared_mode is KeySharedMode.Sticky and not ranges:
+            raise InvalidConfiguration("key_shared_mode=KeySharedMode.Sticky needs sticky_ranges")
+        if key_shared_mode is KeySharedMode.AutoSplit and ranges:
+            raise InvalidConfiguration("sticky_ranges are for key_shared_mode=KeySharedMode.Sticky only")
+        for r in ranges:
+            if len(r) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in r) or not 0 <= r[0] <= r[1] < KEY_HASH_RANGE:
+                raise InvalidConfiguration(f"a sticky range is (start, end) with 0 <= start <= end < {KEY_HASH_RANGE}, not {r!r}")
+        ordered = sorted(ranges)
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            if b[0] <= a[1]:
+                raise InvalidConfiguration(f"sticky ranges {a} and {b} overlap")
+        self._mode = key_shared_mode
+        self._allow_out_of_order_delivery = bool(allow_out_of_order_delivery)
+        self._ranges: list[tuple[int, int]] = ranges  # type: ignore[assignment]
+
+    @property
+    def key_shared_mode(self) -> KeySharedMode:
+        return self._mode
+
+    @property
+    def allow_out_of_order_delivery(self) -> bool:
+        return self._allow_out_of_order_delivery
+
+    @property
+    def sticky_ranges(self) -> list[tuple[int, int]]:
+        return list(self._ranges)
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerKeySharedPolicy({self._mode.name}, allow_out_of_order_delivery="
+            f"{self._allow_out_of_order_delivery}, sticky_ranges={self._ranges})"
+        )
+
+
 @dataclass
 class ConsumerDeadLetterPolicy:
     """Where messages go after too many retries or redeliveries (Pulsar's
@@ -155,7 +235,7 @@ class ConsumerBatchReceivePolicy:
     is refused; the consumer also caps ``max_num_message`` at its ``receiver_queue_size``.
 
     Raises:
-        InvalidArgument: a value that is not an int, or all three <= 0.
+        InvalidConfiguration: a value that is not an int, or all three <= 0.
     """
 
     max_num_message: int = -1
@@ -166,10 +246,10 @@ class ConsumerBatchReceivePolicy:
         for name in ("max_num_message", "max_num_bytes", "timeout_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidArgument(f"ConsumerBatchReceivePolicy: {name} must be an int, not {value!r}")
+                raise InvalidConfiguration(f"ConsumerBatchReceivePolicy: {name} must be an int, not {value!r}")
         if self.max_num_message <= 0 and self.max_num_bytes <= 0:
             if self.timeout_ms <= 0:
-                raise InvalidArgument(
+                raise InvalidConfiguration(
                     "ConsumerBatchReceivePolicy needs at least one of max_num_message, max_num_bytes and "
                     "timeout_ms > 0 (with none, batch_receive would never return)"
                 )
@@ -187,6 +267,9 @@ DEFAULT_RETRY_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 3
 @dataclass
 class ProducerConfig:
     producer_name: str | None = None
+    # The first message's sequence id is this + 1 (None: the broker's last for the
+    # producer name + 1); pulsar-client's initial_sequence_id.
+    initial_sequence_id: int | None = None
     batching_enabled: bool = True
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 128 * 1024
@@ -221,6 +304,8 @@ class ConsumerConfig:
     unacked_messages_timeout_ms: int | None = None
     enable_retry: bool = False
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    # Key_Shared only (None: AutoSplit).
+    key_shared_policy: ConsumerKeySharedPolicy | None = None
     # What one batch_receive() returns (None: the default policy).
     batch_receive_policy: ConsumerBatchReceivePolicy | None = field(default_factory=ConsumerBatchReceivePolicy)
     # reconsume_later's levels (level 1 is the first): "1s 5s 1m" or timedeltas / ms.
@@ -245,6 +330,18 @@ theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once.
 CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
 
 
+def check_initial_sequence_id(initial_sequence_id: object) -> None:
+    """Refuse an ``initial_sequence_id`` that is not None or an int >= 0.
+
+    Raises:
+        InvalidConfiguration: any other value.
+    """
+    if initial_sequence_id is None:
+        return
+    if not isinstance(initial_sequence_id, int) or isinstance(initial_sequence_id, bool) or initial_sequence_id < 0:
+        raise InvalidConfiguration(f"initial_sequence_id must be None or an int >= 0, not {initial_sequence_id!r}")
+
+
 def check_priority_level(consumer_type: ConsumerType, priority_level: object) -> None:
     """Refuse a priority level the subscription type would ignore.
 
@@ -254,12 +351,12 @@ def check_priority_level(consumer_type: ConsumerType, priority_level: object) ->
     level there would be silently ignored.
 
     Raises:
-        InvalidArgument: a level that is not an int >= 0, or non-zero on a Shared subscription.
+        InvalidConfiguration: a level that is not an int >= 0, or non-zero on a Shared subscription.
     """
     if not isinstance(priority_level, int) or isinstance(priority_level, bool) or priority_level < 0:
-        raise InvalidArgument(f"priority_level must be an int >= 0, not {priority_level!r}")
+        raise InvalidConfiguration(f"priority_level must be an int >= 0, not {priority_level!r}")
     if priority_level and consumer_type is ConsumerType.Shared:
-        raise InvalidArgument(
+        raise InvalidConfiguration(
             f"priority_level={priority_level} is not supported on a Shared subscription: Magnetar's Shared "
             "dispatcher does not order consumers by priority (Failover does); leave it 0"
         )

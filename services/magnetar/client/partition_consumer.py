@@ -26,10 +26,10 @@ import time
 
 from magnetar.common import masks
 from magnetar.common.errors import (
+    AlreadyClosed,
     ConsumerBusy,
     MagnetarError,
     NotConnected,
-    ServiceClosed,
     from_code,
 )
 from magnetar.common.message_id import MessageId
@@ -102,6 +102,15 @@ class PartitionConsumer(ConnectionHandler):
             non_durable=self.conf.non_durable,
         )
         subscribe.enable_retry = self.conf.enable_retry
+        ks = self.conf.key_shared_policy
+        if ks is not None and self.conf.consumer_type == ConsumerType.KeyShared:
+            subscribe.key_shared_meta.CopyFrom(
+                pb.KeySharedMeta(
+                    mode=int(ks.key_shared_mode),  # type: ignore[arg-type]
+                    hash_ranges=[pb.HashRange(start=s, end=e) for s, e in ks.sticky_ranges],
+                    allow_out_of_order_delivery=ks.allow_out_of_order_delivery,
+                )
+            )
         policy = self.conf.dead_letter_policy
         if policy is not None:
             subscribe.dead_letter_policy.CopyFrom(
@@ -487,22 +496,25 @@ class PartitionConsumer(ConnectionHandler):
         except (TimeoutError, MagnetarError):
             pass
 
-    async def close(self) -> None:
+    async def close(self, flush: bool = True) -> None:
+        """Send pending acks, end the stream and stop. ``flush=False`` (``Client.shutdown``):
+        cancel the stream at once; acks not sent yet are dropped and the broker redelivers
+        those messages, as after a crash."""
         if self._released:
             return
-        if self.connected:
+        if flush and self.connected:
             try:
                 await asyncio.wait_for(self.write_pending(), self.pool.operation_timeout_s)
             except (TimeoutError, MagnetarError):
                 pass
             await self._end_stream()
         await self._stop()
-        self._requests.fail_all(ServiceClosed(f"consumer on {self.topic} closed"))
+        self._requests.fail_all(AlreadyClosed(f"consumer on {self.topic} closed"))
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
         self._queue.remove_if(lambda item: item[0] is self)
-        self.failed = self.failed or ServiceClosed(f"consumer on {self.topic} closed")
+        self.failed = self.failed or AlreadyClosed(f"consumer on {self.topic} closed")
 
 
 def _entry_id(pos: Position, partition: int) -> pb.MessageIdData:

@@ -17,11 +17,11 @@ from collections import deque
 
 from magnetar.common.access_mode import ProducerAccessMode
 from magnetar.common.errors import (
+    AlreadyClosed,
     MagnetarError,
     NotConnected,
     ProducerBusy,
     ProducerQueueIsFull,
-    ServiceClosed,
     Timeout,
     from_code,
 )
@@ -51,10 +51,13 @@ class PartitionProducer(ConnectionHandler):
         self.partition = partition
         self.conf = conf
         self.name = conf.producer_name or ""
-        self.last_sequence_id = -1  # the highest sequence id the broker confirmed
+        # The highest sequence id the broker confirmed; with initial_sequence_id, that
+        # until a send is confirmed (as pulsar-client's lastSequenceIdPublished).
+        initial = conf.initial_sequence_id
+        self.last_sequence_id = -1 if initial is None else initial
         self.topic_epoch: int | None = None  # what the broker said; sent again on reopening
         self._loop = asyncio.get_running_loop()
-        self._next_seq = 0
+        self._next_seq = 0 if initial is None else initial + 1
         self._request_ids = itertools.count(1)
         self._pending: dict[int, OpSendBatch] = {}  # by request id, in send order
         self._unsent: deque[OpSendBatch] = deque()
@@ -82,8 +85,12 @@ class PartitionProducer(ConnectionHandler):
             raise MagnetarError(f"{target} answered the producer open with {resp}")
         opened = resp.opened  # type: ignore[attr-defined]
         self.name = opened.producer_name or self.name
-        self._next_seq = max(self._next_seq, opened.last_sequence_id + 1)
-        self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
+        if self.conf.initial_sequence_id is None:
+            # Go on from what the broker stored under this name. With initial_sequence_id
+            # the application numbers from its own baseline, as in Pulsar: ids at or below
+            # the broker's last for this name are dropped by deduplication.
+            self._next_seq = max(self._next_seq, opened.last_sequence_id + 1)
+            self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
         if opened.HasField("topic_epoch"):
             self.topic_epoch = opened.topic_epoch
         return call
@@ -294,11 +301,15 @@ class PartitionProducer(ConnectionHandler):
         if futs:
             await asyncio.gather(*futs, return_exceptions=True)
 
-    async def close(self) -> None:
-        """Send what is pending (waiting at most the send timeout), then stop."""
+    async def close(self, flush: bool = True) -> None:
+        """Send what is pending (waiting at most the send timeout), then stop.
+
+        ``flush=False`` (``Client.shutdown``): stop at once; pending sends fail with
+        AlreadyClosed (the broker may have stored some: their receipts are not waited for).
+        """
         if self._released:
             return
-        if self.connected:
+        if flush and self.connected:
             try:
                 timeout = self.conf.send_timeout_millis / 1000 or self.pool.operation_timeout_s
                 await asyncio.wait_for(self.flush(), timeout)
@@ -308,4 +319,4 @@ class PartitionProducer(ConnectionHandler):
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
-        self._fail_all(ServiceClosed(f"producer on {self.topic} closed"))
+        self._fail_all(AlreadyClosed(f"producer on {self.topic} closed"))

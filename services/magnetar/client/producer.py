@@ -317,10 +317,14 @@ class Producer:
         await asyncio.gather(*(p.flush() for p in self._producers))
 
     async def close(self) -> None:
+        """Send what is pending, then close (see :meth:`PartitionProducer.close`)."""
+        await self._close(flush=True)
+
+    async def _close(self, flush: bool) -> None:
         self._closed = True
         if self._auto_update is not None:
             await self._auto_update.close()
-        await asyncio.gather(*(p.close() for p in self._producers))
+        await asyncio.gather(*(p.close(flush) for p in self._producers))
 
 
 def _run_callback(callback: SendCallback, fut: asyncio.Future[MessageId]) -> None:

@@ -24,6 +24,7 @@ from magnetar.common.names import TopicName
 
 from .connection import ConnectionPool
 from .consumer import Consumer, SeekTarget
+from .listener import Listener
 from .message import Message
 from .options import ConsumerConfig, ConsumerType, InitialPosition
 
@@ -98,8 +99,23 @@ class Reader:
 
         Raises:
             Timeout: none within ``timeout_millis``.
+            InvalidConfiguration: the reader has a ``reader_listener``.
         """
-        msg = await self._consumer.receive(timeout_millis)
+        self._consumer._check_receivable()
+        return await self._next(timeout_millis)
+
+    def listen(self, fn: Listener, handle: object) -> None:
+        """Call ``fn(handle, message)`` on the loop for each message (pulsar-client's
+        ``reader_listener``; see :mod:`magnetar.client.listener`); ``read_next`` is then
+        refused. Close ends it."""
+        self._consumer.listen(fn, handle, self._next)
+
+    def reserve_for_listener(self) -> None:
+        """A blocking client's listener thread reads (with ``_next``): ``read_next`` is refused."""
+        self._consumer.reserve_for_listener()
+
+    async def _next(self, timeout_millis: int | None = None) -> Message:
+        msg = await self._consumer._receive(timeout_millis)
         mid = msg.message_id()
         index = max(0, mid.partition()) if len(self._read_upto) > 1 else 0
         self._read_upto[index] = max(self._read_upto[index], (mid.ledger_id(), mid.entry_id()))
@@ -136,3 +152,6 @@ class Reader:
 
     async def close(self) -> None:
         await self._consumer.close()
+
+    async def _close(self, flush: bool) -> None:
+        await self._consumer._close(flush)

@@ -22,13 +22,14 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from magnetar.common.errors import MagnetarError, ProducerQueueIsFull, ServiceClosed
+from magnetar.common.errors import AlreadyClosed, MagnetarError, ProducerQueueIsFull, ServiceClosed
 from magnetar.common.eventloop import loop_factory
 from magnetar.common.message_id import MessageId
 
 from . import aio
 from .auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from .consumer import Topics, grant_batch, split_batch
+from .listener import Listener, ListenerThread, check_listener
 from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
@@ -36,9 +37,11 @@ from .options import (
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
     ConsumerType,
     HashingScheme,
     InitialPosition,
+    KeySharedMode,
     PartitionsRoutingMode,
     ProducerAccessMode,
     Result,
@@ -56,9 +59,11 @@ __all__ = [
     "Consumer",
     "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
@@ -97,14 +102,14 @@ class _LoopThread:
         costs one ``call_soon_threadsafe``.
         """
         if self.loop.is_closed():
-            raise ServiceClosed("the client is closed")
+            raise AlreadyClosed("the client is closed")
         self._outbox.append((fn, args))
         if not self._scheduled:
             self._scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self.drain)
             except RuntimeError as exc:  # the loop closed meanwhile
-                raise ServiceClosed("the client is closed") from exc
+                raise AlreadyClosed("the client is closed") from exc
 
     def drain(self) -> None:
         """Run every posted call (on the loop). Clears the flag first: a post racing
@@ -130,7 +135,7 @@ class _LoopThread:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self.loop.is_closed() or not self._thread.is_alive():
             coro.close()
-            raise ServiceClosed("the client is closed")
+            raise AlreadyClosed("the client is closed")
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("blocking client methods cannot be called from a send_async callback")
@@ -342,6 +347,16 @@ class Consumer:
         self._runner = runner
         self._run = runner.run
         self._consumer = consumer
+        self._listener: ListenerThread | None = None
+
+    def _listen(self, fn: Listener) -> None:
+        self._consumer.reserve_for_listener()
+        self._listener = ListenerThread(self._take_for_listener, fn, self, f"consumer on {self.topic()}")
+
+    def _take_for_listener(self) -> Message:
+        owner, msg = self._consumer.take_blocking(None, listener=True)
+        self._runner.post(owner.message_taken, msg)
+        return msg
 
     def topic(self) -> str:
         """The topic; for a consumer of several topics their names joined with ``","``."""
@@ -388,6 +403,11 @@ class Consumer:
         owner, mid = self._consumer.target_of(message)
         self._runner.post(owner.ack, mid)
 
+    def get_last_message_id(self) -> MessageId:
+        """The id of the topic's last message (see
+        :meth:`magnetar.client.consumer.Consumer.get_last_message_id`)."""
+        return self._run(self._consumer.get_last_message_id())
+
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         self._run(self._consumer.acknowledge_cumulative(message))
 
@@ -409,15 +429,27 @@ class Consumer:
     def unsubscribe(self) -> None:
         """Delete the subscription and close this consumer."""
         self._run(self._consumer.unsubscribe())
+        self._join_listener()
 
     def close(self) -> None:
+        """Send pending acks and close; the listener thread, if any, ends."""
         self._run(self._consumer.close())
+        self._join_listener()
+
+    def _join_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.join(10)
 
 
 class Reader:
     def __init__(self, runner: _LoopThread, reader: aio.Reader) -> None:
         self._run = runner.run
         self._reader = reader
+        self._listener: ListenerThread | None = None
+
+    def _listen(self, fn: Listener) -> None:
+        self._reader.reserve_for_listener()
+        self._listener = ListenerThread(lambda: self._run(self._reader._next(None)), fn, self, f"reader on {self.topic()}")
 
     def topic(self) -> str:
         return self._reader.topic()
@@ -436,7 +468,10 @@ class Reader:
         return self._reader.is_connected()
 
     def close(self) -> None:
+        """Close; the listener thread, if any, ends."""
         self._run(self._reader.close())
+        if self._listener is not None:
+            self._listener.join(10)
 
 
 class Client:
@@ -483,6 +518,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
         block_if_queue_full: bool = PRODUCER_DEFAULTS.block_if_queue_full,
@@ -520,11 +556,18 @@ class Client:
         batch_receive_policy: ConsumerBatchReceivePolicy | None = CONSUMER_DEFAULTS.batch_receive_policy,
         auto_update_partitions: bool = CONSUMER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
+        message_listener: Listener | None = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
-        :meth:`magnetar.asyncio.Client.subscribe`)."""
-        consumer = self._runner.run(self._client.subscribe(**forwarded(locals())))
-        return Consumer(self._runner, consumer)
+        :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
+        ``fn(consumer, message)`` called on a listener thread of the consumer's own for each
+        message, in order (:mod:`magnetar.client.listener`); ``receive`` is then refused."""
+        check_listener(message_listener, "message_listener")
+        consumer = Consumer(self._runner, self._runner.run(self._client.subscribe(**forwarded(locals(), message_listener=None))))
+        if message_listener is not None:
+            consumer._listen(message_listener)
+        return consumer
 
     def create_reader(
         self,
@@ -534,10 +577,14 @@ class Client:
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        reader_listener: Listener | None = None,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader`)."""
-        reader = self._runner.run(self._client.create_reader(**forwarded(locals())))
-        return Reader(self._runner, reader)
+        check_listener(reader_listener, "reader_listener")
+        reader = Reader(self._runner, self._runner.run(self._client.create_reader(**forwarded(locals(), reader_listener=None))))
+        if reader_listener is not None:
+            reader._listen(reader_listener)
+        return reader
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._runner.run(self._client.get_topic_partitions(topic))
@@ -546,6 +593,17 @@ class Client:
         """Close every producer and consumer, the connections, and the client's thread."""
         try:
             self._runner.run(self._client.close())
+        except ServiceClosed:
+            pass
+        finally:
+            self._runner.stop()
+
+    def shutdown(self) -> None:
+        """Close every producer, consumer and reader at once, without waiting for what is
+        in flight (see :meth:`magnetar.asyncio.Client.shutdown`), and the client's thread.
+        Later calls raise AlreadyClosed."""
+        try:
+            self._runner.run(self._client.shutdown())
         except ServiceClosed:
             pass
         finally:

@@ -6,6 +6,9 @@
     │   ├── ProtocolError        bytes that are not a frame of Pulsar's binary protocol
     │   │   └── ChecksumMismatch a payload whose CRC32C does not match (the frame is whole)
     │   ├── InvalidTopicName
+    │   ├── InvalidConfiguration an option the SDK refuses (pulsar-client's name)
+    │   ├── InvalidUrl           a service URL that does not parse
+    │   ├── CumulativeAcknowledgementNotAllowedError  on Shared and Key_Shared
     │   ├── MessageTooBig
     │   ├── NotEmpty             a tenant with namespaces, a namespace with topics
     │   └── PreconditionFailed   valid input the current state refuses (an unknown cluster)
@@ -20,6 +23,7 @@
     ├── LedgerFenced             the ledger was fenced; the writer lost ownership
     ├── BookieReadOnly           the bookie refuses writes (disk nearly full)
     ├── ConsumerBusy             an Exclusive subscription has a consumer already
+    ├── ConsumerAssignError      a Key_Shared sticky hash range another consumer holds
     ├── ProducerBusy             a producer with that name is connected already, or the
     │                            topic is held by an exclusive producer
     ├── ProducerFenced           an exclusive producer holds (or took) the topic
@@ -35,11 +39,17 @@
     ├── NotConnected
     │   ├── TlsHandshakeFailed   the server's certificate (or its host name) is not trusted
     │   └── NotGrpcServer        the address answers in another protocol (Pulsar's port)
-    └── ServiceClosed
+    ├── OperationNotSupported    a call the handle does not support (pulsar-client's name)
+    ├── ServiceClosed
+    │   └── AlreadyClosed        the application closed that client, producer, consumer or reader
+    └── (pulsar-client's names for conditions Magnetar does not have; never raised)
 
 Every class has a stable ``code`` (sent over the wire), a ``retriable`` flag and a
 ``grpc_status`` name that servers map to ``grpc.StatusCode`` (this module imports no
 grpc). ``from_code`` rebuilds the typed error on the client side.
+
+``magnetar.exceptions`` gives the application pulsar-client's names for these classes
+(``PulsarException`` is ``MagnetarError``); docs/client.md has the mapping.
 """
 
 from __future__ import annotations
@@ -110,6 +120,26 @@ class IncompatibleSchema(PreconditionFailed):
     code = "INCOMPATIBLE_SCHEMA"
 
 
+class InvalidConfiguration(InvalidArgument):
+    """An SDK option with a bad value, or one Magnetar cannot honour (pulsar-client's
+    ``InvalidConfiguration``). Client side only: nothing was sent."""
+
+    code = "INVALID_CONFIGURATION"
+
+
+class InvalidUrl(InvalidArgument):
+    """A service URL the SDK cannot parse (pulsar-client's ``InvalidUrl``)."""
+
+    code = "INVALID_URL"
+
+
+class CumulativeAcknowledgementNotAllowedError(InvalidArgument):
+    """A cumulative acknowledgement on a Shared or Key_Shared subscription, which has no
+    single order to acknowledge up to (pulsar-client's name)."""
+
+    code = "CUMULATIVE_ACKNOWLEDGEMENT_NOT_ALLOWED"
+
+
 class NotEmpty(InvalidArgument):
     """A tenant still has namespaces, or a namespace topics: delete those first."""
 
@@ -173,6 +203,14 @@ class SubscriptionNotFound(NotFound):
 
 class ConsumerBusy(MagnetarError):
     code = "CONSUMER_BUSY"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class ConsumerAssignError(MagnetarError):
+    """A Key_Shared STICKY consumer declared a hash range another consumer of the
+    subscription holds (pulsar-client's ``ConsumerAssignError``)."""
+
+    code = "CONSUMER_ASSIGN_ERROR"
     grpc_status = "FAILED_PRECONDITION"
 
 
@@ -304,6 +342,106 @@ class ServiceClosed(MagnetarError):
     code = "SERVICE_CLOSED"
     grpc_status = "UNAVAILABLE"
     retriable = True
+
+
+class AlreadyClosed(ServiceClosed):
+    """The application closed (or shut down) the client, producer, consumer or reader it
+    calls (pulsar-client's ``AlreadyClosed``). Client side only, never sent over the wire.
+    Retriable as any ServiceClosed (the gateway tells its clients a send its closing
+    producer refused may be sent again); the handle itself stays closed."""
+
+    code = "ALREADY_CLOSED"
+
+
+class OperationNotSupported(MagnetarError):
+    """A call the handle does not support: ``get_last_message_id`` on a consumer of a
+    partitioned topic or of several topics (pulsar-client's ``OperationNotSupported``)."""
+
+    code = "OPERATION_NOT_SUPPORTED"
+    grpc_status = "UNIMPLEMENTED"
+
+
+# pulsar-client's names (pulsar.exceptions) for conditions Magnetar has no counterpart of
+# (transactions, encryption, a lookup throttle, ...). Nothing raises them; they exist so
+# code written against pulsar-client that names them in an ``except`` clause runs.
+class UnknownError(MagnetarError):
+    code = "UNKNOWN_ERROR"
+
+
+class LookupError(MagnetarError):  # noqa: A001 - pulsar-client's name; shadows the builtin here only
+    code = "LOOKUP_ERROR"
+
+
+class ReadError(MagnetarError):
+    code = "READ_ERROR"
+
+
+class ErrorGettingAuthenticationData(MagnetarError):
+    code = "ERROR_GETTING_AUTHENTICATION_DATA"
+
+
+class BrokerPersistenceError(MagnetarError):
+    code = "BROKER_PERSISTENCE_ERROR"
+
+
+class InvalidMessage(MagnetarError):
+    code = "INVALID_MESSAGE"
+
+
+class ConsumerNotInitialized(MagnetarError):
+    code = "CONSUMER_NOT_INITIALIZED"
+
+
+class ProducerNotInitialized(MagnetarError):
+    code = "PRODUCER_NOT_INITIALIZED"
+
+
+class TooManyLookupRequestException(MagnetarError):
+    code = "TOO_MANY_LOOKUP_REQUESTS"
+
+
+class ConsumerNotFound(MagnetarError):
+    code = "CONSUMER_NOT_FOUND"
+
+
+class UnsupportedVersionError(MagnetarError):
+    code = "UNSUPPORTED_VERSION"
+
+
+class TopicTerminated(MagnetarError):
+    code = "TOPIC_TERMINATED"
+
+
+class CryptoError(MagnetarError):
+    code = "CRYPTO_ERROR"
+
+
+class TransactionCoordinatorNotFoundError(MagnetarError):
+    code = "TRANSACTION_COORDINATOR_NOT_FOUND"
+
+
+class InvalidTxnStatusError(MagnetarError):
+    code = "INVALID_TXN_STATUS"
+
+
+class NotAllowedError(MagnetarError):
+    code = "NOT_ALLOWED"
+
+
+class TransactionConflict(MagnetarError):
+    code = "TRANSACTION_CONFLICT"
+
+
+class TransactionNotFound(MagnetarError):
+    code = "TRANSACTION_NOT_FOUND"
+
+
+class MemoryBufferIsFull(MagnetarError):
+    code = "MEMORY_BUFFER_IS_FULL"
+
+
+class Interrupted(MagnetarError):
+    code = "INTERRUPTED"
 
 
 def _all_subclasses(cls: type[MagnetarError]) -> list[type[MagnetarError]]:

@@ -2,8 +2,13 @@
 
 Slots: Pulsar's Murmur3 key hash modulo 65,536 of the message's ordering key, else its
 partition key (as Pulsar routes); a message without either has the key "".
-Owners: consistent hashing, 100 points per consumer on the slot ring, so a joining or
-leaving consumer moves only some slots. An entry whose messages have different keys is
+Owners: in AUTO_SPLIT mode (the default) consistent hashing, 100 points per consumer on
+the slot ring, so a joining or leaving consumer moves only some slots. In STICKY mode
+each consumer declares its hash ranges (Pulsar's HashRangeExclusiveStickyKeyConsumerSelector):
+a slot belongs to the consumer whose range holds it; ranges of two consumers must not
+overlap (the second is refused with ConsumerAssignError), a subscription's consumers all
+use one mode (else ConsumerBusy), and messages of a slot no range holds wait until a
+consumer covering it joins. An entry whose messages have different keys is
 delivered to each owner with the other messages masked out (``Delivery.ack_set``).
 
 Order per key: a slot whose owner changed is held (its messages wait in the replay set)
@@ -21,7 +26,9 @@ from collections import Counter
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.dispatch.base import DispatchContext, Dispatcher
 from magnetar.broker.entry import Entry, routing_key
+from magnetar.broker.subscription_type import KeySharedMode
 from magnetar.common import masks
+from magnetar.common.errors import ConsumerAssignError, ConsumerBusy
 from magnetar.common.keyhash import key_hash
 from magnetar.managedledger.position import Position
 
@@ -63,13 +70,64 @@ class ConsistentHashSelector:
         return owner
 
 
+class StickyRangeSelector:
+    """STICKY mode: the consumer whose declared hash range holds the slot, or None."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ranges: list[tuple[int, int, BrokerConsumer]] = []
+
+    def rebuild(self, consumers: list[BrokerConsumer]) -> None:
+        self._ranges = sorted(
+            (start, end, c) for c in consumers if c.key_shared is not None for start, end in c.key_shared.ranges
+        )  # fmt: skip
+        self._starts = [start for start, _, _ in self._ranges]
+
+    def pick(self, slot: int) -> BrokerConsumer | None:
+        i = bisect.bisect_right(self._starts, slot) - 1
+        if i >= 0 and slot <= self._ranges[i][1]:
+            return self._ranges[i][2]
+        return None
+
+
+def _mode(consumer: BrokerConsumer) -> KeySharedMode:
+    return consumer.key_shared.mode if consumer.key_shared is not None else KeySharedMode.AUTO_SPLIT
+
+
+def check_joining(consumers: list[BrokerConsumer], joining: BrokerConsumer) -> None:
+    """May ``joining`` attach to a Key_Shared subscription with ``consumers``?
+
+    Raises:
+        ConsumerBusy: its mode is not the subscription's (Pulsar refuses a mismatched
+            keySharedMeta the same way).
+        ConsumerAssignError: STICKY with a hash range that overlaps another consumer's.
+    """
+    if not consumers:
+        return
+    mode = _mode(consumers[0])
+    if _mode(joining) != mode:
+        raise ConsumerBusy(
+            f"the Key_Shared subscription is in {mode.name} mode; a {_mode(joining).name} consumer cannot join it"
+        )
+    if mode == KeySharedMode.STICKY:
+        assert joining.key_shared is not None
+        for c in consumers:
+            assert c.key_shared is not None
+            clash = joining.key_shared.overlap(c.key_shared)
+            if clash is not None:
+                (s1, e1), (s2, e2) = clash
+                raise ConsumerAssignError(
+                    f"hash range [{s1}, {e1}] overlaps [{s2}, {e2}] of consumer {c.name!r} on the Key_Shared subscription"
+                )
+
+
 class KeySharedDispatcher(Dispatcher):
     stop_on_undeliverable = False
     delays_messages = True
 
     def __init__(self, subscription: DispatchContext) -> None:
         super().__init__(subscription)
-        self.selector = ConsistentHashSelector()
+        self.selector: ConsistentHashSelector | StickyRangeSelector = ConsistentHashSelector()
         self._slots: dict[Position, tuple[int, ...]] = {}  # slot of each message of live entries
         self._live: Counter[Position] = Counter()  # messages held by a consumer or in replay
         self._owner: dict[int, list[object]] = {}  # slot -> [consumer, messages it holds]
@@ -78,7 +136,11 @@ class KeySharedDispatcher(Dispatcher):
         self._untracked: set[Position] = set()  # in replay before their keys were known
 
     def consumers_changed(self) -> None:
-        self.selector.rebuild(self.sub.consumers)
+        consumers = self.sub.consumers
+        sticky = bool(consumers) and _mode(consumers[0]) == KeySharedMode.STICKY
+        if sticky != isinstance(self.selector, StickyRangeSelector):
+            self.selector = StickyRangeSelector() if sticky else ConsistentHashSelector()
+        self.selector.rebuild(consumers)
         self.wake()
 
     def entry_size(self, position: Position) -> int:

@@ -31,7 +31,7 @@ from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.entry import check_batch_size, view_entry
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.schemas import declare as declare_schema
-from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
+from magnetar.broker.subscription_type import InitialPosition, KeySharedPolicy, SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId, message_id_sentinel
@@ -237,8 +237,12 @@ class Consumers:
             initial = InitialPosition(s.initialPosition)
         except ValueError as exc:
             raise InvalidArgument(f"SUBSCRIBE: {exc}") from None
+        key_shared = None
         if sub_type == SubscriptionType.Key_Shared and s.HasField("keySharedMeta"):
-            _check_key_shared(s.keySharedMeta)
+            m = s.keySharedMeta
+            key_shared = KeySharedPolicy.of(
+                m.keySharedMode, [(r.start, r.end) for r in m.hashRanges], m.allowOutOfOrderDelivery
+            )  # fmt: skip
         if conn.authorizer is not None:
             await conn.authorizer.check(conn.role, Request(Action.CONSUME, topic_name, s.subscription))
         service.check_serving(f"subscribe to {topic_name}")
@@ -267,6 +271,7 @@ class Consumers:
             # Pulsar's maxUnackedMessagesPerConsumer: Shared and Key_Shared only.
             max_unacked=service.config.max_unacked_messages_per_consumer
             if sub_type in (SubscriptionType.Shared, SubscriptionType.Key_Shared) else 0,
+            key_shared=key_shared,
         )  # fmt: skip
         consumer = ProtocolConsumer(cid, topic, subscription, core, failover=sub_type == SubscriptionType.Failover)
         holder.append(consumer)
@@ -436,17 +441,7 @@ class Consumers:
         g = frame.command.getLastMessageId
         try:
             c = self._get(g.consumer_id, "GET_LAST_MESSAGE_ID")
-            last = c.topic.last_position()
-            ledger, entry, batch_index = -1, -1, -1
-            if last is not None:
-                ledger, entry = last
-                # As Pulsar: the id of the last message, in a batch its last index (a
-                # reader's has_message_available compares it with what it has read).
-                stored = await c.topic.ml.read_entries(last, 1, 1 << 62)
-                if stored:
-                    last_entry = view_entry(stored[0][1])
-                    if last_entry.batched:
-                        batch_index = len(last_entry.messages) - 1
+            ledger, entry, batch_index = await c.topic.last_message_id()
         except MagnetarError as exc:
             self.connection.write(commands.error(g.request_id, server_error(exc), exc.message))
             return
@@ -473,20 +468,3 @@ def _ack_response(ack: pb.CommandAck, code: pb.ServerError | None = None, messag
         response.error = code
         response.message = commands.error_text(message)
     return pb.BaseCommand(type=Type.ACK_RESPONSE, ackResponse=response)
-
-
-def _check_key_shared(meta: pb.KeySharedMeta) -> None:
-    """Key_Shared's ``keySharedMeta``: AUTO_SPLIT (the core's Key_Shared: keys spread over
-    the consumers by consistent hashing) is served; ``allowOutOfOrderDelivery`` is
-    accepted and the core keeps each key's order anyway. STICKY (hash ranges the consumer
-    picks) has no equivalent in the core: refused, NotAllowed.
-
-    Raises:
-        InvalidArgument: STICKY.
-    """
-    if meta.keySharedMode == pb.STICKY:
-        ranges = ", ".join(f"{r.start}-{r.end}" for r in meta.hashRanges)
-        raise InvalidArgument(
-            f"Key_Shared STICKY mode (hash ranges {ranges or 'none'}) is not served by this broker: its Key_Shared "
-            "spreads keys over the consumers by consistent hashing (AUTO_SPLIT); subscribe without sticky ranges"
-        )

@@ -239,6 +239,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
             check_subscription_name(s.subscription)
             sub_type = wire.subscription_type(s.type)
             initial = wire.initial_position(s.initial_position)
+            key_shared = wire.key_shared(s, sub_type)
             name = TopicName.parse(s.topic)
             access = Request(Action.CONSUME, str(name), s.subscription)
             role = await self._authorize(access)
@@ -265,6 +266,7 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
                 # Exclusive or Failover consumer, a reader above all, may hold any number).
                 max_unacked=self.service.config.max_unacked_messages_per_consumer
                 if s.type in (pb.SHARED, pb.KEY_SHARED) else 0,
+                key_shared=key_shared,
             )
             consumer.dead_letter = policy
             subscription.add_consumer(consumer, sub_type)
@@ -329,8 +331,8 @@ class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs,
     @rpc_errors
     async def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext) -> pb.GetLastMessageIdResponse:
         topic = await TopicAdmin(self.service).topic(request.topic)
-        last = topic.last_position()
-        mid = _message_id(last, topic.partition) if last is not None else pb.MessageIdData(ledger_id=-1, entry_id=-1, partition=topic.partition, batch_index=-1)
+        ledger_id, entry_id, batch_index = await topic.last_message_id()
+        mid = pb.MessageIdData(ledger_id=ledger_id, entry_id=entry_id, partition=topic.partition, batch_index=batch_index)
         return pb.GetLastMessageIdResponse(message_id=mid)
 
     # -- admin ---------------------------------------------------------------------

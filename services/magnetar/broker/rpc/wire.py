@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.deadletter.policy import DeadLetterDefaults, DeadLetterPolicy
 from magnetar.broker.entry import PULSAR_MAGIC, decode_entry, encode_entry
-from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
+from magnetar.broker.subscription_type import InitialPosition, KeySharedPolicy, SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import MessageId
@@ -44,6 +44,16 @@ def initial_position(value: int) -> InitialPosition:
         return InitialPosition(value)
     except ValueError:
         raise InvalidArgument(f"unknown initial position {value}") from None
+
+
+def key_shared(s: pb.Subscribe, sub_type: SubscriptionType) -> KeySharedPolicy | None:
+    """A Key_Shared consumer's policy (None: AUTO_SPLIT, or not Key_Shared).
+
+    Raises: InvalidArgument: an unknown mode or bad ranges."""
+    if sub_type != SubscriptionType.Key_Shared or not s.HasField("key_shared_meta"):
+        return None
+    m = s.key_shared_meta
+    return KeySharedPolicy.of(m.mode, [(r.start, r.end) for r in m.hash_ranges], m.allow_out_of_order_delivery)
 
 
 def message_id(m: pb.MessageIdData) -> MessageId:
