@@ -12,13 +12,17 @@ import os
 import pulsar
 import pytest
 
+from magnetar.proto.pulsar import pulsar_api_pb2 as pb
+from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
+from magnetar.testing.pulsarwire import RawPulsarConnection
 
 pytestmark = pytest.mark.integration
 
 MAX_MESSAGE = 64 * 1024
 QUORUM = dict(ensemble_size=1, write_quorum=1, ack_quorum=1)
+T = pb.BaseCommand
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +83,45 @@ async def test_pulsar_client_chunked_messages_round_trip_acked_and_sought(broker
     assert ";" in ids[0] and ";" in ids[2] and ";" not in ids[1]  # chunked ids: first chunk;last chunk
     assert redelivered == []
     assert sought == (payloads[2], ids[2])
+
+
+async def test_chunks_of_a_producer_that_dies_mid_message_are_never_delivered(broker) -> None:  # type: ignore[no-untyped-def]
+    """A producer connection sends 2 of the 3 chunks of a message and is cut off (what the
+    broker sees of a SIGKILLed client): a pulsar-client consumer never gets that message
+    in part, and the messages after it, chunked or not, arrive whole."""
+    topic = f"persistent://{await new_namespace(broker.address, 'chunks')}/dead"
+    total = 3 * MAX_MESSAGE
+    part = os.urandom(MAX_MESSAGE)
+    client = _client(broker.pulsar_url)
+    try:
+        consumer = await asyncio.to_thread(client.subscribe, topic, "s")
+        conn = await RawPulsarConnection.open("127.0.0.1", broker.protocol_port)
+        await conn.handshake()
+        await conn.send(T(type=T.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1, request_id=1, producer_name="dead")))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        for chunk_id in range(2):
+            meta = pb.MessageMetadata(
+                producer_name="dead", sequence_id=0, publish_time=1, uuid="dead-0", chunk_id=chunk_id,
+                num_chunks_from_msg=3, total_chunk_msg_size=total,
+            )  # fmt: skip
+            send = T(type=T.SEND, send=pb.CommandSend(producer_id=1, sequence_id=0))
+            await conn.send_bytes(encode_payload_command(send, meta, part))
+            receipt = (await conn.receive()).command
+            assert receipt.type == T.SEND_RECEIPT and receipt.send_receipt.message_id.entryId == chunk_id
+        conn.writer.transport.abort()  # no CLOSE_PRODUCER: cut off mid-message
+        after = [os.urandom(2 * MAX_MESSAGE), b"small"]
+
+        def produce_and_receive() -> list[bytes]:
+            producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, send_timeout_millis=10_000)
+            for p in after:
+                producer.send(p)
+            got = [consumer.receive(timeout_millis=20_000).data() for _ in after]
+            try:
+                got.append(consumer.receive(timeout_millis=1000).data())
+            except pulsar.Timeout:
+                pass
+            return got
+
+        assert await asyncio.to_thread(produce_and_receive) == after
+    finally:
+        await asyncio.to_thread(client.close)
