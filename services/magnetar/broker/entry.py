@@ -246,15 +246,18 @@ def publish_time(data: bytes) -> int:
 
 def encode_entry(
     producer_name: str, sequence_id: int, publish_time_ms: int, batched: bool, messages: Sequence[MessageView],
-    schema_version: bytes = b"",
+    schema_version: bytes = b"", chunk: Entry | None = None,
 ) -> bytes:
     """The bytes the Magnetar SDK stores for these messages (an ``EntryBatch``; fields at
     their defaults are left out, as the SDK leaves them), with the entry's schema version
-    (b"": none)."""
+    (b"": none) and, for a chunk of a chunked message, the chunk fields of ``chunk``."""
     out = _EntryBatch(
         producer_name=producer_name, sequence_id=sequence_id, publish_time_ms=publish_time_ms, batched=batched,
         schema_version=schema_version,
     )
+    if chunk is not None and chunk.num_chunks_from_msg > 1:
+        out.uuid, out.chunk_id = chunk.uuid, chunk.chunk_id
+        out.num_chunks_from_msg, out.total_chunk_msg_size = chunk.num_chunks_from_msg, chunk.total_chunk_msg_size
     for m in messages:
         msg = _SingleMessage(payload=m.payload, sequence_id=m.sequence_id)
         msg.properties.update(m.properties)

@@ -79,7 +79,8 @@ def deliveries(out: Iterable[Delivery], partition: int) -> pb.Deliveries:
 def sdk_entry(data: bytes) -> bytes:
     """A stored Pulsar entry as the ``EntryBatch`` the SDK reads (the same messages with
     their keys, ordering keys, properties and event times, the same producer, sequence
-    ids, publish time and schema version); a compressed or unreadable one as stored."""
+    ids, publish time and schema version, and a chunk's uuid and chunk fields); a
+    compressed or unreadable one as stored."""
     try:
         entry = decode_entry(data)
     except InvalidArgument:
@@ -88,6 +89,7 @@ def sdk_entry(data: bytes) -> bytes:
         return data
     return encode_entry(
         entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched, entry.messages, entry.schema_version,
+        chunk=entry,
     )
 
 
