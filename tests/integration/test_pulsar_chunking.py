@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pulsar
 import pytest
@@ -16,7 +17,7 @@ from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
-from magnetar.testing.pulsarwire import RawPulsarConnection
+from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
 pytestmark = pytest.mark.integration
 
@@ -125,3 +126,62 @@ async def test_chunks_of_a_producer_that_dies_mid_message_are_never_delivered(br
         assert await asyncio.to_thread(produce_and_receive) == after
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def _chunk(conn: RawPulsarConnection, name: str, chunk_id: int, part: bytes, n: int) -> pb.BaseCommand:
+    """Send chunk ``chunk_id`` of message 0 of ``name`` (each part the same size); the answer."""
+    meta = pb.MessageMetadata(
+        producer_name=name, sequence_id=0, publish_time=1, uuid=f"{name}-0", chunk_id=chunk_id,
+        num_chunks_from_msg=n, total_chunk_msg_size=n * len(part),
+    )  # fmt: skip
+    await conn.send_bytes(encode_payload_command(T(type=T.SEND, send=pb.CommandSend(producer_id=1, sequence_id=0)), meta, part))
+    return (await conn.receive()).command
+
+
+async def test_a_message_cut_off_by_the_owner_dying_is_completed_by_the_resend(broker, module_broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """2 of 3 chunks are stored at the owner broker, which is SIGKILLed. The broker taking
+    the topic over does not count the message as stored (PRODUCER_SUCCESS says no last
+    sequence id), so the producer's resend of its last chunk is stored, and a consumer
+    gets the message whole, once."""
+    owner = module_broker_factory(zk_session_timeout_s=2.0, max_message_bytes=MAX_MESSAGE, **QUORUM)
+    topic = f"persistent://{await new_namespace(owner.address, 'chunks')}/owner-dies"
+    parts = [os.urandom(MAX_MESSAGE) for _ in range(3)]
+    producer = pb.CommandProducer(topic=topic, producer_id=1, request_id=1, producer_name="resender")
+    async with await RawPulsarConnection.open("127.0.0.1", owner.protocol_port) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command(topic, 1))  # the owner: its first lookup
+        assert (await conn.receive()).command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+        await conn.send(T(type=T.PRODUCER, producer=producer))
+        assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+        for chunk_id in range(2):
+            assert (await _chunk(conn, "resender", chunk_id, parts[chunk_id], 3)).type == T.SEND_RECEIPT
+        owner.kill()
+    deadline = time.monotonic() + 30
+    async with await RawPulsarConnection.open("127.0.0.1", broker.protocol_port) as conn:
+        await conn.handshake()
+        while True:  # the survivor serves the topic once the owner's ZooKeeper session is gone
+            producer.request_id += 1
+            await conn.send(T(type=T.PRODUCER, producer=producer))
+            answer = (await conn.receive()).command
+            if answer.type == T.PRODUCER_SUCCESS or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        assert answer.type == T.PRODUCER_SUCCESS, answer
+        assert answer.producer_success.last_sequence_id == -1  # message 0 is not complete
+        receipt = await _chunk(conn, "resender", 2, parts[2], 3)
+        assert receipt.type == T.SEND_RECEIPT and receipt.send_receipt.message_id.entryId >= 0, receipt
+
+    def receive_all() -> list[bytes]:
+        client = _client(broker.pulsar_url)
+        try:
+            consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+            got = [consumer.receive(timeout_millis=20_000).data()]
+            try:
+                got.append(consumer.receive(timeout_millis=1000).data())
+            except pulsar.Timeout:
+                pass
+            return got
+        finally:
+            client.close()
+
+    assert await asyncio.to_thread(receive_all) == [b"".join(parts)]
