@@ -203,6 +203,21 @@ def test_a_pulsar_entry_reaches_the_sdk_with_its_ordering_keys_and_schema_versio
     assert [m.schema_version() for m in got] == [VERSION] * len(expected)
 
 
+def test_a_pulsar_chunk_reaches_the_sdk_with_its_chunk_fields():
+    from magnetar.proto.pulsar import pulsar_api_pb2 as ppb
+    from magnetar.protocol import stored
+
+    meta = ppb.MessageMetadata(
+        producer_name="p", sequence_id=3, publish_time=1, uuid="p-3", chunk_id=1, num_chunks_from_msg=3,
+        total_chunk_msg_size=30,
+    )  # fmt: skip
+    batch = pb.EntryBatch.FromString(wire.sdk_entry(stored.stored_entry(meta.SerializeToString(), b"part-1")))
+    assert (batch.uuid, batch.chunk_id, batch.num_chunks_from_msg, batch.total_chunk_msg_size) == ("p-3", 1, 3, 30)
+    assert [m.payload for m in batch.messages] == [b"part-1"]
+    plain = pb.EntryBatch.FromString(wire.sdk_entry(_pulsar_entry(False)))
+    assert (plain.uuid, plain.num_chunks_from_msg) == ("", 0)  # not a chunk: no chunk fields
+
+
 def test_encode_entry_carries_the_schema_version_and_ordering_keys():
     sent = [dataclasses.replace(MESSAGES[0], ordering_key=b"\xffo"), MESSAGES[1]]
     entry = decode_entry(encode_entry("p", 7, 9, True, sent, VERSION))

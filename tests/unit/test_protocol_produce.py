@@ -79,7 +79,7 @@ class FakeTopic:
     def remove_producer(self, name: str, publisher: object = None) -> None:
         self.producers.pop(name, None)
 
-    def publish(self, producer, entry, count, lowest, highest, maybe_delayed=True, checked=False):  # type: ignore[no-untyped-def]
+    def publish(self, producer, entry, count, lowest, highest, maybe_delayed=True, checked=False, chunk=None):  # type: ignore[no-untyped-def]
         outcome: asyncio.Future[PublishResult] = asyncio.get_running_loop().create_future()
         self.published.append(Published(producer, entry, count, lowest, highest, maybe_delayed, outcome, checked))
         if self.settle_at_once:

@@ -104,6 +104,36 @@ class Entry(Protocol):
         broker gave a Pulsar producer that declared a schema (Pulsar's 8-byte big-endian
         long); the Magnetar SDK sends none."""
 
+    @property
+    def uuid(self) -> str:
+        """A chunk's message: ``<producer name>-<sequence id>`` ("": not a chunk)."""
+
+    @property
+    def chunk_id(self) -> int:
+        """Which chunk of its message this entry is (0 first)."""
+
+    @property
+    def num_chunks_from_msg(self) -> int:
+        """How many chunks its message was split into (0: not a chunk)."""
+
+    @property
+    def total_chunk_msg_size(self) -> int:
+        """The size of the whole chunked message's payload."""
+
+
+CHUNK_METADATA_ROOM: Final = 10 * 1024
+"""How much larger than the max message size a chunk's entry may be: a producer splits a
+message into payloads of at most the max message size each, and each chunk's metadata
+(with its uuid and chunk fields) comes on top. Pulsar's frame padding
+(``MESSAGE_SIZE_FRAME_PADDING``), the bound Pulsar's broker puts on a chunk."""
+
+
+def is_partial_chunk(entry: Entry) -> bool:
+    """Whether ``entry`` is a chunk of a chunked message other than its last. Every chunk
+    carries the message's sequence id and the last one completes the message, so
+    deduplication goes by the last chunk alone (as Pulsar's ``MessageDeduplication``)."""
+    return entry.num_chunks_from_msg > 1 and entry.chunk_id < entry.num_chunks_from_msg - 1
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -130,6 +160,10 @@ class OpaqueEntry:
     publish_time_ms: int = 0
     batched: bool = False
     schema_version: bytes = b""
+    uuid: str = ""
+    chunk_id: int = 0
+    num_chunks_from_msg: int = 0
+    total_chunk_msg_size: int = 0
 
 
 MIN_MESSAGE_BYTES: Final = 2
@@ -226,15 +260,18 @@ def publish_time(data: bytes) -> int:
 
 def encode_entry(
     producer_name: str, sequence_id: int, publish_time_ms: int, batched: bool, messages: Sequence[MessageView],
-    schema_version: bytes = b"",
+    schema_version: bytes = b"", chunk: Entry | None = None,
 ) -> bytes:
     """The bytes the Magnetar SDK stores for these messages (an ``EntryBatch``; fields at
     their defaults are left out, as the SDK leaves them), with the entry's schema version
-    (b"": none)."""
+    (b"": none) and, for a chunk of a chunked message, the chunk fields of ``chunk``."""
     out = _EntryBatch(
         producer_name=producer_name, sequence_id=sequence_id, publish_time_ms=publish_time_ms, batched=batched,
         schema_version=schema_version,
     )
+    if chunk is not None and chunk.num_chunks_from_msg > 1:
+        out.uuid, out.chunk_id = chunk.uuid, chunk.chunk_id
+        out.num_chunks_from_msg, out.total_chunk_msg_size = chunk.num_chunks_from_msg, chunk.total_chunk_msg_size
     for m in messages:
         msg = _SingleMessage(payload=m.payload, sequence_id=m.sequence_id)
         msg.properties.update(m.properties)

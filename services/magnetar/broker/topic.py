@@ -47,7 +47,15 @@ from magnetar.broker.access import EPOCH_PROPERTY, ProducerAccess, ProducerAcces
 from magnetar.broker.backlog import backlog_bytes, slowest
 from magnetar.broker.dedup import SNAPSHOT_PROPERTY, DedupState, Snapshot
 from magnetar.broker.dispatch.delayed import effective_deliver_at
-from magnetar.broker.entry import Entry, count_messages, decode_entry, publish_time, view_entry
+from magnetar.broker.entry import (
+    CHUNK_METADATA_ROOM,
+    Entry,
+    count_messages,
+    decode_entry,
+    is_partial_chunk,
+    publish_time,
+    view_entry,
+)
 from magnetar.broker.namespace_policies import NamespacePolicies, QuotaPolicy, QuotaType
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
@@ -186,7 +194,10 @@ class PersistentTopic:
             scanned, last = scanned + len(batch), batch[-1][0]
             for pos, data in batch:
                 eb = view_entry(data)  # an entry stored as sent, never parsed, names no producer
-                if eb.producer_name and eb.messages:
+                # A chunk before the last one does not complete its message (the
+                # producer resends the rest after a crash: its last chunk must not be
+                # taken for a resend).
+                if eb.producer_name and eb.messages and not is_partial_chunk(eb):
                     self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages), pos)
             position = self.ml.next_position(batch[-1][0])
         pushed = self._dedup.pushed
@@ -410,7 +421,7 @@ class PersistentTopic:
 
     def publish(
         self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool = True,
-        checked: bool = False,
+        checked: bool = False, chunk: tuple[int, int] | None = None,
     ) -> asyncio.Future[PublishResult]:  # fmt: skip
         """Store one entry (a batch); a resend recognised by deduplication is not stored.
 
@@ -420,6 +431,13 @@ class PersistentTopic:
         Pulsar door, for a message sent without batching: its frame decoder verified the
         checksum and parsed the metadata), so the entry is not checked again unless it
         must be decoded (``maybe_delayed``).
+        ``chunk``: (chunk id, number of chunks) of an entry that is a chunk of a chunked
+        message. All chunks carry the message's sequence id; deduplication neither checks
+        nor records a chunk before the last (as Pulsar's): the last one is recognised as a
+        resend, or recorded. A chunk's payload is as large as the max message size (its
+        door checks that) and its metadata comes on top: the entry may be up to
+        :data:`CHUNK_METADATA_ROOM` larger (Pulsar's broker bounds a chunk by its frame
+        size alone, max message size + 10 KiB).
 
         Returns a future (no task per publish: this is the hot path). It fails with
         MessageTooBig, ServiceClosed, ProducerBlockedQuotaExceeded, InvalidArgument (a
@@ -427,8 +445,9 @@ class PersistentTopic:
         owner) or the managed ledger's error.
         """
         loop = asyncio.get_running_loop()
-        if len(entry) > self.config.max_message_bytes:
-            return _failed(loop, MessageTooBig(len(entry), self.config.max_message_bytes))
+        limit = self.config.max_message_bytes + (CHUNK_METADATA_ROOM if chunk is not None else 0)
+        if len(entry) > limit:
+            return _failed(loop, MessageTooBig(len(entry), limit))
         if self._closed:
             return _failed(loop, ServiceClosed(f"topic {self.name} is closing"))
         if lowest_seq > INT64_MAX or highest_seq > INT64_MAX:
@@ -454,7 +473,8 @@ class PersistentTopic:
                 refused = _delay_error(parsed, self.policies)
         if refused is not None:
             return _failed(loop, refused)
-        tracked = self._dedup_tracked and bool(producer_name)
+        partial_chunk = chunk is not None and chunk[0] < chunk[1] - 1
+        tracked = self._dedup_tracked and bool(producer_name) and not partial_chunk
         if tracked:
             if self._dedup_complete and self.deduplication_enabled:
                 if lowest_seq <= self._dedup.persisted.get(producer_name, -1):

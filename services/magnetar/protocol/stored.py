@@ -35,7 +35,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from magnetar.common import compression
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import InvalidArgument, MessageTooBig
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.checksum import crc32c
 
@@ -89,6 +89,36 @@ def check_batch_count(metadata: pb.MessageMetadata, max_message_size: int) -> No
             f"a batch of {metadata.num_messages_in_batch} messages: at most {limit} fit in a message "
             f"of {max_message_size} bytes"
         )
+
+
+def check_chunk(metadata: pb.MessageMetadata, payload_size: int, max_message_size: int) -> tuple[int, int] | None:
+    """(chunk id, number of chunks) of a message sent as a chunk of a chunked message
+    (``num_chunks_from_msg`` over 1), None for any other. Pulsar's clients send a chunk
+    alone (never batched), with its message's ``uuid``, and cut the payload into parts of
+    at most ``max_message_size`` bytes.
+
+    Raises:
+        InvalidArgument: chunk fields that do not make a chunk (a chunk id outside
+            0..n-1, no uuid, a batched chunk, a part larger than the whole).
+        MessageTooBig: a chunk payload over ``max_message_size``.
+    """
+    n = metadata.num_chunks_from_msg
+    if n <= 1:
+        return None
+    chunk_id = metadata.chunk_id
+    if not 0 <= chunk_id < n:
+        raise InvalidArgument(f"chunk {chunk_id} of a message of {n} chunks: chunk ids are 0 to {n - 1}")
+    if not metadata.uuid:
+        raise InvalidArgument(f"chunk {chunk_id} of {n} without the uuid of its message")
+    if metadata.HasField("num_messages_in_batch"):
+        raise InvalidArgument("a chunk of a chunked message cannot be a batch (chunking needs batching off)")
+    if payload_size > max_message_size:
+        raise MessageTooBig(payload_size, max_message_size)
+    if payload_size > metadata.total_chunk_msg_size:
+        raise InvalidArgument(
+            f"chunk {chunk_id} of {n} holds {payload_size} bytes of a message of {metadata.total_chunk_msg_size}"
+        )
+    return chunk_id, n
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +182,22 @@ class PulsarEntry:
     @property
     def schema_version(self) -> bytes:
         return self.metadata.schema_version
+
+    @property
+    def uuid(self) -> str:
+        return self.metadata.uuid
+
+    @property
+    def chunk_id(self) -> int:
+        return self.metadata.chunk_id
+
+    @property
+    def num_chunks_from_msg(self) -> int:
+        return self.metadata.num_chunks_from_msg
+
+    @property
+    def total_chunk_msg_size(self) -> int:
+        return self.metadata.total_chunk_msg_size
 
 
 def stored_entry(metadata_bytes: bytes, payload: bytes, checksum: int | None = None) -> bytes:

@@ -61,7 +61,7 @@ from magnetar.common.errors import (
 from magnetar.common.names import check_subscription_name
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
-from magnetar.protocol.stored import check_batch_count, check_codec, stored_entry
+from magnetar.protocol.stored import check_batch_count, check_chunk, check_codec, stored_entry
 
 if TYPE_CHECKING:
     from magnetar.broker.authorizer import Authorizer
@@ -257,6 +257,7 @@ class Producers:
             # metadata alone, before a batch is decompressed or walked.
             check_codec(metadata, frame.metadata_bytes)
             check_batch_count(metadata, self.max_message_size)
+            chunk = check_chunk(metadata, len(frame.payload), self.max_message_size)
         except InvalidArgument as exc:
             self.host.write(commands.send_error(pid, seq, server_error(exc), exc.message))
             return
@@ -272,6 +273,7 @@ class Producers:
         published = producer.topic.publish(
             producer.name, entry, count, seq, highest, maybe_delayed=metadata.HasField("deliver_at_time"),
             checked=count == 1 and not metadata.HasField("num_messages_in_batch") and not metadata.compression,
+            chunk=chunk,
         )  # fmt: skip
         producer.pending.append((seq, highest, published))
         self.pending += 1

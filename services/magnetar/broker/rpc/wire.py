@@ -88,13 +88,15 @@ def deliveries(out: Iterable[Delivery], partition: int) -> pb.Deliveries:
 def sdk_entry(data: bytes) -> bytes:
     """A stored Pulsar entry as the ``EntryBatch`` the SDK reads (the same messages with
     their keys, ordering keys, properties and event times, the same producer, sequence
-    ids, publish time and schema version), decompressed; an unreadable one as stored."""
+    ids, publish time and schema version, and a chunk's uuid and chunk fields),
+    decompressed; an unreadable one as stored."""
     try:
         entry = decode_entry(data)
     except InvalidArgument:
         return data
     return encode_entry(
         entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched, entry.messages, entry.schema_version,
+        chunk=entry,
     )
 
 
