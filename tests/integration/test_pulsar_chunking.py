@@ -43,19 +43,23 @@ def _first_chunk(chunked_id: str) -> tuple[int, int]:
     return int(ledger), int(entry)
 
 
-async def test_pulsar_client_chunked_messages_round_trip_acked_and_sought(broker) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("codec", ["NONE", "LZ4"])
+async def test_pulsar_client_chunked_messages_round_trip_acked_and_sought(broker, codec: str) -> None:  # type: ignore[no-untyped-def]
     """Messages of about 3 and 2 times the broker's max message size go as chunks, each
     stored as its own entry (the receipt is the chunked id, first and last chunk); the
     consumer gets each whole, with the same id. Acking it acks every chunk (a new
-    consumer of the subscription gets nothing again); a seek to it gives it whole again."""
-    topic = f"persistent://{await new_namespace(broker.address, 'chunks')}/t"
+    consumer of the subscription gets nothing again); a seek to it gives it whole again.
+    With compression, the client compresses the whole message and cuts the compressed
+    bytes into chunks: no chunk decompresses alone, and each must still be stored."""
+    topic = f"persistent://{await new_namespace(broker.address, 'chunks')}/t{codec}"
     payloads = [os.urandom(3 * MAX_MESSAGE + 1000), b"small", os.urandom(2 * MAX_MESSAGE)]
 
     def run() -> tuple[list[str], list[tuple[bytes, str]], list[str], list[bytes], tuple[bytes, str]]:
         client = _client(broker.pulsar_url)
         try:
             consumer = client.subscribe(topic, "s")
-            producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, send_timeout_millis=10_000)
+            producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, send_timeout_millis=10_000,
+                                              compression_type=getattr(pulsar.CompressionType, codec))  # fmt: skip
             ids = [producer.send(p) for p in payloads]
             got = []
             for _ in payloads:

@@ -232,11 +232,15 @@ def decode(data: bytes, max_uncompressed: int = compression.MAX_UNCOMPRESSED_SIZ
 def opened(metadata: pb.MessageMetadata, payload: bytes, max_uncompressed: int) -> bytes:
     """The payload sent with ``metadata``, decompressed if it is compressed.
 
+    A chunk of a chunked message is the exception: Pulsar's clients compress the whole
+    message and cut the compressed bytes into chunks, so no chunk decompresses alone; its
+    part is returned as sent, and the consumer decompresses the message it reassembles.
+
     Raises:
         InvalidArgument: an unknown codec, an ``uncompressed_size`` over
             ``max_uncompressed``, a payload that does not decompress to it.
     """
-    if metadata.compression == _NONE:
+    if metadata.compression == _NONE or metadata.num_chunks_from_msg > 1:
         return payload
     return compression.decompress(metadata.compression, payload, metadata.uncompressed_size, max_uncompressed)
 
