@@ -132,7 +132,13 @@ def is_partial_chunk(entry: Entry) -> bool:
     """Whether ``entry`` is a chunk of a chunked message other than its last. Every chunk
     carries the message's sequence id and the last one completes the message, so
     deduplication goes by the last chunk alone (as Pulsar's ``MessageDeduplication``)."""
-    return entry.num_chunks_from_msg > 1 and entry.chunk_id < entry.num_chunks_from_msg - 1
+    return partial_chunk(entry.chunk_id, entry.num_chunks_from_msg)
+
+
+def partial_chunk(chunk_id: int, num_chunks: int) -> bool:
+    """Whether chunk ``chunk_id`` of a message sent in ``num_chunks`` chunks (0 or 1: not
+    chunked) is one before the last (see :func:`is_partial_chunk`)."""
+    return num_chunks > 1 and chunk_id < num_chunks - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ from magnetar.broker.entry import (
     count_messages,
     decode_entry,
     is_partial_chunk,
+    partial_chunk,
     publish_time,
     view_entry,
 )
@@ -473,8 +474,7 @@ class PersistentTopic:
                 refused = _delay_error(parsed, self.policies)
         if refused is not None:
             return _failed(loop, refused)
-        partial_chunk = chunk is not None and chunk[0] < chunk[1] - 1
-        tracked = self._dedup_tracked and bool(producer_name) and not partial_chunk
+        tracked = self._dedup_tracked and bool(producer_name) and not (chunk is not None and partial_chunk(*chunk))
         if tracked:
             if self._dedup_complete and self.deduplication_enabled:
                 if lowest_seq <= self._dedup.persisted.get(producer_name, -1):
