@@ -142,6 +142,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/dlq_replay.py
 	$(PY) bench/rate_limits.py
 	$(PY) bench/topics.py --consumers raw
+	$(PY) bench/codecs.py
 
 # Magnetar (its SDK, and pulsar-client through the Pulsar door) next to Redis Streams,
 # NATS JetStream and RabbitMQ quorum queues: the servers
