@@ -548,13 +548,17 @@ class BrokerService:
                 plain.add(str(name))
         return sorted(partitioned | plain)
 
-    async def topic_schema(self, topic: str) -> StoredSchema | None:
-        """The schema ``topic`` keeps (a partition: its partitioned topic's); None: none."""
-        return await self.schemas.get(str(self.parse(topic)))
+    async def topic_schema(self, topic: str, version: int | None = None) -> StoredSchema | None:
+        """The schema ``topic`` keeps (a partition: its partitioned topic's), its latest
+        version or ``version``; None: none (or no such version)."""
+        stored = await self.schemas.get(str(self.parse(topic)))
+        if stored is None or (version is not None and version != stored.version):
+            return None
+        return stored
 
-    async def declare_schema(self, topic: str, schema: SchemaInfo) -> StoredSchema:
-        """A producer or consumer of ``topic`` declares ``schema``: the first declared is
-        kept (version 0); the same again gets that version.
+    async def declare_schema(self, topic: str, schema: SchemaInfo, *, consumer: bool = False) -> StoredSchema:
+        """A producer (or, ``consumer``, a consumer or reader) of ``topic`` declares
+        ``schema``: the first declared is kept (version 0); the same again gets that version.
 
         Raises:
             IncompatibleSchema: the topic keeps another schema (one schema per topic until
