@@ -261,22 +261,31 @@ async def test_operations_on_a_closed_session_fail_clearly(zk_connect: str, zk_r
         await s.exists(zk_root)
 
 
-async def test_a_topic_keeps_the_first_schema_declared_for_it(zk_session: ZkSession) -> None:
-    from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
+async def test_a_topics_schema_history_is_versioned_and_racing_registrations_lose_nothing(zk_session: ZkSession) -> None:
+    from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
+    from magnetar.broker.schema.registry import SchemaRegistry, SchemaRules
+    from magnetar.metadata.schemas import SchemaInfo, ZkSchemaStore
 
     store = ZkSchemaStore(zk_session)
+    registry = SchemaRegistry(store)
     topic = "persistent://acme/orders/events"
-    assert await store.get(topic) is None
-    first, second = SchemaInfo(2, b'{"type":"record"}', {"k": "v"}), SchemaInfo(1)
-    kept = await asyncio.gather(store.get_or_create(topic, first), store.get_or_create(topic, second))
-    assert kept[0] == kept[1] and kept[0].version == 0  # racing declarations agree on one
-    assert await store.get(topic) == kept[0]
-    assert await store.get_or_create(f"{topic}-partition-3", second) == kept[0]  # a partition's is its topic's
+    assert await store.history(topic) == ()
+    first, second = SchemaInfo(1, b"", {"k": "v"}), SchemaInfo(1, b"other")
+    rules = SchemaRules(SchemaCompatibilityStrategy.ALWAYS_COMPATIBLE)
+    kept = await asyncio.gather(registry.put(topic, first, rules), registry.put(topic, second, rules))
+    assert sorted(k.version for k in kept) == [0, 1]  # compare-and-set: neither registration lost
+    history = await store.history(f"{topic}-partition-3")  # a partition's is its topic's
+    assert sorted((s.version, s.schema.data) for s in history) == sorted((k.version, k.schema.data) for k in kept)
+    assert await registry.delete(topic) == 2
     await store.delete(topic)
     await store.delete(topic)  # nothing to delete: nothing happens
-    assert await store.get(topic) is None
-    assert await store.get_or_create(topic, second) == StoredSchema(second)
+    assert await store.history(topic) == ()
+    # The single-schema document older brokers wrote is version 0.
+    old = zk_session.paths.schema("acme", "orders", "old")
+    await zk_session.create(old, encode({"type": 2, "data": "e30=", "properties": {}, "version": 0}), makepath=True)
+    assert (await registry.get("persistent://acme/orders/old")).schema == SchemaInfo(2, b"{}")
+    assert (await registry.put("persistent://acme/orders/old", second, rules)).version == 1
     path = zk_session.paths.schema("acme", "orders", "bad")
     await zk_session.create(path, encode({"type": 2, "data": "not base64!"}), makepath=True)
     with pytest.raises(CorruptMetadata):
-        await store.get("persistent://acme/orders/bad")
+        await store.history("persistent://acme/orders/bad")

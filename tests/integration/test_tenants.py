@@ -381,20 +381,22 @@ async def test_deleting_a_namespace_leaves_no_znode_of_it_behind(store: ZkTenant
     """Its topics' schemas (one left over with no topic, one deleted with its topic), its
     managed ledgers' folder and its partitioned topics' folder go with it, and with the
     tenant the tenant's folders."""
+    from magnetar.broker.schema.registry import SchemaRegistry, SchemaRules
     from magnetar.metadata.schemas import SchemaInfo, ZkSchemaStore
 
     schemas = ZkSchemaStore(zk_session)
+    registry = SchemaRegistry(schemas)
     await store.create_tenant("acme", {})
     await store.create_namespace("acme", "prod", {})
     await store.create_namespace("acme", "keep", {})
     for ns in ("prod", "keep"):
-        await schemas.get_or_create(f"persistent://acme/{ns}/orders", SchemaInfo(2, b'{"type":"string"}'))
-        await schemas.get_or_create(f"persistent://acme/{ns}/left", SchemaInfo(1))
+        await registry.put(f"persistent://acme/{ns}/orders", SchemaInfo(2, b'{"type":"string"}'), SchemaRules())
+        await registry.put(f"persistent://acme/{ns}/left", SchemaInfo(1), SchemaRules())
         await zk_session.ensure_path(zk_session.paths.managed_ledgers("acme", ns))  # as a topic's ledger makes it
     await schemas.delete("persistent://acme/prod/orders")  # as a topic delete does
     await store.delete_namespace("acme", "prod")
     assert await _znodes_naming(zk_session, zk_session.paths.root, "prod") == []
-    assert (await schemas.get("persistent://acme/keep/orders")).schema.type == 2  # the other namespace's kept
+    assert (await registry.get("persistent://acme/keep/orders")).schema.type == 2  # the other namespace's kept
     await schemas.delete("persistent://acme/keep/orders")
     await store.delete_namespace("acme", "keep")
     await store.delete_tenant("acme")

@@ -299,3 +299,25 @@ def test_eviction_point_leaves_at_most_the_limit_behind() -> None:
     for limit in (0, 250, 650, 1399):
         point = eviction_point(LEDGERS, limit)
         assert point is not None and backlog_bytes(LEDGERS, point) <= limit
+
+
+def test_schema_policies_take_pulsars_names_refuse_bad_values_and_round_trip() -> None:
+    from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
+
+    p = with_policy(NamespacePolicies(), PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY, "backward_transitive")
+    assert p.schema_compatibility_strategy is SchemaCompatibilityStrategy.BACKWARD_TRANSITIVE
+    p = with_policy(p, PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA, False)
+    p = with_policy(p, PolicyKind.SCHEMA_VALIDATION_ENFORCED, True)
+    assert (p.allow_auto_update_schema, p.validation_enforced) == (False, True)
+    assert (NamespacePolicies().allow_auto_update_schema, NamespacePolicies().validation_enforced) == (True, False)
+    with pytest.raises(InvalidArgument, match="unknown schemaCompatibilityStrategy 'SIDEWAYS'"):
+        with_policy(p, PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY, "SIDEWAYS")
+    with pytest.raises(InvalidArgument, match="isAllowAutoUpdateSchema"):
+        with_policy(p, PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA, "yes")
+    doc = merged({"other": 1}, p)
+    assert doc["schema_compatibility_strategy"] == "BACKWARD_TRANSITIVE" and doc["other"] == 1
+    assert from_document(doc) == p
+    cleared = without_policy(without_policy(p, PolicyKind.SCHEMA_VALIDATION_ENFORCED), PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA)
+    cleared = without_policy(cleared, PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY)
+    assert merged({"other": 1}, cleared) == {"other": 1}
+    assert checked(p) == p

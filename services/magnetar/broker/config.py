@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -104,6 +104,12 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """How often each served topic re-reads its namespace's policies (a change made
     through another broker) and expires messages past the message TTL and evicts
     backlog over a backlog quota (Pulsar checks every 5 minutes and every 60 s)."""
+    schema_compatibility_strategy: Literal[
+        "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+        "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
+    ] = "FULL"
+    """The schema compatibility strategy of namespaces whose ``schemaCompatibilityStrategy``
+    is UNDEFINED (Pulsar's broker setting of the same name; docs/schemas.md)."""
     gc_freeze_interval_s: float = Field(default=10.0, ge=0)
     """Every this often the live objects are frozen out of the garbage collector's passes
     (see magnetar.common.gcpolicy; 0: the default collector, with its pauses)."""

@@ -9,7 +9,8 @@ Stored keys (absent: not set, the broker's default applies): ``retention``
 ``deduplication``, ``delayed_delivery`` (``active``, ``tick_time_ms``,
 ``max_delivery_delay_ms``), ``publish_rate`` (``msg_rate``, ``byte_rate``),
 ``dispatch_rate`` (``msg_rate``, ``byte_rate``, ``relative_to_publish_rate``,
-``period_s``) and ``dead_letter_policy``. Other keys of the document are
+``period_s``), ``dead_letter_policy``, ``schema_compatibility_strategy`` (Pulsar's
+strategy name), ``is_allow_auto_update_schema`` and ``schema_validation_enforced``. Other keys of the document are
 kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
@@ -26,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.retention import RetentionPolicy
+from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
 from magnetar.common.names import NamespaceName
 from magnetar.metadata.errors import CorruptMetadata
@@ -38,6 +40,9 @@ DEDUPLICATION_KEY = "deduplication"
 DELAYED_KEY = "delayed_delivery"
 PUBLISH_RATE_KEY = "publish_rate"
 DISPATCH_RATE_KEY = "dispatch_rate"
+SCHEMA_STRATEGY_KEY = "schema_compatibility_strategy"
+SCHEMA_AUTO_UPDATE_KEY = "is_allow_auto_update_schema"
+SCHEMA_VALIDATION_KEY = "schema_validation_enforced"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -62,6 +67,9 @@ class PolicyKind(Enum):
     DEAD_LETTER = "deadLetterPolicy"
     PUBLISH_RATE = "publishRate"
     DISPATCH_RATE = "dispatchRate"
+    SCHEMA_COMPATIBILITY_STRATEGY = "schemaCompatibilityStrategy"
+    IS_ALLOW_AUTO_UPDATE_SCHEMA = "isAllowAutoUpdateSchema"
+    SCHEMA_VALIDATION_ENFORCED = "schemaValidationEnforced"
 
 
 class QuotaType(StrEnum):
@@ -146,6 +154,20 @@ class NamespacePolicies:
     dead_letter: DeadLetterDefaults | None = None
     publish_rate: PublishRate | None = None
     dispatch_rate: DispatchRate | None = None
+    schema_compatibility_strategy: SchemaCompatibilityStrategy | None = None
+    """None (or UNDEFINED, Pulsar's default): the broker's ``schema_compatibility_strategy``."""
+    is_allow_auto_update_schema: bool | None = None
+    """None: true (producers may register new compatible versions)."""
+    schema_validation_enforced: bool | None = None
+    """None: false (a producer without a schema may write to a topic with one)."""
+
+    @property
+    def allow_auto_update_schema(self) -> bool:
+        return self.is_allow_auto_update_schema is not False
+
+    @property
+    def validation_enforced(self) -> bool:
+        return self.schema_validation_enforced is True
 
     def quota(self, kind: QuotaType) -> BacklogQuota | None:
         return self.backlog_quotas.get(kind)
@@ -245,7 +267,8 @@ def with_policy(
     policies: NamespacePolicies, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
 ) -> NamespacePolicies:
     """``policies`` with ``kind`` set to ``value`` (RetentionPolicy, int seconds,
-    BacklogQuota, bool, DelayedDelivery, PublishRate, DispatchRate or DeadLetterDefaults), checked by Pulsar's rules.
+    BacklogQuota, bool, DelayedDelivery, PublishRate, DispatchRate, DeadLetterDefaults,
+    or a SchemaCompatibilityStrategy or its name), checked by Pulsar's rules.
 
     Raises:
         InvalidArgument: a bad value (400 in Pulsar's REST API).
@@ -272,6 +295,12 @@ def with_policy(
         return replace(policies, publish_rate=check_publish_rate(_typed(value, PublishRate, kind)))
     if kind is PolicyKind.DISPATCH_RATE:
         return replace(policies, dispatch_rate=check_dispatch_rate(_typed(value, DispatchRate, kind)))
+    if kind is PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY:
+        return replace(policies, schema_compatibility_strategy=SchemaCompatibilityStrategy.parse(value))
+    if kind is PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA:
+        return replace(policies, is_allow_auto_update_schema=_typed(value, bool, kind))
+    if kind is PolicyKind.SCHEMA_VALIDATION_ENFORCED:
+        return replace(policies, schema_validation_enforced=_typed(value, bool, kind))
     defaults = _typed(value, DeadLetterDefaults, kind)
     defaults.check()
     return replace(policies, dead_letter=defaults if defaults.to_document() else None)
@@ -295,6 +324,12 @@ def without_policy(
         return replace(policies, publish_rate=None)
     if kind is PolicyKind.DISPATCH_RATE:
         return replace(policies, dispatch_rate=None)
+    if kind is PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY:
+        return replace(policies, schema_compatibility_strategy=None)
+    if kind is PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA:
+        return replace(policies, is_allow_auto_update_schema=None)
+    if kind is PolicyKind.SCHEMA_VALIDATION_ENFORCED:
+        return replace(policies, schema_validation_enforced=None)
     return replace(policies, dead_letter=None)
 
 
@@ -313,6 +348,9 @@ def checked(policies: NamespacePolicies) -> NamespacePolicies:
         (PolicyKind.DEAD_LETTER, policies.dead_letter, QuotaType.DESTINATION_STORAGE),
         (PolicyKind.PUBLISH_RATE, policies.publish_rate, QuotaType.DESTINATION_STORAGE),
         (PolicyKind.DISPATCH_RATE, policies.dispatch_rate, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY, policies.schema_compatibility_strategy, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA, policies.is_allow_auto_update_schema, QuotaType.DESTINATION_STORAGE),
+        (PolicyKind.SCHEMA_VALIDATION_ENFORCED, policies.schema_validation_enforced, QuotaType.DESTINATION_STORAGE),
     ]
     for kind, value, quota_type in steps:
         if value is not None:
@@ -354,9 +392,17 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             dead_letter=None if dead_letter is None else DeadLetterDefaults.from_document(dead_letter),
             publish_rate=None if publish_rate is None else check_publish_rate(PublishRate(**publish_rate)),
             dispatch_rate=None if dispatch_rate is None else check_dispatch_rate(DispatchRate(**dispatch_rate)),
+            schema_compatibility_strategy=None if doc.get(SCHEMA_STRATEGY_KEY) is None
+            else SchemaCompatibilityStrategy.parse(doc[SCHEMA_STRATEGY_KEY]),
+            is_allow_auto_update_schema=doc.get(SCHEMA_AUTO_UPDATE_KEY),
+            schema_validation_enforced=doc.get(SCHEMA_VALIDATION_KEY),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
+        if policies.is_allow_auto_update_schema is not None:
+            _typed(policies.is_allow_auto_update_schema, bool, PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA)
+        if policies.schema_validation_enforced is not None:
+            _typed(policies.schema_validation_enforced, bool, PolicyKind.SCHEMA_VALIDATION_ENFORCED)
     except (TypeError, KeyError, ValueError, AttributeError, InvalidArgument) as exc:
         raise CorruptMetadata(f"namespace {where or '?'} has invalid policies: {exc}") from exc
     return policies
@@ -382,6 +428,10 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         DEAD_LETTER_KEY: None if dead_letter is None else dead_letter.to_document() or None,
         PUBLISH_RATE_KEY: None if policies.publish_rate is None else asdict(policies.publish_rate),
         DISPATCH_RATE_KEY: None if policies.dispatch_rate is None else asdict(policies.dispatch_rate),
+        SCHEMA_STRATEGY_KEY: None if policies.schema_compatibility_strategy is None
+        else policies.schema_compatibility_strategy.value,
+        SCHEMA_AUTO_UPDATE_KEY: policies.is_allow_auto_update_schema,
+        SCHEMA_VALIDATION_KEY: policies.schema_validation_enforced,
     }
 
 

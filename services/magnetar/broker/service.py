@@ -23,16 +23,18 @@ from magnetar.broker.namespace_policies import (
 from magnetar.broker.policy_task import NamespacePolicyTask
 from magnetar.broker.rates import RateSampler
 from magnetar.broker.retention import RetentionTask
+from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy, effective
+from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, SchemaRules
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
     AlreadyExists,
-    IncompatibleSchema,
     InvalidArgument,
     InvalidTopicName,
     MagnetarError,
     NotOwner,
     PreconditionFailed,
+    SchemaNotFound,
     TopicNotFound,
 )
 from magnetar.common.gcpolicy import GcPolicy
@@ -84,7 +86,7 @@ class BrokerService:
         self.ml_store = ml_store
         self.tenants = tenants
         self.ownership = ownership
-        self.schemas = ZkSchemaStore(session)
+        self.schema_registry = SchemaRegistry(ZkSchemaStore(session))
         self.ml_config = ManagedLedgerConfig(
             ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
             max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
@@ -548,29 +550,116 @@ class BrokerService:
                 plain.add(str(name))
         return sorted(partitioned | plain)
 
+    # -- schemas (the registry: broker/schema/; docs/schemas.md) ------------------------
+    def _schema_topic(self, topic: str) -> str:
+        """The name a topic's schema is kept under (a partition's: its partitioned topic's)."""
+        name = self.parse(topic)
+        return str(name.partitioned_topic_name if name.is_partition else name)
+
+    async def schema_rules(self, topic: str) -> SchemaRules:
+        """The schema rules of ``topic``'s namespace (its strategy resolved: UNDEFINED or
+        unset is the broker's ``schema_compatibility_strategy``).
+
+        Raises: NamespaceNotFound.
+        """
+        policies = await self.namespace_policies.get(str(self.parse(topic).namespace))
+        strategy = effective(
+            policies.schema_compatibility_strategy or SchemaCompatibilityStrategy.UNDEFINED,
+            SchemaCompatibilityStrategy.parse(self.config.schema_compatibility_strategy),
+        )
+        return SchemaRules(strategy, policies.allow_auto_update_schema, policies.validation_enforced)
+
     async def topic_schema(self, topic: str, version: int | None = None) -> StoredSchema | None:
         """The schema ``topic`` keeps (a partition: its partitioned topic's), its latest
-        version or ``version``; None: none (or no such version)."""
-        stored = await self.schemas.get(str(self.parse(topic)))
-        if stored is None or (version is not None and version != stored.version):
+        version or ``version``; None: none (deleted, or no such version)."""
+        try:
+            return await self.schema_registry.get(self._schema_topic(topic), version)
+        except SchemaNotFound:
             return None
-        return stored
 
     async def declare_schema(self, topic: str, schema: SchemaInfo, *, consumer: bool = False) -> StoredSchema:
         """A producer (or, ``consumer``, a consumer or reader) of ``topic`` declares
-        ``schema``: the first declared is kept (version 0); the same again gets that version.
+        ``schema`` (type NONE: bytes, no schema): the version it writes or reads with.
+
+        A producer's schema identical to a live version gets that version; a new one is
+        registered as the next version when the namespace's ``isAllowAutoUpdateSchema``
+        and its compatibility strategy allow. A consumer's is registered when the topic
+        has no schema and is idle (no producers, consumers or data), else checked against
+        the registered versions (it may read them; then the version identical to it, or
+        the latest). A producer without a schema is refused by
+        ``schemaValidationEnforced`` on a topic with one; a consumer without one is not
+        checked. Without a schema, the answer is version -1 of type NONE.
 
         Raises:
-            IncompatibleSchema: the topic keeps another schema (one schema per topic until
-                a registry with versions and compatibility rules).
+            IncompatibleSchema: refused (the message names the strategy, the version
+                and the first field that does not resolve).
+            InvalidSchema: the definition does not parse for its type.
+            NamespaceNotFound.
         """
-        kept = await self.schemas.get_or_create(str(self.parse(topic)), schema)
-        if not kept.schema.same_as(schema):
-            raise IncompatibleSchema(
-                f"topic {topic} keeps a schema of type {kept.schema.type} (version {kept.version}) and this one differs "
-                f"(type {schema.type}); a topic has one schema on this broker (no schema evolution yet)"
-            )
-        return kept
+        key = self._schema_topic(topic)
+        rules = await self.schema_rules(topic)
+        if schema.type == 0:
+            if not consumer:
+                await self.schema_registry.require_schema_for(key, rules)
+            return StoredSchema(schema, -1)
+        if not consumer:
+            return await self.schema_registry.put(key, schema, rules)
+        stored = await self.schema_registry.consume(key, schema, rules, idle=self._schema_idle(topic))
+        if stored is not None:
+            return stored
+        return await self.schema_registry.get(key)
+
+    def _schema_idle(self, topic: str) -> bool:
+        """No producer, no consumer and no data on ``topic`` here (Pulsar's test before
+        a consumer's schema is registered)."""
+        served = self.topics.get(str(self.parse(topic)))
+        if served is None:
+            return True
+        consumers = any(s.consumers for s in served.subscriptions.values())
+        return not served.producers and not consumers and served.ml.number_of_entries == 0
+
+    async def get_schema(self, topic: str, version: int | None = None) -> StoredSchema:
+        """Admin: the latest schema of ``topic``, or its ``version``.
+
+        Raises: SchemaNotFound (none, deleted, no such version); InvalidTopicName.
+        """
+        return await self.schema_registry.get(self._schema_topic(topic), version)
+
+    async def get_all_schemas(self, topic: str) -> list[StoredSchema]:
+        """Admin: every version since the last delete, oldest first (empty: none)."""
+        return list(await self.schema_registry.versions(self._schema_topic(topic)))
+
+    async def post_schema(self, topic: str, schema: SchemaInfo) -> StoredSchema:
+        """Admin upload: registered as a producer's schema (the namespace's strategy
+        applies; ``isAllowAutoUpdateSchema`` does not); an identical live version is
+        returned as it is.
+
+        Raises: IncompatibleSchema; InvalidSchema; InvalidArgument (type NONE: there is
+        nothing to upload); NamespaceNotFound.
+        """
+        if schema.type == 0:
+            raise InvalidArgument("a schema of type NONE (BYTES) is no schema: nothing to upload")
+        key = self._schema_topic(topic)
+        return await self.schema_registry.put(key, schema, await self.schema_rules(topic), admin=True)
+
+    async def delete_schema(self, topic: str) -> int | None:
+        """Admin: delete the schema (the delete is a version of its own; GET answers not
+        found afterwards and the next schema registers without a check). The delete's
+        version; None: the topic had no schema."""
+        return await self.schema_registry.delete(self._schema_topic(topic))
+
+    async def test_schema_compatibility(self, topic: str, schema: SchemaInfo) -> Compatibility:
+        """Admin: would ``schema`` be registered under the namespace's strategy? Stores
+        nothing. Raises: InvalidSchema; NamespaceNotFound."""
+        rules = await self.schema_rules(topic)
+        return await self.schema_registry.test(self._schema_topic(topic), schema, rules.strategy)
+
+    async def schema_version_of(self, topic: str, schema: SchemaInfo) -> int:
+        """Admin: the version of the live schema identical to ``schema``.
+
+        Raises: SchemaNotFound.
+        """
+        return await self.schema_registry.version_of(self._schema_topic(topic), schema)
 
     async def list_topic_partitions(self, namespace: str) -> list[str]:
         """Every topic of ``tenant/namespace`` as Pulsar's brokers list them to clients
@@ -616,7 +705,7 @@ class BrokerService:
         if partitions:
             await self.tenants.delete_partitioned_topic(name.tenant, name.namespace_part, name.local_name)
         if not name.is_partition:  # its schema goes with it (a partition's is its topic's)
-            await self.schemas.delete(str(name))
+            await self.schema_registry.drop(str(name))
 
     def new_producer_name(self) -> str:
         return f"{self.broker_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}"

@@ -115,9 +115,18 @@ class PreconditionFailed(InvalidArgument):
 
 
 class IncompatibleSchema(PreconditionFailed):
-    """A producer or consumer declared a schema other than the one its topic keeps."""
+    """A producer or consumer declared a schema its topic's registry refuses (incompatible
+    under the compatibility strategy, a new version while automatic updates are off, no
+    schema while ``schemaValidationEnforced``)."""
 
     code = "INCOMPATIBLE_SCHEMA"
+
+
+class InvalidSchema(InvalidArgument):
+    """A schema whose definition does not parse for its type (an Avro or JSON schema
+    that is not Avro, a PROTOBUF_NATIVE descriptor that does not decode...)."""
+
+    code = "INVALID_SCHEMA"
 
 
 class InvalidConfiguration(InvalidArgument):
@@ -195,6 +204,12 @@ class NamespaceNotFound(NotFound):
 
 class TopicNotFound(NotFound):
     code = "TOPIC_NOT_FOUND"
+
+
+class SchemaNotFound(NotFound):
+    """The topic has no schema (none registered, or deleted), or not the version asked for."""
+
+    code = "SCHEMA_NOT_FOUND"
 
 
 class SubscriptionNotFound(NotFound):

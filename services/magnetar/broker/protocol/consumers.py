@@ -247,7 +247,7 @@ class Consumers:
             await conn.authorizer.check(conn.role, Request(Action.CONSUME, topic_name, s.subscription))
         service.check_serving(f"subscribe to {topic_name}")
         topic = await service.get_topic(topic_name)
-        await declare_schema(service, topic_name, s.schema if s.HasField("schema") else None)
+        await declare_schema(service, topic_name, s.schema if s.HasField("schema") else None, consumer=True)
         start, inclusive = None, False
         if s.HasField("start_message_id"):
             mid = s.start_message_id

@@ -9,6 +9,7 @@ SERVER_ERRORS: dict[type[e.MagnetarError], pb.ServerError] = {
     e.ChecksumMismatch: pb.ChecksumError,
     e.InvalidTopicName: pb.InvalidTopicName,
     e.IncompatibleSchema: pb.IncompatibleSchema,
+    e.InvalidSchema: pb.IncompatibleSchema,  # as Pulsar's brokers answer a schema that does not parse
     e.InvalidArgument: pb.NotAllowedError,  # bad input, too-big messages, protocol errors
     e.TopicNotFound: pb.TopicNotFound,
     e.SubscriptionNotFound: pb.SubscriptionNotFound,

@@ -1,13 +1,15 @@
 """Schemas at the Pulsar protocol door: the schema a PRODUCER or SUBSCRIBE declares,
 GET_SCHEMA and GET_OR_CREATE_SCHEMA.
 
-Until a schema registry (versions, compatibility strategies), a topic keeps the first
-schema declared for it (:meth:`BrokerService.declare_schema`, version 0): the same schema
-again is served and gets that version, another one is refused (``IncompatibleSchema``).
-A declaration without a schema or of type NONE (pulsar-client's bytes, which sends none)
-is not checked, as Pulsar's brokers do while ``schemaValidationEnforced`` is off. The
-version travels as Pulsar's: 8 bytes, big-endian. Messages carry the version their
-producer got in their metadata, stored as sent.
+Each goes to the topic's schema registry (:meth:`BrokerService.declare_schema`,
+docs/schemas.md): a producer's schema gets the version identical to it or is registered
+as the next one when the namespace's compatibility strategy and
+``isAllowAutoUpdateSchema`` allow, else it is refused with ``IncompatibleSchema``; a
+consumer's is checked (registered when the topic has none and is idle). A producer
+without a schema or of type NONE (pulsar-client's bytes, which sends none) is refused on
+a topic with a schema only while ``schemaValidationEnforced``. The version travels as
+Pulsar's: 8 bytes, big-endian. Messages carry the version their producer got in their
+metadata, stored as sent.
 """
 
 from __future__ import annotations
@@ -57,17 +59,22 @@ def declared(schema: pb.Schema) -> SchemaInfo | None:
     return SchemaInfo(int(schema.type), bytes(schema.schema_data), {kv.key: kv.value for kv in schema.properties})
 
 
-async def declare(service: BrokerService, topic: str, schema: pb.Schema | None) -> bytes | None:
-    """Keep or check the schema a PRODUCER or SUBSCRIBE declares; its version's bytes
-    (None: the command declares none).
+async def declare(
+    service: BrokerService, topic: str, schema: pb.Schema | None, *, consumer: bool = False,
+) -> bytes | None:
+    """Register or check the schema a PRODUCER (or, ``consumer``, a SUBSCRIBE) declares;
+    its version's bytes (None: the command declares none).
 
     Raises:
-        IncompatibleSchema: the topic keeps another one.
+        IncompatibleSchema: the registry refuses it (or, ``schemaValidationEnforced``,
+            a producer without one). InvalidSchema: it does not parse.
     """
     info = declared(schema) if schema is not None else None
     if info is None:
+        if not consumer:
+            await service.declare_schema(topic, SchemaInfo(pb.Schema.NONE), consumer=False)
         return None
-    return version_bytes((await service.declare_schema(topic, info)).version)
+    return version_bytes((await service.declare_schema(topic, info, consumer=consumer)).version)
 
 
 def _wire(stored: StoredSchema, topic: str) -> pb.Schema:
@@ -78,19 +85,23 @@ def _wire(stored: StoredSchema, topic: str) -> pb.Schema:
 
 
 async def get_schema(conn: SchemaConnection, frame: Frame) -> None:
-    """GET_SCHEMA: the topic's schema, or error_code TopicNotFound (Pulsar's answer for a
-    topic without one, or without the version asked for)."""
+    """GET_SCHEMA: the topic's latest schema, or the version asked for (any registered
+    one); error_code TopicNotFound (Pulsar's answer) for none, a deleted one or no such
+    version."""
     request = frame.command.getSchema
     answer = pb.CommandGetSchemaResponse(request_id=request.request_id)
     try:
         topic = conn.topic_name(request.topic)
         if conn.authorizer is not None:
             await conn.authorizer.check(conn.role, Request(Action.LOOKUP, topic))
-        stored = await conn.service.topic_schema(topic)
+        version = None
+        if request.HasField("schema_version") and request.schema_version:
+            if len(request.schema_version) != _VERSION.size:
+                raise TopicNotFound(f"topic {topic} has no schema version {request.schema_version.hex()} (not 8 bytes)")
+            (version,) = _VERSION.unpack(request.schema_version)
+        stored = await conn.service.topic_schema(topic, version)
         if stored is None:
-            raise TopicNotFound(f"topic {topic} has no schema")
-        if request.HasField("schema_version") and request.schema_version != version_bytes(stored.version):
-            raise TopicNotFound(f"topic {topic} has no schema version {request.schema_version.hex()}")
+            raise TopicNotFound(f"topic {topic} has no schema" + ("" if version is None else f" version {version}"))
         answer.schema.CopyFrom(_wire(stored, topic))
         answer.schema_version = version_bytes(stored.version)
     except MagnetarError as exc:
@@ -102,8 +113,8 @@ async def get_schema(conn: SchemaConnection, frame: Frame) -> None:
 
 
 async def get_or_create_schema(conn: SchemaConnection, frame: Frame) -> None:
-    """GET_OR_CREATE_SCHEMA: the version of the schema given (kept when the topic has none),
-    or error_code IncompatibleSchema. Needs produce on the topic."""
+    """GET_OR_CREATE_SCHEMA: the version of the schema given, registered as a producer's
+    would be, or error_code IncompatibleSchema. Needs produce on the topic."""
     request = frame.command.getOrCreateSchema
     answer = pb.CommandGetOrCreateSchemaResponse(request_id=request.request_id)
     try:

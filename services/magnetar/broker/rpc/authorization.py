@@ -71,6 +71,13 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "UpdatePartitions": _topic(Action.ADMIN_TOPIC),
     "UnloadTopic": _topic(Action.ADMIN_TOPIC),
     "GetInternalStats": _topic(Action.ADMIN_TOPIC),
+    # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)
+    "GetTopicSchema": _topic(Action.LOOKUP),
+    "GetAllTopicSchemas": _topic(Action.LOOKUP),
+    "GetSchemaVersion": _topic(Action.LOOKUP),
+    "TestSchemaCompatibility": _topic(Action.LOOKUP),
+    "PostTopicSchema": _topic(Action.ADMIN_TOPIC),
+    "DeleteTopicSchema": _topic(Action.ADMIN_TOPIC),
     # namespaces, their policies and permissions
     "CreateNamespace": _namespace(Action.ADMIN_NAMESPACE),
     "DeleteNamespace": _namespace(Action.ADMIN_NAMESPACE),

@@ -19,6 +19,7 @@ from magnetar.broker.namespace_policies import (
     QuotaType,
 )
 from magnetar.broker.retention import RetentionPolicy
+from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.grpcutil import rpc_errors
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -42,6 +43,9 @@ _KINDS = {
     pb.POLICY_BACKLOG_QUOTA: PolicyKind.BACKLOG_QUOTA, pb.POLICY_DEDUPLICATION: PolicyKind.DEDUPLICATION,
     pb.POLICY_DELAYED_DELIVERY: PolicyKind.DELAYED_DELIVERY, pb.POLICY_DEAD_LETTER: PolicyKind.DEAD_LETTER,
     pb.POLICY_PUBLISH_RATE: PolicyKind.PUBLISH_RATE, pb.POLICY_DISPATCH_RATE: PolicyKind.DISPATCH_RATE,
+    pb.POLICY_SCHEMA_COMPATIBILITY_STRATEGY: PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY,
+    pb.POLICY_IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA,
+    pb.POLICY_SCHEMA_VALIDATION_ENFORCED: PolicyKind.SCHEMA_VALIDATION_ENFORCED,
 }
 
 
@@ -110,6 +114,10 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         dead_letter=dead_letter if dead_letter.to_document() else None,
         publish_rate=publish_rate_from_proto(p.publish_rate) if p.HasField("publish_rate") else None,
         dispatch_rate=dispatch_rate_from_proto(p.dispatch_rate) if p.HasField("dispatch_rate") else None,
+        schema_compatibility_strategy=SchemaCompatibilityStrategy.parse(p.schema_compatibility_strategy)
+        if p.HasField("schema_compatibility_strategy") else None,
+        is_allow_auto_update_schema=p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else None,
+        schema_validation_enforced=p.schema_validation_enforced if p.HasField("schema_validation_enforced") else None,
     )
 
 
@@ -144,6 +152,12 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
             msg_rate=dispatch.msg_rate, byte_rate=dispatch.byte_rate,
             relative_to_publish_rate=dispatch.relative_to_publish_rate, period_s=dispatch.period_s,
         ))
+    if policies.schema_compatibility_strategy is not None:
+        out.schema_compatibility_strategy = policies.schema_compatibility_strategy.value
+    if policies.is_allow_auto_update_schema is not None:
+        out.is_allow_auto_update_schema = policies.is_allow_auto_update_schema
+    if policies.schema_validation_enforced is not None:
+        out.schema_validation_enforced = policies.schema_validation_enforced
     return out
 
 
@@ -166,6 +180,12 @@ def _policy_value(request: pb.SetNamespacePolicyRequest) -> tuple[PolicyKind, ob
         return PolicyKind.PUBLISH_RATE, publish_rate_from_proto(request.publish_rate)
     if which == "dispatch_rate":
         return PolicyKind.DISPATCH_RATE, dispatch_rate_from_proto(request.dispatch_rate)
+    if which == "schema_compatibility_strategy":
+        return PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY, request.schema_compatibility_strategy
+    if which == "is_allow_auto_update_schema":
+        return PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA, request.is_allow_auto_update_schema
+    if which == "schema_validation_enforced":
+        return PolicyKind.SCHEMA_VALIDATION_ENFORCED, request.schema_validation_enforced
     raise InvalidArgument("give the policy to set")
 
 

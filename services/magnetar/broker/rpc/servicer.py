@@ -21,6 +21,7 @@ from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.rpc import wire
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
+from magnetar.broker.rpc.schemas import SchemaAdminRpcs
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
@@ -50,7 +51,9 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=position[0], entry_id=position[1], partition=partition, batch_index=-1)
 
 
-class BrokerServicer(SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, pb_grpc.BrokerServicer):
+class BrokerServicer(
+    SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, pb_grpc.BrokerServicer,
+):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         # Unary calls are checked by AuthorizationInterceptor; streams here.

@@ -1,0 +1,1 @@
+"""The schema registry's decisions: compatibility strategies and checks (pure, no ZooKeeper)."""
