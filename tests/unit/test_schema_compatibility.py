@@ -209,3 +209,13 @@ def test_strategy_names_and_the_undefined_fallback() -> None:
     assert effective(S.UNDEFINED, S.UNDEFINED) is S.FULL
     assert effective(S.BACKWARD, S.FORWARD) is S.BACKWARD
     assert SchemaType.parse("BYTES") is SchemaType.NONE and SchemaType.parse("avro") is SchemaType.AVRO
+
+
+def test_an_avro_definition_written_otherwise_is_the_same_schema() -> None:
+    from magnetar.broker.schema.compatibility import same_schema
+
+    spaced = SchemaInfo(int(SchemaType.AVRO), json.dumps(V1, indent=2, sort_keys=True).encode())
+    assert same_schema(avro_schema(V1), spaced)
+    assert incompatibility(avro_schema(V1), spaced, S.ALWAYS_INCOMPATIBLE) is None
+    assert not same_schema(avro_schema(V1), avro_schema(V2_DEFAULT))
+    assert not same_schema(SchemaInfo(int(SchemaType.STRING), b"{}"), SchemaInfo(int(SchemaType.STRING), b"{ }"))

@@ -198,3 +198,11 @@ def test_the_single_schema_document_of_older_brokers_reads_as_version_0() -> Non
     history = read_history({"type": 4, "data": "e30=", "properties": {"a": "b"}, "version": 0}, "/x")
     assert len(history) == 1 and history[0].version == 0 and history[0].schema.data == b"{}"
     assert not history[0].deleted
+
+
+async def test_a_producer_sending_an_uploaded_avro_definition_written_otherwise_gets_its_version(
+    registry: SchemaRegistry,
+) -> None:
+    uploaded = await registry.put(TOPIC, V0, SchemaRules(allow_auto_update=False), admin=True)
+    spaced = SchemaInfo(V0.type, json.dumps(json.loads(V0.data), indent=True).encode())
+    assert (await registry.put(TOPIC, spaced, SchemaRules(allow_auto_update=False))).version == uploaded.version == 0

@@ -7,8 +7,9 @@ brokers deciding at once on one topic each decide on what the other wrote.
 
 As Pulsar's brokers decide:
 
-- The *live* versions are those after the last delete. A schema identical (type and
-  definition) to a live version gets that version back, whatever the strategy.
+- The *live* versions are those after the last delete. A schema identical to a live
+  version (type and definition; an Avro definition however written) gets that version
+  back, whatever the strategy.
 - Otherwise a producer's new schema is added as the next version (one above the last,
   a delete included) when ``isAllowAutoUpdateSchema`` and it is compatible with the
   latest live version (every live version, newest first, for a ``_TRANSITIVE``
@@ -34,6 +35,7 @@ from magnetar.broker.schema.compatibility import (
     SchemaCompatibilityStrategy,
     SchemaType,
     first_incompatibility,
+    same_schema,
     validate,
 )
 from magnetar.common.errors import IncompatibleSchema, SchemaNotFound
@@ -99,7 +101,7 @@ def find(history: SchemaHistory, version: int) -> StoredSchema | None:
 def identical(history: SchemaHistory, schema: SchemaInfo) -> StoredSchema | None:
     """The live version identical to ``schema`` (the newest such), None: none."""
     for stored in reversed(live(history)):
-        if stored.schema.same_as(schema):
+        if same_schema(stored.schema, schema):
             return stored
     return None
 
