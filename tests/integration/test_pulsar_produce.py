@@ -357,9 +357,12 @@ async def test_ordering_keys_and_the_schema_version_reach_the_sdk_as_pulsar_clie
     def produce_and_read() -> list[tuple]:
         client = _client(cluster.urls[0])
         try:
-            consumer = client.subscribe(topic, "p", schema=pulsar.schema.StringSchema())
+            # The producer first: it registers the schema. A consumer with a schema on a
+            # topic without one that is not idle (the SDK's consumer is on it) is refused,
+            # as Pulsar's brokers refuse it ("Topic does not have schema to check").
             producer = client.create_producer(topic, schema=pulsar.schema.StringSchema(), batching_enabled=batching,
                                               batching_max_publish_delay_ms=20)  # fmt: skip
+            consumer = client.subscribe(topic, "p", schema=pulsar.schema.StringSchema())
             for i in range(count):
                 producer.send_async(f"m{i}", None, ordering_key=f"lane-{i % 2}")
             producer.flush()
