@@ -127,7 +127,8 @@ async def test_an_incompatible_schema_is_refused_and_the_topic_keeps_serving_its
 ) -> None:
     """The namespace leaves the strategy UNDEFINED: the broker's default, FULL. A Record
     whose new field has no default, or whose field changes type, is refused with
-    pulsar-client's IncompatibleSchema; the producer with version 0 goes on sending."""
+    pulsar-client's IncompatibleSchema and not stored; the producer with version 0 goes
+    on sending; a field added with a default is FULL-compatible: version 1."""
     ns = await _namespace(shared_cluster)
     topic = f"persistent://{ns}/orders"
     changed = type("Order", (Record,), {"_avro_namespace": "acme", "item": Integer()})
@@ -139,7 +140,8 @@ async def test_an_incompatible_schema_is_refused_and_the_topic_keeps_serving_its
             producer = client.create_producer(topic, schema=AvroSchema(V0))
             producer.send(V0(item="first"))
             refused = [_refusal(client, topic, schema=AvroSchema(NO_DEFAULT)),
-                       _refusal(client, topic, schema=AvroSchema(changed))]  # fmt: skip
+                       _refusal(client, topic, schema=AvroSchema(changed)),
+                       _refusal(client, topic, schema=AvroSchema(V1))]  # fmt: skip
             producer.send(V0(item="after"))
             got = []
             for _ in range(2):
@@ -150,9 +152,11 @@ async def test_an_incompatible_schema_is_refused_and_the_topic_keeps_serving_its
             client.close()
 
     refused, got = await asyncio.to_thread(run)
-    assert refused == ["IncompatibleSchema", "IncompatibleSchema"]
+    assert refused == ["IncompatibleSchema", "IncompatibleSchema", "created"]  # V1 is FULL-compatible
     assert got == ["first", "after"]
-    assert (await _get_schema(shared_cluster.broker.protocol_port, topic, 1)).error_code == pb.TopicNotFound
+    port = shared_cluster.broker.protocol_port
+    assert json.loads((await _get_schema(port, topic, 1)).schema.schema_data) == V1.schema()
+    assert (await _get_schema(port, topic, 2)).error_code == pb.TopicNotFound  # nothing refused was stored
 
 
 async def test_auto_update_off_takes_only_uploaded_versions_and_validation_enforced_refuses_bytes(
