@@ -189,6 +189,9 @@ def test_key_value_checks_its_key_and_value_each_by_its_type() -> None:
     assert "type" in (incompatibility(old, _key_value(SchemaInfo(int(SchemaType.INT32)), avro_schema(V1)), S.FULL) or "")
     with pytest.raises(InvalidSchema, match="KEY_VALUE"):
         validate(SchemaInfo(int(SchemaType.KEY_VALUE), b"\x00\x00\x00\x09ab"))
+    unknown = _key_value(string, string)
+    with pytest.raises(InvalidSchema, match="KEY_VALUE schema's key: unknown schema type 'WHAT'"):
+        validate(SchemaInfo(unknown.type, unknown.data, {**unknown.properties, "key.schema.type": "WHAT"}))
 
 
 def test_definitions_that_do_not_parse_are_refused_clearly() -> None:

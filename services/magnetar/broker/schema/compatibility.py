@@ -124,9 +124,10 @@ def validate(schema: SchemaInfo) -> None:
     Raises:
         InvalidSchema: it does not parse, or the type is unknown.
     """
-    kind = SchemaType.parse(schema.type) if schema.type in SchemaType._value2member_map_ else None
-    if kind is None:
-        raise InvalidSchema(f"unknown schema type {schema.type}")
+    try:
+        kind = SchemaType(schema.type)
+    except ValueError:
+        raise InvalidSchema(f"unknown schema type {schema.type}") from None
     if kind in (SchemaType.AVRO, SchemaType.JSON, SchemaType.PROTOBUF):
         _avro(schema.data, kind)
     elif kind is SchemaType.PROTOBUF_NATIVE:
@@ -253,7 +254,10 @@ def _key_value(schema: SchemaInfo) -> tuple[SchemaInfo, SchemaInfo]:
         raise InvalidSchema(f"the KEY_VALUE schema's data is not a key and a value definition: {exc}") from None
     out = []
     for part, raw in zip(("key", "value"), parts, strict=True):
-        kind = SchemaType.parse(schema.properties.get(f"{part}.schema.type", "BYTES"))
+        try:
+            kind = SchemaType.parse(schema.properties.get(f"{part}.schema.type", "BYTES"))
+        except InvalidArgument as exc:
+            raise InvalidSchema(f"the KEY_VALUE schema's {part}: {exc.message}") from None
         out.append(SchemaInfo(int(kind), raw, _properties(schema.properties.get(f"{part}.schema.properties"))))
     return out[0], out[1]
 
