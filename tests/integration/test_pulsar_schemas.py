@@ -194,3 +194,33 @@ async def test_auto_update_off_takes_only_uploaded_versions_and_validation_enfor
             client.close()
 
     assert await asyncio.to_thread(bytes_elsewhere) == "created"  # a topic without a schema takes bytes
+
+
+async def test_get_or_create_schema_registers_refuses_and_rejects_a_definition_that_does_not_parse(
+    shared_cluster,  # type: ignore[no-untyped-def]
+) -> None:
+    """GET_OR_CREATE_SCHEMA goes to the registry as a producer's schema: a new topic's
+    first schema is version 0, the same definition written otherwise is still 0, a
+    compatible one 1, a definition that is not Avro is refused with IncompatibleSchema
+    saying so, and nothing refused is stored."""
+    ns = await _namespace(shared_cluster)
+    topic = f"persistent://{ns}/created"
+    port = shared_cluster.broker.protocol_port
+
+    async def get_or_create(data: bytes) -> pb.CommandGetOrCreateSchemaResponse:
+        async with await RawPulsarConnection.open("127.0.0.1", port) as conn:
+            await conn.handshake()
+            schema = pb.Schema(name=topic, schema_data=data, type=pb.Schema.Avro)
+            request = pb.CommandGetOrCreateSchema(request_id=3, topic=topic, schema=schema)
+            await conn.send(pb.BaseCommand(type=pb.BaseCommand.GET_OR_CREATE_SCHEMA, getOrCreateSchema=request))
+            return (await conn.receive()).command.getOrCreateSchemaResponse
+
+    answers = [
+        await get_or_create(json.dumps(V0.schema()).encode()),
+        await get_or_create(json.dumps(V0.schema(), indent=4).encode()),
+        await get_or_create(json.dumps(V1.schema()).encode()),
+        await get_or_create(b'{"type": "record", "name": "Order"'),
+    ]
+    assert [a.schema_version for a in answers[:3]] == [i.to_bytes(8, "big") for i in (0, 0, 1)]
+    assert answers[3].error_code == pb.IncompatibleSchema and "does not parse" in answers[3].error_message
+    assert (await _get_schema(port, topic, 2)).error_code == pb.TopicNotFound
