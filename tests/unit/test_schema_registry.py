@@ -206,3 +206,18 @@ async def test_a_producer_sending_an_uploaded_avro_definition_written_otherwise_
     uploaded = await registry.put(TOPIC, V0, SchemaRules(allow_auto_update=False), admin=True)
     spaced = SchemaInfo(V0.type, json.dumps(json.loads(V0.data), indent=True).encode())
     assert (await registry.put(TOPIC, spaced, SchemaRules(allow_auto_update=False))).version == uploaded.version == 0
+
+
+def test_the_schema_admin_rpcs_ask_lookup_to_read_and_a_tenant_admin_to_change() -> None:
+    from magnetar.broker.authorization import Action
+    from magnetar.broker.rpc.authorization import SERVICE, request_of
+    from magnetar.proto.v1 import broker_pb2 as pb
+
+    reads = {"GetTopicSchema": pb.GetTopicSchemaRequest(topic=TOPIC), "GetAllTopicSchemas": pb.GetAllTopicSchemasRequest(topic=TOPIC),
+             "GetSchemaVersion": pb.TopicSchemaRequest(topic=TOPIC), "TestSchemaCompatibility": pb.TopicSchemaRequest(topic=TOPIC)}
+    writes = {"PostTopicSchema": pb.TopicSchemaRequest(topic=TOPIC), "DeleteTopicSchema": pb.DeleteTopicSchemaRequest(topic=TOPIC)}
+    for method, message in reads.items():
+        asked = request_of(SERVICE + method, message)
+        assert (asked.action, asked.topic) == (Action.LOOKUP, TOPIC), method
+    for method, message in writes.items():
+        assert request_of(SERVICE + method, message).action is Action.ADMIN_TOPIC, method
