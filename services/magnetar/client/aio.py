@@ -23,6 +23,7 @@ from datetime import timedelta
 from magnetar.common.errors import AlreadyClosed, InvalidArgument, InvalidConfiguration
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.schema import Schema
 
 from .auth import (
     AuthenticationBasic,
@@ -58,6 +59,7 @@ from .options import (
 )
 from .producer import Producer
 from .reader import Reader
+from .schemas import check_schema
 
 __all__ = [
     "AuthenticationBasic",
@@ -174,6 +176,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        schema: Schema = PRODUCER_DEFAULTS.schema,
         initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
@@ -240,6 +243,7 @@ class Client:
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             access_mode=ProducerAccessMode.of(access_mode),
+            schema=check_schema(schema),
         )
         producer = await Producer.create(self._pool, topic, conf)
         self._producers.add(producer)
@@ -250,6 +254,7 @@ class Client:
         topic: Topics,
         subscription_name: str,
         consumer_type: ConsumerType = CONSUMER_DEFAULTS.consumer_type,
+        schema: Schema = CONSUMER_DEFAULTS.schema,
         consumer_name: str | None = None,
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         priority_level: int = CONSUMER_DEFAULTS.priority_level,
@@ -319,6 +324,7 @@ class Client:
             batch_receive_policy=batch_receive_policy,
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
+            schema=check_schema(schema),
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)
@@ -330,6 +336,7 @@ class Client:
         self,
         topic: str,
         start_message_id: MessageId,
+        schema: Schema = CONSUMER_DEFAULTS.schema,
         reader_name: str | None = None,
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
@@ -350,6 +357,7 @@ class Client:
             self._pool,
             topic,
             start_message_id,
+            schema=check_schema(schema),
             reader_name=reader_name,
             receiver_queue_size=receiver_queue_size,
             subscription_role_prefix=subscription_role_prefix,
