@@ -14,6 +14,7 @@ import pulsar.schema as ps
 import pytest
 from google.protobuf import timestamp_pb2
 
+import magnetar
 import magnetar.asyncio as mg
 import magnetar.schema as ms
 from magnetar.client.schemas import version_number
@@ -141,6 +142,28 @@ async def test_a_schema_other_than_the_topics_is_refused_and_changes_nothing(clu
         assert (await consumer.receive(10_000)).value().sensor == "still"
         with pytest.raises(TypeError):
             await producer.send(b"not a reading")  # refused before anything is sent
+        # A bytes producer declares nothing (not checked): what it writes does not decode,
+        # value() says so, and the consumer goes on.
+        raw = await client.create_producer(topic)
+        await raw.send(b"\xff\xff not avro")
+        await producer.send(OurReading(sensor="after"))
+        bad, after = await consumer.receive(10_000), await consumer.receive(10_000)
+        with pytest.raises(mg.InvalidMessage):
+            bad.value()
+        assert bad.data() == b"\xff\xff not avro" and after.value().sensor == "after"
         assert (await client._pool.get_schema(topic)).schema.type == int(ms.SchemaType.AVRO)
         assert await client._pool.get_schema(topic, 7) is None
         assert await client._pool.get_schema(await _topic(cluster, "no-schema")) is None
+
+
+def test_the_blocking_client_takes_schemas_too(cluster) -> None:
+    topic = asyncio.run(_topic(cluster, "blocking"))
+    schema = ms.JsonSchema(OurReading)
+    with magnetar.Client(cluster.address) as client:
+        consumer = client.subscribe(topic, "s", magnetar.ConsumerType.Shared, schema)  # pulsar-client's position
+        producer = client.create_producer(topic, None, schema)
+        producer.send(OurReading(sensor="blocking", unit=Unit.CELSIUS))
+        msg = consumer.receive(10_000)
+        assert msg.value() == OurReading(sensor="blocking", unit=Unit.CELSIUS)
+        reader = client.create_reader(topic, magnetar.MessageId.earliest, schema)
+        assert reader.read_next(10_000).value().sensor == "blocking"

@@ -212,6 +212,10 @@ class Client:
         ProducerFenced). An exclusive producer that reconnects keeps its topic epoch:
         when another took the topic meanwhile it is fenced (ProducerFenced) for good.
 
+        ``schema`` (a :mod:`magnetar.schema` schema, default ``BytesSchema()``): what
+        ``send`` encodes values with; declared to the broker when the producer opens
+        (bytes declare nothing), and its version carried by every entry written.
+
         ``compression_type``: each batch's messages are compressed together with that
         codec as Pulsar's producers compress them (the batch's header is not), and every
         consumer door, pulsar-client's included, reads them decompressed.
@@ -221,6 +225,8 @@ class Client:
                 ``initial_sequence_id`` other than None or an int >= 0, an unknown
                 ``access_mode`` or ``compression_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
+            IncompatibleSchema: the topic's schema does not accept ``schema``.
+            TypeError: ``schema`` is not a :class:`magnetar.schema.Schema`.
         """
         self._check_open()
         check_hashing_scheme(hashing_scheme)
@@ -280,6 +286,9 @@ class Client:
 
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
         :class:`ConsumerBatchReceivePolicy`; None: its defaults).
+
+        ``schema`` (default ``BytesSchema()``): what ``Message.value()`` decodes payloads
+        with (see docs/client.md, "Schemas"); declared to the broker on subscribing.
 
         ``key_shared_policy``: on a KeyShared subscription, a
         :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
@@ -345,7 +354,8 @@ class Client:
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
         :mod:`magnetar.client.reader`). ``reader_listener``: ``fn(reader, message)`` for
-        each message, as ``message_listener`` of :meth:`subscribe`.
+        each message, as ``message_listener`` of :meth:`subscribe`. ``schema``: as
+        :meth:`subscribe`'s.
 
         Raises:
             InvalidArgument: a specific start id on a partitioned topic.

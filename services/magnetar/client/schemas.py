@@ -16,15 +16,24 @@ import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from magnetar.common.errors import InvalidMessage, MagnetarError
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.schema import BytesSchema, Schema, SchemaInfo, SchemaType
 
-if TYPE_CHECKING:
-    from .message import Message
+
+class Received(Protocol):
+    """What decoding reads of a received message (:class:`.message.Message`)."""
+
+    def data(self) -> bytes: ...
+
+    def schema_version(self) -> bytes: ...
+
+    def message_id(self) -> object: ...
+
+    def topic_name(self) -> str: ...
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +143,7 @@ class MessageDecoder:
             if version is not None and self._writers.get(self.topic, version) is None:
                 await self._writers.load(self.topic, version)
 
-    def value(self, msg: Message) -> Any:
+    def value(self, msg: Received) -> Any:
         """``msg``'s payload decoded.
 
         Raises:
