@@ -85,11 +85,11 @@ async def test_each_schema_type_round_trips_through_the_sdk(cluster) -> None:
                 await handle.close()
 
 
-def _pulsar_side(url: str, topic: str, ours_sent: int) -> list[dict]:
+def _pulsar_side(url: str, topic: str, kind: str, ours_sent: int) -> list[dict]:
     """pulsar-client: produce two readings with the same Record, then read everything."""
     client = pulsar_client(url, operation_timeout_seconds=15)
     try:
-        schema = ps.AvroSchema(TheirReading)
+        schema = getattr(ps, kind)(TheirReading)
         consumer = client.subscribe(topic, "pulsar-client", schema=schema, initial_position=pulsar.InitialPosition.Earliest)
         producer = client.create_producer(topic, schema=schema)
         producer.send(TheirReading(sensor="pulsar-1", value=1.0, unit=Unit.KELVIN))
@@ -104,19 +104,21 @@ def _pulsar_side(url: str, topic: str, ours_sent: int) -> list[dict]:
         client.close()
 
 
-async def test_our_sdk_and_pulsar_client_share_one_avro_topic(cluster) -> None:
-    topic = await _topic(cluster, "shared-avro")
+@pytest.mark.parametrize("kind", ["AvroSchema", "JsonSchema"])
+async def test_our_sdk_and_pulsar_client_share_one_topic(cluster, kind: str) -> None:
+    topic = await _topic(cluster, f"shared-{kind}")
     ours = [OurReading(sensor="sdk-1", value=0.25, unit=Unit.CELSIUS), OurReading(sensor="sdk-2", tags={"from": "sdk"})]
     async with mg.Client(cluster.address) as client:
-        consumer = await client.subscribe(topic, "sdk", schema=ms.AvroSchema(OurReading), initial_position=mg.InitialPosition.Earliest)
-        producer = await client.create_producer(topic, schema=ms.AvroSchema(OurReading))
+        schema = getattr(ms, kind)(OurReading)
+        consumer = await client.subscribe(topic, "sdk", schema=schema, initial_position=mg.InitialPosition.Earliest)
+        producer = await client.create_producer(topic, schema=getattr(ms, kind)(OurReading))
         for value in ours:
             await producer.send(value)
-        theirs_read = await asyncio.to_thread(_pulsar_side, cluster.pulsar_url, topic, len(ours))
+        theirs_read = await asyncio.to_thread(_pulsar_side, cluster.pulsar_url, topic, kind, len(ours))
         ours_read = [(await consumer.receive(10_000)).value() for _ in range(4)]
-        # The writer's schema version was fetched (GetSchema) and kept for the topic.
-        known = client._pool.writer_schemas.get(topic, 0)
-        assert isinstance(known, ms.SchemaInfo) and known.schema_type() == ms.SchemaType.AVRO
+        if kind == "AvroSchema":  # the writer's version was fetched (GetSchema) and kept for the topic
+            known = client._pool.writer_schemas.get(topic, 0)
+            assert isinstance(known, ms.SchemaInfo) and known.schema_type() == ms.SchemaType.AVRO
     expected = [
         {"sensor": "sdk-1", "value": 0.25, "unit": Unit.CELSIUS, "tags": None},
         {"sensor": "sdk-2", "value": None, "unit": None, "tags": {"from": "sdk"}},

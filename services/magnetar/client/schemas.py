@@ -132,7 +132,10 @@ class MessageDecoder:
         return None if isinstance(schema, BytesSchema) else cls(schema, topic, writers)
 
     async def prepare(self, deliveries: Any) -> None:
-        """Fetch the schema versions these deliveries' entries were written with."""
+        """Fetch the schema versions these deliveries' entries were written with.
+
+        Each entry is parsed once more here for its version (about 16 µs for an entry
+        of 1,000 small Avro records, against some 4 ms to decode their values)."""
         if not self._needs_writer:
             return
         for delivery in deliveries:

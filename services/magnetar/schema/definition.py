@@ -248,7 +248,7 @@ class RecordMeta(type):
             fields: dict[str, Any] = {}
             for attr, value in namespace.items():
                 if isinstance(value, enum.EnumMeta):
-                    value = CustomEnum(value)
+                    value = CustomEnum(value)  # type: ignore[arg-type]
                 elif isinstance(value, RecordMeta):
                     value = value()  # a nested record is held as an instance
                 if isinstance(value, (Record, Field)):
@@ -333,7 +333,7 @@ class Record(metaclass=RecordMeta):
     def type(self) -> str:
         return type(self).__name__
 
-    def python_type(self) -> type:
+    def python_type(self) -> Any:
         return type(self)
 
     def validate_type(self, name: str, val: Any) -> Any:

@@ -115,7 +115,7 @@ def _writer_parts(writer: SchemaInfo) -> tuple[SchemaInfo | None, SchemaInfo | N
     props = writer.properties()
     out: list[SchemaInfo | None] = []
     for side, data in zip(("key", "value"), split(writer.data), strict=True):
-        kind = props.get(f"{side}.schema.type")
+        kind = props.get(f"{side}.schema.type", "")
         if data is None or kind not in SchemaType.__members__:
             out.append(None)
         else:
