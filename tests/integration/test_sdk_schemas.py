@@ -169,3 +169,28 @@ def test_the_blocking_client_takes_schemas_too(cluster) -> None:
         assert msg.value() == OurReading(sensor="blocking", unit=Unit.CELSIUS)
         reader = client.create_reader(topic, magnetar.MessageId.earliest, schema)
         assert reader.read_next(10_000).value().sensor == "blocking"
+
+
+def _pulsar_send(url: str, topic: str, schema, value) -> None:
+    client = pulsar_client(url, operation_timeout_seconds=15)
+    try:
+        client.create_producer(topic, schema=schema).send(value)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("kind", ["string", "protobuf-native"])
+async def test_pulsar_client_declares_the_same_string_and_protobuf_schemas(cluster, kind: str) -> None:
+    """pulsar-client declares first; our SDK's producer and consumer declare the same
+    schema (not refused) and read pulsar-client's message."""
+    topic = await _topic(cluster, f"pulsar-first-{kind}")
+    theirs, value = {
+        "string": (ps.StringSchema(), "from pulsar-client"),
+        "protobuf-native": (ps.ProtobufNativeSchema(timestamp_pb2.Timestamp), timestamp_pb2.Timestamp(seconds=5)),
+    }[kind]
+    await asyncio.to_thread(_pulsar_send, cluster.pulsar_url, topic, theirs, value)
+    make = CASES[kind][1]
+    async with mg.Client(cluster.address) as client:
+        await (await client.create_producer(topic, schema=make())).close()
+        consumer = await client.subscribe(topic, "s", schema=make(), initial_position=mg.InitialPosition.Earliest)
+        assert (await consumer.receive(10_000)).value() == value

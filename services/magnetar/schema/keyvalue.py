@@ -6,8 +6,8 @@ key instead). The payload: the key's encoding and the value's, each after its le
 (a 4-byte big-endian int; -1: None). The definition is Pulsar's KEY_VALUE layout: the
 key schema's definition and the value schema's, each after its length, with the
 properties ``key.schema.name``, ``key.schema.type``, ``key.schema.properties`` (JSON),
-the same for ``value.``, and ``kv.encoding.type`` = ``INLINE``; a BYTES part's
-definition is ``""``, as Java writes it.
+the same for ``value.``, and ``kv.encoding.type`` = ``INLINE``; a primitive part's
+(bytes, string) definition is empty, as Java writes it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ class KeyValue(NamedTuple):
     value: Any
 
 
+_STRUCTURED = (SchemaType.JSON, SchemaType.PROTOBUF, SchemaType.AVRO, SchemaType.KEY_VALUE, SchemaType.PROTOBUF_NATIVE)
+
+
 def _part(info: SchemaInfo) -> bytes:
-    return b'""' if info.schema_type() == SchemaType.BYTES else info.data
+    """A part's definition in the KEY_VALUE definition: none for a primitive (bytes,
+    string), as Java writes it."""
+    return info.data if info.schema_type() in _STRUCTURED else b""
 
 
 def _lengthed(first: bytes | None, second: bytes | None) -> bytes:
