@@ -124,3 +124,28 @@ async def test_a_version_the_broker_refuses_is_kept_as_the_error_a_lost_broker_i
     await decoder.prepare([_delivery([written], 6)])
     assert isinstance(writers.get(TOPIC, 6), TopicNotFound)
     assert registry.calls.count((TOPIC, 5)) == 1
+
+
+def test_a_value_the_producers_schema_cannot_encode_raises_before_anything_is_queued() -> None:
+    from magnetar.client.producer import encode_value
+    from magnetar.common.errors import InvalidArgument
+
+    with pytest.raises(TypeError, match="expected type"):
+        encode_value(ms.StringSchema(), b"bytes")
+    with pytest.raises(TypeError, match="must be string"):  # fastavro's: a required field missing
+        encode_value(ms.AvroSchema(None, V1.schema()), {"sensor": None})
+    with pytest.raises(ValueError, match="dict"):
+        encode_value(ms.AvroSchema(None, V1.schema()), ["not", "a", "dict"])
+
+    class Broken(ms.Schema):
+        def __init__(self) -> None:
+            super().__init__(int, ms.SchemaType.INT32, None, "INT32")
+
+        def encode(self, obj: int) -> bytes:
+            raise OverflowError("too big")
+
+        def decode(self, data: bytes) -> int:
+            return 0
+
+    with pytest.raises(InvalidArgument, match="cannot encode int 7: too big"):
+        encode_value(Broken(), 7)

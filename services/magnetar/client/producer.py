@@ -237,6 +237,10 @@ class Producer:
     ) -> MessageId:
         """Send one message and wait until the broker stored it.
 
+        ``content``: bytes with ``BytesSchema`` (the default), else a value the producer's
+        ``schema`` encodes (a str for ``StringSchema``, a ``Record`` for JSON and Avro, ...);
+        :func:`encode_value` says what a value it cannot encode raises.
+
         ``ordering_key``: Pulsar's ordering key (bytes; a str is taken as its UTF-8
         bytes, as pulsar-client takes one): a Key_Shared subscription routes by it
         before the partition key, and every door hands it out
