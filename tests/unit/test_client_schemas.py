@@ -149,3 +149,9 @@ def test_a_value_the_producers_schema_cannot_encode_raises_before_anything_is_qu
 
     with pytest.raises(InvalidArgument, match="cannot encode int 7: too big"):
         encode_value(Broken(), 7)
+
+
+def test_import_magnetar_reaches_its_schemas_as_import_pulsar_does() -> None:
+    import magnetar
+
+    assert magnetar.schema is ms and magnetar.schema.AvroSchema is ms.AvroSchema
