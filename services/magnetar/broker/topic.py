@@ -50,6 +50,7 @@ from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.entry import (
     CHUNK_METADATA_ROOM,
     Entry,
+    check_chunk_entry,
     count_messages,
     decode_entry,
     is_partial_chunk,
@@ -466,6 +467,15 @@ class PersistentTopic:
         )  # fmt: skip
         if isinstance(parsed, InvalidArgument):
             return _failed(loop, parsed)
+        if chunk is not None and not checked:
+            # The gRPC door: the send's chunk fields must be the entry's (a chunk decodes
+            # cheaply: one message, never decompressed alone).
+            try:
+                check_chunk_entry(
+                    parsed if parsed is not None else decode_entry(entry), chunk, self.config.max_message_bytes
+                )
+            except InvalidArgument as exc:
+                return _failed(loop, exc)
         due = 0
         if one_delayed:
             assert parsed is not None
