@@ -492,7 +492,7 @@ class PersistentTopic:
                 if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
                     # The first copy is still in flight: wait for how it ends (rare).
                     return loop.create_task(self._publish_after_settled(
-                        producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked))
+                        producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked, chunk))
             self._dedup.pushed[producer_name] = max(highest_seq, self._dedup.pushed.get(producer_name, -1))
         result: asyncio.Future[PublishResult] = loop.create_future()
         added = self.ml.add_entry(entry, due)
@@ -535,13 +535,13 @@ class PersistentTopic:
 
     async def _publish_after_settled(
         self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool,
-        checked: bool,
+        checked: bool, chunk: tuple[int, int] | None = None,
     ) -> PublishResult:  # fmt: skip
         while lowest_seq > self._dedup.persisted.get(producer_name, -1) and lowest_seq <= self._dedup.pushed.get(producer_name, -1):
             waiter = asyncio.get_running_loop().create_future()
             self._settled_waiters.append(waiter)
             await waiter
-        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked)
+        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked, chunk)
 
     def _wake_settled(self) -> None:
         if self._settled_waiters:
