@@ -7,7 +7,12 @@ One cluster for the module: 1 bookie and one broker serving both doors."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
+import signal
+import subprocess
+import sys
 
 import pulsar
 import pytest
@@ -114,3 +119,38 @@ async def test_chunked_messages_cross_doors_with_pulsar_client(broker, codec: st
         assert isinstance(second.message_id(), ChunkMessageId) and ";" in theirs_id
     finally:
         await asyncio.to_thread(client.close)
+
+
+async def test_a_producer_sigkilled_mid_message_never_gets_it_delivered_in_part(broker) -> None:  # type: ignore[no-untyped-def]
+    """A producer process sends 3 chunked messages (each printed once its send completed)
+    and is SIGKILLed after the broker stored 2 of the 4 chunks of a 4th. A consumer gets
+    the 3 whole, with the ids their sends returned, never any part of the 4th, and the
+    topic serves a new producer's messages, chunked or not."""
+    topic = f"persistent://{await new_namespace(broker.address, 'sdkchunks')}/killed"
+    size = 3 * MAX_MESSAGE + 5
+    async with mg.Client(broker.address) as sdk:
+        consumer = await sdk.subscribe(topic, "s")
+        cmd = [sys.executable, "-m", "magnetar.testing.chunk_producer", broker.address, topic, str(MAX_MESSAGE),
+               str(size), "3", "2"]  # fmt: skip
+        proc = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert lines[-1] == "dying"
+        acked = [json.loads(line) for line in lines[:-1]]
+        assert len(acked) == 3
+        producer = await _producer(sdk, topic)
+        after = [os.urandom(2 * MAX_MESSAGE), b"small"]
+        for p in after:
+            await producer.send(p)
+        got = []
+        for _ in range(len(acked) + len(after)):
+            msg = await asyncio.wait_for(consumer.receive(), 20)
+            await consumer.acknowledge(msg)
+            got.append(msg)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(consumer.receive(), 1.0)  # nothing of the 4th
+    assert [(hashlib.sha256(m.data()).hexdigest(), str(m.message_id())) for m in got[:3]] == [
+        (a["sha"], a["id"]) for a in acked
+    ]
+    assert [m.data() for m in got[3:]] == after
+    assert all(len(m.data()) == size for m in got[:3])
