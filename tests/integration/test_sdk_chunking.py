@@ -20,6 +20,7 @@ import pytest
 import magnetar.asyncio as mg
 from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 from magnetar.testing.pulsarclient import pulsar_client
 
 pytestmark = pytest.mark.integration
@@ -34,10 +35,10 @@ def broker(module_bookie_factory, module_broker_factory):  # type: ignore[no-unt
     return module_broker_factory(max_message_bytes=MAX_MESSAGE, **QUORUM)
 
 
-async def _producer(sdk: mg.Client, topic: str, codec: str = "NONE") -> mg.Producer:
+async def _producer(sdk: mg.Client, topic: str, codec: str = "NONE", send_timeout_millis: int = 10_000) -> mg.Producer:
     return await sdk.create_producer(
         topic, chunking_enabled=True, batching_enabled=False, max_message_size=MAX_MESSAGE,
-        compression_type=getattr(mg.CompressionType, codec), send_timeout_millis=10_000,
+        compression_type=getattr(mg.CompressionType, codec), send_timeout_millis=send_timeout_millis,
     )  # fmt: skip
 
 
@@ -154,3 +155,48 @@ async def test_a_producer_sigkilled_mid_message_never_gets_it_delivered_in_part(
     ]
     assert [m.data() for m in got[3:]] == after
     assert all(len(m.data()) == size for m in got[:3])
+
+
+async def test_owner_broker_sigkilled_mid_chunked_message(bookie_factory, broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """The broker owning the topic is SIGKILLed after it stored the first 2 chunks of a
+    4-chunk message (the rest held back until then); the producer reconnects to the other
+    broker and sends the rest and the messages after it. Every message whose send
+    completed is on the topic whole, exactly once; none in part."""
+    brokers = [broker_factory.create(max_message_bytes=MAX_MESSAGE, **QUORUM) for _ in range(2)]
+    start_all([bookie_factory.create(), *brokers])
+    topic = "persistent://public/default/chunks-failover"
+    payloads = [os.urandom(3 * MAX_MESSAGE + 9) for _ in range(4)]
+    async with mg.Client(",".join(b.address for b in brokers)) as sdk:
+        producer = await _producer(sdk, topic, send_timeout_millis=60_000)
+        part = producer.partitions[0]
+        enqueue, held = part._enqueue, []
+
+        def hold_back(op):  # type: ignore[no-untyped-def]
+            if (op.send.lowest_sequence_id, op.send.chunk_id) >= (1, 2):
+                held.append(op)  # message 1 from its chunk 2 on, and every later message
+            else:
+                enqueue(op)
+
+        part._enqueue = hold_back  # type: ignore[method-assign]
+        first = await producer.send(payloads[0])
+        sends = [producer.send_async(p, None) for p in payloads[1:]]
+        while part._pending:  # until chunks 0 and 1 of message 1 are stored
+            await asyncio.sleep(0.01)
+        owner = part.broker_address
+        victim = next(b for b in brokers if b.address == owner)
+        await asyncio.to_thread(victim.kill)
+        part._enqueue = enqueue
+        for op in held:
+            enqueue(op)
+        ids = [first, *await asyncio.wait_for(asyncio.gather(*sends), 60)]
+        assert part.broker_address != owner
+
+        consumer = await sdk.subscribe(topic, "check", initial_position=mg.InitialPosition.Earliest)
+        got = []
+        for _ in payloads:
+            msg = await asyncio.wait_for(consumer.receive(), 30)
+            got.append((msg.data(), msg.message_id()))
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(consumer.receive(), 1.0)
+    assert [g[0] for g in got] == payloads
+    assert [g[1] for g in got] == ids
