@@ -151,6 +151,12 @@ class ChunkedMessageAssembler:
     def clear(self) -> None:
         self._pending.clear()
 
+    def oldest_first_chunk(self) -> MessageId | None:
+        """The first chunk's id of the oldest incomplete message (None: none)."""
+        for ctx in self._pending.values():
+            return ctx.first_id
+        return None
+
     def add(self, message: object, mid: MessageId, payload: bytes, info: ChunkInfo) -> Assembled:
         out = Assembled()
         ctx = self._pending.get(info.uuid)
