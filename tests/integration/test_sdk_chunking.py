@@ -200,3 +200,19 @@ async def test_owner_broker_sigkilled_mid_chunked_message(bookie_factory, broker
             await asyncio.wait_for(consumer.receive(), 1.0)
     assert [g[0] for g in got] == payloads
     assert [g[1] for g in got] == ids
+
+
+async def test_reconsume_later_of_a_chunked_message_is_refused_and_changes_nothing(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = f"persistent://{await new_namespace(broker.address, 'sdkchunks')}/retry"
+    payload = os.urandom(2 * MAX_MESSAGE)
+    async with mg.Client(broker.address) as sdk:
+        consumer = await sdk.subscribe(topic, "s", consumer_type=mg.ConsumerType.Shared, enable_retry=True,
+                                       negative_ack_redelivery_delay_ms=100)  # fmt: skip
+        producer = await _producer(sdk, topic)
+        sent = await producer.send(payload)
+        msg = await asyncio.wait_for(consumer.receive(), 20)
+        with pytest.raises(mg.OperationNotSupported, match="chunked message"):
+            await consumer.reconsume_later(msg, 1000)
+        await consumer.negative_acknowledge(msg)  # every chunk comes again: the message whole
+        again = await asyncio.wait_for(consumer.receive(), 20)
+        assert (again.data(), again.message_id(), again.redelivery_count()) == (payload, sent, 1)

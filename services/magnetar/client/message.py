@@ -84,7 +84,7 @@ class Message:
     def sequence_id(self) -> int:
         return self._single.sequence_id
 
-    def whole(self, payload: bytes, mid: MessageId) -> Message:
+    def _reassembled(self, payload: bytes, mid: MessageId) -> Message:
         """The chunked message this first chunk starts, with its reassembled payload."""
         single = pb.SingleMessage()
         single.CopyFrom(self._single)

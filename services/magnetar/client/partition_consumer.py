@@ -240,7 +240,7 @@ class PartitionConsumer(ConnectionHandler):
             first, payload, mid = done.message
             assert isinstance(first, Message)
             self._taken -= 1  # the whole message's permit goes back when it is taken
-            self._queue.put((self, first.whole(payload, mid)))
+            self._queue.put((self, first._reassembled(payload, mid)))
 
     def _read_already(self, pos: Position) -> int:
         """Mask of the messages of ``pos`` a reader took before it reconnected."""
