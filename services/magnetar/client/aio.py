@@ -52,6 +52,7 @@ from .options import (
     ProducerAccessMode,
     ProducerConfig,
     Result,
+    check_chunking,
     check_compression_type,
     check_hashing_scheme,
     check_initial_sequence_id,
@@ -193,6 +194,7 @@ class Client:
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
         access_mode: ProducerAccessMode = PRODUCER_DEFAULTS.access_mode,
+        chunking_enabled: bool = PRODUCER_DEFAULTS.chunking_enabled,
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
@@ -215,6 +217,11 @@ class Client:
         ``schema`` (a :mod:`magnetar.schema` schema, default ``BytesSchema()``): what
         ``send`` encodes values with; declared to the broker when the producer opens
         (bytes declare nothing), and its version carried by every entry written.
+        ``chunking_enabled`` (batching must be off, as in pulsar-client): a message over
+        ``max_message_size`` is sent as chunks of at most that size, each stored as an
+        entry; with ``compression_type`` the whole payload is compressed first and the
+        compressed bytes cut. The send completes with a ``ChunkMessageId`` (first and
+        last chunk) once the last chunk is stored.
 
         ``compression_type``: each batch's messages are compressed together with that
         codec as Pulsar's producers compress them (the batch's header is not), and every
@@ -231,6 +238,7 @@ class Client:
         self._check_open()
         check_hashing_scheme(hashing_scheme)
         check_initial_sequence_id(initial_sequence_id)
+        check_chunking(batching_enabled, chunking_enabled)
         conf = ProducerConfig(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -250,6 +258,7 @@ class Client:
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             access_mode=ProducerAccessMode.of(access_mode),
             schema=check_schema(schema),
+            chunking_enabled=chunking_enabled,
         )
         producer = await Producer.create(self._pool, topic, conf)
         self._producers.add(producer)
@@ -275,6 +284,9 @@ class Client:
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        max_pending_chunked_message: int = CONSUMER_DEFAULTS.max_pending_chunked_message,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
+        expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -292,6 +304,12 @@ class Client:
 
         ``key_shared_policy``: on a KeyShared subscription, a
         :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
+
+        Chunked messages are reassembled (their id a ``ChunkMessageId``; acks, negative
+        acks and seeks act on every chunk): ``max_pending_chunked_message`` incomplete
+        ones are held (0: no limit; the oldest is dropped for a new one, its chunks acked
+        with ``auto_ack_oldest_chunked_message_on_queue_full``), and one incomplete after
+        ``expire_time_of_incomplete_chunked_message_ms`` is dropped and acked.
 
         ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
         on this event loop (a coroutine function is awaited; see
@@ -334,6 +352,9 @@ class Client:
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             schema=check_schema(schema),
+            max_pending_chunked_message=max_pending_chunked_message,
+            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+            expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)

@@ -293,6 +293,9 @@ class ProducerConfig:
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     # What send() encodes values with, declared to the broker (bytes: nothing declared).
     schema: Schema = field(default_factory=BytesSchema)
+    # A message over max_message_size goes as chunks of at most that many bytes
+    # (pulsar-client's chunking_enabled; refused together with batching, as there).
+    chunking_enabled: bool = False
 
 
 @dataclass
@@ -327,12 +330,28 @@ class ConsumerConfig:
     auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
     # What Message.value() decodes payloads with, declared to the broker (bytes: nothing).
     schema: Schema = field(default_factory=BytesSchema)
+    # Chunked messages (pulsar-client's names and defaults): how many incomplete ones
+    # are held (0: no limit), whether the oldest dropped then is acked, and when an
+    # incomplete one expires (the C++ client's expireTimeOfIncompleteChunkedMessageMs).
+    max_pending_chunked_message: int = 10
+    auto_ack_oldest_chunked_message_on_queue_full: bool = False
+    expire_time_of_incomplete_chunked_message_ms: int = 60_000
 
 
 PRODUCER_DEFAULTS = ProducerConfig()
 """The producer options' defaults: the blocking and asyncio clients' signatures take
 theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once."""
 CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
+
+
+def check_chunking(batching_enabled: bool, chunking_enabled: bool) -> None:
+    """Refuse chunking together with batching, as pulsar-client does.
+
+    Raises:
+        InvalidConfiguration: both on.
+    """
+    if batching_enabled and chunking_enabled:
+        raise InvalidConfiguration("Batching and chunking of messages can't be enabled together.")
 
 
 def check_initial_sequence_id(initial_sequence_id: object) -> None:

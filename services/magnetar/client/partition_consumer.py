@@ -32,10 +32,11 @@ from magnetar.common.errors import (
     NotConnected,
     from_code,
 )
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 from .acks import AckTracker, PendingAcks, Position
+from .chunks import ChunkedMessageAssembler
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .message import Message, unpack_entry
@@ -67,6 +68,10 @@ class PartitionConsumer(ConnectionHandler):
         self.consumer_name = consumer_name
         self.queue_size = max(1, conf.receiver_queue_size)
         self.acks = AckTracker()
+        self.chunks = ChunkedMessageAssembler(
+            conf.max_pending_chunked_message, conf.auto_ack_oldest_chunked_message_on_queue_full,
+            conf.expire_time_of_incomplete_chunked_message_ms,
+        )  # fmt: skip
         self.last_taken: MessageId | None = None
         self.resets = 0  # CursorResets received
         self._queue = queue
@@ -157,6 +162,7 @@ class PartitionConsumer(ConnectionHandler):
 
     def _connected(self) -> None:
         self._queue.remove_if(lambda item: item[0] is self)  # the broker redelivers them
+        self.chunks.clear()  # and the chunks held
         self._taken = 0
         self._flow = self.queue_size
         if self._writer is None:
@@ -204,6 +210,9 @@ class PartitionConsumer(ConnectionHandler):
         acked = self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track, not_for_us)
         if self._skip_through is not None:
             acked |= self._read_already(pos)
+        if messages and messages[0]._chunk is not None:
+            self._on_chunk(messages[0], bool(acked or not_for_us))
+            return
         put = self._queue.put
         skip = not_for_us | acked
         if not skip:
@@ -219,6 +228,25 @@ class PartitionConsumer(ConnectionHandler):
         if skipped:
             self._grant(skipped)
 
+    def _on_chunk(self, chunk: Message, skip: bool) -> None:
+        """A chunk of a chunked message: held until its message is whole (its permit goes
+        back at once; the whole message's goes back when it is taken)."""
+        self._grant(1)
+        if skip:  # acked here already, or not for this consumer
+            return
+        info = chunk._chunk
+        assert info is not None
+        done = self.chunks.add(chunk, chunk.message_id(), chunk.data(), info)
+        for mid in done.ack:
+            self.acks.ack(mid)
+        if done.ack:
+            self._maybe_flush()
+        if done.message is not None:
+            first, payload, mid = done.message
+            assert isinstance(first, Message)
+            self._taken -= 1  # the whole message's permit goes back when it is taken
+            self._queue.put((self, first._reassembled(payload, mid)))
+
     def _read_already(self, pos: Position) -> int:
         """Mask of the messages of ``pos`` a reader took before it reconnected."""
         skip = self._skip_through
@@ -232,6 +260,7 @@ class PartitionConsumer(ConnectionHandler):
         """The subscription moved: what we hold is void; start over from the new position."""
         dropped = self._queue.remove_if(lambda item: item[0] is self)
         self.acks.reset()
+        self.chunks.clear()
         self._nack_due.clear()
         self._redeliver.clear()
         self._redeliver_all = False
@@ -275,8 +304,9 @@ class PartitionConsumer(ConnectionHandler):
 
     # -- acks ------------------------------------------------------------------------
     def ack(self, mid: MessageId) -> None:
-        if self.acks.ack(mid):  # the whole entry is acked: a pending nack of it is moot
-            self._nack_due.pop((mid.ledger_id(), mid.entry_id()), None)
+        for one in _chunks_of(mid):  # a chunked message: every chunk
+            if self.acks.ack(one):  # the whole entry is acked: a pending nack of it is moot
+                self._nack_due.pop((one.ledger_id(), one.entry_id()), None)
         self._maybe_flush()
 
     def ack_cumulative(self, mid: MessageId) -> None:
@@ -288,9 +318,10 @@ class PartitionConsumer(ConnectionHandler):
             self._wakeup.set()
 
     def nack(self, mid: MessageId) -> None:
-        pos = (mid.ledger_id(), mid.entry_id())
-        self.acks.forget_unacked(pos)
-        self._nack_due[pos] = time.monotonic() + self.conf.negative_ack_redelivery_delay_ms / 1000
+        for one in _chunks_of(mid):  # a chunked message: every chunk
+            pos = (one.ledger_id(), one.entry_id())
+            self.acks.forget_unacked(pos)
+            self._nack_due[pos] = time.monotonic() + self.conf.negative_ack_redelivery_delay_ms / 1000
         if self.conf.negative_ack_redelivery_delay_ms <= 0:
             self._wakeup.set()
 
@@ -302,6 +333,9 @@ class PartitionConsumer(ConnectionHandler):
         self._wakeup.set()
 
     def _due_redeliveries(self) -> list[Position]:
+        expired = self.chunks.expire()  # incomplete chunked messages past their time: acked
+        for mid in expired:
+            self.acks.ack(mid)
         now = time.monotonic()
         due = [p for p, t in self._nack_due.items() if t <= now]
         for p in due:
@@ -401,6 +435,8 @@ class PartitionConsumer(ConnectionHandler):
         self._check_usable()
         request_id = self._requests.new()
         seek = pb.Seek(request_id=request_id)
+        if isinstance(message_id, ChunkMessageId):  # from its first chunk: it comes again whole
+            message_id = message_id.first_chunk_message_id()
         if message_id is not None:
             seek.message_id.CopyFrom(message_id.to_proto())
         else:
@@ -524,3 +560,8 @@ class PartitionConsumer(ConnectionHandler):
 
 def _entry_id(pos: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=pos[0], entry_id=pos[1], partition=partition, batch_index=-1)
+
+
+def _chunks_of(mid: MessageId) -> tuple[MessageId, ...]:
+    """Every entry of a chunked message (its chunks), or the id itself."""
+    return mid.chunk_message_ids() if isinstance(mid, ChunkMessageId) else (mid,)

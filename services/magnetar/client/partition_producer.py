@@ -29,6 +29,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 from .batching import BatchContainer, OpSendBatch, build_op, message_size
+from .chunks import build_chunk_ops, chunk_payload, join_chunk_futures
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .options import ProducerConfig
@@ -244,6 +245,15 @@ class PartitionProducer(ConnectionHandler):
             msg.sequence_id = sequence_id
         fut: asyncio.Future[MessageId] = self._loop.create_future()
         self._pending_messages += 1
+        if self.conf.chunking_enabled and len(msg.payload) > self.conf.max_message_size:
+            cut = chunk_payload(msg.payload, self.conf.compression_type, self.conf.max_message_size)
+            if cut is not None:
+                ops = build_chunk_ops(self._request_ids, self.name, msg, *cut, self.conf.compression_type, self._loop)
+                join_chunk_futures(ops, fut)
+                self._pending_messages += len(ops) - 1  # each chunk's receipt counts one done
+                for op in ops:
+                    self._enqueue(op)
+                return fut
         if not self.conf.batching_enabled or alone:
             self.flush_batch()  # keeps send order: earlier batched messages go first
             self._enqueue(build_op(

@@ -78,6 +78,13 @@ class Reader:
             raise
         return reader
 
+    def incomplete_chunked_message_start(self) -> MessageId | None:
+        """The first chunk's id of the oldest chunked message this reader has read in part
+        and holds (None: none): a reader of a range of entries (the Spark source) reads on
+        past its end until the messages that started in it are whole."""
+        starts = [s for s in (p.chunks.oldest_first_chunk() for p in self._consumer.partitions) if s is not None]
+        return min(starts) if starts else None
+
     async def _set_baselines(self, start: MessageId, inclusive: bool) -> None:
         """What counts as read already, for :meth:`has_message_available`."""
         partitions = self._consumer.partitions

@@ -536,6 +536,7 @@ class Client:
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
         access_mode: ProducerAccessMode = PRODUCER_DEFAULTS.access_mode,
+        chunking_enabled: bool = PRODUCER_DEFAULTS.chunking_enabled,
     ) -> Producer:
         """Open a producer on ``topic`` (see :meth:`magnetar.asyncio.Client.create_producer`)."""
         producer = self._runner.run(self._client.create_producer(**forwarded(locals())))
@@ -561,6 +562,9 @@ class Client:
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        max_pending_chunked_message: int = CONSUMER_DEFAULTS.max_pending_chunked_message,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
+        expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
