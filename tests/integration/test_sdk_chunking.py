@@ -18,6 +18,7 @@ import pulsar
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
 from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import start_all
@@ -216,3 +217,26 @@ async def test_reconsume_later_of_a_chunked_message_is_refused_and_changes_nothi
         await consumer.negative_acknowledge(msg)  # every chunk comes again: the message whole
         again = await asyncio.wait_for(consumer.receive(), 20)
         assert (again.data(), again.message_id(), again.redelivery_count()) == (payload, sent, 1)
+
+
+async def test_a_chunked_message_with_a_schema_carries_its_version_and_decodes_whole(broker) -> None:  # type: ignore[no-untyped-def]
+    """Every chunk of a schema producer's message carries the version the broker gave it,
+    and the reassembled message decodes with the consumer's schema."""
+    from magnetar.schema import StringSchema
+
+    topic = f"persistent://{await new_namespace(broker.address, 'sdkchunks')}/schema"
+    text = "".join(chr(0x41 + i % 26) for i in range(3 * MAX_MESSAGE)) + "é"
+    async with mg.Client(broker.address) as sdk:
+        consumer = await sdk.subscribe(topic, "s", schema=StringSchema())
+        producer = await sdk.create_producer(
+            topic, schema=StringSchema(), chunking_enabled=True, batching_enabled=False, max_message_size=MAX_MESSAGE,
+        )  # fmt: skip
+        sent = await producer.send(text)
+        msg = await asyncio.wait_for(consumer.receive(), 20)
+        assert isinstance(sent, ChunkMessageId) and msg.message_id() == sent
+        assert msg.value() == text
+        assert msg.schema_version() == (0).to_bytes(8, "big")
+        async with AdminClient(broker.address) as admin:
+            chunks = await admin.peek_messages(topic, "s", 1, 10)  # the stored entries, one per chunk
+        assert [c.chunk_id for c in chunks] == [0, 1, 2, 3]
+        assert {c.schema_version for c in chunks} == {(0).to_bytes(8, "big")}

@@ -41,9 +41,10 @@ def chunk_payload(payload: bytes, compression: int, chunk_size: int) -> tuple[by
 
 def build_chunk_ops(
     request_ids: Iterator[int], producer_name: str, msg: pb.SingleMessage, data: bytes, parts: list[bytes],
-    compression: int, loop: asyncio.AbstractEventLoop,
+    compression: int, loop: asyncio.AbstractEventLoop, schema_version: bytes = b"",
 ) -> list[OpSendBatch]:  # fmt: skip
-    """One unbatched send per part, in order, each with its own future (its chunk's id)."""
+    """One unbatched send per part, in order, each with its own future (its chunk's id);
+    every chunk carries the producer's ``schema_version`` (b"": none)."""
     seq = msg.sequence_id
     uuid = f"{producer_name}-{seq}"
     publish_time = int(time.time() * 1000)
@@ -55,6 +56,7 @@ def build_chunk_ops(
         entry = pb.EntryBatch(
             producer_name=producer_name, sequence_id=seq, publish_time_ms=publish_time, batched=False,
             messages=[single], uuid=uuid, chunk_id=i, num_chunks_from_msg=len(parts), total_chunk_msg_size=len(data),
+            schema_version=schema_version,
         )  # fmt: skip
         if compression:
             entry.compression = compression

@@ -248,7 +248,9 @@ class PartitionProducer(ConnectionHandler):
         if self.conf.chunking_enabled and len(msg.payload) > self.conf.max_message_size:
             cut = chunk_payload(msg.payload, self.conf.compression_type, self.conf.max_message_size)
             if cut is not None:
-                ops = build_chunk_ops(self._request_ids, self.name, msg, *cut, self.conf.compression_type, self._loop)
+                ops = build_chunk_ops(
+                    self._request_ids, self.name, msg, *cut, self.conf.compression_type, self._loop, self.schema_version,
+                )
                 join_chunk_futures(ops, fut)
                 self._pending_messages += len(ops) - 1  # each chunk's receipt counts one done
                 for op in ops:
