@@ -24,6 +24,7 @@ import json
 import random
 import sys
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import cramjam
 import httpx
 import pulsar
 import pulsar.schema as ps
@@ -76,6 +78,7 @@ CELLS = [
     *(Cell(kind, schema=kind) for kind in ("string", "json", "avro", "protobuf-native", "key-value")),
     *(Cell(f"codec-{codec}", codec=codec) for codec in ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")),
     Cell("chunked", chunked=True),
+    Cell("chunked-ZSTD", codec="ZSTD", chunked=True),
 ]
 PULSAR_CODEC = {"NONE": "NONE", "LZ4": "LZ4", "ZLIB": "ZLib", "ZSTD": "ZSTD", "SNAPPY": "SNAPPY"}
 # pulsar-client 3.x has no KeyValueSchema: the SDK alone writes that cell.
@@ -107,8 +110,8 @@ def their_schema(kind: str | None) -> Any:
 def values(cell: Cell, writer: str) -> list[Any]:
     """What ``writer`` sends on ``cell``'s topic (its own Record class for JSON/Avro)."""
     record = OurReading if writer == "sdk" else TheirReading
-    if cell.chunked:  # about 3.5 max message sizes, then one that fits
-        return [random.Random(f"{writer}-chunked").randbytes(3 * MAX_MESSAGE + MAX_MESSAGE // 2), b"after the chunked one"]
+    if cell.chunked:  # about 3.5 max message sizes (random: still as large compressed), then one that fits
+        return [random.Random(f"{writer}-{cell.name}").randbytes(3 * MAX_MESSAGE + MAX_MESSAGE // 2), b"after the chunked one"]
     return {
         None: lambda: [json.dumps({"ts": EVENT_MS + i, "level": "info", "msg": "request served", "path": f"/api/v1/items/{i}",
                                    "writer": writer, "cell": cell.name}).encode() * 4 for i in range(3)],
@@ -230,6 +233,15 @@ def pulsar_read(pulsar_url: str, topics: dict[str, tuple[str, Cell]]) -> dict[st
     return out
 
 
+# Pulsar's codecs by their X-Pulsar-compression name, framed as Pulsar's clients frame them.
+DECOMPRESS: dict[str, Callable[[bytes, int], bytes]] = {
+    "LZ4": lambda data, size: bytes(cramjam.lz4.decompress_block(data, output_len=size)),
+    "ZLIB": lambda data, size: zlib.decompress(data),
+    "ZSTD": lambda data, size: bytes(cramjam.zstd.decompress(data)),
+    "SNAPPY": lambda data, size: bytes(cramjam.snappy.decompress_raw(data)),
+}
+
+
 def _ms(iso: str) -> int:
     return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
@@ -253,7 +265,9 @@ async def websocket_read(gateway_url: str, topics: dict[str, tuple[str, Cell]]) 
 
 async def rest_peek_read(gateway_url: str, topics: dict[str, tuple[str, Cell]]) -> dict[str, list[Seen]]:
     """Each message by its backlog position on subscription ``peek``; a chunked message is
-    peeked chunk by chunk, and its parts joined in chunk id order, checked by the headers."""
+    peeked chunk by chunk, its parts joined in chunk id order, checked by the headers and
+    decompressed as ``X-Pulsar-compression`` says (a compressed chunk is stored, and
+    peeked, as its part of the compressed whole)."""
     out: dict[str, list[Seen]] = {}
     async with httpx.AsyncClient(base_url=gateway_url, timeout=30) as http:
         for topic, (writer, cell) in topics.items():
@@ -273,12 +287,16 @@ async def rest_peek_read(gateway_url: str, topics: dict[str, tuple[str, Cell]]) 
                         continue
                     data, parts = b"".join(parts), []
                     assert len(data) == int(h["X-Pulsar-total-chunk-msg-size"])
+                    if "X-Pulsar-compression" in h:
+                        size = int(h["X-Pulsar-uncompressed-size"])
+                        data = DECOMPRESS[h["X-Pulsar-compression"]](data, size)
+                        assert len(data) == size
                 else:
                     data = r.content
                 seen.append(Seen(data, json.loads(h.get("X-Pulsar-PROPERTY", "{}")), h.get("X-Pulsar-partition-key"),
                                  base64.b64decode(h.get("X-Pulsar-Base64-ordering-key", "")),
                                  _ms(h["X-Pulsar-event-time"]) if "X-Pulsar-event-time" in h else 0,
-                                 base64.b64decode(h.get("X-Pulsar-Base64-schema-version", ""))))  # fmt: skip
+                                 base64.b64decode(h.get("X-Pulsar-Base64-schema-version-b64encoded", ""))))  # fmt: skip
             out[topic] = seen
     return out
 

@@ -120,6 +120,15 @@ class Entry(Protocol):
     def total_chunk_msg_size(self) -> int:
         """The size of the whole chunked message's payload."""
 
+    @property
+    def compression(self) -> int:
+        """The codec, numbered as Pulsar's ``CompressionType`` (0: none). A compressed
+        chunk's payload is its part of the compressed whole."""
+
+    @property
+    def uncompressed_size(self) -> int:
+        """A compressed payload's size uncompressed (a chunk's: the whole message's)."""
+
 
 CHUNK_METADATA_ROOM: Final = 10 * 1024
 """How much larger than the max message size a chunk's entry may be: a producer splits a
@@ -198,6 +207,8 @@ class OpaqueEntry:
     chunk_id: int = 0
     num_chunks_from_msg: int = 0
     total_chunk_msg_size: int = 0
+    compression: int = 0
+    uncompressed_size: int = 0
 
 
 MIN_MESSAGE_BYTES: Final = 2

@@ -9,12 +9,14 @@ clients, reading the first two fields, take as its entry); a message sent withou
 batching has Pulsar's ``ledgerId:entryId``. Properties are one ``X-Pulsar-PROPERTY``
 header holding a JSON object (Pulsar's newest form). A partition key that is not
 printable ASCII is sent base64-encoded, with ``X-Pulsar-partition-key-b64-encoded``.
-The ordering key and the schema version, binary, are base64-encoded as Pulsar sends them
-(``X-Pulsar-Base64-ordering-key``, ``X-Pulsar-Base64-schema-version``), present only
-when the message has them. Peek shows stored entries, as Pulsar's: a chunked message is
-its chunks, each its own message with its part of the payload (compressed as stored when
-the message was) and ``X-Pulsar-uuid``, ``X-Pulsar-chunk-id``,
-``X-Pulsar-num-chunks-from-msg``, ``X-Pulsar-total-chunk-msg-size``.
+The ordering key and the schema version, binary, are base64-encoded under the names
+Pulsar's admin client reads (``X-Pulsar-Base64-ordering-key``,
+``X-Pulsar-Base64-schema-version-b64encoded``), present only when the message has them.
+Peek shows stored entries, as Pulsar's: a chunked message is its chunks, each its own
+message with its part of the payload and ``X-Pulsar-uuid``, ``X-Pulsar-chunk-id``,
+``X-Pulsar-num-chunks-from-msg``, ``X-Pulsar-total-chunk-msg-size``; when the message was
+compressed, its parts are of the compressed whole, and each chunk says how to open the
+whole: ``X-Pulsar-compression`` (Pulsar's codec name) and ``X-Pulsar-uncompressed-size``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import quote
 
 from fastapi import Response
 
+from magnetar.common.compression import CompressionType
 from magnetar.common.message_id import MessageId
 from magnetar.gateway.topic_stats import iso_time
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -67,7 +70,7 @@ def message_headers(peeked: pb.PeekMessageResponse) -> dict[str, str]:
     if msg.ordering_key:
         headers["X-Pulsar-Base64-ordering-key"] = base64.b64encode(msg.ordering_key).decode()
     if peeked.schema_version:
-        headers["X-Pulsar-Base64-schema-version"] = base64.b64encode(peeked.schema_version).decode()
+        headers["X-Pulsar-Base64-schema-version-b64encoded"] = base64.b64encode(peeked.schema_version).decode()
     if msg.event_time_ms > 0:
         headers["X-Pulsar-event-time"] = iso_time(msg.event_time_ms)
     if msg.deliver_at_ms > 0:
@@ -77,6 +80,9 @@ def message_headers(peeked: pb.PeekMessageResponse) -> dict[str, str]:
         headers["X-Pulsar-chunk-id"] = str(peeked.chunk_id)
         headers["X-Pulsar-num-chunks-from-msg"] = str(peeked.num_chunks_from_msg)
         headers["X-Pulsar-total-chunk-msg-size"] = str(peeked.total_chunk_msg_size)
+        if peeked.compression:
+            headers["X-Pulsar-compression"] = CompressionType(peeked.compression).name.upper()  # Pulsar's ZLIB, not ZLib
+            headers["X-Pulsar-uncompressed-size"] = str(peeked.uncompressed_size)
     return headers
 
 

@@ -172,6 +172,12 @@ class PulsarEntry:
         return self.metadata.compression
 
     @property
+    def uncompressed_size(self) -> int:
+        """The payload's size uncompressed (a chunk's: the whole message's; 0 when not
+        compressed)."""
+        return self.metadata.uncompressed_size
+
+    @property
     def compressed(self) -> bool:
         return self.metadata.compression != _NONE
 

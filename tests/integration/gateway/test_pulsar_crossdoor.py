@@ -109,7 +109,7 @@ async def test_pulsar_client_messages_read_through_websocket_and_rest_peek(
             assert r.headers["X-Pulsar-partition-key"] == f"k{i}"
             assert r.headers["X-Pulsar-event-time"] == _iso(EVENT_MS + i)
             assert base64.b64decode(r.headers["X-Pulsar-Base64-ordering-key"]) == pulsar_seen[i][3].encode()
-            assert base64.b64decode(r.headers["X-Pulsar-Base64-schema-version"]) == version
+            assert base64.b64decode(r.headers["X-Pulsar-Base64-schema-version-b64encoded"]) == version
 
         async with connect(_ws(gateway_cluster, "consumer", topic, "ws"), open_timeout=30) as ws:
             frames = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(COUNT)]

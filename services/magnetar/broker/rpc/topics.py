@@ -90,4 +90,7 @@ def _peeked(found: PeekedMessage, partition: int) -> pb.PeekMessageResponse:
         batch_size=len(batch.messages), schema_version=batch.schema_version,
         uuid=batch.uuid, chunk_id=batch.chunk_id, num_chunks_from_msg=batch.num_chunks_from_msg,
         total_chunk_msg_size=batch.total_chunk_msg_size,
+        # a compressed chunk stays compressed (its part of the whole): say how to open the whole
+        compression=batch.compression if batch.num_chunks_from_msg > 1 else 0,
+        uncompressed_size=batch.uncompressed_size if batch.num_chunks_from_msg > 1 and batch.compression else 0,
     )
