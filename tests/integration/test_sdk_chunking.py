@@ -240,3 +240,28 @@ async def test_a_chunked_message_with_a_schema_carries_its_version_and_decodes_w
             chunks = await admin.peek_messages(topic, "s", 1, 10)  # the stored entries, one per chunk
         assert [c.chunk_id for c in chunks] == [0, 1, 2, 3]
         assert {c.schema_version for c in chunks} == {(0).to_bytes(8, "big")}
+
+
+async def test_a_chunked_message_past_max_redeliver_count_is_never_dead_lettered_in_part(broker) -> None:  # type: ignore[no-untyped-def]
+    """The broker's dead-letter move copies one entry, and a chunk is only a part of its
+    message: a chunked message negatively acknowledged past ``max_redeliver_count`` is not
+    moved chunk by chunk to the DLQ (its parts would reach the DLQ as messages of their
+    own, and the message be acked away). It keeps coming whole; the DLQ gets nothing."""
+    topic = f"persistent://{await new_namespace(broker.address, 'sdkchunks')}/dlq"
+    payload = os.urandom(3 * MAX_MESSAGE + 100)
+    max_redeliver = 1
+    async with mg.Client(broker.address) as sdk:
+        consumer = await sdk.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, negative_ack_redelivery_delay_ms=50,
+            dead_letter_policy=mg.ConsumerDeadLetterPolicy(max_redeliver_count=max_redeliver),
+        )  # fmt: skip
+        producer = await _producer(sdk, topic)
+        sent = await producer.send(payload)
+        seen = []
+        for _ in range(max_redeliver + 3):  # past the count, where an unchunked one goes to the DLQ
+            msg = await asyncio.wait_for(consumer.receive(), 20)
+            seen.append((msg.data() == payload, msg.message_id() == sent))
+            await consumer.negative_acknowledge(msg)
+        assert seen == [(True, True)] * (max_redeliver + 3)
+        dlq = await sdk.create_reader(f"{topic}-s-DLQ", mg.MessageId.earliest)
+        assert not await dlq.has_message_available()

@@ -8,7 +8,9 @@ Two ways in (the copies themselves are planned in :mod:`.copies`):
   once instead, without a delay (counted as a redelivery).
 - :meth:`SubscriptionMoves.divert`, from the dispatcher: an entry about to be delivered
   whose redelivery count reached the policy's ``max_redeliver_count`` goes to the DLQ
-  (every message of it still unacknowledged) and is acknowledged, in the background.
+  (every message of it still unacknowledged) and is acknowledged, in the background. A
+  chunk of a chunked message is not diverted: it is delivered, so its message keeps
+  coming whole past ``max_redeliver_count`` (a move copies one entry, not a message).
 
 Publish first, acknowledge second: a crash in between leaves the original
 unacknowledged, so it comes back and is moved again; the target's deduplication stores
@@ -162,6 +164,12 @@ class SubscriptionMoves:
         reached the policy's maximum); the move runs in the background."""
         policy = self.sub.dead_letter
         if policy is None:
+            return False
+        if batch.num_chunks_from_msg > 1:
+            # A chunk is a part of its message, and a move copies one entry: moved chunk by
+            # chunk, the parts would reach the DLQ as messages of their own (and a chunk
+            # that fills the max message size does not fit there with the move's
+            # properties). Delivered instead, it reaches the consumer whole again.
             return False
         count = self.sub.cursor.redelivery_count(position)
         if count < policy.max_redeliver_count:
