@@ -4,14 +4,15 @@ Two writers -- our SDK (the gRPC door) and pulsar-client (its C++ core, the Puls
 protocol door) -- each write one topic per cell: each schema type (String, JSON, Avro,
 ProtobufNative; KeyValue from the SDK only, pulsar-client 3.x has no KeyValueSchema),
 each codec (NONE, LZ4, ZLIB, ZSTD, SNAPPY) on a batch of JSON log lines, and a chunked
-message (the broker's max message size is 64 KiB here, so a few hundred KiB go as
-chunks). Five readers read every topic back: our SDK's reader and pulsar-client's reader
-(each with the writer's schema, so values are decoded), the gateway's WebSocket consumer,
-REST peek (a chunked message is its stored chunks there: reassembled by the test from
-Pulsar's chunk headers) and the Spark data source (one read of every topic). Each
+message, plain and ZSTD-compressed (the broker's max message size is 64 KiB here, so a
+few hundred KiB go as chunks). Six readers read every topic back: our SDK's reader and
+pulsar-client's reader (each with the writer's schema, so values are decoded), the
+gateway's WebSocket consumer and WebSocket reader, REST peek (a chunked message is its
+stored chunks there: joined by the test from Pulsar's chunk headers, and opened as
+``X-Pulsar-compression`` says) and the Spark data source (one read of every topic). Each
 (writer, cell, reader) is a test of its own asserting that the reader sees the payload
 bytes the writer's schema encoded, the decoded value (the clients), properties, key,
-ordering key, event time and schema version.
+ordering key, event time and schema version (1 on the Avro topics, 0 on the others).
 
 One cluster (a bookie, a broker serving both doors, the gateway) and one SparkSession for
 the module; everything is written once, and each reader reads everything once."""
@@ -94,7 +95,7 @@ CELLS = [
 PULSAR_CODEC = {"NONE": "NONE", "LZ4": "LZ4", "ZLIB": "ZLib", "ZSTD": "ZSTD", "SNAPPY": "SNAPPY"}
 # pulsar-client 3.x has no KeyValueSchema: the SDK alone writes that cell.
 WRITTEN = [(w, c) for w in ("sdk", "pulsar") for c in CELLS if not (w == "pulsar" and c.schema == "key-value")]
-READERS = ("sdk", "pulsar-client", "websocket", "rest-peek", "spark")
+READERS = ("sdk", "pulsar-client", "websocket", "websocket-reader", "rest-peek", "spark")
 
 
 def our_schema(kind: str | None) -> Any:
@@ -261,12 +262,15 @@ def _ms(iso: str) -> int:
     return round(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-async def websocket_read(gateway_url: str, topics: dict[str, tuple[str, Cell]]) -> dict[str, list[Seen]]:
+async def websocket_read(gateway_url: str, topics: dict[str, tuple[str, Cell]], reader: bool = False) -> dict[str, list[Seen]]:
+    """Through the WebSocket consumer (subscription ``ws``, each message acked) or, with
+    ``reader``, the WebSocket reader from the earliest message."""
     out: dict[str, list[Seen]] = {}
     for topic, (writer, cell) in topics.items():
         local = topic.removeprefix("persistent://")
-        url = gateway_url.replace("http://", "ws://") + f"/ws/v2/consumer/persistent/{local}/ws?{urlencode({'subscriptionType': 'Shared'})}"
-        async with connect(url, open_timeout=30, max_size=None) as ws:
+        path = (f"/ws/v2/reader/persistent/{local}?{urlencode({'messageId': 'earliest'})}" if reader else
+                f"/ws/v2/consumer/persistent/{local}/ws?{urlencode({'subscriptionType': 'Shared'})}")  # fmt: skip
+        async with connect(gateway_url.replace("http://", "ws://") + path, open_timeout=30, max_size=None) as ws:
             frames = []
             for _ in values(cell, writer):
                 frames.append(json.loads(await asyncio.wait_for(ws.recv(), 20)))
@@ -383,6 +387,7 @@ def matrix(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             "sdk": lambda: asyncio.run(sdk_read(c.service_url, topics)),
             "pulsar-client": lambda: pulsar_read(c.pulsar_url, topics),
             "websocket": lambda: asyncio.run(websocket_read(c.admin_url, topics)),
+            "websocket-reader": lambda: asyncio.run(websocket_read(c.admin_url, topics, reader=True)),
             "rest-peek": lambda: asyncio.run(rest_peek_read(c.admin_url, topics)),
         }
         yield Matrix(c, run, topics, reads, {})
