@@ -10,7 +10,8 @@ pulsar-client's reader (each with the writer's schema, so values are decoded), t
 gateway's WebSocket consumer and WebSocket reader, REST peek (a chunked message is its
 stored chunks there: joined by the test from Pulsar's chunk headers, and opened as
 ``X-Pulsar-compression`` says) and the Spark data source (one read of every topic). Each
-(writer, cell, reader) is a test of its own asserting that the reader sees the payload
+(writer, cell, reader) is a test of its own asserting that the reader sees the message
+id the writer's send returned (a chunked message's first and last chunk), the payload
 bytes the writer's schema encoded, the decoded value (the clients), properties, key,
 ordering key, event time and schema version (1 on the Avro topics, 0 on the others).
 
@@ -23,11 +24,12 @@ import asyncio
 import base64
 import json
 import random
+import re
 import sys
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from websockets.asyncio.client import connect
 
 import magnetar.asyncio as mg
 import magnetar.schema as ms
+from magnetar.gateway.websocket import ids as ws_ids
 from magnetar.testing.pulsarclient import pulsar_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark-jobs"))
@@ -156,6 +159,23 @@ class Seen:
     schema_version: bytes
     value: Any = None
     batch_index: int = field(default=-1, compare=False)  # as the SDK's reader saw it
+    ids: Ids = ()
+
+
+Ids = tuple[tuple[int, int, int], ...]
+"""A message id as (ledger, entry, batch index) positions: one, or a chunked message's
+first and last chunk."""
+
+
+def ids_of(text: str) -> Ids:
+    """The positions an id's text names: Magnetar's ``ledger:entry[:partition:batch]`` (a
+    chunked one ``<first>;<last>``) or pulsar-client's ``(ledger,entry,partition,batch)``
+    (``(...);(...)``); a missing batch index is -1."""
+    out = []
+    for part in text.split(";"):
+        nums = [int(n) for n in re.findall(r"-?\d+", part)]
+        out.append((nums[0], nums[1], nums[3] if len(nums) > 3 else -1))
+    return tuple(out)
 
 
 def meta(i: int, writer: str, cell: Cell) -> dict[str, Any]:
@@ -180,7 +200,7 @@ def topic_of(writer: str, cell: Cell, run: str) -> str:
 
 
 # -- the writers ------------------------------------------------------------------------
-async def sdk_write(service_url: str, topic: str, cell: Cell) -> None:
+async def sdk_write(service_url: str, topic: str, cell: Cell) -> list[Ids]:
     kw: dict[str, Any] = {"compression_type": getattr(mg.CompressionType, cell.codec), "schema": our_schema(cell.schema)}
     if cell.chunked:
         kw.update(chunking_enabled=True, batching_enabled=False, max_message_size=MAX_MESSAGE)
@@ -191,11 +211,12 @@ async def sdk_write(service_url: str, topic: str, cell: Cell) -> None:
             await (await client.create_producer(topic, schema=ms.AvroSchema(OurEarlier))).close()
         producer = await client.create_producer(topic, **kw)
         # sent together, so the batching producer puts them in one (compressed) batch
-        await asyncio.gather(*(producer.send(v, **meta(i, "sdk", cell)) for i, v in enumerate(values(cell, "sdk"))))
+        sent = await asyncio.gather(*(producer.send(v, **meta(i, "sdk", cell)) for i, v in enumerate(values(cell, "sdk"))))
         await producer.close()
+    return [ids_of(str(mid)) for mid in sent]
 
 
-def pulsar_write(pulsar_url: str, topic: str, cell: Cell) -> None:
+def pulsar_write(pulsar_url: str, topic: str, cell: Cell) -> list[Ids]:
     kw: dict[str, Any] = {"compression_type": getattr(pulsar.CompressionType, PULSAR_CODEC[cell.codec]),
                           "schema": their_schema(cell.schema)}  # fmt: skip
     if cell.chunked:
@@ -207,12 +228,14 @@ def pulsar_write(pulsar_url: str, topic: str, cell: Cell) -> None:
         if cell.schema == "avro":
             client.create_producer(topic, schema=ps.AvroSchema(TheirEarlier)).close()
         producer = client.create_producer(topic, **kw)
-        results: list[pulsar.Result] = []
+        receipts: dict[int, tuple[pulsar.Result, Any]] = {}
         for i, v in enumerate(values(cell, "pulsar")):
-            producer.send_async(v, lambda res, _mid: results.append(res), **meta(i, "pulsar", cell))
+            producer.send_async(v, lambda res, mid, i=i: receipts.__setitem__(i, (res, mid)), **meta(i, "pulsar", cell))
         producer.flush()
         producer.close()
-        assert results == [pulsar.Result.Ok] * len(values(cell, "pulsar")), (topic, results)
+        count = len(values(cell, "pulsar"))
+        assert [receipts[i][0] for i in range(count)] == [pulsar.Result.Ok] * count, (topic, receipts)
+        return [ids_of(str(receipts[i][1])) for i in range(count)]
     finally:
         client.close()
 
@@ -227,7 +250,7 @@ async def sdk_read(service_url: str, topics: dict[str, tuple[str, Cell]]) -> dic
             await reader.close()
             out[topic] = [Seen(m.data(), m.properties(), m.partition_key() if m.has_partition_key() else None,
                                m.ordering_key(), m.event_timestamp(), m.schema_version(), plain(m.value()),
-                               m.message_id().batch_index()) for m in got]  # fmt: skip
+                               m.message_id().batch_index(), ids_of(str(m.message_id()))) for m in got]  # fmt: skip
     return out
 
 
@@ -243,7 +266,7 @@ def pulsar_read(pulsar_url: str, topics: dict[str, tuple[str, Cell]]) -> dict[st
             # pulsar-client hands the ordering key and the schema version over as str
             out[topic] = [Seen(m.data(), m.properties(), m.partition_key() or None, m.ordering_key().encode("latin-1"),
                                m.event_timestamp(), m.schema_version().encode("latin-1"),
-                               plain(m.value()) if decodes else None) for m in got]  # fmt: skip
+                               plain(m.value()) if decodes else None, ids=ids_of(str(m.message_id()))) for m in got]  # fmt: skip
     finally:
         client.close()
     return out
@@ -277,8 +300,8 @@ async def websocket_read(gateway_url: str, topics: dict[str, tuple[str, Cell]], 
                 await ws.send(json.dumps({"messageId": frames[-1]["messageId"]}))
         out[topic] = [Seen(base64.b64decode(f["payload"]), f["properties"], f.get("key"),
                            base64.b64decode(f.get("orderingKey", "")), _ms(f["eventTime"]) if "eventTime" in f else 0,
-                           int(f["schemaVersion"]).to_bytes(8, "big", signed=True) if "schemaVersion" in f else b"")
-                      for f in frames]  # fmt: skip
+                           int(f["schemaVersion"]).to_bytes(8, "big", signed=True) if "schemaVersion" in f else b"",
+                           ids=ids_of(str(ws_ids.decode(f["messageId"])))) for f in frames]  # fmt: skip
     return out
 
 
@@ -293,18 +316,21 @@ async def rest_peek_read(gateway_url: str, topics: dict[str, tuple[str, Cell]]) 
             local = topic.removeprefix("persistent://")
             seen: list[Seen] = []
             parts: list[bytes] = []
+            first = ""  # the first chunk's id
             position = 0
             while len(seen) < len(values(cell, writer)):
                 position += 1
                 r = await http.get(f"/admin/v2/persistent/{local}/subscription/peek/position/{position}")
                 assert r.status_code == 200, (topic, position, r.status_code, r.text)
                 h = r.headers
+                mid = h["X-Pulsar-Message-ID"]
                 if "X-Pulsar-chunk-id" in h:
                     assert int(h["X-Pulsar-chunk-id"]) == len(parts), (topic, position)
+                    first = first if parts else mid
                     parts.append(r.content)
                     if len(parts) < int(h["X-Pulsar-num-chunks-from-msg"]):
                         continue
-                    data, parts = b"".join(parts), []
+                    data, parts, mid = b"".join(parts), [], f"{first};{mid}"
                     assert len(data) == int(h["X-Pulsar-total-chunk-msg-size"])
                     if "X-Pulsar-compression" in h:
                         size = int(h["X-Pulsar-uncompressed-size"])
@@ -315,7 +341,8 @@ async def rest_peek_read(gateway_url: str, topics: dict[str, tuple[str, Cell]]) 
                 seen.append(Seen(data, json.loads(h.get("X-Pulsar-PROPERTY", "{}")), h.get("X-Pulsar-partition-key"),
                                  base64.b64decode(h.get("X-Pulsar-Base64-ordering-key", "")),
                                  _ms(h["X-Pulsar-event-time"]) if "X-Pulsar-event-time" in h else 0,
-                                 base64.b64decode(h.get("X-Pulsar-Base64-schema-version-b64encoded", ""))))  # fmt: skip
+                                 base64.b64decode(h.get("X-Pulsar-Base64-schema-version-b64encoded", "")),
+                                 ids=ids_of(mid)))  # fmt: skip
             out[topic] = seen
     return out
 
@@ -327,7 +354,7 @@ def spark_read(spark: Any, service_url: str, admin_url: str, topics: dict[str, t
     for r in sorted(rows, key=lambda r: (r["topic"], int(r["properties"]["i"]))):
         event_ms = round(r["event_time"].timestamp() * 1000) if r["event_time"] is not None else 0
         out[r["topic"]].append(Seen(bytes(r["value"]), dict(r["properties"]), r["key"], bytes(r["ordering_key"] or b""),
-                                    event_ms, bytes(r["schema_version"] or b"")))  # fmt: skip
+                                    event_ms, bytes(r["schema_version"] or b""), ids=ids_of(r["message_id"])))  # fmt: skip
     return out
 
 
@@ -337,6 +364,8 @@ class Matrix:
     cluster: Any  # magnetar_spark.testing.Cluster
     run: str
     topics: dict[str, tuple[str, Cell]]
+    sent: dict[str, list[Ids]]
+    """Each topic's message ids, as its writer's sends returned them."""
     reads: dict[str, Callable[[], dict[str, list[Seen]]]]
     cache: dict[str, dict[str, list[Seen]]]
 
@@ -367,15 +396,16 @@ def matrix(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
     run = uuid.uuid4().hex[:6]
     topics = {topic_of(w, c, run): (w, c) for w, c in WRITTEN}
+    sent: dict[str, list[Ids]] = {}
     with cluster(zk_server, Path(tmp_path_factory.mktemp("matrix")), max_message_bytes=MAX_MESSAGE,
                  default_retention_time_minutes=-1, default_retention_size_mb=-1) as c:  # fmt: skip
 
         async def write_all() -> None:
             for topic, (writer, cell) in topics.items():
                 if writer == "sdk":
-                    await sdk_write(c.service_url, topic, cell)
+                    sent[topic] = await sdk_write(c.service_url, topic, cell)
                 else:
-                    await asyncio.to_thread(pulsar_write, c.pulsar_url, topic, cell)
+                    sent[topic] = await asyncio.to_thread(pulsar_write, c.pulsar_url, topic, cell)
             async with httpx.AsyncClient(base_url=c.admin_url, timeout=30) as http:
                 for topic in topics:
                     for sub in ("ws", "peek"):
@@ -390,7 +420,7 @@ def matrix(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             "websocket-reader": lambda: asyncio.run(websocket_read(c.admin_url, topics, reader=True)),
             "rest-peek": lambda: asyncio.run(rest_peek_read(c.admin_url, topics)),
         }
-        yield Matrix(c, run, topics, reads, {})
+        yield Matrix(c, run, topics, sent, reads, {})
 
 
 @pytest.mark.parametrize("reader", READERS)
@@ -401,13 +431,14 @@ def test_every_door_reads_what_each_client_wrote(request: pytest.FixtureRequest,
         spark = request.getfixturevalue("spark_session")
         c = matrix.cluster
         matrix.reads["spark"] = lambda: spark_read(spark, c.service_url, c.admin_url, matrix.topics)
-    want = expected(writer, cell)
-    got = matrix.read(reader)[topic_of(writer, cell, matrix.run)]
+    topic = topic_of(writer, cell, matrix.run)
+    want = [replace(s, ids=ids) for s, ids in zip(expected(writer, cell), matrix.sent[topic], strict=True)]
+    got = matrix.read(reader)[topic]
     decodes = reader == "sdk" or (reader == "pulsar-client" and cell.schema != "key-value")
     if not decodes:
-        want = [Seen(**{**vars(s), "value": None}) for s in want]
+        want = [replace(s, value=None) for s in want]
     elif not cell.schema:  # bytes: the value is the payload
-        want = [Seen(**{**vars(s), "value": s.data}) for s in want]
+        want = [replace(s, value=s.data) for s in want]
     assert got == want
     if reader == "sdk" and not cell.chunked:  # the writer's messages went as one (compressed) batch
         assert [s.batch_index for s in got] == list(range(len(want)))
