@@ -212,6 +212,39 @@ class AdminClient:
         request = pb.RemoveNamespacePolicyRequest(namespace=namespace, policy=policy, backlog_quota_type=backlog_quota_type)
         await self.call(lambda s: s.RemoveNamespacePolicy(request, timeout=self.timeout))
 
+    # -- schemas (any broker answers: the registry is in ZooKeeper) ------------------
+    async def schema(self, topic: str, version: int | None = None) -> pb.TopicSchema:
+        """The latest live schema, or ``version``. Raises: SchemaNotFound."""
+        request = pb.GetTopicSchemaRequest(topic=topic, version=version)
+        return await self.call(lambda s: s.GetTopicSchema(request, timeout=self.timeout))
+
+    async def all_schemas(self, topic: str) -> list[pb.TopicSchema]:
+        """The live versions (since the last delete), oldest first."""
+        request = pb.GetAllTopicSchemasRequest(topic=topic)
+        return list((await self.call(lambda s: s.GetAllTopicSchemas(request, timeout=self.timeout))).versions)
+
+    async def post_schema(self, topic: str, schema: pb.SchemaInfo) -> int:
+        """Register ``schema`` (the namespace's strategy applies); its version (an
+        identical live one's). Raises: IncompatibleSchema, InvalidSchema, InvalidArgument."""
+        request = pb.TopicSchemaRequest(topic=topic, schema=schema)
+        return (await self.call(lambda s: s.PostTopicSchema(request, timeout=self.timeout))).version
+
+    async def delete_schema(self, topic: str) -> int | None:
+        """The delete's version; None: the topic had no schema."""
+        request = pb.DeleteTopicSchemaRequest(topic=topic)
+        answer = await self.call(lambda s: s.DeleteTopicSchema(request, timeout=self.timeout))
+        return answer.version if answer.HasField("version") else None
+
+    async def test_schema_compatibility(self, topic: str, schema: pb.SchemaInfo) -> pb.SchemaCompatibility:
+        """Would ``schema`` be registered? Stores nothing."""
+        request = pb.TopicSchemaRequest(topic=topic, schema=schema)
+        return await self.call(lambda s: s.TestSchemaCompatibility(request, timeout=self.timeout))
+
+    async def schema_version(self, topic: str, schema: pb.SchemaInfo) -> int:
+        """The version of the live schema identical to ``schema``. Raises: SchemaNotFound."""
+        request = pb.TopicSchemaRequest(topic=topic, schema=schema)
+        return (await self.call(lambda s: s.GetSchemaVersion(request, timeout=self.timeout))).version
+
     async def bundles(self, namespace: str, bundle: str = "") -> list[pb.BundleOwner]:
         """Each bundle (or the one named) with its owner's address ('' if unowned)."""
         request = pb.LookupBundleRequest(namespace=namespace, bundle=bundle)
