@@ -23,6 +23,8 @@ _SDK = frozenset({
 
 
 def __getattr__(name: str) -> Any:
+    if name == "schema":  # ``magnetar.schema`` after ``import magnetar``, as ``pulsar.schema``
+        return importlib.import_module("magnetar.schema")
     if name not in _SDK:
         raise AttributeError(f"module 'magnetar' has no attribute {name!r}")
     value = getattr(importlib.import_module("magnetar.client.sync"), name)

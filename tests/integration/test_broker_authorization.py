@@ -21,6 +21,7 @@ import magnetar.asyncio as ma
 from magnetar.client.admin import AdminClient
 from magnetar.common.errors import AuthorizationError
 from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.schema import StringSchema
 from magnetar.testing.auth import Keys
 from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
 
@@ -82,6 +83,12 @@ async def test_roles_get_what_their_grants_give_over_grpc(broker: BrokerProcess,
                 await c.create_producer("persistent://other/ns/t")
         with pytest.raises(AuthorizationError):
             await stranger.subscribe(TOPIC, "s2")
+        # Schemas: declared with the produce (or consume) grant; GetSchema needs lookup.
+        typed = await writer.create_producer(f"persistent://{NS}/typed", schema=StringSchema())
+        assert (await reader._pool.get_schema(f"persistent://{NS}/typed")).schema.type == 1  # STRING
+        with pytest.raises(AuthorizationError):
+            await stranger._pool.get_schema(f"persistent://{NS}/typed")
+        await typed.close()
 
         # Administration: the tenant's admin, not its producers; nobody else's tenant.
         as_admin = AdminClient(broker.address, 15, token=lambda: keys.token("acme-admin"))

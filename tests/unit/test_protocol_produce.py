@@ -25,6 +25,7 @@ from magnetar.broker.topic import ProducerAdmission, Publisher, PublishResult
 from magnetar.common import errors as e
 from magnetar.common.netutil import free_port
 from magnetar.managedledger.position import Position
+from magnetar.metadata.schemas import SchemaInfo, StoredSchema
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.protocol.frames import encode_command, encode_payload_command
@@ -141,6 +142,10 @@ class FakeService:
     def new_producer_name(self) -> str:
         self.names += 1
         return f"generated-{self.names}"
+
+    async def declare_schema(self, topic: str, schema: SchemaInfo, *, consumer: bool = False) -> StoredSchema:
+        """No registry here: a producer without a schema is let through (version -1)."""
+        return StoredSchema(schema, -1)
 
 
 @pytest.fixture

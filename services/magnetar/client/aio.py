@@ -23,6 +23,7 @@ from datetime import timedelta
 from magnetar.common.errors import AlreadyClosed, InvalidArgument, InvalidConfiguration
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.schema import Schema
 
 from .auth import (
     AuthenticationBasic,
@@ -58,6 +59,7 @@ from .options import (
 )
 from .producer import Producer
 from .reader import Reader
+from .schemas import check_schema
 
 __all__ = [
     "AuthenticationBasic",
@@ -174,6 +176,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        schema: Schema = PRODUCER_DEFAULTS.schema,
         initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
@@ -209,6 +212,10 @@ class Client:
         ProducerFenced). An exclusive producer that reconnects keeps its topic epoch:
         when another took the topic meanwhile it is fenced (ProducerFenced) for good.
 
+        ``schema`` (a :mod:`magnetar.schema` schema, default ``BytesSchema()``): what
+        ``send`` encodes values with; declared to the broker when the producer opens
+        (bytes declare nothing), and its version carried by every entry written.
+
         ``compression_type``: each batch's messages are compressed together with that
         codec as Pulsar's producers compress them (the batch's header is not), and every
         consumer door, pulsar-client's included, reads them decompressed.
@@ -218,6 +225,8 @@ class Client:
                 ``initial_sequence_id`` other than None or an int >= 0, an unknown
                 ``access_mode`` or ``compression_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
+            IncompatibleSchema: the topic's schema does not accept ``schema``.
+            TypeError: ``schema`` is not a :class:`magnetar.schema.Schema`.
         """
         self._check_open()
         check_hashing_scheme(hashing_scheme)
@@ -240,6 +249,7 @@ class Client:
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             access_mode=ProducerAccessMode.of(access_mode),
+            schema=check_schema(schema),
         )
         producer = await Producer.create(self._pool, topic, conf)
         self._producers.add(producer)
@@ -250,6 +260,7 @@ class Client:
         topic: Topics,
         subscription_name: str,
         consumer_type: ConsumerType = CONSUMER_DEFAULTS.consumer_type,
+        schema: Schema = CONSUMER_DEFAULTS.schema,
         consumer_name: str | None = None,
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         priority_level: int = CONSUMER_DEFAULTS.priority_level,
@@ -275,6 +286,9 @@ class Client:
 
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
         :class:`ConsumerBatchReceivePolicy`; None: its defaults).
+
+        ``schema`` (default ``BytesSchema()``): what ``Message.value()`` decodes payloads
+        with (see docs/client.md, "Schemas"); declared to the broker on subscribing.
 
         ``key_shared_policy``: on a KeyShared subscription, a
         :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
@@ -319,6 +333,7 @@ class Client:
             batch_receive_policy=batch_receive_policy,
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
+            schema=check_schema(schema),
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)
@@ -330,6 +345,7 @@ class Client:
         self,
         topic: str,
         start_message_id: MessageId,
+        schema: Schema = CONSUMER_DEFAULTS.schema,
         reader_name: str | None = None,
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,
@@ -338,7 +354,8 @@ class Client:
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
         :mod:`magnetar.client.reader`). ``reader_listener``: ``fn(reader, message)`` for
-        each message, as ``message_listener`` of :meth:`subscribe`.
+        each message, as ``message_listener`` of :meth:`subscribe`. ``schema``: as
+        :meth:`subscribe`'s.
 
         Raises:
             InvalidArgument: a specific start id on a partitioned topic.
@@ -350,6 +367,7 @@ class Client:
             self._pool,
             topic,
             start_message_id,
+            schema=check_schema(schema),
             reader_name=reader_name,
             receiver_queue_size=receiver_queue_size,
             subscription_role_prefix=subscription_role_prefix,

@@ -55,11 +55,13 @@ def build_op(
     futures: list[asyncio.Future],
     batched: bool,
     compression: int = 0,
+    schema_version: bytes = b"",
 ) -> OpSendBatch:
     """The send of ``messages`` as one entry; ``compression`` (a ``CompressionType``, 0:
     none): the messages compressed together into ``compressed_messages``, the header
     (producer, sequence id, publish time) left readable, as Pulsar compresses a batch's
-    records and not its ``MessageMetadata``."""
+    records and not its ``MessageMetadata``. ``schema_version``: what the broker gave
+    the producer for its schema (b"": none), carried by the entry."""
     first = messages[0].sequence_id
     if len(messages) == 1:
         low = high = first
@@ -71,6 +73,7 @@ def build_op(
         sequence_id=first,
         publish_time_ms=int(time.time() * 1000),
         batched=batched,
+        schema_version=schema_version,
     )
     if compression:
         raw = pb.EntryBatch(messages=messages).SerializeToString()

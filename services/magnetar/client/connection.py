@@ -18,6 +18,7 @@ from magnetar.common.errors import (
     InvalidUrl,
     MagnetarError,
     NotConnected,
+    NotFound,
     Timeout,
 )
 from magnetar.common.grpcauth import with_authorization, with_token
@@ -32,6 +33,8 @@ from magnetar.common.retry import RetryPolicy
 from magnetar.common.tls import ClientTls, aio_channel, channel_credentials
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+
+from .schemas import WriterSchemas
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +169,8 @@ class ConnectionPool:
         self._stubs: dict[str, pb_grpc.BrokerStub] = {}
         self._next_host = itertools.count(random.randrange(len(self.service_hosts)))
         self.closed = False
+        self.writer_schemas = WriterSchemas(self.get_schema)
+        """The schema versions this client's consumers fetched (see :mod:`.schemas`)."""
 
     def stub(self, address: str) -> pb_grpc.BrokerStub:
         if self.closed:
@@ -256,6 +261,19 @@ class ConnectionPool:
             await self.lookup(topic), lambda stub: stub.GetLastMessageId(request, timeout=self.operation_timeout_s)
         )
         return resp.message_id
+
+    async def get_schema(self, topic: str, version: int | None = None) -> pb.GetSchemaResponse | None:
+        """A version of ``topic``'s schema (None: the latest); None when it has none
+        (or not that version). Any broker answers (schemas are kept in ZooKeeper)."""
+        request = pb.GetSchemaRequest(topic=topic, version=version)
+
+        async def call(stub: pb_grpc.BrokerStub, host: str) -> pb.GetSchemaResponse:
+            return await stub.GetSchema(request, timeout=self.attempt_timeout_s)
+
+        try:
+            return await self.on_service_hosts(f"schema of {topic}", call)
+        except NotFound:
+            return None
 
     def open_produce(self, address: str, target: str) -> BrokerStream:
         """A new ``Produce`` stream to the broker at ``address``."""

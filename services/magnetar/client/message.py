@@ -4,11 +4,15 @@ producer compressed it) into them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from magnetar.common.compression import open_entry_batch
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
+
+if TYPE_CHECKING:
+    from .schemas import MessageDecoder
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -23,13 +27,23 @@ class Message:
     _redelivery_count: int = 0
     _producer_name: str = ""
     _schema_version: bytes = b""
+    _decoder: MessageDecoder | None = None
 
     def data(self) -> bytes:
         return self._single.payload
 
-    def value(self) -> bytes:
-        """The payload (no schemas yet, so the same as :meth:`data`)."""
-        return self._single.payload
+    def value(self) -> Any:
+        """The payload decoded with the consumer's (or reader's) ``schema``, resolved
+        against the schema version the message was written with (Avro); the payload
+        itself with ``BytesSchema`` (the default).
+
+        Raises:
+            InvalidMessage: the payload does not decode with the schema (the consumer
+                goes on; :meth:`data` still has the bytes).
+        """
+        if self._decoder is None:
+            return self._single.payload
+        return self._decoder.value(self)
 
     def properties(self) -> dict[str, str]:
         return dict(self._single.properties)
@@ -50,10 +64,10 @@ class Message:
 
     def schema_version(self) -> bytes:
         """The version of the topic's schema the message was sent with (b"" when none):
-        the 8 bytes (a big-endian long) the broker gave a Pulsar producer that declared a
-        schema. The Magnetar SDK declares none, so its messages have none. Raw bytes, as
-        Pulsar's Java client's ``getSchemaVersion()`` (pulsar-client's Python hands them
-        over as a str)."""
+        the 8 bytes (a big-endian long) the broker gave its producer for the schema it
+        declared (a producer with ``BytesSchema`` declares none). Raw bytes, as Pulsar's
+        Java client's ``getSchemaVersion()`` (pulsar-client's Python hands them over as
+        a str)."""
         return self._schema_version
 
     def message_id(self) -> MessageId:
@@ -84,10 +98,13 @@ class Message:
         return f"Message(id={self._id}, topic={self._topic!r}, {len(self._single.payload)} bytes)"
 
 
-def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[list[Message], bool]:
+def unpack_entry(
+    topic: str, partition: int, delivery: pb.Delivery, decoder: MessageDecoder | None = None,
+) -> tuple[list[Message], bool]:
     """The messages of one delivered entry, and whether the entry is a batch.
 
-    Message i of a batch gets batch index i; an unbatched message gets -1.
+    Message i of a batch gets batch index i; an unbatched message gets -1. ``decoder``:
+    what their ``value()`` decodes with (None: the payload).
     """
     batch = pb.EntryBatch()
     try:
@@ -105,7 +122,7 @@ def unpack_entry(topic: str, partition: int, delivery: pb.Delivery) -> tuple[lis
         mid = MessageId.trusted(partition, ledger_id, entry_id, i if batch.batched else -1)
         out.append(Message(
             topic, mid, single, batch.publish_time_ms, delivery.redelivery_count, batch.producer_name,
-            batch.schema_version,
+            batch.schema_version, decoder,
         ))
     return out, batch.batched
 

@@ -16,6 +16,7 @@ from magnetar.common.errors import (
     ProducerQueueIsFull,
 )
 from magnetar.common.message_id import MessageId
+from magnetar.schema import BytesSchema, Schema
 
 
 class ConsumerType(enum.IntEnum):
@@ -290,6 +291,8 @@ class ProducerConfig:
     auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
     # Pulsar's access modes: Shared, Exclusive, WaitForExclusive, ExclusiveWithFencing.
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+    # What send() encodes values with, declared to the broker (bytes: nothing declared).
+    schema: Schema = field(default_factory=BytesSchema)
 
 
 @dataclass
@@ -322,6 +325,8 @@ class ConsumerConfig:
     # ProducerConfig; readers keep the partitions they started with).
     auto_update_partitions: bool = True
     auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
+    # What Message.value() decodes payloads with, declared to the broker (bytes: nothing).
+    schema: Schema = field(default_factory=BytesSchema)
 
 
 PRODUCER_DEFAULTS = ProducerConfig()

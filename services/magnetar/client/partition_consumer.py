@@ -42,6 +42,7 @@ from .message import Message, unpack_entry
 from .options import ConsumerConfig, ConsumerType
 from .receive_queue import ReceiveQueue
 from .requests import PendingRequests
+from .schemas import MessageDecoder, declared
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class PartitionConsumer(ConnectionHandler):
         # last seek target; batch messages up to _skip_through were read already.
         self._restart_at: MessageId | None = None
         self._skip_through: MessageId | None = None
+        self._decoder = MessageDecoder.of(conf.schema, topic, pool.writer_schemas)
 
     # -- stream ---------------------------------------------------------------------
     async def _open(self, address: str, target: str) -> BrokerStream:
@@ -100,6 +102,7 @@ class PartitionConsumer(ConnectionHandler):
             initial_position=int(self.conf.initial_position),  # type: ignore[arg-type]
             receiver_queue_size=self.queue_size,
             non_durable=self.conf.non_durable,
+            schema=declared(self.conf.schema),
         )
         subscribe.enable_retry = self.conf.enable_retry
         ks = self.conf.key_shared_policy
@@ -172,6 +175,8 @@ class PartitionConsumer(ConnectionHandler):
                     return NotConnected(f"broker {self.broker_address} closed the consume stream")
                 kind = resp.WhichOneof("kind")
                 if kind == "deliveries":
+                    if self._decoder is not None:  # the schema versions they name, fetched once
+                        await self._decoder.prepare(resp.deliveries.deliveries)
                     for delivery in resp.deliveries.deliveries:
                         self._on_delivery(delivery)
                 elif kind == "reset":
@@ -185,7 +190,7 @@ class PartitionConsumer(ConnectionHandler):
 
     def _on_delivery(self, delivery: pb.Delivery) -> None:
         try:
-            messages, batched = unpack_entry(self.topic, self.partition, delivery)
+            messages, batched = unpack_entry(self.topic, self.partition, delivery, self._decoder)
         except MagnetarError:
             log.exception("consumer on %s: dropping an undecodable entry", self.topic)
             self._taken += 1

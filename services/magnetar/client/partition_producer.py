@@ -32,6 +32,7 @@ from .batching import BatchContainer, OpSendBatch, build_op, message_size
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .options import ProducerConfig
+from .schemas import declared
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class PartitionProducer(ConnectionHandler):
         initial = conf.initial_sequence_id
         self.last_sequence_id = -1 if initial is None else initial
         self.topic_epoch: int | None = None  # what the broker said; sent again on reopening
+        self.schema_version = b""  # the broker's version of our schema, put in each entry
         self._loop = asyncio.get_running_loop()
         self._next_seq = 0 if initial is None else initial + 1
         self._request_ids = itertools.count(1)
@@ -76,6 +78,7 @@ class PartitionProducer(ConnectionHandler):
         first = pb.ProduceRequest(open=pb.OpenProducer(
             topic=self.topic, producer_name=self.name, properties=self.conf.properties,
             access_mode=pb.ProducerAccessMode.ValueType(self.conf.access_mode), topic_epoch=self.topic_epoch,
+            schema=declared(self.conf.schema),
         ))  # fmt: skip
         # A WaitForExclusive producer is answered once it holds the topic: no time limit.
         waits = self.conf.access_mode is ProducerAccessMode.WaitForExclusive
@@ -93,6 +96,7 @@ class PartitionProducer(ConnectionHandler):
             self.last_sequence_id = max(self.last_sequence_id, opened.last_sequence_id)
         if opened.HasField("topic_epoch"):
             self.topic_epoch = opened.topic_epoch
+        self.schema_version = opened.schema_version
         return call
 
     def _connected(self) -> None:
@@ -244,6 +248,7 @@ class PartitionProducer(ConnectionHandler):
             self.flush_batch()  # keeps send order: earlier batched messages go first
             self._enqueue(build_op(
                 next(self._request_ids), self.name, [msg], [fut], batched=False, compression=self.conf.compression_type,
+                schema_version=self.schema_version,
             ))
             return fut
         size = message_size(msg)  # once: a scan of its properties
@@ -266,6 +271,7 @@ class PartitionProducer(ConnectionHandler):
         msgs, futs = self._container.drain()
         self._enqueue(build_op(
             next(self._request_ids), self.name, msgs, futs, batched=True, compression=self.conf.compression_type,
+            schema_version=self.schema_version,
         ))
 
     def _enqueue(self, op: OpSendBatch) -> None:

@@ -26,6 +26,7 @@ from magnetar.common.keyhash import partition_for_key
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
+from magnetar.schema import BytesSchema, Schema
 
 from .autoupdate import PartitionsAutoUpdate, check_interval
 from .connection import ConnectionPool
@@ -74,6 +75,22 @@ def build_message(
     return msg
 
 
+def encode_value(schema: Schema, value: object) -> bytes:
+    """``value`` encoded with the producer's schema, before anything is queued.
+
+    Raises:
+        TypeError, ValueError: the schema's own, as pulsar-client's (a value of another
+            type, a record field out of range).
+        InvalidArgument: any other failure of the schema's encoder.
+    """
+    try:
+        return schema.encode(value)
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"{schema} cannot encode {type(value).__name__} {value!r:.200}: {exc}") from exc
+
+
 def _ordering_key(key: bytes | str) -> bytes:
     """Raises: TypeError: neither bytes nor str (a str is taken as its UTF-8 bytes, as
     pulsar-client takes one)."""
@@ -99,6 +116,8 @@ class Producer:
         self._single = random.randrange(len(producers))
         self._pool = pool
         self._closed = False
+        # None: bytes as given (BytesSchema); else the schema's encode.
+        self._encode = None if isinstance(conf.schema, BytesSchema) else conf.schema
         self._auto_update: PartitionsAutoUpdate | None = None
         if pool is not None and conf.auto_update_partitions:
             self._auto_update = PartitionsAutoUpdate(
@@ -194,6 +213,8 @@ class Producer:
         deliver_after: timedelta | None,
         ordering_key: bytes | str | None = None,
     ) -> tuple[PartitionProducer, pb.SingleMessage, bool]:
+        if self._encode is not None:
+            content = encode_value(self._encode, content)
         msg = build_message(
             content, properties, partition_key, event_timestamp, deliver_at, deliver_after, self._conf.max_message_size,
             ordering_key,
@@ -215,6 +236,10 @@ class Producer:
         deliver_after: timedelta | None = None,
     ) -> MessageId:
         """Send one message and wait until the broker stored it.
+
+        ``content``: bytes with ``BytesSchema`` (the default), else a value the producer's
+        ``schema`` encodes (a str for ``StringSchema``, a ``Record`` for JSON and Avro, ...);
+        :func:`encode_value` says what a value it cannot encode raises.
 
         ``ordering_key``: Pulsar's ordering key (bytes; a str is taken as its UTF-8
         bytes, as pulsar-client takes one): a Key_Shared subscription routes by it

@@ -21,6 +21,7 @@ import secrets
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
+from magnetar.schema import BytesSchema, Schema
 
 from .connection import ConnectionPool
 from .consumer import Consumer, SeekTarget
@@ -47,6 +48,7 @@ class Reader:
         receiver_queue_size: int = 1000,
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = False,
+        schema: Schema | None = None,
     ) -> Reader:
         if not isinstance(start_message_id, MessageId):
             raise TypeError(f"start_message_id must be a MessageId, not {type(start_message_id).__name__}")
@@ -65,6 +67,7 @@ class Reader:
             start_message_id=start_message_id,
             start_message_id_inclusive=start_message_id_inclusive,
             non_durable=True,
+            schema=schema if schema is not None else BytesSchema(),
         )
         consumer = await Consumer.create(pool, topic, conf)
         reader = cls(pool, consumer, [_NOTHING_READ] * len(consumer.partitions))

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from magnetar.common.errors import AlreadyClosed, MagnetarError, ProducerQueueIsFull, ServiceClosed
 from magnetar.common.eventloop import loop_factory
 from magnetar.common.message_id import MessageId
+from magnetar.schema import Schema
 
 from . import aio
 from .auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
@@ -518,6 +519,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        schema: Schema = PRODUCER_DEFAULTS.schema,
         initial_sequence_id: int | None = PRODUCER_DEFAULTS.initial_sequence_id,
         send_timeout_millis: int = PRODUCER_DEFAULTS.send_timeout_millis,
         max_pending_messages: int = PRODUCER_DEFAULTS.max_pending_messages,
@@ -544,6 +546,7 @@ class Client:
         topic: Topics,
         subscription_name: str,
         consumer_type: ConsumerType = CONSUMER_DEFAULTS.consumer_type,
+        schema: Schema = CONSUMER_DEFAULTS.schema,
         consumer_name: str | None = None,
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         priority_level: int = CONSUMER_DEFAULTS.priority_level,
@@ -573,6 +576,7 @@ class Client:
         self,
         topic: str,
         start_message_id: MessageId,
+        schema: Schema = CONSUMER_DEFAULTS.schema,
         reader_name: str | None = None,
         receiver_queue_size: int = CONSUMER_DEFAULTS.receiver_queue_size,
         subscription_role_prefix: str | None = None,

@@ -42,6 +42,7 @@
     ├── OperationNotSupported    a call the handle does not support (pulsar-client's name)
     ├── ServiceClosed
     │   └── AlreadyClosed        the application closed that client, producer, consumer or reader
+    ├── InvalidMessage           a received payload its consumer's schema does not decode
     └── (pulsar-client's names for conditions Magnetar does not have; never raised)
 
 Every class has a stable ``code`` (sent over the wire), a ``retriable`` flag and a
@@ -400,6 +401,9 @@ class BrokerPersistenceError(MagnetarError):
 
 
 class InvalidMessage(MagnetarError):
+    """A received payload that does not decode with the consumer's schema (raised by
+    ``Message.value()``; pulsar-client's name)."""
+
     code = "INVALID_MESSAGE"
 
 

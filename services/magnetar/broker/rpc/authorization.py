@@ -56,6 +56,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "GetTopicStats": _topic(Action.LOOKUP),
     "ListTopics": _namespace(Action.LOOKUP),
     "GetLastMessageId": _topic(Action.CONSUME),
+    "GetSchema": _topic(Action.LOOKUP),  # Pulsar: a topic's schema is read with lookup
     "ListSubscriptions": _topic(Action.CONSUME),
     # subscriptions (Pulsar: SUBSCRIBE, UNSUBSCRIBE, SKIP, RESET_CURSOR, EXPIRE_MESSAGES, PEEK_MESSAGES)
     "CreateSubscription": _subscription,

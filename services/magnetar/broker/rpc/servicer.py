@@ -18,10 +18,11 @@ from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
-from magnetar.broker.rpc import wire
+from magnetar.broker.rpc import schemas, wire
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
-from magnetar.broker.rpc.schemas import SchemaAdminRpcs
+from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
+from magnetar.broker.rpc.schemas import SchemaRpcs
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
@@ -52,7 +53,8 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 
 class BrokerServicer(
-    SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, pb_grpc.BrokerServicer,
+    SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
+    pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
         self.service = service
@@ -110,6 +112,7 @@ class BrokerServicer(
             access = Request(Action.PRODUCE, str(TopicName.parse(first.open.topic)))
             role = await self._authorize(access)
             topic = await self.service.get_topic(first.open.topic)
+            schema_version = await schemas.declare(self.service, topic.name, first.open, consumer=False)
             name = first.open.producer_name or self.service.new_producer_name()
             ended: asyncio.Future[MagnetarError] = asyncio.get_running_loop().create_future()
             pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
@@ -165,7 +168,9 @@ class BrokerServicer(
         watcher = self._watch_access(role, access, on_close)
         item: tuple[int, asyncio.Future[PublishResult]] | None = None
         try:
-            yield pb.ProduceResponse(opened=pb.ProducerOpened(producer_name=name, last_sequence_id=last, topic_epoch=admitted.topic_epoch))
+            yield pb.ProduceResponse(opened=pb.ProducerOpened(
+                producer_name=name, last_sequence_id=last, topic_epoch=admitted.topic_epoch, schema_version=schema_version,
+            ))  # fmt: skip
             item = await pending.get()
             while item is not None and not ended.done():
                 receipts = [await _receipt(item, topic.partition)]
@@ -250,6 +255,7 @@ class BrokerServicer(
             # refused subscribe leaves nothing behind (no cursor keeping a backlog).
             policy = await self._dead_letter_policy(s, name)
             topic = await self.service.get_topic(s.topic)
+            await schemas.declare(self.service, topic.name, s, consumer=True)
             start = topic.position_of(wire.message_id(s.start_message_id)) if s.HasField("start_message_id") else None
             subscription = await topic.subscribe(
                 s.subscription, sub_type, initial,
