@@ -212,6 +212,31 @@ class AdminClient:
         request = pb.RemoveNamespacePolicyRequest(namespace=namespace, policy=policy, backlog_quota_type=backlog_quota_type)
         await self.call(lambda s: s.RemoveNamespacePolicy(request, timeout=self.timeout))
 
+    async def schema_compatibility_strategy(self, namespace: str) -> str:
+        """The namespace's schemaCompatibilityStrategy (UNDEFINED: the broker's default applies)."""
+        p = await self.namespace_policies(namespace)
+        return p.schema_compatibility_strategy if p.HasField("schema_compatibility_strategy") else "UNDEFINED"
+
+    async def set_schema_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        """Raises: InvalidArgument (not one of Pulsar's strategies), NamespaceNotFound."""
+        await self.set_namespace_policy(namespace, schema_compatibility_strategy=strategy)
+
+    async def is_allow_auto_update_schema(self, namespace: str) -> bool:
+        """Whether producers may register new schema versions (unset: true, as Pulsar)."""
+        p = await self.namespace_policies(namespace)
+        return p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else True
+
+    async def set_is_allow_auto_update_schema(self, namespace: str, allowed: bool) -> None:
+        await self.set_namespace_policy(namespace, is_allow_auto_update_schema=allowed)
+
+    async def schema_validation_enforced(self, namespace: str) -> bool:
+        """Whether producers without a schema are refused on topics with one (unset: false)."""
+        p = await self.namespace_policies(namespace)
+        return p.schema_validation_enforced if p.HasField("schema_validation_enforced") else False
+
+    async def set_schema_validation_enforced(self, namespace: str, enforced: bool) -> None:
+        await self.set_namespace_policy(namespace, schema_validation_enforced=enforced)
+
     # -- schemas (any broker answers: the registry is in ZooKeeper) ------------------
     async def schema(self, topic: str, version: int | None = None) -> pb.TopicSchema:
         """The latest live schema, or ``version``. Raises: SchemaNotFound."""

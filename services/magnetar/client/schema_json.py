@@ -17,17 +17,38 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from magnetar.broker.schema.compatibility import SchemaType
 from magnetar.common.errors import InvalidArgument, InvalidSchema
 from magnetar.proto.v1 import broker_pb2 as pb
 
 _LENGTH = struct.Struct(">i")
-_STRUCT_TYPES = {SchemaType.JSON, SchemaType.AVRO, SchemaType.PROTOBUF, SchemaType.PROTOBUF_NATIVE}
+TYPE_NAMES = (
+    "NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8", "INT16", "INT32", "INT64", "FLOAT", "DOUBLE",
+    "DATE", "TIME", "TIMESTAMP", "KEY_VALUE", "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME",
+    "PROTOBUF_NATIVE",
+)
+"""Pulsar's admin names of its schema types, by their wire numbers (``Schema.Type``; the
+broker's ``SchemaType`` has the same, a layer above the client)."""
+KEY_VALUE = TYPE_NAMES.index("KEY_VALUE")
+_STRUCT_TYPES = {"JSON", "AVRO", "PROTOBUF", "PROTOBUF_NATIVE"}
 
 
 def type_name(value: int) -> str:
     """Pulsar's name of a schema type number (``AVRO``)."""
-    return SchemaType.name_of(value)
+    return TYPE_NAMES[value] if 0 <= value < len(TYPE_NAMES) else f"type {value}"
+
+
+def type_number(name: str) -> int:
+    """The wire number of a Pulsar type name (case-insensitive; ``BYTES`` is NONE).
+
+    Raises:
+        InvalidArgument: no such type.
+    """
+    upper = name.strip().upper()
+    if upper == "BYTES":
+        return 0
+    if upper not in TYPE_NAMES:
+        raise InvalidArgument(f"unknown schema type {name!r}; one of {', '.join(TYPE_NAMES)}")
+    return TYPE_NAMES.index(upper)
 
 
 def payload_to_proto(doc: object, topic: str = "") -> pb.SchemaInfo:
@@ -49,8 +70,8 @@ def payload_to_proto(doc: object, topic: str = "") -> pb.SchemaInfo:
         raise InvalidArgument('the schema payload\'s "schema" is the definition as a string')
     if not isinstance(props, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
         raise InvalidArgument('the schema payload\'s "properties" maps strings to strings')
-    schema_type = SchemaType.parse(kind)
-    data = _key_value_data(text) if schema_type is SchemaType.KEY_VALUE else text.encode()
+    schema_type = type_number(kind)
+    data = _key_value_data(text) if schema_type == KEY_VALUE else text.encode()
     return pb.SchemaInfo(type=schema_type, data=data, properties=dict(props), name=topic)
 
 
@@ -71,7 +92,7 @@ def schema_from_json(doc: Mapping[str, Any]) -> pb.TopicSchema:
 
 def definition_text(info: pb.SchemaInfo) -> str:
     """The definition as Pulsar's admin shows it (KEY_VALUE: ``{"key", "value"}``)."""
-    if info.type == SchemaType.KEY_VALUE:
+    if info.type == KEY_VALUE:
         return _key_value_text(info)
     return bytes(info.data).decode("utf-8", errors="replace")
 
@@ -87,7 +108,7 @@ def _key_value_text(info: pb.SchemaInfo) -> str:
         offset += 4 + max(size, 0)
         kind = info.properties.get(f"{side}.schema.type", "")
         try:
-            parts.append(json.loads(part) if kind in {t.name for t in _STRUCT_TYPES} and part else "")
+            parts.append(json.loads(part) if kind in _STRUCT_TYPES and part else "")
         except ValueError:
             parts.append(part.decode("utf-8", errors="replace"))
     return json.dumps({"key": parts[0], "value": parts[1]}, separators=(",", ":"))

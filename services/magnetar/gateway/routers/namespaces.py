@@ -303,8 +303,9 @@ async def remove_dead_letter_policy(namespace: Namespace, ctx: Context) -> Respo
 
 
 # -- schema policies --------------------------------------------------------------------
-# Each always answers a value: what the namespace sets, or Pulsar's default (UNDEFINED:
-# the broker's schema_compatibility_strategy applies; auto-update true; enforcement false).
+# Each always answers a value, as Pulsar's: what the namespace sets, or the default
+# (UNDEFINED: the broker's schema_compatibility_strategy applies; auto-update true;
+# enforcement false), as AdminClient reads them.
 StrategyName = Literal[
     "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
     "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
@@ -315,8 +316,7 @@ StrategyName = Literal[
             summary="Get the schema compatibility strategy (UNDEFINED: the broker's default applies)",
             operation_id="Namespaces_getSchemaCompatibilityStrategy", responses=responses(404, 412))
 async def get_schema_compatibility_strategy(namespace: Namespace, ctx: Context) -> str:
-    p = await _policies(ctx, namespace)
-    return p.schema_compatibility_strategy if p.HasField("schema_compatibility_strategy") else "UNDEFINED"
+    return await ctx.admin.schema_compatibility_strategy(namespace)
 
 
 @router.put("/{tenant}/{namespace}/schemaCompatibilityStrategy", status_code=204,
@@ -332,8 +332,7 @@ async def set_schema_compatibility_strategy(
             summary="Get whether producers may register new schema versions (default true)",
             operation_id="Namespaces_getIsAllowAutoUpdateSchema", responses=responses(404, 412))
 async def get_is_allow_auto_update_schema(namespace: Namespace, ctx: Context) -> bool:
-    p = await _policies(ctx, namespace)
-    return p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else True
+    return await ctx.admin.is_allow_auto_update_schema(namespace)
 
 
 @router.post("/{tenant}/{namespace}/isAllowAutoUpdateSchema", status_code=204,
@@ -352,8 +351,7 @@ async def get_schema_validation_enforced(
     namespace: Namespace, ctx: Context,
     applied: Annotated[bool, Query(description="accepted: the namespace's value or the default either way")] = False,
 ) -> bool:
-    p = await _policies(ctx, namespace)
-    return p.schema_validation_enforced if p.HasField("schema_validation_enforced") else False
+    return await ctx.admin.schema_validation_enforced(namespace)
 
 
 @router.post("/{tenant}/{namespace}/schemaValidationEnforced", status_code=204,
