@@ -6,6 +6,7 @@ with the same definition gets."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -195,3 +196,81 @@ async def test_an_uploaded_schema_is_the_version_a_pulsar_client_producer_gets(
     version, item, count, refusal = await asyncio.to_thread(produce_and_read)
     assert (version, item, count, refusal) == (1, "tea", 3, "IncompatibleSchema")
     assert [s["version"] for s in (await http.get(f"{base}/schemas")).json()["getSchemaResponses"]] == [0, 1]
+
+
+def _value_schema(kind: str, definition: str = "") -> str:
+    """Pulsar's REST producer valueSchema: a JSON SchemaInfo, its definition base64."""
+    return json.dumps({"name": "", "schema": base64.b64encode(definition.encode()).decode(), "type": kind, "properties": {}})
+
+
+def _read(cluster: GatewayCluster, topic: str, schema: Any, count: int) -> list[tuple[Any, int]]:
+    """``count`` values from the start of ``topic`` through pulsar-client, each with its schema version."""
+    client = pulsar_client(cluster.broker.pulsar_url, operation_timeout_seconds=15, connection_timeout_ms=5000)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest, schema=schema)
+        out = []
+        for _ in range(count):
+            message = reader.read_next(timeout_millis=10_000)
+            out.append((message.value(), int.from_bytes(message.schema_version().encode("latin-1"), "big")))
+        return out
+    finally:
+        client.close()
+
+
+async def test_the_rest_producer_encodes_payloads_with_a_value_schema_or_a_registered_version(
+    http: httpx.AsyncClient, namespace: str, gateway_cluster: GatewayCluster,
+) -> None:
+    local = unique("rest-avro")
+    path, topic = f"/topics/persistent/{namespace}/{local}", f"persistent://{namespace}/{local}"
+    body = {"valueSchema": _value_schema("AVRO", json.dumps(V0.schema())), "producerName": unique("rest"),
+            "messages": [{"payload": json.dumps({"item": {"string": "tea"}})}, {"payload": json.dumps({"item": None})}]}
+    r = await http.post(path, json=body)
+    assert r.status_code == 200, r.text
+    acks = r.json()
+    assert acks["schemaVersion"] == 0 and [a["errorCode"] for a in acks["messagePublishResults"]] == [0, 0]
+    # Version 1 uploaded by an admin; the REST producer writes with it by number.
+    assert (await http.post(f"/admin/v2/schemas/{namespace}/{local}/schema", json=_payload(V1))).status_code == 200
+    by_version = {"schemaVersion": 1, "messages": [{"payload": json.dumps({"item": {"string": "jam"}, "count": {"int": 2}})}]}
+    r = await http.post(path, json=by_version)
+    assert r.status_code == 200 and r.json()["schemaVersion"] == 1, r.text
+
+    read = await asyncio.to_thread(_read, gateway_cluster, topic, AvroSchema(V1), 3)
+    assert [(v.item, v.count, version) for v, version in read] == [("tea", 7, 0), (None, 7, 0), ("jam", 2, 1)]
+
+    text_local = unique("rest-string")
+    r = await http.post(f"/topics/persistent/{namespace}/{text_local}",
+                        json={"valueSchema": _value_schema("STRING"), "messages": [{"payload": "héllo"}]})
+    assert r.status_code == 200 and r.json()["messagePublishResults"][0]["errorCode"] == 0, r.text
+    read = await asyncio.to_thread(_read, gateway_cluster, f"persistent://{namespace}/{text_local}",
+                                   pulsar.schema.StringSchema(), 1)
+    assert read == [("héllo", 0)]
+
+
+async def test_the_rest_producer_refuses_bad_schemas_and_payloads_storing_nothing(
+    http: httpx.AsyncClient, namespace: str,
+) -> None:
+    local = unique("rest-refused")
+    path = f"/topics/persistent/{namespace}/{local}"
+    assert (await http.post(f"/admin/v2/schemas/{namespace}/{local}/schema", json=_payload(V1))).status_code == 200
+    avro = _value_schema("AVRO", json.dumps(V1.schema()))
+    good = json.dumps({"item": {"string": "a"}, "count": {"int": 1}})
+    cases = [
+        ({"valueSchema": avro, "messages": [{"payload": good}, {"payload": json.dumps({"item": "not a union"})}]},
+         400, "messages[1].payload"),
+        ({"valueSchema": avro, "messages": [{"payload": "{"}]}, 400, "messages[0].payload"),
+        ({"valueSchema": _value_schema("AVRO", json.dumps(NO_DEFAULT.schema())),
+          "messages": [{"payload": json.dumps({"item": {"string": "a"}, "count": 1})}]}, 409, "incompatible"),
+        ({"valueSchema": _value_schema("AVRO", "{not avro"), "messages": [{"payload": good}]}, 422, ""),
+        ({"valueSchema": "not json", "messages": [{"payload": good}]}, 400, "valueSchema"),
+        ({"valueSchema": _value_schema("PROTOBUF_NATIVE", "{}"), "messages": [{"payload": good}]}, 400, "PROTOBUF_NATIVE"),
+        ({"keySchema": _value_schema("STRING"), "valueSchema": avro, "messages": [{"payload": good}]}, 400, "keySchema"),
+        ({"schemaVersion": 9, "messages": [{"payload": good}]}, 404, ""),
+        ({"valueSchema": _value_schema("INT32"), "messages": [{"payload": "12"}, {"payload": "twelve"}]}, 400, "INT32"),
+    ]
+    for body, status, words in cases:
+        r = await http.post(path, json=body)
+        assert r.status_code == status and words in reason(r), (body, r.status_code, r.text)
+    stats = (await http.get(f"/admin/v2/persistent/{namespace}/{local}/stats")).json()
+    assert stats["msgInCounter"] == 0
+    listed = (await http.get(f"/admin/v2/schemas/{namespace}/{local}/schemas")).json()["getSchemaResponses"]
+    assert [s["version"] for s in listed] == [0]
