@@ -72,7 +72,8 @@ class RestSchema(Schema):
                 "(produce with the SDK or pulsar-client for the others)"
             )
         self._record_cls = None
-        schema_type = SchemaType(info.type) if info.type in iter(SchemaType) else info.type  # BOOLEAN: no SDK class
+        known = {t.value for t in SchemaType}
+        schema_type = SchemaType(info.type) if info.type in known else info.type  # BOOLEAN: no SDK class
         self._schema_info = SchemaInfo(schema_type, info.name or kind, bytes(info.data), dict(info.properties))  # type: ignore[arg-type]
         self._kind = kind
         self._encoder = self._make_encoder(kind, bytes(info.data))

@@ -18,6 +18,8 @@ import pytest_asyncio
 from gateway_support import GatewayCluster, unique
 from pulsar.schema import AvroSchema, Integer, Record, String
 
+import magnetar.asyncio as mg
+from magnetar import schema as ms
 from magnetar.testing.pulsarclient import pulsar_client
 
 pytestmark = pytest.mark.integration
@@ -274,3 +276,26 @@ async def test_the_rest_producer_refuses_bad_schemas_and_payloads_storing_nothin
     assert stats["msgInCounter"] == 0
     listed = (await http.get(f"/admin/v2/schemas/{namespace}/{local}/schemas")).json()["getSchemaResponses"]
     assert [s["version"] for s in listed] == [0]
+
+
+async def test_an_uploaded_schema_is_the_version_an_sdk_producer_with_the_same_record_gets(
+    http: httpx.AsyncClient, namespace: str, gateway_cluster: GatewayCluster,
+) -> None:
+    """Our SDK's Record declares pulsar-client's definition: with auto-update off, an SDK
+    producer of V1's fields writes with the version the admin API gave V1."""
+    sdk_v1 = type("Order", (ms.Record,), {"_avro_namespace": "acme", "item": ms.String(),
+                                          "count": ms.Integer(default=7, required_default=True)})
+    assert sdk_v1.schema() == V1.schema()
+    assert (await http.post(f"/admin/v2/namespaces/{namespace}/isAllowAutoUpdateSchema", json=False)).status_code == 204
+    local = unique("sdk")
+    for version, record in enumerate((V0, V1)):
+        r = await http.post(f"/admin/v2/schemas/{namespace}/{local}/schema", json=_payload(record))
+        assert r.json() == {"version": {"version": version}}
+    topic = f"persistent://{namespace}/{local}"
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic, schema=ms.AvroSchema(sdk_v1))
+        sent = await producer.send(sdk_v1(item="oat", count=4))
+        reader = await client.create_reader(topic, sent, schema=ms.AvroSchema(sdk_v1), start_message_id_inclusive=True)
+        message = await reader.read_next()
+    assert (message.value().item, message.value().count) == ("oat", 4)
+    assert int.from_bytes(message.schema_version(), "big") == 1
