@@ -50,6 +50,7 @@ from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.entry import (
     CHUNK_METADATA_ROOM,
     Entry,
+    claimed_sequence_id,
     count_messages,
     decode_entry,
     is_partial_chunk,
@@ -199,7 +200,7 @@ class PersistentTopic:
                 # producer resends the rest after a crash: its last chunk must not be
                 # taken for a resend).
                 if eb.producer_name and eb.messages and not is_partial_chunk(eb):
-                    self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages), pos)
+                    self._dedup.stored(eb.producer_name, claimed_sequence_id(eb), pos)
             position = self.ml.next_position(batch[-1][0])
         pushed = self._dedup.pushed
         for name, seq in self._dedup.persisted.items():

@@ -38,6 +38,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
@@ -51,6 +52,7 @@ from .options import (
     ProducerAccessMode,
     ProducerConfig,
     Result,
+    check_batching_type,
     check_compression_type,
     check_hashing_scheme,
     check_initial_sequence_id,
@@ -63,6 +65,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "BatchingType",
     "CompressionType",
     "Client",
     "Consumer",
@@ -182,6 +185,7 @@ class Client:
         batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
         batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
         batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        batching_type: BatchingType = PRODUCER_DEFAULTS.batching_type,
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
@@ -209,6 +213,11 @@ class Client:
         ProducerFenced). An exclusive producer that reconnects keeps its topic epoch:
         when another took the topic meanwhile it is fenced (ProducerFenced) for good.
 
+        ``batching_type`` (pulsar-client's ``BatchingType``): ``Default``, a batch holds
+        any messages; ``KeyBased``, one batch per key (ordering key, else partition key;
+        messages with neither together), flushed by the same limits counted over all
+        keys, so a Key_Shared consumer is handed each batch whole.
+
         ``compression_type``: each batch's messages are compressed together with that
         codec as Pulsar's producers compress them (the batch's header is not), and every
         consumer door, pulsar-client's included, reads them decompressed.
@@ -216,7 +225,7 @@ class Client:
         Raises:
             InvalidConfiguration: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
                 ``initial_sequence_id`` other than None or an int >= 0, an unknown
-                ``access_mode`` or ``compression_type``.
+                ``access_mode``, ``compression_type`` or ``batching_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
         """
         self._check_open()
@@ -229,6 +238,7 @@ class Client:
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            batching_type=check_batching_type(batching_type),
             send_timeout_millis=send_timeout_millis,
             max_pending_messages=max_pending_messages,
             block_if_queue_full=block_if_queue_full,

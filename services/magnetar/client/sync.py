@@ -34,6 +34,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -54,6 +55,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "BatchingType",
     "Client",
     "CompressionType",
     "Consumer",
@@ -526,6 +528,7 @@ class Client:
         batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
         batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
         batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        batching_type: BatchingType = PRODUCER_DEFAULTS.batching_type,
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
