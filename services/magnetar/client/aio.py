@@ -274,6 +274,7 @@ class Client:
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -288,6 +289,10 @@ class Client:
 
         ``key_shared_policy``: on a KeyShared subscription, a
         :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
+
+        ``start_message_id_inclusive`` (pulsar-client's): whether a ``seek`` to a message
+        id gives that message again. Off (the default), the first message after a seek is
+        the one after the id; on, the id's own (see :meth:`Consumer.seek`).
 
         ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
         on this event loop (a coroutine function is awaited; see
@@ -327,6 +332,7 @@ class Client:
             key_shared_policy=key_shared_policy,
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
+            start_message_id_inclusive=bool(start_message_id_inclusive),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
         )

@@ -561,6 +561,7 @@ class Client:
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
