@@ -141,14 +141,52 @@ def _pulsar_produce(url: str, topic: str) -> list[tuple[int, int, int]]:
         client.close()
 
 
+def _pulsar_consume(url: str, topic: str, mode: str) -> tuple[list[tuple[int, str, int]], list[tuple[int, int, int]]]:
+    """pulsar-client's three Key_Shared consumers, then the producer: (consumer index, key,
+    number) of every message they get, each acknowledged, until COUNT arrived and then
+    nothing for a while; and the ids the producer got."""
+    client = pulsar_client(url, operation_timeout_seconds=10)
+    try:
+        consumers = []
+        for i in range(3):
+            policy = (
+                pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.Sticky, sticky_ranges=[THIRDS[i]])
+                if mode == "sticky" else pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.AutoSplit)
+            )  # fmt: skip
+            consumers.append(client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                                              consumer_name=f"c{i}", receiver_queue_size=20, key_shared_policy=policy))  # fmt: skip
+        ids = _pulsar_produce(url, topic)
+        got: list[tuple[int, str, int]] = []
+        deadline = time.monotonic() + 15
+        idle = 0
+        while time.monotonic() < deadline and (len(got) < COUNT or idle < 3):
+            idle += 1
+            for i, c in enumerate(consumers):
+                while True:
+                    try:
+                        msg = c.receive(100)
+                    except pulsar.Timeout:
+                        break
+                    idle = 0
+                    got.append((i, msg.partition_key(), int(msg.data().decode().split("-")[1])))
+                    c.acknowledge(msg)
+        return got, ids
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("readers", ["sdk", "pulsar-client"])
 @pytest.mark.parametrize("mode", ["auto_split", "sticky"])
-async def test_pulsar_client_key_based_producer_key_shared(shared_cluster, mode: str) -> None:
-    topic = await _topic(shared_cluster, f"pulsar-kb-{mode}")
+async def test_pulsar_client_key_based_producer_key_shared(shared_cluster, mode: str, readers: str) -> None:
+    topic = await _topic(shared_cluster, f"pulsar-kb-{mode}-{readers}")
     url = f"pulsar://127.0.0.1:{shared_cluster.broker.protocol_port}"
-    async with mg.Client(shared_cluster.broker.address) as client:
-        consumers = await _consumers(client, topic, mode)
-        ids = await asyncio.to_thread(_pulsar_produce, url, topic)
-        got = await _drain(consumers, COUNT)
+    if readers == "pulsar-client":
+        got, ids = await asyncio.to_thread(_pulsar_consume, url, topic, mode)
+    else:
+        async with mg.Client(shared_cluster.broker.address) as client:
+            consumers = await _consumers(client, topic, mode)
+            ids = await asyncio.to_thread(_pulsar_produce, url, topic)
+            got = await _drain(consumers, COUNT)
     _check(got, mode)
     entries: dict[tuple[int, int], set[str]] = defaultdict(set)
     for n, (ledger, entry, index) in enumerate(ids):
