@@ -143,6 +143,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/rate_limits.py
 	$(PY) bench/topics.py --consumers raw
 	$(PY) bench/codecs.py
+	$(PY) bench/chunks.py
 
 # Magnetar (its SDK, and pulsar-client through the Pulsar door) next to Redis Streams,
 # NATS JetStream and RabbitMQ quorum queues: the servers

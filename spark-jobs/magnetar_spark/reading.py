@@ -53,7 +53,12 @@ class _Columns:
         c = self.cols
         for m in messages:
             mid = m.message_id()
-            c[0].append(f"{mid.ledger_id()}:{mid.entry_id()}:{partition}:{mid.batch_index()}")
+            text = f"{mid.ledger_id()}:{mid.entry_id()}:{partition}:{mid.batch_index()}"
+            first = getattr(mid, "first_chunk_message_id", None)
+            if first is not None:  # a chunked message: <first chunk>;<last chunk>, as its id prints
+                f = first()
+                text = f"{f.ledger_id()}:{f.entry_id()}:{partition}:{f.batch_index()};{text}"
+            c[0].append(text)
             c[1].append(topic)
             c[2].append(partition)
             c[3].append(m.partition_key() if m.has_partition_key() else None)
@@ -88,7 +93,12 @@ async def _next_entry(reader: Any, held: list[Any], timeout_ms: int) -> list[Any
         except Timeout:
             if not await reader.has_message_available():
                 return None
-            first = await reader.read_next(timeout_ms)
+            try:
+                first = await reader.read_next(timeout_ms)
+            except Timeout:
+                if reader.incomplete_chunked_message_start() is not None:
+                    return None  # what is left are chunks of messages not whole (yet)
+                raise
     messages = [first]
     if first.message_id().batch_index() >= 0:
         position = (first.message_id().ledger_id(), first.message_id().entry_id())
@@ -146,15 +156,19 @@ class _SliceReader:
                 return True
             mid = messages[0].message_id()
             ledger, entry = mid.ledger_id(), mid.entry_id()
-            if (ledger, entry, -1) >= s.end:
+            # A chunked message is the slice's of its first chunk: past the end, reading
+            # goes on while one that started before it is not whole yet.
+            pending = self.reader.incomplete_chunked_message_start()
+            held = pending is not None and (pending.ledger_id(), pending.entry_id(), -1) < s.end
+            if _pos(messages[0]) >= s.end and not held:
                 return True
             chosen = [m for m in messages if s.start <= _pos(m) < s.end]
             if chosen:  # entry_size counts the whole entry, also messages outside the slice
                 cols.add_entry(s.topic, s.partition, chosen, len(messages))
-            if done_after_entry(ledger, entry, s.end):
+            if done_after_entry(ledger, entry, s.end) and self.reader.incomplete_chunked_message_start() is None:
                 return True
             self.read += len(messages)
-            if self.read >= self.opts.reader_reopen_after:
+            if self.read >= self.opts.reader_reopen_after and self.reader.incomplete_chunked_message_start() is None:
                 await self.open(ledger, entry + 1)
         return False
 
@@ -183,5 +197,9 @@ def read_slice(opts: SourceOptions, s: SliceSpec, columns: Callable[[], Any] | N
 
 
 def _pos(m: Any) -> tuple[int, int, int]:
+    """Where a message starts: a chunked message at its first chunk."""
     mid = m.message_id()
+    first = getattr(mid, "first_chunk_message_id", None)
+    if first is not None:
+        mid = first()
     return (mid.ledger_id(), mid.entry_id(), mid.batch_index())

@@ -204,3 +204,50 @@ def test_a_topic_written_by_pulsar_client_reads_with_its_ids_and_messages(spark,
     assert got == {
         key: (f"p{i}".encode(), f"key-{i}", {"i": str(i)}, 1_700_000_000_000 + i, *seen[key]) for key, i in sent.items()
     }
+
+
+async def _chunked_across_ledgers(c: Cluster, topic: str, payloads: list[bytes]) -> list[str]:
+    """Chunked messages (chunks of 16 KiB); the second's first chunk is stored before the
+    topic is unloaded, its other chunks after (in the next ledger)."""
+    async with mg.Client(c.service_url) as client, RestAdmin(c.admin_url) as admin:
+        producer = await client.create_producer(
+            topic, batching_enabled=False, chunking_enabled=True, max_message_size=16 * 1024, send_timeout_millis=30_000
+        )
+        part = producer.partitions[0]
+        enqueue, held = part._enqueue, []
+
+        def hold_back(op):  # type: ignore[no-untyped-def]
+            if (op.send.lowest_sequence_id, op.send.chunk_id) >= (1, 1):
+                held.append(op)
+            else:
+                enqueue(op)
+
+        part._enqueue = hold_back  # type: ignore[method-assign]
+        first = await producer.send(payloads[0])
+        rest = [producer.send_async(p, None) for p in payloads[1:]]
+        while part._pending:  # the second's first chunk is stored
+            await asyncio.sleep(0.01)
+        await admin.unload_topic(topic)
+        part._enqueue = enqueue
+        for op in held:
+            enqueue(op)
+        ids = [first, *await asyncio.gather(*rest)]
+        await producer.close()
+    return [str(i) for i in ids]
+
+
+def test_a_chunked_message_across_two_ledgers_is_read_once_whole(spark, mcluster: Cluster) -> None:
+    """A chunked message belongs to the slice (ledger) of its first chunk: the slice
+    reads on past its end until it is whole, and the next slice leaves it out."""
+    import os
+
+    topic = unique("chunks")
+    payloads = [os.urandom(40 * 1024) for _ in range(3)]
+    ids = asyncio.run(_chunked_across_ledgers(mcluster, topic, payloads))
+    ledgers = {i.split(";")[0].split(":")[0] for i in ids} | {i.split(";")[1].split(":")[0] for i in ids}
+    assert len(ledgers) == 2  # the second message spans both
+    df = reader(spark, mcluster, topic)
+    assert df.rdd.getNumPartitions() == 2
+    rows = sorted(df.collect(), key=lambda r: r["message_id"])
+    assert [r["value"] for r in rows] == payloads
+    assert [r["message_id"] for r in rows] == ids  # first chunk;last chunk, as the SDK prints them

@@ -78,3 +78,36 @@ def test_partial_chunks_are_told_from_last_chunks_and_ordinary_entries():
     assert [is_partial_chunk(decode_entry(chunk(0, i, 3))) for i in range(3)] == [True, True, False]
     plain = stored.stored_entry(pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1).SerializeToString(), b"x")
     assert is_partial_chunk(decode_entry(plain)) is False
+
+
+def sdk_chunk(seq: int, chunk_id: int, n: int, uuid: str = "", batched: bool = False) -> bytes:
+    """A chunk as the Magnetar SDK sends it through the gRPC door (an EntryBatch)."""
+    from magnetar.proto.v1 import broker_pb2 as v1
+
+    return v1.EntryBatch(
+        producer_name="p", sequence_id=seq, publish_time_ms=1, batched=batched, uuid=uuid or f"p-{seq}",
+        chunk_id=chunk_id, num_chunks_from_msg=n, total_chunk_msg_size=100,
+        messages=[v1.SingleMessage(payload=b"c%d" % chunk_id, sequence_id=seq)],
+    ).SerializeToString()  # fmt: skip
+
+
+async def test_sdk_chunks_through_the_grpc_door_are_deduplicated_by_the_last_chunk():
+    """As the gRPC door publishes a SendBatch with chunk fields (checked=False: the
+    entry is decoded and its chunk fields must agree with the send's)."""
+    topic = await Owner(FakeLedgerClient(), MemoryStore()).take_over()
+
+    async def send(seq: int, chunk_id: int, n: int, data: bytes | None = None) -> bool:
+        entry = sdk_chunk(seq, chunk_id, n) if data is None else data
+        result = await topic.publish("p", entry, 1, seq, seq, maybe_delayed=False, chunk=(chunk_id, n))
+        return not result.duplicate
+
+    assert [await send(0, i, 3) for i in range(3)] == [True, True, True]
+    assert [await send(0, i, 3) for i in range(3)] == [True, True, False]  # a resend: the last is recognised
+    for data, error in [
+        (sdk_chunk(1, 1, 3), "the send says chunk 0 of 3, its entry chunk 1 of 3"),
+        (sdk_chunk(1, 0, 3, batched=True), "never a batch"),
+    ]:
+        with pytest.raises(InvalidArgument, match=error):
+            await send(1, 0, 3, data)
+    entries = await topic.ml.read_entries(topic.ml.first_position, 10, 1 << 30)
+    assert [decode_entry(d).chunk_id for _, d in entries] == [0, 1, 2, 0, 1]  # nothing of the refused ones

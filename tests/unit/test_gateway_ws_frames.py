@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from magnetar.client.message import Message
 from magnetar.client.options import ConsumerType, PartitionsRoutingMode
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.message_id import INT64_MAX, MessageId
+from magnetar.common.message_id import INT64_MAX, ChunkMessageId, MessageId
 from magnetar.gateway.websocket import ids
 from magnetar.gateway.websocket.frames import (
     CommandType,
@@ -102,6 +102,17 @@ def test_ids_of_newer_clients_with_extra_fields_decode():
     # A partition written as a negative int32 (ten bytes) reads as -1.
     neg = PulsarId(ledgerId=1, entryId=2, partition=-1)
     assert ids.from_bytes(neg.SerializeToString()) == MessageId(ledger_id=1, entry_id=2)
+
+
+def test_a_chunked_message_id_carries_its_first_chunk_as_pulsar_writes_it():
+    mid = ChunkMessageId(MessageId(1, 8, 2), MessageId(1, 9, 4))
+    expected = PulsarId(ledgerId=9, entryId=4, partition=1)
+    expected.first_chunk_message_id.ledgerId = 8
+    expected.first_chunk_message_id.entryId = 2
+    expected.first_chunk_message_id.partition = 1
+    assert ids.to_bytes(mid) == expected.SerializeToString()
+    back = ids.decode(ids.encode(mid))
+    assert isinstance(back, ChunkMessageId) and back.first_chunk_message_id() == MessageId(1, 8, 2) and back == mid
 
 
 @pytest.mark.parametrize(

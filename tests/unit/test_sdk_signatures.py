@@ -39,10 +39,11 @@ PULSAR = {
 # Ours, documented where they are taken: Pulsar's Java names (priorityLevel, enableRetry),
 # the older Python client's hashing_scheme, and Magnetar's own; Java's autoUpdatePartitions
 # and autoUpdatePartitionsInterval (the C++-based Python client has one client-wide
-# partitionsUpdateInterval instead).
+# partitionsUpdateInterval instead); the C++ client's expireTimeOfIncompleteChunkedMessageMs
+# (its Python wrapper does not take it).
 EXTRAS = {
     "hashing_scheme", "max_message_size", "priority_level", "enable_retry", "retry_delay_levels",
-    "auto_update_partitions", "auto_update_partitions_interval_seconds",
+    "auto_update_partitions", "auto_update_partitions_interval_seconds", "expire_time_of_incomplete_chunked_message_ms",
 }
 POSITIONAL = {"self", "topic", "subscription_name", "start_message_id"}
 

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from google.protobuf.message import DecodeError
 
 from magnetar.common.compression import MAX_UNCOMPRESSED_SIZE, open_entry_batch
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import InvalidArgument, MessageTooBig
 from magnetar.proto.v1.broker_pb2 import EntryBatch as _EntryBatch
 from magnetar.proto.v1.broker_pb2 import SingleMessage as _SingleMessage
 from magnetar.protocol import stored as _pulsar
@@ -141,6 +141,34 @@ def partial_chunk(chunk_id: int, num_chunks: int) -> bool:
     return num_chunks > 1 and chunk_id < num_chunks - 1
 
 
+def check_chunk_entry(entry: Entry, chunk: tuple[int, int], max_message_bytes: int) -> None:
+    """Refuse an entry sent as chunk ``chunk`` (chunk id, number of chunks) whose own
+    chunk fields do not say the same or do not make a chunk (the gRPC door's check; the
+    Pulsar door checks the metadata with :func:`magnetar.protocol.stored.check_chunk`).
+
+    Raises:
+        InvalidArgument: fields that disagree, a chunk id outside 0..n-1, no uuid, a
+            batch, other than one message, a part larger than the whole.
+        MessageTooBig: a part over ``max_message_bytes``.
+    """
+    chunk_id, n = chunk
+    if (entry.chunk_id, entry.num_chunks_from_msg) != chunk:
+        raise InvalidArgument(
+            f"the send says chunk {chunk_id} of {n}, its entry chunk {entry.chunk_id} of {entry.num_chunks_from_msg}"
+        )
+    if not 0 <= chunk_id < n:
+        raise InvalidArgument(f"chunk {chunk_id} of a message of {n} chunks: chunk ids are 0 to {n - 1}")
+    if not entry.uuid:
+        raise InvalidArgument(f"chunk {chunk_id} of {n} without the uuid of its message")
+    if entry.batched or len(entry.messages) != 1:
+        raise InvalidArgument("a chunk of a chunked message is one message, never a batch")
+    size = len(entry.messages[0].payload)
+    if size > max_message_bytes:
+        raise MessageTooBig(size, max_message_bytes)
+    if size > entry.total_chunk_msg_size:
+        raise InvalidArgument(f"chunk {chunk_id} of {n} holds {size} bytes of a message of {entry.total_chunk_msg_size}")
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """A message the core writes (a retry or dead-letter copy); a :class:`MessageView`."""
@@ -197,6 +225,17 @@ def check_batch_size(position: object, batch_size: int, max_message_bytes: int) 
             f"an ack of messages of entry {position}: a batch of {batch_size} messages cannot be stored "
             f"(at most {limit} fit in an entry of {max_message_bytes} bytes)"
         )
+
+
+def claimed_sequence_id(entry: Entry) -> int:
+    """The highest sequence id ``entry``'s send claimed, as deduplication recorded it when
+    the entry was stored (the rebuild after a take-over must agree): a Pulsar client's
+    entry claims its metadata's ``highest_sequence_id``, else its ``sequence_id`` (as
+    Pulsar's broker; a key-based batch's messages are not numbered one by one); an
+    ``EntryBatch`` its messages' highest (the SDK's send claims that)."""
+    if isinstance(entry, _pulsar.PulsarEntry):
+        return entry.highest_sequence_id
+    return max(m.sequence_id for m in entry.messages)
 
 
 def routing_key(message: MessageView) -> str | bytes:
@@ -278,6 +317,13 @@ def encode_entry(
     if chunk is not None and chunk.num_chunks_from_msg > 1:
         out.uuid, out.chunk_id = chunk.uuid, chunk.chunk_id
         out.num_chunks_from_msg, out.total_chunk_msg_size = chunk.num_chunks_from_msg, chunk.total_chunk_msg_size
+        # A compressed message's chunks hold parts of its compressed payload: the codec
+        # and whole size go along for the consumer that reassembles it.
+        codec = getattr(chunk, "compression", 0)
+        if codec:
+            out.compression = codec
+            meta: Any = getattr(chunk, "metadata", chunk)  # a Pulsar entry's MessageMetadata, or an EntryBatch
+            out.uncompressed_size = meta.uncompressed_size
     for m in messages:
         msg = _SingleMessage(payload=m.payload, sequence_id=m.sequence_id)
         msg.properties.update(m.properties)

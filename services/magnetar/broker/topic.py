@@ -50,6 +50,8 @@ from magnetar.broker.dispatch.delayed import effective_deliver_at
 from magnetar.broker.entry import (
     CHUNK_METADATA_ROOM,
     Entry,
+    check_chunk_entry,
+    claimed_sequence_id,
     count_messages,
     decode_entry,
     is_partial_chunk,
@@ -199,7 +201,7 @@ class PersistentTopic:
                 # producer resends the rest after a crash: its last chunk must not be
                 # taken for a resend).
                 if eb.producer_name and eb.messages and not is_partial_chunk(eb):
-                    self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages), pos)
+                    self._dedup.stored(eb.producer_name, claimed_sequence_id(eb), pos)
             position = self.ml.next_position(batch[-1][0])
         pushed = self._dedup.pushed
         for name, seq in self._dedup.persisted.items():
@@ -466,6 +468,15 @@ class PersistentTopic:
         )  # fmt: skip
         if isinstance(parsed, InvalidArgument):
             return _failed(loop, parsed)
+        if chunk is not None and not checked:
+            # The gRPC door: the send's chunk fields must be the entry's (a chunk decodes
+            # cheaply: one message, never decompressed alone).
+            try:
+                check_chunk_entry(
+                    parsed if parsed is not None else decode_entry(entry), chunk, self.config.max_message_bytes
+                )
+            except InvalidArgument as exc:
+                return _failed(loop, exc)
         due = 0
         if one_delayed:
             assert parsed is not None
@@ -482,7 +493,7 @@ class PersistentTopic:
                 if lowest_seq <= self._dedup.pushed.get(producer_name, -1):
                     # The first copy is still in flight: wait for how it ends (rare).
                     return loop.create_task(self._publish_after_settled(
-                        producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked))
+                        producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked, chunk))
             self._dedup.pushed[producer_name] = max(highest_seq, self._dedup.pushed.get(producer_name, -1))
         result: asyncio.Future[PublishResult] = loop.create_future()
         added = self.ml.add_entry(entry, due)
@@ -525,13 +536,13 @@ class PersistentTopic:
 
     async def _publish_after_settled(
         self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int, maybe_delayed: bool,
-        checked: bool,
+        checked: bool, chunk: tuple[int, int] | None = None,
     ) -> PublishResult:  # fmt: skip
         while lowest_seq > self._dedup.persisted.get(producer_name, -1) and lowest_seq <= self._dedup.pushed.get(producer_name, -1):
             waiter = asyncio.get_running_loop().create_future()
             self._settled_waiters.append(waiter)
             await waiter
-        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked)
+        return await self.publish(producer_name, entry, num_messages, lowest_seq, highest_seq, maybe_delayed, checked, chunk)
 
     def _wake_settled(self) -> None:
         if self._settled_waiters:

@@ -39,6 +39,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
@@ -52,6 +53,8 @@ from .options import (
     ProducerAccessMode,
     ProducerConfig,
     Result,
+    check_batching_type,
+    check_chunking,
     check_compression_type,
     check_hashing_scheme,
     check_initial_sequence_id,
@@ -65,6 +68,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "BatchingType",
     "CompressionType",
     "Client",
     "Consumer",
@@ -185,6 +189,7 @@ class Client:
         batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
         batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
         batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        batching_type: BatchingType = PRODUCER_DEFAULTS.batching_type,
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
@@ -193,6 +198,7 @@ class Client:
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
         access_mode: ProducerAccessMode = PRODUCER_DEFAULTS.access_mode,
+        chunking_enabled: bool = PRODUCER_DEFAULTS.chunking_enabled,
     ) -> Producer:
         """Open a producer on ``topic`` (on every partition of a partitioned topic).
 
@@ -215,6 +221,15 @@ class Client:
         ``schema`` (a :mod:`magnetar.schema` schema, default ``BytesSchema()``): what
         ``send`` encodes values with; declared to the broker when the producer opens
         (bytes declare nothing), and its version carried by every entry written.
+        ``chunking_enabled`` (batching must be off, as in pulsar-client): a message over
+        ``max_message_size`` is sent as chunks of at most that size, each stored as an
+        entry; with ``compression_type`` the whole payload is compressed first and the
+        compressed bytes cut. The send completes with a ``ChunkMessageId`` (first and
+        last chunk) once the last chunk is stored.
+        ``batching_type`` (pulsar-client's ``BatchingType``): ``Default``, a batch holds
+        any messages; ``KeyBased``, one batch per key (ordering key, else partition key;
+        messages with neither together), flushed by the same limits counted over all
+        keys, so a Key_Shared consumer is handed each batch whole.
 
         ``compression_type``: each batch's messages are compressed together with that
         codec as Pulsar's producers compress them (the batch's header is not), and every
@@ -223,7 +238,7 @@ class Client:
         Raises:
             InvalidConfiguration: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
                 ``initial_sequence_id`` other than None or an int >= 0, an unknown
-                ``access_mode`` or ``compression_type``.
+                ``access_mode``, ``compression_type`` or ``batching_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
             IncompatibleSchema: the topic's schema does not accept ``schema``.
             TypeError: ``schema`` is not a :class:`magnetar.schema.Schema`.
@@ -231,6 +246,7 @@ class Client:
         self._check_open()
         check_hashing_scheme(hashing_scheme)
         check_initial_sequence_id(initial_sequence_id)
+        check_chunking(batching_enabled, chunking_enabled)
         conf = ProducerConfig(
             producer_name=producer_name,
             initial_sequence_id=initial_sequence_id,
@@ -238,6 +254,7 @@ class Client:
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            batching_type=check_batching_type(batching_type),
             send_timeout_millis=send_timeout_millis,
             max_pending_messages=max_pending_messages,
             block_if_queue_full=block_if_queue_full,
@@ -250,6 +267,7 @@ class Client:
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             access_mode=ProducerAccessMode.of(access_mode),
             schema=check_schema(schema),
+            chunking_enabled=chunking_enabled,
         )
         producer = await Producer.create(self._pool, topic, conf)
         self._producers.add(producer)
@@ -275,6 +293,10 @@ class Client:
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        max_pending_chunked_message: int = CONSUMER_DEFAULTS.max_pending_chunked_message,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
+        expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -292,6 +314,15 @@ class Client:
 
         ``key_shared_policy``: on a KeyShared subscription, a
         :class:`ConsumerKeySharedPolicy` (None: AutoSplit); ignored by the other types.
+
+        Chunked messages are reassembled (their id a ``ChunkMessageId``; acks, negative
+        acks and seeks act on every chunk): ``max_pending_chunked_message`` incomplete
+        ones are held (0: no limit; the oldest is dropped for a new one, its chunks acked
+        with ``auto_ack_oldest_chunked_message_on_queue_full``), and one incomplete after
+        ``expire_time_of_incomplete_chunked_message_ms`` is dropped and acked.
+        ``start_message_id_inclusive`` (pulsar-client's): whether a ``seek`` to a message
+        id gives that message again. Off (the default), the first message after a seek is
+        the one after the id; on, the id's own (see :meth:`Consumer.seek`).
 
         ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
         on this event loop (a coroutine function is awaited; see
@@ -331,9 +362,13 @@ class Client:
             key_shared_policy=key_shared_policy,
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
+            start_message_id_inclusive=bool(start_message_id_inclusive),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             schema=check_schema(schema),
+            max_pending_chunked_message=max_pending_chunked_message,
+            auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
+            expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)

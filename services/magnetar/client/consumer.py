@@ -28,7 +28,7 @@ from magnetar.common.errors import (
     MagnetarError,
     OperationNotSupported,
 )
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.common.names import TopicName
 
 from .autoupdate import PartitionsAutoUpdate, check_interval
@@ -467,6 +467,7 @@ class Consumer:
         Raises:
             InvalidArgument: no ``enable_retry``, both a delay and a level, or one out of
                 range (nothing changed).
+            OperationNotSupported: a chunked message (nothing changed).
             MagnetarError: the broker's refusal (typed), NotConnected, Timeout; the
                 message then stays unacknowledged and is negatively acknowledged: it
                 comes back after ``negative_ack_redelivery_delay_ms``.
@@ -475,6 +476,12 @@ class Consumer:
             raise TypeError(f"reconsume_later takes a received Message, not {type(message).__name__}")
         if not self._conf.enable_retry:
             raise InvalidArgument("reconsume_later needs a consumer subscribed with enable_retry=True")
+        if isinstance(message.message_id(), ChunkMessageId):
+            # The broker moves entries; a chunked message is several (not built yet).
+            raise OperationNotSupported(
+                f"reconsume_later of a chunked message ({message.message_id()}) is not supported; "
+                "negative_acknowledge it to have it delivered again"
+            )
         delay_ms = reconsume_delay_ms(message, self._delay_levels_ms, delay, level)
         owner, mid = self.target_of(message)
         await owner.reconsume_later(mid, delay_ms)
@@ -487,6 +494,11 @@ class Consumer:
     async def seek(self, message_id_or_timestamp: SeekTarget) -> None:
         """Move the subscription: to a message id, or to the first message published at
         or after a time (an int, ms since the epoch).
+
+        After a seek to an id, the first message received is the one after it, or that
+        message itself when the consumer was made with ``start_message_id_inclusive``
+        (pulsar-client's startMessageIdInclusive): the broker starts again at the id's
+        entry and this consumer drops what comes before (as pulsar-client's consumer).
 
         Every consumer of the subscription drops what it had received and not taken
         and starts again from there. On a partitioned topic a time,

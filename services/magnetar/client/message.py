@@ -13,6 +13,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
     from .schemas import MessageDecoder
+from .chunks import ChunkInfo
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -28,6 +29,8 @@ class Message:
     _producer_name: str = ""
     _schema_version: bytes = b""
     _decoder: MessageDecoder | None = None
+    # The chunk fields of a chunk's entry (None: not a chunk); the consumer reassembles.
+    _chunk: ChunkInfo | None = None
 
     def data(self) -> bytes:
         return self._single.payload
@@ -94,6 +97,16 @@ class Message:
     def sequence_id(self) -> int:
         return self._single.sequence_id
 
+    def _reassembled(self, payload: bytes, mid: MessageId) -> Message:
+        """The chunked message this first chunk starts, with its reassembled payload."""
+        single = pb.SingleMessage()
+        single.CopyFrom(self._single)
+        single.payload = payload
+        return Message(
+            self._topic, mid, single, self._publish_time_ms, self._redelivery_count, self._producer_name,
+            self._schema_version, self._decoder,
+        )
+
     def __repr__(self) -> str:
         return f"Message(id={self._id}, topic={self._topic!r}, {len(self._single.payload)} bytes)"
 
@@ -117,6 +130,16 @@ def unpack_entry(
         except InvalidArgument as exc:
             raise MagnetarError(f"undecodable entry {_position(delivery)} on {topic}: {exc.message}") from exc
     ledger_id, entry_id = delivery.message_id.ledger_id, delivery.message_id.entry_id
+    if batch.num_chunks_from_msg > 1 and len(batch.messages) == 1 and not batch.batched:
+        chunk = ChunkInfo(
+            batch.uuid, batch.chunk_id, batch.num_chunks_from_msg, batch.total_chunk_msg_size, batch.compression,
+            batch.uncompressed_size, batch.publish_time_ms,
+        )  # fmt: skip
+        mid = MessageId.trusted(partition, ledger_id, entry_id, -1)
+        return [Message(
+            topic, mid, batch.messages[0], batch.publish_time_ms, delivery.redelivery_count, batch.producer_name,
+            batch.schema_version, decoder, chunk,
+        )], False
     out = []
     for i, single in enumerate(batch.messages):
         mid = MessageId.trusted(partition, ledger_id, entry_id, i if batch.batched else -1)

@@ -45,6 +45,31 @@ class PartitionsRoutingMode(enum.Enum):
     SinglePartition = "single"
 
 
+class BatchingType(enum.IntEnum):
+    """How a batching producer groups messages into batches (pulsar-client's
+    ``BatchingType``, same names and numbers): ``Default``, all messages in one batch;
+    ``KeyBased``, one batch per key (ordering key, else partition key; the messages
+    without either together), so a Key_Shared consumer gets a batch whole."""
+
+    Default = 0
+    KeyBased = 1
+
+
+def check_batching_type(value: object) -> BatchingType:
+    """``value`` as a :class:`BatchingType` (pulsar-client's ``BatchingType`` members are
+    taken too: same names).
+
+    Raises:
+        InvalidConfiguration: not a batching type.
+    """
+    if isinstance(value, BatchingType):
+        return value
+    name = getattr(value, "name", value)  # pulsar.BatchingType.KeyBased and the like
+    if isinstance(name, str) and name in BatchingType.__members__:
+        return BatchingType[name]
+    raise InvalidConfiguration(f"batching_type must be BatchingType.Default or BatchingType.KeyBased, not {value!r}")
+
+
 class HashingScheme(enum.Enum):
     """The hash that picks a keyed message's partition. Magnetar has one,
     ``Murmur3_32Hash`` (the same partition as Pulsar clients with that scheme); the
@@ -275,6 +300,7 @@ class ProducerConfig:
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 128 * 1024
     batching_max_publish_delay_ms: int = 10
+    batching_type: BatchingType = BatchingType.Default
     send_timeout_millis: int = 30000
     max_pending_messages: int = 1000
     block_if_queue_full: bool = False
@@ -293,6 +319,9 @@ class ProducerConfig:
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     # What send() encodes values with, declared to the broker (bytes: nothing declared).
     schema: Schema = field(default_factory=BytesSchema)
+    # A message over max_message_size goes as chunks of at most that many bytes
+    # (pulsar-client's chunking_enabled; refused together with batching, as there).
+    chunking_enabled: bool = False
 
 
 @dataclass
@@ -327,12 +356,28 @@ class ConsumerConfig:
     auto_update_partitions_interval_seconds: float = DEFAULT_AUTO_UPDATE_PARTITIONS_INTERVAL_S
     # What Message.value() decodes payloads with, declared to the broker (bytes: nothing).
     schema: Schema = field(default_factory=BytesSchema)
+    # Chunked messages (pulsar-client's names and defaults): how many incomplete ones
+    # are held (0: no limit), whether the oldest dropped then is acked, and when an
+    # incomplete one expires (the C++ client's expireTimeOfIncompleteChunkedMessageMs).
+    max_pending_chunked_message: int = 10
+    auto_ack_oldest_chunked_message_on_queue_full: bool = False
+    expire_time_of_incomplete_chunked_message_ms: int = 60_000
 
 
 PRODUCER_DEFAULTS = ProducerConfig()
 """The producer options' defaults: the blocking and asyncio clients' signatures take
 theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once."""
 CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
+
+
+def check_chunking(batching_enabled: bool, chunking_enabled: bool) -> None:
+    """Refuse chunking together with batching, as pulsar-client does.
+
+    Raises:
+        InvalidConfiguration: both on.
+    """
+    if batching_enabled and chunking_enabled:
+        raise InvalidConfiguration("Batching and chunking of messages can't be enabled together.")
 
 
 def check_initial_sequence_id(initial_sequence_id: object) -> None:

@@ -32,10 +32,11 @@ from magnetar.common.errors import (
     NotConnected,
     from_code,
 )
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 from .acks import AckTracker, PendingAcks, Position
+from .chunks import ChunkedMessageAssembler
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .message import Message, unpack_entry
@@ -67,6 +68,10 @@ class PartitionConsumer(ConnectionHandler):
         self.consumer_name = consumer_name
         self.queue_size = max(1, conf.receiver_queue_size)
         self.acks = AckTracker()
+        self.chunks = ChunkedMessageAssembler(
+            conf.max_pending_chunked_message, conf.auto_ack_oldest_chunked_message_on_queue_full,
+            conf.expire_time_of_incomplete_chunked_message_ms,
+        )  # fmt: skip
         self.last_taken: MessageId | None = None
         self.resets = 0  # CursorResets received
         self._queue = queue
@@ -89,6 +94,11 @@ class PartitionConsumer(ConnectionHandler):
         self._restart_at: MessageId | None = None
         self._skip_through: MessageId | None = None
         self._decoder = MessageDecoder.of(conf.schema, topic, pool.writer_schemas)
+        # After a seek to an id: the id, whose messages before it (and it too, unless
+        # start_message_id_inclusive) are not given to the application, as pulsar-client's
+        # startMessageId; armed by the seek's cursor reset, dropped once a later entry comes.
+        self._seeking_to: MessageId | None = None
+        self._sought: MessageId | None = None
 
     # -- stream ---------------------------------------------------------------------
     async def _open(self, address: str, target: str) -> BrokerStream:
@@ -157,6 +167,7 @@ class PartitionConsumer(ConnectionHandler):
 
     def _connected(self) -> None:
         self._queue.remove_if(lambda item: item[0] is self)  # the broker redelivers them
+        self.chunks.clear()  # and the chunks held
         self._taken = 0
         self._flow = self.queue_size
         if self._writer is None:
@@ -204,6 +215,11 @@ class PartitionConsumer(ConnectionHandler):
         acked = self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track, not_for_us)
         if self._skip_through is not None:
             acked |= self._read_already(pos)
+        if self._sought is not None:
+            acked |= self._before_start(pos, batched, len(messages))
+        if messages and messages[0]._chunk is not None:
+            self._on_chunk(messages[0], bool(acked or not_for_us))
+            return
         put = self._queue.put
         skip = not_for_us | acked
         if not skip:
@@ -219,6 +235,25 @@ class PartitionConsumer(ConnectionHandler):
         if skipped:
             self._grant(skipped)
 
+    def _on_chunk(self, chunk: Message, skip: bool) -> None:
+        """A chunk of a chunked message: held until its message is whole (its permit goes
+        back at once; the whole message's goes back when it is taken)."""
+        self._grant(1)
+        if skip:  # acked here already, or not for this consumer
+            return
+        info = chunk._chunk
+        assert info is not None
+        done = self.chunks.add(chunk, chunk.message_id(), chunk.data(), info)
+        for mid in done.ack:
+            self.acks.ack(mid)
+        if done.ack:
+            self._maybe_flush()
+        if done.message is not None:
+            first, payload, mid = done.message
+            assert isinstance(first, Message)
+            self._taken -= 1  # the whole message's permit goes back when it is taken
+            self._queue.put((self, first._reassembled(payload, mid)))
+
     def _read_already(self, pos: Position) -> int:
         """Mask of the messages of ``pos`` a reader took before it reconnected."""
         skip = self._skip_through
@@ -228,16 +263,37 @@ class PartitionConsumer(ConnectionHandler):
         self._skip_through = None  # the broker is past it now
         return (1 << (skip.batch_index() + 1)) - 1 if pos == (skip.ledger_id(), skip.entry_id()) else 0
 
+    def _before_start(self, pos: Position, batched: bool, count: int) -> int:
+        """Mask of the messages of ``pos`` before the id sought (:meth:`seek`), as
+        pulsar-client filters them: of the entry sought, a single message when the seek is
+        exclusive (``start_message_id_inclusive`` off, the default), and of a batch the
+        messages before the batch index sought (and that one too when exclusive); an id
+        without a batch index keeps a whole batch."""
+        sought = self._sought
+        assert sought is not None
+        at = (sought.ledger_id(), sought.entry_id())
+        if pos != at:
+            if pos > at:
+                self._sought = None  # the broker is past it now
+            return 0
+        inclusive = self.conf.start_message_id_inclusive
+        if not batched:
+            return 0 if inclusive else 1
+        through = sought.batch_index() - (1 if inclusive else 0)
+        return (1 << min(through + 1, count)) - 1 if through >= 0 else 0
+
     def _on_cursor_reset(self) -> None:
         """The subscription moved: what we hold is void; start over from the new position."""
         dropped = self._queue.remove_if(lambda item: item[0] is self)
         self.acks.reset()
+        self.chunks.clear()
         self._nack_due.clear()
         self._redeliver.clear()
         self._redeliver_all = False
         self._taken = 0
         self._flow = self.queue_size  # the broker starts this consumer from 0 permits
         self.last_taken = self._skip_through = None
+        self._sought = self._seeking_to  # None: not our seek (an admin's reset)
         self.resets += 1
         log.debug("consumer on %s: cursor reset, %d queued messages dropped", self.topic, dropped)
         self._wakeup.set()
@@ -275,8 +331,9 @@ class PartitionConsumer(ConnectionHandler):
 
     # -- acks ------------------------------------------------------------------------
     def ack(self, mid: MessageId) -> None:
-        if self.acks.ack(mid):  # the whole entry is acked: a pending nack of it is moot
-            self._nack_due.pop((mid.ledger_id(), mid.entry_id()), None)
+        for one in _chunks_of(mid):  # a chunked message: every chunk
+            if self.acks.ack(one):  # the whole entry is acked: a pending nack of it is moot
+                self._nack_due.pop((one.ledger_id(), one.entry_id()), None)
         self._maybe_flush()
 
     def ack_cumulative(self, mid: MessageId) -> None:
@@ -288,9 +345,10 @@ class PartitionConsumer(ConnectionHandler):
             self._wakeup.set()
 
     def nack(self, mid: MessageId) -> None:
-        pos = (mid.ledger_id(), mid.entry_id())
-        self.acks.forget_unacked(pos)
-        self._nack_due[pos] = time.monotonic() + self.conf.negative_ack_redelivery_delay_ms / 1000
+        for one in _chunks_of(mid):  # a chunked message: every chunk
+            pos = (one.ledger_id(), one.entry_id())
+            self.acks.forget_unacked(pos)
+            self._nack_due[pos] = time.monotonic() + self.conf.negative_ack_redelivery_delay_ms / 1000
         if self.conf.negative_ack_redelivery_delay_ms <= 0:
             self._wakeup.set()
 
@@ -302,6 +360,9 @@ class PartitionConsumer(ConnectionHandler):
         self._wakeup.set()
 
     def _due_redeliveries(self) -> list[Position]:
+        expired = self.chunks.expire()  # incomplete chunked messages past their time: acked
+        for mid in expired:
+            self.acks.ack(mid)
         now = time.monotonic()
         due = [p for p, t in self._nack_due.items() if t <= now]
         for p in due:
@@ -401,11 +462,15 @@ class PartitionConsumer(ConnectionHandler):
         self._check_usable()
         request_id = self._requests.new()
         seek = pb.Seek(request_id=request_id)
+        if isinstance(message_id, ChunkMessageId):  # from its first chunk: it comes again whole
+            message_id = message_id.first_chunk_message_id()
         if message_id is not None:
             seek.message_id.CopyFrom(message_id.to_proto())
         else:
             seek.timestamp_ms = int(timestamp_ms or 0)
         self._seeks += 1
+        if message_id not in (MessageId.earliest, MessageId.latest):
+            self._seeking_to = message_id
         try:
             try:
                 await self.write_pending(pb.ConsumeRequest(seek=seek))
@@ -418,6 +483,7 @@ class PartitionConsumer(ConnectionHandler):
             self._restart_at = message_id
         finally:
             self._seeks -= 1
+            self._seeking_to = None
             self._wakeup.set()  # what was held back may go now
 
     async def unsubscribe(self) -> None:
@@ -524,3 +590,8 @@ class PartitionConsumer(ConnectionHandler):
 
 def _entry_id(pos: Position, partition: int) -> pb.MessageIdData:
     return pb.MessageIdData(ledger_id=pos[0], entry_id=pos[1], partition=partition, batch_index=-1)
+
+
+def _chunks_of(mid: MessageId) -> tuple[MessageId, ...]:
+    """Every entry of a chunked message (its chunks), or the id itself."""
+    return mid.chunk_message_ids() if isinstance(mid, ChunkMessageId) else (mid,)

@@ -28,10 +28,11 @@ from magnetar.common.errors import (
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
-from .batching import BatchContainer, OpSendBatch, build_op, message_size
+from .batching import BatchContainer, KeyBasedBatchContainer, OpSendBatch, build_op, message_size
+from .chunks import build_chunk_ops, chunk_payload, join_chunk_futures
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
-from .options import ProducerConfig
+from .options import BatchingType, ProducerConfig
 from .schemas import declared
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ class PartitionProducer(ConnectionHandler):
         self._request_ids = itertools.count(1)
         self._pending: dict[int, OpSendBatch] = {}  # by request id, in send order
         self._unsent: deque[OpSendBatch] = deque()
-        self._container = BatchContainer(conf.batching_max_messages, conf.batching_max_allowed_size_in_bytes)
+        container = KeyBasedBatchContainer if conf.batching_type == BatchingType.KeyBased else BatchContainer
+        self._container = container(conf.batching_max_messages, conf.batching_max_allowed_size_in_bytes)
         self._batch_timer: asyncio.TimerHandle | None = None
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._wakeup = asyncio.Event()
@@ -244,6 +246,17 @@ class PartitionProducer(ConnectionHandler):
             msg.sequence_id = sequence_id
         fut: asyncio.Future[MessageId] = self._loop.create_future()
         self._pending_messages += 1
+        if self.conf.chunking_enabled and len(msg.payload) > self.conf.max_message_size:
+            cut = chunk_payload(msg.payload, self.conf.compression_type, self.conf.max_message_size)
+            if cut is not None:
+                ops = build_chunk_ops(
+                    self._request_ids, self.name, msg, *cut, self.conf.compression_type, self._loop, self.schema_version,
+                )
+                join_chunk_futures(ops, fut)
+                self._pending_messages += len(ops) - 1  # each chunk's receipt counts one done
+                for op in ops:
+                    self._enqueue(op)
+                return fut
         if not self.conf.batching_enabled or alone:
             self.flush_batch()  # keeps send order: earlier batched messages go first
             self._enqueue(build_op(
@@ -268,11 +281,12 @@ class PartitionProducer(ConnectionHandler):
             self._batch_timer = None
         if not len(self._container) or self._closed:
             return
-        msgs, futs = self._container.drain()
-        self._enqueue(build_op(
-            next(self._request_ids), self.name, msgs, futs, batched=True, compression=self.conf.compression_type,
-            schema_version=self.schema_version,
-        ))
+        key_based = self.conf.batching_type == BatchingType.KeyBased
+        for msgs, futs in self._container.drain_batches():
+            self._enqueue(build_op(
+                next(self._request_ids), self.name, msgs, futs, batched=True, compression=self.conf.compression_type,
+                schema_version=self.schema_version, key_based=key_based,
+            ))
 
     def _enqueue(self, op: OpSendBatch) -> None:
         self._pending[op.request_id] = op

@@ -35,6 +35,10 @@ from .partition_producer import PartitionProducer
 
 log = logging.getLogger(__name__)
 
+MAX_CHUNKED_MESSAGE_SIZE = 2**31 - 1
+"""The largest message a producer with ``chunking_enabled`` sends (``total_chunk_msg_size``
+is an int32, as in Pulsar)."""
+
 SendCallback = Callable[[object, MessageId | None], None]
 
 
@@ -215,9 +219,10 @@ class Producer:
     ) -> tuple[PartitionProducer, pb.SingleMessage, bool]:
         if self._encode is not None:
             content = encode_value(self._encode, content)
+        # With chunking, a message over max_message_size goes as chunks of that size.
+        max_size = MAX_CHUNKED_MESSAGE_SIZE if self._conf.chunking_enabled else self._conf.max_message_size
         msg = build_message(
-            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, self._conf.max_message_size,
-            ordering_key,
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, max_size, ordering_key,
         )
         delayed = deliver_at is not None or deliver_after is not None
         return self._choose(msg), msg, delayed

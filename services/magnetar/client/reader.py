@@ -78,6 +78,13 @@ class Reader:
             raise
         return reader
 
+    def incomplete_chunked_message_start(self) -> MessageId | None:
+        """The first chunk's id of the oldest chunked message this reader has read in part
+        and holds (None: none): a reader of a range of entries (the Spark source) reads on
+        past its end until the messages that started in it are whole."""
+        starts = [s for s in (p.chunks.oldest_first_chunk() for p in self._consumer.partitions) if s is not None]
+        return min(starts) if starts else None
+
     async def _set_baselines(self, start: MessageId, inclusive: bool) -> None:
         """What counts as read already, for :meth:`has_message_available`."""
         partitions = self._consumer.partitions
@@ -138,15 +145,19 @@ class Reader:
         return False
 
     async def seek(self, message_id_or_timestamp: SeekTarget) -> None:
-        """Move the reader: to a message id (read next), or to the first message
-        published at or after a time (an int, ms since the epoch). See
+        """Move the reader: to a message id (the next message is the one after it, or
+        that one with ``start_message_id_inclusive``, as pulsar-client's), or to the first
+        message published at or after a time (an int, ms since the epoch). See
         :meth:`Consumer.seek <magnetar.client.consumer.Consumer.seek>`."""
         await self._consumer.seek(message_id_or_timestamp)
         target = message_id_or_timestamp
         if isinstance(target, MessageId) and target in (MessageId.earliest, MessageId.latest):
             await self._set_baselines(target, False)
         elif isinstance(target, MessageId):
-            await self._set_baselines(target, True)  # the broker delivers the target next
+            # The target's entry is still to read when the target itself is, or when it is
+            # a message of a batch (the batch's later messages are).
+            inclusive = self._consumer.partitions[0].conf.start_message_id_inclusive
+            await self._set_baselines(target, inclusive or target.batch_index() >= 0)
         else:
             self._read_upto = [_NOTHING_READ] * len(self._consumer.partitions)
 

@@ -35,6 +35,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -55,6 +56,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "BatchingType",
     "Client",
     "CompressionType",
     "Consumer",
@@ -528,6 +530,7 @@ class Client:
         batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
         batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
         batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        batching_type: BatchingType = PRODUCER_DEFAULTS.batching_type,
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
@@ -536,6 +539,7 @@ class Client:
         auto_update_partitions: bool = PRODUCER_DEFAULTS.auto_update_partitions,
         auto_update_partitions_interval_seconds: float = PRODUCER_DEFAULTS.auto_update_partitions_interval_seconds,
         access_mode: ProducerAccessMode = PRODUCER_DEFAULTS.access_mode,
+        chunking_enabled: bool = PRODUCER_DEFAULTS.chunking_enabled,
     ) -> Producer:
         """Open a producer on ``topic`` (see :meth:`magnetar.asyncio.Client.create_producer`)."""
         producer = self._runner.run(self._client.create_producer(**forwarded(locals())))
@@ -561,6 +565,10 @@ class Client:
         auto_update_partitions_interval_seconds: float = CONSUMER_DEFAULTS.auto_update_partitions_interval_seconds,
         message_listener: Listener | None = None,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        max_pending_chunked_message: int = CONSUMER_DEFAULTS.max_pending_chunked_message,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
+        expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:

@@ -158,7 +158,9 @@ def open_entry_batch(batch: Any, max_uncompressed: int = MAX_UNCOMPRESSED_SIZE) 
             ``uncompressed_size`` within ``max_uncompressed``, decompressed bytes that are
             not ``num_messages`` messages and nothing else, or messages outside them.
     """
-    if not batch.compression:
+    if not batch.compression or batch.num_chunks_from_msg > 1:
+        # A chunk holds its part of the whole message's compressed payload (Pulsar's
+        # way): it does not decompress alone; the reassembled message does.
         return batch
     if batch.messages:
         raise InvalidArgument("a compressed entry with uncompressed messages beside its compressed ones")

@@ -138,6 +138,9 @@ class MessageId:
         """
         if not isinstance(text, str):
             raise InvalidArgument(f"a message id must be a string, not {type(text).__name__}")
+        if ";" in text:  # a chunked message's id: <first chunk>;<last chunk>
+            first, _, last = text.partition(";")
+            return ChunkMessageId(cls.parse(first.strip()), cls.parse(last.strip()))
         if text in ("earliest", "latest"):
             return cls.earliest if text == "earliest" else cls.latest
         parts = text.split(":")
@@ -169,6 +172,8 @@ class MessageId:
             raise InvalidArgument(
                 f"a serialized message id must be bytes, not {type(data).__name__}"
             )
+        if len(data) == 2 * _STRUCT.size:  # a chunked message's id (ChunkMessageId.serialize)
+            return ChunkMessageId(cls.deserialize(data[: _STRUCT.size]), cls.deserialize(data[_STRUCT.size :]))
         if len(data) != _STRUCT.size:
             raise InvalidArgument(
                 f"a serialized message id is {_STRUCT.size} bytes, got {len(data)}"
@@ -235,3 +240,79 @@ def message_id_sentinel(message_id: MessageId | MessageIdData) -> Start | None:
     if ledger_id == INT64_MAX:
         return "latest"
     return None
+
+
+@dataclass(frozen=True, slots=True, eq=False, init=False, repr=False, match_args=False)
+class ChunkMessageId(MessageId):
+    """The id of a chunked message (Pulsar's ``ChunkMessageIdImpl``): its position is its
+    last chunk's (so it orders, and acks cumulatively, as the message's end), and
+    :meth:`first_chunk_message_id` is its first chunk's. ``str()`` is
+    ``<first chunk>;<last chunk>``, as Pulsar prints one; the byte form is the two
+    24-byte forms, first chunk first (48 bytes). ``chunk_message_ids`` are every entry
+    the message was read from (each chunk; a chunk sent twice by a producer's resend
+    too): ack, negative ack and redelivery act on all of them."""
+
+    _first: MessageId
+    _chunks: tuple[MessageId, ...]
+
+    def __init__(self, first: MessageId, last: MessageId, chunks: tuple[MessageId, ...] = ()) -> None:  # noqa: D107
+        MessageId.__init__(self, last.partition(), last.ledger_id(), last.entry_id(), last.batch_index())
+        _set(self, "_first", first)
+        _set(self, "_chunks", chunks or (first, last))
+
+    def first_chunk_message_id(self) -> MessageId:
+        return self._first
+
+    def last_chunk_message_id(self) -> MessageId:
+        return MessageId.trusted(self._partition, self._ledger_id, self._entry_id, self._batch_index)
+
+    def chunk_message_ids(self) -> tuple[MessageId, ...]:
+        return self._chunks
+
+    def __repr__(self) -> str:
+        return f"ChunkMessageId(first={self._first!r}, last={self.last_chunk_message_id()!r})"
+
+    def __str__(self) -> str:
+        return f"{self._first};{MessageId.__str__(self)}"
+
+    def serialize(self) -> bytes:
+        """48 bytes: the first chunk's 24-byte form, then the last chunk's."""
+        return self._first.serialize() + MessageId.serialize(self)
+
+    # Compared with any id by position (its last chunk's), as Pulsar's compareTo; two
+    # chunked ids are equal when their first chunks are too.
+    def _key(self) -> tuple[int, int, int, int]:
+        return (self._ledger_id, self._entry_id, self._partition, self._batch_index)
+
+    @staticmethod
+    def _other(other: object) -> tuple[int, int, int, int] | None:
+        if not isinstance(other, MessageId):
+            return None
+        return (other._ledger_id, other._entry_id, other._partition, other._batch_index)
+
+    def __eq__(self, other: object) -> bool:
+        key = self._other(other)
+        if key is None:
+            return NotImplemented
+        if isinstance(other, ChunkMessageId) and self._first != other._first:
+            return False
+        return self._key() == key
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __lt__(self, other: object) -> bool:
+        key = self._other(other)
+        return NotImplemented if key is None else self._key() < key
+
+    def __le__(self, other: object) -> bool:
+        key = self._other(other)
+        return NotImplemented if key is None else self._key() <= key
+
+    def __gt__(self, other: object) -> bool:
+        key = self._other(other)
+        return NotImplemented if key is None else self._key() > key
+
+    def __ge__(self, other: object) -> bool:
+        key = self._other(other)
+        return NotImplemented if key is None else self._key() >= key

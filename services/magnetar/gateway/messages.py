@@ -11,7 +11,10 @@ header holding a JSON object (Pulsar's newest form). A partition key that is not
 printable ASCII is sent base64-encoded, with ``X-Pulsar-partition-key-b64-encoded``.
 The ordering key and the schema version, binary, are base64-encoded as Pulsar sends them
 (``X-Pulsar-Base64-ordering-key``, ``X-Pulsar-Base64-schema-version``), present only
-when the message has them.
+when the message has them. Peek shows stored entries, as Pulsar's: a chunked message is
+its chunks, each its own message with its part of the payload (compressed as stored when
+the message was) and ``X-Pulsar-uuid``, ``X-Pulsar-chunk-id``,
+``X-Pulsar-num-chunks-from-msg``, ``X-Pulsar-total-chunk-msg-size``.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ def message_headers(peeked: pb.PeekMessageResponse) -> dict[str, str]:
         headers["X-Pulsar-event-time"] = iso_time(msg.event_time_ms)
     if msg.deliver_at_ms > 0:
         headers["X-Pulsar-deliver-at-time"] = iso_time(msg.deliver_at_ms)
+    if peeked.num_chunks_from_msg > 1:  # a stored chunk: its part of the message, as Pulsar shows it
+        headers["X-Pulsar-uuid"] = peeked.uuid if _printable(peeked.uuid) else quote(peeked.uuid)
+        headers["X-Pulsar-chunk-id"] = str(peeked.chunk_id)
+        headers["X-Pulsar-num-chunks-from-msg"] = str(peeked.num_chunks_from_msg)
+        headers["X-Pulsar-total-chunk-msg-size"] = str(peeked.total_chunk_msg_size)
     return headers
 
 

@@ -119,6 +119,14 @@ def metadata_and_payload(entry: EntryLike) -> tuple[pb.MessageMetadata, bytes]:
         if m.deliver_at_ms > 0:
             metadata.deliver_at_time = m.deliver_at_ms
         metadata.sequence_id = m.sequence_id or entry.sequence_id
+        chunks = getattr(entry, "num_chunks_from_msg", 0)
+        if chunks > 1:  # a chunk of the Magnetar SDK's chunked message: Pulsar's chunk fields
+            metadata.uuid, metadata.chunk_id = entry.uuid, entry.chunk_id  # type: ignore[attr-defined]
+            metadata.num_chunks_from_msg = chunks
+            metadata.total_chunk_msg_size = entry.total_chunk_msg_size  # type: ignore[attr-defined]
+            if getattr(entry, "compression", 0):  # its part of the whole compressed payload
+                metadata.compression = entry.compression  # type: ignore[attr-defined]
+                metadata.uncompressed_size = entry.uncompressed_size  # type: ignore[attr-defined]
         return metadata, m.payload
     metadata.num_messages_in_batch = len(messages)
     if messages:

@@ -211,3 +211,29 @@ async def test_peek_reads_unacknowledged_messages_without_changing_anything(
     assert (r.status_code, reason(r)) == (405, "Peek messages on a partitioned topic is not allowed")
     r = await http.get(f"{P}/{parts}-partition-1/subscription/s/position/1")
     assert (r.status_code, reason(r)) == (404, "Message not found")
+
+
+async def test_peek_shows_a_chunked_message_as_its_stored_chunks(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster, topic: str,
+):
+    """Peek shows stored entries, as Pulsar's: each chunk of a chunked message is its own
+    message with its part of the payload and Pulsar's chunk headers."""
+    await http.put(f"{P}/{topic}/subscription/s", json="earliest")
+    payload = bytes(range(256)) * 500  # 128,000 bytes: 2 chunks of 64 KiB
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(
+            topic, producer_name="chunker", batching_enabled=False, chunking_enabled=True, max_message_size=64 * 1024
+        )
+        sent = await producer.send(payload)
+        seq = producer.last_sequence_id()
+    parts, ids = [], []
+    for position in (1, 2):
+        r = await http.get(f"{P}/{topic}/subscription/s/position/{position}")
+        assert r.status_code == 200
+        parts.append(r.content)
+        ids.append(MessageId.parse(r.headers["X-Pulsar-Message-ID"]))
+        assert r.headers["X-Pulsar-uuid"] == f"chunker-{seq}"
+        assert (r.headers["X-Pulsar-chunk-id"], r.headers["X-Pulsar-num-chunks-from-msg"]) == (str(position - 1), "2")
+        assert r.headers["X-Pulsar-total-chunk-msg-size"] == str(len(payload))
+    assert b"".join(parts) == payload
+    assert ids == [sent.first_chunk_message_id(), sent.last_chunk_message_id()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -24,7 +25,7 @@ from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK, Inv
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.gateway.websocket import ids
 
 pytestmark = [pytest.mark.integration]
@@ -162,6 +163,38 @@ async def test_consume_ack_nack_and_redelivery(gateway_cluster: GatewayCluster):
         again = await recv(ws)
         assert ids.decode(again["messageId"]) == second and again["redeliveryCount"] == 1
         await ws.send(json.dumps({"messageId": again["messageId"]}))
+        await nothing_more(ws)
+
+        async with AdminClient(gateway_cluster.service_url) as admin:
+
+            async def drained() -> bool:
+                stats = await admin.topic_stats(topic)
+                return [s.backlog for s in stats.subscriptions if s.name == "work"] == [0]
+
+            await until(drained)
+
+
+async def test_a_chunked_message_is_delivered_whole_and_acked_by_its_id(gateway_cluster: GatewayCluster):
+    """An SDK producer's chunked message (chunks of 64 KiB) reaches the socket as one
+    message whose id names its first and last chunk (Pulsar's first_chunk_message_id);
+    acking that id acks every chunk: the backlog drains."""
+    topic = new_topic("wschunks")
+    url = ws_url(gateway_cluster, "consumer", topic, "work")
+    big = os.urandom(200 * 1024)
+    async with mg.Client(gateway_cluster.service_url) as client, socket(url) as ws:
+        producer = await client.create_producer(
+            topic, batching_enabled=False, chunking_enabled=True, max_message_size=64 * 1024
+        )
+        sent = await producer.send(big, properties={"a": "1"})
+        small = await producer.send(b"small")
+        frames = [await recv(ws), await recv(ws)]
+        assert [base64.b64decode(f["payload"]) for f in frames] == [big, b"small"]
+        assert frames[0]["properties"] == {"a": "1"}
+        got = ids.decode(frames[0]["messageId"])
+        assert isinstance(got, ChunkMessageId) and got == sent and str(got) == str(sent)
+        assert ids.decode(frames[1]["messageId"]) == small
+        for f in frames:
+            await ws.send(json.dumps({"messageId": f["messageId"]}))
         await nothing_more(ws)
 
         async with AdminClient(gateway_cluster.service_url) as admin:

@@ -147,8 +147,10 @@ class BrokerServicer(
                     for s in sends:
                         if ended.done():  # closed (fenced out, unloaded) while a put below waited
                             return
+                        chunk = (s.chunk_id, s.num_chunks_from_msg) if s.num_chunks_from_msg > 1 else None
                         published = topic.publish(name, s.entry, s.num_messages, s.lowest_sequence_id, s.highest_sequence_id,
-                                                  maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0)
+                                                  maybe_delayed=not s.HasField("deliver_at_ms") or s.deliver_at_ms != 0,
+                                                  chunk=chunk)
                         try:
                             await pending.put((s.request_id, published))
                         except asyncio.CancelledError:

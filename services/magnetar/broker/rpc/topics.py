@@ -88,4 +88,6 @@ def _peeked(found: PeekedMessage, partition: int) -> pb.PeekMessageResponse:
         ),
         producer_name=batch.producer_name, publish_time_ms=batch.publish_time_ms, message=wire.single_message(found.message),
         batch_size=len(batch.messages), schema_version=batch.schema_version,
+        uuid=batch.uuid, chunk_id=batch.chunk_id, num_chunks_from_msg=batch.num_chunks_from_msg,
+        total_chunk_msg_size=batch.total_chunk_msg_size,
     )

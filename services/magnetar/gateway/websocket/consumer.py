@@ -19,7 +19,7 @@ from typing import Protocol
 
 from magnetar.client.message import Message
 from magnetar.common.errors import InvalidArgument, MagnetarError, ServiceClosed
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.gateway.websocket import ids
 from magnetar.gateway.websocket.frames import (
     Command,
@@ -146,6 +146,9 @@ class ConsumerSession(_DeliverySession):
         self.permits = 0
         self.outstanding: set[MessageId] = set()
         """Ids written to the socket and neither acked nor nacked yet (push mode)."""
+        self.chunked: dict[MessageId, MessageId] = {}
+        """Chunked messages' ids written and not acked or nacked yet: the id a client
+        sends back names the first and last chunk, these every chunk (all are acked)."""
 
     def may_deliver(self) -> bool:
         if self.pull_mode:
@@ -153,6 +156,8 @@ class ConsumerSession(_DeliverySession):
         return len(self.outstanding) < self.queue_size
 
     def _on_delivered(self, mid: MessageId) -> None:
+        if isinstance(mid, ChunkMessageId):
+            self.chunked[mid] = mid
         if self.pull_mode:
             self.permits -= 1
         else:
@@ -177,6 +182,7 @@ class ConsumerSession(_DeliverySession):
             return False
         try:
             mid = ids.decode(command.message_id)
+            mid = self.chunked.pop(mid, mid) if self.chunked else mid
             if kind is CommandType.NEGATIVE_ACK:
                 await self.consumer.negative_acknowledge(mid)
             else:

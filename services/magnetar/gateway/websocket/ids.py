@@ -6,10 +6,11 @@ Fields (proto2; only varints are written)::
 
     1 ledgerId  uint64  (always)           3 partition    int32 (only when >= 0)
     2 entryId   uint64  (always)           4 batch_index  int32 (only when != -1)
+    7 first_chunk_message_id  MessageIdData  (a chunked message's id only: its first
+      chunk; fields 1-4 are then its last chunk's, as Pulsar writes a ChunkMessageIdImpl)
 
-Decoding skips the fields it does not use (``ack_set``, ``batch_size``,
-``first_chunk_message_id`` of newer clients) and refuses torn or malformed input with
-InvalidArgument. The protobuf is coded here by hand (a few varints) so that these bytes
+Decoding skips the fields it does not use (``ack_set``, ``batch_size``) and refuses torn
+or malformed input with InvalidArgument. The protobuf is coded here by hand (a few varints) so that these bytes
 do not depend on the broker's own ``MessageIdData``, which has other field numbers.
 """
 
@@ -19,11 +20,12 @@ import base64
 import binascii
 
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 
 _U64 = (1 << 64) - 1
 _VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
 _LEDGER, _ENTRY, _PARTITION, _BATCH_INDEX = 1, 2, 3, 4
+_FIRST_CHUNK = 7
 _MAX_ENCODED = 1024
 """Longer text is no message id (a newer client's id with an ack set stays far below)."""
 
@@ -48,6 +50,11 @@ def to_bytes(mid: MessageId) -> bytes:
     if mid.batch_index() != -1:
         out.append(0x20)
         _put_varint(out, mid.batch_index())
+    if isinstance(mid, ChunkMessageId):
+        first = to_bytes(mid.first_chunk_message_id())
+        out.append(_FIRST_CHUNK << 3 | _BYTES)
+        _put_varint(out, len(first))
+        out += first
     return bytes(out)
 
 
@@ -89,6 +96,7 @@ def from_bytes(data: bytes) -> MessageId:
             value out of a message id's range.
     """
     fields = {_PARTITION: -1, _BATCH_INDEX: -1}
+    first: bytes | None = None
     pos = 0
     try:
         while pos < len(data):
@@ -111,6 +119,8 @@ def from_bytes(data: bytes) -> MessageId:
                 pos += 4
             elif wire == _BYTES:
                 length, pos = _varint(data, pos)
+                if number == _FIRST_CHUNK:
+                    first = data[pos : pos + length]
                 pos += length
             else:
                 raise ValueError(f"unsupported wire type {wire}")
@@ -121,7 +131,10 @@ def from_bytes(data: bytes) -> MessageId:
     for number, name in ((_LEDGER, "ledgerId"), (_ENTRY, "entryId")):
         if number not in fields:
             raise InvalidArgument(f"malformed MessageIdData: {name} is missing")
-    return MessageId(ledger_id=fields[_LEDGER], entry_id=fields[_ENTRY], partition=fields[_PARTITION], batch_index=fields[_BATCH_INDEX])
+    mid = MessageId(ledger_id=fields[_LEDGER], entry_id=fields[_ENTRY], partition=fields[_PARTITION], batch_index=fields[_BATCH_INDEX])
+    if first is not None and len(first) == 0:
+        raise InvalidArgument("malformed MessageIdData: an empty first_chunk_message_id")
+    return mid if first is None else ChunkMessageId(from_bytes(first), mid)
 
 
 def decode(text: object) -> MessageId:
