@@ -217,7 +217,7 @@ class Producer:
 
     def send(
         self,
-        content: bytes,
+        content: Any,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
         ordering_key: bytes | str | None = None,
@@ -250,7 +250,7 @@ class Producer:
 
     def send_async(
         self,
-        content: bytes,
+        content: Any,
         callback: SendCallback | None,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,

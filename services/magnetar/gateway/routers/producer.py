@@ -157,7 +157,7 @@ def _send_all(
     try:
         return [
             producer.send_async(
-                payload,  # type: ignore[arg-type]  # with a RestSchema, the payload text it encodes
+                payload,  # with a RestSchema, the payload text it encodes
                 None, properties=m.properties, partition_key=m.key, sequence_id=m.sequenceId,
                 deliver_at=m.deliverAt if m.deliverAt and m.deliverAt > 0 else None,
                 deliver_after=timedelta(milliseconds=m.deliverAfterMs) if m.deliverAfterMs and m.deliverAfterMs > 0
