@@ -277,7 +277,7 @@ class Producer:
         """
         check_replication_clusters(replication_clusters)
         target, msg, delayed = self._producer._route(
-            content, properties, partition_key, event_timestamp, deliver_at, deliver_after
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, ordering_key,
         )
         target._check_usable()
         room = self._rooms.get(id(target))
