@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # The client SDK imports grpc: load it on first use so `import magnetar` stays cheap.
 _SDK = frozenset({
-    "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "Client", "CompressionType", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy",
+    "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "BatchingType", "Client", "CompressionType", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy", "ConsumerType", "HashingScheme", "InitialPosition", "KeySharedMode", "Message", "PartitionsRoutingMode", "Producer",
     "ProducerAccessMode", "Reader", "Result",
 })  # fmt: skip

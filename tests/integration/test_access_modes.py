@@ -10,6 +10,7 @@ test starts a broker of its own (a short ZooKeeper session) and kills it."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import pulsar
@@ -235,3 +236,106 @@ async def test_a_fenced_producer_stays_fenced_when_the_owner_is_killed(broker, m
     finally:
         client.close()
     assert await _stored(broker.address, topic) == acked
+
+
+async def _owned_by(owner, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """Make ``owner`` the topic's owner: its first lookup (the clients then know another
+    broker only, which sends them to the owner while it lives, then serves them)."""
+    async with await RawPulsarConnection.open("127.0.0.1", owner.protocol_port) as conn:
+        await conn.handshake()
+        await conn.send(lookup_command(topic, 1))
+        assert (await conn.receive()).command.lookupTopicResponse.response == pb.CommandLookupTopicResponse.Connect
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sdk", "pulsar-client"])
+async def test_an_exclusive_producer_keeps_the_topic_and_its_epoch_when_the_owner_is_killed(broker, module_broker_factory, kind) -> None:  # type: ignore[no-untyped-def]
+    owner = module_broker_factory(zk_session_timeout_s=2.0, **QUORUM)
+    topic = f"persistent://{await new_namespace(owner.address, 'keep')}/t"
+    await _owned_by(owner, topic)
+    client = _client(broker.pulsar_url)
+    other_kind = "pulsar-client" if kind == "sdk" else "sdk"
+    acked: list[bytes] = []
+    try:
+        async with mg.Client(broker.address) as sdk:
+            holder = Door(sdk, client, kind)
+            await holder.create(topic, "Exclusive")
+            await holder.send(b"x-0")
+            acked.append(b"x-0")
+            owner.kill()
+            await holder.send(b"x-1")  # reconnected to the new owner with its epoch
+            acked.append(b"x-1")
+            # It still holds the topic there: another exclusive producer (either door) is
+            # refused, and so is a Shared one.
+            second = Door(sdk, client, other_kind)
+            with pytest.raises(second.fenced()) as refused:
+                await second.create(topic, "Exclusive")
+            if other_kind == "sdk":  # pulsar-client's exception names only the result
+                assert "existing exclusive producer" in str(refused.value)
+            answer = await _raw_producer(broker.protocol_port, topic, pb.Shared, None)
+            assert answer.type == pb.BaseCommand.ERROR and answer.error.error == pb.ProducerBusy, answer
+            await holder.send(b"x-2")
+            acked.append(b"x-2")
+            await holder.close()
+            # It came back at its own epoch (0), not a new one: an exclusive producer
+            # bringing epoch 0 gets the topic at 0, which a later epoch would refuse.
+            answer = await _raw_producer(broker.protocol_port, topic, pb.Exclusive, 0)
+            assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS and answer.producer_success.topic_epoch == 0, answer
+    finally:
+        client.close()
+    assert await _stored(broker.address, topic) == acked
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("old_kind", "fencer_kind"), [("sdk", "pulsar-client"), ("pulsar-client", "sdk")],
+                         ids=["pulsar-client-fences-sdk", "sdk-fences-pulsar-client"])  # fmt: skip
+async def test_a_producer_whose_owner_was_paused_past_its_session_is_fenced_on_resume(broker, module_broker_factory, old_kind, fencer_kind) -> None:  # type: ignore[no-untyped-def]
+    """The old exclusive producer's owner is SIGSTOPped past its ZooKeeper session; the
+    surviving broker takes the topic over and an ExclusiveWithFencing producer takes it.
+    The old producer's sends while its owner was stopped, and after it resumes, are not
+    stored: it is fenced (ProducerFenced). Every send acknowledged to either is stored."""
+    owner = module_broker_factory(zk_session_timeout_s=2.0, **QUORUM)
+    topic = f"persistent://{await new_namespace(owner.address, 'paused')}/t"
+    await _owned_by(owner, topic)
+    client = _client(broker.pulsar_url)
+    acked: list[bytes] = []
+    outcomes: dict[bytes, object] = {}
+    try:
+        async with mg.Client(broker.address, operation_timeout_seconds=10) as sdk:
+            old, fencer = Door(sdk, client, old_kind), Door(sdk, client, fencer_kind)
+            await old.create(topic, "Exclusive")
+            await old.send(b"old-0")
+            acked.append(b"old-0")
+            owner.process.kill(signal.SIGSTOP, wait=False)
+            try:
+                # Sent to the stopped owner: held in its socket, never answered while it sleeps.
+                paused = [asyncio.ensure_future(old.send(b"old-paused-%d" % i)) for i in range(3)]
+                await asyncio.sleep(3.0)  # past the owner's 2 s ZooKeeper session
+                started = time.monotonic()
+                await fencer.create(topic, "ExclusiveWithFencing")  # the surviving broker takes the topic over
+                await fencer.send(b"new-0")
+                acked.append(b"new-0")
+                print(f"fencer ({fencer_kind}) held the topic {time.monotonic() - started:.1f} s after asking")
+            finally:
+                owner.process.kill(signal.SIGCONT, wait=False)
+            for i, fut in enumerate(paused):
+                try:
+                    await asyncio.wait_for(fut, 60)
+                    outcomes[b"old-paused-%d" % i] = "acked"
+                    acked.append(b"old-paused-%d" % i)
+                except Exception as exc:  # noqa: BLE001 - recorded and asserted below
+                    outcomes[b"old-paused-%d" % i] = exc
+            with pytest.raises(old.fenced()):
+                await asyncio.wait_for(old.send(b"old-after-resume"), 60)
+            await fencer.send(b"new-1")
+            acked.append(b"new-1")
+            await fencer.close()
+    finally:
+        client.close()
+    print(f"the old producer's sends while its owner was stopped: {outcomes}")
+    stored = await _stored(broker.address, topic)
+    assert b"old-after-resume" not in stored
+    assert sorted(stored) == sorted(acked), (stored, outcomes)
+    # Its sends while its owner was stopped reached no broker that could store them
+    # before the fence: none is acknowledged, none stored.
+    assert all(o != "acked" for o in outcomes.values()), outcomes

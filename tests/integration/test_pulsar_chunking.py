@@ -7,15 +7,22 @@ One cluster for the module: 1 bookie and one broker serving both doors."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pulsar
 import pytest
 
+import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.pulsar_producer_process import payload
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
@@ -189,3 +196,106 @@ async def test_a_message_cut_off_by_the_owner_dying_is_completed_by_the_resend(b
             client.close()
 
     assert await asyncio.to_thread(receive_all) == [b"".join(parts)]
+
+
+# A pulsar-client producer process SIGKILLed in the middle of a large chunked message.
+SIZES = [3 * MAX_MESSAGE + 100, 200, 2 * MAX_MESSAGE, 300]  # chunked, single, chunked, single
+BIG = 200 * MAX_MESSAGE  # at least 200 chunks: the kill comes after the first few are stored
+
+
+async def _kill_mid_message(broker, topic: str) -> tuple[list[int], int]:  # type: ignore[no-untyped-def]
+    """Run the producer process; SIGKILL it once some chunks of its big message (not all)
+    are stored. Returns the indexes of the messages it was acknowledged, and how many
+    chunks of the big message were stored when it died."""
+    acked: list[int] = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "magnetar.testing.pulsar_producer_process", broker.pulsar_url, topic,
+         *map(str, SIZES), "--big", str(BIG)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        try:
+            admin = AdminClient(broker.address, 10)
+            while (line := await asyncio.to_thread(proc.stdout.readline)) != "big\n":  # type: ignore[union-attr]
+                assert line, f"the producer process ended early (exit {proc.poll()})"
+                acked.append(json.loads(line)["acked"])
+            base = (await admin.topic_stats(topic)).entries
+            proc.stdin.write("go\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            deadline = time.monotonic() + 30
+            while (await admin.topic_stats(topic)).entries < base + 3:
+                assert time.monotonic() < deadline, "no chunk of the big message was stored"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            stored = (await admin.topic_stats(topic)).entries - base
+        finally:
+            await admin.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert acked == list(range(len(SIZES)))
+    assert 0 < stored < BIG // MAX_MESSAGE, f"{stored} chunks stored: not mid-message"
+    return acked, stored
+
+
+def _produce_after(client: pulsar.Client, topic: str) -> list[bytes]:
+    """A new producer on the topic: one chunked message and one single."""
+    after = [payload(100, 2 * MAX_MESSAGE + 7), payload(101, 50)]
+    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, send_timeout_millis=10_000)
+    for p in after:
+        producer.send(p)
+    producer.close()
+    return after
+
+
+async def test_a_pulsar_client_producer_killed_mid_message_leaves_no_partial_message(broker) -> None:  # type: ignore[no-untyped-def]
+    """A real pulsar-client producer process is SIGKILLed while the chunks of a message of
+    200 chunks are being stored: a pulsar-client consumer gets every message the producer
+    was acknowledged, whole and in order, never the cut one (nor a part of it), and the
+    topic serves a new producer, whose chunked and single messages arrive whole."""
+    topic = f"persistent://{await new_namespace(broker.address, 'chunks')}/killed"
+    client = _client(broker.pulsar_url)
+    try:
+        consumer = await asyncio.to_thread(client.subscribe, topic, "s")
+        acked, stored = await _kill_mid_message(broker, topic)
+        print(f"the producer was killed with {stored} chunks of its {BIG} byte message stored")
+        after = await asyncio.to_thread(_produce_after, client, topic)
+
+        def receive() -> list[bytes]:
+            got = []
+            for _ in range(len(acked) + len(after)):
+                msg = consumer.receive(timeout_millis=20_000)
+                consumer.acknowledge(msg)
+                got.append(msg.data())
+            try:
+                got.append(consumer.receive(timeout_millis=1000).data())
+            except pulsar.Timeout:
+                pass
+            return got
+
+        got = await asyncio.to_thread(receive)
+    finally:
+        await asyncio.to_thread(client.close)
+    assert [len(g) for g in got] == [*SIZES, *map(len, after)]
+    assert got == [*(payload(i, SIZES[i]) for i in acked), *after]
+
+
+async def test_an_sdk_consumer_gets_no_partial_message_of_a_pulsar_client_producer_killed_mid_message(broker) -> None:  # type: ignore[no-untyped-def]
+    """The same crash, read by our SDK's consumer: every acknowledged message whole, in
+    order, never a part of the cut one; a new producer's messages whole."""
+    topic = f"persistent://{await new_namespace(broker.address, 'chunks')}/killed-sdk"
+    async with mg.Client(broker.address) as sdk:
+        consumer = await sdk.subscribe(topic, "s")
+        acked, _ = await _kill_mid_message(broker, topic)
+        client = _client(broker.pulsar_url)
+        try:
+            after = await asyncio.to_thread(_produce_after, client, topic)
+        finally:
+            await asyncio.to_thread(client.close)
+        got = []
+        for _ in range(len(acked) + len(after)):
+            msg = await consumer.receive(timeout_millis=20_000)
+            await consumer.acknowledge(msg)
+            got.append(msg.data())
+        with pytest.raises(mg.Timeout):
+            got.append((await consumer.receive(timeout_millis=1000)).data())
+    assert got == [*(payload(i, SIZES[i]) for i in acked), *after]

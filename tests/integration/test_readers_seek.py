@@ -72,8 +72,8 @@ async def test_readers_from_earliest_latest_and_an_id_inclusive_or_not(url):
 
         # A reader can seek too.
         again = await client.create_reader(topic, mg.MessageId.latest)
-        await again.seek(ids[7])
-        assert await read_values(again, 3) == [7, 8, 9]
+        await again.seek(ids[7])  # exclusive (start_message_id_inclusive off): after it
+        assert await read_values(again, 2) == [8, 9]
 
 
 async def test_consumer_seek_by_message_id_and_by_publish_time(url):
@@ -93,9 +93,9 @@ async def test_consumer_seek_by_message_id_and_by_publish_time(url):
             await consumer.acknowledge(msg)
         assert received == list(range(40))
 
-        await consumer.seek(first[5])  # an entry: the next message is that one
+        await consumer.seek(first[5])  # exclusive (start_message_id_inclusive off): the one after
         msg = await consumer.receive(timeout_millis=10_000)
-        assert int(msg.data()) == 5
+        assert int(msg.data()) == 6
 
         await consumer.seek(middle_ms)  # the first message published at or after
         msg = await consumer.receive(timeout_millis=10_000)

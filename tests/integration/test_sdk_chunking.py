@@ -49,7 +49,7 @@ async def test_sdk_chunked_messages_round_trip_acked_and_sought(broker, codec: s
     each, every chunk with the message's sequence id: the gRPC door must not take the
     second chunk for a resend of the first). The consumer gets each whole, with the id
     the send returned (first chunk;last chunk); acking acks every chunk; a seek to the
-    id gives the message whole again."""
+    id gives the message whole again (start_message_id_inclusive), or the one after it."""
     topic = f"persistent://{await new_namespace(broker.address, 'sdkchunks')}/t{codec}"
     payloads = [os.urandom(3 * MAX_MESSAGE + 1000), b"small", os.urandom(2 * MAX_MESSAGE)]
     async with mg.Client(broker.address) as sdk:
@@ -71,12 +71,18 @@ async def test_sdk_chunked_messages_round_trip_acked_and_sought(broker, codec: s
         assert ids[0].entry_id() - ids[0].first_chunk_message_id().entry_id() == 3  # 4 chunks
         assert MessageId.parse(str(ids[2])) == ids[2] and MessageId.deserialize(ids[2].serialize()) == ids[2]
 
-        again = await sdk.subscribe(topic, "s")
+        again = await sdk.subscribe(topic, "s", start_message_id_inclusive=True)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(again.receive(), 1.0)  # every chunk was acked
-        await again.seek(ids[2])
+        await again.seek(ids[2])  # inclusive: the chunked message itself, whole
         sought = await asyncio.wait_for(again.receive(), 20)
         assert (sought.data(), sought.message_id()) == (payloads[2], ids[2])
+        await again.close()
+
+        after = await sdk.subscribe(topic, "s")  # start_message_id_inclusive off (pulsar-client's default)
+        await after.seek(ids[0])  # the message after the chunked one: none of its chunks
+        following = await asyncio.wait_for(after.receive(), 20)
+        assert (following.data(), following.message_id()) == (payloads[1], ids[1])
 
 
 async def test_sdk_refuses_chunking_with_batching_as_pulsar_client(broker) -> None:  # type: ignore[no-untyped-def]

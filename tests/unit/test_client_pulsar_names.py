@@ -131,6 +131,23 @@ def test_blocking_client_shutdown_then_calls_fail_with_already_closed() -> None:
         server.close()
 
 
+def test_blocking_send_async_carries_the_ordering_key_as_send_does() -> None:
+    server = _TwinThread()
+    try:
+        with magnetar.Client(f"magnetar://{server.twin.address}", operation_timeout_seconds=5) as client:
+            consumer = client.subscribe("sync-keys", "s")
+            producer = client.create_producer("sync-keys", batching_enabled=False)
+            producer.send(b"a", partition_key="k", ordering_key=b"o1")
+            producer.send_async(b"b", None, partition_key="k", ordering_key="o2")
+            producer.flush()
+            got = [consumer.receive(5000) for _ in range(2)]
+            assert [(m.data(), m.partition_key(), m.ordering_key()) for m in got] == [
+                (b"a", "k", b"o1"), (b"b", "k", b"o2"),
+            ]
+    finally:
+        server.close()
+
+
 # -- initial_sequence_id ------------------------------------------------------------------
 async def test_initial_sequence_id_numbers_from_the_baseline_and_deduplication_respects_it(twin, client) -> None:
     producer = await client.create_producer("seq", producer_name="p", initial_sequence_id=10, batching_enabled=False)

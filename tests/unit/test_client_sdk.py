@@ -802,8 +802,8 @@ def test_blocking_client_from_plain_code():
                 consumer.receive(timeout_millis=50)
             reader = client.create_reader("sync", magnetar.MessageId.earliest)
             assert reader.read_next(2000).data() == b"hello"
-            reader.seek(msg_id)
-            assert reader.read_next(2000).data() == b"hello"
+            reader.seek(msg_id)  # exclusive (start_message_id_inclusive off): the next one
+            assert reader.read_next(2000).data() == b"async-0"
             producer.close()
             consumer.close()  # closed already: a no-op
     finally:

@@ -110,8 +110,10 @@ async def test_seek_to_an_id_replays_from_there_and_drops_what_was_queued(twin, 
     assert kinds[kinds.index("seek") - 1] in ("ack", "flow")
     assert "ack" in kinds[: kinds.index("seek")]
     assert consumer.partitions[0].resets == 1
-    again = [await consumer.receive(timeout_millis=2000) for _ in range(4)]
-    assert [m.data() for m in again] == [b"1", b"2", b"3", b"4"]
+    # The broker starts again at entry 1; the consumer drops that one (the seek is
+    # exclusive: start_message_id_inclusive is off), as pulsar-client's.
+    again = [await consumer.receive(timeout_millis=2000) for _ in range(3)]
+    assert [m.data() for m in again] == [b"2", b"3", b"4"]
     flows_after = twin.state.flows[-3:]
     assert 3 in flows_after  # the whole receiver queue granted again after the reset
 
@@ -254,7 +256,7 @@ async def test_reader_seek(twin, client):
     assert not await reader.has_message_available()
     await reader.seek(ids[1])
     assert await reader.has_message_available()
-    assert (await reader.read_next(1000)).message_id() == ids[1]
+    assert (await reader.read_next(1000)).message_id() == ids[2]  # exclusive: the one after
     await reader.seek(MessageId.latest)
     assert not await reader.has_message_available()
     await reader.seek(MessageId.earliest)
@@ -289,3 +291,44 @@ async def test_reader_of_a_partitioned_topic_refuses_a_specific_start(twin, clie
     reader = await client.create_reader("rparts", MessageId.earliest)
     assert len(twin.state.subscribes) == 2 and all(s.non_durable for s in twin.state.subscribes)
     await reader.close()
+
+
+def _single(entry: int) -> pb.Delivery:
+    mid = pb.MessageIdData(ledger_id=LEDGER, entry_id=entry, partition=-1, batch_index=-1)
+    return pb.Delivery(message_id=mid, entry=_entry(1, batched=False))
+
+
+@pytest.mark.parametrize("inclusive", [False, True])
+def test_after_a_seek_to_an_id_what_comes_before_it_is_dropped_as_pulsar_client_does(inclusive: bool):
+    """pulsar-client's startMessageIdInclusive: of the entry sought, a single message is
+    dropped unless inclusive; of a batch, the messages before the index sought (and that
+    one unless inclusive); an id without a batch index keeps a whole batch. A later entry
+    ends the filter. What is dropped gives its permit back."""
+    queue: ReceiveQueue[Queued] = ReceiveQueue()
+    conf = ConsumerConfig(subscription_name="s", receiver_queue_size=10, start_message_id_inclusive=inclusive)
+    pc = PartitionConsumer(ConnectionPool("127.0.0.1:1"), "persistent://public/default/t", -1, conf, "c", queue)
+
+    def seek(target: MessageId) -> None:  # what a seek does around the broker's reset
+        pc._seeking_to = target
+        pc._on_cursor_reset()
+        pc._seeking_to = None
+
+    seek(MessageId(ledger_id=LEDGER, entry_id=3))
+    pc._on_delivery(_single(3))
+    pc._on_delivery(_single(4))
+    assert _queued(queue) == ([f"{LEDGER}:3:-1:-1"] if inclusive else []) + [f"{LEDGER}:4:-1:-1"]
+    assert pc._sought is None  # entry 4 is past it
+
+    seek(MessageId(ledger_id=LEDGER, entry_id=5, partition=-1, batch_index=2))
+    pc._on_delivery(_delivery(5, 5))
+    first = 2 if inclusive else 3
+    assert _queued(queue) == [f"{LEDGER}:5:-1:{i}" for i in range(first, 5)]
+    assert pc._taken == first  # the dropped ones count as taken: their permits go back
+
+    seek(MessageId(ledger_id=LEDGER, entry_id=5))  # no batch index: the whole batch
+    pc._on_delivery(_delivery(5, 5))
+    assert _queued(queue) == [f"{LEDGER}:5:-1:{i}" for i in range(5)]
+
+    pc._on_cursor_reset()  # a reset not of our seek (an admin's): nothing is dropped
+    pc._on_delivery(_single(3))
+    assert _queued(queue) == [f"{LEDGER}:3:-1:-1"]

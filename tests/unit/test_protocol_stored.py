@@ -294,3 +294,22 @@ async def test_an_entry_the_door_checked_is_not_checked_again_unless_it_must_be_
     delayed = stored.stored_entry(_metadata(deliver_at_time=1).SerializeToString(), b"late")
     assert (await persistent_topic.publish("prod", delayed, 1, 9, 9, maybe_delayed=True, checked=True)).position
     assert counted == [single]  # decoded (for its delivery time), not counted
+
+
+def test_deduplication_rebuilt_from_entries_claims_what_the_sends_claimed():
+    """A take-over rebuilds deduplication from the entries: a pulsar-client batch claims its
+    metadata's highest sequence id, else its own sequence id, as its SEND did (a key-based
+    batch holds 0 and 12 while another key's holds 1 and 13: claiming 12 would make the
+    second a resend); an EntryBatch claims its messages' highest, as the SDK's send does."""
+    from magnetar.broker.entry import claimed_sequence_id, view_entry
+    from magnetar.proto.v1 import broker_pb2
+
+    key_batch = _record(b"a0", partition_key="a", sequence_id=0) + _record(b"a12", partition_key="a", sequence_id=12)
+    meta = _metadata(num_messages_in_batch=2, sequence_id=0, partition_key="a")
+    assert claimed_sequence_id(view_entry(stored.stored_entry(meta.SerializeToString(), key_batch))) == 0
+    meta = _metadata(num_messages_in_batch=2, sequence_id=0, highest_sequence_id=12)
+    assert claimed_sequence_id(view_entry(stored.stored_entry(meta.SerializeToString(), key_batch))) == 12
+    sdk = broker_pb2.EntryBatch(producer_name="p", sequence_id=3, batched=True, messages=[
+        broker_pb2.SingleMessage(payload=b"x", sequence_id=3), broker_pb2.SingleMessage(payload=b"y", sequence_id=9),
+    ])  # fmt: skip
+    assert claimed_sequence_id(view_entry(sdk.SerializeToString())) == 9

@@ -238,6 +238,17 @@ def check_batch_size(position: object, batch_size: int, max_message_bytes: int) 
         )
 
 
+def claimed_sequence_id(entry: Entry) -> int:
+    """The highest sequence id ``entry``'s send claimed, as deduplication recorded it when
+    the entry was stored (the rebuild after a take-over must agree): a Pulsar client's
+    entry claims its metadata's ``highest_sequence_id``, else its ``sequence_id`` (as
+    Pulsar's broker; a key-based batch's messages are not numbered one by one); an
+    ``EntryBatch`` its messages' highest (the SDK's send claims that)."""
+    if isinstance(entry, _pulsar.PulsarEntry):
+        return entry.highest_sequence_id
+    return max(m.sequence_id for m in entry.messages)
+
+
 def routing_key(message: MessageView) -> str | bytes:
     """The key Key_Shared routes ``message`` by, as Pulsar's: its ordering key when it has
     one, else its partition key ("" for a message without either)."""

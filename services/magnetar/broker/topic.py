@@ -51,6 +51,7 @@ from magnetar.broker.entry import (
     CHUNK_METADATA_ROOM,
     Entry,
     check_chunk_entry,
+    claimed_sequence_id,
     count_messages,
     decode_entry,
     is_partial_chunk,
@@ -200,7 +201,7 @@ class PersistentTopic:
                 # producer resends the rest after a crash: its last chunk must not be
                 # taken for a resend).
                 if eb.producer_name and eb.messages and not is_partial_chunk(eb):
-                    self._dedup.stored(eb.producer_name, max(m.sequence_id for m in eb.messages), pos)
+                    self._dedup.stored(eb.producer_name, claimed_sequence_id(eb), pos)
             position = self.ml.next_position(batch[-1][0])
         pushed = self._dedup.pushed
         for name, seq in self._dedup.persisted.items():

@@ -212,6 +212,64 @@ class AdminClient:
         request = pb.RemoveNamespacePolicyRequest(namespace=namespace, policy=policy, backlog_quota_type=backlog_quota_type)
         await self.call(lambda s: s.RemoveNamespacePolicy(request, timeout=self.timeout))
 
+    async def schema_compatibility_strategy(self, namespace: str) -> str:
+        """The namespace's schemaCompatibilityStrategy (UNDEFINED: the broker's default applies)."""
+        p = await self.namespace_policies(namespace)
+        return p.schema_compatibility_strategy if p.HasField("schema_compatibility_strategy") else "UNDEFINED"
+
+    async def set_schema_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        """Raises: InvalidArgument (not one of Pulsar's strategies), NamespaceNotFound."""
+        await self.set_namespace_policy(namespace, schema_compatibility_strategy=strategy)
+
+    async def is_allow_auto_update_schema(self, namespace: str) -> bool:
+        """Whether producers may register new schema versions (unset: true, as Pulsar)."""
+        p = await self.namespace_policies(namespace)
+        return p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else True
+
+    async def set_is_allow_auto_update_schema(self, namespace: str, allowed: bool) -> None:
+        await self.set_namespace_policy(namespace, is_allow_auto_update_schema=allowed)
+
+    async def schema_validation_enforced(self, namespace: str) -> bool:
+        """Whether producers without a schema are refused on topics with one (unset: false)."""
+        p = await self.namespace_policies(namespace)
+        return p.schema_validation_enforced if p.HasField("schema_validation_enforced") else False
+
+    async def set_schema_validation_enforced(self, namespace: str, enforced: bool) -> None:
+        await self.set_namespace_policy(namespace, schema_validation_enforced=enforced)
+
+    # -- schemas (any broker answers: the registry is in ZooKeeper) ------------------
+    async def schema(self, topic: str, version: int | None = None) -> pb.TopicSchema:
+        """The latest live schema, or ``version``. Raises: SchemaNotFound."""
+        request = pb.GetTopicSchemaRequest(topic=topic, version=version)
+        return await self.call(lambda s: s.GetTopicSchema(request, timeout=self.timeout))
+
+    async def all_schemas(self, topic: str) -> list[pb.TopicSchema]:
+        """The live versions (since the last delete), oldest first."""
+        request = pb.GetAllTopicSchemasRequest(topic=topic)
+        return list((await self.call(lambda s: s.GetAllTopicSchemas(request, timeout=self.timeout))).versions)
+
+    async def post_schema(self, topic: str, schema: pb.SchemaInfo) -> int:
+        """Register ``schema`` (the namespace's strategy applies); its version (an
+        identical live one's). Raises: IncompatibleSchema, InvalidSchema, InvalidArgument."""
+        request = pb.TopicSchemaRequest(topic=topic, schema=schema)
+        return (await self.call(lambda s: s.PostTopicSchema(request, timeout=self.timeout))).version
+
+    async def delete_schema(self, topic: str) -> int | None:
+        """The delete's version; None: the topic had no schema."""
+        request = pb.DeleteTopicSchemaRequest(topic=topic)
+        answer = await self.call(lambda s: s.DeleteTopicSchema(request, timeout=self.timeout))
+        return answer.version if answer.HasField("version") else None
+
+    async def test_schema_compatibility(self, topic: str, schema: pb.SchemaInfo) -> pb.SchemaCompatibility:
+        """Would ``schema`` be registered? Stores nothing."""
+        request = pb.TopicSchemaRequest(topic=topic, schema=schema)
+        return await self.call(lambda s: s.TestSchemaCompatibility(request, timeout=self.timeout))
+
+    async def schema_version(self, topic: str, schema: pb.SchemaInfo) -> int:
+        """The version of the live schema identical to ``schema``. Raises: SchemaNotFound."""
+        request = pb.TopicSchemaRequest(topic=topic, schema=schema)
+        return (await self.call(lambda s: s.GetSchemaVersion(request, timeout=self.timeout))).version
+
     async def bundles(self, namespace: str, bundle: str = "") -> list[pb.BundleOwner]:
         """Each bundle (or the one named) with its owner's address ('' if unowned)."""
         request = pb.LookupBundleRequest(namespace=namespace, bundle=bundle)

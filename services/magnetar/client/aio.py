@@ -39,6 +39,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerConfig,
@@ -52,6 +53,7 @@ from .options import (
     ProducerAccessMode,
     ProducerConfig,
     Result,
+    check_batching_type,
     check_chunking,
     check_compression_type,
     check_hashing_scheme,
@@ -66,6 +68,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "BatchingType",
     "CompressionType",
     "Client",
     "Consumer",
@@ -186,6 +189,7 @@ class Client:
         batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
         batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
         batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        batching_type: BatchingType = PRODUCER_DEFAULTS.batching_type,
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
@@ -222,6 +226,10 @@ class Client:
         entry; with ``compression_type`` the whole payload is compressed first and the
         compressed bytes cut. The send completes with a ``ChunkMessageId`` (first and
         last chunk) once the last chunk is stored.
+        ``batching_type`` (pulsar-client's ``BatchingType``): ``Default``, a batch holds
+        any messages; ``KeyBased``, one batch per key (ordering key, else partition key;
+        messages with neither together), flushed by the same limits counted over all
+        keys, so a Key_Shared consumer is handed each batch whole.
 
         ``compression_type``: each batch's messages are compressed together with that
         codec as Pulsar's producers compress them (the batch's header is not), and every
@@ -230,7 +238,7 @@ class Client:
         Raises:
             InvalidConfiguration: a ``hashing_scheme`` other than ``Murmur3_32Hash``, an
                 ``initial_sequence_id`` other than None or an int >= 0, an unknown
-                ``access_mode`` or ``compression_type``.
+                ``access_mode``, ``compression_type`` or ``batching_type``.
             InvalidTopicName, TopicNotFound, ProducerBusy, ProducerFenced, NotConnected, Timeout.
             IncompatibleSchema: the topic's schema does not accept ``schema``.
             TypeError: ``schema`` is not a :class:`magnetar.schema.Schema`.
@@ -246,6 +254,7 @@ class Client:
             batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+            batching_type=check_batching_type(batching_type),
             send_timeout_millis=send_timeout_millis,
             max_pending_messages=max_pending_messages,
             block_if_queue_full=block_if_queue_full,
@@ -287,6 +296,7 @@ class Client:
         max_pending_chunked_message: int = CONSUMER_DEFAULTS.max_pending_chunked_message,
         auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
         expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -310,6 +320,9 @@ class Client:
         ones are held (0: no limit; the oldest is dropped for a new one, its chunks acked
         with ``auto_ack_oldest_chunked_message_on_queue_full``), and one incomplete after
         ``expire_time_of_incomplete_chunked_message_ms`` is dropped and acked.
+        ``start_message_id_inclusive`` (pulsar-client's): whether a ``seek`` to a message
+        id gives that message again. Off (the default), the first message after a seek is
+        the one after the id; on, the id's own (see :meth:`Consumer.seek`).
 
         ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
         on this event loop (a coroutine function is awaited; see
@@ -349,6 +362,7 @@ class Client:
             key_shared_policy=key_shared_policy,
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
+            start_message_id_inclusive=bool(start_message_id_inclusive),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             schema=check_schema(schema),

@@ -1,4 +1,10 @@
-"""Gathering messages into batches: one ``SendBatch`` carries one serialized EntryBatch."""
+"""Gathering messages into batches: one ``SendBatch`` carries one serialized EntryBatch.
+
+Two containers, as pulsar-client's ``BatchingType``: :class:`BatchContainer` (``Default``)
+gathers every message into one batch; :class:`KeyBasedBatchContainer` (``KeyBased``)
+gathers one batch per message key, so that every message of an entry has the same key and
+a Key_Shared subscription hands the entry whole to the one consumer of that key.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,14 @@ def message_size(msg: pb.SingleMessage) -> int:
     if msg.properties:  # most messages have none: skip the scan
         size += sum(len(k) + len(v) for k, v in msg.properties.items())
     return size
+
+
+def batch_key(msg: pb.SingleMessage) -> bytes:
+    """The key a ``KeyBased`` container batches ``msg`` under: its ordering key, else its
+    partition key, as Key_Shared routes it (b"": neither; such messages share a batch)."""
+    if msg.ordering_key:
+        return msg.ordering_key
+    return msg.partition_key.encode() if msg.has_partition_key else b""
 
 
 class OpSendBatch:
@@ -56,18 +70,28 @@ def build_op(
     batched: bool,
     compression: int = 0,
     schema_version: bytes = b"",
+    key_based: bool = False,
 ) -> OpSendBatch:
     """The send of ``messages`` as one entry; ``compression`` (a ``CompressionType``, 0:
     none): the messages compressed together into ``compressed_messages``, the header
     (producer, sequence id, publish time) left readable, as Pulsar compresses a batch's
     records and not its ``MessageMetadata``. ``schema_version``: what the broker gave
-    the producer for its schema (b"": none), carried by the entry."""
+    the producer for its schema (b"": none), carried by the entry.
+
+    ``key_based``: a batch of a :class:`KeyBasedBatchContainer`, whose sequence ids
+    interleave with those of the other keys' batches (A: 0, 3, 4 and B: 1, 2): it claims
+    only its highest (``lowest_sequence_id`` = ``highest_sequence_id``), and the
+    container sends its batches in the order of those, so the broker's deduplication sees
+    the ids rise from send to send and takes none of them for a resend (Pulsar's Java
+    client sends its key-based batches the same way)."""
     first = messages[0].sequence_id
     if len(messages) == 1:
         low = high = first
     else:
         seqs = [m.sequence_id for m in messages]
         low, high = min(seqs), max(seqs)
+    if key_based:
+        low = high
     entry = pb.EntryBatch(
         producer_name=producer_name,
         sequence_id=first,
@@ -128,3 +152,39 @@ class BatchContainer:
         msgs, futs = self.messages, self.futures
         self.messages, self.futures, self.size = [], [], 0
         return msgs, futs
+
+    def drain_batches(self) -> list[tuple[list[pb.SingleMessage], list[asyncio.Future]]]:
+        """What is gathered, as the batches to send in this order (here: one)."""
+        return [self.drain()] if self.messages else []
+
+
+class KeyBasedBatchContainer(BatchContainer):
+    """``BatchingType.KeyBased``: one batch per key (:func:`batch_key`).
+
+    The limits hold for all of its batches together, as pulsar-client's key-based
+    container: it is full when all its messages reach ``max_messages`` or their bytes
+    ``max_bytes``, and then every batch goes. The batches go in the order of their
+    highest sequence ids (see ``key_based`` of :func:`build_op`); each key's messages are
+    in one batch, in send order, so each key keeps its order.
+    """
+
+    def __init__(self, max_messages: int, max_bytes: int) -> None:
+        super().__init__(max_messages, max_bytes)
+        self._by_key: dict[bytes, tuple[list[pb.SingleMessage], list[asyncio.Future]]] = {}
+
+    def add(self, msg: pb.SingleMessage, fut: asyncio.Future, size: int | None = None) -> bool:
+        batch = self._by_key.get(batch_key(msg))
+        if batch is None:
+            batch = self._by_key[batch_key(msg)] = ([], [])
+        batch[0].append(msg)
+        batch[1].append(fut)
+        return super().add(msg, fut, size)
+
+    def drain(self) -> tuple[list[pb.SingleMessage], list[asyncio.Future]]:
+        self._by_key = {}
+        return super().drain()
+
+    def drain_batches(self) -> list[tuple[list[pb.SingleMessage], list[asyncio.Future]]]:
+        batches = sorted(self._by_key.values(), key=lambda b: max(m.sequence_id for m in b[0]))
+        self.drain()
+        return batches

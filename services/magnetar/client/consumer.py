@@ -495,6 +495,11 @@ class Consumer:
         """Move the subscription: to a message id, or to the first message published at
         or after a time (an int, ms since the epoch).
 
+        After a seek to an id, the first message received is the one after it, or that
+        message itself when the consumer was made with ``start_message_id_inclusive``
+        (pulsar-client's startMessageIdInclusive): the broker starts again at the id's
+        entry and this consumer drops what comes before (as pulsar-client's consumer).
+
         Every consumer of the subscription drops what it had received and not taken
         and starts again from there. On a partitioned topic a time,
         ``MessageId.earliest`` and ``MessageId.latest`` move every partition; another id

@@ -45,6 +45,31 @@ class PartitionsRoutingMode(enum.Enum):
     SinglePartition = "single"
 
 
+class BatchingType(enum.IntEnum):
+    """How a batching producer groups messages into batches (pulsar-client's
+    ``BatchingType``, same names and numbers): ``Default``, all messages in one batch;
+    ``KeyBased``, one batch per key (ordering key, else partition key; the messages
+    without either together), so a Key_Shared consumer gets a batch whole."""
+
+    Default = 0
+    KeyBased = 1
+
+
+def check_batching_type(value: object) -> BatchingType:
+    """``value`` as a :class:`BatchingType` (pulsar-client's ``BatchingType`` members are
+    taken too: same names).
+
+    Raises:
+        InvalidConfiguration: not a batching type.
+    """
+    if isinstance(value, BatchingType):
+        return value
+    name = getattr(value, "name", value)  # pulsar.BatchingType.KeyBased and the like
+    if isinstance(name, str) and name in BatchingType.__members__:
+        return BatchingType[name]
+    raise InvalidConfiguration(f"batching_type must be BatchingType.Default or BatchingType.KeyBased, not {value!r}")
+
+
 class HashingScheme(enum.Enum):
     """The hash that picks a keyed message's partition. Magnetar has one,
     ``Murmur3_32Hash`` (the same partition as Pulsar clients with that scheme); the
@@ -275,6 +300,7 @@ class ProducerConfig:
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 128 * 1024
     batching_max_publish_delay_ms: int = 10
+    batching_type: BatchingType = BatchingType.Default
     send_timeout_millis: int = 30000
     max_pending_messages: int = 1000
     block_if_queue_full: bool = False

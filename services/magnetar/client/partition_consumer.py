@@ -94,6 +94,11 @@ class PartitionConsumer(ConnectionHandler):
         self._restart_at: MessageId | None = None
         self._skip_through: MessageId | None = None
         self._decoder = MessageDecoder.of(conf.schema, topic, pool.writer_schemas)
+        # After a seek to an id: the id, whose messages before it (and it too, unless
+        # start_message_id_inclusive) are not given to the application, as pulsar-client's
+        # startMessageId; armed by the seek's cursor reset, dropped once a later entry comes.
+        self._seeking_to: MessageId | None = None
+        self._sought: MessageId | None = None
 
     # -- stream ---------------------------------------------------------------------
     async def _open(self, address: str, target: str) -> BrokerStream:
@@ -210,6 +215,8 @@ class PartitionConsumer(ConnectionHandler):
         acked = self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track, not_for_us)
         if self._skip_through is not None:
             acked |= self._read_already(pos)
+        if self._sought is not None:
+            acked |= self._before_start(pos, batched, len(messages))
         if messages and messages[0]._chunk is not None:
             self._on_chunk(messages[0], bool(acked or not_for_us))
             return
@@ -256,6 +263,25 @@ class PartitionConsumer(ConnectionHandler):
         self._skip_through = None  # the broker is past it now
         return (1 << (skip.batch_index() + 1)) - 1 if pos == (skip.ledger_id(), skip.entry_id()) else 0
 
+    def _before_start(self, pos: Position, batched: bool, count: int) -> int:
+        """Mask of the messages of ``pos`` before the id sought (:meth:`seek`), as
+        pulsar-client filters them: of the entry sought, a single message when the seek is
+        exclusive (``start_message_id_inclusive`` off, the default), and of a batch the
+        messages before the batch index sought (and that one too when exclusive); an id
+        without a batch index keeps a whole batch."""
+        sought = self._sought
+        assert sought is not None
+        at = (sought.ledger_id(), sought.entry_id())
+        if pos != at:
+            if pos > at:
+                self._sought = None  # the broker is past it now
+            return 0
+        inclusive = self.conf.start_message_id_inclusive
+        if not batched:
+            return 0 if inclusive else 1
+        through = sought.batch_index() - (1 if inclusive else 0)
+        return (1 << min(through + 1, count)) - 1 if through >= 0 else 0
+
     def _on_cursor_reset(self) -> None:
         """The subscription moved: what we hold is void; start over from the new position."""
         dropped = self._queue.remove_if(lambda item: item[0] is self)
@@ -267,6 +293,7 @@ class PartitionConsumer(ConnectionHandler):
         self._taken = 0
         self._flow = self.queue_size  # the broker starts this consumer from 0 permits
         self.last_taken = self._skip_through = None
+        self._sought = self._seeking_to  # None: not our seek (an admin's reset)
         self.resets += 1
         log.debug("consumer on %s: cursor reset, %d queued messages dropped", self.topic, dropped)
         self._wakeup.set()
@@ -442,6 +469,8 @@ class PartitionConsumer(ConnectionHandler):
         else:
             seek.timestamp_ms = int(timestamp_ms or 0)
         self._seeks += 1
+        if message_id not in (MessageId.earliest, MessageId.latest):
+            self._seeking_to = message_id
         try:
             try:
                 await self.write_pending(pb.ConsumeRequest(seek=seek))
@@ -454,6 +483,7 @@ class PartitionConsumer(ConnectionHandler):
             self._restart_at = message_id
         finally:
             self._seeks -= 1
+            self._seeking_to = None
             self._wakeup.set()  # what was held back may go now
 
     async def unsubscribe(self) -> None:

@@ -28,11 +28,11 @@ from magnetar.common.errors import (
 from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
-from .batching import BatchContainer, OpSendBatch, build_op, message_size
+from .batching import BatchContainer, KeyBasedBatchContainer, OpSendBatch, build_op, message_size
 from .chunks import build_chunk_ops, chunk_payload, join_chunk_futures
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
-from .options import ProducerConfig
+from .options import BatchingType, ProducerConfig
 from .schemas import declared
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,8 @@ class PartitionProducer(ConnectionHandler):
         self._request_ids = itertools.count(1)
         self._pending: dict[int, OpSendBatch] = {}  # by request id, in send order
         self._unsent: deque[OpSendBatch] = deque()
-        self._container = BatchContainer(conf.batching_max_messages, conf.batching_max_allowed_size_in_bytes)
+        container = KeyBasedBatchContainer if conf.batching_type == BatchingType.KeyBased else BatchContainer
+        self._container = container(conf.batching_max_messages, conf.batching_max_allowed_size_in_bytes)
         self._batch_timer: asyncio.TimerHandle | None = None
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._wakeup = asyncio.Event()
@@ -280,11 +281,12 @@ class PartitionProducer(ConnectionHandler):
             self._batch_timer = None
         if not len(self._container) or self._closed:
             return
-        msgs, futs = self._container.drain()
-        self._enqueue(build_op(
-            next(self._request_ids), self.name, msgs, futs, batched=True, compression=self.conf.compression_type,
-            schema_version=self.schema_version,
-        ))
+        key_based = self.conf.batching_type == BatchingType.KeyBased
+        for msgs, futs in self._container.drain_batches():
+            self._enqueue(build_op(
+                next(self._request_ids), self.name, msgs, futs, batched=True, compression=self.conf.compression_type,
+                schema_version=self.schema_version, key_based=key_based,
+            ))
 
     def _enqueue(self, op: OpSendBatch) -> None:
         self._pending[op.request_id] = op

@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
 from magnetar.common.errors import (
     InvalidArgument,
@@ -209,7 +210,7 @@ class Producer:
 
     def _route(
         self,
-        content: bytes,
+        content: Any,
         properties: Mapping[str, str] | None,
         partition_key: str | None,
         event_timestamp: int | None,
@@ -229,7 +230,7 @@ class Producer:
 
     async def send(
         self,
-        content: bytes,
+        content: Any,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
         ordering_key: bytes | str | None = None,
@@ -268,7 +269,7 @@ class Producer:
 
     def send_async(
         self,
-        content: bytes,
+        content: Any,
         callback: SendCallback | None,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
@@ -306,7 +307,7 @@ class Producer:
 
     async def enqueue(
         self,
-        content: bytes,
+        content: Any,
         callback: SendCallback | None = None,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,

@@ -145,15 +145,19 @@ class Reader:
         return False
 
     async def seek(self, message_id_or_timestamp: SeekTarget) -> None:
-        """Move the reader: to a message id (read next), or to the first message
-        published at or after a time (an int, ms since the epoch). See
+        """Move the reader: to a message id (the next message is the one after it, or
+        that one with ``start_message_id_inclusive``, as pulsar-client's), or to the first
+        message published at or after a time (an int, ms since the epoch). See
         :meth:`Consumer.seek <magnetar.client.consumer.Consumer.seek>`."""
         await self._consumer.seek(message_id_or_timestamp)
         target = message_id_or_timestamp
         if isinstance(target, MessageId) and target in (MessageId.earliest, MessageId.latest):
             await self._set_baselines(target, False)
         elif isinstance(target, MessageId):
-            await self._set_baselines(target, True)  # the broker delivers the target next
+            # The target's entry is still to read when the target itself is, or when it is
+            # a message of a batch (the batch's later messages are).
+            inclusive = self._consumer.partitions[0].conf.start_message_id_inclusive
+            await self._set_baselines(target, inclusive or target.batch_index() >= 0)
         else:
             self._read_upto = [_NOTHING_READ] * len(self._consumer.partitions)
 

@@ -23,6 +23,8 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import ClientTls, https_context
 from magnetar.proto.v1 import broker_pb2 as pb
 
+from .schema_json import definition_text, schema_from_json, type_name
+
 _ERRORS: dict[int, type[e.MagnetarError]] = {
     400: e.InvalidArgument, 401: e.AuthenticationError, 403: e.AuthorizationError, 404: e.NotFound, 405: e.InvalidArgument, 406: e.InvalidArgument,
     409: e.AlreadyExists, 412: e.PreconditionFailed, 422: e.InvalidArgument,
@@ -271,6 +273,47 @@ class RestAdmin:
         await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor", str(timestamp_ms)))
 
 
+    # -- schemas and the namespace's schema policies --------------------------------
+    async def schema(self, topic: str, version: int | None = None) -> pb.TopicSchema:
+        path = _schemas(topic, "schema") if version is None else _schemas(topic, "schema", str(version))
+        return schema_from_json(await self.request("GET", path))
+
+    async def all_schemas(self, topic: str) -> list[pb.TopicSchema]:
+        got = await self.request("GET", _schemas(topic, "schemas"))
+        return [schema_from_json(s) for s in got["getSchemaResponses"]]
+
+    async def post_schema(self, topic: str, schema: pb.SchemaInfo) -> int:
+        return int((await self.request("POST", _schemas(topic, "schema"), _payload(schema)))["version"]["version"])
+
+    async def delete_schema(self, topic: str) -> int | None:
+        version = int((await self.request("DELETE", _schemas(topic, "schema")))["version"])
+        return None if version < 0 else version
+
+    async def test_schema_compatibility(self, topic: str, schema: pb.SchemaInfo) -> pb.SchemaCompatibility:
+        got = await self.request("POST", _schemas(topic, "compatibility"), _payload(schema))
+        return pb.SchemaCompatibility(compatible=got["compatibility"], strategy=got["schemaCompatibilityStrategy"])
+
+    async def schema_version(self, topic: str, schema: pb.SchemaInfo) -> int:
+        return int((await self.request("POST", _schemas(topic, "version"), _payload(schema)))["version"])
+
+    async def schema_compatibility_strategy(self, namespace: str) -> str:
+        return str(await self.request("GET", _ns(namespace, "schemaCompatibilityStrategy")))
+
+    async def set_schema_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        await self.request("PUT", _ns(namespace, "schemaCompatibilityStrategy"), strategy)
+
+    async def is_allow_auto_update_schema(self, namespace: str) -> bool:
+        return bool(await self.request("GET", _ns(namespace, "isAllowAutoUpdateSchema")))
+
+    async def set_is_allow_auto_update_schema(self, namespace: str, allowed: bool) -> None:
+        await self.request("POST", _ns(namespace, "isAllowAutoUpdateSchema"), allowed)
+
+    async def schema_validation_enforced(self, namespace: str) -> bool:
+        return bool(await self.request("GET", _ns(namespace, "schemaValidationEnforced")))
+
+    async def set_schema_validation_enforced(self, namespace: str, enforced: bool) -> None:
+        await self.request("POST", _ns(namespace, "schemaValidationEnforced"), enforced)
+
 def _seg(name: str) -> str:
     """One path segment, URL-encoded."""
     return quote(name, safe="")
@@ -279,6 +322,15 @@ def _seg(name: str) -> str:
 def _ns(namespace: str, *rest: str) -> str:
     tenant, _, ns = namespace.partition("/")
     return "/".join([f"/admin/v2/namespaces/{_seg(tenant)}/{_seg(ns)}", *rest])
+
+
+def _schemas(topic: str, *rest: str) -> str:
+    return "/".join([f"/admin/v2/schemas/{topic_path(TopicName.parse(topic))}", *rest])
+
+
+def _payload(schema: pb.SchemaInfo) -> dict[str, Any]:
+    """A SchemaInfo as Pulsar's PostSchemaPayload."""
+    return {"type": type_name(schema.type), "schema": definition_text(schema), "properties": dict(schema.properties)}
 
 
 def _topic(topic: str, *rest: str) -> str:

@@ -35,6 +35,7 @@ from .message import Message
 from .options import (
     CONSUMER_DEFAULTS,
     PRODUCER_DEFAULTS,
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -55,6 +56,7 @@ __all__ = [
     "AuthenticationBasic",
     "AuthenticationTLS",
     "AuthenticationToken",
+    "BatchingType",
     "Client",
     "CompressionType",
     "Consumer",
@@ -215,7 +217,7 @@ class Producer:
 
     def send(
         self,
-        content: bytes,
+        content: Any,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
         ordering_key: bytes | str | None = None,
@@ -248,7 +250,7 @@ class Producer:
 
     def send_async(
         self,
-        content: bytes,
+        content: Any,
         callback: SendCallback | None,
         properties: Mapping[str, str] | None = None,
         partition_key: str | None = None,
@@ -275,7 +277,7 @@ class Producer:
         """
         check_replication_clusters(replication_clusters)
         target, msg, delayed = self._producer._route(
-            content, properties, partition_key, event_timestamp, deliver_at, deliver_after
+            content, properties, partition_key, event_timestamp, deliver_at, deliver_after, ordering_key,
         )
         target._check_usable()
         room = self._rooms.get(id(target))
@@ -528,6 +530,7 @@ class Client:
         batching_max_messages: int = PRODUCER_DEFAULTS.batching_max_messages,
         batching_max_allowed_size_in_bytes: int = PRODUCER_DEFAULTS.batching_max_allowed_size_in_bytes,
         batching_max_publish_delay_ms: int = PRODUCER_DEFAULTS.batching_max_publish_delay_ms,
+        batching_type: BatchingType = PRODUCER_DEFAULTS.batching_type,
         message_routing_mode: PartitionsRoutingMode = PRODUCER_DEFAULTS.message_routing_mode,
         hashing_scheme: HashingScheme = PRODUCER_DEFAULTS.hashing_scheme,
         properties: Mapping[str, str] | None = None,
@@ -565,6 +568,7 @@ class Client:
         max_pending_chunked_message: int = CONSUMER_DEFAULTS.max_pending_chunked_message,
         auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
         expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
+        start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:

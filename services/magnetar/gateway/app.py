@@ -19,6 +19,7 @@ from magnetar.gateway.routers import (
     namespaces,
     permissions,
     producer,
+    schemas,
     storage,
     subscriptions,
     tenants,
@@ -28,7 +29,7 @@ from magnetar.gateway.routers import (
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router,
+    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
     subscriptions.router, unload.router, storage.router, dlq.router, producer.router, websocket.router,
 )
 

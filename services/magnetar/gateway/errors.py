@@ -40,6 +40,8 @@ class HttpError(Exception):
 # Most specific first: the first class the error is an instance of decides.
 _STATUS: list[tuple[type[e.MagnetarError], int]] = [
     (e.NotEmpty, 409),
+    (e.IncompatibleSchema, 409),
+    (e.InvalidSchema, 422),
     (e.PreconditionFailed, 412),
     (e.InvalidTopicName, 412),
     (e.InvalidArgument, 400),
@@ -66,9 +68,9 @@ _DESCRIPTIONS = {
     404: "Not found",
     405: "Not allowed on this kind of resource",
     406: "Not acceptable: a value out of range (a partition count)",
-    409: "Conflict: it exists already, or is not empty",
+    409: "Conflict: it exists already, is not empty, or an incompatible schema",
     412: "Precondition failed: an invalid name, or a resource in use",
-    422: "Unprocessable: a change that is not allowed (fewer partitions)",
+    422: "Unprocessable: a change that is not allowed (fewer partitions), or schema data that does not parse",
     500: "Internal error: the operation failed (the reason says where)",
     503: "No broker or ZooKeeper available",
     504: "A broker did not answer in time",

@@ -156,7 +156,10 @@ class PulsarEntry:
 
     @property
     def highest_sequence_id(self) -> int:
-        return max(self.metadata.highest_sequence_id, self.metadata.sequence_id + len(self.messages) - 1)
+        """The highest sequence id the entry claims, as its door took it (deduplication):
+        the metadata's ``highest_sequence_id``, else its ``sequence_id`` (a batch's
+        messages need not be numbered one by one: see the Pulsar door's SEND)."""
+        return max(self.metadata.highest_sequence_id, self.metadata.sequence_id)
 
     @property
     def publish_time_ms(self) -> int:

@@ -1,4 +1,4 @@
-"""``magnetar admin``: tenants, namespaces and topics over the broker's admin RPCs.
+"""``magnetar admin``: tenants, namespaces, topics and schemas over the broker's admin RPCs.
 
 Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
 nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
@@ -35,6 +35,12 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
+from magnetar.tools.admin_schemas import (
+    add_schema_commands,
+    add_schema_policy_commands,
+    run_schema_policies,
+    run_schemas,
+)
 
 DEFAULT_URL = "127.0.0.1:6660"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
@@ -140,7 +146,7 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
             "deadLetterTopic": policy.dead_letter_topic or None,
             "initialSubscriptionName": policy.initial_subscription_name or None,
         })
-    elif await _run_rates(admin, args) or await _run_permissions(admin, args):
+    elif await _run_rates(admin, args) or await _run_permissions(admin, args) or await run_schema_policies(admin, args):
         pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
@@ -304,6 +310,8 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
             _print_names(await admin.tenants())
     elif group == "namespaces":
         await _run_namespaces(admin, args)
+    elif group == "schemas":
+        await run_schemas(admin, args)
     elif await _run_subscriptions(admin, args):
         pass
     elif action == "create":
@@ -328,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     toolauth.add_arguments(parser)
     add_tls_flags(parser)
     groups = parser.add_subparsers(
-        dest="group", required=True, metavar="{tenants,namespaces,topics,bookies,ledgers,dlq}"
+        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,bookies,ledgers,dlq}"
     )
 
     def group(name: str, actions: dict[str, tuple[str, str | None]]) -> argparse._SubParsersAction[Any]:
@@ -367,6 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--initial-subscription-name", metavar="NAME", help="the DLQ's subscription, e.g. {subscription}-DLQ-sub")
     _rate_commands(namespaces)
     _permission_commands(namespaces)
+    add_schema_policy_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
@@ -406,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-t", "--time", metavar="TIME", help="ms since the epoch, or a duration ago: 30s, 10m, 1h, 2d, 1w")
     where.add_argument("-m", "--message-id", "--messageId", dest="message_id", metavar="ID",
                        help="ledgerId:entryId[:partition], earliest or latest")
+    add_schema_commands(groups)
     _gateway_commands(groups)
     return parser
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from gateway_support import GatewayCluster, unique
@@ -112,3 +114,82 @@ async def test_gateway_only_verbs(gateway_cluster: GatewayCluster, shells: tuple
     assert missing.returncode == 1 and missing.stderr.startswith("magnetar admin: ") and "HTTP 404" in missing.stderr
     down = await asyncio.to_thread(magnetar, "admin", "--admin-url", "http://127.0.0.1:1", "bookies", "list")
     assert down.returncode == 1 and "cannot reach the gateway" in down.stderr and len(down.stderr.splitlines()) == 1
+
+
+def _record(*fields: dict[str, object]) -> dict[str, object]:
+    return {"type": "record", "name": "Order", "namespace": "acme", "fields": [{"name": "item", "type": "string"}, *fields]}
+
+
+SCHEMA_FILES = {
+    "v0.json": {"type": "AVRO", "schema": json.dumps(_record()), "properties": {"owner": "shop"}},
+    "v1.json": {"type": "AVRO", "schema": json.dumps(_record({"name": "count", "type": "int", "default": 7}))},
+    # BACKWARD: the new schema cannot read v1's data (note has no default)
+    "incompatible.json": {"type": "AVRO", "schema": json.dumps(_record({"name": "note", "type": "string"}))},
+    "broken.json": {"type": "AVRO", "schema": "{not avro"},
+}
+
+
+def schema_commands(tenant: str, files: str) -> list[list[str]]:
+    ns, topic = f"{tenant}/ns", f"persistent://{tenant}/ns/orders"
+    return [
+        ["tenants", "create", tenant], ["namespaces", "create", ns],
+        ["namespaces", "get-schema-compatibility-strategy", ns],
+        ["namespaces", "set-schema-compatibility-strategy", ns, "-c", "backward"],
+        ["namespaces", "get-schema-compatibility-strategy", ns],
+        ["namespaces", "set-schema-compatibility-strategy", ns, "--compatibility", "SIDEWAYS"],  # exit 1
+        ["namespaces", "get-is-allow-auto-update-schema", ns], ["namespaces", "set-is-allow-auto-update-schema", ns, "-d"],
+        ["namespaces", "get-is-allow-auto-update-schema", ns],
+        ["namespaces", "get-schema-validation-enforce", ns], ["namespaces", "set-schema-validation-enforce", ns, "--enable"],
+        ["namespaces", "get-schema-validation-enforce", ns],
+        ["schemas", "get", topic],  # exit 1: no schema
+        ["schemas", "upload", topic, "-f", f"{files}/v0.json"], ["schemas", "upload", topic, "--filename", f"{files}/v1.json"],
+        ["schemas", "upload", topic, "-f", f"{files}/incompatible.json"],  # exit 1
+        ["schemas", "upload", topic, "-f", f"{files}/broken.json"],  # exit 1
+        ["schemas", "upload", topic, "-f", f"{files}/absent.json"],  # exit 1
+        ["schemas", "get", topic], ["schemas", "get", topic, "--version", "0"], ["schemas", "get", topic, "-a"],
+        ["schemas", "get", topic, "-v", "0", "-a"],  # exit 1
+        ["schemas", "compatibility", topic, "-f", f"{files}/v0.json"],
+        ["schemas", "compatibility", topic, "-f", f"{files}/incompatible.json"],
+        ["schemas", "delete", topic], ["schemas", "get", topic],  # exit 1: deleted
+        ["schemas", "get", topic, "-v", "1"], ["schemas", "delete", topic, "--force"],
+    ]
+
+
+async def test_schema_commands_print_the_same_through_both_doors(
+    gateway_cluster: GatewayCluster, shells: tuple[WarmMagnetar, WarmMagnetar], tmp_path: Path,
+) -> None:
+    for name, doc in SCHEMA_FILES.items():
+        (tmp_path / name).write_text(json.dumps(doc))
+    grpc_tenant, rest_tenant = unique("grpc-schemas"), unique("rest-schemas")
+    doors = (["--url", gateway_cluster.broker.address], ["--admin-url", gateway_cluster.url])
+    outputs = []
+    for shell, door, tenant in zip(shells, doors, (grpc_tenant, rest_tenant), strict=True):
+        outputs.append([
+            await asyncio.to_thread(run, shell, door, tenant, args) for args in schema_commands(tenant, str(tmp_path))
+        ])
+    by_grpc, by_rest = outputs
+    for args, g, r in zip(schema_commands("TENANT", str(tmp_path)), by_grpc, by_rest, strict=True):
+        assert _timeless(g) == _timeless(r), (args, g, r)
+        assert g[2] == (1 if g[0] else 0), (args, g)  # an error: one line on stderr, exit 1
+    printed = {" ".join(args[:2] + args[3:]).replace(str(tmp_path), "F"): (code, out)
+               for args, (code, out, _) in zip(schema_commands("TENANT", str(tmp_path)), by_grpc, strict=True)}
+    assert [code for code, _, _ in by_grpc] == [
+        0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+    assert printed["namespaces get-schema-compatibility-strategy"] == (0, "BACKWARD\n")
+    assert printed["namespaces get-is-allow-auto-update-schema"] == (0, "false\n")
+    assert printed["namespaces get-schema-validation-enforce"] == (0, "true\n")
+    latest = json.loads(by_grpc[18][1])
+    assert latest["version"] == 1 and latest["schemaInfo"]["schema"] == json.loads(SCHEMA_FILES["v1.json"]["schema"])
+    assert latest["schemaInfo"]["name"] == "orders" and latest["schemaInfo"]["type"] == "AVRO"
+    first = json.loads(printed["schemas get --version 0"][1])
+    assert (first["schema"], first["properties"]) == (json.loads(SCHEMA_FILES["v0.json"]["schema"]), {"owner": "shop"})
+    assert [v["version"] for v in json.loads(printed["schemas get -a"][1])] == [0, 1]
+    assert json.loads(by_grpc[22][1]) == {"compatibility": True, "schemaCompatibilityStrategy": "BACKWARD"}
+    assert json.loads(by_grpc[23][1]) == {"compatibility": False, "schemaCompatibilityStrategy": "BACKWARD"}
+    assert json.loads(by_grpc[26][1])["schema"] == json.loads(SCHEMA_FILES["v1.json"]["schema"])  # readable after delete
+
+
+def _timeless(result: tuple[int, str, int]) -> tuple[int, str, int]:
+    """A command's result without its registration times (each door's topic has its own)."""
+    code, out, errors = result
+    return code, re.sub(r'"timestamp": [0-9]+', '"timestamp": T', out), errors

@@ -351,3 +351,34 @@ async def test_cli_permission_commands_through_both_doors(cluster: SecuredCluste
     assert [code for code, _, _ in outputs["rest"][-2:]] == [1, 1]
     bad = await asyncio.to_thread(_stderr, rest_door, "not-a-jwt", "tenants", "list")
     assert len(bad.splitlines()) == 1 and "malformed" in bad and "HTTP 401" in bad
+
+
+async def test_schema_routes_need_lookup_to_read_and_the_tenant_admin_to_change(
+    cluster: SecuredCluster, http: httpx.AsyncClient, namespace: str,
+):
+    """As Pulsar's SchemasResource: 401 without a token; a role with produce may read
+    but not upload or delete; the tenant's admin may; a stranger may do neither; the
+    namespace's schema policies are the tenant admin's."""
+    base = f"/admin/v2/schemas/{namespace}/{unique('schema')}"
+    payload = {"type": "STRING", "schema": "", "properties": {}}
+    assert (await http.get(f"{base}/schema")).status_code == 401
+    await _grant(cluster, namespace, "app", ["produce"])
+    refused = await http.post(f"{base}/schema", json=payload, headers=cluster.headers("app"))
+    assert refused.status_code == 403, refused.text
+    uploaded = await http.post(f"{base}/schema", json=payload, headers=cluster.headers(TENANT_ADMIN))
+    assert uploaded.json() == {"version": {"version": 0}}, uploaded.text
+    read = await http.get(f"{base}/schema", headers=cluster.headers("app"))
+    assert (read.status_code, read.json()["type"]) == (200, "STRING")
+    for method, path in (("GET", "schema"), ("GET", "schemas"), ("POST", "version"), ("DELETE", "schema")):
+        kwargs: dict[str, Any] = {"json": payload} if method == "POST" else {}
+        r = await http.request(method, f"{base}/{path}", headers=cluster.headers("stranger"), **kwargs)
+        assert r.status_code == 403, (method, path, r.text)
+    assert (await http.delete(f"{base}/schema", headers=cluster.headers("app"))).status_code == 403
+    assert (await http.delete(f"{base}/schema", headers=cluster.headers(TENANT_ADMIN))).json() == {"version": 1}
+
+    ns = f"/admin/v2/namespaces/{namespace}"
+    denied = await http.post(f"{ns}/isAllowAutoUpdateSchema", json=False, headers=cluster.headers("app"))
+    assert denied.status_code == 403, denied.text
+    assert (await http.post(f"{ns}/isAllowAutoUpdateSchema", json=False,
+                            headers=cluster.headers(TENANT_ADMIN))).status_code == 204
+    assert (await http.get(f"{ns}/isAllowAutoUpdateSchema", headers=cluster.headers(TENANT_ADMIN))).json() is False

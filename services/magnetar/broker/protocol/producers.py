@@ -262,9 +262,12 @@ class Producers:
             self.host.write(commands.send_error(pid, seq, server_error(exc), exc.message))
             return
         count = send.num_messages
+        # As Pulsar's broker: a send claims the sequence ids up to its highest_sequence_id
+        # when it gives one, else only its own. A batch's messages need not be numbered one
+        # by one: a key-based batch of pulsar-client holds one key's messages (0, 12 while
+        # another key's batch holds 1, 13); taking 0..1 for the first would make the second
+        # a "resend" and drop it.
         highest = max(seq, send.highest_sequence_id, metadata.highest_sequence_id)
-        if count > 1 and highest == seq:  # the client numbers a batch's messages one by one
-            highest = seq + count - 1
         entry = stored_entry(frame.metadata_bytes, frame.payload, frame.checksum)
         # Sent without batching nor compression, the entry is one message whose checksum
         # and metadata the decoder checked: the core need not check it again. A

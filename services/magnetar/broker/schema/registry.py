@@ -192,7 +192,7 @@ class SchemaRegistry:
         history = await self.store.history(topic)
         stored = latest(history) if version is None else find(history, version)
         if stored is None:
-            what = "a schema" if version is None else f"schema version {version}"
+            what = "schema" if version is None else f"schema version {version}"
             raise SchemaNotFound(f"topic {topic} has no {what}" + (" (deleted)" if history and version is None else ""))
         return stored
 

@@ -1,5 +1,6 @@
 """``/admin/v2/namespaces``: list, create, delete, policies, topics, and the policy
 sub-resources retention, messageTTL, backlogQuota(Map), deduplication, delayedDelivery,
+schemaCompatibilityStrategy, isAllowAutoUpdateSchema, schemaValidationEnforced,
 publishRate, dispatchRate and Magnetar's deadLetterPolicy (Pulsar's Namespaces API).
 
 ``publishRate`` keeps Pulsar's quirk: its route names the tenant ``{property}`` (Pulsar's
@@ -299,3 +300,64 @@ async def set_dead_letter_policy(namespace: Namespace, body: DeadLetterPolicy, c
                operation_id="Namespaces_removeDeadLetterPolicy", responses=responses(404, 412))
 async def remove_dead_letter_policy(namespace: Namespace, ctx: Context) -> Response:
     return await _remove(ctx, namespace, pb.POLICY_DEAD_LETTER)
+
+
+# -- schema policies --------------------------------------------------------------------
+# Each always answers a value, as Pulsar's: what the namespace sets, or the default
+# (UNDEFINED: the broker's schema_compatibility_strategy applies; auto-update true;
+# enforcement false), as AdminClient reads them.
+StrategyName = Literal[
+    "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+    "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
+]
+
+
+@router.get("/{tenant}/{namespace}/schemaCompatibilityStrategy",
+            summary="Get the schema compatibility strategy (UNDEFINED: the broker's default applies)",
+            operation_id="Namespaces_getSchemaCompatibilityStrategy", responses=responses(404, 412))
+async def get_schema_compatibility_strategy(namespace: Namespace, ctx: Context) -> str:
+    return await ctx.admin.schema_compatibility_strategy(namespace)
+
+
+@router.put("/{tenant}/{namespace}/schemaCompatibilityStrategy", status_code=204,
+            summary="Set the schema compatibility strategy of the namespace's topics",
+            operation_id="Namespaces_setSchemaCompatibilityStrategy", responses=responses(400, 404, 412))
+async def set_schema_compatibility_strategy(
+    namespace: Namespace, ctx: Context, body: Annotated[StrategyName, Body(description='e.g. "FULL"')],
+) -> Response:
+    return await _set(ctx, namespace, schema_compatibility_strategy=body)
+
+
+@router.get("/{tenant}/{namespace}/isAllowAutoUpdateSchema",
+            summary="Get whether producers may register new schema versions (default true)",
+            operation_id="Namespaces_getIsAllowAutoUpdateSchema", responses=responses(404, 412))
+async def get_is_allow_auto_update_schema(namespace: Namespace, ctx: Context) -> bool:
+    return await ctx.admin.is_allow_auto_update_schema(namespace)
+
+
+@router.post("/{tenant}/{namespace}/isAllowAutoUpdateSchema", status_code=204,
+             summary="Let producers register new schema versions, or only use those uploaded",
+             operation_id="Namespaces_setIsAllowAutoUpdateSchema", responses=responses(400, 404, 412))
+async def set_is_allow_auto_update_schema(
+    namespace: Namespace, ctx: Context, body: Annotated[bool, Body(strict=True)],
+) -> Response:
+    return await _set(ctx, namespace, is_allow_auto_update_schema=body)
+
+
+@router.get("/{tenant}/{namespace}/schemaValidationEnforced",
+            summary="Get whether producers without a schema are refused on topics with one (default false)",
+            operation_id="Namespaces_getSchemaValidtionEnforced", responses=responses(404, 412))
+async def get_schema_validation_enforced(
+    namespace: Namespace, ctx: Context,
+    applied: Annotated[bool, Query(description="accepted: the namespace's value or the default either way")] = False,
+) -> bool:
+    return await ctx.admin.schema_validation_enforced(namespace)
+
+
+@router.post("/{tenant}/{namespace}/schemaValidationEnforced", status_code=204,
+             summary="Refuse producers without a schema on topics that have one",
+             operation_id="Namespaces_setSchemaValidationEnforced", responses=responses(400, 404, 412))
+async def set_schema_validation_enforced(
+    namespace: Namespace, ctx: Context, body: Annotated[bool, Body(strict=True)],
+) -> Response:
+    return await _set(ctx, namespace, schema_validation_enforced=body)
