@@ -337,6 +337,43 @@ async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sd
     assert stats.entries == 1
 
 
+async def test_a_dead_chunked_message_goes_whole_to_a_dlq_another_broker_serves(cluster, module_broker_factory):
+    """The remote move publisher sends each chunk's copy as a chunk through the SDK."""
+    here, there = cluster, module_broker_factory(**QUORUM)
+    ns = f"persistent://{await own_namespace(here, 'farchunk')}"
+    local = next(
+        f"big-{i}" for i in range(100)
+        if bundle_of(f"{ns}/big-{i}", BUNDLES) != bundle_of(f"{ns}/big-{i}-s-DLQ", BUNDLES)
+    )  # fmt: skip
+    topic, dlq_topic = f"{ns}/{local}", f"{ns}/{local}-s-DLQ"
+    for broker, t in ((here, topic), (there, dlq_topic)):
+        async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+            owner = (await pb_grpc.BrokerStub(channel).Lookup(pb.LookupRequest(topic=t), timeout=10)).broker_address
+            assert owner == broker.address
+    chunk = 16 * 1024
+    payload = os.urandom(2 * chunk + 7)
+    policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=1)
+    async with mg.Client(here.address) as client:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, dead_letter_policy=policy,
+            negative_ack_redelivery_delay_ms=100,
+        )  # fmt: skip
+        producer = await client.create_producer(
+            topic, chunking_enabled=True, batching_enabled=False, max_message_size=chunk
+        )
+        sent = await producer.send(payload, properties={"k": "v"})
+        await consumer.negative_acknowledge(await consumer.receive(timeout_millis=10_000))
+        dlq = await client.subscribe(dlq_topic, "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=20_000)
+        assert dead.data() == payload and dead.properties()["k"] == "v"
+        assert dead.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        await dlq.acknowledge(dead)
+        assert await drained(here, topic, "s") == 0
+    async with grpc.aio.insecure_channel(there.address, options=CHANNEL_OPTIONS) as channel:
+        stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=dlq_topic), timeout=10)
+    assert stats.entries == 3  # one per chunk
+
+
 async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
     url = ("--url", cluster.address)
     # A namespace of its own: its defaults would rename the other tests' retry topics.
