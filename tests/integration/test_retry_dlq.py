@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from datetime import timedelta
 
@@ -263,6 +264,49 @@ async def test_a_crash_between_publishing_the_copy_and_acking_leaves_exactly_one
     assert stats.entries == 1
 
 
+async def test_a_crash_in_the_middle_of_moving_a_chunked_message_leaves_it_in_the_dlq_once_whole(
+    cluster, module_broker_factory
+):
+    """The broker dies right after storing the copy of the first chunk of a dead chunked
+    message (``after_move_publish`` is reached once per chunk copy): the other broker
+    moves it again, and the DLQ's consumer gets it once, whole; the stored half copy is
+    never delivered."""
+    crashing = module_broker_factory(crash_point="after_move_publish", **KILLED_BROKER)
+    ns = f"persistent://{await own_namespace(cluster, 'crashchunk')}"
+    topic, dlq_topic = f"{ns}/big", f"{ns}/big-s-DLQ"
+    async with grpc.aio.insecure_channel(crashing.address, options=CHANNEL_OPTIONS) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        for t in (topic, dlq_topic):  # the crashing broker serves both topics
+            owner = (await stub.Lookup(pb.LookupRequest(topic=t), timeout=10)).broker_address
+            assert owner == crashing.address
+    chunk = 16 * 1024  # the SDK cuts at its own max_message_size
+    payload = os.urandom(3 * chunk + 99)
+    policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=1)
+    async with mg.Client(f"{crashing.address},{cluster.address}") as client:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, dead_letter_policy=policy,
+            negative_ack_redelivery_delay_ms=100,
+        )  # fmt: skip
+        producer = await client.create_producer(
+            topic, chunking_enabled=True, batching_enabled=False, max_message_size=chunk, send_timeout_millis=60_000
+        )
+        sent = await producer.send(payload)
+        msg = await consumer.receive(timeout_millis=10_000)
+        assert msg.data() == payload
+        await consumer.negative_acknowledge(msg)  # its redelivery (count 1) goes to the DLQ
+        code = await asyncio.to_thread(crashing.process.wait, 20)
+        assert code == CRASH_EXIT_CODE  # the injected crash, after the first chunk's copy
+        dlq = await client.subscribe(dlq_topic, "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=30_000)
+        assert dead.data() == payload
+        assert dead.properties()["REAL_TOPIC"] == topic and dead.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        await dlq.acknowledge(dead)
+        with pytest.raises(mg.Timeout):
+            await dlq.receive(timeout_millis=3_000)
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=500)
+
+
 async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sdk(cluster, module_broker_factory):
     here, there = cluster, module_broker_factory(**QUORUM)
     ns = f"persistent://{await own_namespace(here, 'far')}"
@@ -291,6 +335,43 @@ async def test_a_move_to_a_topic_another_broker_serves_goes_there_through_the_sd
     async with grpc.aio.insecure_channel(there.address, options=CHANNEL_OPTIONS) as channel:
         stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=retry_topic), timeout=10)
     assert stats.entries == 1
+
+
+async def test_a_dead_chunked_message_goes_whole_to_a_dlq_another_broker_serves(cluster, module_broker_factory):
+    """The remote move publisher sends each chunk's copy as a chunk through the SDK."""
+    here, there = cluster, module_broker_factory(**QUORUM)
+    ns = f"persistent://{await own_namespace(here, 'farchunk')}"
+    local = next(
+        f"big-{i}" for i in range(100)
+        if bundle_of(f"{ns}/big-{i}", BUNDLES) != bundle_of(f"{ns}/big-{i}-s-DLQ", BUNDLES)
+    )  # fmt: skip
+    topic, dlq_topic = f"{ns}/{local}", f"{ns}/{local}-s-DLQ"
+    for broker, t in ((here, topic), (there, dlq_topic)):
+        async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+            owner = (await pb_grpc.BrokerStub(channel).Lookup(pb.LookupRequest(topic=t), timeout=10)).broker_address
+            assert owner == broker.address
+    chunk = 16 * 1024
+    payload = os.urandom(2 * chunk + 7)
+    policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=1)
+    async with mg.Client(here.address) as client:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=mg.ConsumerType.Shared, dead_letter_policy=policy,
+            negative_ack_redelivery_delay_ms=100,
+        )  # fmt: skip
+        producer = await client.create_producer(
+            topic, chunking_enabled=True, batching_enabled=False, max_message_size=chunk
+        )
+        sent = await producer.send(payload, properties={"k": "v"})
+        await consumer.negative_acknowledge(await consumer.receive(timeout_millis=10_000))
+        dlq = await client.subscribe(dlq_topic, "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=20_000)
+        assert dead.data() == payload and dead.properties()["k"] == "v"
+        assert dead.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        await dlq.acknowledge(dead)
+        assert await drained(here, topic, "s") == 0
+    async with grpc.aio.insecure_channel(there.address, options=CHANNEL_OPTIONS) as channel:
+        stats = await pb_grpc.BrokerStub(channel).GetTopicStats(pb.TopicStatsRequest(topic=dlq_topic), timeout=10)
+    assert stats.entries == 3  # one per chunk
 
 
 async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):

@@ -248,26 +248,36 @@ async def test_a_chunked_message_with_a_schema_carries_its_version_and_decodes_w
         assert {c.schema_version for c in chunks} == {(0).to_bytes(8, "big")}
 
 
-async def test_a_chunked_message_past_max_redeliver_count_is_never_dead_lettered_in_part(broker) -> None:  # type: ignore[no-untyped-def]
-    """The broker's dead-letter move copies one entry, and a chunk is only a part of its
-    message: a chunked message negatively acknowledged past ``max_redeliver_count`` is not
-    moved chunk by chunk to the DLQ (its parts would reach the DLQ as messages of their
-    own, and the message be acked away). It keeps coming whole; the DLQ gets nothing."""
-    topic = f"persistent://{await new_namespace(broker.address, 'sdkchunks')}/dlq"
-    payload = os.urandom(3 * MAX_MESSAGE + 100)
-    max_redeliver = 1
+async def test_a_chunked_message_nacked_past_max_redeliver_count_reaches_the_dlq_whole(broker) -> None:  # type: ignore[no-untyped-def]
+    """The broker moves a dead chunked message's chunks to the DLQ topic, where a consumer
+    reassembles it: the whole payload, once, with the dead-letter properties."""
+    ns = await new_namespace(broker.address, "sdkchunks")
+    topic = f"persistent://{ns}/dead"
+    payload = os.urandom(3 * MAX_MESSAGE + 123)
+    policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=2)
     async with mg.Client(broker.address) as sdk:
         consumer = await sdk.subscribe(
-            topic, "s", consumer_type=mg.ConsumerType.Shared, negative_ack_redelivery_delay_ms=50,
-            dead_letter_policy=mg.ConsumerDeadLetterPolicy(max_redeliver_count=max_redeliver),
+            topic, "s", consumer_type=mg.ConsumerType.Shared, dead_letter_policy=policy,
+            negative_ack_redelivery_delay_ms=100,
         )  # fmt: skip
+        dlq = await sdk.subscribe(f"{topic}-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
         producer = await _producer(sdk, topic)
         sent = await producer.send(payload)
-        seen = []
-        for _ in range(max_redeliver + 3):  # past the count, where an unchunked one goes to the DLQ
+        await producer.send(b"fine")
+        counts = []
+        while len(counts) < 2:
             msg = await asyncio.wait_for(consumer.receive(), 20)
-            seen.append((msg.data() == payload, msg.message_id() == sent))
+            if msg.data() == b"fine":
+                await consumer.acknowledge(msg)
+                continue
+            assert msg.data() == payload and msg.message_id() == sent
+            counts.append(msg.redelivery_count())
             await consumer.negative_acknowledge(msg)
-        assert seen == [(True, True)] * (max_redeliver + 3)
-        dlq = await sdk.create_reader(f"{topic}-s-DLQ", mg.MessageId.earliest)
-        assert not await dlq.has_message_available()
+        dead = await asyncio.wait_for(dlq.receive(), 20)
+        assert len(dead.data()) == len(payload) and dead.data() == payload
+        assert dead.properties()["REAL_TOPIC"] == topic
+        await dlq.acknowledge(dead)
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=1_500)
+        with pytest.raises(mg.Timeout):
+            await dlq.receive(timeout_millis=500)

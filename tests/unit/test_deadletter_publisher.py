@@ -31,6 +31,7 @@ class FakeTopic:
         self.subscriptions: dict[str, str] = {s: "existing" for s in subscriptions}
         self.entries: list[Entry] = []
         self.calls: list[tuple[str, int, int, int]] = []
+        self.chunks: list[tuple[int, int] | None] = []
         self._last: dict[str, int] = {}
         self.closing = 0
         self.creates = 0
@@ -42,14 +43,19 @@ class FakeTopic:
             raise AlreadyExists(name)
         self.subscriptions[name] = start
 
-    def publish(self, producer: str, entry: bytes, n: int, lowest: int, highest: int) -> asyncio.Future[None]:
+    def publish(
+        self, producer: str, entry: bytes, n: int, lowest: int, highest: int, chunk: tuple[int, int] | None = None
+    ) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.closing:
             self.closing -= 1
             fut.set_exception(ServiceClosed(f"topic {self.name} is closing"))
             return fut
         self.calls.append((producer, n, lowest, highest))
-        if lowest > self._last.get(producer, -1):
+        self.chunks.append(chunk)
+        if chunk is not None and chunk[0] < chunk[1] - 1:  # a chunk before the last: not deduplicated
+            self.entries.append(decode_entry(entry))
+        elif lowest > self._last.get(producer, -1):
             self._last[producer] = highest
             self.entries.append(decode_entry(entry))
         fut.set_result(None)
@@ -212,3 +218,21 @@ def test_a_copy_keeps_the_ordering_key_but_no_schema_version(kind: str):
     entry = decode_entry(move_entry(move, NOW_MS))
     assert [m.ordering_key for m in entry.messages] == [b"\x00lane-3"]
     assert entry.schema_version == b""  # a version names a schema of the source topic only
+
+
+async def test_a_chunked_move_is_published_as_chunks_and_a_repeat_adds_no_whole_message():
+    from magnetar.broker.deadletter.copies import ChunkFields
+
+    moves = [
+        Move(POLICY.dead_letter_topic, Message(payload=part), "__move:sub:1:0:-1:-1;1:1:-1:-1", 1, dead=True,
+             chunk=ChunkFields("__move:sub:1:0:-1:-1;1:1:-1:-1-1", i, 2, 7))
+        for i, part in enumerate([b"abcd", b"efg"])
+    ]  # fmt: skip
+    target = FakeTopic(POLICY.dead_letter_topic)
+    mover = publisher(FakeService({target.name: target}))
+    for _ in range(2):  # a repeated move (a crash before the acks)
+        for move in moves:
+            await mover.publish(move, POLICY.initial_subscription_name)
+    assert target.chunks == [(0, 2), (1, 2)] * 2  # published as chunks: deduplicated by the last
+    stored = [(e.uuid, e.chunk_id, e.num_chunks_from_msg, e.total_chunk_msg_size) for e in target.entries]
+    assert stored == [(moves[0].chunk.uuid, 0, 2, 7), (moves[0].chunk.uuid, 1, 2, 7), (moves[0].chunk.uuid, 0, 2, 7)]

@@ -46,6 +46,7 @@ class TopicTwin:
 
     def publish(
         self, producer_name: str, entry: bytes, num_messages: int, lowest_seq: int, highest_seq: int,
+        chunk: tuple[int, int] | None = None,
     ) -> asyncio.Future[Position]:
         """Store ``entry`` and wake the subscriptions once it is stored. The arguments are
         PersistentTopic.publish's, so one test helper can publish to either; only

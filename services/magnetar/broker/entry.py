@@ -130,6 +130,23 @@ class Entry(Protocol):
         """A compressed payload's size uncompressed (a chunk's: the whole message's)."""
 
 
+class ChunkOf(Protocol):
+    """The chunk fields of an entry (an :class:`Entry` has them; so has a move's copy of
+    a chunk, ``broker/deadletter/copies.py`` ``ChunkFields``)."""
+
+    @property
+    def uuid(self) -> str: ...
+
+    @property
+    def chunk_id(self) -> int: ...
+
+    @property
+    def num_chunks_from_msg(self) -> int: ...
+
+    @property
+    def total_chunk_msg_size(self) -> int: ...
+
+
 CHUNK_METADATA_ROOM: Final = 10 * 1024
 """How much larger than the max message size a chunk's entry may be: a producer splits a
 message into payloads of at most the max message size each, and each chunk's metadata
@@ -316,7 +333,7 @@ def publish_time(data: bytes) -> int:
 
 def encode_entry(
     producer_name: str, sequence_id: int, publish_time_ms: int, batched: bool, messages: Sequence[MessageView],
-    schema_version: bytes = b"", chunk: Entry | None = None,
+    schema_version: bytes = b"", chunk: ChunkOf | None = None,
 ) -> bytes:
     """The bytes the Magnetar SDK stores for these messages (an ``EntryBatch``; fields at
     their defaults are left out, as the SDK leaves them), with the entry's schema version

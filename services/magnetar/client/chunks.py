@@ -70,6 +70,20 @@ def build_chunk_ops(
     return ops
 
 
+def chunk_entry_op(
+    request_id: int, entry: bytes, sequence_id: int, chunk: tuple[int, int], deliver_at_ms: int,
+    loop: asyncio.AbstractEventLoop,
+) -> OpSendBatch:  # fmt: skip
+    """The send of one chunk already encoded as the entry to store (``entry``: an
+    ``EntryBatch`` with its chunk fields; the broker's dead-letter moves copy chunks so),
+    ``chunk`` being (chunk id, number of chunks)."""
+    send = pb.SendBatch(
+        request_id=request_id, entry=entry, num_messages=1, highest_sequence_id=sequence_id,
+        lowest_sequence_id=sequence_id, deliver_at_ms=deliver_at_ms, chunk_id=chunk[0], num_chunks_from_msg=chunk[1],
+    )  # fmt: skip
+    return OpSendBatch(send, [loop.create_future()], batched=False)
+
+
 def join_chunk_futures(ops: list[OpSendBatch], fut: asyncio.Future[MessageId]) -> None:
     """Complete ``fut`` with the chunked message's id once the last chunk is stored; fail
     it with the first chunk send that fails."""

@@ -29,7 +29,7 @@ from magnetar.common.message_id import MessageId
 from magnetar.proto.v1 import broker_pb2 as pb
 
 from .batching import BatchContainer, KeyBasedBatchContainer, OpSendBatch, build_op, message_size
-from .chunks import build_chunk_ops, chunk_payload, join_chunk_futures
+from .chunks import build_chunk_ops, chunk_entry_op, chunk_payload, join_chunk_futures
 from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .options import BatchingType, ProducerConfig
@@ -273,6 +273,25 @@ class PartitionProducer(ConnectionHandler):
             delay = max(0, self.conf.batching_max_publish_delay_ms) / 1000
             self._batch_timer = self._loop.call_later(delay, self.flush_batch)
         return fut
+
+    def send_chunk_entry(
+        self, entry: bytes, sequence_id: int, chunk: tuple[int, int], deliver_at_ms: int = 0
+    ) -> asyncio.Future[MessageId]:
+        """Queue one chunk of a chunked message given as its encoded entry (the broker's
+        dead-letter moves copy chunks as they are); the future completes with the
+        chunk's id once stored. ``chunk``: (chunk id, number of chunks).
+
+        Raises:
+            ProducerQueueIsFull: ``max_pending_messages`` are pending already.
+        """
+        self._check_usable()
+        if self.queue_full():
+            raise ProducerQueueIsFull(f"producer queue is full: {self._pending_messages} messages pending on {self.topic}")
+        self.flush_batch()  # keeps send order
+        op = chunk_entry_op(next(self._request_ids), entry, sequence_id, chunk, deliver_at_ms, self._loop)
+        self._pending_messages += 1
+        self._enqueue(op)
+        return op.futures[0]
 
     def flush_batch(self) -> None:
         """Turn the messages gathered so far into one batch in flight."""

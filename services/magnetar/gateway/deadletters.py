@@ -14,6 +14,10 @@ packed from the DLQ message id (:func:`magnetar.client.deadletters.sequence_id`)
 ids grow, and a message published before an interruption comes back from the target's
 deduplication as a duplicate instead of a second copy.
 
+A chunked dead letter (the broker moves a chunked message as one, docs/retry-dlq.md) is
+received whole, sent whole (the replay's producer chunks what is over the max message
+size) and acknowledged, every chunk of it, once stored.
+
 The copy keeps the payload, key, event time and properties, with ``RECONSUMETIMES``
 cleared, ``REPLAYED_AT`` (ms) and ``REPLAY_COUNT`` (+1) set and ``ORIGIN_MESSAGE_ID``
 kept (the DLQ message's id when it had none).
@@ -196,9 +200,11 @@ class Replay:
             # Unbatched: deduplication judges a batch by its lowest sequence id, so a batch
             # mixing a message stored before an interruption with one that was not would
             # be dropped whole. One message per request keeps the judgement per message.
+            # Chunking: a dead letter over the max message size (a chunked message the
+            # broker moved whole) goes back as chunks; deduplicated by its last one.
             producer = await self.client.create_producer(
                 target, producer_name=f"dlq-replay:{source}:{self.scope}", batching_enabled=False,
-                max_pending_messages=WINDOW,
+                chunking_enabled=True, max_pending_messages=WINDOW,
             )
             self._producers[key] = producer
         return producer

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from gateway_support import GatewayCluster, unique
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.testing.processes import GatewayProcess, ServiceFactory
 
 
@@ -94,6 +95,34 @@ async def test_replay_moves_each_message_once_with_provenance(http: httpx.AsyncC
         assert again["moved"] == 0  # nothing left
         purged = await http.post(f"/admin/v2/dlq/public/default/{local}/purge")
         assert purged.status_code == 200 and purged.json() == {"subscription": "sub-DLQ-sub"}
+    finally:
+        await client.close()
+        await admin.close()
+
+
+async def test_a_chunked_dead_letter_is_replayed_whole_and_every_chunk_acked(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster
+):
+    real = f"persistent://public/default/{unique('bigreal')}"
+    dlq = f"persistent://public/default/{unique('big')}-sub-DLQ"
+    client = mg.Client(gateway_cluster.service_url)
+    admin = AdminClient(gateway_cluster.service_url)
+    try:
+        await admin.create_topic(real)
+        await admin.create_topic(dlq)
+        await admin.create_subscription(dlq, "sub-DLQ-sub", MessageId.earliest)
+        payload = os.urandom(5 * 1024 * 1024 + 4096)  # over the broker's (and SDK's) max message size
+        producer = await client.create_producer(dlq, chunking_enabled=True, batching_enabled=False)
+        sent = await producer.send(payload, properties={"REAL_TOPIC": real, "ORIGIN_MESSAGE_ID": "1:0:-1:-1;1:1:-1:-1"})
+        await producer.close()
+        assert isinstance(sent, ChunkMessageId)
+        replayed = await http.post(f"/admin/v2/dlq/public/default/{dlq.rsplit('/', 1)[1]}/replay")
+        assert replayed.status_code == 200, replayed.text
+        assert (replayed.json()["moved"], replayed.json()["failed"]) == (1, 0), replayed.json()
+        assert await dlq_backlog(admin, dlq, "sub-DLQ-sub") == 0  # every chunk acknowledged
+        (got,) = await read_all(client, real)
+        assert got.data() == payload and isinstance(got.message_id(), ChunkMessageId)
+        assert got.properties()["REPLAY_COUNT"] == "1" and got.properties()["ORIGIN_MESSAGE_ID"] == "1:0:-1:-1;1:1:-1:-1"
     finally:
         await client.close()
         await admin.close()

@@ -11,6 +11,13 @@
 Every copy goes under the producer name ``__move:<subscription>:<ORIGIN_MESSAGE_ID>``
 with sequence id ``RECONSUMETIMES`` of the copy (the original's + 1): the target topic's
 deduplication then stores a repeated move only once.
+
+A chunked message moves as a chunked message (:func:`plan_dead_letter` with ``chunk``):
+one copy per chunk, each with the dead-letter properties and chunk fields of its own in
+the target (uuid ``<move producer name>-<sequence id>``, the original's chunk id, number
+of chunks, whole size and codec), all under the move's producer name and sequence id, so
+the target deduplicates the move by its last chunk. Its ``ORIGIN_MESSAGE_ID`` is the
+chunked message's id as the consumer saw it (``<first chunk>;<last chunk>``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from dataclasses import dataclass
 
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
 from magnetar.broker.dispatch.delayed import MAX_DELAY_MS
-from magnetar.broker.entry import Message, MessageView
+from magnetar.broker.entry import Entry, Message, MessageView
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.letters import (
     DEAD_LETTER_REASON,
@@ -36,6 +43,29 @@ MOVE_PRODUCER_PREFIX = "__move:"
 
 
 @dataclass(frozen=True)
+class ChunkFields:
+    """The chunk fields of a chunk's copy (a ``ChunkOf`` for ``encode_entry``)."""
+
+    uuid: str
+    chunk_id: int
+    num_chunks_from_msg: int
+    total_chunk_msg_size: int
+    compression: int = 0
+    """The whole message's codec: its chunks hold parts of the compressed payload."""
+    uncompressed_size: int = 0
+
+
+def chunk_fields(entry: Entry, uuid: str) -> ChunkFields:
+    """The chunk fields of ``entry`` (a chunk, in either stored format) under ``uuid``."""
+    codec = getattr(entry, "compression", 0)
+    meta = getattr(entry, "metadata", entry)  # a Pulsar entry's MessageMetadata, or an EntryBatch
+    return ChunkFields(
+        uuid, entry.chunk_id, entry.num_chunks_from_msg, entry.total_chunk_msg_size, codec,
+        getattr(meta, "uncompressed_size", 0) if codec else 0,
+    )
+
+
+@dataclass(frozen=True)
 class Move:
     """One copy to publish: where, what, and its deduplication key."""
 
@@ -45,6 +75,8 @@ class Move:
     sequence_id: int
     dead: bool
     """True: to the dead letter topic."""
+    chunk: ChunkFields | None = None
+    """The copy of one chunk of a chunked message (None: a whole message)."""
 
 
 def _times(single: MessageView) -> int:
@@ -101,12 +133,16 @@ def plan_reconsume(
 
 def plan_dead_letter(
     policy: DeadLetterPolicy, subscription: str, source_topic: str, message_id: str, single: MessageView,
-    redelivery_count: int,
+    redelivery_count: int, chunk: Entry | None = None,
 ) -> Move:
-    """The DLQ copy of a message redelivered ``redelivery_count`` times (negative acks)."""
+    """The DLQ copy of a message redelivered ``redelivery_count`` times (negative acks);
+    with ``chunk`` (the stored chunk ``single`` is the message of), the copy of that chunk
+    of the chunked message ``message_id``."""
     properties, origin = _properties(single, source_topic, message_id)
     properties[DEAD_LETTER_REASON] = (
         f"redelivery count {redelivery_count} reached max_redeliver_count {policy.max_redeliver_count}"
     )
     producer = f"{MOVE_PRODUCER_PREFIX}{subscription}:{origin}"
-    return Move(policy.dead_letter_topic, _copy(single, properties), producer, _times(single) + 1, dead=True)
+    sequence_id = _times(single) + 1
+    fields = chunk_fields(chunk, f"{producer}-{sequence_id}") if chunk is not None else None
+    return Move(policy.dead_letter_topic, _copy(single, properties), producer, sequence_id, dead=True, chunk=fields)

@@ -8,9 +8,14 @@ Two ways in (the copies themselves are planned in :mod:`.copies`):
   once instead, without a delay (counted as a redelivery).
 - :meth:`SubscriptionMoves.divert`, from the dispatcher: an entry about to be delivered
   whose redelivery count reached the policy's ``max_redeliver_count`` goes to the DLQ
-  (every message of it still unacknowledged) and is acknowledged, in the background. A
-  chunk of a chunked message is not diverted: it is delivered, so its message keeps
-  coming whole past ``max_redeliver_count`` (a move copies one entry, not a message).
+  (every message of it still unacknowledged) and is acknowledged, in the background.
+
+A chunked message (an entry per chunk, diverted one at a time) moves whole or not at
+all: its diverted chunks are gathered (:mod:`.chunks`) until all are there, then copied
+in order as a chunked message (:func:`~.copies.plan_dead_letter` with ``chunk``) and
+acknowledged together once the last copy is stored. Chunks whose message does not become
+whole within ``chunk_wait_s`` (a sibling acknowledged or never diverted) are handed back
+and delivered once more, as they would be without a policy: never a partial copy.
 
 Publish first, acknowledge second: a crash in between leaves the original
 unacknowledged, so it comes back and is moved again; the target's deduplication stores
@@ -37,6 +42,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
+from magnetar.broker.deadletter.chunks import ChunkGathering, GatheredChunks
 from magnetar.broker.deadletter.copies import Move, plan_dead_letter, plan_reconsume
 from magnetar.broker.deadletter.policy import DeadLetterPolicy
 from magnetar.broker.entry import Entry, decode_entry
@@ -44,7 +50,7 @@ from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.faults import crash_point
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger.position import Position
 
@@ -55,6 +61,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_FAILURE_S = 1.0
+CHUNK_WAIT_S = 10.0
+"""How long the diverted chunks of a chunked message wait for the rest of it."""
 _ENTRY_BYTES = 16 * 1024 * 1024
 
 
@@ -122,8 +130,13 @@ class MovesSubscription(Protocol):
 
 
 class SubscriptionMoves:
-    def __init__(self, subscription: MovesSubscription) -> None:
+    def __init__(self, subscription: MovesSubscription, chunk_wait_s: float = CHUNK_WAIT_S) -> None:
         self.sub = subscription
+        self.chunk_wait_s = chunk_wait_s
+        self._chunks = ChunkGathering()
+        """Diverted chunks of chunked messages not yet whole."""
+        self._deliver_once: set[Position] = set()
+        """Chunks handed back (their message never became whole): delivered, not diverted, once."""
         self._moving: set[Position] = set()
         """Entries diverted to the DLQ, their move not done yet."""
         self._busy: dict[Position, asyncio.Event] = {}
@@ -165,15 +178,11 @@ class SubscriptionMoves:
         policy = self.sub.dead_letter
         if policy is None:
             return False
-        if batch.num_chunks_from_msg > 1:
-            # A chunk is a part of its message, and a move copies one entry: moved chunk by
-            # chunk, the parts would reach the DLQ as messages of their own (and a chunk
-            # that fills the max message size does not fit there with the move's
-            # properties). Delivered instead, it reaches the consumer whole again.
-            return False
         count = self.sub.cursor.redelivery_count(position)
         if count < policy.max_redeliver_count:
             return False
+        if batch.num_chunks_from_msg > 1:
+            return self._divert_chunk(position, batch, count, policy)
         if position not in self._moving:
             self._moving.add(position)
             self._tasks.spawn(self._dead_letter(position, batch, n, mask, count, policy), name=f"dead-letter:{position}")
@@ -200,6 +209,71 @@ class SubscriptionMoves:
             sub.dispatcher.add_replay({position: mask})
         finally:
             self._moving.discard(position)
+
+    # -- chunked messages ------------------------------------------------------------------
+    def _divert_chunk(self, position: Position, chunk: Entry, count: int, policy: DeadLetterPolicy) -> bool:
+        if position in self._deliver_once:
+            self._deliver_once.discard(position)
+            return False
+        if position in self._moving:
+            return True
+        self._moving.add(position)
+        uuid = chunk.uuid
+        waiting = uuid in self._chunks
+        whole = self._chunks.add(position, uuid, chunk.chunk_id, chunk.num_chunks_from_msg)
+        if whole is not None:
+            self._tasks.spawn(self._dead_letter_chunked(whole, count, policy), name=f"dead-letter:{uuid}")
+        elif not waiting:
+            self._tasks.spawn(self._hand_back_unless_whole(uuid), name=f"dead-letter-wait:{uuid}")
+        return True
+
+    async def _hand_back_unless_whole(self, uuid: str) -> None:
+        """After ``chunk_wait_s``, the chunks of ``uuid`` still waiting for the rest of
+        their message go back to the dispatcher, to be delivered once (never copied in part)."""
+        await asyncio.sleep(self.chunk_wait_s)
+        held = self._chunks.drop(uuid)
+        if not held:
+            return
+        sub = self.sub
+        log.warning(
+            "subscription %s on %s: chunked message %s did not reach %s whole (%d of its chunks diverted); "
+            "delivering them again", sub.name, sub.topic.name, uuid, sub.dead_letter and sub.dead_letter.dead_letter_topic,
+            len(held),
+        )  # fmt: skip
+        for p in held:
+            self._moving.discard(p)
+            self._deliver_once.add(p)
+        sub.dispatcher.add_replay({p: 1 for p in held})
+
+    async def _dead_letter_chunked(self, whole: GatheredChunks, count: int, policy: DeadLetterPolicy) -> None:
+        """Copy every chunk of ``whole`` in order, then acknowledge them all."""
+        sub = self.sub
+        try:
+            async with self._one_move(whole.chain[-1]):
+                if all(sub.cursor.is_acked(p) for p in whole.positions):
+                    return  # acknowledged meanwhile: nothing to move
+                part = sub.topic.partition
+                ids = tuple(MessageId.trusted(part, p[0], p[1], -1) for p in whole.chain)
+                text = str(ChunkMessageId(ids[0], ids[-1], ids))
+                for p in whole.chain:
+                    chunk = await self._read(p)
+                    if chunk.uuid != whole.uuid:
+                        raise InvalidArgument(f"entry {p[0]}:{p[1]} is no longer a chunk of {whole.uuid}")
+                    move = plan_dead_letter(policy, sub.name, sub.topic.name, text, chunk.messages[0], count, chunk=chunk)
+                    await self._publish(move, policy)
+                for p in whole.positions:
+                    if not sub.cursor.is_acked(p):
+                        self._ack_moved(p, 1, 1)
+        except MagnetarError as exc:
+            log.warning(
+                "subscription %s on %s: moving chunked message %s to %s failed (%s); trying again", sub.name,
+                sub.topic.name, whole.uuid, policy.dead_letter_topic, exc.message,
+            )  # fmt: skip
+            await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            sub.dispatcher.add_replay({p: 1 for p in whole.positions})
+        finally:
+            for p in whole.positions:
+                self._moving.discard(p)
 
     # -- shared steps ----------------------------------------------------------------------
     @asynccontextmanager

@@ -5,7 +5,8 @@ another broker does.
 
 A copy is stored as the SDK would send it: one unbatched entry, under the producer name
 ``Move.producer_name`` and the copy's sequence id, so the target's deduplication drops a
-repeated move (a crash between publishing the copy and acknowledging the original).
+repeated move (a crash between publishing the copy and acknowledging the original). The
+copy of a chunk is published as a chunk (``chunk=``): deduplicated by the last one.
 
 Before the first copy goes to a topic, the subscription that must keep it is created
 (from the earliest message; an existing one is left as is): on a retry topic the
@@ -51,14 +52,22 @@ def move_entry(move: Move, publish_time_ms: int) -> bytes:
     producers keep it), event time and delivery time, and its sequence id.
 
     The copy carries no schema version: a version names a schema of the topic it was
-    given on, and the move registers none on the target."""
+    given on, and the move registers none on the target. The copy of a chunk carries the
+    chunk fields the move gave it (``Move.chunk``)."""
     src = move.message
     msg = Message(
         payload=src.payload, properties=src.properties, partition_key=src.partition_key,
         has_partition_key=src.has_partition_key, event_time_ms=src.event_time_ms, sequence_id=move.sequence_id,
         deliver_at_ms=src.deliver_at_ms, ordering_key=src.ordering_key,
     )
-    return encode_entry(move.producer_name, move.sequence_id, publish_time_ms, False, [msg])
+    return encode_entry(move.producer_name, move.sequence_id, publish_time_ms, False, [msg], chunk=move.chunk)
+
+
+def move_chunk(move: Move) -> tuple[int, int] | None:
+    """(chunk id, number of chunks) of a chunk's copy, as the publish path takes a chunk
+    (its entry may exceed the max message size by the chunk metadata room, and only the
+    last chunk is deduplicated); None for a whole message."""
+    return (move.chunk.chunk_id, move.chunk.num_chunks_from_msg) if move.chunk is not None else None
 
 
 class ServiceMovePublisher:
@@ -103,7 +112,7 @@ class ServiceMovePublisher:
                 topic = await self._targets.get_topic(move.target, create=True)
                 await self._keep(topic, keep_for)
                 entry = move_entry(move, self._clock_ms())
-                await topic.publish(move.producer_name, entry, 1, move.sequence_id, move.sequence_id)
+                await topic.publish(move.producer_name, entry, 1, move.sequence_id, move.sequence_id, chunk=move_chunk(move))
                 return True
             except NotOwner:
                 return False

@@ -6,7 +6,11 @@
 It uses the client SDK, pointed at this broker: a lookup sends the copy to the target's
 owner. Each copy gets a short-lived producer named after the moved message
 (``Move.producer_name``) and the copy's sequence id, so the target's deduplication drops
-a repeated move. ``broker/process.py`` builds it; the broker core never imports it.
+a repeated move. The copy of a chunk of a chunked message goes as that chunk's entry
+(``publisher.move_entry``, with its chunk fields), sent as a chunk, to the partition the
+move's uuid picks on a partitioned target, so every chunk of a move (and a repeat of it)
+lands on the same partition. ``broker/process.py`` builds it; the broker core never
+imports it.
 
 Before the first copy goes to a topic, the subscription that must keep it is created
 (from the earliest message; an existing one is left as is): on a retry topic the
@@ -18,10 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import zlib
 
 import grpc
 
 from magnetar.broker.deadletter.copies import Move
+from magnetar.broker.deadletter.publisher import move_chunk, move_entry
 from magnetar.client.connection import ConnectionPool
 from magnetar.client.options import ProducerConfig
 from magnetar.client.producer import Producer
@@ -64,6 +71,14 @@ class RemoteMovePublisher:
                 try:
                     await self._keep(move.target, keep_for)
                     msg = move.message
+                    chunk = move_chunk(move)
+                    if chunk is not None:
+                        assert move.chunk is not None
+                        parts = producer.partitions
+                        target = parts[zlib.crc32(move.chunk.uuid.encode()) % len(parts)]
+                        entry = move_entry(move, int(time.time() * 1000))
+                        await target.send_chunk_entry(entry, move.sequence_id, chunk, msg.deliver_at_ms)
+                        return
                     await producer.send(
                         msg.payload, properties=dict(msg.properties),
                         partition_key=msg.partition_key if msg.has_partition_key else None,
