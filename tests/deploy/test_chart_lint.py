@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,9 @@ def test_schema_config_keys_are_the_services_settings() -> None:
             f"unknown {sorted(set(config['properties']) - want)}")
         for key, prop in config["properties"].items():
             annotation = config_cls.model_fields[key].annotation
+            if typing.get_origin(annotation) is typing.Literal:  # a choice of strings: the schema's enum
+                assert (prop["type"], prop.get("enum")) == ("string", list(typing.get_args(annotation))), (component, key)
+                continue
             assert prop["type"] == types.get(annotation, "array"), (component, key, prop, annotation)
 
 
