@@ -19,13 +19,25 @@ def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "",
     Any failure (nothing listening, not serving yet, no health service, a TLS handshake
     refused) is False.
     """
+    return grpc_health_problem(address, timeout_s, service, tls) is None
+
+
+def grpc_health_problem(
+    address: str, timeout_s: float = 1.0, service: str = "", tls: ClientTls | None = None,
+) -> str | None:
+    """Why the gRPC server at ``host:port`` does not report SERVING for ``service`` (the
+    call's status and details, or the status it reported); None when it does."""
     with sync_channel(address, tls) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            return f"health check failed: {code.name if code else 'error'} {details}"
+    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+        return None
+    return f"health check answered {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}"
 
 
 def http_ready(url: str, timeout_s: float = 1.0, tls: ClientTls | None = None) -> bool:

@@ -18,7 +18,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.common.childproc import ChildProcess
 from magnetar.common.config import ServiceConfig
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.healthcheck import grpc_health_serving, http_ready
+from magnetar.common.healthcheck import grpc_health_problem, http_ready
 from magnetar.common.netutil import free_port
 from magnetar.common.tls import ClientTls
 from magnetar.gateway.config import GatewayConfig
@@ -83,6 +83,8 @@ class ServiceProcess:
     config_cls: type[ServiceConfig] = ServiceConfig
     env_prefix = ""
     uses_data_dir = True
+    last_probe_problem: str | None = None
+    """Why the last readiness probe failed (None: it passed, or none ran yet)."""
 
     def __init__(
         self,
@@ -154,8 +156,10 @@ class ServiceProcess:
         return self.process.log_tail(lines)
 
     def is_serving(self) -> bool:
-        """True when the gRPC health check answers SERVING."""
-        return grpc_health_serving(self.address, timeout_s=1.0, tls=self.probe_tls)
+        """True when the gRPC health check answers SERVING (else why not is kept in
+        ``last_probe_problem`` for the error of :meth:`wait_serving`)."""
+        self.last_probe_problem = grpc_health_problem(self.address, timeout_s=1.0, tls=self.probe_tls)
+        return self.last_probe_problem is None
 
     def start(self, timeout: float = 30.0) -> Self:
         """Start and wait until the health check answers SERVING.
@@ -181,10 +185,13 @@ class ServiceProcess:
             Timeout: (ChildNotReady) it exited or was not serving in time (it is killed
                 then); with its log tail.
         """
+        self.last_probe_problem = None
         try:
             self.process.wait_ready(self.is_serving, timeout)
-        except BaseException:
+        except BaseException as exc:
             self.process.kill()
+            if self.last_probe_problem:  # what the test process saw, beside the log
+                exc.add_note(f"last probe of {self.address}: {self.last_probe_problem}")
             raise
         return self
 
