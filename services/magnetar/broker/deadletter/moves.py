@@ -240,6 +240,9 @@ class SubscriptionMoves:
             "delivering them again", sub.name, sub.topic.name, uuid, sub.dead_letter and sub.dead_letter.dead_letter_topic,
             len(held),
         )  # fmt: skip
+        # A chunk handed back earlier and acknowledged before it was dispatched again is
+        # never seen here again: forget those now, so the set holds only live hand-backs.
+        self._deliver_once = {p for p in self._deliver_once if not sub.cursor.is_acked(p)}
         for p in held:
             self._moving.discard(p)
             self._deliver_once.add(p)
