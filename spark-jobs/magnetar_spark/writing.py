@@ -174,6 +174,11 @@ class _Task:
         entry = self.producers.get(key)
         if entry is not None and chunking != (key in self.chunking):
             await entry[0].flush()
+            if self.pending:  # their callbacks (added first) have run once wait() returns
+                await asyncio.wait(list(self.pending))
+            if self.stats.failed:  # nothing more under this name: a retry must not take the failed send for stored
+                raise PublishFailed(f"task {self.task_id}: a send failed before {name} switched producers: "
+                                    f"{'; '.join(self.stats.errors)}")
             await entry[0].close()
             self.single = {k: v for k, v in self.single.items() if v[0] is not entry[0]}
         elif entry is not None:

@@ -39,7 +39,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -119,7 +119,7 @@ async def _pages(admin: AdminClient, partition: str, subscription: str, first: i
 
 
 async def letters(admin: AdminClient, partitions: Sequence[str], subscription: str, first_page: int = PEEK_PAGE
-                  ) -> AsyncIterator[DeadLetter]:  # fmt: skip
+                  ) -> AsyncGenerator[DeadLetter, None]:  # fmt: skip
     """The unacknowledged messages of ``subscription``, partition by partition, as a
     consumer receives them (see the module docstring); the caller stops when it has
     enough (``first_page``: the entries peeked first, what it expects to need)."""
