@@ -232,7 +232,8 @@ def run(args: argparse.Namespace, spark: Any) -> Summary:
             raise BadArguments(f"DLQ {dlq} does not exist") from None
         print(f"dlq-replay: {dlq} through subscription {sub!r}", flush=True)
         reader = (spark.read.format("magnetar").option("service.url", args.service_url)
-                  .option("admin.url", args.admin_url).option("topic", dlq).option("includeEntrySize", "true"))
+                  .option("admin.url", args.admin_url).option("topic", dlq).option("includeEntrySize", "true")
+                  .option("includeChunkIds", "true"))  # a chunked dead letter is acknowledged chunk by chunk
         if args.auth_token:
             reader = reader.option("auth.token", args.auth_token)
         if exists:

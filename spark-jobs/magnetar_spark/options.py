@@ -16,6 +16,8 @@ START_AT_SUBSCRIPTION = "startAtSubscription"
 """Start each partition after this subscription's mark-delete position (what it acked)."""
 INCLUDE_ENTRY_SIZE = "includeEntrySize"
 """Add an ``entry_size`` column: messages in the stored entry (1 unless batched)."""
+INCLUDE_CHUNK_IDS = "includeChunkIds"
+"""Add a ``chunk_message_ids`` column: a chunked message's every entry (null otherwise)."""
 POLL_TIMEOUT_MS = "pollTimeoutMs"
 MAX_ENTRIES_PER_TRIGGER = "maxEntriesPerTrigger"
 READER_REOPEN_AFTER = "readerReopenAfter"
@@ -49,6 +51,7 @@ class SourceOptions:
     poll_timeout_ms: int
     max_entries_per_trigger: int | None
     reader_reopen_after: int = 40_000
+    include_chunk_ids: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, need_topics: bool = True) -> SourceOptions:
@@ -79,6 +82,7 @@ class SourceOptions:
             poll_timeout_ms=_int(POLL_TIMEOUT_MS, get(POLL_TIMEOUT_MS) or "120000"),
             max_entries_per_trigger=_int(MAX_ENTRIES_PER_TRIGGER, max_entries) if max_entries else None,
             reader_reopen_after=_int(READER_REOPEN_AFTER, get(READER_REOPEN_AFTER) or "40000"),
+            include_chunk_ids=(get(INCLUDE_CHUNK_IDS) or "false").lower() == "true",
         )
 
 

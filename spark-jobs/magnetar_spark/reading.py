@@ -16,17 +16,27 @@ SCHEMA_DDL = (
     "ordering_key BINARY, schema_version BINARY"
 )
 ENTRY_SIZE_DDL = ", entry_size INT"
+CHUNK_IDS_DDL = ", chunk_message_ids ARRAY<STRING>"
 ROWS_PER_BATCH = 4096
-_COLUMNS = 12
-"""The columns :class:`_Columns` gathers (``entry_size`` last, left out of a batch whose
-schema has no such column)."""
+_COLUMNS = 13
+"""The columns :class:`_Columns` gathers (``entry_size`` and ``chunk_message_ids`` last,
+left out of a batch whose schema has no such column)."""
 
 
-def schema_ddl(include_entry_size: bool) -> str:
-    return SCHEMA_DDL + (ENTRY_SIZE_DDL if include_entry_size else "")
+def schema_ddl(include_entry_size: bool, include_chunk_ids: bool = False) -> str:
+    return SCHEMA_DDL + (ENTRY_SIZE_DDL if include_entry_size else "") + (CHUNK_IDS_DDL if include_chunk_ids else "")
 
 
-def arrow_schema(include_entry_size: bool) -> Any:
+def chunk_ids(mid: Any, partition: int) -> list[str] | None:
+    """Every entry a chunked message was read from (each chunk, a resent one too) as
+    ``ledger:entry:partition:batch``; None for a message that is not chunked."""
+    chunks = getattr(mid, "chunk_message_ids", None)
+    if chunks is None:
+        return None
+    return [f"{c.ledger_id()}:{c.entry_id()}:{partition}:{c.batch_index()}" for c in chunks()]
+
+
+def arrow_schema(include_entry_size: bool, include_chunk_ids: bool = False) -> Any:
     import pyarrow as pa
 
     fields = [
@@ -39,6 +49,8 @@ def arrow_schema(include_entry_size: bool) -> Any:
     ]
     if include_entry_size:
         fields.append(pa.field("entry_size", pa.int32()))
+    if include_chunk_ids:
+        fields.append(pa.field("chunk_message_ids", pa.list_(pa.string())))
     return pa.schema(fields)
 
 
@@ -71,11 +83,14 @@ class _Columns:
             c[9].append(m.ordering_key() or None)
             c[10].append(m.schema_version() or None)
             c[11].append(size)
+            c[12].append(chunk_ids(mid, partition))
 
     def batch(self, schema: Any) -> Any:
         import pyarrow as pa
 
-        arrays = [pa.array(col, type=field.type) for col, field in zip(self.cols, schema, strict=False)]
+        cols = self.cols[:11] + [col for name, col in (("entry_size", self.cols[11]), ("chunk_message_ids", self.cols[12]))
+                                 if schema.get_field_index(name) >= 0]
+        arrays = [pa.array(col, type=field.type) for col, field in zip(cols, schema, strict=True)]
         self.cols = [[] for _ in range(_COLUMNS)]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -179,7 +194,7 @@ def read_slice(opts: SourceOptions, s: SliceSpec, columns: Callable[[], Any] | N
     With ``columns``, a factory of collectors like ``_Columns`` (``add_entry(topic,
     partition, messages, entry_size)``, ``__len__``, ``batch(schema)``), their batches
     instead: the DLQ replay's fused path builds its rows to publish with it."""
-    schema = arrow_schema(opts.include_entry_size)
+    schema = arrow_schema(opts.include_entry_size, opts.include_chunk_ids)
     make = columns or _Columns
     loop = asyncio.new_event_loop()
     sr = _SliceReader(opts, s)

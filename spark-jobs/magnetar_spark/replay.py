@@ -86,11 +86,19 @@ def select(df: Any, selection: Selection, now_ms: int) -> Any:
     if selection.where:
         df = df.filter(F.expr(selection.where))
     if selection.max_messages is not None:
-        parts = F.split("message_id", ":")
+        parts = _last_id_parts()
         df = df.orderBy(
             "topic", "partition", parts[0].cast("long"), parts[1].cast("long"), parts[3].cast("int")
         ).limit(selection.max_messages)
     return df
+
+
+def _last_id_parts() -> Any:
+    """``message_id``'s fields, a chunked message's (``<first>;<last>``) from its last
+    chunk: where it is complete, so the order a slice's reader delivers messages in."""
+    from pyspark.sql import functions as F
+
+    return F.split(F.element_at(F.split("message_id", ";"), -1), ":")
 
 
 def transform(df: Any, cfg: ReplayConfig) -> Any:
@@ -100,11 +108,22 @@ def transform(df: Any, cfg: ReplayConfig) -> Any:
     kept or set, REPLAY_COUNT + 1, REPLAYED_AT), ``producer_name``
     (``dlq-replay:<DLQ partition>:<ledger>:<selection digest>``), ``sequence_id`` (the DLQ
     message id packed as :func:`magnetar.client.deadletters.sequence_id` does), and the
-    DLQ message to acknowledge (``ack_topic``, ``ack_message_id``, ``ack_entry_size``)."""
+    DLQ message to acknowledge (``ack_topic``, ``ack_message_id``, ``ack_entry_size``).
+
+    A chunked dead letter (``message_id`` ``<first chunk>;<last chunk>``) is one row: its
+    sequence id is packed from its last chunk's id (the gateway's, and the order the
+    slice's reader completes messages in, so the ids grow within a name), its producer
+    name has its first chunk's ledger (the slice it is read in), and ``ack_message_id``
+    lists every chunk's entry (``chunk_message_ids``, ``;``-separated) when the rows have
+    that column."""
     from pyspark.sql import functions as F
 
-    parts = F.split("message_id", ":")
+    parts = _last_id_parts()
     ledger, entry, batch = parts[0].cast("long"), parts[1].cast("long"), parts[3].cast("long")
+    first_ledger = F.split("message_id", ":")[0].cast("long")
+    ack_id = F.col("message_id")
+    if "chunk_message_ids" in df.columns:
+        ack_id = F.when(F.size("chunk_message_ids") > 0, F.concat_ws(";", "chunk_message_ids")).otherwise(ack_id)
     dlq_partition = F.when(
         F.col("partition") >= 0, F.concat(F.col("topic"), F.lit("-partition-"), F.col("partition").cast("string"))
     ).otherwise(F.col("topic"))
@@ -125,13 +144,13 @@ def transform(df: Any, cfg: ReplayConfig) -> Any:
         F.col("value"),
         F.col("event_time"),
         F.map_concat(kept, added).alias("properties"),
-        F.concat_ws(":", F.lit("dlq-replay"), dlq_partition, ledger.cast("string"), F.lit(cfg.selection.digest())).alias(
-            "producer_name"
-        ),
+        F.concat_ws(
+            ":", F.lit("dlq-replay"), dlq_partition, first_ledger.cast("string"), F.lit(cfg.selection.digest())
+        ).alias("producer_name"),
         F.when(in_range, sequence).otherwise(F.raise_error(F.concat(
             F.lit("message id too large to replay with deduplication: "), F.col("message_id")))).alias("sequence_id"),
         dlq_partition.alias("ack_topic"),
-        F.col("message_id").alias("ack_message_id"),
+        ack_id.alias("ack_message_id"),
         F.col("entry_size").alias("ack_entry_size"),
     )
 
@@ -203,6 +222,8 @@ class ReplayRows:
 
         from magnetar.client.deadletters import replayed_properties
 
+        from .reading import chunk_ids
+
         (topics, keys, values, events, props, names, seqs, ack_topics, ack_ids, ack_sizes, ack_subs) = self.cols
         dlq_partition = f"{topic}-partition-{partition}" if partition >= 0 else topic
         now_ms, target, sub = self.cfg.now_ms, self.cfg.selection.target, self.subscription
@@ -213,11 +234,18 @@ class ReplayRows:
                 continue
             if self.since is not None and not published >= self.since:
                 continue
-            mid = m.message_id()
+            mid = m.message_id()  # a chunked message's: its last chunk's position
             ledger, entry, batch = mid.ledger_id(), mid.entry_id(), mid.batch_index()
             if not (ledger < 1 << LEDGER_BITS and entry < 1 << ENTRY_BITS and batch + 1 < 1 << BATCH_BITS):
                 raise ValueError(f"message id too large to replay with deduplication: {ledger}:{entry}:{partition}:{batch}")
             mid_text = f"{ledger}:{entry}:{partition}:{batch}"
+            name_ledger, ack_text = ledger, mid_text
+            chunks = chunk_ids(mid, partition)
+            if chunks is not None:  # as transform(): named by the first chunk's ledger, every chunk acked
+                first = mid.first_chunk_message_id()
+                name_ledger = first.ledger_id()
+                mid_text = f"{first.ledger_id()}:{first.entry_id()}:{partition}:{first.batch_index()};{mid_text}"
+                ack_text = ";".join(chunks)
             original = m.properties()
             to = target or original.get(REAL_TOPIC)
             topics.append(to or None)
@@ -226,10 +254,10 @@ class ReplayRows:
             event = m.event_timestamp()
             events.append(dt.datetime.fromtimestamp(event / 1000, dt.UTC) if event else None)
             props.append(replayed_properties(original, mid_text, now_ms))
-            names.append(f"dlq-replay:{dlq_partition}:{ledger}:{self.digest}")
+            names.append(f"dlq-replay:{dlq_partition}:{name_ledger}:{self.digest}")
             seqs.append((ledger << (ENTRY_BITS + BATCH_BITS)) | (entry << BATCH_BITS) | (batch + 1))
             ack_topics.append(dlq_partition)
-            ack_ids.append(mid_text)
+            ack_ids.append(ack_text)
             ack_sizes.append(size)
             ack_subs.append(sub)
 

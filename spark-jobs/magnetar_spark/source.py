@@ -49,7 +49,7 @@ class MagnetarDataSource(DataSource):
             # A batch read is a snapshot taken when it is loaded: Spark calls schema() at
             # load() and keeps this instance (pickled) for the reader.
             self.snapshot = _layouts(opts, opts.start_at_subscription)
-        return schema_ddl(opts.include_entry_size)
+        return schema_ddl(opts.include_entry_size, opts.include_chunk_ids)
 
     def reader(self, schema: Any) -> DataSourceReader:
         opts = SourceOptions.parse(self.options)

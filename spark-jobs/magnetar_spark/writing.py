@@ -3,8 +3,15 @@
 Columns: ``value`` (binary, required) and optionally ``key`` (string), ``properties``
 (map<string,string>), ``event_time`` (timestamp), ``topic`` (per row; else the
 ``topic`` option), ``producer_name``, ``sequence_id`` (long), and, to acknowledge each
-row's source message once its publish is confirmed, ``ack_topic``, ``ack_message_id``,
-``ack_entry_size`` and ``ack_subscription`` (or the ``ack.subscription`` option).
+row's source message once its publish is confirmed, ``ack_topic``, ``ack_message_id``
+(a chunked source message: every entry it was read from, ``;``-separated, each
+acknowledged), ``ack_entry_size`` and ``ack_subscription`` (or the ``ack.subscription``
+option).
+
+A value over the max message size (a chunked message read whole) goes as chunks: its
+producer name's batching producer is flushed and replaced by a chunking, unbatched one
+(Pulsar's producers do not batch and chunk at once), and back for the next value that
+fits; one producer per name at a time, so the name's sends stay one ordered stream.
 
 Deduplication: every (target partition, producer name) gets one producer; rows with a
 ``sequence_id`` not above the producer's last stored one (told by the broker when the
@@ -27,6 +34,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from magnetar.client.options import DEFAULT_MAX_MESSAGE_SIZE
+
 from .options import (
     ACK_SUBSCRIPTION,
     AUTH_TOKEN,
@@ -40,6 +49,8 @@ from .options import (
 
 WINDOW = 10_000
 """Sends in flight per producer."""
+MAX_MESSAGE_SIZE = DEFAULT_MAX_MESSAGE_SIZE
+"""Values above it are sent as chunks (the producers' ``max_message_size``)."""
 
 
 class PublishFailed(RuntimeError):
@@ -112,9 +123,12 @@ class _Task:
         self.client = mg.Client(opts.service_url, authentication=auth)
         self.partitions: dict[str, list[str]] = {}
         self.producers: dict[tuple[str, str], tuple[Any, int]] = {}
+        self.chunking: set[tuple[str, str]] = set()
+        """(partition, name) whose producer is the chunking one."""
         self.consumers: dict[tuple[str, str], Any] = {}
         self.pending: set[asyncio.Future[Any]] = set()
-        self.confirmed_entries: list[tuple[str, str, int, int, int]] = []  # (topic, subscription, ledger, entry, size)
+        # (topic, subscription, ledger, entry, messages the entry stands for)
+        self.confirmed_entries: list[tuple[str, str, int, int, int]] = []
         self.entry_counts: Counter[tuple[str, str, int, int]] = Counter()
         self.stats = PublishStats()
         self.exists: dict[str, bool] = {}
@@ -152,14 +166,40 @@ class _Task:
             return names[partition_for_key(key, len(names))]
         return names[(seq if seq is not None else row_index) % len(names)]
 
-    async def producer(self, partition_topic: str, name: str) -> tuple[Any, int]:
-        entry = self.producers.get((partition_topic, name))
-        if entry is None:
+    async def producer(self, partition_topic: str, name: str, chunking: bool = False) -> tuple[Any, int]:
+        """The producer of ``name`` on the partition and the last sequence id stored under
+        that name when it was first opened; ``chunking``: one that chunks (unbatched),
+        replacing a batching one (flushed first: the name's sends stay in order)."""
+        key = (partition_topic, name)
+        entry = self.producers.get(key)
+        if entry is not None and chunking != (key in self.chunking):
+            await entry[0].flush()
+            if self.pending:  # their callbacks (added first) have run once wait() returns
+                await asyncio.wait(list(self.pending))
+            if self.stats.failed:  # nothing more under this name: a retry must not take the failed send for stored
+                raise PublishFailed(f"task {self.task_id}: a send failed before {name} switched producers: "
+                                    f"{'; '.join(self.stats.errors)}")
+            await entry[0].close()
+            self.single = {k: v for k, v in self.single.items() if v[0] is not entry[0]}
+        elif entry is not None:
+            return entry
+        if chunking:
+            producer = await self.client.create_producer(
+                partition_topic, producer_name=name, batching_enabled=False, chunking_enabled=True,
+                max_message_size=MAX_MESSAGE_SIZE, max_pending_messages=WINDOW, block_if_queue_full=True,
+            )
+            self.chunking.add(key)
+        else:
             producer = await self.client.create_producer(
                 partition_topic, producer_name=name, batching_enabled=True, batching_max_messages=1000,
-                batching_max_publish_delay_ms=5, max_pending_messages=WINDOW, block_if_queue_full=True,
+                batching_max_publish_delay_ms=5, max_message_size=MAX_MESSAGE_SIZE, max_pending_messages=WINDOW,
+                block_if_queue_full=True,
             )
-            entry = self.producers[(partition_topic, name)] = (producer, producer.last_sequence_id())
+            self.chunking.discard(key)
+        # The skip rule keeps the last id stored before this attempt (a replacement sees
+        # this attempt's own sends, all above it anyway).
+        last = entry[1] if entry is not None else producer.last_sequence_id()
+        entry = self.producers[key] = (producer, last)
         return entry
 
     async def consumer(self, topic: str, subscription: str) -> Any:
@@ -172,7 +212,7 @@ class _Task:
             )
         return consumer
 
-    def _confirmed(self, topic: str, ack: tuple[str, str, int, int, int] | None, fut: asyncio.Future[Any] | None) -> None:
+    def _confirmed(self, topic: str, ack: _Ack | None, fut: asyncio.Future[Any] | None) -> None:
         if fut is not None:
             self.pending.discard(fut)
             if fut.cancelled() or fut.exception() is not None:
@@ -184,12 +224,19 @@ class _Task:
         else:
             self.stats.duplicates += 1
         self.stats.by_topic[topic] += 1
-        if ack is not None:
-            key = ack[:4]
-            self.entry_counts[key] += 1
-            if self.entry_counts[key] >= ack[4]:
-                del self.entry_counts[key]
-                self.confirmed_entries.append(ack)
+        if ack is None:
+            return
+        ack_topic, sub, entries, size = ack
+        if len(entries) > 1:  # a chunked message: every chunk's entry, counted once
+            self.confirmed_entries.extend(
+                (ack_topic, sub, ledger, entry, int(i == len(entries) - 1)) for i, (ledger, entry) in enumerate(entries)
+            )
+            return
+        key = (ack_topic, sub, *entries[0])
+        self.entry_counts[key] += 1
+        if self.entry_counts[key] >= size:
+            del self.entry_counts[key]
+            self.confirmed_entries.append((*key, size))
 
     async def flush_acks(self) -> None:
         from magnetar.common.message_id import MessageId
@@ -209,6 +256,26 @@ class _Task:
         await asyncio.gather(*(c.close() for c in self.consumers.values()))
         self.stats.ack_s += time.monotonic() - started
         await self.client.close()
+
+
+_Ack = tuple[str, str, tuple[tuple[int, int], ...], int]
+"""(topic, subscription, the (ledger, entry) of every entry of the message, entry size)."""
+
+
+def ack_entries(message_id: str) -> tuple[tuple[int, int], ...]:
+    """The entries ``ack_message_id`` names: ``ledger:entry[:partition[:batch]]``, or a
+    chunked message's every chunk separated by ``;``.
+
+    Raises:
+        ValueError: not such an id.
+    """
+    out = []
+    for part in message_id.split(";"):
+        fields = part.split(":")
+        if len(fields) < 2:
+            raise ValueError(f"ack_message_id {message_id!r} is not ledger:entry[:partition[:batch]][;...]")
+        out.append((int(fields[0]), int(fields[1])))
+    return tuple(out)
 
 
 def _column(batch: Any, name: str) -> list[Any] | None:
@@ -248,13 +315,13 @@ async def _publish(opts: WriterOptions, batches: Iterable[Any], task_id: int, at
                 ack = None
                 sub = (ack_subs[i] if ack_subs else None) or opts.ack_subscription
                 if ack_topics and ack_ids and ack_topics[i] and ack_ids[i] and sub:
-                    ledger, entry = (int(x) for x in ack_ids[i].split(":")[:2])
-                    ack = (ack_topics[i], sub, ledger, entry, int(ack_sizes[i]) if ack_sizes and ack_sizes[i] else 1)
-                single = task.single.get((topic, name))  # the usual case: one partition, no await
+                    ack = (ack_topics[i], sub, ack_entries(ack_ids[i]), int(ack_sizes[i]) if ack_sizes and ack_sizes[i] else 1)
+                big = value is not None and len(value) > MAX_MESSAGE_SIZE
+                single = task.single.get((topic, name)) if not big else None  # the usual case: one partition, no await
                 if single is None:
                     target = await task.target(topic, key, seq, row_index)
-                    producer, last = await task.producer(target, name)
-                    if len(task.partitions[topic]) == 1:
+                    producer, last = await task.producer(target, name, chunking=big)
+                    if len(task.partitions[topic]) == 1 and not big:
                         task.single[(topic, name)] = (producer, last)
                 else:
                     producer, last = single

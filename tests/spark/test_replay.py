@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 import uuid
 from collections import Counter
 
@@ -16,7 +17,8 @@ from magnetar_spark.testing import Cluster, dead_letter, read_all, wait_for_back
 import magnetar.asyncio as mg
 from magnetar.client.deadletters import replayed_properties, sequence_id
 from magnetar.client.rest_admin import RestAdmin
-from magnetar.common.message_id import MessageId
+from magnetar.common.message_id import ChunkMessageId, MessageId
+from magnetar.proto.v1 import broker_pb2 as pb
 
 pytestmark = pytest.mark.integration
 
@@ -189,3 +191,137 @@ def test_bad_arguments_exit_2_with_one_line(spark, mcluster: Cluster, capsys) ->
         with pytest.raises(SystemExit) as exc:
             dlq_replay.parse_args(argv)
         assert exc.value.code == 2
+
+
+# -- chunked dead letters ------------------------------------------------------------------------
+
+BIG = 6 * 1024 * 1024
+"""Over the max message size (5 MB): the replay must send it as chunks."""
+
+
+def chunked_rows() -> list[tuple[str, bytes]]:
+    """(ORIGIN_MESSAGE_ID, payload), in DLQ order: plain, chunked in 1000-byte chunks,
+    plain, chunked over the max message size, plain (then ``INTERLEAVED``)."""
+    return [("o0", b"p0"), ("o1", bytes(range(256)) * 10), ("o2", b"p2"),
+            ("o3", b"x" * BIG + b"end"), ("o4", b"p4")]
+
+
+INTERLEAVED = {"o6": b"p6", "o5": b"first-second-third"}
+"""Then, stored after those: chunk 0 of o5, o6, chunks 1 and 2 of o5."""
+
+
+async def fill_chunked_dlq(c: Cluster, dlq: str, real: str, subscriptions: list[str]) -> dict[str, MessageId]:
+    """A DLQ holding chunked dead letters between plain ones, as the broker's moves leave
+    them (each chunk an unbatched entry with the dead-letter properties); the ids by
+    ORIGIN_MESSAGE_ID."""
+    ids: dict[str, MessageId] = {}
+    async with mg.Client(c.service_url) as client, RestAdmin(c.admin_url) as admin:
+        await admin.create_topic(dlq)
+        for sub in subscriptions:
+            await admin.create_subscription(dlq, sub, MessageId.earliest)
+        small = await client.create_producer(dlq, batching_enabled=False, chunking_enabled=True, max_message_size=1000)
+        large = await client.create_producer(dlq, batching_enabled=False, chunking_enabled=True)
+        for origin, payload in chunked_rows():
+            producer = large if len(payload) > BIG else small
+            ids[origin] = await producer.send(payload, properties={"REAL_TOPIC": real, "ORIGIN_MESSAGE_ID": origin})
+            assert (len(payload) > 1000) == (";" in str(ids[origin]))  # chunked iff over the chunk size
+        await small.close()
+        await large.close()
+        # A chunked message around a plain one (chunk 0, plain, chunks 1 and 2), as two
+        # moves at once leave them: a reader delivers the plain one first.
+        interleaved = await client.create_producer(dlq, producer_name=f"around-{uuid.uuid4().hex[:6]}",
+                                                   batching_enabled=False)
+        plain = await client.create_producer(dlq, batching_enabled=False)
+        props = {"REAL_TOPIC": real, "ORIGIN_MESSAGE_ID": "o5"}
+        parts = [b"first-", b"second-", b"third"]
+        for i, part in enumerate(parts):
+            entry = pb.EntryBatch(
+                producer_name=interleaved.producer_name(), sequence_id=7, publish_time_ms=int(time.time() * 1000),
+                batched=False, messages=[pb.SingleMessage(payload=part, properties=props)],
+                uuid=f"{interleaved.producer_name()}-7", chunk_id=i, num_chunks_from_msg=len(parts),
+                total_chunk_msg_size=sum(map(len, parts)),
+            )  # fmt: skip
+            chunk = await interleaved.partitions[0].send_chunk_entry(entry.SerializeToString(), 7, (i, len(parts)))
+            if i == 0:
+                first = chunk
+                ids["o6"] = await plain.send(b"p6", properties={"REAL_TOPIC": real, "ORIGIN_MESSAGE_ID": "o6"})
+        ids["o5"] = ChunkMessageId(first, chunk)
+        await interleaved.close()
+        await plain.close()
+    return ids
+
+
+async def store_first_copies(c: Cluster, dlq: str, real: str, ids: dict[str, MessageId], origins: list[str]) -> None:
+    """What a replay (the fused path, no filters) that died after storing the copies of
+    ``origins`` and before any acknowledgement left on ``real``: those copies, under the
+    replay's producer name and sequence ids."""
+    ledgers = {(i.first_chunk_message_id() if isinstance(i, ChunkMessageId) else i).ledger_id() for i in ids.values()}
+    (ledger,) = ledgers  # one DLQ ledger: one producer name
+    async with mg.Client(c.service_url) as client:
+        producer = await client.create_producer(
+            real, producer_name=f"dlq-replay:{dlq}:{ledger}:{Selection().digest()}", batching_enabled=False,
+            chunking_enabled=True,
+        )
+        payloads = dict(chunked_rows()) | INTERLEAVED
+        for origin in origins:
+            await producer.send(payloads[origin], properties={"REAL_TOPIC": real, "ORIGIN_MESSAGE_ID": origin,
+                                                              "REPLAY_COUNT": "1"},
+                                sequence_id=sequence_id(ids[origin]))  # fmt: skip
+        await producer.close()
+
+
+def _copies(c: Cluster, topic: str) -> dict[str, bytes]:
+    copies = asyncio.run(read_all(c.service_url, topic))
+    origins = [m.properties()["ORIGIN_MESSAGE_ID"] for m in copies]
+    assert len(origins) == len(set(origins))  # each once
+    return {m.properties()["ORIGIN_MESSAGE_ID"]: m.data() for m in copies}
+
+
+def test_chunked_dead_letters_replay_whole_ack_every_chunk_and_count_once(spark, mcluster: Cluster, tmp_path) -> None:
+    import json
+
+    import dlq_report as dr
+
+    real, other = unique("chunked"), unique("chunked-other")
+    dlq = unique("chunked") + "-s-DLQ"
+    for t in (real, other):
+        asyncio.run(_create(mcluster, t))
+    subs = ["s-DLQ-sub", "again", "spark", "spark-again"]
+    ids = asyncio.run(fill_chunked_dlq(mcluster, dlq, real, subs))
+    want = dict(chunked_rows()) | INTERLEAVED
+
+    # The report counts a chunked dead letter once.
+    report = dr.ReportConfig(dlq_topics=(dlq,), service_url=mcluster.service_url, admin_url=mcluster.admin_url,
+                             dlq_subscription="s-DLQ-sub", json_path=tmp_path / "r.json")
+    assert dr.run(report, spark_factory=lambda: spark, out=lambda _line: None) == dr.EXIT_OK
+    assert json.loads((tmp_path / "r.json").read_text())["messages"] == len(want)
+
+    def replay(sub: str, *extra: str) -> dlq_replay.Summary:
+        return dlq_replay.run(args(mcluster, "--dlq-topic", dlq, "--subscription-name", sub, *extra), spark)
+
+    # The fused path, after a run that stored everything the reader delivers before o5's
+    # last chunk (o6 included) and died before acknowledging: those are found stored, the
+    # rest (o5) is sent, each is whole on its topic once, every chunk acknowledged.
+    stored = ["o0", "o1", "o2", "o3", "o4", "o6"]
+    asyncio.run(store_first_copies(mcluster, dlq, real, ids, stored))
+    first = replay("s-DLQ-sub")
+    assert (first.exit_code, first.moved, first.already_there) == (0, len(want), len(stored))
+    assert _copies(mcluster, real) == want
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "s-DLQ-sub", 0, stall_s=5)) == 0
+    # Stored but not acknowledged (as after a crash between the two: another subscription
+    # that acknowledged nothing): found stored, not sent again, acknowledged now.
+    again = replay("again")
+    assert (again.exit_code, again.moved, again.already_there) == (0, len(want), len(want))
+    assert _copies(mcluster, real) == want
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "again", 0, stall_s=5)) == 0
+
+    # The Spark SQL path (a --where), to another topic: all sent (the 6 MB one as chunks), once.
+    spark_args = ("--where", "properties['ORIGIN_MESSAGE_ID'] IS NOT NULL", "--target", other)
+    moved = replay("spark", *spark_args)
+    assert (moved.exit_code, moved.moved, moved.already_there) == (0, len(want), 0)
+    assert _copies(mcluster, other) == want
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "spark", 0, stall_s=5)) == 0
+    repeat = replay("spark-again", *spark_args)
+    assert (repeat.exit_code, repeat.moved, repeat.already_there) == (0, len(want), len(want))
+    assert _copies(mcluster, other) == want
+    assert asyncio.run(wait_for_backlog(mcluster.admin_url, dlq, "spark-again", 0, stall_s=5)) == 0

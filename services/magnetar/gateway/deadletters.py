@@ -1,8 +1,13 @@
 """Dead-letter tools: find a namespace's DLQ topics, look into one, and replay it.
 
-Looking (:func:`summarize`, :func:`peek`) reads a DLQ subscription's unacknowledged
+Looking (:func:`summarize`, :func:`letters`) reads a DLQ subscription's unacknowledged
 messages through the broker's peek (nothing is acknowledged or redelivered); a summary
-scans up to ``scan_limit`` messages per DLQ and says whether it saw them all.
+scans up to ``scan_limit`` messages per DLQ and says whether it saw them all. Peek shows
+stored entries, one per chunk of a chunked message; these tools show messages as a
+consumer receives them: a chunked dead letter is one, whole (its chunks joined and
+opened as the SDK's assembler does), at the position of its last chunk, and counted
+once. Chunks of a message that never completes (a move cut short by a broker crash
+leaves some, docs/retry-dlq.md) are no message: neither shown nor counted.
 
 A replay moves a DLQ's messages back to their ``REAL_TOPIC`` (or a given target):
 publish first, acknowledge in the DLQ second, so a replay interrupted anywhere and run
@@ -34,11 +39,13 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import magnetar.asyncio as mg
+from magnetar.client.chunks import ChunkedMessageAssembler, ChunkInfo
 from magnetar.client.deadletters import is_dlq_topic as is_dlq_topic  # re-exported: routers, tests
 from magnetar.client.deadletters import replay_properties as replay_properties
 from magnetar.client.deadletters import sequence_id as sequence_id
@@ -61,7 +68,23 @@ WINDOW = 1000
 """Sends in flight at once."""
 
 PEEK_PAGE = 500
-"""Messages read per peek call."""
+"""Messages read per peek call (at most)."""
+CHUNK_PAGE = 4
+"""Entries per peek call after a page holding chunks."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One DLQ message as a consumer receives it."""
+
+    message_id: str
+    """``ledger:entry:partition:batch``; a chunked one's ``<first chunk>;<last chunk>``."""
+    entry: pb.PeekMessageResponse
+    """Its entry (a chunked message's first chunk: its properties, key, times, producer)."""
+    payload: bytes
+    """The whole payload (a chunked message's chunks joined and decompressed)."""
+    chunks: int = 1
+    """Entries it is stored in (its chunks, a producer's resent ones too)."""
 
 
 @dataclass
@@ -75,32 +98,63 @@ class DlqSummary:
     by_real_topic: Counter[str]
 
 
-async def messages(admin: AdminClient, partitions: Sequence[str], subscription: str, limit: int) -> AsyncIterator[pb.PeekMessageResponse]:
-    """Up to ``limit`` unacknowledged messages of ``subscription``, partition by partition."""
-    left = limit
+def _id_text(mid: MessageId) -> str:
+    return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}:{mid.batch_index()}"
+
+
+async def _pages(admin: AdminClient, partition: str, subscription: str, first: int) -> AsyncIterator[pb.PeekMessageResponse]:
+    """Every unacknowledged entry of ``subscription`` on ``partition``, peeked ``first``
+    at a time, then in pages doubling up to ``PEEK_PAGE``, back to ``CHUNK_PAGE`` after a
+    page with chunks (a chunk may be as large as the max message size)."""
+    position, want = 1, max(1, min(first, PEEK_PAGE))
+    while True:
+        page = await admin.peek_messages(partition, subscription, position, want)
+        for message in page:
+            yield message
+        if len(page) < want:
+            return
+        position += len(page)
+        chunked = any(m.num_chunks_from_msg > 1 for m in page)
+        want = CHUNK_PAGE if chunked else min(PEEK_PAGE, want * 2)
+
+
+async def letters(admin: AdminClient, partitions: Sequence[str], subscription: str, first_page: int = PEEK_PAGE
+                  ) -> AsyncGenerator[DeadLetter, None]:  # fmt: skip
+    """The unacknowledged messages of ``subscription``, partition by partition, as a
+    consumer receives them (see the module docstring); the caller stops when it has
+    enough (``first_page``: the entries peeked first, what it expects to need)."""
     for partition in partitions:
-        position = 1
-        while left > 0:
-            page = await admin.peek_messages(partition, subscription, position, min(PEEK_PAGE, left))
-            for message in page:
-                yield message
-            left -= len(page)
-            position += len(page)
-            if len(page) < PEEK_PAGE:
-                break
+        assembler = ChunkedMessageAssembler(max_pending=0, auto_ack_oldest=False, expire_ms=0)
+        async for m in _pages(admin, partition, subscription, first_page):
+            d = m.message_id
+            mid = MessageId(ledger_id=d.ledger_id, entry_id=d.entry_id, partition=d.partition, batch_index=d.batch_index)
+            if m.num_chunks_from_msg <= 1:
+                yield DeadLetter(_id_text(mid), m, m.message.payload)
+                continue
+            info = ChunkInfo(m.uuid, m.chunk_id, m.num_chunks_from_msg, m.total_chunk_msg_size, m.compression,
+                             m.uncompressed_size, m.publish_time_ms)  # fmt: skip
+            whole = assembler.add(m, mid, m.message.payload, info).message
+            if whole is not None:  # its last chunk: the message is complete
+                first, payload, cid = whole
+                assert isinstance(first, pb.PeekMessageResponse)
+                text = f"{_id_text(cid.first_chunk_message_id())};{_id_text(cid)}"
+                yield DeadLetter(text, first, payload, len(cid.chunk_message_ids()))
 
 
 async def summarize(admin: AdminClient, topic: str, partitions: Sequence[str], subscription: str, scan_limit: int) -> DlqSummary:
-    """Backlog, oldest message and counts by ``REAL_TOPIC`` of a DLQ's subscription."""
+    """Backlog (in messages: a chunked one counts once), oldest message and counts by
+    ``REAL_TOPIC`` of a DLQ's subscription."""
     by_real: Counter[str] = Counter()
     oldest: int | None = None
     seen = 0
-    async for message in messages(admin, partitions, subscription, scan_limit + 1):
-        if seen == scan_limit:
-            return DlqSummary(topic, subscription, seen, False, oldest, by_real)
-        seen += 1
-        by_real[message.message.properties.get(REAL_TOPIC, "")] += 1
-        oldest = message.publish_time_ms if oldest is None else min(oldest, message.publish_time_ms)
+    async with aclosing(letters(admin, partitions, subscription, min(scan_limit + 1, PEEK_PAGE))) as found:
+        async for letter in found:
+            if seen == scan_limit:
+                return DlqSummary(topic, subscription, seen, False, oldest, by_real)
+            seen += 1
+            message = letter.entry
+            by_real[message.message.properties.get(REAL_TOPIC, "")] += 1
+            oldest = message.publish_time_ms if oldest is None else min(oldest, message.publish_time_ms)
     return DlqSummary(topic, subscription, seen, True, oldest, by_real)
 
 

@@ -128,6 +128,53 @@ async def test_a_chunked_dead_letter_is_replayed_whole_and_every_chunk_acked(
         await admin.close()
 
 
+async def test_a_chunked_dead_letter_is_one_message_in_the_list_and_the_peek(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster
+):
+    reals = [f"persistent://public/default/{unique('real')}" for _ in range(2)]
+    dlq = f"persistent://public/default/{unique('chunks')}-sub-DLQ"
+    local = dlq.rsplit("/", 1)[1]
+    client = mg.Client(gateway_cluster.service_url)
+    admin = AdminClient(gateway_cluster.service_url)
+    chunked = bytes(range(256)) * 10  # 3 chunks of at most 1000 bytes
+    compressible = b"".join(b'{"i": %d, "line": "event %d"}\n' % (i, i * 7919 % 10007) for i in range(400))  # zlib'd, cut
+    try:
+        await admin.create_topic(dlq)
+        await admin.create_subscription(dlq, "sub-DLQ-sub", MessageId.earliest)
+        plain = await client.create_producer(dlq, batching_enabled=False)
+        chunking = await client.create_producer(dlq, batching_enabled=False, chunking_enabled=True, max_message_size=1000)
+        zipped = await client.create_producer(dlq, batching_enabled=False, chunking_enabled=True, max_message_size=300,
+                                              compression_type=mg.CompressionType.ZLib)  # fmt: skip
+        ids = [
+            await plain.send(b"a", properties={"REAL_TOPIC": reals[0], "ORIGIN_MESSAGE_ID": "1:0:-1:-1"}),
+            await chunking.send(chunked, properties={"REAL_TOPIC": reals[0], "ORIGIN_MESSAGE_ID": "1:1:-1:-1;1:3:-1:-1"},
+                                partition_key="k1"),
+            await plain.send(b"b", properties={"REAL_TOPIC": reals[0], "ORIGIN_MESSAGE_ID": "1:4:-1:-1"}),
+            await zipped.send(compressible, properties={"REAL_TOPIC": reals[1], "ORIGIN_MESSAGE_ID": "1:5:-1:-1"}),
+        ]
+        assert [isinstance(i, ChunkMessageId) for i in ids] == [False, True, False, True]
+        n_chunks = [len(i.chunk_message_ids()) if isinstance(i, ChunkMessageId) else 1 for i in ids]
+        assert n_chunks[1] == 3 and n_chunks[3] > 1
+
+        listed = {d["topic"]: d for d in (await http.get("/admin/v2/dlq/public/default")).json()}
+        assert (listed[dlq]["backlog"], listed[dlq]["complete"]) == (4, True)  # one per message, not per chunk
+        assert listed[dlq]["countsByRealTopic"] == {reals[0]: 3, reals[1]: 1}
+        cut = {d["topic"]: d for d in (await http.get("/admin/v2/dlq/public/default", params={"scanLimit": 2})).json()}
+        assert (cut[dlq]["backlog"], cut[dlq]["complete"]) == (2, False)
+
+        peeked = (await http.get(f"/admin/v2/dlq/public/default/{local}/messages", params={"limit": 10})).json()
+        assert [p["messageId"] for p in peeked] == [str(i) for i in ids]
+        assert [base64.b64decode(p["payload"]) for p in peeked] == [b"a", chunked, b"b", compressible]
+        assert [p["chunks"] for p in peeked] == n_chunks
+        assert [p["originMessageId"] for p in peeked] == ["1:0:-1:-1", "1:1:-1:-1;1:3:-1:-1", "1:4:-1:-1", "1:5:-1:-1"]
+        assert peeked[1]["key"] == "k1" and peeked[3]["realTopic"] == reals[1]
+        two = (await http.get(f"/admin/v2/dlq/public/default/{local}/messages", params={"limit": 2})).json()
+        assert [p["messageId"] for p in two] == [str(i) for i in ids[:2]]
+    finally:
+        await client.close()
+        await admin.close()
+
+
 async def test_replay_errors(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
     missing = unique("nosuch") + "-DLQ"
     r = await http.post(f"/admin/v2/dlq/public/default/{missing}/replay")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 from collections import defaultdict
+from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -83,7 +84,9 @@ class DeadLetter(PulsarModel):
     producerName: str
     properties: dict[str, str]
     payload: str
-    """base64"""
+    """base64; a chunked message's whole payload"""
+    chunks: int
+    """Entries the message is stored in: 1, or a chunked message's chunks."""
 
 
 def _iso(ms: int) -> str:
@@ -130,20 +133,23 @@ async def peek_dlq(topic: Topic, ctx: Context, subscription: Subscription = None
     sub = await dlq_subscription(ctx, topic, subscription)
     partitions = await ctx.admin.partitions(topic)
     names = [str(TopicName.parse(topic).partition(i)) for i in range(partitions)] if partitions else [topic]
-    out = []
-    async for m in deadletters.messages(ctx.admin, names, sub, limit):
-        props = dict(m.message.properties)
-        times = props.get(letters.RECONSUMETIMES)
-        mid = m.message_id
-        out.append(DeadLetter(
-            messageId=f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}:{mid.batch_index}",
-            realTopic=props.get(letters.REAL_TOPIC), originMessageId=props.get(letters.ORIGIN_MESSAGE_ID),
-            reconsumeTimes=int(times) if times and times.isdigit() else None,
-            reason=props.get(letters.DEAD_LETTER_REASON), publishTime=_iso(m.publish_time_ms),
-            eventTime=_iso(m.message.event_time_ms) if m.message.event_time_ms else None,
-            key=m.message.partition_key if m.message.has_partition_key else None, producerName=m.producer_name,
-            properties=props, payload=base64.b64encode(m.message.payload).decode(),
-        ))
+    out: list[DeadLetter] = []
+    async with aclosing(deadletters.letters(ctx.admin, names, sub, limit)) as found:
+        async for letter in found:
+            m = letter.entry
+            props = dict(m.message.properties)
+            times = props.get(letters.RECONSUMETIMES)
+            out.append(DeadLetter(
+                messageId=letter.message_id,
+                realTopic=props.get(letters.REAL_TOPIC), originMessageId=props.get(letters.ORIGIN_MESSAGE_ID),
+                reconsumeTimes=int(times) if times and times.isdigit() else None,
+                reason=props.get(letters.DEAD_LETTER_REASON), publishTime=_iso(m.publish_time_ms),
+                eventTime=_iso(m.message.event_time_ms) if m.message.event_time_ms else None,
+                key=m.message.partition_key if m.message.has_partition_key else None, producerName=m.producer_name,
+                properties=props, payload=base64.b64encode(letter.payload).decode(), chunks=letter.chunks,
+            ))
+            if len(out) == limit:
+                break
     return out
 
 
