@@ -1,0 +1,156 @@
+"""The policy catalogue: each namespace policy described once, as Pulsar names it.
+
+Every door is made from this table: the gateway's policy routes
+(:mod:`magnetar.gateway.policy_routes`), the broker's gRPC carriers
+(:mod:`magnetar.broker.rpc.namespaces`) and ``magnetar admin namespaces`` verbs
+(:mod:`magnetar.tools.admin_policies`). Each of them binds an entry's ``name`` to its own
+types (a pydantic model, a domain value, argparse options); a unit test
+(``tests/unit/test_policy_catalogue.py``) fails when an entry lacks one of them, so a
+policy cannot be half-added.
+
+What an entry says, and nothing of any door's types (this module is in ``common/``, the
+lowest layer):
+
+- ``name``: Pulsar's REST path segment and its ``PolicyKind`` value
+  (``/admin/v2/namespaces/{tenant}/{namespace}/<name>``).
+- ``kind``: the suffix of the gRPC ``NamespacePolicyKind`` (``POLICY_<kind>``) and of the
+  broker's ``PolicyKind`` member.
+- ``carrier``: the field that carries it in the gRPC ``SetNamespacePolicyRequest``
+  (``policy`` oneof) and ``NamespacePolicies``.
+- ``set_method``: the HTTP method Pulsar sets it with (most POST, some PUT).
+- ``removable``: Pulsar has a DELETE for it.
+- ``unset``: what a GET of a policy the namespace does not set answers: ``"empty"`` (204, no
+  body: Pulsar's null) or ``"default"`` (the default value, as Pulsar's
+  schema policies and Magnetar's dead-letter defaults answer).
+- ``cli``: the stem of pulsar-admin's verbs (``get-<cli>``, ``set-<cli>``,
+  ``remove-<cli>``).
+- ``operation_ids``: Pulsar's swagger operationIds (get, set, remove).
+
+Precedence (:func:`effective`): the most specific level that sets a policy wins -- a
+topic's over its namespace's over the broker's default, as Pulsar's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
+LEVELS = ("namespace",)
+"""Levels a policy is served at; a topic level adds ``"topic"`` (its routes under
+``/admin/v2/persistent/{tenant}/{namespace}/{topic}/<name>``)."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One policy, described once (see the module's docstring for each field)."""
+
+    name: str
+    kind: str
+    carrier: str
+    cli: str
+    operation_ids: tuple[str, str, str | None]
+    summaries: tuple[str, str, str | None]
+    set_method: Literal["POST", "PUT"] = "POST"
+    removable: bool = True
+    unset: Literal["empty", "default"] = "empty"
+    get_name: str | None = None
+    """The GET's path segment when Pulsar's differs (backlogQuotaMap)."""
+    tenant_param: Literal["tenant", "property"] = "tenant"
+    """Pulsar's name of the tenant in the path (publishRate's route says ``{property}``)."""
+    quota_typed: bool = False
+    """Set and remove name one backlog quota type (``backlogQuotaType`` query)."""
+    get_cli: str | None = None
+    """pulsar-admin's get verb when it is not ``get-<cli>`` (``get-backlog-quotas``)."""
+
+    @property
+    def get_segment(self) -> str:
+        return self.get_name or self.name
+
+    @property
+    def verbs(self) -> tuple[str, ...]:
+        """The CLI verbs of ``magnetar admin namespaces`` (pulsar-admin's names)."""
+        get = self.get_cli or f"get-{self.cli}"
+        return (get, f"set-{self.cli}") + ((f"remove-{self.cli}",) if self.removable else ())
+
+
+def _spec(name: str, kind: str, carrier: str, cli: str, ops: tuple[str, str, str | None],
+          summaries: tuple[str, str, str | None], **kw: object) -> PolicySpec:
+    return PolicySpec(name, kind, carrier, cli, ops, summaries, **kw)  # type: ignore[arg-type]
+
+
+CATALOGUE: tuple[PolicySpec, ...] = (
+    _spec("retention", "RETENTION", "retention", "retention",
+          ("Namespaces_getRetention", "Namespaces_setRetention", "Namespaces_removeRetention"),
+          ("Get the namespace's retention", "Set the namespace's retention", "Remove the namespace's retention")),
+    _spec("messageTTL", "MESSAGE_TTL", "message_ttl_seconds", "message-ttl",
+          ("Namespaces_getNamespaceMessageTTL", "Namespaces_setNamespaceMessageTTL",
+           "Namespaces_removeNamespaceMessageTTL"),
+          ("Get the message TTL in seconds",
+           "Set the message TTL in seconds (older messages are acknowledged on every subscription)",
+           "Remove the message TTL")),
+    _spec("backlogQuota", "BACKLOG_QUOTA", "backlog_quota", "backlog-quota",
+          ("Namespaces_getBacklogQuotaMap", "Namespaces_setBacklogQuota", "Namespaces_removeBacklogQuota"),
+          ("Get the backlog quotas by type", "Set a backlog quota", "Remove a backlog quota"),
+          get_name="backlogQuotaMap", quota_typed=True, get_cli="get-backlog-quotas"),
+    _spec("deduplication", "DEDUPLICATION", "deduplication", "deduplication",
+          ("Namespaces_getDeduplication", "Namespaces_modifyDeduplication", "Namespaces_removeDeduplication"),
+          ("Get whether the namespace deduplicates messages",
+           "Switch message deduplication on or off for the namespace's topics",
+           "Remove the namespace's deduplication setting (the broker's applies)")),
+    _spec("delayedDelivery", "DELAYED_DELIVERY", "delayed_delivery", "delayed-delivery",
+          ("Namespaces_getDelayedDeliveryPolicies", "Namespaces_setDelayedDeliveryPolicies",
+           "Namespaces_removeDelayedDeliveryPolicies"),
+          ("Get the delayed delivery policy",
+           "Set the delayed delivery policy (active false: delayed messages go out at once)",
+           "Remove the delayed delivery policy")),
+    _spec("publishRate", "PUBLISH_RATE", "publish_rate", "publish-rate",
+          ("Namespaces_getPublishRate", "Namespaces_setPublishRate", "Namespaces_removePublishRate"),
+          ("Get the publish rate limit per topic partition",
+           "Set the publish rate limit per topic partition (producers over it are paused, not failed)",
+           "Remove the publish rate limit"),
+          tenant_param="property"),
+    _spec("dispatchRate", "DISPATCH_RATE", "dispatch_rate", "dispatch-rate",
+          ("Namespaces_getDispatchRate", "Namespaces_setDispatchRate", "Namespaces_deleteDispatchRate"),
+          ("Get the dispatch rate limit per topic partition",
+           "Set the dispatch rate limit per topic partition (its subscriptions share it)",
+           "Remove the dispatch rate limit")),
+    _spec("deadLetterPolicy", "DEAD_LETTER", "dead_letter", "dead-letter-policy",
+          ("Namespaces_getDeadLetterPolicy", "Namespaces_setDeadLetterPolicy", "Namespaces_removeDeadLetterPolicy"),
+          ("Get the retry/dead-letter defaults (Magnetar)",
+           "Set the retry/dead-letter defaults (Magnetar; all null: removed)",
+           "Remove the retry/dead-letter defaults (Magnetar)"),
+          unset="default"),
+    _spec("schemaCompatibilityStrategy", "SCHEMA_COMPATIBILITY_STRATEGY", "schema_compatibility_strategy",
+          "schema-compatibility-strategy",
+          ("Namespaces_getSchemaCompatibilityStrategy", "Namespaces_setSchemaCompatibilityStrategy", None),
+          ("Get the schema compatibility strategy (UNDEFINED: the broker's default applies)",
+           "Set the schema compatibility strategy of the namespace's topics", None),
+          set_method="PUT", removable=False, unset="default"),
+    _spec("isAllowAutoUpdateSchema", "IS_ALLOW_AUTO_UPDATE_SCHEMA", "is_allow_auto_update_schema",
+          "is-allow-auto-update-schema",
+          ("Namespaces_getIsAllowAutoUpdateSchema", "Namespaces_setIsAllowAutoUpdateSchema", None),
+          ("Get whether producers may register new schema versions (default true)",
+           "Let producers register new schema versions, or only use those uploaded", None),
+          removable=False, unset="default"),
+    _spec("schemaValidationEnforced", "SCHEMA_VALIDATION_ENFORCED", "schema_validation_enforced",
+          "schema-validation-enforce",
+          ("Namespaces_getSchemaValidtionEnforced", "Namespaces_setSchemaValidationEnforced", None),
+          ("Get whether producers without a schema are refused on topics with one (default false)",
+           "Refuse producers without a schema on topics that have one", None),
+          removable=False, unset="default"),
+)
+BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
+BY_VERB: dict[str, tuple[PolicySpec, str]] = {
+    verb: (spec, verb.split("-", 1)[0]) for spec in CATALOGUE for verb in spec.verbs
+}
+"""``magnetar admin namespaces`` verb → (its policy, ``get``/``set``/``remove``)."""
+
+
+def effective(*levels: T | None, default: T) -> T:
+    """The policy that applies: the first level (most specific first: topic, namespace)
+    that sets it, else the broker's ``default``."""
+    for value in levels:
+        if value is not None:
+            return value
+    return default
