@@ -2,7 +2,10 @@
 
 Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
 nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
-pulsar-admin's field names. Errors are one line on stderr and exit 1; bad usage exits 2.
+pulsar-admin's field names. The namespace policy verbs (``get-``/``set-``/``remove-``
+retention, message-ttl, backlog-quota, deduplication, delayed-delivery, publish-rate,
+dispatch-rate, dead-letter-policy and the schema policies) are made from the policy
+catalogue (:mod:`magnetar.tools.admin_policies`). Errors are one line on stderr and exit 1; bad usage exits 2.
 
 It is a command line over :class:`magnetar.client.admin.AdminClient` (the brokers' gRPC
 admin RPCs): a topic's calls go to the broker that owns it (looked up first); on a
@@ -35,10 +38,9 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
+from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
-    add_schema_policy_commands,
-    run_schema_policies,
     run_schemas,
 )
 
@@ -126,27 +128,7 @@ async def _run_subscriptions(admin: Admin, args: argparse.Namespace) -> bool:
 
 async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     action, namespace = args.action, args.name
-    if action == "set-retention":
-        policies = pb.RetentionPolicies(retention_time_minutes=args.time, retention_size_mb=args.size)
-        await admin.set_retention(namespace, policies)
-    elif action == "get-retention":
-        got = await admin.retention(namespace)
-        _print_json({"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb})
-    elif action == "set-dead-letter-policy":
-        if args.max_redeliver_count is not None and not 1 <= args.max_redeliver_count < 2**32:
-            raise InvalidArgument(f"--max-redeliver-count must be >= 1, not {args.max_redeliver_count}")
-        await admin.set_dead_letter_policy(namespace, pb.DeadLetterPolicy(
-            max_redeliver_count=args.max_redeliver_count or 0, retry_letter_topic=args.retry_letter_topic or "",
-            dead_letter_topic=args.dead_letter_topic or "", initial_subscription_name=args.initial_subscription_name or "",
-        ))
-    elif action == "get-dead-letter-policy":
-        policy = await admin.dead_letter_policy(namespace)
-        _print_json({
-            "maxRedeliverCount": policy.max_redeliver_count or None, "retryLetterTopic": policy.retry_letter_topic or None,
-            "deadLetterTopic": policy.dead_letter_topic or None,
-            "initialSubscriptionName": policy.initial_subscription_name or None,
-        })
-    elif await _run_rates(admin, args) or await _run_permissions(admin, args) or await run_schema_policies(admin, args):
+    if await run_policy_command(admin, args) or await _run_permissions(admin, args):
         pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
@@ -158,37 +140,6 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
         await admin.delete_namespace(namespace)
     else:
         _print_names(await admin.namespaces(namespace))
-
-
-async def _run_rates(admin: Admin, args: argparse.Namespace) -> bool:
-    """The publish/dispatch rate commands (JSON as pulsar-admin prints them; nothing when
-    not set); False when ``args`` is none of them."""
-    action, namespace = args.action, args.name
-    if action == "set-publish-rate":
-        await admin.set_publish_rate(namespace, pb.PublishRate(msg_rate=args.msg_publish_rate, byte_rate=args.byte_publish_rate))
-    elif action == "get-publish-rate":
-        got = await admin.publish_rate(namespace)
-        if got is not None:
-            _print_json({"publishThrottlingRateInMsg": got.msg_rate, "publishThrottlingRateInByte": got.byte_rate})
-    elif action == "remove-publish-rate":
-        await admin.remove_publish_rate(namespace)
-    elif action == "set-dispatch-rate":
-        await admin.set_dispatch_rate(namespace, pb.DispatchRate(
-            msg_rate=args.msg_dispatch_rate, byte_rate=args.byte_dispatch_rate,
-            relative_to_publish_rate=args.relative_to_publish_rate, period_s=args.dispatch_rate_period,
-        ))
-    elif action == "get-dispatch-rate":
-        rate = await admin.dispatch_rate(namespace)
-        if rate is not None:
-            _print_json({
-                "dispatchThrottlingRateInMsg": rate.msg_rate, "dispatchThrottlingRateInByte": rate.byte_rate,
-                "relativeToPublishRate": rate.relative_to_publish_rate, "ratePeriodInSecond": rate.period_s,
-            })
-    elif action == "remove-dispatch-rate":
-        await admin.remove_dispatch_rate(namespace)
-    else:
-        return False
-    return True
 
 
 async def _run_permissions(admin: Admin, args: argparse.Namespace) -> bool:
@@ -242,28 +193,6 @@ def _permission_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
     namespaces.add_parser("subscription-permission",
                           help="print each limited subscription's roles as JSON").add_argument(
         "name", metavar="TENANT/NAMESPACE")
-
-
-def _rate_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
-    """pulsar-admin's namespaces set/get/remove-publish-rate and -dispatch-rate."""
-    for what in ("publish", "dispatch"):
-        for verb, text in (("get", "print {} as JSON (nothing: not set)"), ("remove", "remove {}")):
-            namespaces.add_parser(f"{verb}-{what}-rate", help=text.format(f"a namespace's {what} rate")).add_argument(
-                "name", metavar="TENANT/NAMESPACE")
-    p = namespaces.add_parser("set-publish-rate", help="limit the publish rate of each topic partition "
-                              "(producers over it are paused, not failed)")
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("-m", "--msg-publish-rate", type=int, default=-1, metavar="N", help="messages/s (-1: no limit)")
-    p.add_argument("-b", "--byte-publish-rate", type=int, default=-1, metavar="N", help="bytes/s (-1: no limit)")
-    p = namespaces.add_parser("set-dispatch-rate", help="limit the dispatch rate of each topic partition "
-                              "(its subscriptions share it)")
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("-md", "--msg-dispatch-rate", type=int, default=-1, metavar="N",
-                   help="messages per period (-1: no limit)")
-    p.add_argument("-bd", "--byte-dispatch-rate", type=int, default=-1, metavar="N", help="bytes per period (-1: no limit)")
-    p.add_argument("-dt", "--dispatch-rate-period", type=int, default=1, metavar="S", help="the period in seconds (default 1)")
-    p.add_argument("-rp", "--relative-to-publish-rate", action="store_true",
-                   help="add the topic's publish rate to the limits")
 
 
 async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
@@ -360,29 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
                                       "delete": ("delete a namespace", "TENANT/NAMESPACE"),
                                       "list": ("list a tenant's namespaces", "TENANT"),
-                                      "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE"),
-                                      "get-retention": ("print a namespace's retention as JSON", "TENANT/NAMESPACE"),
-                                      "get-dead-letter-policy": ("print a namespace's retry/DLQ defaults as JSON",
-                                                                 "TENANT/NAMESPACE")})
-    p = namespaces.add_parser(
-        "set-dead-letter-policy",
-        help="set a namespace's retry/DLQ defaults ({topic} and {subscription} are replaced; no option: remove them)",
-    )
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("--max-redeliver-count", type=int, metavar="N", help="retries / redeliveries before the DLQ (>= 1)")
-    p.add_argument("--retry-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-RETRY")
-    p.add_argument("--dead-letter-topic", metavar="NAME", help="e.g. {topic}-{subscription}-DLQ")
-    p.add_argument("--initial-subscription-name", metavar="NAME", help="the DLQ's subscription, e.g. {subscription}-DLQ-sub")
-    _rate_commands(namespaces)
+                                      "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE")})
+    add_policy_commands(namespaces)
     _permission_commands(namespaces)
-    add_schema_policy_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
-    p = namespaces.add_parser("set-retention", help="set how much acknowledged data a namespace's topics keep")
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("-t", "--time", type=int, required=True, metavar="MIN", help="minutes (-1: unlimited, 0: none)")
-    p.add_argument("-s", "--size", type=int, required=True, metavar="MB", help="megabytes (-1: unlimited, 0: none)")
     topics = group("topics", {"create": ("create a non-partitioned topic", "TOPIC"),
                               "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
                               "list": ("list a namespace's topics", "TENANT/NAMESPACE"),

@@ -1,6 +1,6 @@
-"""``magnetar admin schemas`` and the namespaces' schema policy commands, named as
-pulsar-admin names them (CmdSchemas; CmdNamespaces' get/set-schema-compatibility-strategy,
-get/set-is-allow-auto-update-schema, get/set-schema-validation-enforce).
+"""``magnetar admin schemas``, named as pulsar-admin names them (CmdSchemas; the
+namespaces' schema policy verbs are made from the policy catalogue:
+:mod:`magnetar.tools.admin_policies`).
 
 ``schemas upload`` and ``compatibility`` read pulsar-admin's schema file, Pulsar's
 PostSchemaPayload ``{"type": "AVRO", "schema": "<definition>", "properties": {}}``.
@@ -27,13 +27,7 @@ if TYPE_CHECKING:
     from magnetar.client.admin import AdminClient
     from magnetar.client.rest_admin import RestAdmin
 
-STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
-              "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 _JSON_DEFINITIONS = {"AVRO", "JSON", "PROTOBUF", "PROTOBUF_NATIVE", "KEY_VALUE"}
-SCHEMA_POLICY_ACTIONS = (
-    "get-schema-compatibility-strategy", "set-schema-compatibility-strategy", "get-is-allow-auto-update-schema",
-    "set-is-allow-auto-update-schema", "get-schema-validation-enforce", "set-schema-validation-enforce",
-)
 
 
 def schema_info_json(schema: pb.TopicSchema, topic: str) -> dict[str, Any]:
@@ -91,29 +85,6 @@ async def run_schemas(admin: AdminClient | RestAdmin, args: argparse.Namespace) 
         _print({"compatibility": answer.compatible, "schemaCompatibilityStrategy": answer.strategy})
 
 
-async def run_schema_policies(admin: AdminClient | RestAdmin, args: argparse.Namespace) -> bool:
-    """The namespaces' schema policy commands; False when ``args`` is none of them."""
-    action, namespace = args.action, args.name
-    if action == "get-schema-compatibility-strategy":
-        print(await admin.schema_compatibility_strategy(namespace))
-    elif action == "set-schema-compatibility-strategy":
-        strategy = args.compatibility.strip().upper()
-        if strategy not in STRATEGIES:
-            raise InvalidArgument(f"unknown --compatibility {args.compatibility!r}; one of {', '.join(STRATEGIES)}")
-        await admin.set_schema_compatibility_strategy(namespace, strategy)
-    elif action == "get-is-allow-auto-update-schema":
-        print(str(await admin.is_allow_auto_update_schema(namespace)).lower())
-    elif action == "set-is-allow-auto-update-schema":
-        await admin.set_is_allow_auto_update_schema(namespace, args.enable)
-    elif action == "get-schema-validation-enforce":
-        print(str(await admin.schema_validation_enforced(namespace)).lower())
-    elif action == "set-schema-validation-enforce":
-        await admin.set_schema_validation_enforced(namespace, args.enable)
-    else:
-        return False
-    return True
-
-
 def add_schema_commands(groups: argparse._SubParsersAction[Any]) -> None:
     """pulsar-admin's ``schemas`` get / upload / delete / compatibility."""
     schemas = groups.add_parser("schemas", help="manage topics' schemas").add_subparsers(dest="action", required=True)
@@ -130,28 +101,6 @@ def add_schema_commands(groups: argparse._SubParsersAction[Any]) -> None:
     p = schemas.add_parser("delete", help="delete the topic's schema (earlier versions stay readable by number)")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true", help="accepted; the history is kept either way")
-
-
-def add_schema_policy_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
-    """pulsar-admin's namespace schema policy commands."""
-    for action, help_text in (
-        ("get-schema-compatibility-strategy", "print the schema compatibility strategy (UNDEFINED: the broker's)"),
-        ("get-is-allow-auto-update-schema", "print whether producers may register new schema versions"),
-        ("get-schema-validation-enforce", "print whether producers without a schema are refused on topics with one"),
-    ):
-        namespaces.add_parser(action, help=help_text).add_argument("name", metavar="TENANT/NAMESPACE")
-    p = namespaces.add_parser("set-schema-compatibility-strategy", help="set the schema compatibility strategy")
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("-c", "--compatibility", required=True, metavar="STRATEGY", help=", ".join(STRATEGIES))
-    for action, help_text in (
-        ("set-is-allow-auto-update-schema", "let producers register new schema versions (--enable) or not"),
-        ("set-schema-validation-enforce", "refuse producers without a schema on topics with one (--enable) or not"),
-    ):
-        p = namespaces.add_parser(action, help=help_text)
-        p.add_argument("name", metavar="TENANT/NAMESPACE")
-        switch = p.add_mutually_exclusive_group(required=True)
-        switch.add_argument("-e", "--enable", dest="enable", action="store_true", default=None)
-        switch.add_argument("-d", "--disable", dest="enable", action="store_false")
 
 
 def _print(doc: object) -> None:

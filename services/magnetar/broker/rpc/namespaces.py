@@ -1,9 +1,12 @@
 """The broker's namespace policy RPCs (a mixin of ``BrokerServicer``): wire ↔
-:mod:`magnetar.broker.namespace_policies`."""
+:mod:`magnetar.broker.namespace_policies`. Which field carries which policy, and its
+``POLICY_*`` kind, come from the policy catalogue (:mod:`magnetar.common.policies`);
+:data:`CARRIED` turns each carrier into the core's value."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -22,6 +25,7 @@ from magnetar.broker.retention import RetentionPolicy
 from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.grpcutil import rpc_errors
+from magnetar.common.policies import CATALOGUE
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
@@ -38,17 +42,6 @@ _QUOTA_POLICY_CODES: dict[QuotaPolicy, pb.BacklogQuotaPolicy] = {
     QuotaPolicy.PRODUCER_EXCEPTION: pb.PRODUCER_EXCEPTION,
     QuotaPolicy.CONSUMER_BACKLOG_EVICTION: pb.CONSUMER_BACKLOG_EVICTION,
 }
-_KINDS = {
-    pb.POLICY_RETENTION: PolicyKind.RETENTION, pb.POLICY_MESSAGE_TTL: PolicyKind.MESSAGE_TTL,
-    pb.POLICY_BACKLOG_QUOTA: PolicyKind.BACKLOG_QUOTA, pb.POLICY_DEDUPLICATION: PolicyKind.DEDUPLICATION,
-    pb.POLICY_DELAYED_DELIVERY: PolicyKind.DELAYED_DELIVERY, pb.POLICY_DEAD_LETTER: PolicyKind.DEAD_LETTER,
-    pb.POLICY_PUBLISH_RATE: PolicyKind.PUBLISH_RATE, pb.POLICY_DISPATCH_RATE: PolicyKind.DISPATCH_RATE,
-    pb.POLICY_SCHEMA_COMPATIBILITY_STRATEGY: PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY,
-    pb.POLICY_IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA,
-    pb.POLICY_SCHEMA_VALIDATION_ENFORCED: PolicyKind.SCHEMA_VALIDATION_ENFORCED,
-}
-
-
 # -- wire <-> domain ---------------------------------------------------------------------
 def _quota_type(code: int) -> QuotaType:
     if code not in _QUOTA_TYPES:
@@ -161,32 +154,39 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
     return out
 
 
+def _retention_from_proto(r: pb.RetentionPolicies) -> RetentionPolicy:
+    return RetentionPolicy(r.retention_time_minutes, r.retention_size_mb)
+
+
+def _same(value: object) -> object:
+    return value
+
+
+CARRIED: dict[str, Callable[[Any], object]] = {
+    "retention": _retention_from_proto,
+    "messageTTL": _same,
+    "backlogQuota": quota_from_proto,
+    "deduplication": _same,
+    "delayedDelivery": _delayed_from_proto,
+    "deadLetterPolicy": dead_letter_from_proto,
+    "publishRate": publish_rate_from_proto,
+    "dispatchRate": dispatch_rate_from_proto,
+    "schemaCompatibilityStrategy": _same,
+    "isAllowAutoUpdateSchema": _same,
+    "schemaValidationEnforced": _same,
+}
+"""Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
+:data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""
+_BY_CARRIER = {spec.carrier: spec for spec in CATALOGUE}
+_KINDS = {pb.NamespacePolicyKind.Value(f"POLICY_{spec.kind}"): PolicyKind[spec.kind] for spec in CATALOGUE}
+
+
 def _policy_value(request: pb.SetNamespacePolicyRequest) -> tuple[PolicyKind, object]:
     which = request.WhichOneof("policy")
-    if which == "retention":
-        r = request.retention
-        return PolicyKind.RETENTION, RetentionPolicy(r.retention_time_minutes, r.retention_size_mb)
-    if which == "message_ttl_seconds":
-        return PolicyKind.MESSAGE_TTL, request.message_ttl_seconds
-    if which == "backlog_quota":
-        return PolicyKind.BACKLOG_QUOTA, quota_from_proto(request.backlog_quota)
-    if which == "deduplication":
-        return PolicyKind.DEDUPLICATION, request.deduplication
-    if which == "delayed_delivery":
-        return PolicyKind.DELAYED_DELIVERY, _delayed_from_proto(request.delayed_delivery)
-    if which == "dead_letter":
-        return PolicyKind.DEAD_LETTER, dead_letter_from_proto(request.dead_letter)
-    if which == "publish_rate":
-        return PolicyKind.PUBLISH_RATE, publish_rate_from_proto(request.publish_rate)
-    if which == "dispatch_rate":
-        return PolicyKind.DISPATCH_RATE, dispatch_rate_from_proto(request.dispatch_rate)
-    if which == "schema_compatibility_strategy":
-        return PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY, request.schema_compatibility_strategy
-    if which == "is_allow_auto_update_schema":
-        return PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA, request.is_allow_auto_update_schema
-    if which == "schema_validation_enforced":
-        return PolicyKind.SCHEMA_VALIDATION_ENFORCED, request.schema_validation_enforced
-    raise InvalidArgument("give the policy to set")
+    spec = _BY_CARRIER.get(which or "")
+    if spec is None:
+        raise InvalidArgument("give the policy to set")
+    return PolicyKind[spec.kind], CARRIED[spec.name](getattr(request, which))
 
 
 class NamespacePolicyRpcs:

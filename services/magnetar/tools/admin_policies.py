@@ -1,0 +1,219 @@
+"""``magnetar admin namespaces`` policy verbs, made from the policy catalogue
+(:mod:`magnetar.common.policies`) with pulsar-admin's names: ``get-<policy>``,
+``set-<policy>`` and ``remove-<policy>`` (e.g. ``set-message-ttl``, ``get-backlog-quotas``,
+``set-schema-compatibility-strategy``).
+
+:data:`OPTIONS` gives each catalogue entry its command-line side: the set verb's options
+and how they make Pulsar's JSON body. The body is checked as the gateway checks it (its
+model: :data:`magnetar.gateway.policy_routes.BINDINGS`), so a bad value is one line and
+exit code 1 through either door, and nothing is sent. Over gRPC the verbs call what the
+gateway's routes call (:func:`~magnetar.gateway.policy_routes.get_policy` ...); with
+``--admin-url`` they send the same JSON to the same REST path.
+
+A get prints what the GET answers: a JSON document indented, a string, number or boolean
+as is (``true``/``false``), and nothing when the namespace does not set the policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from magnetar.client.admin import AdminClient
+from magnetar.client.rest_admin import RestAdmin, _ns
+from magnetar.common.errors import InvalidArgument
+from magnetar.common.policies import BY_VERB, CATALOGUE, PolicySpec
+from magnetar.gateway.policy_routes import BINDINGS, get_policy, remove_policy, set_policy
+
+Option = tuple[tuple[str, ...], dict[str, Any]]
+
+
+def _switch() -> list[Option]:
+    """pulsar-admin's ``--enable`` / ``--disable`` (one of them)."""
+    return [(("-e", "--enable"), {"dest": "enable", "action": "store_true", "default": None, "switch": True}),
+            (("-d", "--disable"), {"dest": "enable", "action": "store_false", "switch": True})]
+
+
+def _int(flags: tuple[str, ...], dest: str, help_text: str, **kw: Any) -> Option:
+    return flags, {"dest": dest, "type": int, "metavar": "N", "help": help_text, **kw}
+
+
+def _str(flags: tuple[str, ...], dest: str, help_text: str, **kw: Any) -> Option:
+    return flags, {"dest": dest, "metavar": "NAME", "help": help_text, **kw}
+
+
+QUOTA_TYPE: Option = (("-t", "--type"), {"dest": "quota_type", "choices": ("destination_storage", "message_age"),
+                                         "help": "which quota (default destination_storage)"})
+
+
+@dataclass(frozen=True)
+class CliBinding:
+    """A catalogue entry's command-line side."""
+
+    help: str
+    options: list[Option]
+    body: Callable[[argparse.Namespace], Any]
+    """Pulsar's JSON body from the parsed options."""
+    remove_options: list[Option] = field(default_factory=list)
+
+
+OPTIONS: dict[str, CliBinding] = {
+    "retention": CliBinding(
+        "how much acknowledged data a namespace's topics keep",
+        [_int(("-t", "--time"), "time", "minutes (-1: unlimited, 0: none)", required=True, metavar="MIN"),
+         _int(("-s", "--size"), "size", "megabytes (-1: unlimited, 0: none)", required=True, metavar="MB")],
+        lambda a: {"retentionTimeInMinutes": a.time, "retentionSizeInMB": a.size}),
+    "messageTTL": CliBinding(
+        "the message TTL in seconds (older messages are acknowledged on every subscription)",
+        [_int(("-ttl", "--messageTTL"), "ttl", "seconds (0: never expire)", required=True, metavar="S")],
+        lambda a: a.ttl),
+    "backlogQuota": CliBinding(
+        "a backlog quota (what happens to producers, or the slowest subscriptions, over it)",
+        [_int(("-l", "--limit"), "limit", "bytes of backlog (destination_storage; -1: no limit)", default=-1),
+         _int(("-lt", "--limitTime"), "limit_time", "seconds of age of the oldest unacknowledged message "
+              "(message_age; -1: no limit)", default=-1),
+         _str(("-p", "--policy"), "policy", "producer_request_hold, producer_exception or consumer_backlog_eviction",
+              required=True),
+         QUOTA_TYPE],
+        lambda a: {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy},
+        remove_options=[QUOTA_TYPE]),
+    "deduplication": CliBinding(
+        "whether the namespace's topics deduplicate messages by producer and sequence id",
+        _switch(), lambda a: a.enable),
+    "delayedDelivery": CliBinding(
+        "the delayed delivery policy (--disable: delayed messages go out at once)",
+        [*_switch(),
+         _int(("-t", "--time"), "tick_time", "tick time in ms (stored; Magnetar uses exact timers)", default=1000),
+         _int(("-md", "--maxDelay"), "max_delay", "the longest delay in ms a producer may ask (0: no limit)", default=0)],
+        lambda a: {"active": a.enable, "tickTime": a.tick_time, "maxDeliveryDelayInMillis": a.max_delay}),
+    "publishRate": CliBinding(
+        "the publish rate limit of each topic partition (producers over it are paused, not failed)",
+        [_int(("-m", "--msg-publish-rate"), "msg_publish_rate", "messages/s (-1: no limit)", default=-1),
+         _int(("-b", "--byte-publish-rate"), "byte_publish_rate", "bytes/s (-1: no limit)", default=-1)],
+        lambda a: {"publishThrottlingRateInMsg": a.msg_publish_rate, "publishThrottlingRateInByte": a.byte_publish_rate}),
+    "dispatchRate": CliBinding(
+        "the dispatch rate limit of each topic partition (its subscriptions share it)",
+        [_int(("-md", "--msg-dispatch-rate"), "msg_dispatch_rate", "messages per period (-1: no limit)", default=-1),
+         _int(("-bd", "--byte-dispatch-rate"), "byte_dispatch_rate", "bytes per period (-1: no limit)", default=-1),
+         _int(("-dt", "--dispatch-rate-period"), "dispatch_rate_period", "the period in seconds (default 1)",
+              default=1, metavar="S"),
+         (("-rp", "--relative-to-publish-rate"), {"dest": "relative_to_publish_rate", "action": "store_true",
+                                                  "help": "add the topic's publish rate to the limits"})],
+        lambda a: {"dispatchThrottlingRateInMsg": a.msg_dispatch_rate, "dispatchThrottlingRateInByte": a.byte_dispatch_rate,
+                   "relativeToPublishRate": a.relative_to_publish_rate, "ratePeriodInSecond": a.dispatch_rate_period}),
+    "deadLetterPolicy": CliBinding(
+        "a namespace's retry/DLQ defaults ({topic} and {subscription} are replaced; no option: remove them)",
+        [_int(("--max-redeliver-count",), "max_redeliver_count", "deliveries before a message goes to the DLQ"),
+         _str(("--retry-letter-topic",), "retry_letter_topic", "e.g. {topic}-{subscription}-RETRY"),
+         _str(("--dead-letter-topic",), "dead_letter_topic", "e.g. {topic}-{subscription}-DLQ"),
+         _str(("--initial-subscription-name",), "initial_subscription_name",
+              "a subscription created on the DLQ with its first message")],
+        lambda a: {"maxRedeliverCount": a.max_redeliver_count, "retryLetterTopic": a.retry_letter_topic,
+                   "deadLetterTopic": a.dead_letter_topic, "initialSubscriptionName": a.initial_subscription_name}),
+    "schemaCompatibilityStrategy": CliBinding(
+        "the schema compatibility strategy of the namespace's topics (UNDEFINED: the broker's)",
+        [_str(("-c", "--compatibility"), "compatibility", "UNDEFINED, ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, "
+              "FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, FULL_TRANSITIVE", required=True,
+              metavar="STRATEGY")],
+        lambda a: a.compatibility.strip().upper()),
+    "isAllowAutoUpdateSchema": CliBinding(
+        "whether producers may register new schema versions (--enable) or only use those uploaded",
+        _switch(), lambda a: a.enable),
+    "schemaValidationEnforced": CliBinding(
+        "whether producers without a schema are refused on topics with one",
+        _switch(), lambda a: a.enable),
+}
+
+
+def add_policy_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
+    """Every catalogue entry's get, set and remove verbs."""
+    for spec in CATALOGUE:
+        cli = OPTIONS[spec.name]
+        get, set_, *remove = spec.verbs
+        namespaces.add_parser(get, help=f"print {cli.help} as JSON (nothing: not set)").add_argument(
+            "name", metavar="TENANT/NAMESPACE")
+        _with_options(namespaces.add_parser(set_, help=f"set {cli.help}"), cli.options)
+        if remove:
+            _with_options(namespaces.add_parser(remove[0], help=f"remove {cli.help} (the broker's default applies)"),
+                          cli.remove_options)
+
+
+def _with_options(parser: argparse.ArgumentParser, options: list[Option]) -> None:
+    parser.add_argument("name", metavar="TENANT/NAMESPACE")
+    switch = None
+    for flags, kw in options:
+        kw = dict(kw)
+        if kw.pop("switch", False):
+            switch = switch or parser.add_mutually_exclusive_group(required=True)
+            switch.add_argument(*flags, **kw)
+        else:
+            parser.add_argument(*flags, **kw)
+
+
+async def run_policy_command(admin: AdminClient | RestAdmin, args: argparse.Namespace) -> bool:
+    """Run a policy verb; False when ``args`` is none of them.
+
+    Raises:
+        InvalidArgument: a bad value (nothing is sent).
+        MagnetarError: what the broker or gateway answered.
+    """
+    if args.action not in BY_VERB:
+        return False
+    spec, verb = BY_VERB[args.action]
+    quota_type = getattr(args, "quota_type", None)
+    if verb == "get":
+        _print(await _get(admin, spec, args.name))
+    elif verb == "set":
+        body = OPTIONS[spec.name].body(args)
+        parsed = _parsed(spec, body)
+        if isinstance(admin, RestAdmin):
+            await admin.request(spec.set_method, _path(args.name, spec.name), body, _quota_params(quota_type))
+        else:
+            await set_policy(admin, spec, args.name, parsed, quota_type)
+    elif isinstance(admin, RestAdmin):
+        await admin.request("DELETE", _path(args.name, spec.name), None, _quota_params(quota_type))
+    else:
+        await remove_policy(admin, spec, args.name, quota_type)
+    return True
+
+
+async def _get(admin: AdminClient | RestAdmin, spec: PolicySpec, namespace: str) -> Any:
+    if isinstance(admin, RestAdmin):
+        return await admin.request("GET", _path(namespace, spec.get_segment))
+    value = await get_policy(admin, spec, namespace)
+    return None if value is None else TypeAdapter(BINDINGS[spec.name].response).dump_python(value, mode="json")
+
+
+def _parsed(spec: PolicySpec, body: Any) -> Any:
+    try:
+        return BINDINGS[spec.name].parse(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidArgument(
+            f"invalid {spec.name}{f' {where}' if where else ''}: {first['msg']} (got {first.get('input')!r})"
+        ) from None
+
+
+def _path(namespace: str, segment: str) -> str:
+    return _ns(namespace, segment)
+
+
+def _quota_params(quota_type: str | None) -> dict[str, Any] | None:
+    return {"backlogQuotaType": quota_type} if quota_type else None
+
+
+def _print(value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool):
+        print(str(value).lower())
+    elif isinstance(value, str | int):
+        print(value)
+    else:
+        print(json.dumps(value, indent=2))
