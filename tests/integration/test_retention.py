@@ -150,6 +150,33 @@ async def test_consumed_ledgers_go_with_zero_retention_and_stay_with_unlimited(b
         assert (await late.receive(timeout_millis=10_000)).data() == b"m0"
 
 
+async def test_remove_retention_lets_consumed_ledgers_go(broker, cluster_zk):
+    """``namespaces remove-retention``: the broker's default (keep nothing consumed) applies
+    again to a namespace that kept everything."""
+    ns = "public/unkept"
+    ok(admin(broker, "namespaces", "create", ns))
+    ok(admin(broker, "namespaces", "set-retention", ns, "--time", "-1", "--size", "-1"))
+    topic = f"persistent://{ns}/rolling"
+    async with mg.Client(broker.address) as client:
+        consumer = await client.subscribe(topic, "sub", initial_position=mg.InitialPosition.Earliest)
+        await produce(broker.address, topic)
+        for _ in range(MESSAGES):
+            await consumer.acknowledge(await consumer.receive(timeout_millis=10_000))
+        before = await ledger_ids(cluster_zk, ns, "rolling")
+        assert len(before) >= MESSAGES // ENTRIES_PER_LEDGER, before
+        assert ok(admin(broker, "namespaces", "remove-retention", ns)) == ""
+        assert json.loads(ok(admin(broker, "namespaces", "get-retention", ns))) == {
+            "retentionTimeInMinutes": 0, "retentionSizeInMB": 0,  # the broker's default applies
+        }
+
+        async def trimmed() -> list[int] | None:
+            ids = await ledger_ids(cluster_zk, ns, "rolling")
+            return ids if len(ids) <= 2 else None
+
+        kept = await wait_for(trimmed, what="consumed ledgers to be deleted once retention is removed")
+        assert kept == before[-len(kept):]  # the oldest went
+
+
 async def test_topic_without_subscriptions_keeps_nothing_with_the_default_retention(broker, cluster_zk):
     # public/default sets no retention: the broker's defaults (0 and 0) apply.
     assert json.loads(ok(admin(broker, "namespaces", "get-retention", "public/default"))) == {

@@ -11,14 +11,16 @@ gateway's routes call (:func:`~magnetar.gateway.policy_routes.get_policy` ...); 
 ``--admin-url`` they send the same JSON to the same REST path.
 
 A get prints what the GET answers: a JSON document indented, a string, number or boolean
-as is (``true``/``false``), and nothing when the namespace does not set the policy.
+as is (``true``/``false``), and nothing when the namespace does not set the policy --
+but ``get-retention``, which prints the retention that applies (the broker's default
+when the namespace sets none), as it always has.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +62,15 @@ class CliBinding:
     body: Callable[[argparse.Namespace], Any]
     """Pulsar's JSON body from the parsed options."""
     remove_options: list[Option] = field(default_factory=list)
+    applied: Callable[[AdminClient | RestAdmin, str], Awaitable[Any]] | None = None
+    """What the get verb prints when the namespace does not set the policy (else nothing)."""
+
+
+async def _applied_retention(admin: AdminClient | RestAdmin, namespace: str) -> Any:
+    """The retention that applies: the broker's default when the namespace sets none
+    (``GetRetention``; the REST door's 204 reads as 0 and 0)."""
+    got = await admin.retention(namespace)
+    return {"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb}
 
 
 OPTIONS: dict[str, CliBinding] = {
@@ -67,7 +78,8 @@ OPTIONS: dict[str, CliBinding] = {
         "how much acknowledged data a namespace's topics keep",
         [_int(("-t", "--time"), "time", "minutes (-1: unlimited, 0: none)", required=True, metavar="MIN"),
          _int(("-s", "--size"), "size", "megabytes (-1: unlimited, 0: none)", required=True, metavar="MB")],
-        lambda a: {"retentionTimeInMinutes": a.time, "retentionSizeInMB": a.size}),
+        lambda a: {"retentionTimeInMinutes": a.time, "retentionSizeInMB": a.size},
+        applied=_applied_retention),
     "messageTTL": CliBinding(
         "the message TTL in seconds (older messages are acknowledged on every subscription)",
         [_int(("-ttl", "--messageTTL"), "ttl", "seconds (0: never expire)", required=True, metavar="S")],
@@ -167,7 +179,9 @@ async def run_policy_command(admin: AdminClient | RestAdmin, args: argparse.Name
     spec, verb = BY_VERB[args.action]
     quota_type = getattr(args, "quota_type", None)
     if verb == "get":
-        _print(await _get(admin, spec, args.name))
+        value = await _get(admin, spec, args.name)
+        applied = OPTIONS[spec.name].applied
+        _print(value if value is not None or applied is None else await applied(admin, args.name))
     elif verb == "set":
         body = OPTIONS[spec.name].body(args)
         parsed = _parsed(spec, body)

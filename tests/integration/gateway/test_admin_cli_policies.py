@@ -104,7 +104,7 @@ async def test_message_ttl_verbs_expire_old_messages(
         assert (await admin.namespace_policies(namespace)).HasField("message_ttl_seconds") is False
 
 
-async def test_retention_verbs_and_their_check_against_a_backlog_quota(cli: Cli, namespace: str):
+async def test_retention_verbs_and_their_check_against_a_backlog_quota(cli: Cli, namespace: str, admin: AdminClient):
     assert await cli.ok("namespaces", "set-retention", namespace, "-t", "60", "-s", "10") == ""
     got = json.loads(await cli.ok("namespaces", "get-retention", namespace))
     assert got == {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}
@@ -112,7 +112,9 @@ async def test_retention_verbs_and_their_check_against_a_backlog_quota(cli: Cli,
     assert "exceeds configured retention" in await cli.refused(*big)  # 20 MB of backlog, 10 MB kept
     assert await cli.ok("namespaces", "get-backlog-quotas", namespace) == "{}\n"
     assert await cli.ok("namespaces", "remove-retention", namespace) == ""
-    assert await cli.ok("namespaces", "get-retention", namespace) == ""
+    applied = json.loads(await cli.ok("namespaces", "get-retention", namespace))
+    assert applied == {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}  # the broker's default
+    assert (await admin.namespace_policies(namespace)).HasField("retention") is False
     await cli.ok(*big)
     quotas = json.loads(await cli.ok("namespaces", "get-backlog-quotas", namespace))
     assert quotas["destination_storage"]["limitSize"] == 20 * 1024 * 1024
