@@ -263,6 +263,44 @@ def quota_within_retention(quota: BacklogQuota | None, retention: RetentionPolic
     return not (minutes > 0 and quota.limit_time >= minutes * 60)
 
 
+@dataclass(frozen=True)
+class PolicyRule:
+    """How the core holds one policy: its field of :class:`NamespacePolicies` and the check
+    of a value (Pulsar's rules; it returns the value to store)."""
+
+    attr: str
+    check: Callable[[object, PolicyKind], object]
+
+
+def _of(cls: type, check: Callable[[Any], object] = lambda v: v) -> Callable[[object, PolicyKind], object]:
+    return lambda value, kind: check(_typed(value, cls, kind))
+
+
+def _dead_letter(value: object, kind: PolicyKind) -> DeadLetterDefaults | None:
+    defaults = _typed(value, DeadLetterDefaults, kind)
+    defaults.check()
+    return defaults if defaults.to_document() else None
+
+
+RULES: dict[PolicyKind, PolicyRule] = {
+    PolicyKind.RETENTION: PolicyRule("retention", _of(RetentionPolicy, check_retention)),
+    PolicyKind.MESSAGE_TTL: PolicyRule("message_ttl_s", lambda value, kind: check_message_ttl(value)),
+    PolicyKind.BACKLOG_QUOTA: PolicyRule("backlog_quotas", _of(BacklogQuota, check_backlog_quota)),
+    PolicyKind.DEDUPLICATION: PolicyRule("deduplication", _of(bool)),
+    PolicyKind.DELAYED_DELIVERY: PolicyRule("delayed_delivery", _of(DelayedDelivery, check_delayed_delivery)),
+    PolicyKind.DEAD_LETTER: PolicyRule("dead_letter", _dead_letter),
+    PolicyKind.PUBLISH_RATE: PolicyRule("publish_rate", _of(PublishRate, check_publish_rate)),
+    PolicyKind.DISPATCH_RATE: PolicyRule("dispatch_rate", _of(DispatchRate, check_dispatch_rate)),
+    PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY: PolicyRule(
+        "schema_compatibility_strategy", lambda value, kind: SchemaCompatibilityStrategy.parse(value)),
+    PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyRule("is_allow_auto_update_schema", _of(bool)),
+    PolicyKind.SCHEMA_VALIDATION_ENFORCED: PolicyRule("schema_validation_enforced", _of(bool)),
+}
+"""Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
+core holds and checks it. A retention and a destination_storage backlog quota are also
+checked against each other, and backlog quotas are kept by type."""
+
+
 def with_policy(
     policies: NamespacePolicies, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
 ) -> NamespacePolicies:
@@ -275,35 +313,19 @@ def with_policy(
         PreconditionFailed: a bad TTL, or a retention / destination_storage quota that
             conflicts with the other one (412).
     """
+    rule = RULES[kind]
+    checked_value = rule.check(value, kind)
     if kind is PolicyKind.RETENTION:
-        retention = check_retention(_typed(value, RetentionPolicy, kind))
-        if not quota_within_retention(policies.quota(QuotaType.DESTINATION_STORAGE), retention):
+        assert isinstance(checked_value, RetentionPolicy)
+        if not quota_within_retention(policies.quota(QuotaType.DESTINATION_STORAGE), checked_value):
             raise PreconditionFailed(RETENTION_BELOW_QUOTA)
-        return replace(policies, retention=retention)
-    if kind is PolicyKind.MESSAGE_TTL:
-        return replace(policies, message_ttl_s=check_message_ttl(value))
-    if kind is PolicyKind.BACKLOG_QUOTA:
-        quota = check_backlog_quota(_typed(value, BacklogQuota, kind))
-        if quota_type is QuotaType.DESTINATION_STORAGE and not quota_within_retention(quota, policies.retention):
+    elif kind is PolicyKind.BACKLOG_QUOTA:
+        assert isinstance(checked_value, BacklogQuota)
+        if quota_type is QuotaType.DESTINATION_STORAGE and not quota_within_retention(checked_value, policies.retention):
             raise PreconditionFailed(QUOTA_ABOVE_RETENTION)
-        return replace(policies, backlog_quotas={**policies.backlog_quotas, QuotaType(quota_type): quota})
-    if kind is PolicyKind.DEDUPLICATION:
-        return replace(policies, deduplication=_typed(value, bool, kind))
-    if kind is PolicyKind.DELAYED_DELIVERY:
-        return replace(policies, delayed_delivery=check_delayed_delivery(_typed(value, DelayedDelivery, kind)))
-    if kind is PolicyKind.PUBLISH_RATE:
-        return replace(policies, publish_rate=check_publish_rate(_typed(value, PublishRate, kind)))
-    if kind is PolicyKind.DISPATCH_RATE:
-        return replace(policies, dispatch_rate=check_dispatch_rate(_typed(value, DispatchRate, kind)))
-    if kind is PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY:
-        return replace(policies, schema_compatibility_strategy=SchemaCompatibilityStrategy.parse(value))
-    if kind is PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA:
-        return replace(policies, is_allow_auto_update_schema=_typed(value, bool, kind))
-    if kind is PolicyKind.SCHEMA_VALIDATION_ENFORCED:
-        return replace(policies, schema_validation_enforced=_typed(value, bool, kind))
-    defaults = _typed(value, DeadLetterDefaults, kind)
-    defaults.check()
-    return replace(policies, dead_letter=defaults if defaults.to_document() else None)
+        checked_value = {**policies.backlog_quotas, QuotaType(quota_type): checked_value}
+    changes: dict[str, Any] = {rule.attr: checked_value}
+    return replace(policies, **changes)
 
 
 def without_policy(
@@ -312,25 +334,8 @@ def without_policy(
     """``policies`` with ``kind`` (one quota type for BACKLOG_QUOTA) not set."""
     if kind is PolicyKind.BACKLOG_QUOTA:
         return replace(policies, backlog_quotas={k: v for k, v in policies.backlog_quotas.items() if k != quota_type})
-    if kind is PolicyKind.RETENTION:
-        return replace(policies, retention=None)
-    if kind is PolicyKind.MESSAGE_TTL:
-        return replace(policies, message_ttl_s=None)
-    if kind is PolicyKind.DEDUPLICATION:
-        return replace(policies, deduplication=None)
-    if kind is PolicyKind.DELAYED_DELIVERY:
-        return replace(policies, delayed_delivery=None)
-    if kind is PolicyKind.PUBLISH_RATE:
-        return replace(policies, publish_rate=None)
-    if kind is PolicyKind.DISPATCH_RATE:
-        return replace(policies, dispatch_rate=None)
-    if kind is PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY:
-        return replace(policies, schema_compatibility_strategy=None)
-    if kind is PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA:
-        return replace(policies, is_allow_auto_update_schema=None)
-    if kind is PolicyKind.SCHEMA_VALIDATION_ENFORCED:
-        return replace(policies, schema_validation_enforced=None)
-    return replace(policies, dead_letter=None)
+    changes: dict[str, Any] = {RULES[kind].attr: None}
+    return replace(policies, **changes)
 
 
 def checked(policies: NamespacePolicies) -> NamespacePolicies:
@@ -339,22 +344,14 @@ def checked(policies: NamespacePolicies) -> NamespacePolicies:
     Raises: as :func:`with_policy`.
     """
     out = NamespacePolicies()
-    steps: list[tuple[PolicyKind, object, QuotaType]] = [
-        (PolicyKind.RETENTION, policies.retention, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.MESSAGE_TTL, policies.message_ttl_s, QuotaType.DESTINATION_STORAGE),
-        *((PolicyKind.BACKLOG_QUOTA, q, t) for t, q in policies.backlog_quotas.items()),
-        (PolicyKind.DEDUPLICATION, policies.deduplication, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.DELAYED_DELIVERY, policies.delayed_delivery, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.DEAD_LETTER, policies.dead_letter, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.PUBLISH_RATE, policies.publish_rate, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.DISPATCH_RATE, policies.dispatch_rate, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY, policies.schema_compatibility_strategy, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA, policies.is_allow_auto_update_schema, QuotaType.DESTINATION_STORAGE),
-        (PolicyKind.SCHEMA_VALIDATION_ENFORCED, policies.schema_validation_enforced, QuotaType.DESTINATION_STORAGE),
-    ]
-    for kind, value, quota_type in steps:
+    for kind, rule in RULES.items():
+        if kind is PolicyKind.BACKLOG_QUOTA:
+            for quota_type, quota in policies.backlog_quotas.items():
+                out = with_policy(out, kind, quota, quota_type)
+            continue
+        value = getattr(policies, rule.attr)
         if value is not None:
-            out = with_policy(out, kind, value, quota_type)
+            out = with_policy(out, kind, value)
     return out
 
 

@@ -94,31 +94,31 @@ class PolicyBinding:
         return TypeAdapter(self.body).validate_python(body, strict=None)
 
 
-def _model(cls: Any) -> Callable[[Any], Any]:
-    return lambda body: body.to_proto()
+def _to_proto(body: Any) -> Any:
+    return body.to_proto()
 
 
 BINDINGS: dict[str, PolicyBinding] = {
     "retention": PolicyBinding(
-        RetentionPolicies, RetentionPolicies, _field("retention", RetentionPolicies.of), _model(RetentionPolicies),
+        RetentionPolicies, RetentionPolicies, _field("retention", RetentionPolicies.of), _to_proto,
         set_codes=(400, 404, 409, 412), remove_codes=(404, 409, 412)),
     "messageTTL": PolicyBinding(
         Annotated[Int32, Body(description="seconds; 0: never expire")], int, _field("message_ttl_seconds")),
     "backlogQuota": PolicyBinding(
         BacklogQuota, dict[QuotaTypeName, BacklogQuota], lambda p: Policies.of(p).backlog_quota_map,
-        _model(BacklogQuota), set_codes=(400, 404, 409, 412), remove_codes=(400, 404, 409, 412)),
+        _to_proto, set_codes=(400, 404, 409, 412), remove_codes=(400, 404, 409, 412)),
     "deduplication": PolicyBinding(Annotated[bool, Body(strict=True)], bool, _field("deduplication")),
     "delayedDelivery": PolicyBinding(
         DelayedDeliveryPolicies, DelayedDeliveryPolicies, _field("delayed_delivery", DelayedDeliveryPolicies.of),
-        _model(DelayedDeliveryPolicies)),
+        _to_proto),
     "publishRate": PolicyBinding(
-        PublishRate, PublishRate, _field("publish_rate", PublishRate.of), _model(PublishRate),
+        PublishRate, PublishRate, _field("publish_rate", PublishRate.of), _to_proto,
         optional_body=PublishRate),
     "dispatchRate": PolicyBinding(
-        DispatchRate, DispatchRate, _field("dispatch_rate", DispatchRate.of), _model(DispatchRate),
+        DispatchRate, DispatchRate, _field("dispatch_rate", DispatchRate.of), _to_proto,
         optional_body=DispatchRate),
     "deadLetterPolicy": PolicyBinding(
-        DeadLetterPolicy, DeadLetterPolicy, _field("dead_letter", DeadLetterPolicy.of), _model(DeadLetterPolicy),
+        DeadLetterPolicy, DeadLetterPolicy, _field("dead_letter", DeadLetterPolicy.of), _to_proto,
         default=DeadLetterPolicy),
     "schemaCompatibilityStrategy": PolicyBinding(
         Annotated[StrategyName, Body(description='e.g. "FULL"')], str, _field("schema_compatibility_strategy"),
@@ -208,9 +208,9 @@ def _add(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> None:
             await remove_policy(ctx.admin, spec, namespace, backlogQuotaType)
             return NO_CONTENT
     else:
-        if binding.optional_body is not None:
+        if (no_body := binding.optional_body) is not None:
             async def set_route(namespace: ns_type, ctx: Context, body: body_type = None) -> Response:  # type: ignore[misc]
-                await set_policy(ctx.admin, spec, namespace, body if body is not None else binding.optional_body())
+                await set_policy(ctx.admin, spec, namespace, body if body is not None else no_body())
                 return NO_CONTENT
         else:
             async def set_route(namespace: ns_type, ctx: Context, body: body_type) -> Response:  # type: ignore[misc]

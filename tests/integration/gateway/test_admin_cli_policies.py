@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
 import pytest
 import pytest_asyncio
-from gateway_support import GatewayCluster, unique
+from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
@@ -69,13 +68,6 @@ async def namespace(cli: Cli, admin: AdminClient) -> str:
     return name
 
 
-async def until(check: Callable[[], Awaitable[bool]], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
-
-
 async def backlog(admin: AdminClient, topic: str, subscription: str) -> int:
     stats = await admin.topic_stats(topic)
     return next(s.backlog for s in stats.subscriptions if s.name == subscription)
@@ -98,7 +90,7 @@ async def test_message_ttl_verbs_expire_old_messages(
         async def expired() -> bool:
             return await backlog(admin, topic, "s") == 0
 
-        await until(expired)
+        assert await eventually(expired, timeout=15.0)
         assert await cli.ok("namespaces", "remove-message-ttl", namespace) == ""
         assert await cli.ok("namespaces", "get-message-ttl", namespace) == ""
         assert (await admin.namespace_policies(namespace)).HasField("message_ttl_seconds") is False
@@ -160,7 +152,7 @@ async def test_backlog_quota_and_delayed_delivery_verbs_reach_producers_and_cons
                 return False
             return True
 
-        await until(accepted)
+        assert await eventually(accepted, timeout=15.0)
 
         delayed = f"persistent://{namespace}/delayed"
         consumer = await client.subscribe(delayed, "s", consumer_type=mg.ConsumerType.Shared)
