@@ -33,37 +33,29 @@ from magnetar.common.policies import BY_VERB, CATALOGUE, PolicySpec
 from magnetar.gateway.policy_routes import BINDINGS, get_policy, remove_policy, set_policy
 
 Option = tuple[tuple[str, ...], dict[str, Any]]
+"""argparse's flags and keywords, plus ``json``: the field of Pulsar's JSON body the
+option sets (``""``: the option is the whole body; absent: not in the body)."""
+WHOLE = ""
 
 
-def _switch() -> list[Option]:
-    """pulsar-admin's ``--enable`` / ``--disable`` (one of them)."""
-    return [(("-e", "--enable"), {"dest": "enable", "action": "store_true", "default": None, "switch": True}),
+def _switch(json_field: str = WHOLE) -> list[Option]:
+    """pulsar-admin's ``--enable`` / ``--disable`` (one of them): the whole body, or its
+    ``json_field``."""
+    return [(("-e", "--enable"), {"dest": "enable", "action": "store_true", "default": None, "switch": True,
+                                  "json": json_field}),
             (("-d", "--disable"), {"dest": "enable", "action": "store_false", "switch": True})]
 
 
-def _int(flags: tuple[str, ...], dest: str, help_text: str, **kw: Any) -> Option:
-    return flags, {"dest": dest, "type": int, "metavar": "N", "help": help_text, **kw}
+def _int(flags: tuple[str, ...], json_field: str, help_text: str, **kw: Any) -> Option:
+    return flags, {"type": int, "metavar": "N", "help": help_text, "json": json_field, **kw}
 
 
-def _str(flags: tuple[str, ...], dest: str, help_text: str, **kw: Any) -> Option:
-    return flags, {"dest": dest, "metavar": "NAME", "help": help_text, **kw}
+def _str(flags: tuple[str, ...], json_field: str, help_text: str, **kw: Any) -> Option:
+    return flags, {"metavar": "NAME", "help": help_text, "json": json_field, **kw}
 
 
 QUOTA_TYPE: Option = (("-t", "--type"), {"dest": "quota_type", "choices": ("destination_storage", "message_age"),
                                          "help": "which quota (default destination_storage)"})
-
-
-@dataclass(frozen=True)
-class CliBinding:
-    """A catalogue entry's command-line side."""
-
-    help: str
-    options: list[Option]
-    body: Callable[[argparse.Namespace], Any]
-    """Pulsar's JSON body from the parsed options."""
-    remove_options: list[Option] = field(default_factory=list)
-    applied: Callable[[AdminClient | RestAdmin, str], Awaitable[Any]] | None = None
-    """What the get verb prints when the namespace does not set the policy (else nothing)."""
 
 
 async def _applied_retention(admin: AdminClient | RestAdmin, namespace: str) -> Any:
@@ -73,72 +65,99 @@ async def _applied_retention(admin: AdminClient | RestAdmin, namespace: str) -> 
     return {"retentionTimeInMinutes": got.retention_time_minutes, "retentionSizeInMB": got.retention_size_mb}
 
 
+@dataclass(frozen=True)
+class CliBinding:
+    """A catalogue entry's command-line side."""
+
+    help: str
+    options: list[Option]
+    remove_options: list[Option] = field(default_factory=list)
+    applied: Callable[[AdminClient | RestAdmin, str], Awaitable[Any]] | None = None
+    """What the get verb prints when the namespace does not set the policy (else nothing)."""
+    convert: Callable[[Any], Any] = lambda value: value
+    """The whole body as sent (``-c backward``: ``"BACKWARD"``)."""
+
+    def body(self, args: argparse.Namespace) -> Any:
+        """Pulsar's JSON body from the parsed options."""
+        out: dict[str, Any] = {}
+        for flags, kw in self.options:
+            if "json" not in kw:
+                continue
+            value = getattr(args, _dest(flags, kw))
+            if kw["json"] == WHOLE:
+                return self.convert(value)
+            out[kw["json"]] = value
+        return out
+
+    def flag(self, json_field: str) -> str:
+        """The option that sets ``json_field`` (for error messages)."""
+        return next((flags[-1] for flags, kw in self.options if kw.get("json") == json_field), json_field or "the value")
+
+
+def _dest(flags: tuple[str, ...], kw: dict[str, Any]) -> str:
+    """argparse's dest: given, or the long flag's name."""
+    return str(kw.get("dest") or flags[-1].lstrip("-").replace("-", "_"))
+
+
 OPTIONS: dict[str, CliBinding] = {
     "retention": CliBinding(
         "how much acknowledged data a namespace's topics keep",
-        [_int(("-t", "--time"), "time", "minutes (-1: unlimited, 0: none)", required=True, metavar="MIN"),
-         _int(("-s", "--size"), "size", "megabytes (-1: unlimited, 0: none)", required=True, metavar="MB")],
-        lambda a: {"retentionTimeInMinutes": a.time, "retentionSizeInMB": a.size},
+        [_int(("-t", "--time"), "retentionTimeInMinutes", "minutes (-1: unlimited, 0: none)", required=True,
+              metavar="MIN", dest="time"),
+         _int(("-s", "--size"), "retentionSizeInMB", "megabytes (-1: unlimited, 0: none)", required=True,
+              metavar="MB", dest="size")],
         applied=_applied_retention),
     "messageTTL": CliBinding(
         "the message TTL in seconds (older messages are acknowledged on every subscription)",
-        [_int(("-ttl", "--messageTTL"), "ttl", "seconds (0: never expire)", required=True, metavar="S")],
-        lambda a: a.ttl),
+        [_int(("-ttl", "--messageTTL"), WHOLE, "seconds (0: never expire)", required=True, metavar="S", dest="ttl")]),
     "backlogQuota": CliBinding(
         "a backlog quota (what happens to producers, or the slowest subscriptions, over it)",
-        [_int(("-l", "--limit"), "limit", "bytes of backlog (destination_storage; -1: no limit)", default=-1),
-         _int(("-lt", "--limitTime"), "limit_time", "seconds of age of the oldest unacknowledged message "
+        [_int(("-l", "--limit"), "limitSize", "bytes of backlog (destination_storage; -1: no limit)", default=-1),
+         _int(("-lt", "--limitTime"), "limitTime", "seconds of age of the oldest unacknowledged message "
               "(message_age; -1: no limit)", default=-1),
          _str(("-p", "--policy"), "policy", "producer_request_hold, producer_exception or consumer_backlog_eviction",
               required=True),
          QUOTA_TYPE],
-        lambda a: {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy},
         remove_options=[QUOTA_TYPE]),
     "deduplication": CliBinding(
-        "whether the namespace's topics deduplicate messages by producer and sequence id",
-        _switch(), lambda a: a.enable),
+        "whether the namespace's topics deduplicate messages by producer and sequence id", _switch()),
     "delayedDelivery": CliBinding(
         "the delayed delivery policy (--disable: delayed messages go out at once)",
-        [*_switch(),
-         _int(("-t", "--time"), "tick_time", "tick time in ms (stored; Magnetar uses exact timers)", default=1000),
-         _int(("-md", "--maxDelay"), "max_delay", "the longest delay in ms a producer may ask (0: no limit)", default=0)],
-        lambda a: {"active": a.enable, "tickTime": a.tick_time, "maxDeliveryDelayInMillis": a.max_delay}),
+        [*_switch("active"),
+         _int(("-t", "--time"), "tickTime", "tick time in ms (stored; Magnetar uses exact timers)", default=1000),
+         _int(("-md", "--maxDelay"), "maxDeliveryDelayInMillis", "the longest delay in ms a producer may ask "
+              "(0: no limit)", default=0)]),
     "publishRate": CliBinding(
         "the publish rate limit of each topic partition (producers over it are paused, not failed)",
-        [_int(("-m", "--msg-publish-rate"), "msg_publish_rate", "messages/s (-1: no limit)", default=-1),
-         _int(("-b", "--byte-publish-rate"), "byte_publish_rate", "bytes/s (-1: no limit)", default=-1)],
-        lambda a: {"publishThrottlingRateInMsg": a.msg_publish_rate, "publishThrottlingRateInByte": a.byte_publish_rate}),
+        [_int(("-m", "--msg-publish-rate"), "publishThrottlingRateInMsg", "messages/s (-1: no limit)", default=-1),
+         _int(("-b", "--byte-publish-rate"), "publishThrottlingRateInByte", "bytes/s (-1: no limit)", default=-1)]),
     "dispatchRate": CliBinding(
         "the dispatch rate limit of each topic partition (its subscriptions share it)",
-        [_int(("-md", "--msg-dispatch-rate"), "msg_dispatch_rate", "messages per period (-1: no limit)", default=-1),
-         _int(("-bd", "--byte-dispatch-rate"), "byte_dispatch_rate", "bytes per period (-1: no limit)", default=-1),
-         _int(("-dt", "--dispatch-rate-period"), "dispatch_rate_period", "the period in seconds (default 1)",
+        [_int(("-md", "--msg-dispatch-rate"), "dispatchThrottlingRateInMsg", "messages per period (-1: no limit)",
+              default=-1),
+         _int(("-bd", "--byte-dispatch-rate"), "dispatchThrottlingRateInByte", "bytes per period (-1: no limit)",
+              default=-1),
+         _int(("-dt", "--dispatch-rate-period"), "ratePeriodInSecond", "the period in seconds (default 1)",
               default=1, metavar="S"),
-         (("-rp", "--relative-to-publish-rate"), {"dest": "relative_to_publish_rate", "action": "store_true",
-                                                  "help": "add the topic's publish rate to the limits"})],
-        lambda a: {"dispatchThrottlingRateInMsg": a.msg_dispatch_rate, "dispatchThrottlingRateInByte": a.byte_dispatch_rate,
-                   "relativeToPublishRate": a.relative_to_publish_rate, "ratePeriodInSecond": a.dispatch_rate_period}),
+         (("-rp", "--relative-to-publish-rate"), {"action": "store_true", "json": "relativeToPublishRate",
+                                                  "help": "add the topic's publish rate to the limits"})]),
     "deadLetterPolicy": CliBinding(
         "a namespace's retry/DLQ defaults ({topic} and {subscription} are replaced; no option: remove them)",
-        [_int(("--max-redeliver-count",), "max_redeliver_count", "deliveries before a message goes to the DLQ"),
-         _str(("--retry-letter-topic",), "retry_letter_topic", "e.g. {topic}-{subscription}-RETRY"),
-         _str(("--dead-letter-topic",), "dead_letter_topic", "e.g. {topic}-{subscription}-DLQ"),
-         _str(("--initial-subscription-name",), "initial_subscription_name",
-              "a subscription created on the DLQ with its first message")],
-        lambda a: {"maxRedeliverCount": a.max_redeliver_count, "retryLetterTopic": a.retry_letter_topic,
-                   "deadLetterTopic": a.dead_letter_topic, "initialSubscriptionName": a.initial_subscription_name}),
+        [_int(("--max-redeliver-count",), "maxRedeliverCount", "retries / redeliveries before the DLQ (>= 1)"),
+         _str(("--retry-letter-topic",), "retryLetterTopic", "e.g. {topic}-{subscription}-RETRY"),
+         _str(("--dead-letter-topic",), "deadLetterTopic", "e.g. {topic}-{subscription}-DLQ"),
+         _str(("--initial-subscription-name",), "initialSubscriptionName",
+              "the DLQ's subscription, e.g. {subscription}-DLQ-sub")]),
     "schemaCompatibilityStrategy": CliBinding(
         "the schema compatibility strategy of the namespace's topics (UNDEFINED: the broker's)",
-        [_str(("-c", "--compatibility"), "compatibility", "UNDEFINED, ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, "
+        [_str(("-c", "--compatibility"), WHOLE, "UNDEFINED, ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, "
               "FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE, FULL_TRANSITIVE", required=True,
-              metavar="STRATEGY")],
-        lambda a: a.compatibility.strip().upper()),
+              metavar="STRATEGY", dest="compatibility")],
+        convert=lambda name: name.strip().upper()),
     "isAllowAutoUpdateSchema": CliBinding(
-        "whether producers may register new schema versions (--enable) or only use those uploaded",
-        _switch(), lambda a: a.enable),
+        "whether producers may register new schema versions (--enable) or only use those uploaded", _switch()),
     "schemaValidationEnforced": CliBinding(
-        "whether producers without a schema are refused on topics with one",
-        _switch(), lambda a: a.enable),
+        "whether producers without a schema are refused on topics with one", _switch()),
 }
 
 
@@ -159,7 +178,7 @@ def _with_options(parser: argparse.ArgumentParser, options: list[Option]) -> Non
     parser.add_argument("name", metavar="TENANT/NAMESPACE")
     switch = None
     for flags, kw in options:
-        kw = dict(kw)
+        kw = {k: v for k, v in kw.items() if k != "json"}
         if kw.pop("switch", False):
             switch = switch or parser.add_mutually_exclusive_group(required=True)
             switch.add_argument(*flags, **kw)
@@ -204,13 +223,14 @@ async def _get(admin: AdminClient | RestAdmin, spec: PolicySpec, namespace: str)
 
 
 def _parsed(spec: PolicySpec, body: Any) -> Any:
+    """``body`` as the route's model takes it. Raises: InvalidArgument naming the option."""
     try:
         return BINDINGS[spec.name].parse(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        field_name = str(first["loc"][0]) if first["loc"] else WHOLE
         raise InvalidArgument(
-            f"invalid {spec.name}{f' {where}' if where else ''}: {first['msg']} (got {first.get('input')!r})"
+            f"{OPTIONS[spec.name].flag(field_name)}: {first['msg']} (got {first.get('input')!r})"
         ) from None
 
 

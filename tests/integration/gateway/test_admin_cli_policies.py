@@ -172,7 +172,7 @@ async def test_backlog_quota_and_delayed_delivery_verbs_reach_producers_and_cons
 async def test_bad_values_are_one_line_and_change_nothing(cli: Cli, namespace: str, admin: AdminClient):
     before = await admin.namespace_policies(namespace)
     assert "message TTL must >= 0" in await cli.refused("namespaces", "set-message-ttl", namespace, "-ttl", "-1")
-    assert "backlogQuota policy" in await cli.refused(
+    assert "--policy" in await cli.refused(
         "namespaces", "set-backlog-quota", namespace, "-l", "10", "-p", "drop_everything")
     assert "tickTime" in await cli.refused("namespaces", "set-delayed-delivery", namespace, "-e", "-t", "-5")
     assert "publishThrottlingRateInByte" in await cli.refused(
