@@ -30,6 +30,7 @@ from magnetar.broker.retention import RetentionPolicy
 from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
 from magnetar.common.names import NamespaceName
+from magnetar.common.policies import effective
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.tenants import RETENTION_KEY, validate_retention
 
@@ -163,11 +164,11 @@ class NamespacePolicies:
 
     @property
     def allow_auto_update_schema(self) -> bool:
-        return self.is_allow_auto_update_schema is not False
+        return effective(self.is_allow_auto_update_schema, default=True)
 
     @property
     def validation_enforced(self) -> bool:
-        return self.schema_validation_enforced is True
+        return effective(self.schema_validation_enforced, default=False)
 
     def quota(self, kind: QuotaType) -> BacklogQuota | None:
         return self.backlog_quotas.get(kind)

@@ -19,9 +19,10 @@ lowest layer):
   (``policy`` oneof) and ``NamespacePolicies``.
 - ``set_method``: the HTTP method Pulsar sets it with (most POST, some PUT).
 - ``removable``: Pulsar has a DELETE for it.
-- ``unset``: what a GET of a policy the namespace does not set answers: ``"empty"`` (204, no
-  body: Pulsar's null) or ``"default"`` (the default value, as Pulsar's
-  schema policies and Magnetar's dead-letter defaults answer).
+- ``default``: what a GET of a policy the namespace does not set answers, as JSON: None
+  for Pulsar's null (204, no body; the broker's default applies), or the value Pulsar
+  answers (its schema policies: ``"UNDEFINED"``, true, false; Magnetar's dead-letter
+  defaults: their four fields, null).
 - ``cli``: the stem of pulsar-admin's verbs (``get-<cli>``, ``set-<cli>``,
   ``remove-<cli>``).
 - ``operation_ids``: Pulsar's swagger operationIds (get, set, remove).
@@ -33,7 +34,7 @@ topic's over its namespace's over the broker's default, as Pulsar's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 LEVELS = ("namespace",)
@@ -53,7 +54,7 @@ class PolicySpec:
     summaries: tuple[str, str, str | None]
     set_method: Literal["POST", "PUT"] = "POST"
     removable: bool = True
-    unset: Literal["empty", "default"] = "empty"
+    default: Any = None
     get_name: str | None = None
     """The GET's path segment when Pulsar's differs (backlogQuotaMap)."""
     tenant_param: Literal["tenant", "property"] = "tenant"
@@ -120,25 +121,26 @@ CATALOGUE: tuple[PolicySpec, ...] = (
           ("Get the retry/dead-letter defaults (Magnetar)",
            "Set the retry/dead-letter defaults (Magnetar; all null: removed)",
            "Remove the retry/dead-letter defaults (Magnetar)"),
-          unset="default"),
+          default={"maxRedeliverCount": None, "retryLetterTopic": None, "deadLetterTopic": None,
+                   "initialSubscriptionName": None}),
     _spec("schemaCompatibilityStrategy", "SCHEMA_COMPATIBILITY_STRATEGY", "schema_compatibility_strategy",
           "schema-compatibility-strategy",
           ("Namespaces_getSchemaCompatibilityStrategy", "Namespaces_setSchemaCompatibilityStrategy", None),
           ("Get the schema compatibility strategy (UNDEFINED: the broker's default applies)",
            "Set the schema compatibility strategy of the namespace's topics", None),
-          set_method="PUT", removable=False, unset="default"),
+          set_method="PUT", removable=False, default="UNDEFINED"),
     _spec("isAllowAutoUpdateSchema", "IS_ALLOW_AUTO_UPDATE_SCHEMA", "is_allow_auto_update_schema",
           "is-allow-auto-update-schema",
           ("Namespaces_getIsAllowAutoUpdateSchema", "Namespaces_setIsAllowAutoUpdateSchema", None),
           ("Get whether producers may register new schema versions (default true)",
            "Let producers register new schema versions, or only use those uploaded", None),
-          removable=False, unset="default"),
+          removable=False, default=True),
     _spec("schemaValidationEnforced", "SCHEMA_VALIDATION_ENFORCED", "schema_validation_enforced",
           "schema-validation-enforce",
           ("Namespaces_getSchemaValidtionEnforced", "Namespaces_setSchemaValidationEnforced", None),
           ("Get whether producers without a schema are refused on topics with one (default false)",
            "Refuse producers without a schema on topics that have one", None),
-          removable=False, unset="default"),
+          removable=False, default=False),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

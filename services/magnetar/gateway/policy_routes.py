@@ -77,8 +77,6 @@ class PolicyBinding:
     """The JSON value from the broker's policies; None: not set."""
     carried: Callable[[Any], Any] = lambda body: body
     """The validated body as the gRPC carrier's value."""
-    default: Callable[[], Any] | None = None
-    """What a GET answers when not set (the entry's ``unset`` is ``"default"``)."""
     optional_body: Callable[[], Any] | None = None
     """No body means this one (Pulsar's rates)."""
     set_codes: tuple[int, ...] = (400, 404, 412)
@@ -119,27 +117,23 @@ BINDINGS: dict[str, PolicyBinding] = {
         optional_body=DispatchRate),
     "deadLetterPolicy": PolicyBinding(
         DeadLetterPolicy, DeadLetterPolicy, _field("dead_letter", DeadLetterPolicy.of), _to_proto,
-        default=DeadLetterPolicy),
+),
     "schemaCompatibilityStrategy": PolicyBinding(
-        Annotated[StrategyName, Body(description='e.g. "FULL"')], str, _field("schema_compatibility_strategy"),
-        default=lambda: "UNDEFINED"),
+        Annotated[StrategyName, Body(description='e.g. "FULL"')], str, _field("schema_compatibility_strategy")),
     "isAllowAutoUpdateSchema": PolicyBinding(
-        Annotated[bool, Body(strict=True)], bool, _field("is_allow_auto_update_schema"), default=lambda: True),
+        Annotated[bool, Body(strict=True)], bool, _field("is_allow_auto_update_schema")),
     "schemaValidationEnforced": PolicyBinding(
-        Annotated[bool, Body(strict=True)], bool, _field("schema_validation_enforced"), default=lambda: False,
+        Annotated[bool, Body(strict=True)], bool, _field("schema_validation_enforced"),
         applied_query=True),
 }
 
 
 # -- the calls ---------------------------------------------------------------------------
 async def get_policy(admin: PolicyAdmin, spec: PolicySpec, namespace: str) -> Any:
-    """The policy's JSON value; None when the namespace does not set it and its GET answers
-    204 (an ``unset="default"`` entry answers its default)."""
-    binding = BINDINGS[spec.name]
-    value = binding.read(await admin.namespace_policies(namespace))
-    if value is None and binding.default is not None:
-        return binding.default()
-    return value
+    """The policy's value; when the namespace does not set it, the entry's ``default``
+    (None: the GET answers 204)."""
+    value = BINDINGS[spec.name].read(await admin.namespace_policies(namespace))
+    return spec.default if value is None else value
 
 
 async def set_policy(
@@ -171,7 +165,7 @@ def _add(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> None:
     base = f"/{{{spec.tenant_param}}}/{{namespace}}"
     get_id, set_id, remove_id = spec.operation_ids
     get_summary, set_summary, remove_summary = spec.summaries
-    not_set = NOT_SET if spec.unset == "empty" and binding.default is None and not spec.quota_typed else {}
+    not_set = NOT_SET if spec.default is None and not spec.quota_typed else {}
 
     async def answer(namespace: str, ctx: Any) -> Any:
         value = await get_policy(ctx.admin, spec, namespace)

@@ -219,7 +219,10 @@ async def _get(admin: AdminClient | RestAdmin, spec: PolicySpec, namespace: str)
     if isinstance(admin, RestAdmin):
         return await admin.request("GET", _path(namespace, spec.get_segment))
     value = await get_policy(admin, spec, namespace)
-    return None if value is None else TypeAdapter(BINDINGS[spec.name].response).dump_python(value, mode="json")
+    if value is None:
+        return None
+    shown = TypeAdapter(BINDINGS[spec.name].response)
+    return shown.dump_python(shown.validate_python(value), mode="json")
 
 
 def _parsed(spec: PolicySpec, body: Any) -> Any:
