@@ -89,7 +89,7 @@ class PolicyBinding:
         ValidationError when bad)."""
         if body is None and self.optional_body is not None:
             return self.optional_body()
-        return TypeAdapter(self.body).validate_python(body, strict=None)
+        return TypeAdapter(self.body).validate_python(body)
 
 
 def _to_proto(body: Any) -> Any:
