@@ -373,7 +373,7 @@ class Client:
             )
         mode = check_regex_subscription_mode(regex_subscription_mode)
         period = check_discovery_period(pattern_auto_discovery_period)
-        topics = parse_pattern(topic, mode) if is_pattern(topic, is_pattern_topic) else topic_names(topic)  # type: ignore[arg-type]
+        topics = parse_pattern(topic, mode) if is_pattern(topic, is_pattern_topic) else topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
         check_priority_level(ConsumerType(consumer_type), priority_level)

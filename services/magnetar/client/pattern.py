@@ -74,7 +74,7 @@ def is_pattern(topic: object, is_pattern_topic: bool) -> bool:
     return bool(is_pattern_topic)
 
 
-def parse_pattern(topic: str | re.Pattern[str], mode: RegexSubscriptionMode) -> TopicsPattern:
+def parse_pattern(topic: object, mode: RegexSubscriptionMode) -> TopicsPattern:
     """The :class:`TopicsPattern` of ``topic`` (a compiled expression or its text).
 
     Raises:
