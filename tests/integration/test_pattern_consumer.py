@@ -100,18 +100,28 @@ async def test_a_pattern_consumer_joins_a_new_topic_with_nothing_lost_and_leaves
             await _until(lambda t=topic: _zero(admin, t), f"backlog of {topic} 0")
         assert await _backlog(admin, other, "s") == 0 and not (await admin.topic_stats(other)).subscriptions
 
-        # A deleted topic is left; the others keep flowing.
+        # A deleted topic is left; the others keep flowing. A message of it received
+        # and not acknowledged yet is acknowledged without error (nothing to do).
+        producer = await client.create_producer(plain)
+        await producer.send(b"last")
+        await producer.close()
+        last = await consumer.receive(timeout_millis=15_000)
+        assert (last.topic_name(), last.data()) == (plain, b"last")
         await admin.delete_topic(plain, force=True)
 
         async def left() -> bool:
             return plain not in consumer.topics()
 
         await _until(left, f"{plain} left")
+        await consumer.acknowledge(last)
+        await consumer.negative_acknowledge(last)
         assert len(consumer.partitions) == 3  # orders-p's two, orders-new
         await to_new.send(b"after")
         msg = await consumer.receive(timeout_millis=15_000)
         assert (msg.topic_name(), msg.data()) == (new, b"after")
         await consumer.acknowledge(msg)
+        with pytest.raises(mg.Timeout):  # the deleted topic did not end the consumer (no TopicNotFound)
+            await consumer.receive(timeout_millis=300)
         await consumer.close()
 
 

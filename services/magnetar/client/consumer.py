@@ -213,6 +213,8 @@ class Consumer:
                 PartitionConsumer(self._pool, str(base.partition(i)), i, self._conf, self._consumer_name, self._queue)
                 for i in range(have, count)
             ]
+            for p in added:
+                p.tolerate_deletion = self._pattern is not None
             try:
                 await asyncio.gather(*(p.start() for p in added))
             except BaseException:
@@ -259,7 +261,8 @@ class Consumer:
         assert self._pool is not None
         conf = dataclasses.replace(self._conf, initial_position=InitialPosition.Earliest)
         results = await asyncio.gather(
-            *(_subscribe(self._pool, t, conf, self._consumer_name, self._queue) for t in topics), return_exceptions=True
+            *(_subscribe(self._pool, t, conf, self._consumer_name, self._queue, True) for t in topics),
+            return_exceptions=True,
         )
         opened = [r for r in results if not isinstance(r, BaseException)]
         if self._closed:  # closed while they subscribed
@@ -332,7 +335,7 @@ class Consumer:
             check_interval(conf.auto_update_partitions_interval_seconds)
         queue: ReceiveQueue[Queued] = ReceiveQueue()
         consumer_name = conf.consumer_name or secrets.token_hex(4)
-        groups = await _subscribe_all(pool, [(n, conf) for n in names], consumer_name, queue)
+        groups = await _subscribe_all(pool, [(n, conf) for n in names], consumer_name, queue, pattern is not None)
         partitions = [p for group in groups for p in group]
         retry: list[PartitionConsumer] = []
         if conf.enable_retry:
@@ -742,7 +745,8 @@ async def _abandon(tasks: list[asyncio.Task[list[PartitionConsumer]]]) -> None:
 
 
 async def _subscribe_all(
-    pool: ConnectionPool, targets: list[tuple[str, ConsumerConfig]], consumer_name: str, queue: ReceiveQueue[Queued]
+    pool: ConnectionPool, targets: list[tuple[str, ConsumerConfig]], consumer_name: str, queue: ReceiveQueue[Queued],
+    tolerate_deletion: bool = False,
 ) -> list[list[PartitionConsumer]]:
     """:func:`_subscribe` every (topic, config) at once: the partition consumers of each
     topic, in order. All or nothing: at the first failure (or a cancellation) the other
@@ -750,7 +754,7 @@ async def _subscribe_all(
     raised (the first in ``targets`` order when several failed)."""
     if not targets:
         return []
-    tasks = [asyncio.create_task(_subscribe(pool, t, c, consumer_name, queue)) for t, c in targets]
+    tasks = [asyncio.create_task(_subscribe(pool, t, c, consumer_name, queue, tolerate_deletion)) for t, c in targets]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     except BaseException:
@@ -764,14 +768,18 @@ async def _subscribe_all(
 
 
 async def _subscribe(
-    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued]
+    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued],
+    tolerate_deletion: bool = False,
 ) -> list[PartitionConsumer]:
     """Partition consumers of every partition of ``topic`` (the topic itself when it is
-    not partitioned), subscribed; none is left open on failure."""
+    not partitioned), subscribed; none is left open on failure. ``tolerate_deletion``: a
+    pattern consumer's (see ``PartitionConsumer.tolerate_deletion``)."""
     name = TopicName.parse(topic)
     count = await pool.partitions(str(name))
     topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
     partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
+    for p in partitions:
+        p.tolerate_deletion = tolerate_deletion
     try:
         await asyncio.gather(*(p.start() for p in partitions))
     except BaseException:
