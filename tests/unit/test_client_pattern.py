@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pulsar
 import pytest
 
 import magnetar
+from magnetar.client.connection import ConnectionPool
+from magnetar.client.consumer import Consumer
+from magnetar.client.message import Message
 from magnetar.client.options import (
+    ConsumerConfig,
     RegexSubscriptionMode,
     check_discovery_period,
     check_regex_subscription_mode,
 )
+from magnetar.client.partition_consumer import PartitionConsumer, Queued
 from magnetar.client.pattern import is_pattern, parse_pattern
+from magnetar.client.receive_queue import ReceiveQueue
+from magnetar.common.message_id import MessageId
+from magnetar.proto.v1 import broker_pb2 as pb
 
 PERSISTENT_ONLY = RegexSubscriptionMode.PersistentOnly
 NAMES = [
@@ -102,3 +111,38 @@ def test_the_discovery_period_is_a_number_of_seconds():
     for bad in ("60", True, None, float("nan")):
         with pytest.raises(magnetar.InvalidConfiguration, match="pattern_auto_discovery_period"):
             check_discovery_period(bad)
+
+
+# -- joining a topic, on never-connected partition consumers -----------------------------------
+async def test_a_joining_topic_s_partitions_take_acks_while_the_others_still_subscribe(monkeypatch):
+    """A partition that started delivers at once: its messages are acked through the
+    consumer while the topic's other partition is still subscribing."""
+    queue: ReceiveQueue[Queued] = ReceiveQueue()
+    pool = ConnectionPool("127.0.0.1:1")
+    started: dict[int, asyncio.Event] = {0: asyncio.Event(), 1: asyncio.Event()}
+    release = asyncio.Event()
+
+    async def partitions(topic: str) -> int:
+        return 2
+
+    async def start(self: PartitionConsumer) -> None:
+        started[self.partition].set()
+        if self.partition == 1:
+            await release.wait()
+
+    monkeypatch.setattr(pool, "partitions", partitions)
+    monkeypatch.setattr(PartitionConsumer, "start", start)
+    pattern = parse_pattern(re.compile("persistent://t/ns/orders-.*"), PERSISTENT_ONLY)
+    consumer = Consumer([], ConsumerConfig(subscription_name="s"), [], queue, pattern=pattern)
+    consumer._pool, consumer._consumer_name = pool, "c"
+    assert consumer.topic() == "persistent://t/ns/orders-.*" and consumer.consumer_name() == "c"
+
+    joining = asyncio.create_task(consumer._join(["persistent://t/ns/orders-new"]))
+    await asyncio.wait_for(started[1].wait(), 5)  # partition 0 is up, partition 1 subscribing
+    mid = MessageId(ledger_id=7, entry_id=0, partition=0)
+    owner, _ = consumer.target_of(Message("persistent://t/ns/orders-new-partition-0", mid, pb.SingleMessage(payload=b"x"), 0))
+    assert owner.topic == "persistent://t/ns/orders-new-partition-0"
+    release.set()
+    await joining
+    assert consumer.topics() == ["persistent://t/ns/orders-new"] and len(consumer.partitions) == 2
+    await consumer._close(flush=False)

@@ -215,16 +215,18 @@ class Consumer:
             ]
             for p in added:
                 p.tolerate_deletion = self._pattern is not None
+            # Known before they start: a message of one may be received and acked while
+            # the others still subscribe.
+            self._partitions.extend(added)  # one topic: partition i stays at index i
+            self._by_topic.update((p.topic, p) for p in added)
             try:
-                await asyncio.gather(*(p.start() for p in added))
+                await _start(added)
             except BaseException:
-                await _close(added)
+                self._forget(added)
                 raise
             if self._closed:  # closed while they subscribed
                 await _close(added)
                 return
-            self._partitions.extend(added)  # one topic: partition i stays at index i
-            self._by_topic.update((p.topic, p) for p in added)
             self._counts[name] = count
             log.info("consumer on %s: %d partitions now (was %d)", name, count, have)
 
@@ -260,26 +262,43 @@ class Consumer:
             return
         assert self._pool is not None
         conf = dataclasses.replace(self._conf, initial_position=InitialPosition.Earliest)
-        results = await asyncio.gather(
-            *(_subscribe(self._pool, t, conf, self._consumer_name, self._queue, True) for t in topics),
-            return_exceptions=True,
-        )
-        opened = [r for r in results if not isinstance(r, BaseException)]
+        results = await asyncio.gather(*(self._join_one(t, conf) for t in topics), return_exceptions=True)
         if self._closed:  # closed while they subscribed
-            await _close([p for group in opened for p in group])
+            await _close([p for group in results if not isinstance(group, BaseException) for p in group])
             return
         for topic, result in zip(topics, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("consumer on %s: subscribing %s failed (tried again at the next discovery): %r",
                             self._topic, topic, result)  # fmt: skip
-                continue
-            self._topics.append(topic)
-            self._partitions.extend(result)
-            self._by_topic.update((p.topic, p) for p in result)
-            self._left.difference_update(p.topic for p in result)
-            if result[0].partition >= 0:
-                self._counts[topic] = len(result)
-            log.info("consumer on %s: joined %s", self._topic, topic)
+            else:
+                log.info("consumer on %s: joined %s", self._topic, topic)
+
+    async def _join_one(self, topic: str, conf: ConsumerConfig) -> list[PartitionConsumer]:
+        """Subscribe ``topic``'s partitions, known to the consumer before they start (a
+        message of one may be received and acked while the others still subscribe)."""
+        assert self._pool is not None
+        group = await _partition_consumers(self._pool, topic, conf, self._consumer_name, self._queue, True)
+        self._topics.append(topic)
+        self._partitions.extend(group)
+        self._by_topic.update((p.topic, p) for p in group)
+        self._left.difference_update(p.topic for p in group)
+        try:
+            await _start(group)
+        except BaseException:
+            self._topics.remove(topic)
+            self._forget(group)
+            raise
+        if group[0].partition >= 0:
+            self._counts[topic] = len(group)
+        return group
+
+    def _forget(self, partitions: list[PartitionConsumer]) -> None:
+        """Drop partition consumers that did not start (they are closed)."""
+        ids = {id(p) for p in partitions}
+        self._partitions[:] = [p for p in self._partitions if id(p) not in ids]
+        for p in partitions:
+            if self._by_topic.get(p.topic) is p:
+                del self._by_topic[p.topic]
 
     async def _leave(self, topics: list[str]) -> None:
         """Close the partition consumers of ``topics`` (deleted) and drop their queued messages."""
@@ -767,22 +786,36 @@ async def _subscribe_all(
     return [task.result() for task in tasks]
 
 
-async def _subscribe(
+async def _partition_consumers(
     pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued],
     tolerate_deletion: bool = False,
 ) -> list[PartitionConsumer]:
     """Partition consumers of every partition of ``topic`` (the topic itself when it is
-    not partitioned), subscribed; none is left open on failure. ``tolerate_deletion``: a
-    pattern consumer's (see ``PartitionConsumer.tolerate_deletion``)."""
+    not partitioned), not started. ``tolerate_deletion``: a pattern consumer's (see
+    ``PartitionConsumer.tolerate_deletion``)."""
     name = TopicName.parse(topic)
     count = await pool.partitions(str(name))
     topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
     partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
     for p in partitions:
         p.tolerate_deletion = tolerate_deletion
+    return partitions
+
+
+async def _start(partitions: list[PartitionConsumer]) -> None:
+    """Start (subscribe) them all; on failure none is left open."""
     try:
         await asyncio.gather(*(p.start() for p in partitions))
     except BaseException:
         await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
         raise
+
+
+async def _subscribe(
+    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued],
+    tolerate_deletion: bool = False,
+) -> list[PartitionConsumer]:
+    """:func:`_partition_consumers` of ``topic``, subscribed; none is left open on failure."""
+    partitions = await _partition_consumers(pool, topic, conf, consumer_name, queue, tolerate_deletion)
+    await _start(partitions)
     return partitions
