@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 _SDK = frozenset({
     "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "BatchingType", "Client", "CompressionType", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy", "ConsumerType", "HashingScheme", "InitialPosition", "KeySharedMode", "Message", "PartitionsRoutingMode", "Producer",
-    "ProducerAccessMode", "Reader", "Result",
+    "ProducerAccessMode", "Reader", "RegexSubscriptionMode", "Result",
 })  # fmt: skip
 
 

@@ -30,6 +30,7 @@ PULSAR = {
         "replicate_subscription_state_enabled", "max_pending_chunked_message",
         "auto_ack_oldest_chunked_message_on_queue_full", "start_message_id_inclusive", "batch_receive_policy",
         "key_shared_policy", "batch_index_ack_enabled", "regex_subscription_mode", "dead_letter_policy",
+        "is_pattern_topic",  # pulsar.asyncio.Client.subscribe's (a str pattern)
     },
     "create_reader": {
         "schema", "reader_listener", "receiver_queue_size", "reader_name", "subscription_role_prefix",

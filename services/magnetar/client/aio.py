@@ -52,14 +52,18 @@ from .options import (
     PartitionsRoutingMode,
     ProducerAccessMode,
     ProducerConfig,
+    RegexSubscriptionMode,
     Result,
     check_batching_type,
     check_chunking,
     check_compression_type,
+    check_discovery_period,
     check_hashing_scheme,
     check_initial_sequence_id,
     check_priority_level,
+    check_regex_subscription_mode,
 )
+from .pattern import is_pattern, parse_pattern
 from .producer import Producer
 from .reader import Reader
 from .schemas import check_schema
@@ -83,6 +87,7 @@ __all__ = [
     "MessageId",
     "PartitionsRoutingMode",
     "ProducerAccessMode",
+    "RegexSubscriptionMode",
     "Producer",
     "Reader",
     "Result",
@@ -297,6 +302,9 @@ class Client:
         auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
         expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        pattern_auto_discovery_period: float = CONSUMER_DEFAULTS.pattern_auto_discovery_period,
+        regex_subscription_mode: RegexSubscriptionMode = CONSUMER_DEFAULTS.regex_subscription_mode,
+        is_pattern_topic: bool = False,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -304,7 +312,19 @@ class Client:
         messages of all of them (Pulsar's multi-topics consumer), every topic subscribed
         under ``subscription_name`` with the same options. Acknowledge its messages by
         :class:`Message` (a bare :class:`MessageId` does not name its topic); see
-        :class:`magnetar.client.consumer.Consumer`. Patterns are not supported yet.
+        :class:`magnetar.client.consumer.Consumer`.
+
+        ``topic`` may be a pattern: a compiled expression (``re.compile("persistent://t/ns/orders-.*")``),
+        or its text with ``is_pattern_topic=True`` (pulsar-client's asyncio form). The
+        consumer then takes every topic of the pattern's namespace whose name (without
+        its domain) the expression matches whole, a partitioned topic as its partitions,
+        possibly none at first; every ``pattern_auto_discovery_period`` seconds (0: never)
+        it joins the matching topics created since, from their earliest message, and
+        leaves the deleted ones (see :mod:`magnetar.client.pattern` and docs/client.md,
+        "Pattern subscriptions"). ``regex_subscription_mode``: PersistentOnly (default)
+        or AllTopics (the same here: every topic is persistent); NonPersistentOnly is
+        refused (OperationNotSupported). ``topic()`` is the pattern; ``topics()`` the
+        topics it has now.
 
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
         :class:`ConsumerBatchReceivePolicy`; None: its defaults).
@@ -336,7 +356,14 @@ class Client:
                 not a :class:`ConsumerBatchReceivePolicy`; a non-zero ``priority_level``
                 on a Shared subscription (its dispatcher does not order by priority).
             InvalidTopicName, TopicNotFound, NotConnected, Timeout (of any topic: nothing
-                stays subscribed then).
+                stays subscribed then). InvalidTopicName also for a pattern whose tenant or
+                namespace is not a name (a pattern across namespaces).
+            InvalidArgument: a pattern that is not a regular expression, or
+                ``is_pattern_topic`` with a list.
+            InvalidConfiguration: a bad ``regex_subscription_mode`` or
+                ``pattern_auto_discovery_period``.
+            OperationNotSupported: NonPersistentOnly, or ``enable_retry`` with a pattern.
+            NamespaceNotFound: the pattern's namespace does not exist.
         """
         self._check_open()
         check_listener(message_listener, "message_listener")
@@ -344,7 +371,9 @@ class Client:
             raise InvalidConfiguration(
                 f"key_shared_policy must be a ConsumerKeySharedPolicy, not {type(key_shared_policy).__name__}"
             )
-        topics = topic_names(topic)
+        mode = check_regex_subscription_mode(regex_subscription_mode)
+        period = check_discovery_period(pattern_auto_discovery_period)
+        topics = parse_pattern(topic, mode) if is_pattern(topic, is_pattern_topic) else topic_names(topic)
         if not subscription_name:
             raise InvalidArgument("subscription_name must not be empty")
         check_priority_level(ConsumerType(consumer_type), priority_level)
@@ -369,6 +398,8 @@ class Client:
             max_pending_chunked_message=max_pending_chunked_message,
             auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full,
             expire_time_of_incomplete_chunked_message_ms=expire_time_of_incomplete_chunked_message_ms,
+            pattern_auto_discovery_period=period,
+            regex_subscription_mode=mode,
         )
         consumer = await Consumer.create(self._pool, topics, conf)
         self._consumers.add(consumer)

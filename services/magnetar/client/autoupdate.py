@@ -26,17 +26,21 @@ def check_interval(interval_s: object) -> float:
 
 class PartitionsAutoUpdate:
     """Runs ``update()`` every ``interval_s`` until closed; a failed look is logged and
-    tried again at the next interval (the handle keeps working on the partitions it has)."""
+    tried again at the next interval (the handle keeps working on the partitions it has).
+    A pattern consumer's topic discovery runs on one too (``doing`` names it in the log)."""
 
-    def __init__(self, what: str, interval_s: float, update: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self, what: str, interval_s: float, update: Callable[[], Awaitable[None]], doing: str = "adding new partitions"
+    ) -> None:
         self.what = what
+        self.doing = doing
         self.interval_s = check_interval(interval_s)
         self._update = update
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"partitions-auto-update:{self.what}")
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"auto-update:{self.what}")
 
     async def _run(self) -> None:
         while True:
@@ -44,7 +48,7 @@ class PartitionsAutoUpdate:
             try:
                 await self._update()
             except Exception as exc:  # noqa: BLE001 - any failure: try again next time
-                log.warning("%s: adding new partitions failed (tried again in %.0f s): %r", self.what, self.interval_s, exc)
+                log.warning("%s: %s failed (tried again in %.0f s): %r", self.what, self.doing, self.interval_s, exc)
 
     async def close(self) -> None:
         if self._task is not None:

@@ -255,6 +255,20 @@ class ConnectionPool:
 
         return await self.on_service_hosts(f"partitions of {topic}", call)
 
+    async def list_topics(self, namespace: str) -> list[str]:
+        """The topics of ``namespace``: a partitioned topic by its base name, the others
+        by theirs (what a pattern subscription looks through).
+
+        Raises:
+            NamespaceNotFound, AuthorizationError (``lookup`` on the namespace), NotConnected, Timeout.
+        """
+
+        async def call(stub: pb_grpc.BrokerStub, host: str) -> list[str]:
+            req = pb.ListTopicsRequest(namespace=namespace)
+            return list((await stub.ListTopics(req, timeout=self.attempt_timeout_s)).names)
+
+        return await self.on_service_hosts(f"topics of {namespace}", call)
+
     async def last_message_id(self, topic: str) -> pb.MessageIdData:
         request = pb.GetLastMessageIdRequest(topic=topic)
         resp = await self.unary(

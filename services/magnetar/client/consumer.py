@@ -8,6 +8,12 @@ partition of every listed topic feeds the one queue. Acks, nacks and retries of 
 Every ``auto_update_partitions_interval_seconds`` the consumer looks for new partitions
 of its partitioned topics and subscribes them (Pulsar's ``autoUpdatePartitions``);
 readers keep the partitions they started with.
+
+A pattern consumer (Pulsar's PatternMultiTopicsConsumer) is one too: its topics are those
+of the pattern's namespace that match (:mod:`.pattern`), and every
+``pattern_auto_discovery_period`` it lists the namespace again, joins the topics that
+appeared (from their earliest message: they were created after it subscribed) and leaves
+the ones deleted (their queued messages are dropped, their acks ignored).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import secrets
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -43,6 +50,7 @@ from .options import (
     InitialPosition,
 )
 from .partition_consumer import PartitionConsumer, Queued
+from .pattern import TopicsPattern
 from .receive_queue import ReceiveQueue
 from .retry import parse_delay_levels, reconsume_delay_ms
 
@@ -50,7 +58,7 @@ log = logging.getLogger(__name__)
 
 MessageOrId = Message | MessageId
 SeekTarget = MessageId | int  # a message id, or a publish time in ms since the epoch
-Topics = str | list[str] | tuple[str, ...]  # what subscribe takes: one topic, or several
+Topics = str | list[str] | tuple[str, ...] | re.Pattern[str]  # one topic, several, or a pattern
 
 
 def _id_of(msg: MessageOrId) -> MessageId:
@@ -65,8 +73,8 @@ def topic_names(topics: object) -> list[str]:
     """The full names of the topics ``subscribe`` was given: one name, or a list or tuple.
 
     Raises:
-        InvalidArgument: neither a str nor a list or tuple of str (patterns are not
-            supported yet), an empty list, a topic listed twice (after normalising the
+        InvalidArgument: neither a str nor a list or tuple of str (a pattern is parsed
+            by :func:`.pattern.parse_pattern`), an empty list, a topic listed twice (after normalising the
             name), or a partitioned topic listed with one of its partitions.
         InvalidTopicName: a name that is not valid.
     """
@@ -74,8 +82,7 @@ def topic_names(topics: object) -> list[str]:
         return [str(TopicName.parse(topics))]
     if not isinstance(topics, list | tuple):
         raise InvalidArgument(
-            f"subscribe takes a topic name or a list of them, not {type(topics).__name__} "
-            "(patterns are not supported yet)"
+            f"subscribe takes a topic name, a list of them or a compiled pattern, not {type(topics).__name__}"
         )
     if not topics:
         raise InvalidArgument("subscribe needs at least one topic; the list is empty")
@@ -153,11 +160,12 @@ class Consumer:
     def __init__(
         self, topics: str | list[str], conf: ConsumerConfig, partitions: list[PartitionConsumer],
         queue: ReceiveQueue[Queued], retry: list[PartitionConsumer] | None = None,
-        delay_levels_ms: list[int] | None = None,
+        delay_levels_ms: list[int] | None = None, pattern: TopicsPattern | None = None,
     ) -> None:
         self._topics = [topics] if isinstance(topics, str) else list(topics)
-        self._topic = ",".join(self._topics)
-        self._multi = len(self._topics) > 1
+        self._pattern = pattern
+        self._topic = pattern.text if pattern is not None else ",".join(self._topics)
+        self._multi = pattern is not None or len(self._topics) > 1
         self._conf = conf
         self._partitions = partitions
         self._queue = queue
@@ -173,6 +181,9 @@ class Consumer:
         self._consumer_name = ""
         self._counts: dict[str, int] = {}  # partitioned topics listed: their partition counts
         self._auto_update: PartitionsAutoUpdate | None = None
+        self._discovery: PartitionsAutoUpdate | None = None  # a pattern consumer's
+        self._changing = asyncio.Lock()  # one change of partitions or topics at a time
+        self._left: set[str] = set()  # partitions of topics a pattern consumer left
 
     def _watch_partitions(self, pool: ConnectionPool, consumer_name: str, counts: dict[str, int]) -> None:
         """Subscribe the partitions the topics in ``counts`` grow, from now on."""
@@ -184,6 +195,10 @@ class Consumer:
         self._auto_update.start()
 
     async def _add_partitions(self) -> None:
+        async with self._changing:
+            await self._add_partitions_now()
+
+    async def _add_partitions_now(self) -> None:
         """Subscribe each partition a listed partitioned topic has beyond ours; its
         messages go to the one queue. The broker created the subscription on every new
         partition at its start when the topic grew, so nothing published there is
@@ -191,38 +206,145 @@ class Consumer:
         assert self._pool is not None
         for name, have in list(self._counts.items()):
             count = await self._pool.partitions(name)
-            if count <= have or self._closed:
+            if count <= have or self._closed or name not in self._counts:
                 continue
             base = TopicName.parse(name)
             added = [
                 PartitionConsumer(self._pool, str(base.partition(i)), i, self._conf, self._consumer_name, self._queue)
                 for i in range(have, count)
             ]
+            for p in added:
+                p.tolerate_deletion = self._pattern is not None
+            # Known before they start: a message of one may be received and acked while
+            # the others still subscribe.
+            self._partitions.extend(added)  # one topic: partition i stays at index i
+            self._by_topic.update((p.topic, p) for p in added)
             try:
-                await asyncio.gather(*(p.start() for p in added))
+                await _start(added)
             except BaseException:
-                await _close(added)
+                self._forget(added)
                 raise
             if self._closed:  # closed while they subscribed
                 await _close(added)
                 return
-            self._partitions.extend(added)  # one topic: partition i stays at index i
-            self._by_topic.update((p.topic, p) for p in added)
             self._counts[name] = count
             log.info("consumer on %s: %d partitions now (was %d)", name, count, have)
+
+    # -- pattern consumers ----------------------------------------------------------------
+    def _watch_pattern(self) -> None:
+        """List the pattern's namespace every ``pattern_auto_discovery_period``, from now on."""
+        self._discovery = PartitionsAutoUpdate(
+            f"pattern consumer {self._conf.subscription_name} on {self._topic}",
+            self._conf.pattern_auto_discovery_period, self._discover, doing="topic discovery",
+        )
+        self._discovery.start()
+
+    async def _discover(self) -> None:
+        """Join the topics that match now and left out, leave those no longer there.
+        A topic that cannot be subscribed now is tried again at the next discovery."""
+        assert self._pool is not None and self._pattern is not None
+        found = self._pattern.matching(await self._pool.list_topics(str(self._pattern.namespace)))
+        async with self._changing:
+            if self._closed:
+                return
+            now = set(found)
+            gone = [t for t in self._topics if t not in now]
+            if gone:
+                await self._leave(gone)
+            have = set(self._topics)
+            await self._join([t for t in found if t not in have])
+
+    async def _join(self, topics: list[str]) -> None:
+        """Subscribe ``topics`` (found after the consumer subscribed, so from their
+        earliest message: what was published there since they were created is not
+        missed; an existing subscription keeps its position)."""
+        if not topics:
+            return
+        assert self._pool is not None
+        conf = dataclasses.replace(self._conf, initial_position=InitialPosition.Earliest)
+        results = await asyncio.gather(*(self._join_one(t, conf) for t in topics), return_exceptions=True)
+        if self._closed:  # closed while they subscribed
+            await _close([p for group in results if not isinstance(group, BaseException) for p in group])
+            return
+        for topic, result in zip(topics, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("consumer on %s: subscribing %s failed (tried again at the next discovery): %r",
+                            self._topic, topic, result)  # fmt: skip
+            else:
+                log.info("consumer on %s: joined %s", self._topic, topic)
+
+    async def _join_one(self, topic: str, conf: ConsumerConfig) -> list[PartitionConsumer]:
+        """Subscribe ``topic``'s partitions, known to the consumer before they start (a
+        message of one may be received and acked while the others still subscribe)."""
+        assert self._pool is not None
+        group = await _partition_consumers(self._pool, topic, conf, self._consumer_name, self._queue, True)
+        self._topics.append(topic)
+        self._partitions.extend(group)
+        self._by_topic.update((p.topic, p) for p in group)
+        self._left.difference_update(p.topic for p in group)
+        try:
+            await _start(group)
+        except BaseException:
+            self._topics.remove(topic)
+            self._forget(group)
+            raise
+        if group[0].partition >= 0:
+            self._counts[topic] = len(group)
+        return group
+
+    def _forget(self, partitions: list[PartitionConsumer]) -> None:
+        """Drop partition consumers that did not start (they are closed)."""
+        ids = {id(p) for p in partitions}
+        self._partitions[:] = [p for p in self._partitions if id(p) not in ids]
+        for p in partitions:
+            if self._by_topic.get(p.topic) is p:
+                del self._by_topic[p.topic]
+
+    async def _leave(self, topics: list[str]) -> None:
+        """Close the partition consumers of ``topics`` (deleted) and drop their queued messages."""
+        names = set(topics)
+        gone = [p for p in self._partitions if _base_topic(p) in names]
+        ids = {id(p) for p in gone}
+        self._partitions[:] = [p for p in self._partitions if id(p) not in ids]
+        for p in gone:
+            self._by_topic.pop(p.topic, None)
+            self._left.add(p.topic)
+        for topic in topics:
+            self._topics.remove(topic)
+            self._counts.pop(topic, None)
+        await _close(gone, flush=False)  # the topic is gone: nothing to acknowledge there (closing drops its queued messages)
+        log.info("consumer on %s: left %s (deleted)", self._topic, ", ".join(topics))
+
+    def _of_topic_left(self, message: MessageOrId) -> bool:
+        """A message of a topic this pattern consumer left (deleted): nothing to ack."""
+        return bool(self._left) and isinstance(message, Message) and message.topic_name() in self._left
 
     @classmethod
     async def create(
         cls,
         pool: ConnectionPool,
-        topics: Topics,
+        topics: Topics | TopicsPattern,
         conf: ConsumerConfig,
     ) -> Consumer:
         """Subscribe every partition of ``topics`` (one name, or a list or tuple of names:
-        see :func:`topic_names`), all into one queue; with ``enable_retry`` also each
+        see :func:`topic_names`; or a :class:`TopicsPattern`: the matching topics of its
+        namespace now, possibly none), all into one queue; with ``enable_retry`` also each
         retry letter topic the broker named (once each; same subscription, from its
-        earliest message). All or nothing: on any failure what was opened is closed."""
-        names = topic_names(topics)
+        earliest message). All or nothing: on any failure what was opened is closed.
+
+        Raises:
+            OperationNotSupported: ``enable_retry`` with a pattern.
+        """
+        pattern = topics if isinstance(topics, TopicsPattern) else None
+        if pattern is not None:
+            if conf.enable_retry:
+                raise OperationNotSupported(
+                    "enable_retry is not supported with a pattern subscription (its retry letter topics would be "
+                    "topics of the pattern's namespace); subscribe a list of topics instead"
+                )
+            names = pattern.matching(await pool.list_topics(str(pattern.namespace)))
+        else:
+            names = topic_names(topics)
         batch_limits(conf)  # refuse a bad policy before subscribing anything
         count = conf.dead_letter_policy.max_redeliver_count if conf.dead_letter_policy else None
         if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < 2**32):
@@ -232,7 +354,7 @@ class Consumer:
             check_interval(conf.auto_update_partitions_interval_seconds)
         queue: ReceiveQueue[Queued] = ReceiveQueue()
         consumer_name = conf.consumer_name or secrets.token_hex(4)
-        groups = await _subscribe_all(pool, [(n, conf) for n in names], consumer_name, queue)
+        groups = await _subscribe_all(pool, [(n, conf) for n in names], consumer_name, queue, pattern is not None)
         partitions = [p for group in groups for p in group]
         retry: list[PartitionConsumer] = []
         if conf.enable_retry:
@@ -242,11 +364,13 @@ class Consumer:
             except BaseException:
                 await _close(partitions)
                 raise
-        consumer = cls(names, conf, partitions, queue, retry, levels)
-        if conf.auto_update_partitions and not conf.non_durable:
-            counts = {n: len(g) for n, g in zip(names, groups, strict=True) if g[0].partition >= 0}
-            if counts:
-                consumer._watch_partitions(pool, consumer_name, counts)
+        consumer = cls(names, conf, partitions, queue, retry, levels, pattern=pattern)
+        consumer._pool, consumer._consumer_name = pool, consumer_name
+        counts = {n: len(g) for n, g in zip(names, groups, strict=True) if g[0].partition >= 0}
+        if conf.auto_update_partitions and not conf.non_durable and (counts or pattern is not None):
+            consumer._watch_partitions(pool, consumer_name, counts)
+        if pattern is not None and conf.pattern_auto_discovery_period > 0:
+            consumer._watch_pattern()
         return consumer
 
     # -- Pulsar's accessors ------------------------------------------------------------
@@ -257,14 +381,14 @@ class Consumer:
 
     def topics(self) -> list[str]:
         """The full names of the topics subscribed to, in the order given (without the
-        retry letter topics)."""
+        retry letter topics); a pattern consumer's: those it has now, in the order found."""
         return list(self._topics)
 
     def subscription_name(self) -> str:
         return self._conf.subscription_name
 
     def consumer_name(self) -> str:
-        return self._partitions[0].consumer_name
+        return self._partitions[0].consumer_name if self._partitions else self._consumer_name
 
     def is_connected(self) -> bool:
         return all(p.connected for p in self._partitions + self._retry)
@@ -413,6 +537,8 @@ class Consumer:
 
     async def acknowledge(self, message: MessageOrId) -> None:
         """Acknowledge one message (an entry is acked once all its messages are)."""
+        if self._of_topic_left(message):
+            return
         owner, mid = self.target_of(message)
         owner.ack(mid)
 
@@ -442,11 +568,15 @@ class Consumer:
         self._check_open()
         if self._conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative acknowledgement is not allowed on Shared and KeyShared subscriptions")
+        if self._of_topic_left(message):
+            return
         owner, mid = self.target_of(message)
         owner.ack_cumulative(mid)
 
     async def negative_acknowledge(self, message: MessageOrId) -> None:
         """Have the message (its whole entry) redelivered after the negative-ack delay."""
+        if self._of_topic_left(message):
+            return
         owner, mid = self.target_of(message)
         owner.nack(mid)
 
@@ -533,7 +663,7 @@ class Consumer:
         everything = self._partitions + self._retry
         results = await asyncio.gather(*(p.unsubscribe() for p in everything), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
-        if len(errors) < len(results):
+        if not results or len(errors) < len(results):  # a pattern consumer may have no topic
             await self.close()
         if errors:
             raise errors[0]
@@ -551,6 +681,8 @@ class Consumer:
         if listener is not None and listener is not asyncio.current_task():  # a listener may close its consumer
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
+        if self._discovery is not None:
+            await self._discovery.close()
         if self._auto_update is not None:
             await self._auto_update.close()
         await asyncio.gather(*(p.close(flush) for p in self._partitions + self._retry))
@@ -610,8 +742,13 @@ def retry_targets(
     return list(targets.items())
 
 
-async def _close(partitions: list[PartitionConsumer]) -> None:
-    await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
+async def _close(partitions: list[PartitionConsumer], flush: bool = True) -> None:
+    await asyncio.gather(*(p.close(flush) for p in partitions), return_exceptions=True)
+
+
+def _base_topic(p: PartitionConsumer) -> str:
+    """The topic ``p`` was subscribed for: its partitioned topic's name, or its own."""
+    return str(TopicName.parse(p.topic).partitioned_topic_name) if p.partition >= 0 else p.topic
 
 
 def _failure(task: asyncio.Task[list[PartitionConsumer]]) -> BaseException | None:
@@ -627,7 +764,8 @@ async def _abandon(tasks: list[asyncio.Task[list[PartitionConsumer]]]) -> None:
 
 
 async def _subscribe_all(
-    pool: ConnectionPool, targets: list[tuple[str, ConsumerConfig]], consumer_name: str, queue: ReceiveQueue[Queued]
+    pool: ConnectionPool, targets: list[tuple[str, ConsumerConfig]], consumer_name: str, queue: ReceiveQueue[Queued],
+    tolerate_deletion: bool = False,
 ) -> list[list[PartitionConsumer]]:
     """:func:`_subscribe` every (topic, config) at once: the partition consumers of each
     topic, in order. All or nothing: at the first failure (or a cancellation) the other
@@ -635,7 +773,7 @@ async def _subscribe_all(
     raised (the first in ``targets`` order when several failed)."""
     if not targets:
         return []
-    tasks = [asyncio.create_task(_subscribe(pool, t, c, consumer_name, queue)) for t, c in targets]
+    tasks = [asyncio.create_task(_subscribe(pool, t, c, consumer_name, queue, tolerate_deletion)) for t, c in targets]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     except BaseException:
@@ -648,18 +786,36 @@ async def _subscribe_all(
     return [task.result() for task in tasks]
 
 
-async def _subscribe(
-    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued]
+async def _partition_consumers(
+    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued],
+    tolerate_deletion: bool = False,
 ) -> list[PartitionConsumer]:
     """Partition consumers of every partition of ``topic`` (the topic itself when it is
-    not partitioned), subscribed; none is left open on failure."""
+    not partitioned), not started. ``tolerate_deletion``: a pattern consumer's (see
+    ``PartitionConsumer.tolerate_deletion``)."""
     name = TopicName.parse(topic)
     count = await pool.partitions(str(name))
     topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
     partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
+    for p in partitions:
+        p.tolerate_deletion = tolerate_deletion
+    return partitions
+
+
+async def _start(partitions: list[PartitionConsumer]) -> None:
+    """Start (subscribe) them all; on failure none is left open."""
     try:
         await asyncio.gather(*(p.start() for p in partitions))
     except BaseException:
         await asyncio.gather(*(p.close() for p in partitions), return_exceptions=True)
         raise
+
+
+async def _subscribe(
+    pool: ConnectionPool, topic: str, conf: ConsumerConfig, consumer_name: str, queue: ReceiveQueue[Queued],
+    tolerate_deletion: bool = False,
+) -> list[PartitionConsumer]:
+    """:func:`_partition_consumers` of ``topic``, subscribed; none is left open on failure."""
+    partitions = await _partition_consumers(pool, topic, conf, consumer_name, queue, tolerate_deletion)
+    await _start(partitions)
     return partitions

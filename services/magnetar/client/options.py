@@ -70,6 +70,45 @@ def check_batching_type(value: object) -> BatchingType:
     raise InvalidConfiguration(f"batching_type must be BatchingType.Default or BatchingType.KeyBased, not {value!r}")
 
 
+class RegexSubscriptionMode(enum.IntEnum):
+    """Which topics a pattern subscription takes (pulsar-client's ``RegexSubscriptionMode``,
+    same names and numbers; the wire's ``CommandGetTopicsOfNamespace.Mode``)."""
+
+    PersistentOnly = 0
+    NonPersistentOnly = 1
+    AllTopics = 2
+
+
+def check_regex_subscription_mode(value: object) -> RegexSubscriptionMode:
+    """``value`` as a :class:`RegexSubscriptionMode` (pulsar-client's members are taken
+    too: same names).
+
+    Raises:
+        InvalidConfiguration: not a regex subscription mode.
+    """
+    if isinstance(value, RegexSubscriptionMode):
+        return value
+    name = getattr(value, "name", value)  # pulsar.RegexSubscriptionMode.AllTopics and the like
+    if isinstance(name, str) and name in RegexSubscriptionMode.__members__:
+        return RegexSubscriptionMode[name]
+    raise InvalidConfiguration(
+        "regex_subscription_mode must be RegexSubscriptionMode.PersistentOnly, NonPersistentOnly or "
+        f"AllTopics, not {value!r}"
+    )
+
+
+def check_discovery_period(value: object) -> float:
+    """``pattern_auto_discovery_period`` in seconds; 0 or less: no discovery (as
+    pulsar-client, which looks again only when the period is > 0).
+
+    Raises:
+        InvalidConfiguration: not a number.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise InvalidConfiguration(f"pattern_auto_discovery_period must be a number of seconds, not {value!r}")
+    return float(value)
+
+
 class HashingScheme(enum.Enum):
     """The hash that picks a keyed message's partition. Magnetar has one,
     ``Murmur3_32Hash`` (the same partition as Pulsar clients with that scheme); the
@@ -362,6 +401,10 @@ class ConsumerConfig:
     max_pending_chunked_message: int = 10
     auto_ack_oldest_chunked_message_on_queue_full: bool = False
     expire_time_of_incomplete_chunked_message_ms: int = 60_000
+    # Pattern subscriptions (pulsar-client's names and defaults): how often the
+    # namespace is listed again (seconds; 0 or less: never), and which topics match.
+    pattern_auto_discovery_period: float = 60
+    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
 
 
 PRODUCER_DEFAULTS = ProducerConfig()

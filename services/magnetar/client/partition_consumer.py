@@ -30,6 +30,7 @@ from magnetar.common.errors import (
     ConsumerBusy,
     MagnetarError,
     NotConnected,
+    TopicNotFound,
     from_code,
 )
 from magnetar.common.message_id import ChunkMessageId, MessageId
@@ -66,6 +67,9 @@ class PartitionConsumer(ConnectionHandler):
         self.partition = partition
         self.conf = conf
         self.consumer_name = consumer_name
+        self.tolerate_deletion = False
+        """A pattern consumer's: the topic's deletion (TopicNotFound) ends this partition
+        without failing the queue its other topics share (discovery then leaves it)."""
         self.queue_size = max(1, conf.receiver_queue_size)
         self.acks = AckTracker()
         self.chunks = ChunkedMessageAssembler(
@@ -550,7 +554,8 @@ class PartitionConsumer(ConnectionHandler):
         self._closed = True
         log.warning("consumer %s on %s failed: %s", self.consumer_name, self.topic, exc)
         self._requests.fail_all(exc)
-        self._queue.fail(exc)
+        if not (self.tolerate_deletion and isinstance(exc, TopicNotFound)):
+            self._queue.fail(exc)
 
     async def _end_stream(self) -> None:
         """Half-close the stream and wait (bounded) until the broker ended it: by then the

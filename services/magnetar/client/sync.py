@@ -46,6 +46,7 @@ from .options import (
     KeySharedMode,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
     Result,
     check_replication_clusters,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "MessageId",
     "PartitionsRoutingMode",
     "ProducerAccessMode",
+    "RegexSubscriptionMode",
     "Producer",
     "Reader",
     "Result",
@@ -569,8 +571,12 @@ class Client:
         auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
         expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        pattern_auto_discovery_period: float = CONSUMER_DEFAULTS.pattern_auto_discovery_period,
+        regex_subscription_mode: RegexSubscriptionMode = CONSUMER_DEFAULTS.regex_subscription_mode,
+        is_pattern_topic: bool = False,
     ) -> Consumer:
-        """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
+        """Subscribe to ``topic``, to a list or tuple of topics with one consumer, or to
+        the topics a pattern matches (``re.compile(...)``; see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
         ``fn(consumer, message)`` called on a listener thread of the consumer's own for each
         message, in order (:mod:`magnetar.client.listener`); ``receive`` is then refused."""
