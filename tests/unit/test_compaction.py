@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import TOPIC, _broker_config
 from test_managed_ledger_core import NAME, FakeLedgerClient, MemoryStore, open_ml
+from topic_twin import TopicTwin
 
 from magnetar.broker.compaction import compacted_entry
 from magnetar.broker.compaction.compacted_entry import CompactedEntry
@@ -17,9 +19,12 @@ from magnetar.broker.compaction.compactor import (
     compacted_view,
     read_compacted,
 )
-from magnetar.broker.compaction.keys import ViewEntry, kept, latest_per_key
+from magnetar.broker.compaction.keys import ViewEntry, compacted_out_mask, kept, latest_per_key
+from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.compaction.status import Compactions
+from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.entry import Message, decode_entry, encode_entry
+from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.common.errors import AlreadyExists, InvalidArgument, MetadataError
 from magnetar.managedledger.position import Position
 
@@ -32,9 +37,9 @@ def entry(*messages: tuple[str | None, bytes]) -> bytes:
     return encode_entry("p", 0, 1000, len(ms) > 1, ms)
 
 
-def view(data: bytes) -> dict[str, bytes]:
-    """key -> payload of the messages an entry holds."""
-    return {m.partition_key: m.payload for m in decode_entry(data).messages}
+def view(data: bytes) -> list[tuple[str, bytes]]:
+    """(key, payload) of each message an entry holds."""
+    return [(m.partition_key, m.payload) for m in decode_entry(data).messages]
 
 
 # -- the compacted entry codec ---------------------------------------------------------
@@ -87,20 +92,28 @@ def test_batches_are_compacted_per_message_keeping_batch_indexes() -> None:
     assert latest == {"a": (P(2, 0), 3), "b": (P(2, 1), 1)}
     first = kept(batch, latest)
     assert first is not None and first.indexes == (3,) and first.batch_size == 5
-    assert view(first.data) == {"a": b"a2"}
+    # As wide as the batch: the kept message keeps its batch index, the rest are placeholders.
+    assert view(first.data) == [("", b""), ("", b""), ("", b""), ("a", b"a2"), ("", b"")]
+    assert compacted_out_mask(first.batch_size, first.indexes) == 0b10111
     second = kept(later, latest)
     assert second is not None and second.indexes == (1,) and second.batch_size == 2
-    assert view(second.data) == {"b": b"b2"}
+    assert view(second.data) == [("", b""), ("b", b"b2")]
+    # Its next compaction reads it back as the same messages.
+    again = ViewEntry(first.position, first.data, first.batch_size, first.indexes)
+    assert latest_per_key([again]) == {"a": (P(2, 0), 3)}
+    assert kept(again, latest) == first
 
 
 def test_a_previous_compacted_entry_keeps_its_topic_batch_indexes() -> None:
     # What the last compaction kept of a batch of 5: indexes 1 and 3.
-    previous = ViewEntry(P(2, 0), entry(("a", b"a"), ("b", b"b")), batch_size=5, indexes=(1, 3))
+    previous = ViewEntry(
+        P(2, 0), entry((None, b""), ("a", b"a"), (None, b""), ("b", b"b"), (None, b"")), batch_size=5, indexes=(1, 3)
+    )
     later = ViewEntry(P(3, 0), entry(("a", b"a2")))
     latest = latest_per_key([previous, later])
     assert latest == {"b": (P(2, 0), 3), "a": (P(3, 0), 0)}
     out = kept(previous, latest)
-    assert out is not None and out.indexes == (3,) and out.batch_size == 5 and view(out.data) == {"b": b"b"}
+    assert out is not None and out.indexes == (3,) and out.batch_size == 5 and view(out.data)[3] == ("b", b"b")
 
 
 def test_chunks_and_entries_that_are_no_batch_are_not_kept() -> None:
@@ -121,7 +134,9 @@ async def publish(ml, *entries: bytes) -> list[Position]:
 async def compacted(client: FakeLedgerClient, ledger_id: int) -> dict[str, tuple[bytes, Position, tuple[int, ...]]]:
     out = {}
     async for item in read_compacted(client, ledger_id):
-        for index, m in zip(item.indexes or (), decode_entry(item.data).messages, strict=True):
+        messages = decode_entry(item.data).messages
+        for index in item.indexes or ():
+            m = messages[index] if len(messages) == item.batch_size else messages[0]
             out[m.partition_key] = (m.payload, item.position, (index,))
     return out
 
@@ -223,3 +238,75 @@ async def test_one_compaction_of_a_topic_at_a_time_with_pulsars_statuses() -> No
     await compactions.wait("t")
     assert compactions.status("t").status == "ERROR" and compactions.status("t").last_error == "ZooKeeper is gone"
     await compactions.close()
+
+
+# -- reading the compacted view ------------------------------------------------------------
+async def compacted_topic():
+    client, store = FakeLedgerClient(), MemoryStore()
+    twin = TopicTwin(TOPIC, await open_ml(client, store), store, _broker_config())
+    twin.compacted = CompactedEntries(twin.ml, client)
+    return twin, client
+
+
+async def test_a_read_compacted_consumer_sees_the_view_then_the_topic_with_the_topics_message_ids() -> None:
+    twin, client = await compacted_topic()
+    ml = twin.ml
+    before = await publish(
+        ml, entry(("a", b"a1"), ("b", b"b1"), ("c", b"c1")), entry(("a", b"a2")), entry(("c", b"")), entry((None, b"x"))
+    )
+    await TwoPhaseCompactor(ml, client).compact()
+    after = await publish(ml, entry(("b", b"b2")), entry(("c", b"c3")))
+    sub = await twin.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    sink = CompactedSink(sub, read_compacted=True)
+    expected = [(before[0], 1, "b", b"b1"), (before[1], 0, "a", b"a2"), (after[0], 0, "b", b"b2"), (after[1], 0, "c", b"c3")]
+    await until(lambda: len(sink.messages()) >= len(expected))
+    assert sink.messages() == expected
+    # Acks are the topic's: acknowledging everything delivered empties the backlog.
+    sub.ack(sink.consumer, list(sink.consumer.pending), cumulative=False)
+    sub.ack(sink.consumer, [after[1]], cumulative=True)
+    assert twin.ml.cursors["s"].mark_delete_position == after[1]
+    await twin.close()
+
+
+async def test_without_read_compacted_the_same_subscription_sees_every_message() -> None:
+    twin, client = await compacted_topic()
+    await publish(twin.ml, entry(("a", b"a1")), entry(("a", b"a2")))
+    await TwoPhaseCompactor(twin.ml, client).compact()
+    sub = await twin.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    sink = CompactedSink(sub, read_compacted=False)
+    await until(lambda: len(sink.messages()) >= 2)
+    assert [m[3] for m in sink.messages()] == [b"a1", b"a2"]
+    await twin.close()
+
+
+@pytest.mark.parametrize("sub_type", [SubscriptionType.Shared, SubscriptionType.Key_Shared])
+async def test_read_compacted_is_refused_on_shared_subscriptions_and_attaches_nothing(sub_type) -> None:
+    twin, _ = await compacted_topic()
+    sub = await twin.subscribe("s", sub_type, InitialPosition.Earliest)
+    with pytest.raises(InvalidArgument, match="readCompacted only allowed on failover or exclusive"):
+        CompactedSink(sub, read_compacted=True, sub_type=sub_type)
+    assert sub.consumers == [] and sub.reads_compacted is None
+    await twin.close()
+
+
+class CompactedSink:
+    def __init__(self, sub, read_compacted: bool, sub_type: SubscriptionType = SubscriptionType.Exclusive) -> None:
+        self.deliveries: list[Delivery] = []
+        self.consumer = BrokerConsumer("c", 0, self.deliveries.extend, read_compacted=read_compacted)
+        sub.add_consumer(self.consumer, sub_type)
+        sub.flow(self.consumer, 1000)
+
+    def messages(self) -> list[tuple[Position, int, str, bytes]]:
+        out = []
+        for d in self.deliveries:
+            for i, m in enumerate(decode_entry(d.entry).messages):
+                if not d.skipped >> i & 1:
+                    out.append((d.position, i, m.partition_key, m.payload))
+        return out
+
+
+async def until(condition, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.005)

@@ -10,6 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from magnetar.broker.authorizer import Authorizer
+from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
@@ -509,6 +510,7 @@ class BrokerService:
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
         ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
+        topic.compacted = CompactedEntries(ml, self.ledgers)
         topic.mover = self.mover
         topic.policies = self._topic_policies(policies_doc, str(name.namespace))
         await topic.load()

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.compaction.compacted_entry import CompactedEntry
-from magnetar.broker.entry import Entry, MessageView, decode_entry, encode_entry
+from magnetar.broker.entry import Entry, Message, MessageView, decode_entry, encode_entry
 from magnetar.common.errors import InvalidArgument
 from magnetar.managedledger.position import Position
 
@@ -40,10 +40,13 @@ def _messages(item: ViewEntry) -> tuple[Entry, list[tuple[int, MessageView]]] | 
         return None
     if entry.num_chunks_from_msg > 1:
         return None
-    indexes: Sequence[int] = range(len(entry.messages)) if item.indexes is None else item.indexes
-    if len(indexes) != len(entry.messages):
+    if item.indexes is None:
+        return entry, list(enumerate(entry.messages))
+    if len(entry.messages) == len(item.indexes):  # the topic entry's messages, all kept
+        return entry, list(zip(item.indexes, entry.messages, strict=True))
+    if len(entry.messages) != item.batch_size:
         return None
-    return entry, list(zip(indexes, entry.messages, strict=True))
+    return entry, [(i, entry.messages[i]) for i in item.indexes]
 
 
 def latest_per_key(entries: Iterable[ViewEntry], latest: dict[str, MessageKey] | None = None) -> dict[str, MessageKey]:
@@ -78,11 +81,22 @@ def kept(item: ViewEntry, latest: dict[str, MessageKey]) -> CompactedEntry | Non
         return None
     batch_size = len(entry.messages) if item.indexes is None else item.batch_size
     indexes = tuple(index for index, _ in keep)
-    if len(keep) == len(messages):
-        data = item.data
-    else:
-        data = encode_entry(
-            entry.producer_name, entry.sequence_id, entry.publish_time_ms, entry.batched,
-            [m for _, m in keep], entry.schema_version,
-        )
+    if len(keep) == len(messages) and (item.indexes is None or len(entry.messages) == batch_size):
+        return CompactedEntry(item.position, batch_size, indexes, item.data)
+    # As wide as the topic's batch: the messages left out are empty placeholders, so each
+    # kept message has its batch index (Pulsar marks them compacted_out).
+    by_index: dict[int, MessageView] = dict(keep)
+    placeholder = Message(b"")
+    data = encode_entry(
+        entry.producer_name, entry.sequence_id, entry.publish_time_ms, True,
+        [by_index.get(i, placeholder) for i in range(batch_size)], entry.schema_version,
+    )
     return CompactedEntry(item.position, batch_size, indexes, data)
+
+
+def compacted_out_mask(batch_size: int, indexes: Sequence[int]) -> int:
+    """The batch indexes of an entry of ``batch_size`` messages not in ``indexes``."""
+    keep = 0
+    for i in indexes:
+        keep |= 1 << i
+    return ((1 << batch_size) - 1) & ~keep
