@@ -178,7 +178,8 @@ class Subscription:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
         if sub_type == SubscriptionType.Key_Shared:
             check_joining(self.consumers, consumer)
-        check_read_compacted(consumer, sub_type, self.topic)
+        if consumer.read_compacted:
+            check_read_compacted(sub_type, self.topic)
         if not self.consumers:
             # A fresh start: a new dispatcher of the requested type reads again from the
             # first unacknowledged entry (nobody holds anything now).
@@ -400,15 +401,13 @@ def _consumer_stats(c: BrokerConsumer) -> ConsumerStats:
     )
 
 
-def check_read_compacted(consumer: BrokerConsumer, sub_type: SubscriptionType, topic: SubscriptionTopic) -> None:
-    """Refuse ``read_compacted`` where Pulsar does: on Shared and Key_Shared
+def check_read_compacted(sub_type: SubscriptionType, topic: SubscriptionTopic) -> None:
+    """Refuse a ``read_compacted`` consumer where Pulsar does: on Shared and Key_Shared
     subscriptions, and on a topic that cannot be compacted.
 
     Raises:
         InvalidArgument: as said.
     """
-    if not consumer.read_compacted:
-        return
     if sub_type not in (SubscriptionType.Exclusive, SubscriptionType.Failover):
         raise InvalidArgument("readCompacted only allowed on failover or exclusive subscriptions")
     if topic.compacted is None:

@@ -569,6 +569,7 @@ class Client:
         auto_ack_oldest_chunked_message_on_queue_full: bool = CONSUMER_DEFAULTS.auto_ack_oldest_chunked_message_on_queue_full,
         expire_time_of_incomplete_chunked_message_ms: int = CONSUMER_DEFAULTS.expire_time_of_incomplete_chunked_message_ms,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
+        is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
     ) -> Consumer:
         """Subscribe to ``topic``, or to a list or tuple of topics with one consumer (see
         :meth:`magnetar.asyncio.Client.subscribe`). ``message_listener``:
@@ -590,6 +591,7 @@ class Client:
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
         reader_listener: Listener | None = None,
+        is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader`)."""
         check_listener(reader_listener, "reader_listener")
