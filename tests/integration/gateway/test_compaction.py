@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
 from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
+from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.shell import WarmMagnetar
 
 pytestmark = pytest.mark.integration
@@ -179,4 +181,53 @@ async def test_owner_killed_mid_compaction_keeps_the_previous_view_and_compacts_
         assert (await http.put(f"{path}/compaction")).status_code == 204
         assert (await compaction_done(http, path))["status"] == "SUCCESS"
         got = await read_compacted(client, topic)
+    assert dict(got) == expected and len(got) == len(expected)
+
+
+def pulsar_round_trip(cluster: GatewayCluster, topic: str, compact: Callable[[], None]) -> tuple[dict, list]:
+    """pulsar-client (through the Pulsar door): batches of keyed messages and tombstones,
+    compacted, then read by a compacted reader up to a marker."""
+    import pulsar
+
+    client = pulsar_client(cluster.broker.pulsar_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=50,
+                                          batching_max_publish_delay_ms=5, block_if_queue_full=True)
+        sent = [(f"k{i % 50}", b"" if i % 13 == 0 else b"p%d" % i) for i in range(2_000)]
+        failed = []
+        for key, payload in sent:
+            producer.send_async(payload, lambda result, _id: failed.append(result) if result != pulsar.Result.Ok else None,
+                                partition_key=key)
+        producer.flush()
+        assert not failed, failed
+        compact()
+        marker = unique(END)
+        producer.send(b"end", partition_key=marker)
+        reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+        got = []
+        while True:
+            msg = reader.read_next(30_000)
+            if msg.partition_key() == marker:
+                break
+            got.append((msg.partition_key(), msg.data()))
+        return latest(sent), got
+    finally:
+        client.close()
+
+
+async def test_pulsar_client_reads_the_compacted_view_through_the_pulsar_door(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster
+):
+    local = unique("compact-pulsar")
+    topic, path = f"persistent://public/default/{local}", f"/admin/v2/persistent/public/default/{local}"
+
+    def compact() -> None:
+        with httpx.Client(base_url=gateway_cluster.url, timeout=30) as sync_http:
+            assert sync_http.put(f"{path}/compaction").status_code == 204
+            deadline = time.monotonic() + 30
+            while sync_http.get(f"{path}/compaction").json()["status"] != "SUCCESS":
+                assert time.monotonic() < deadline, "the compaction did not finish"
+                time.sleep(0.05)
+
+    expected, got = await asyncio.to_thread(pulsar_round_trip, gateway_cluster, topic, compact)
     assert dict(got) == expected and len(got) == len(expected)
