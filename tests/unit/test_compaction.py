@@ -25,6 +25,7 @@ from magnetar.broker.compaction.status import Compactions
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.entry import Message, decode_entry, encode_entry
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
+from magnetar.broker.topic import PersistentTopic
 from magnetar.common.errors import AlreadyExists, InvalidArgument, MetadataError
 from magnetar.managedledger.position import Position
 
@@ -310,3 +311,14 @@ async def until(condition, timeout_s: float = 5.0) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.005)
+
+
+async def test_deleting_a_topic_deletes_its_compacted_ledger() -> None:
+    client, store = FakeLedgerClient(), MemoryStore()
+    topic = PersistentTopic(TOPIC, -1, await open_ml(client, store), _broker_config())
+    topic.compacted = CompactedEntries(topic.ml, client)
+    await publish(topic.ml, entry(("a", b"a1")))
+    view = await TwoPhaseCompactor(topic.ml, client).compact()
+    assert view is not None and view.ledger_id in client.data
+    await topic.close_and_delete()
+    assert client.data == {}  # the topic's ledgers and its compacted ledger

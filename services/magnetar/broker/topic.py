@@ -738,7 +738,10 @@ class PersistentTopic:
         for sub in list(self.subscriptions.values()):
             await sub.dispatcher.close()
         await self._tasks.wait()
+        view = self.compacted.view() if self.compacted is not None else None
         await self.ml.delete()
+        if self.compacted is not None and view is not None:
+            await self.compacted.delete_ledger(view.ledger_id)
 
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers of a subscription."""

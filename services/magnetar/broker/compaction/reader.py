@@ -11,6 +11,7 @@ ledger is the view.
 from __future__ import annotations
 
 import bisect
+import logging
 from dataclasses import dataclass, field
 
 from magnetar.broker.compaction import compacted_entry
@@ -20,9 +21,12 @@ from magnetar.broker.compaction.compactor import (
     compacted_view,
 )
 from magnetar.broker.compaction.keys import compacted_out_mask
+from magnetar.common.errors import MagnetarError
 from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.managedledger.ledgers import Ledgers, ReadHandle
 from magnetar.managedledger.position import Position
+
+log = logging.getLogger(__name__)
 
 _INDEX_READ = 500
 
@@ -86,6 +90,16 @@ class CompactedEntries:
                 self._masks[e.position] = mask
             out.append((e.position, e.data))
         return out
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the compacted ledger of a deleted topic (nothing else names it); one
+        that cannot be deleted now is logged and left (its ``compactedTopic`` property
+        names the topic)."""
+        self._index = None
+        try:
+            await self.ledgers.delete_ledger(ledger_id)
+        except MagnetarError as exc:
+            log.warning("%s: could not delete compacted ledger %d: %s", self.ml.name, ledger_id, exc.message)
 
     def compacted_out(self, position: Position) -> int:
         """The messages of the entry at ``position`` the view left out (0: none)."""
