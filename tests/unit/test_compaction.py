@@ -322,3 +322,18 @@ async def test_deleting_a_topic_deletes_its_compacted_ledger() -> None:
     assert view is not None and view.ledger_id in client.data
     await topic.close_and_delete()
     assert client.data == {}  # the topic's ledgers and its compacted ledger
+
+
+async def test_the_view_keeps_its_horizon_when_the_compaction_cursor_is_moved_on() -> None:
+    # Message TTL and backlog eviction move every durable cursor, __compaction too.
+    twin, client = await compacted_topic()
+    await publish(twin.ml, entry(("a", b"a1")), entry(("a", b"a2")))
+    view = await TwoPhaseCompactor(twin.ml, client).compact()
+    later = await publish(twin.ml, entry(("b", b"b1")), entry(("a", b"a3")))
+    twin.ml.cursors[COMPACTION_SUBSCRIPTION].ack_cumulative(later[-1])
+    assert twin.compacted is not None and twin.compacted.view() == view
+    sub = await twin.subscribe("s", SubscriptionType.Exclusive, InitialPosition.Earliest)
+    sink = CompactedSink(sub, read_compacted=True)
+    await until(lambda: len(sink.messages()) >= 3)
+    assert [(key, payload) for _, _, key, payload in sink.messages()] == [("a", b"a2"), ("b", b"b1"), ("a", b"a3")]
+    await twin.close()

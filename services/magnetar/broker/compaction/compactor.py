@@ -4,8 +4,9 @@ The view read is the previous compacted ledger (when there is one) followed by t
 topic's entries after its horizon, up to the topic's last entry when the compaction
 starts. Phase one reads the view and keeps the latest message of each key; phase two
 reads it again and writes what is kept to a new ledger (the topic's quorums). The switch
-is one compare-and-set write of the ``__compaction`` cursor: its mark-delete position
-becomes the new horizon and its ``CompactedTopicLedger`` property the new ledger. Only
+is one compare-and-set write of the ``__compaction`` cursor: its ``CompactedTopicLedger``
+property becomes the new ledger and ``CompactionHorizon`` (and its mark-delete position)
+the new horizon. Only
 then is the previous compacted ledger deleted. A compaction that stops before the
 switch (a crash, a lost topic) leaves the previous view in place; the ledger it was
 writing is never referenced (it carries the ``compactedTopic`` property that names it).
@@ -32,6 +33,10 @@ COMPACTION_SUBSCRIPTION = "__compaction"
 """The cursor that holds the compacted view (Pulsar's name)."""
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
 """The cursor property naming the compacted ledger (Pulsar's name)."""
+HORIZON_PROPERTY = "CompactionHorizon"
+"""The cursor property holding the horizon (``ledger:entry``), written with the ledger's.
+Pulsar takes the cursor's mark-delete position; here the cursor is a subscription to the
+namespace's message TTL and backlog eviction too, which may move it past the horizon."""
 
 _READ_ENTRIES = 500
 _READ_BYTES = 8 * 1024 * 1024
@@ -54,7 +59,11 @@ def compacted_view(cursor: ManagedCursor | None) -> CompactedView | None:
     ledger_id = cursor.properties.get(COMPACTED_LEDGER_PROPERTY)
     if ledger_id is None:
         return None
-    return CompactedView(int(ledger_id), cursor.mark_delete_position)
+    horizon = cursor.properties.get(HORIZON_PROPERTY)
+    if horizon is None:
+        return CompactedView(int(ledger_id), cursor.mark_delete_position)
+    ledger, entry = str(horizon).split(":")
+    return CompactedView(int(ledger_id), Position(int(ledger), int(entry)))
 
 
 async def read_compacted(ledgers: Ledgers, ledger_id: int) -> AsyncIterator[ViewEntry]:
@@ -120,6 +129,7 @@ class TwoPhaseCompactor:
             await self._write(handle, previous, end, latest)
             await handle.close()
             cursor.set_property(COMPACTED_LEDGER_PROPERTY, str(handle.ledger_id))
+            cursor.set_property(HORIZON_PROPERTY, str(end))
             cursor.ack_cumulative(end)
             await cursor.persist()
         except BaseException:
