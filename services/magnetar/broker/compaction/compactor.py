@@ -121,6 +121,7 @@ class TwoPhaseCompactor:
         latest: dict[str, MessageKey] = {}
         async for item in self._view(previous, end):
             latest_per_key([item], latest)
+            await _yield_now()
         handle = await self.ledgers.create_ledger(
             self.ml.config.ensemble_size, self.ml.config.write_quorum, self.ml.config.ack_quorum,
             {"compactedTopic": "/".join(self.ml.name), "compactedTo": str(end)},
@@ -151,6 +152,7 @@ class TwoPhaseCompactor:
         pending: list[asyncio.Future[int]] = []
         async for item in self._view(previous, end):
             out = kept(item, latest)
+            await _yield_now()
             if out is None:
                 continue
             pending.append(handle.add_entry(compacted_entry.encode(out)))
@@ -165,3 +167,9 @@ class TwoPhaseCompactor:
             await self.ledgers.delete_ledger(handle.ledger_id)
         except MagnetarError as exc:
             log.warning("%s: could not delete an unfinished compacted ledger: %s", self.ml.name, exc)
+
+
+async def _yield_now() -> None:
+    """Let the event loop run between entries: decoding a topic's entries (batches of
+    up to thousands of messages) must not hold up its producers and consumers."""
+    await asyncio.sleep(0)
