@@ -231,3 +231,37 @@ async def test_pulsar_client_reads_the_compacted_view_through_the_pulsar_door(
 
     expected, got = await asyncio.to_thread(pulsar_round_trip, gateway_cluster, topic, compact)
     assert dict(got) == expected and len(got) == len(expected)
+
+
+async def test_a_partitioned_topic_is_compacted_partition_by_partition(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster, shell: WarmMagnetar
+):
+    local = unique("compact-parts")
+    topic, path = f"persistent://public/default/{local}", f"/admin/v2/persistent/public/default/{local}"
+    assert (await http.put(f"{path}/partitions", json=2)).status_code == 204
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic)
+        for i in range(40):
+            await producer.send(b"%d" % i, partition_key=f"k{i % 4}")
+        await producer.close()
+    assert (await http.put(f"{path}/compaction")).status_code == 204
+    for i in range(2):
+        assert (await compaction_done(http, f"{path}-partition-{i}"))["status"] == "SUCCESS"
+    r = await http.get(f"{path}/compaction")
+    assert r.status_code == 405 and r.json()["reason"]
+    # Over gRPC, magnetar admin fans out the same way.
+    done = await asyncio.to_thread(shell.run, "admin", "--url", gateway_cluster.broker.address, "topics", "compact", topic)
+    assert done.returncode == 0, done.stderr
+    for i in range(2):
+        await compaction_done(http, f"{path}-partition-{i}")
+    async with mg.Client(gateway_cluster.service_url) as client:
+        got = latest(await read_compacted_partitioned(client, topic))
+    assert got == {f"k{k}": b"%d" % (36 + k) for k in range(4)}
+
+
+async def read_compacted_partitioned(client: mg.Client, topic: str) -> list[tuple[str, bytes]]:
+    """Every partition's compacted view (each up to an end marker of its own)."""
+    out = []
+    for partition in await client.get_topic_partitions(topic):
+        out += await read_compacted(client, partition)
+    return out
