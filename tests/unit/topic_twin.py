@@ -9,6 +9,7 @@ import asyncio
 
 from test_managed_ledger_core import MemoryStore
 
+from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import MovePublisher
 from magnetar.broker.ratelimit import RateLimiter
@@ -27,6 +28,7 @@ class TopicTwin:
         """The managed ledger's metadata store: what the cursors stored."""
         self.config = config
         self.mover: MovePublisher | None = None
+        self.compacted: CompactedEntries | None = None
         self.delayed_delivery_enabled = True
         self.dispatch_limiter: RateLimiter | None = None
         self.msg_out = 0

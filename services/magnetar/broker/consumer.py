@@ -64,6 +64,8 @@ class BrokerConsumer:
         key_shared: on a Key_Shared subscription, its mode and sticky hash ranges (None:
             AUTO_SPLIT).
         meter_out: the messages and bytes delivered to it (stats).
+        read_compacted: reads the topic's compacted view up to its horizon, then the
+            topic (Exclusive and Failover subscriptions only, as Pulsar's).
     """
 
     name: str
@@ -74,6 +76,7 @@ class BrokerConsumer:
     on_close: Callable[[MagnetarError], None] | None = None
     on_active: Callable[[bool], None] | None = None
     key_shared: KeySharedPolicy | None = None
+    read_compacted: bool = False
     consumer_id: int = field(default_factory=lambda: next(_ids), init=False)
     permits: int = field(default=0, init=False)
     pending: dict[Position, int] = field(default_factory=dict, init=False)

@@ -10,6 +10,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from magnetar.broker.authorizer import Authorizer
+from magnetar.broker.compaction.reader import CompactedEntries
+from magnetar.broker.compaction.status import Compactions
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
@@ -87,6 +89,8 @@ class BrokerService:
         self.tenants = tenants
         self.ownership = ownership
         self.schema_registry = SchemaRegistry(ZkSchemaStore(session))
+        self.compactions = Compactions()
+        """The compactions of the topics it serves (one at a time per topic)."""
         self.ml_config = ManagedLedgerConfig(
             ensemble_size=config.ensemble_size, write_quorum=config.write_quorum, ack_quorum=config.ack_quorum,
             max_entries_per_ledger=config.max_entries_per_ledger, max_size_per_ledger=config.max_ledger_size_bytes,
@@ -318,6 +322,7 @@ class BrokerService:
         await self.rates.close()
         await self.gc_policy.close()
         await self.mover.close()
+        await self.compactions.close()
         for topic in list(self.topics.values()):
             try:
                 await topic.close(NotOwner(f"broker {self.broker_id} is shutting down; look the topic up again"))
@@ -509,6 +514,7 @@ class BrokerService:
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
         ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
+        topic.compacted = CompactedEntries(ml, self.ledgers)
         topic.mover = self.mover
         topic.policies = self._topic_policies(policies_doc, str(name.namespace))
         await topic.load()

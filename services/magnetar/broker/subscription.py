@@ -28,6 +28,7 @@ from magnetar.managedledger.position import Position
 from magnetar.managedledger.stats import estimated_size
 
 if TYPE_CHECKING:
+    from magnetar.broker.compaction.reader import CompactedEntries
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.deadletter import DeadLetterPolicy
     from magnetar.broker.entry import Entry
@@ -61,6 +62,10 @@ class SubscriptionTopic(Protocol):
     @property
     def ml(self) -> EntrySource:
         """The managed ledger: the entries the dispatcher and the moves read."""
+
+    @property
+    def compacted(self) -> CompactedEntries | None:
+        """What ``read_compacted`` consumers read (None: the topic cannot be compacted)."""
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -106,6 +111,9 @@ class Subscription:
         self._retired = BackgroundTasks(f"subscription {name} on {topic.name}")
         self.closed = False
         """Set when its topic starts closing: no consumer attaches any more."""
+        self.reads_compacted: CompactedEntries | None = None
+        """The compacted view its dispatcher reads, when the consumer that started it
+        asked for ``read_compacted`` (None: the topic's entries)."""
 
     # -- what its dispatcher sees (dispatch.base.DispatchContext) -----------------------
     @property
@@ -118,7 +126,7 @@ class Subscription:
 
     @property
     def entries(self) -> EntrySource:
-        return self.topic.ml
+        return self.reads_compacted or self.topic.ml
 
     @property
     def settings(self) -> BrokerConfig:
@@ -170,6 +178,8 @@ class Subscription:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
         if sub_type == SubscriptionType.Key_Shared:
             check_joining(self.consumers, consumer)
+        if consumer.read_compacted:
+            check_read_compacted(sub_type, self.topic)
         if not self.consumers:
             # A fresh start: a new dispatcher of the requested type reads again from the
             # first unacknowledged entry (nobody holds anything now).
@@ -178,6 +188,9 @@ class Subscription:
             self.sub_type = sub_type
             self.cursor.set_property(TYPE_PROPERTY, TYPE_NAMES[sub_type])
             self.dispatcher = _DISPATCHERS[sub_type](self)
+            self.reads_compacted = self.topic.compacted if consumer.read_compacted else None
+            if self.reads_compacted is not None:
+                self.dispatcher.compacted_out = self.reads_compacted.compacted_out
             self._retired.spawn(old.close(), name=f"retire-dispatcher:{self.name}")
             self.cursor.rewind()
         self.consumers.append(consumer)
@@ -386,3 +399,16 @@ def _consumer_stats(c: BrokerConsumer) -> ConsumerStats:
         msg_rate_out=c.meter_out.msg_rate, msg_throughput_out=c.meter_out.byte_rate,
         connected_since_ms=c.connected_since_ms,
     )
+
+
+def check_read_compacted(sub_type: SubscriptionType, topic: SubscriptionTopic) -> None:
+    """Refuse a ``read_compacted`` consumer where Pulsar does: on Shared and Key_Shared
+    subscriptions, and on a topic that cannot be compacted.
+
+    Raises:
+        InvalidArgument: as said.
+    """
+    if sub_type not in (SubscriptionType.Exclusive, SubscriptionType.Failover):
+        raise InvalidArgument("readCompacted only allowed on failover or exclusive subscriptions")
+    if topic.compacted is None:
+        raise InvalidArgument(f"topic {topic.name} has no compacted view to read")

@@ -88,6 +88,7 @@ from magnetar.managedledger.position import Position
 from magnetar.managedledger.stats import estimated_size
 
 if TYPE_CHECKING:
+    from magnetar.broker.compaction.reader import CompactedEntries
     from magnetar.broker.config import BrokerConfig
     from magnetar.broker.deadletter import MovePublisher
 
@@ -136,6 +137,8 @@ class PersistentTopic:
         self.config = config
         self.mover: MovePublisher | None = None
         """Publishes retry and dead-letter copies (set by the broker service)."""
+        self.compacted: CompactedEntries | None = None
+        """What its ``read_compacted`` consumers read (set by the broker service)."""
         self.producers: dict[str, Publisher] = {}
         self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
         self.access = ProducerAccess(
@@ -735,7 +738,10 @@ class PersistentTopic:
         for sub in list(self.subscriptions.values()):
             await sub.dispatcher.close()
         await self._tasks.wait()
+        view = self.compacted.view() if self.compacted is not None else None
         await self.ml.delete()
+        if self.compacted is not None and view is not None:
+            await self.compacted.delete_ledger(view.ledger_id)
 
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers of a subscription."""

@@ -355,6 +355,18 @@ class AdminClient:
             topic, lambda s, t: s.GetTopicStats(pb.TopicStatsRequest(topic=t), timeout=self.timeout),
         )
 
+    async def trigger_compaction(self, topic: str) -> None:
+        """Compact a non-partitioned topic or one partition in the background (its owner
+        broker runs it). Raises: AlreadyExists: a compaction of it is running."""
+        request = pb.CompactionRequest(topic=topic)
+        await self.on_owner(topic, lambda s: s.TriggerCompaction(request, timeout=self.timeout))
+
+    async def compaction_status(self, topic: str) -> pb.CompactionStatus:
+        """The status of the last compaction of a non-partitioned topic or one partition
+        on its owner broker (NOT_RUN, RUNNING, SUCCESS or ERROR, and the last error)."""
+        request = pb.CompactionRequest(topic=topic)
+        return await self.on_owner(topic, lambda s: s.GetCompactionStatus(request, timeout=self.timeout))
+
     async def internal_stats(self, topic: str) -> pb.InternalStats:
         """The managed ledger's figures of a non-partitioned topic or one partition."""
         request = pb.InternalStatsRequest(topic=topic)

@@ -305,6 +305,7 @@ class Client:
         pattern_auto_discovery_period: float = CONSUMER_DEFAULTS.pattern_auto_discovery_period,
         regex_subscription_mode: RegexSubscriptionMode = CONSUMER_DEFAULTS.regex_subscription_mode,
         is_pattern_topic: bool = False,
+        is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -343,6 +344,10 @@ class Client:
         ``start_message_id_inclusive`` (pulsar-client's): whether a ``seek`` to a message
         id gives that message again. Off (the default), the first message after a seek is
         the one after the id; on, the id's own (see :meth:`Consumer.seek`).
+
+        ``is_read_compacted`` (pulsar-client's): read the topic's compacted view (the
+        latest message of each key, as the last ``topics compact`` left it) up to its
+        horizon, then the topic's messages after it; Exclusive and Failover only.
 
         ``message_listener``: ``fn(consumer, message)`` called for each message, in order,
         on this event loop (a coroutine function is awaited; see
@@ -392,6 +397,7 @@ class Client:
             retry_delay_levels=retry_delay_levels,
             batch_receive_policy=batch_receive_policy,
             start_message_id_inclusive=bool(start_message_id_inclusive),
+            is_read_compacted=bool(is_read_compacted),
             auto_update_partitions=auto_update_partitions,
             auto_update_partitions_interval_seconds=auto_update_partitions_interval_seconds,
             schema=check_schema(schema),
@@ -417,11 +423,12 @@ class Client:
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
         reader_listener: Listener | None = None,
+        is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` with a non-durable cursor (see
         :mod:`magnetar.client.reader`). ``reader_listener``: ``fn(reader, message)`` for
-        each message, as ``message_listener`` of :meth:`subscribe`. ``schema``: as
-        :meth:`subscribe`'s.
+        each message, as ``message_listener`` of :meth:`subscribe`. ``schema`` and
+        ``is_read_compacted``: as :meth:`subscribe`'s.
 
         Raises:
             InvalidArgument: a specific start id on a partitioned topic.
@@ -438,6 +445,7 @@ class Client:
             receiver_queue_size=receiver_queue_size,
             subscription_role_prefix=subscription_role_prefix,
             start_message_id_inclusive=start_message_id_inclusive,
+            is_read_compacted=bool(is_read_compacted),
         )
         self._readers.add(reader)
         if reader_listener is not None:

@@ -389,6 +389,9 @@ class ConsumerConfig:
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
     non_durable: bool = False
+    # Read the topic's compacted view up to its horizon, then the topic (pulsar-client's
+    # is_read_compacted; the broker refuses it on Shared and KeyShared subscriptions).
+    is_read_compacted: bool = False
     # A consumer of partitioned topics subscribes the partitions they grow (as
     # ProducerConfig; readers keep the partitions they started with).
     auto_update_partitions: bool = True

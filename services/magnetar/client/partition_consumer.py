@@ -117,6 +117,7 @@ class PartitionConsumer(ConnectionHandler):
             receiver_queue_size=self.queue_size,
             non_durable=self.conf.non_durable,
             schema=declared(self.conf.schema),
+            read_compacted=self.conf.is_read_compacted,
         )
         subscribe.enable_retry = self.conf.enable_retry
         ks = self.conf.key_shared_policy

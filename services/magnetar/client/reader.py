@@ -49,6 +49,7 @@ class Reader:
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = False,
         schema: Schema | None = None,
+        is_read_compacted: bool = False,
     ) -> Reader:
         if not isinstance(start_message_id, MessageId):
             raise TypeError(f"start_message_id must be a MessageId, not {type(start_message_id).__name__}")
@@ -67,6 +68,7 @@ class Reader:
             start_message_id=start_message_id,
             start_message_id_inclusive=start_message_id_inclusive,
             non_durable=True,
+            is_read_compacted=is_read_compacted,
             schema=schema if schema is not None else BytesSchema(),
         )
         consumer = await Consumer.create(pool, topic, conf)

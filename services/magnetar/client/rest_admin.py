@@ -232,6 +232,13 @@ class RestAdmin:
     async def unload_topic(self, topic: str) -> None:
         await self.request("PUT", _topic(topic, "unload"))
 
+    async def trigger_compaction(self, topic: str) -> None:
+        await self.request("PUT", _topic(topic, "compaction"))
+
+    async def compaction_status(self, topic: str) -> pb.CompactionStatus:
+        status = await self.request("GET", _topic(topic, "compaction"))
+        return pb.CompactionStatus(status=status["status"], last_error=status.get("lastError") or "")
+
     async def topic_stats(self, topic: str) -> pb.TopicStats:
         """Pulsar's stats and internal stats, as the broker's TopicStats."""
         stats = await self.request("GET", _topic(topic, "stats"))

@@ -574,6 +574,7 @@ class Client:
         pattern_auto_discovery_period: float = CONSUMER_DEFAULTS.pattern_auto_discovery_period,
         regex_subscription_mode: RegexSubscriptionMode = CONSUMER_DEFAULTS.regex_subscription_mode,
         is_pattern_topic: bool = False,
+        is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
     ) -> Consumer:
         """Subscribe to ``topic``, to a list or tuple of topics with one consumer, or to
         the topics a pattern matches (``re.compile(...)``; see
@@ -596,6 +597,7 @@ class Client:
         subscription_role_prefix: str | None = None,
         start_message_id_inclusive: bool = CONSUMER_DEFAULTS.start_message_id_inclusive,
         reader_listener: Listener | None = None,
+        is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
     ) -> Reader:
         """Read ``topic`` from ``start_message_id`` (see :mod:`magnetar.client.reader`)."""
         check_listener(reader_listener, "reader_listener")

@@ -14,6 +14,7 @@ from magnetar.gateway.metrics import GatewayMetrics
 from magnetar.gateway.models import Health
 from magnetar.gateway.routers import (
     clusters,
+    compaction,
     dlq,
     lookup,
     namespaces,
@@ -30,7 +31,7 @@ from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
-    subscriptions.router, unload.router, storage.router, dlq.router, producer.router, websocket.router,
+    subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, websocket.router,
 )
 
 

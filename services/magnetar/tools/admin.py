@@ -215,6 +215,17 @@ async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
             _print_json(await rest.request("POST", f"{path}/purge"))
 
 
+async def _compact(admin: Admin, topic: str) -> None:
+    """Trigger compaction of ``topic``, of each partition of a partitioned one (as
+    pulsar-admin's ``topics compact``)."""
+    if isinstance(admin, RestAdmin):  # the gateway fans out itself
+        await admin.trigger_compaction(topic)
+        return
+    count = 0 if TopicName.parse(topic).is_partition else await admin.partitions(topic)
+    for target in [str(TopicName.parse(topic).partition(i)) for i in range(count)] or [topic]:
+        await admin.trigger_compaction(target)
+
+
 async def _run(admin: Admin, args: argparse.Namespace) -> None:
     group, action = args.group, args.action
     if group == "tenants":
@@ -251,6 +262,11 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await admin.delete_topic(args.name, force=args.force)
     elif action == "unload":
         await admin.unload_topic(args.name)
+    elif action == "compact":
+        await _compact(admin, args.name)
+    elif action == "compaction-status":
+        status = await admin.compaction_status(args.name)
+        _print_json({"status": status.status, "lastError": status.last_error})
     elif action == "list":
         _print_names(await admin.topics(args.name))
     else:
@@ -299,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
                               "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
                               "stats": ("print a topic's stats as JSON", "TOPIC"),
+                              "compact": ("compact a topic (each partition): the latest message of each key", "TOPIC"),
+                              "compaction-status": ("print the status of a topic's (partition's) last compaction",
+                                                    "TOPIC"),
                               "subscriptions": ("list a topic's subscriptions", "TOPIC")})
     p = topics.add_parser("delete", help="delete a topic")
     p.add_argument("name", metavar="TOPIC")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer, Delivery
@@ -145,6 +145,9 @@ class Dispatcher:
         self.throttled_byte_events = 0
         self._throttled_since: float | None = None
         self._throttle_timer: asyncio.TimerHandle | None = None
+        self.compacted_out: Callable[[Position], int] | None = None
+        """Set on a subscription reading the compacted view: the messages of an entry the
+        view left out, sent as skipped (see :mod:`magnetar.broker.compaction.reader`)."""
 
     # -- hooks for subclasses -----------------------------------------------------------
     def route(self, position: Position, data: bytes, batch: Entry, n: int, mask: int, from_replay: bool) -> int:
@@ -372,7 +375,10 @@ class Dispatcher:
         cursor = self.sub.cursor
         if cursor.is_acked(position):
             return 0
-        return masks.full_mask(n) & ~cursor.acked_mask(position)
+        mask = masks.full_mask(n) & ~cursor.acked_mask(position)
+        if self.compacted_out is not None:
+            mask &= ~self.compacted_out(position)  # left out of the compacted view: skipped
+        return mask
 
     async def _dispatch_new(self) -> bool:
         cursor = self.sub.cursor

@@ -31,6 +31,7 @@ from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.entry import check_batch_size, view_entry
 from magnetar.broker.protocol.errors import server_error
 from magnetar.broker.protocol.schemas import declare as declare_schema
+from magnetar.broker.subscription import check_read_compacted
 from magnetar.broker.subscription_type import InitialPosition, KeySharedPolicy, SubscriptionType
 from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError
@@ -257,6 +258,8 @@ class Consumers:
             # The client drops what precedes its start id (inclusive or not) at entry and
             # batch-index level: the broker starts at the entry itself.
             inclusive = message_id_sentinel(wanted) is None
+        if s.read_compacted:  # refused before the subscription is made
+            check_read_compacted(sub_type, topic)
         subscription = await topic.subscribe(
             s.subscription, sub_type, initial, start=start, inclusive=inclusive, durable=s.durable,
         )  # fmt: skip
@@ -272,6 +275,7 @@ class Consumers:
             max_unacked=service.config.max_unacked_messages_per_consumer
             if sub_type in (SubscriptionType.Shared, SubscriptionType.Key_Shared) else 0,
             key_shared=key_shared,
+            read_compacted=s.read_compacted,
         )  # fmt: skip
         consumer = ProtocolConsumer(cid, topic, subscription, core, failover=sub_type == SubscriptionType.Failover)
         holder.append(consumer)

@@ -26,7 +26,7 @@ from magnetar.broker.rpc.schemas import SchemaRpcs
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription import Subscription, check_read_compacted
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.broker.topic_admin import TopicAdmin
@@ -259,6 +259,8 @@ class BrokerServicer(
             topic = await self.service.get_topic(s.topic)
             await schemas.declare(self.service, topic.name, s, consumer=True)
             start = topic.position_of(wire.message_id(s.start_message_id)) if s.HasField("start_message_id") else None
+            if s.read_compacted:  # refused before the subscription is made
+                check_read_compacted(sub_type, topic)
             subscription = await topic.subscribe(
                 s.subscription, sub_type, initial,
                 start=start, inclusive=s.start_message_id_inclusive, durable=not s.non_durable,
@@ -278,6 +280,7 @@ class BrokerServicer(
                 max_unacked=self.service.config.max_unacked_messages_per_consumer
                 if s.type in (pb.SHARED, pb.KEY_SHARED) else 0,
                 key_shared=key_shared,
+                read_compacted=s.read_compacted,
             )
             consumer.dead_letter = policy
             subscription.add_consumer(consumer, sub_type)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from magnetar.broker.compaction.admin import CompactionAdmin
 from magnetar.broker.rpc import wire
 from magnetar.broker.subscription_admin import SubscriptionAdmin
 from magnetar.broker.topic_admin import TopicAdmin
@@ -44,6 +45,16 @@ class TopicAdminRpcs:
             ledgers=[pb.LedgerStats(ledger_id=i.ledger_id, entries=i.entries, size=i.size, created_ms=i.created_ms) for i in f.ledgers],
             cursors=[_cursor(c) for c in f.cursors],
         )
+
+    @rpc_errors
+    async def TriggerCompaction(self, request: pb.CompactionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await CompactionAdmin(self.service).trigger(request.topic)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GetCompactionStatus(self, request: pb.CompactionRequest, context: grpc.aio.ServicerContext) -> pb.CompactionStatus:
+        status = await CompactionAdmin(self.service).status(request.topic)
+        return pb.CompactionStatus(status=status.status, last_error=status.last_error)
 
     @rpc_errors
     async def ExpireMessages(self, request: pb.ExpireMessagesRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
