@@ -64,6 +64,8 @@ class BrokerConsumer:
         key_shared: on a Key_Shared subscription, its mode and sticky hash ranges (None:
             AUTO_SPLIT).
         meter_out: the messages and bytes delivered to it (stats).
+        on_end_of_topic: told once when its topic was terminated and its subscription
+            has read every entry (Pulsar's REACHED_END_OF_TOPIC).
     """
 
     name: str
@@ -74,12 +76,14 @@ class BrokerConsumer:
     on_close: Callable[[MagnetarError], None] | None = None
     on_active: Callable[[bool], None] | None = None
     key_shared: KeySharedPolicy | None = None
+    on_end_of_topic: Callable[[], None] | None = None
     consumer_id: int = field(default_factory=lambda: next(_ids), init=False)
     permits: int = field(default=0, init=False)
     pending: dict[Position, int] = field(default_factory=dict, init=False)
     unacked: int = field(default=0, init=False)
     blocked: bool = field(default=False, init=False)
     closed: bool = field(default=False, init=False)
+    told_end_of_topic: bool = field(default=False, init=False)
     dead_letter: DeadLetterPolicy | None = field(default=None, init=False)
     meter_out: Meter = field(default_factory=Meter, init=False)
     connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000), init=False)
