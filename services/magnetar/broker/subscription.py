@@ -321,6 +321,7 @@ class Subscription:
             for p, mask in c.release_all().items():
                 self.dispatcher.released(c, p, mask)
             c.permits = 0
+            c.told_end_of_topic = False  # moved back: it reaches the end again later
             if c.on_reset is not None:
                 c.on_reset()
         self.cursor.reset_to(position)

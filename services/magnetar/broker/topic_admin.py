@@ -1,7 +1,8 @@
 """Topic admin on the topics this broker serves, for the gateway's
 ``/admin/v2/persistent``: internal stats, growing a partitioned topic, peeking and
 examining messages (pulsar-admin's ``stats-internal``, ``update-partitioned-topic``,
-``peek-messages``, ``examine-message``). Nothing here changes a topic's data.
+``peek-messages``, ``examine-message``) and terminating one (``terminate``: it takes no
+more messages; see :mod:`magnetar.broker.termination`). Nothing here changes a topic's data.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from magnetar.common.errors import (
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
 from magnetar.managedledger.opening import PreparedLedger, prepare_ledger, unprepare_ledger
-from magnetar.managedledger.position import ManagedLedgerName
+from magnetar.managedledger.position import ManagedLedgerName, Position
 from magnetar.managedledger.stats import ManagedLedgerFigures, figures
 
 if TYPE_CHECKING:
@@ -61,6 +62,16 @@ class TopicAdmin:
             sub = served.subscriptions.get(cursor.name)
             cursor.active = sub is not None and bool(sub.consumers)
         return stats
+
+    async def terminate(self, topic: str) -> Position:
+        """Terminate a non-partitioned topic or one partition; returns its last entry
+        (see :meth:`PersistentTopic.terminate`).
+
+        Raises:
+            TopicNotFound; InvalidTopicName: a partitioned topic's own name (terminate each
+            partition); NotOwner: served elsewhere.
+        """
+        return await (await self.topic(topic)).terminate()
 
     async def update_partitions(self, topic: str, partitions: int) -> int:
         """Grow a partitioned topic to ``partitions``; returns the count it had (the

@@ -360,6 +360,31 @@ class AdminClient:
         request = pb.InternalStatsRequest(topic=topic)
         return await self.on_owner(topic, lambda s: s.GetInternalStats(request, timeout=self.timeout))
 
+    async def terminate_topic(self, topic: str) -> pb.MessageIdData:
+        """Terminate a non-partitioned topic or one partition: it takes no more producers
+        or messages, and its consumers learn they reached its end once they have read
+        everything. Returns its last message id (entry_id -1: none in that ledger).
+
+        Raises:
+            TopicNotFound; InvalidTopicName: a partitioned topic's own name (see
+            :meth:`terminate_partitioned_topic`).
+        """
+        request = pb.TerminateTopicRequest(topic=topic)
+        return await self.on_owner(topic, lambda s: s.TerminateTopic(request, timeout=self.timeout))
+
+    async def terminate_partitioned_topic(self, topic: str) -> list[pb.MessageIdData]:
+        """Terminate every partition of a partitioned topic; their last message ids, in
+        partition order.
+
+        Raises:
+            TopicNotFound: not a partitioned topic.
+        """
+        name = TopicName.parse(topic)
+        count = await self.pool.partitions(str(name))
+        if name.is_partition or not count:
+            raise TopicNotFound(f"{topic} is not a partitioned topic")
+        return [await self.terminate_topic(str(name.partition(i))) for i in range(count)]
+
     async def last_message_id(self, topic: str) -> pb.MessageIdData:
         """The last stored entry of a non-partitioned topic or one partition."""
         return await self.pool.last_message_id(topic)

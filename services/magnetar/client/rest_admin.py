@@ -232,6 +232,15 @@ class RestAdmin:
     async def unload_topic(self, topic: str) -> None:
         await self.request("PUT", _topic(topic, "unload"))
 
+    async def terminate_topic(self, topic: str) -> pb.MessageIdData:
+        """See :meth:`magnetar.client.admin.AdminClient.terminate_topic`."""
+        return _message_id(await self.request("POST", _topic(topic, "terminate")))
+
+    async def terminate_partitioned_topic(self, topic: str) -> list[pb.MessageIdData]:
+        """See :meth:`magnetar.client.admin.AdminClient.terminate_partitioned_topic`."""
+        ids = await self.request("POST", _topic(topic, "terminate/partitions"))
+        return [_message_id(ids[k]) for k in sorted(ids, key=int)]
+
     async def topic_stats(self, topic: str) -> pb.TopicStats:
         """Pulsar's stats and internal stats, as the broker's TopicStats."""
         stats = await self.request("GET", _topic(topic, "stats"))
@@ -356,3 +365,10 @@ def _reset_data(message_id: MessageId) -> dict[str, int]:
     """Pulsar's ResetCursorData (earliest is -1:-1, latest Long.MAX_VALUE in both fields)."""
     return {"ledgerId": message_id.ledger_id(), "entryId": message_id.entry_id(),
             "partitionIndex": message_id.partition(), "batchIndex": message_id.batch_index()}
+
+
+def _message_id(doc: dict[str, Any]) -> pb.MessageIdData:
+    """Pulsar's MessageId JSON (``ledgerId``, ``entryId``, ``partitionIndex``)."""
+    return pb.MessageIdData(
+        ledger_id=doc["ledgerId"], entry_id=doc["entryId"], partition=doc.get("partitionIndex", -1), batch_index=-1,
+    )

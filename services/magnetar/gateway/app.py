@@ -23,6 +23,7 @@ from magnetar.gateway.routers import (
     storage,
     subscriptions,
     tenants,
+    terminate,
     topics,
     unload,
 )
@@ -30,7 +31,7 @@ from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
-    subscriptions.router, unload.router, storage.router, dlq.router, producer.router, websocket.router,
+    subscriptions.router, unload.router, storage.router, dlq.router, producer.router, terminate.router, websocket.router,
 )
 
 

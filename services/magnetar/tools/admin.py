@@ -90,6 +90,11 @@ def reset_time_ms(text: str, now_ms: int) -> int:
     return max(0, now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)])
 
 
+def _message_id_text(mid: pb.MessageIdData) -> str:
+    """pulsar-admin's ``ledgerId:entryId:partitionIndex``."""
+    return f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}"
+
+
 def _print_names(names: Iterable[str]) -> None:
     for name in names:
         print(name)
@@ -322,6 +327,12 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await admin.delete_topic(args.name, force=args.force)
     elif action == "unload":
         await admin.unload_topic(args.name)
+    elif action == "terminate":
+        mid = await admin.terminate_topic(args.name)
+        print(f"Topic {args.name} successfully terminated at {_message_id_text(mid)}")
+    elif action == "partitioned-terminate":
+        for i, mid in enumerate(await admin.terminate_partitioned_topic(args.name)):
+            print(f"Partition {i} of {args.name} successfully terminated at {_message_id_text(mid)}")
     elif action == "list":
         _print_names(await admin.topics(args.name))
     else:
@@ -387,7 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
                               "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
                               "stats": ("print a topic's stats as JSON", "TOPIC"),
-                              "subscriptions": ("list a topic's subscriptions", "TOPIC")})
+                              "subscriptions": ("list a topic's subscriptions", "TOPIC"),
+                              "terminate": ("terminate a topic (or one partition): it takes no more messages, "
+                                            "consumers learn they reached its end; prints its last message id", "TOPIC"),
+                              "partitioned-terminate": ("terminate every partition of a partitioned topic", "TOPIC")})
     p = topics.add_parser("delete", help="delete a topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",

@@ -72,6 +72,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "UpdatePartitions": _topic(Action.ADMIN_TOPIC),
     "UnloadTopic": _topic(Action.ADMIN_TOPIC),
     "GetInternalStats": _topic(Action.ADMIN_TOPIC),
+    "TerminateTopic": _topic(Action.ADMIN_TOPIC),
     # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)
     "GetTopicSchema": _topic(Action.LOOKUP),
     "GetAllTopicSchemas": _topic(Action.LOOKUP),

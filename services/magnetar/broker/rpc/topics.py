@@ -34,6 +34,12 @@ class TopicAdminRpcs:
         return pb.AdminResponse()
 
     @rpc_errors
+    async def TerminateTopic(self, request: pb.TerminateTopicRequest, context: grpc.aio.ServicerContext) -> pb.MessageIdData:
+        last = await self._topics.terminate(request.topic)
+        partition = TopicName.parse(request.topic).partition_index
+        return pb.MessageIdData(ledger_id=last.ledger_id, entry_id=last.entry_id, partition=partition, batch_index=-1)
+
+    @rpc_errors
     async def GetInternalStats(self, request: pb.InternalStatsRequest, context: grpc.aio.ServicerContext) -> pb.InternalStats:
         f = await self._topics.internal_stats(request.topic)
         return pb.InternalStats(
