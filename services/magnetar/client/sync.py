@@ -474,6 +474,10 @@ class Reader:
     def is_connected(self) -> bool:
         return self._reader.is_connected()
 
+    def has_reached_end_of_topic(self) -> bool:
+        """See :meth:`magnetar.client.reader.Reader.has_reached_end_of_topic`."""
+        return self._reader.has_reached_end_of_topic()
+
     def close(self) -> None:
         """Close; the listener thread, if any, ends."""
         self._run(self._reader.close())

@@ -9,11 +9,15 @@ stderr (CLI), and nothing changed."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import time
 
 import httpx
 import pulsar
 import pytest
 from gateway_support import GatewayCluster, eventually, unique
+from websockets.asyncio.client import connect
 
 import magnetar.asyncio as mg
 from magnetar.common.errors import TopicTerminated
@@ -101,6 +105,7 @@ async def test_a_terminated_topic_refuses_producers_and_ends_for_consumers(
         java = await _wire_consumer(gateway_cluster, topic, "Pulsar-Java-v3.3.0")
         assert java == ["MESSAGE"] * 3 + ["REACHED_END_OF_TOPIC"]
         assert await _wire_consumer(gateway_cluster, topic, "Pulsar-CPP-v3.7.0") == ["MESSAGE"] * 3
+        assert await _websocket_end(gateway_cluster, local) == ([b"m0", b"m1", b"m2"], True)
 
         again = await http.post(f"{P}/{local}/terminate")  # again: the same answer
         assert again.status_code == 200 and again.json() == last
@@ -140,6 +145,25 @@ async def _wire_consumer(cluster: GatewayCluster, topic: str, client_version: st
             seen.append(frame.type_name)
             if frame.command.type == T.REACHED_END_OF_TOPIC:
                 assert frame.command.reachedEndOfTopic.consumer_id == 7
+
+
+async def _websocket_end(cluster: GatewayCluster, local: str) -> tuple[list[bytes], bool]:
+    """A WebSocket reader from the start: the payloads it gets, then its ``isEndOfTopic``
+    answer once it is true (or the last false after 10 s)."""
+    url = cluster.url.replace("http://", "ws://") + f"/ws/v2/reader/persistent/{local}?messageId=earliest"
+    async with connect(url, open_timeout=30) as ws:
+        got = []
+        for _ in range(3):
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            got.append(base64.b64decode(frame["payload"]))
+            await ws.send(json.dumps({"messageId": frame["messageId"]}))
+        deadline = time.monotonic() + 10
+        while True:
+            await ws.send(json.dumps({"type": "isEndOfTopic"}))
+            ended = json.loads(await asyncio.wait_for(ws.recv(), 10))["endOfTopic"]
+            if ended or time.monotonic() > deadline:
+                return got, ended
+            await asyncio.sleep(0.05)
 
 
 async def _true(value: bool) -> bool:
