@@ -385,6 +385,26 @@ class AdminClient:
             raise TopicNotFound(f"{topic} is not a partitioned topic")
         return [await self.terminate_topic(str(name.partition(i))) for i in range(count)]
 
+    async def message_id_by_timestamp(self, topic: str, timestamp_ms: int) -> pb.MessageIdData:
+        """The first message of a non-partitioned topic or one partition published at or
+        after ``timestamp_ms``.
+
+        Raises:
+            NotFound: none was; InvalidArgument: a negative time.
+        """
+        request = pb.MessageIdByTimestampRequest(topic=topic, timestamp_ms=timestamp_ms)
+        return await self.on_owner(topic, lambda s: s.GetMessageIdByTimestamp(request, timeout=self.timeout))
+
+    async def message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> pb.PeekMessageResponse:
+        """The message stored at ``ledger_id:entry_id`` of a non-partitioned topic or one
+        partition (of a batch, its first message), read without changing anything.
+
+        Raises:
+            NoSuchEntry: no such entry on the topic; InvalidArgument: a negative id.
+        """
+        request = pb.GetMessageByIdRequest(topic=topic, ledger_id=ledger_id, entry_id=entry_id)
+        return await self.on_owner(topic, lambda s: s.GetMessageById(request, timeout=self.timeout))
+
     async def last_message_id(self, topic: str) -> pb.MessageIdData:
         """The last stored entry of a non-partitioned topic or one partition."""
         return await self.pool.last_message_id(topic)
@@ -483,6 +503,13 @@ class AdminClient:
         await self.on_partitions(topic, lambda s, t: s.ExpireMessages(
             pb.ExpireMessagesRequest(topic=t, subscription=subscription, expire_time_s=expire_time_s),
             timeout=self.timeout,
+        ))
+
+    async def expire_messages_all_subscriptions(self, topic: str, expire_time_s: int) -> None:
+        """On every subscription (of every partition), acknowledge every message published
+        more than ``expire_time_s`` seconds ago."""
+        await self.on_partitions(topic, lambda s, t: s.ExpireMessages(
+            pb.ExpireMessagesRequest(topic=t, expire_time_s=expire_time_s, all_subscriptions=True), timeout=self.timeout,
         ))
 
     async def peek_message(self, topic: str, subscription: str, position: int) -> pb.PeekMessageResponse:

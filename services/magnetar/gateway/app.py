@@ -24,6 +24,7 @@ from magnetar.gateway.routers import (
     subscriptions,
     tenants,
     terminate,
+    topic_messages,
     topics,
     unload,
 )
@@ -31,7 +32,8 @@ from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
-    subscriptions.router, unload.router, storage.router, dlq.router, producer.router, terminate.router, websocket.router,
+    subscriptions.router, unload.router, storage.router, dlq.router, producer.router, terminate.router,
+    topic_messages.router, websocket.router,
 )
 
 

@@ -41,6 +41,7 @@ from magnetar.tools.admin_schemas import (
     run_schema_policies,
     run_schemas,
 )
+from magnetar.tools.admin_topics import add_topic_message_commands, run_topic_messages
 
 DEFAULT_URL = "127.0.0.1:6660"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
@@ -88,11 +89,6 @@ def reset_time_ms(text: str, now_ms: int) -> int:
             f"invalid --time {text!r}: give ms since the epoch or a duration ago such as 30s, 10m, 1h, 2d, 1w"
         )
     return max(0, now_ms - int(match.group(1)) * _UNIT_MS[match.group(2)])
-
-
-def _message_id_text(mid: pb.MessageIdData) -> str:
-    """pulsar-admin's ``ledgerId:entryId:partitionIndex``."""
-    return f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}"
 
 
 def _print_names(names: Iterable[str]) -> None:
@@ -317,7 +313,7 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await _run_namespaces(admin, args)
     elif group == "schemas":
         await run_schemas(admin, args)
-    elif await _run_subscriptions(admin, args):
+    elif await _run_subscriptions(admin, args) or await run_topic_messages(admin, args):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -327,12 +323,6 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await admin.delete_topic(args.name, force=args.force)
     elif action == "unload":
         await admin.unload_topic(args.name)
-    elif action == "terminate":
-        mid = await admin.terminate_topic(args.name)
-        print(f"Topic {args.name} successfully terminated at {_message_id_text(mid)}")
-    elif action == "partitioned-terminate":
-        for i, mid in enumerate(await admin.terminate_partitioned_topic(args.name)):
-            print(f"Partition {i} of {args.name} successfully terminated at {_message_id_text(mid)}")
     elif action == "list":
         _print_names(await admin.topics(args.name))
     else:
@@ -398,10 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
                               "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
                               "stats": ("print a topic's stats as JSON", "TOPIC"),
-                              "subscriptions": ("list a topic's subscriptions", "TOPIC"),
-                              "terminate": ("terminate a topic (or one partition): it takes no more messages, "
-                                            "consumers learn they reached its end; prints its last message id", "TOPIC"),
-                              "partitioned-terminate": ("terminate every partition of a partitioned topic", "TOPIC")})
+                              "subscriptions": ("list a topic's subscriptions", "TOPIC")})
+    add_topic_message_commands(topics)
     p = topics.add_parser("delete", help="delete a topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",
