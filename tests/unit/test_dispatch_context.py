@@ -71,6 +71,7 @@ class Context:
     settings: BrokerConfig = field(default_factory=BrokerConfig)
     delayed_delivery: bool = True
     dispatch_limiter: RateLimiter | None = None
+    terminated_position: Position | None = None
     out: int = 0
 
     def __post_init__(self) -> None:

@@ -185,6 +185,10 @@ class TwinConsumer:
         self.nacked: list[MessageId] = []
         self.unsubscribed = False
         self.refuse_unsubscribe: MagnetarError | None = None
+        self.reached_end = False
+
+    def has_reached_end_of_topic(self) -> bool:
+        return self.reached_end
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         return await self.queue.get()
@@ -296,6 +300,10 @@ async def test_end_of_topic_and_unsubscribe():
     socket.client_sends({"type": "isEndOfTopic"}, {"type": "unsubscribe"})
     await settle()
     assert socket.frames() == [{"endOfTopic": False}] and socket.closed is None  # refused: stays open
+    consumer.reached_end = True  # the topic was terminated and everything delivered
+    socket.client_sends({"type": "isEndOfTopic"})
+    await settle()
+    assert socket.frames()[-1] == {"endOfTopic": True}
     consumer.refuse_unsubscribe = None
     socket.client_sends({"type": "unsubscribe"})
     await asyncio.wait_for(task, 1)

@@ -31,6 +31,7 @@ class TopicTwin:
         self.compacted: CompactedEntries | None = None
         self.delayed_delivery_enabled = True
         self.dispatch_limiter: RateLimiter | None = None
+        self.terminated_position: Position | None = None
         self.msg_out = 0
         self.subscriptions: dict[str, Subscription] = {}
 

@@ -66,6 +66,8 @@ class BrokerConsumer:
         meter_out: the messages and bytes delivered to it (stats).
         read_compacted: reads the topic's compacted view up to its horizon, then the
             topic (Exclusive and Failover subscriptions only, as Pulsar's).
+        on_end_of_topic: told once when its topic was terminated and its subscription
+            has read every entry (Pulsar's REACHED_END_OF_TOPIC).
     """
 
     name: str
@@ -77,12 +79,14 @@ class BrokerConsumer:
     on_active: Callable[[bool], None] | None = None
     key_shared: KeySharedPolicy | None = None
     read_compacted: bool = False
+    on_end_of_topic: Callable[[], None] | None = None
     consumer_id: int = field(default_factory=lambda: next(_ids), init=False)
     permits: int = field(default=0, init=False)
     pending: dict[Position, int] = field(default_factory=dict, init=False)
     unacked: int = field(default=0, init=False)
     blocked: bool = field(default=False, init=False)
     closed: bool = field(default=False, init=False)
+    told_end_of_topic: bool = field(default=False, init=False)
     dead_letter: DeadLetterPolicy | None = field(default=None, init=False)
     meter_out: Meter = field(default_factory=Meter, init=False)
     connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000), init=False)

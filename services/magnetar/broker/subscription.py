@@ -82,6 +82,10 @@ class SubscriptionTopic(Protocol):
     def dispatch_limiter(self) -> RateLimiter | None:
         """The namespace's dispatchRate, shared by the topic's subscriptions (None: no limit)."""
 
+    @property
+    def terminated_position(self) -> Position | None:
+        """The last entry of a terminated topic (None: not terminated)."""
+
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers."""
 
@@ -139,6 +143,10 @@ class Subscription:
     @property
     def dispatch_limiter(self) -> RateLimiter | None:
         return self.topic.dispatch_limiter
+
+    @property
+    def terminated_position(self) -> Position | None:
+        return self.topic.terminated_position
 
     def count_out(self, messages: int, size: int = 0) -> None:
         self.meter_out.add(messages, size)
@@ -326,6 +334,7 @@ class Subscription:
             for p, mask in c.release_all().items():
                 self.dispatcher.released(c, p, mask)
             c.permits = 0
+            c.told_end_of_topic = False  # moved back: it reaches the end again later
             if c.on_reset is not None:
                 c.on_reset()
         self.cursor.reset_to(position)

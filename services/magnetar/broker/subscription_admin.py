@@ -195,6 +195,22 @@ class SubscriptionAdmin:
         for t, position in zip(topics, positions, strict=True):
             await t.subscriptions[subscription].reset_cursor(position)
 
+    async def expire_all_subscriptions(self, topic: str, expire_time_s: int) -> int:
+        """Acknowledge, on every subscription of the topic (of each partition), every
+        message published more than ``expire_time_s`` seconds ago (Pulsar's
+        ``expireMessagesForAllSubscriptions``); returns the entries acknowledged.
+
+        Raises:
+            InvalidArgument: a negative time.
+        """
+        _check_expiry(expire_time_s)
+        topics = await self._targets(topic)
+        cutoff_ms = max(0, int(self._clock() * 1000) - expire_time_s * 1000)
+        keep = [await t.position_for_time(cutoff_ms) for t in topics]
+        return sum(
+            sub.expire_before(p) for t, p in zip(topics, keep, strict=True) for sub in list(t.subscriptions.values())
+        )
+
     async def expire_messages(self, topic: str, subscription: str, expire_time_s: int) -> int:
         """Acknowledge every message published more than ``expire_time_s`` seconds ago
         (on every partition); returns the entries acknowledged. Publish times are taken to
@@ -205,10 +221,14 @@ class SubscriptionAdmin:
             SubscriptionNotFound: a target lacks the subscription (nothing is expired).
         """
         check_subscription_name(subscription)
-        if isinstance(expire_time_s, bool) or not isinstance(expire_time_s, int) or expire_time_s < 0:
-            raise InvalidArgument(f"an expiry time is seconds >= 0, got {expire_time_s!r}")
+        _check_expiry(expire_time_s)
         topics = await self._targets(topic)
         self._require(topics, subscription)
         cutoff_ms = max(0, int(self._clock() * 1000) - expire_time_s * 1000)
         keep = [await t.position_for_time(cutoff_ms) for t in topics]
         return sum(t.subscriptions[subscription].expire_before(p) for t, p in zip(topics, keep, strict=True))
+
+
+def _check_expiry(expire_time_s: int) -> None:
+    if isinstance(expire_time_s, bool) or not isinstance(expire_time_s, int) or expire_time_s < 0:
+        raise InvalidArgument(f"an expiry time is seconds >= 0, got {expire_time_s!r}")

@@ -65,6 +65,12 @@ from magnetar.broker.rates import Meter
 from magnetar.broker.stats import PublisherStats, TopicStats
 from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
+from magnetar.broker.termination import (
+    TERMINATED_PROPERTY,
+    encode_position,
+    parse_terminated,
+    terminated_error,
+)
 from magnetar.common.compression import MAX_UNCOMPRESSED_SIZE
 from magnetar.common.errors import (
     AlreadyExists,
@@ -164,6 +170,9 @@ class PersistentTopic:
         self.dispatch_limiter: RateLimiter | None = None
         """The namespace's dispatchRate for this partition, shared by its subscriptions."""
         self._settled_waiters: list[asyncio.Future[None]] = []  # woken when a publish ends
+        self.terminated_position: Position | None = None
+        """Set once the topic is terminated (:meth:`terminate`): the last entry it took."""
+        self._terminating = False
         self._closed = False
         self._sub_lock = asyncio.Lock()
         self._tasks = BackgroundTasks(f"topic {name}")
@@ -174,6 +183,7 @@ class PersistentTopic:
         self._apply_rates()
         self._load_subscriptions()
         self.access.epoch = parse_epoch(self.ml.properties.get(EPOCH_PROPERTY))
+        self.terminated_position = parse_terminated(self.ml.properties.get(TERMINATED_PROPERTY), self.name)
         if self.deduplication_enabled:
             self._dedup_tracked = True
             await self._scan_dedup()
@@ -373,6 +383,8 @@ class PersistentTopic:
     def _check_new_producer(self, producer_name: str) -> None:
         if self._closed:
             raise ServiceClosed(f"topic {self.name} is closing")
+        if self.terminated:
+            raise terminated_error(self.name)
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
         blocked = self._quota_error()
@@ -456,6 +468,8 @@ class PersistentTopic:
             return _failed(loop, MessageTooBig(len(entry), limit))
         if self._closed:
             return _failed(loop, ServiceClosed(f"topic {self.name} is closing"))
+        if self.terminated:
+            return _failed(loop, terminated_error(self.name))
         if lowest_seq > INT64_MAX or highest_seq > INT64_MAX:
             # Pulsar's sequence ids are Java longs; ProducerOpened.last_sequence_id is int64.
             return _failed(loop, InvalidArgument(
@@ -553,6 +567,61 @@ class PersistentTopic:
             for w in waiters:
                 if not w.done():
                     w.set_result(None)
+
+    # -- termination -------------------------------------------------------------
+    @property
+    def terminated(self) -> bool:
+        """Terminated, or being terminated: no producer and no message is taken."""
+        return self._terminating or self.terminated_position is not None
+
+    async def terminate(self) -> Position:
+        """Terminate the topic (Pulsar's ``terminate``); returns the position of the last
+        entry it holds (entry id -1: it holds none in that ledger). Terminating it again
+        answers the same position.
+
+        New messages are refused at once; the adds already sent are waited for, then the
+        terminated position is stored with the ledger list (see
+        :mod:`magnetar.broker.termination`), then the producers are closed with
+        TopicTerminated and the subscriptions woken: a consumer that has read everything
+        is told it reached the end of the topic.
+
+        Raises:
+            NotOwner: another broker took the topic over before the position was stored
+            (nothing is terminated then); ServiceClosed: the topic is closing.
+        """
+        if self.terminated_position is not None:
+            return self.terminated_position
+        if self._closed:
+            raise ServiceClosed(f"topic {self.name} is closing")
+        self._terminating = True
+        try:
+            while self.ml.pending_adds:
+                waiter = asyncio.get_running_loop().create_future()
+                self._settled_waiters.append(waiter)
+                await waiter
+            if self.terminated_position is not None:  # a concurrent terminate finished first
+                return self.terminated_position
+            last = self.ml.last_confirmed_position
+            self.ml.put_property(TERMINATED_PROPERTY, encode_position(last))
+            try:
+                await self.ml.store_properties()
+            except MetadataVersionConflict as exc:
+                self.ml.put_property(TERMINATED_PROPERTY, None)
+                raise NotOwner(f"topic {self.name} moved to another broker; look it up again") from exc
+            except BaseException:
+                self.ml.put_property(TERMINATED_PROPERTY, None)
+                raise
+            self.terminated_position = last
+        finally:
+            self._terminating = False
+        closers, self._producer_closers = self._producer_closers, {}
+        self.producers.clear()
+        for close in closers.values():
+            close(terminated_error(self.name))
+        for sub in self.subscriptions.values():
+            sub.notify_new_entries()
+        log.info("topic %s terminated at %s", self.name, last)
+        return last
 
     # -- subscriptions ---------------------------------------------------------
     def _load_subscriptions(self) -> None:

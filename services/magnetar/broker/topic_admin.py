@@ -1,7 +1,8 @@
 """Topic admin on the topics this broker serves, for the gateway's
 ``/admin/v2/persistent``: internal stats, growing a partitioned topic, peeking and
 examining messages (pulsar-admin's ``stats-internal``, ``update-partitioned-topic``,
-``peek-messages``, ``examine-message``). Nothing here changes a topic's data.
+``peek-messages``, ``examine-message``) and terminating one (``terminate``: it takes no
+more messages; see :mod:`magnetar.broker.termination`). Nothing here changes a topic's data.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from magnetar.common.errors import (
     InvalidArgument,
     InvalidTopicName,
     MagnetarError,
+    NoSuchEntry,
+    NotFound,
     SubscriptionNotFound,
     TopicNotFound,
 )
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.common.partitions import admin_targets
 from magnetar.managedledger.opening import PreparedLedger, prepare_ledger, unprepare_ledger
-from magnetar.managedledger.position import ManagedLedgerName
+from magnetar.managedledger.position import ManagedLedgerName, Position
 from magnetar.managedledger.stats import ManagedLedgerFigures, figures
 
 if TYPE_CHECKING:
@@ -61,6 +64,51 @@ class TopicAdmin:
             sub = served.subscriptions.get(cursor.name)
             cursor.active = sub is not None and bool(sub.consumers)
         return stats
+
+    async def terminate(self, topic: str) -> Position:
+        """Terminate a non-partitioned topic or one partition; returns its last entry
+        (see :meth:`PersistentTopic.terminate`).
+
+        Raises:
+            TopicNotFound; InvalidTopicName: a partitioned topic's own name (terminate each
+            partition); NotOwner: served elsewhere.
+        """
+        return await (await self.topic(topic)).terminate()
+
+    async def message_id_by_time(self, topic: str, timestamp_ms: int) -> Position:
+        """The first entry published at or after ``timestamp_ms`` (Pulsar's
+        ``getMessageIdByTimestamp``).
+
+        Raises:
+            InvalidArgument: a negative time; NotFound: no entry was published then or
+            later (Pulsar's 404 "Message ID not found").
+        """
+        if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or timestamp_ms < 0:
+            raise InvalidArgument(f"a publish time is ms since the epoch, got {timestamp_ms!r}")
+        served = await self.topic(topic)
+        found = await served.position_for_time(timestamp_ms)
+        if not served.ml.contains(found):
+            raise NotFound(f"Message ID not found: nothing on {served.name} was published at or after {timestamp_ms}")
+        return found
+
+    async def message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> PeekedMessage:
+        """The message stored at ``ledger_id:entry_id`` (Pulsar's ``getMessageById``);
+        of a batch, its first message (with its batch index).
+
+        Raises:
+            InvalidArgument: a negative id; NoSuchEntry: no such entry on the topic
+            (never stored, or trimmed).
+        """
+        if ledger_id < 0 or entry_id < 0:
+            raise InvalidArgument(f"a message id is two integers >= 0, got {ledger_id}:{entry_id}")
+        served = await self.topic(topic)
+        position = Position(ledger_id, entry_id)
+        if not served.ml.contains(position):
+            raise NoSuchEntry(ledger_id, entry_id, served.name)
+        stored = await served.ml.read_entries(position, 1, 1 << 62)
+        if not stored or stored[0][0] != position:  # trimmed meanwhile
+            raise NoSuchEntry(ledger_id, entry_id, served.name)
+        return peeking.PeekedMessage(position, peeking.decode(stored[0][1]), 0)
 
     async def update_partitions(self, topic: str, partitions: int) -> int:
         """Grow a partitioned topic to ``partitions``; returns the count it had (the

@@ -372,6 +372,51 @@ class AdminClient:
         request = pb.InternalStatsRequest(topic=topic)
         return await self.on_owner(topic, lambda s: s.GetInternalStats(request, timeout=self.timeout))
 
+    async def terminate_topic(self, topic: str) -> pb.MessageIdData:
+        """Terminate a non-partitioned topic or one partition: it takes no more producers
+        or messages, and its consumers learn they reached its end once they have read
+        everything. Returns its last message id (entry_id -1: none in that ledger).
+
+        Raises:
+            TopicNotFound; InvalidTopicName: a partitioned topic's own name (see
+            :meth:`terminate_partitioned_topic`).
+        """
+        request = pb.TerminateTopicRequest(topic=topic)
+        return await self.on_owner(topic, lambda s: s.TerminateTopic(request, timeout=self.timeout))
+
+    async def terminate_partitioned_topic(self, topic: str) -> list[pb.MessageIdData]:
+        """Terminate every partition of a partitioned topic; their last message ids, in
+        partition order.
+
+        Raises:
+            TopicNotFound: not a partitioned topic.
+        """
+        name = TopicName.parse(topic)
+        count = await self.pool.partitions(str(name))
+        if name.is_partition or not count:
+            raise TopicNotFound(f"{topic} is not a partitioned topic")
+        return [await self.terminate_topic(str(name.partition(i))) for i in range(count)]
+
+    async def message_id_by_timestamp(self, topic: str, timestamp_ms: int) -> pb.MessageIdData:
+        """The first message of a non-partitioned topic or one partition published at or
+        after ``timestamp_ms``.
+
+        Raises:
+            NotFound: none was; InvalidArgument: a negative time.
+        """
+        request = pb.MessageIdByTimestampRequest(topic=topic, timestamp_ms=timestamp_ms)
+        return await self.on_owner(topic, lambda s: s.GetMessageIdByTimestamp(request, timeout=self.timeout))
+
+    async def message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> pb.PeekMessageResponse:
+        """The message stored at ``ledger_id:entry_id`` of a non-partitioned topic or one
+        partition (of a batch, its first message), read without changing anything.
+
+        Raises:
+            NoSuchEntry: no such entry on the topic; InvalidArgument: a negative id.
+        """
+        request = pb.GetMessageByIdRequest(topic=topic, ledger_id=ledger_id, entry_id=entry_id)
+        return await self.on_owner(topic, lambda s: s.GetMessageById(request, timeout=self.timeout))
+
     async def last_message_id(self, topic: str) -> pb.MessageIdData:
         """The last stored entry of a non-partitioned topic or one partition."""
         return await self.pool.last_message_id(topic)
@@ -470,6 +515,13 @@ class AdminClient:
         await self.on_partitions(topic, lambda s, t: s.ExpireMessages(
             pb.ExpireMessagesRequest(topic=t, subscription=subscription, expire_time_s=expire_time_s),
             timeout=self.timeout,
+        ))
+
+    async def expire_messages_all_subscriptions(self, topic: str, expire_time_s: int) -> None:
+        """On every subscription (of every partition), acknowledge every message published
+        more than ``expire_time_s`` seconds ago."""
+        await self.on_partitions(topic, lambda s, t: s.ExpireMessages(
+            pb.ExpireMessagesRequest(topic=t, expire_time_s=expire_time_s, all_subscriptions=True), timeout=self.timeout,
         ))
 
     async def peek_message(self, topic: str, subscription: str, position: int) -> pb.PeekMessageResponse:

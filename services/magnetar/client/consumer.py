@@ -393,6 +393,12 @@ class Consumer:
     def is_connected(self) -> bool:
         return all(p.connected for p in self._partitions + self._retry)
 
+    def has_reached_end_of_topic(self) -> bool:
+        """True once the topic was terminated and the broker has sent every message of
+        it (of every partition) to this consumer (Pulsar's ``hasReachedEndOfTopic``;
+        messages may still wait in the receive queue). A seek makes it False again."""
+        return bool(self._partitions) and all(p.reached_end_of_topic for p in self._partitions)
+
     @property
     def partitions(self) -> list[PartitionConsumer]:
         return self._partitions

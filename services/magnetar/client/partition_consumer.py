@@ -78,6 +78,8 @@ class PartitionConsumer(ConnectionHandler):
         )  # fmt: skip
         self.last_taken: MessageId | None = None
         self.resets = 0  # CursorResets received
+        self.reached_end_of_topic = False
+        """The broker said the topic was terminated and every message of it was sent here."""
         self._queue = queue
         self._taken = 0  # messages taken by the application since the last Flow
         self._flow = 0  # permits to grant
@@ -197,6 +199,8 @@ class PartitionConsumer(ConnectionHandler):
                         self._on_delivery(delivery)
                 elif kind == "reset":
                     self._on_cursor_reset()
+                elif kind == "end_of_topic":
+                    self.reached_end_of_topic = True
                 elif kind == "done":
                     self._on_done(resp.done)
                 elif kind == "error":
@@ -289,6 +293,7 @@ class PartitionConsumer(ConnectionHandler):
 
     def _on_cursor_reset(self) -> None:
         """The subscription moved: what we hold is void; start over from the new position."""
+        self.reached_end_of_topic = False
         dropped = self._queue.remove_if(lambda item: item[0] is self)
         self.acks.reset()
         self.chunks.clear()

@@ -166,6 +166,11 @@ class Reader:
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 
+    def has_reached_end_of_topic(self) -> bool:
+        """True once the topic was terminated and every message of it was sent to this
+        reader (Java's ``Reader.hasReachedEndOfTopic``)."""
+        return self._consumer.has_reached_end_of_topic()
+
     async def close(self) -> None:
         await self._consumer.close()
 

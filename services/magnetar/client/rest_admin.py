@@ -10,8 +10,11 @@ gateway's ``reason`` as its message.
 
 from __future__ import annotations
 
+import base64
+import json
 import ssl
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -65,6 +68,15 @@ class RestAdmin:
             MagnetarError: the typed error of an error status, or NotConnected when the
                 gateway cannot be reached.
         """
+        response = await self._send(method, path, body, params)
+        if not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.content
+
+    async def _send(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> httpx.Response:
+        """The answer of a success status (see :meth:`request`)."""
         try:
             response = await self._http.request(method, path, json=body, params=params)
         except httpx.TimeoutException as exc:
@@ -77,11 +89,7 @@ class RestAdmin:
             except (ValueError, KeyError, TypeError):
                 reason = response.text.strip()[:300] or response.reason_phrase
             raise _ERRORS.get(response.status_code, e.MagnetarError)(f"{reason} (HTTP {response.status_code})")
-        if not response.content:
-            return None
-        if response.headers.get("content-type", "").startswith("application/json"):
-            return response.json()
-        return response.content
+        return response
 
     # -- tenants -------------------------------------------------------------------
     async def clusters(self) -> list[str]:
@@ -239,6 +247,45 @@ class RestAdmin:
         status = await self.request("GET", _topic(topic, "compaction"))
         return pb.CompactionStatus(status=status["status"], last_error=status.get("lastError") or "")
 
+    async def terminate_topic(self, topic: str) -> pb.MessageIdData:
+        """See :meth:`magnetar.client.admin.AdminClient.terminate_topic`."""
+        return _message_id(await self.request("POST", _topic(topic, "terminate")))
+
+    async def terminate_partitioned_topic(self, topic: str) -> list[pb.MessageIdData]:
+        """See :meth:`magnetar.client.admin.AdminClient.terminate_partitioned_topic`."""
+        ids = await self.request("POST", _topic(topic, "terminate/partitions"))
+        return [_message_id(ids[k]) for k in sorted(ids, key=int)]
+
+    async def message_id_by_timestamp(self, topic: str, timestamp_ms: int) -> pb.MessageIdData:
+        """See :meth:`magnetar.client.admin.AdminClient.message_id_by_timestamp`."""
+        return _message_id(await self.request("GET", _topic(topic, f"messageid/{timestamp_ms}")))
+
+    async def message_by_id(self, topic: str, ledger_id: int, entry_id: int) -> pb.PeekMessageResponse:
+        """See :meth:`magnetar.client.admin.AdminClient.message_by_id` (read back from the
+        answer's ``X-Pulsar-*`` headers: id, publish time, producer, sequence id,
+        properties, key)."""
+        response = await self._send("GET", _topic(topic, f"ledger/{ledger_id}/entry/{entry_id}"))
+        h = response.headers
+        mid = MessageId.parse(h["X-Pulsar-Message-ID"])
+        found = pb.PeekMessageResponse(
+            found=True, producer_name=h.get("X-Pulsar-producer-name", ""),
+            publish_time_ms=_iso_ms(h.get("X-Pulsar-publish-time", "")),
+            message_id=pb.MessageIdData(ledger_id=mid.ledger_id(), entry_id=mid.entry_id(),
+                                        partition=mid.partition(), batch_index=mid.batch_index()),
+        )  # fmt: skip
+        msg = found.message
+        msg.payload = response.content
+        msg.sequence_id = int(h.get("X-Pulsar-sequence-id", "0"))
+        msg.properties.update(json.loads(h.get("X-Pulsar-PROPERTY", "{}")))
+        if "X-Pulsar-partition-key" in h:
+            key = h["X-Pulsar-partition-key"]
+            msg.partition_key = base64.b64decode(key).decode() if h.get("X-Pulsar-partition-key-b64-encoded") else key
+            msg.has_partition_key = True
+        return found
+
+    async def expire_messages_all_subscriptions(self, topic: str, expire_time_s: int) -> None:
+        await self.request("POST", _topic(topic, f"all_subscription/expireMessages/{expire_time_s}"))
+
     async def topic_stats(self, topic: str) -> pb.TopicStats:
         """Pulsar's stats and internal stats, as the broker's TopicStats."""
         stats = await self.request("GET", _topic(topic, "stats"))
@@ -363,3 +410,15 @@ def _reset_data(message_id: MessageId) -> dict[str, int]:
     """Pulsar's ResetCursorData (earliest is -1:-1, latest Long.MAX_VALUE in both fields)."""
     return {"ledgerId": message_id.ledger_id(), "entryId": message_id.entry_id(),
             "partitionIndex": message_id.partition(), "batchIndex": message_id.batch_index()}
+
+
+def _message_id(doc: dict[str, Any]) -> pb.MessageIdData:
+    """Pulsar's MessageId JSON (``ledgerId``, ``entryId``, ``partitionIndex``)."""
+    return pb.MessageIdData(
+        ledger_id=doc["ledgerId"], entry_id=doc["entryId"], partition=doc.get("partitionIndex", -1), batch_index=-1,
+    )
+
+
+def _iso_ms(text: str) -> int:
+    """ms since the epoch of an ISO 8601 time (0: none)."""
+    return round(datetime.fromisoformat(text).timestamp() * 1000) if text else 0

@@ -380,6 +380,10 @@ class Consumer:
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 
+    def has_reached_end_of_topic(self) -> bool:
+        """See :meth:`magnetar.client.consumer.Consumer.has_reached_end_of_topic`."""
+        return self._consumer.has_reached_end_of_topic()
+
     def receive(self, timeout_millis: int | None = None) -> Message:
         """Block for the next message; raises ``magnetar.Timeout`` after ``timeout_millis``."""
         if self._runner.on_loop():
@@ -471,6 +475,10 @@ class Reader:
 
     def is_connected(self) -> bool:
         return self._reader.is_connected()
+
+    def has_reached_end_of_topic(self) -> bool:
+        """See :meth:`magnetar.client.reader.Reader.has_reached_end_of_topic`."""
+        return self._reader.has_reached_end_of_topic()
 
     def close(self) -> None:
         """Close; the listener thread, if any, ends."""

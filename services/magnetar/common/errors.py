@@ -28,6 +28,7 @@
     │                            topic is held by an exclusive producer
     ├── ProducerFenced           an exclusive producer holds (or took) the topic
     ├── ProducerBlockedQuotaExceeded  the topic's backlog is over its namespace's quota
+    ├── TopicTerminated          the topic was terminated: it takes no more messages
     ├── ProducerQueueIsFull      the producer's pending queue is full (client side, not waiting)
     ├── NotOwner                 this broker does not serve the topic (look it up again)
     ├── AuthenticationError      no token, or a bad, expired or wrongly signed one
@@ -235,6 +236,14 @@ class ProducerBusy(MagnetarError):
     grpc_status = "FAILED_PRECONDITION"
 
 
+class TopicTerminated(MagnetarError):
+    """The topic was terminated (``terminate``): it takes no new producer and no
+    message (Pulsar's TopicTerminatedException). Not retriable."""
+
+    code = "TOPIC_TERMINATED"
+    grpc_status = "FAILED_PRECONDITION"
+
+
 class ProducerFenced(MagnetarError):
     """An exclusive producer holds the topic, took it from this producer
     (ExclusiveWithFencing), or held it since this producer was given its topic epoch
@@ -425,10 +434,6 @@ class ConsumerNotFound(MagnetarError):
 
 class UnsupportedVersionError(MagnetarError):
     code = "UNSUPPORTED_VERSION"
-
-
-class TopicTerminated(MagnetarError):
-    code = "TOPIC_TERMINATED"
 
 
 class CryptoError(MagnetarError):

@@ -24,6 +24,8 @@ from magnetar.gateway.routers import (
     storage,
     subscriptions,
     tenants,
+    terminate,
+    topic_messages,
     topics,
     unload,
 )
@@ -31,7 +33,8 @@ from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
-    subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, websocket.router,
+    subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
+    topic_messages.router, websocket.router,
 )
 
 

@@ -12,9 +12,11 @@ from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import Frame, FrameDecoder, encode_command
 
 
-def connect_command(protocol_version: int = 20, token: str | None = None) -> pb.BaseCommand:
-    """CONNECT as pulsar-client 4.2.0 sends it."""
-    connect = pb.CommandConnect(client_version="Pulsar-CPP-v4.2.0", protocol_version=protocol_version)
+def connect_command(
+    protocol_version: int = 20, token: str | None = None, client_version: str = "Pulsar-CPP-v4.2.0",
+) -> pb.BaseCommand:
+    """CONNECT as pulsar-client 4.2.0 sends it (or as ``client_version``)."""
+    connect = pb.CommandConnect(client_version=client_version, protocol_version=protocol_version)
     if token is not None:
         connect.auth_method_name = "token"
         connect.auth_data = token.encode()
@@ -63,8 +65,10 @@ class RawPulsarConnection:
                 self.frames.extend(self.decoder.feed(data))
         return self.frames.pop(0)
 
-    async def handshake(self, protocol_version: int = 20, token: str | None = None) -> pb.CommandConnected:
-        await self.send(connect_command(protocol_version, token))
+    async def handshake(
+        self, protocol_version: int = 20, token: str | None = None, client_version: str = "Pulsar-CPP-v4.2.0",
+    ) -> pb.CommandConnected:
+        await self.send(connect_command(protocol_version, token, client_version))
         frame = await self.receive()
         if frame.command.type != pb.BaseCommand.CONNECTED:
             raise AssertionError(f"CONNECT answered with {frame.type_name}: {frame.command}")

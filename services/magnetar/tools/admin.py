@@ -43,6 +43,7 @@ from magnetar.tools.admin_schemas import (
     add_schema_commands,
     run_schemas,
 )
+from magnetar.tools.admin_topics import add_topic_message_commands, run_topic_messages
 
 DEFAULT_URL = "127.0.0.1:6660"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
@@ -252,7 +253,7 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await _run_namespaces(admin, args)
     elif group == "schemas":
         await run_schemas(admin, args)
-    elif await _run_subscriptions(admin, args):
+    elif await _run_subscriptions(admin, args) or await run_topic_messages(admin, args):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -319,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "compaction-status": ("print the status of a topic's (partition's) last compaction",
                                                     "TOPIC"),
                               "subscriptions": ("list a topic's subscriptions", "TOPIC")})
+    add_topic_message_commands(topics)
     p = topics.add_parser("delete", help="delete a topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",

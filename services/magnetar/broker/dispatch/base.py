@@ -97,6 +97,10 @@ class DispatchContext(Protocol):
         """``messages`` (in entries of ``size`` bytes) went out to consumers (stats, and
         the dispatch rate limit's tokens)."""
 
+    @property
+    def terminated_position(self) -> Position | None:
+        """The topic's last entry when it was terminated (None: it is not)."""
+
     def divert(self, position: Position, batch: Entry, n: int, mask: int) -> bool:
         """True when the messages go to the dead letter topic instead (past
         max_redeliver_count); the subscription moves them."""
@@ -323,6 +327,7 @@ class Dispatcher:
             self._throttled_since = None
         if self.delayed:
             await self._release_due()
+        self._tell_end_of_topic()
         if not self._any_available() or self._throttled():
             return False
         progressed = False
@@ -335,6 +340,17 @@ class Dispatcher:
         if self.may_read_new() and self._any_available() and self.sub.cursor.has_more_entries():
             progressed = await self._dispatch_new() or progressed
         return progressed
+
+    def _tell_end_of_topic(self) -> None:
+        """On a terminated topic, tell each consumer not told yet that it reached the end,
+        once the subscription has read every entry and holds none to send again."""
+        if self.sub.terminated_position is None or self.replay or self.delayed or self.sub.cursor.has_more_entries():
+            return
+        for c in self.sub.consumers:
+            if not c.told_end_of_topic and not c.closed:
+                c.told_end_of_topic = True
+                if c.on_end_of_topic is not None:
+                    c.on_end_of_topic()
 
     # -- dispatch rate limit ----------------------------------------------------------
     def _throttled(self) -> bool:

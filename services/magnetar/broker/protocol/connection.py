@@ -101,6 +101,8 @@ class Connection:
         self.connected = False
         """The handshake is done."""
         self.protocol_version = 0
+        self.client_version = ""
+        """What the client said it is in CONNECT (``Pulsar-CPP-v3.7.0``, ``Pulsar-Java-v3.3.0``)."""
         self.role: str | None = None
         self._reader = reader
         self._writer = writer
@@ -370,6 +372,7 @@ class Connection:
 
     def _connected(self, connect: pb.CommandConnect) -> None:
         self.protocol_version = min(connect.protocol_version, commands.PROTOCOL_VERSION)
+        self.client_version = connect.client_version
         self._write(commands.connected(self.settings.server_version, self.protocol_version, self.settings.max_message_size))
         self.connected = True
         log.debug("pulsar connection %s: %s, protocol %d", self.peer, connect.client_version, self.protocol_version)

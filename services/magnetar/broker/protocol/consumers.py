@@ -59,6 +59,8 @@ class ConsumerConnection(Protocol):
     service: BrokerService
     peer: str
     role: str | None
+    protocol_version: int
+    client_version: str
 
     @property
     def authorizer(self) -> Authorizer | None:
@@ -99,6 +101,18 @@ class ProtocolConsumer:
     failover: bool = False
     active: bool | None = None
     """What the core said last (Failover): sent once the client knows the consumer."""
+    reached_end: bool = False
+    """The core said the topic ended: REACHED_END_OF_TOPIC, once the client knows the consumer."""
+
+
+def understands_end_of_topic(conn: ConsumerConnection) -> bool:
+    """Whether the client handles REACHED_END_OF_TOPIC: protocol v9 and later (as Pulsar's
+    broker checks), except the C++ client (and those built on it: pulsar-client for
+    Python, Node.js, C): its connection has no case for the command, takes it for an
+    invalid message and closes the connection -- its consumer would reconnect and be
+    told again, forever. Its readers learn the end from GET_LAST_MESSAGE_ID instead
+    (``has_message_available``)."""
+    return conn.protocol_version >= 9 and not conn.client_version.startswith("Pulsar-CPP")
 
 
 class Consumers:
@@ -197,6 +211,8 @@ class Consumers:
         conn.write(commands.success(rid))
         if consumer.active is not None:
             self._tell_active(consumer, consumer.active)
+        if consumer.reached_end:
+            self._tell_end_of_topic(consumer)
         self._watch_access(consumer, Request(Action.CONSUME, consumer.topic.name, s.subscription))
 
     def _watch_access(self, consumer: ProtocolConsumer, request: Request) -> None:
@@ -271,6 +287,7 @@ class Consumers:
             on_reset=lambda: self._closed_by_broker(holder[0], "its subscription was moved (seek)", later=True),
             on_close=lambda exc: self._closed_by_broker(holder[0], exc.message),
             on_active=lambda active: self._tell_active(holder[0], active),
+            on_end_of_topic=lambda: self._tell_end_of_topic(holder[0]),
             # Pulsar's maxUnackedMessagesPerConsumer: Shared and Key_Shared only.
             max_unacked=service.config.max_unacked_messages_per_consumer
             if sub_type in (SubscriptionType.Shared, SubscriptionType.Key_Shared) else 0,
@@ -315,6 +332,16 @@ class Consumers:
             self.connection.write(pb.BaseCommand(
                 type=Type.ACTIVE_CONSUMER_CHANGE,
                 active_consumer_change=pb.CommandActiveConsumerChange(consumer_id=consumer.consumer_id, is_active=active),
+            ))  # fmt: skip
+
+    def _tell_end_of_topic(self, consumer: ProtocolConsumer) -> None:
+        """REACHED_END_OF_TOPIC (the topic was terminated and the consumer has got every
+        message), once SUCCESS has gone out."""
+        consumer.reached_end = True
+        if self.consumers.get(consumer.consumer_id) is consumer and understands_end_of_topic(self.connection):
+            self.connection.write(pb.BaseCommand(
+                type=Type.REACHED_END_OF_TOPIC,
+                reachedEndOfTopic=pb.CommandReachedEndOfTopic(consumer_id=consumer.consumer_id),
             ))  # fmt: skip
 
     def _closed_by_broker(self, consumer: ProtocolConsumer, why: str, later: bool = False) -> None:

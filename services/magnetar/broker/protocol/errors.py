@@ -24,6 +24,7 @@ SERVER_ERRORS: dict[type[e.MagnetarError], pb.ServerError] = {
     e.ProducerBusy: pb.ProducerBusy,
     e.ProducerFenced: pb.ProducerFenced,
     e.ProducerBlockedQuotaExceeded: pb.ProducerBlockedQuotaExceededException,
+    e.TopicTerminated: pb.TopicTerminatedError,
     # Retriable: the C++ client looks the topic up again until its operation timeout.
     e.NotOwner: pb.ServiceNotReady,
     e.ServiceClosed: pb.ServiceNotReady,

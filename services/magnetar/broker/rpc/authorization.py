@@ -37,6 +37,12 @@ def _subscription(r: Any) -> Request:
     return admin_request(Action.CONSUME, topic=r.topic, subscription=r.subscription)
 
 
+def _expire(r: Any) -> Request:
+    """One subscription: as its other admin calls; every subscription: a topic admin's
+    (it changes what other roles' subscriptions hold)."""
+    return admin_request(Action.ADMIN_TOPIC, topic=r.topic) if r.all_subscriptions else _subscription(r)
+
+
 def _namespace(action: Action) -> Callable[[Any], Request]:
     return lambda r: admin_request(action, namespace=r.namespace)
 
@@ -63,7 +69,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "DeleteSubscription": _subscription,
     "SkipMessages": _subscription,
     "ResetCursor": _subscription,
-    "ExpireMessages": _subscription,
+    "ExpireMessages": _expire,
     "PeekMessage": _subscription,
     "PeekMessages": _subscription,
     # topics
@@ -74,6 +80,9 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "GetInternalStats": _topic(Action.ADMIN_TOPIC),
     "TriggerCompaction": _topic(Action.ADMIN_TOPIC),
     "GetCompactionStatus": _topic(Action.ADMIN_TOPIC),
+    "TerminateTopic": _topic(Action.ADMIN_TOPIC),
+    "GetMessageIdByTimestamp": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
+    "GetMessageById": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)
     "GetTopicSchema": _topic(Action.LOOKUP),
     "GetAllTopicSchemas": _topic(Action.LOOKUP),

@@ -275,6 +275,7 @@ class BrokerServicer(
                 sink=sink,
                 on_reset=lambda: out.put_nowait(pb.ConsumeResponse(reset=pb.CursorReset())),
                 on_close=out.put_nowait,
+                on_end_of_topic=lambda: out.put_nowait(pb.ConsumeResponse(end_of_topic=pb.EndOfTopic())),
                 # Pulsar's maxUnackedMessagesPerConsumer: Shared and Key_Shared only (an
                 # Exclusive or Failover consumer, a reader above all, may hold any number).
                 max_unacked=self.service.config.max_unacked_messages_per_consumer

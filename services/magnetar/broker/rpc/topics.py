@@ -35,6 +35,25 @@ class TopicAdminRpcs:
         return pb.AdminResponse()
 
     @rpc_errors
+    async def TerminateTopic(self, request: pb.TerminateTopicRequest, context: grpc.aio.ServicerContext) -> pb.MessageIdData:
+        last = await self._topics.terminate(request.topic)
+        partition = TopicName.parse(request.topic).partition_index
+        return pb.MessageIdData(ledger_id=last.ledger_id, entry_id=last.entry_id, partition=partition, batch_index=-1)
+
+    @rpc_errors
+    async def GetMessageIdByTimestamp(
+        self, request: pb.MessageIdByTimestampRequest, context: grpc.aio.ServicerContext,
+    ) -> pb.MessageIdData:
+        found = await self._topics.message_id_by_time(request.topic, request.timestamp_ms)
+        partition = TopicName.parse(request.topic).partition_index
+        return pb.MessageIdData(ledger_id=found.ledger_id, entry_id=found.entry_id, partition=partition, batch_index=-1)
+
+    @rpc_errors
+    async def GetMessageById(self, request: pb.GetMessageByIdRequest, context: grpc.aio.ServicerContext) -> pb.PeekMessageResponse:
+        found = await self._topics.message_by_id(request.topic, request.ledger_id, request.entry_id)
+        return _peeked(found, TopicName.parse(request.topic).partition_index)
+
+    @rpc_errors
     async def GetInternalStats(self, request: pb.InternalStatsRequest, context: grpc.aio.ServicerContext) -> pb.InternalStats:
         f = await self._topics.internal_stats(request.topic)
         return pb.InternalStats(
@@ -58,7 +77,11 @@ class TopicAdminRpcs:
 
     @rpc_errors
     async def ExpireMessages(self, request: pb.ExpireMessagesRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        await SubscriptionAdmin(self.service).expire_messages(request.topic, request.subscription, request.expire_time_s)
+        admin = SubscriptionAdmin(self.service)
+        if request.all_subscriptions:
+            await admin.expire_all_subscriptions(request.topic, request.expire_time_s)
+        else:
+            await admin.expire_messages(request.topic, request.subscription, request.expire_time_s)
         return pb.AdminResponse()
 
     @rpc_errors

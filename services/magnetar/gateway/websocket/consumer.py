@@ -47,11 +47,15 @@ class ReceivingConsumer(Protocol):
 
     async def unsubscribe(self) -> None: ...
 
+    def has_reached_end_of_topic(self) -> bool: ...
+
 
 class ReadingReader(Protocol):
     """What the session uses of :class:`magnetar.client.reader.Reader`."""
 
     async def read_next(self, timeout_millis: int | None = None) -> Message: ...
+
+    def has_reached_end_of_topic(self) -> bool: ...
 
 
 class _DeliverySession:
@@ -82,6 +86,10 @@ class _DeliverySession:
 
     def _wake(self) -> None:
         self._credit.set()
+
+    def _reached_end(self) -> bool:
+        """The topic was terminated and the broker sent every message of it."""
+        raise NotImplementedError
 
     async def run(self) -> None:
         """Serve the socket until the client goes or the session closes it; the SDK handle
@@ -128,9 +136,9 @@ class _DeliverySession:
         await self.socket.close(error.close_code, close_reason(error, detail))
 
     async def _end_of_topic(self) -> bool:
-        # Magnetar topics cannot be terminated, so no topic ever ends.
+        # Pulsar's answer: the handle's hasReachedEndOfTopic.
         try:
-            await self.socket.send(end_of_topic_frame(False))
+            await self.socket.send(end_of_topic_frame(self._reached_end()))
         except SocketClosed:
             return False
         return True
@@ -165,6 +173,9 @@ class ConsumerSession(_DeliverySession):
 
     async def _next(self) -> Message:
         return await self.consumer.receive()
+
+    def _reached_end(self) -> bool:
+        return self.consumer.has_reached_end_of_topic()
 
     async def _handle(self, command: Command) -> bool:
         kind = command.type
@@ -227,6 +238,9 @@ class ReaderSession(_DeliverySession):
 
     async def _next(self) -> Message:
         return await self.reader.read_next()
+
+    def _reached_end(self) -> bool:
+        return self.reader.has_reached_end_of_topic()
 
     async def _handle(self, command: Command) -> bool:
         if command.type is CommandType.END_OF_TOPIC:
