@@ -516,17 +516,19 @@ async def run_plan(channel: grpc.aio.Channel, plan: Plan, timeout: float, metada
 
 
 async def run_many(
-    channel: grpc.aio.Channel, inputs: Iterator[Plan], *, concurrency: int = 48, timeout: float = 30.0,
+    channel: grpc.aio.Channel, inputs: Iterator[Plan], *, concurrency: int = 48,
+    timeout: float | Callable[[Plan], float] = 30.0,
     on_outcome: Callable[[Plan, Outcome], None] | None = None, metadata: Metadata = (),
 ) -> tuple[int, float]:
-    """Send every plan with ``concurrency`` calls in flight; return (calls, seconds)."""
+    """Send every plan with ``concurrency`` calls in flight; return (calls, seconds).
+    ``timeout``: each call's deadline, or a function giving it per plan."""
     started = time.monotonic()
     done = 0
 
     async def worker() -> None:
         nonlocal done
         for plan in inputs:  # one shared iterator: the workers take turns
-            outcome = await run_plan(channel, plan, timeout, metadata)
+            outcome = await run_plan(channel, plan, timeout(plan) if callable(timeout) else timeout, metadata)
             done += 1
             if on_outcome is not None:
                 on_outcome(plan, outcome)
