@@ -25,6 +25,8 @@ from magnetar.testing.processes import (
 )
 from magnetar.testing.pytest_plugin import track_process
 from magnetar.testing.shell import MAGNETAR, WarmMagnetar, magnetar
+from magnetar.testing.shell import cli_fails as fails
+from magnetar.testing.shell import cli_ok as ok
 
 pytestmark = pytest.mark.integration
 
@@ -57,21 +59,6 @@ def broker(cluster: list[ServiceProcess], request: pytest.FixtureRequest) -> Bro
 def sh() -> Iterator[WarmMagnetar]:
     with WarmMagnetar("admin", "produce", "consume") as warm:
         yield warm
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result: subprocess.CompletedProcess[str], command: str) -> str:
-    """The one stderr line of a command that failed cleanly (exit 1, no traceback)."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"magnetar {command}: ")
-    return lines[0]
 
 
 def test_admin_round_trip_and_errors(broker: BrokerProcess, sh: WarmMagnetar) -> None:

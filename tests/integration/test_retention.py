@@ -25,6 +25,8 @@ from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.session import ZkSession
 from magnetar.metadata.tenants import NamespaceRetention, ZkTenantStore
 from magnetar.testing.processes import BrokerProcess
+from magnetar.testing.shell import cli_fails as fails
+from magnetar.testing.shell import cli_ok as ok
 from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration
@@ -57,19 +59,6 @@ async def cluster_zk(zk_server, module_zk_root: str) -> AsyncIterator[ZkSession]
 
 def admin(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return magnetar("admin", "--url", broker.address, *args)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("magnetar admin: "), result.stderr
-    return lines[0]
 
 
 async def ledger_ids(zk_session, namespace: str, topic: str) -> list[int]:

@@ -23,6 +23,8 @@ from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import BrokerProcess
+from magnetar.testing.shell import cli_fails as fails
+from magnetar.testing.shell import cli_ok as ok
 from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration
@@ -65,21 +67,6 @@ def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
 async def ns(cluster: Cluster) -> str:
     """``persistent://public/sa-<hex>``: a new namespace, none of its bundles owned yet."""
     return f"persistent://{await new_namespace(cluster.first, 'sa')}"
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result: subprocess.CompletedProcess[str]) -> str:
-    """The one stderr line of a command that failed cleanly (exit 1, no traceback)."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("magnetar admin: ")
-    return lines[0]
 
 
 async def produce(url: str, topic: str, n: int, pause_after: int | None = None) -> tuple[list[str], int]:

@@ -12,25 +12,13 @@ import pytest
 import magnetar.asyncio as mg
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.testing.processes import start_all
+from magnetar.testing.shell import cli_fails as fails
+from magnetar.testing.shell import cli_ok as ok
 from magnetar.testing.shell import magnetar
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "persistent://public/default/unload-me"
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("magnetar admin: ")
-    return lines[0]
 
 
 async def roundtrip(producer, consumer, text: str) -> None:

@@ -200,3 +200,20 @@ def parse_readledger(stdout: str) -> dict[int, tuple[int, str]]:
 
 if __name__ == "__main__":
     _serve(sys.argv[1:])
+
+
+def cli_ok(result: subprocess.CompletedProcess[str]) -> str:
+    """The stdout of a command that succeeded (exit 0, nothing on stderr)."""
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    return result.stdout
+
+
+def cli_fails(result: subprocess.CompletedProcess[str], command: str = "admin") -> str:
+    """The one stderr line of a ``magnetar <command>`` that failed cleanly (exit 1, no
+    traceback)."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"magnetar {command}: ")
+    return lines[0]

@@ -24,25 +24,13 @@ from magnetar.common.errors import TopicTerminated
 from magnetar.proto.pulsar import pulsar_api_pb2 as wire
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection
+from magnetar.testing.shell import cli_fails as fails
+from magnetar.testing.shell import cli_ok as ok
 from magnetar.testing.shell import magnetar
 
 pytestmark = [pytest.mark.integration]
 
 P = "/admin/v2/persistent"
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("magnetar admin: ")
-    return lines[0]
 
 
 def _pulsar_producer_refused(cluster: GatewayCluster, topic: str) -> str:

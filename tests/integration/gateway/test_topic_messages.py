@@ -17,25 +17,13 @@ import pytest
 from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
+from magnetar.testing.shell import cli_fails as fails
+from magnetar.testing.shell import cli_ok as ok
 from magnetar.testing.shell import magnetar
 
 pytestmark = [pytest.mark.integration]
 
 P = "/admin/v2/persistent"
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def fails(result) -> str:
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("magnetar admin: ")
-    return lines[0]
 
 
 async def _sent(cluster: GatewayCluster, topic: str, count: int) -> list[mg.Message]:
