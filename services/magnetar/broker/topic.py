@@ -730,16 +730,23 @@ class PersistentTopic:
     def last_position(self) -> Position | None:
         return self.ml.last_confirmed_position
 
-    async def last_message_id(self) -> tuple[int, int, int]:
+    async def last_message_id(self, read_compacted: bool = False) -> tuple[int, int, int]:
         """``(ledger_id, entry_id, batch_index)`` of the topic's last message, as Pulsar's
         GetLastMessageId answers: in a batched entry the index of its last message, -1
         when the entry is not batched; entry id -1 when the topic has no entry (in its
         current ledger's id, as Pulsar; ``(-1, -1, -1)`` before it has a ledger). Every
         door answers with this (a reader's has_message_available compares it with what
-        it has read; ``Consumer.get_last_message_id`` returns it)."""
+        it has read; ``Consumer.get_last_message_id`` returns it). ``read_compacted``:
+        asked for a compacted reader, which when everything is compacted gets the view's
+        last message (:meth:`CompactedEntries.last_message_id`), not a tombstone it will
+        never read."""
         last = self.last_position()
         if last is None:
             return -1, -1, -1
+        if read_compacted and self.compacted is not None:
+            in_view = await self.compacted.last_message_id(last)
+            if in_view is not None:
+                return in_view
         stored = await self.ml.read_entries(last, 1, 1 << 62)
         batch_index = -1
         if stored:

@@ -269,8 +269,8 @@ class ConnectionPool:
 
         return await self.on_service_hosts(f"topics of {namespace}", call)
 
-    async def last_message_id(self, topic: str) -> pb.MessageIdData:
-        request = pb.GetLastMessageIdRequest(topic=topic)
+    async def last_message_id(self, topic: str, read_compacted: bool = False) -> pb.MessageIdData:
+        request = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
         resp = await self.unary(
             await self.lookup(topic), lambda stub: stub.GetLastMessageId(request, timeout=self.operation_timeout_s)
         )

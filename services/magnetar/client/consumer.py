@@ -403,6 +403,10 @@ class Consumer:
     def partitions(self) -> list[PartitionConsumer]:
         return self._partitions
 
+    @property
+    def reads_compacted(self) -> bool:
+        return self._conf.is_read_compacted
+
     def queued(self) -> int:
         """How many received messages wait in the receive queue."""
         return len(self._queue)
@@ -566,7 +570,7 @@ class Consumer:
                 f"get_last_message_id is not supported on {self._topic}: a partitioned topic or several topics "
                 "(as in pulsar-client); ask each partition by its name"
             )
-        last = await only.pool.last_message_id(only.topic)
+        last = await only.pool.last_message_id(only.topic, self._conf.is_read_compacted)
         return MessageId.trusted(last.partition, last.ledger_id, last.entry_id, last.batch_index)
 
     async def acknowledge_cumulative(self, message: MessageOrId) -> None:

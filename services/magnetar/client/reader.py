@@ -91,7 +91,7 @@ class Reader:
         """What counts as read already, for :meth:`has_message_available`."""
         partitions = self._consumer.partitions
         if start == MessageId.latest:
-            ids = await asyncio.gather(*(self._pool.last_message_id(p.topic) for p in partitions))
+            ids = await asyncio.gather(*(self._pool.last_message_id(p.topic, self._consumer.reads_compacted) for p in partitions))
             back = 1 if inclusive else 0  # inclusive: the last message is still to read
             self._read_upto = [(m.ledger_id, m.entry_id - back) for m in ids]
         elif start == MessageId.earliest:
@@ -141,7 +141,7 @@ class Reader:
         if self._consumer.queued():
             return True
         for i, p in enumerate(self._consumer.partitions):
-            last = await self._pool.last_message_id(p.topic)
+            last = await self._pool.last_message_id(p.topic, self._consumer.reads_compacted)
             if last.entry_id >= 0 and (last.ledger_id, last.entry_id) > self._read_upto[i]:
                 return True
         return False

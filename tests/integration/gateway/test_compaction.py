@@ -265,3 +265,47 @@ async def read_compacted_partitioned(client: mg.Client, topic: str) -> list[tupl
     for partition in await client.get_topic_partitions(topic):
         out += await read_compacted(client, partition)
     return out
+
+
+async def test_has_message_available_is_false_when_the_last_message_was_compacted_out(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster
+):
+    """The topic ends with a tombstone, and everything is compacted: a compacted reader
+    that read the view's last message has nothing more (the topic's last message, the
+    tombstone, is not in the view); a plain reader still has the tombstone to read. Both
+    doors: our SDK and pulsar-client."""
+    local = unique("compact-tail")
+    topic, path = f"persistent://public/default/{local}", f"/admin/v2/persistent/public/default/{local}"
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic, batching_enabled=False)
+        for key, payload in (("a", b"1"), ("b", b"2"), ("b", b"")):
+            await producer.send(payload, partition_key=key)
+        await producer.close()
+        assert (await http.put(f"{path}/compaction")).status_code == 204
+        assert (await compaction_done(http, path))["status"] == "SUCCESS"
+        compacted = await client.create_reader(topic, mg.MessageId.earliest, is_read_compacted=True)
+        plain = await client.create_reader(topic, mg.MessageId.earliest)
+        try:
+            assert await compacted.has_message_available()
+            assert (await compacted.read_next(10_000)).data() == b"1"
+            assert not await compacted.has_message_available()
+            for _ in range(2):
+                await plain.read_next(10_000)
+            assert await plain.has_message_available()
+        finally:
+            await compacted.close()
+            await plain.close()
+
+    def pulsar_side() -> tuple[bool, bytes, bool]:
+        import pulsar
+
+        pc = pulsar_client(gateway_cluster.broker.pulsar_url)
+        try:
+            reader = pc.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+            before = reader.has_message_available()
+            data = reader.read_next(10_000).data()
+            return before, data, reader.has_message_available()
+        finally:
+            pc.close()
+
+    assert await asyncio.to_thread(pulsar_side) == (True, b"1", False)

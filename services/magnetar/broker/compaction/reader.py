@@ -21,6 +21,7 @@ from magnetar.broker.compaction.compactor import (
     compacted_view,
 )
 from magnetar.broker.compaction.keys import compacted_out_mask
+from magnetar.broker.entry import view_entry
 from magnetar.common.errors import MagnetarError
 from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.managedledger.ledgers import Ledgers, ReadHandle
@@ -90,6 +91,23 @@ class CompactedEntries:
                 self._masks[e.position] = mask
             out.append((e.position, e.data))
         return out
+
+    async def last_message_id(self, last: Position) -> tuple[int, int, int] | None:
+        """The last message a ``read_compacted`` reader can get when the topic's last
+        entry ``last`` is within the view (Pulsar's answer to a compacted reader's
+        GetLastMessageId): the view's last entry, in a batch the index of its last kept
+        message; entry id -1 when the view is empty. None: entries after the horizon are
+        read from the topic, whose last message is the answer."""
+        view = self.view()
+        if view is None or last > view.horizon:
+            return None
+        index = await self._load(view.ledger_id)
+        if not index.positions:
+            return last.ledger_id, -1, -1
+        stored = await index.reader.read(len(index.positions) - 1, len(index.positions) - 1)
+        e = compacted_entry.decode(stored[0].payload)
+        batched = view_entry(e.data).batched
+        return e.position.ledger_id, e.position.entry_id, e.indexes[-1] if batched and e.indexes else -1
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the compacted ledger of a deleted topic (nothing else names it); one

@@ -472,7 +472,7 @@ class Consumers:
         g = frame.command.getLastMessageId
         try:
             c = self._get(g.consumer_id, "GET_LAST_MESSAGE_ID")
-            ledger, entry, batch_index = await c.topic.last_message_id()
+            ledger, entry, batch_index = await c.topic.last_message_id(c.core.read_compacted)
         except MagnetarError as exc:
             self.connection.write(commands.error(g.request_id, server_error(exc), exc.message))
             return

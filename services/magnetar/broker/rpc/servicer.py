@@ -346,7 +346,7 @@ class BrokerServicer(
     @rpc_errors
     async def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext) -> pb.GetLastMessageIdResponse:
         topic = await TopicAdmin(self.service).topic(request.topic)
-        ledger_id, entry_id, batch_index = await topic.last_message_id()
+        ledger_id, entry_id, batch_index = await topic.last_message_id(request.read_compacted)
         mid = pb.MessageIdData(ledger_id=ledger_id, entry_id=entry_id, partition=topic.partition, batch_index=batch_index)
         return pb.GetLastMessageIdResponse(message_id=mid)
 
