@@ -16,7 +16,12 @@ http://host:8080`` the same commands go to the gateway's REST API instead
 (:class:`magnetar.client.rest_admin.RestAdmin`), with the same output.
 
 The gateway's own resources have their own commands, always over REST (``--admin-url``,
-default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``.
+default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``,
+``clusters get``, ``brokers list|healthcheck``, ``auditor status|audit``.
+
+Each verb declares the gateway operations it does (``operations=`` on its parser,
+:mod:`magnetar.tools.admin_parser`); ``tests/unit/test_cli_parity.py`` fails when a
+gateway operation has no verb.
 """
 
 from __future__ import annotations

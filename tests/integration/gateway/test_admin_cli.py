@@ -153,6 +153,8 @@ def schema_commands(tenant: str, files: str) -> list[list[str]]:
         ["schemas", "compatibility", topic, "-f", f"{files}/incompatible.json"],
         ["schemas", "delete", topic], ["schemas", "get", topic],  # exit 1: deleted
         ["schemas", "get", topic, "-v", "1"], ["schemas", "delete", topic, "--force"],
+        ["schemas", "upload", topic, "-f", f"{files}/v1.json"], ["schemas", "get-version", topic, "-f", f"{files}/v1.json"],
+        ["schemas", "get-version", topic, "-f", f"{files}/incompatible.json"],  # exit 1: never registered
     ]
 
 
@@ -175,7 +177,7 @@ async def test_schema_commands_print_the_same_through_both_doors(
     printed = {" ".join(args[:2] + args[3:]).replace(str(tmp_path), "F"): (code, out)
                for args, (code, out, _) in zip(schema_commands("TENANT", str(tmp_path)), by_grpc, strict=True)}
     assert [code for code, _, _ in by_grpc] == [
-        0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+        0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1]
     assert printed["namespaces get-schema-compatibility-strategy"] == (0, "BACKWARD\n")
     assert printed["namespaces get-is-allow-auto-update-schema"] == (0, "false\n")
     assert printed["namespaces get-schema-validation-enforce"] == (0, "true\n")
@@ -188,6 +190,7 @@ async def test_schema_commands_print_the_same_through_both_doors(
     assert json.loads(by_grpc[22][1]) == {"compatibility": True, "schemaCompatibilityStrategy": "BACKWARD"}
     assert json.loads(by_grpc[23][1]) == {"compatibility": False, "schemaCompatibilityStrategy": "BACKWARD"}
     assert json.loads(by_grpc[26][1])["schema"] == json.loads(SCHEMA_FILES["v1.json"]["schema"])  # readable after delete
+    assert json.loads(by_grpc[29][1]) == {"version": 3}  # 0 and 1 uploaded, 2 the delete, 3 uploaded again
 
 
 def _timeless(result: tuple[int, str, int]) -> tuple[int, str, int]:
