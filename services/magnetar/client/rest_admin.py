@@ -264,24 +264,32 @@ class RestAdmin:
         """See :meth:`magnetar.client.admin.AdminClient.message_by_id` (read back from the
         answer's ``X-Pulsar-*`` headers: id, publish time, producer, sequence id,
         properties, key)."""
-        response = await self._send("GET", _topic(topic, f"ledger/{ledger_id}/entry/{entry_id}"))
-        h = response.headers
-        mid = MessageId.parse(h["X-Pulsar-Message-ID"])
-        found = pb.PeekMessageResponse(
-            found=True, producer_name=h.get("X-Pulsar-producer-name", ""),
-            publish_time_ms=_iso_ms(h.get("X-Pulsar-publish-time", "")),
-            message_id=pb.MessageIdData(ledger_id=mid.ledger_id(), entry_id=mid.entry_id(),
-                                        partition=mid.partition(), batch_index=mid.batch_index()),
-        )  # fmt: skip
-        msg = found.message
-        msg.payload = response.content
-        msg.sequence_id = int(h.get("X-Pulsar-sequence-id", "0"))
-        msg.properties.update(json.loads(h.get("X-Pulsar-PROPERTY", "{}")))
-        if "X-Pulsar-partition-key" in h:
-            key = h["X-Pulsar-partition-key"]
-            msg.partition_key = base64.b64decode(key).decode() if h.get("X-Pulsar-partition-key-b64-encoded") else key
-            msg.has_partition_key = True
-        return found
+        return _peeked(await self._send("GET", _topic(topic, f"ledger/{ledger_id}/entry/{entry_id}")))
+
+    async def peek_message(self, topic: str, subscription: str, position: int) -> pb.PeekMessageResponse:
+        """See :meth:`magnetar.client.admin.AdminClient.peek_message` (NotFound: it has fewer)."""
+        return _peeked(await self._send("GET", _topic(topic, "subscription", _seg(subscription), "position", str(position))))
+
+    async def examine_message(self, topic: str, start: str, position: int) -> pb.PeekMessageResponse:
+        """See :meth:`magnetar.client.admin.AdminClient.examine_message`."""
+        params = {"initialPosition": start, "messagePosition": position}
+        return _peeked(await self._send("GET", _topic(topic, "examinemessage"), params=params))
+
+    async def expire_messages(self, topic: str, subscription: str, expire_time_s: int) -> None:
+        await self.request("POST", _topic(topic, "subscription", _seg(subscription), "expireMessages", str(expire_time_s)))
+
+    async def partitions(self, topic: str) -> int:
+        """The partition count (0: not partitioned)."""
+        return int((await self.request("GET", _topic(topic, "partitions")))["partitions"])
+
+    async def update_partitions(self, topic: str, partitions: int) -> None:
+        await self.request("POST", _topic(topic, "partitions"), partitions)
+
+    async def delete_partitioned_topic(self, topic: str, force: bool = False) -> None:
+        await self.request("DELETE", _topic(topic, "partitions"), params={"force": str(force).lower()})
+
+    async def last_message_id(self, topic: str) -> pb.MessageIdData:
+        return _message_id(await self.request("GET", _topic(topic, "lastMessageId")))
 
     async def expire_messages_all_subscriptions(self, topic: str, expire_time_s: int) -> None:
         await self.request("POST", _topic(topic, f"all_subscription/expireMessages/{expire_time_s}"))
@@ -422,3 +430,25 @@ def _message_id(doc: dict[str, Any]) -> pb.MessageIdData:
 def _iso_ms(text: str) -> int:
     """ms since the epoch of an ISO 8601 time (0: none)."""
     return round(datetime.fromisoformat(text).timestamp() * 1000) if text else 0
+
+
+def _peeked(response: httpx.Response) -> pb.PeekMessageResponse:
+    """A message answered by the gateway, read back from its ``X-Pulsar-*`` headers: id,
+    publish time, producer, sequence id, properties, key; the body is its payload."""
+    h = response.headers
+    mid = MessageId.parse(h["X-Pulsar-Message-ID"])
+    found = pb.PeekMessageResponse(
+        found=True, producer_name=h.get("X-Pulsar-producer-name", ""),
+        publish_time_ms=_iso_ms(h.get("X-Pulsar-publish-time", "")),
+        message_id=pb.MessageIdData(ledger_id=mid.ledger_id(), entry_id=mid.entry_id(),
+                                    partition=mid.partition(), batch_index=mid.batch_index()),
+    )  # fmt: skip
+    msg = found.message
+    msg.payload = response.content
+    msg.sequence_id = int(h.get("X-Pulsar-sequence-id", "0"))
+    msg.properties.update(json.loads(h.get("X-Pulsar-PROPERTY", "{}")))
+    if "X-Pulsar-partition-key" in h:
+        key = h["X-Pulsar-partition-key"]
+        msg.partition_key = base64.b64decode(key).decode() if h.get("X-Pulsar-partition-key-b64-encoded") else key
+        msg.has_partition_key = True
+    return found

@@ -16,7 +16,12 @@ http://host:8080`` the same commands go to the gateway's REST API instead
 (:class:`magnetar.client.rest_admin.RestAdmin`), with the same output.
 
 The gateway's own resources have their own commands, always over REST (``--admin-url``,
-default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``.
+default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``,
+``clusters get``, ``brokers list|healthcheck``, ``auditor status|audit``.
+
+Each verb declares the gateway operations it does (``operations=`` on its parser,
+:mod:`magnetar.tools.admin_parser`); ``tests/unit/test_cli_parity.py`` fails when a
+gateway operation has no verb.
 """
 
 from __future__ import annotations
@@ -38,6 +43,20 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
+from magnetar.tools.admin_cluster import (
+    add_cluster_commands,
+    run_cluster,
+    run_cluster_via_gateway,
+    via_gateway,
+)
+from magnetar.tools.admin_inspect import (
+    add_namespace_inspect_commands,
+    add_topic_inspect_commands,
+    run_namespace_inspect,
+    run_topic_inspect,
+)
+from magnetar.tools.admin_parser import VerbParser
+from magnetar.tools.admin_partitioned import add_partitioned_commands, run_partitioned
 from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
@@ -129,7 +148,8 @@ async def _run_subscriptions(admin: Admin, args: argparse.Namespace) -> bool:
 
 async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     action, namespace = args.action, args.name
-    if await run_policy_command(admin, args) or await _run_permissions(admin, args):
+    if (await run_policy_command(admin, args) or await _run_permissions(admin, args)
+            or await run_namespace_inspect(admin, args)):
         pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
@@ -172,26 +192,30 @@ def _names(text: str) -> list[str]:
 def _permission_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
     """pulsar-admin's namespaces grant/revoke-permission, permissions, and their
     subscription counterparts."""
-    p = namespaces.add_parser("grant-permission", help="give a role actions on a namespace (replacing what it had)")
+    p = namespaces.add_parser("grant-permission", help="give a role actions on a namespace (replacing what it had)",
+                              operations=("Namespaces_grantPermissionOnNamespace",))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("--role", required=True, help="the client role")
     p.add_argument("--actions", required=True, type=_names, metavar="ACTION,ACTION",
                    help="produce, consume, functions, sources, sinks, packages")
-    p = namespaces.add_parser("revoke-permission", help="take every action on a namespace away from a role")
+    p = namespaces.add_parser("revoke-permission", help="take every action on a namespace away from a role",
+                              operations=("Namespaces_revokePermissionsOnNamespace",))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("--role", required=True, help="the client role")
-    namespaces.add_parser("permissions", help="print each role's actions on a namespace as JSON").add_argument(
+    namespaces.add_parser("permissions", help="print each role's actions on a namespace as JSON",
+                          operations=("Namespaces_getPermissions",)).add_argument(
         "name", metavar="TENANT/NAMESPACE")
-    p = namespaces.add_parser("grant-subscription-permission",
+    p = namespaces.add_parser("grant-subscription-permission", operations=("Namespaces_grantPermissionOnSubscription",),
                               help="let only these roles (among those with consume) consume a subscription")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("--subscription", required=True, metavar="SUB", help="the subscription name")
     p.add_argument("--roles", required=True, type=_names, metavar="ROLE,ROLE", help="roles to add to its list")
-    p = namespaces.add_parser("revoke-subscription-permission", help="remove a role from a subscription's list")
+    p = namespaces.add_parser("revoke-subscription-permission", help="remove a role from a subscription's list",
+                              operations=("Namespaces_revokePermissionOnSubscription",))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("--subscription", required=True, metavar="SUB", help="the subscription name")
     p.add_argument("--role", required=True, help="the client role")
-    namespaces.add_parser("subscription-permission",
+    namespaces.add_parser("subscription-permission", operations=("Namespaces_getPermissionOnSubscription",),
                           help="print each limited subscription's roles as JSON").add_argument(
         "name", metavar="TENANT/NAMESPACE")
 
@@ -253,7 +277,10 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await _run_namespaces(admin, args)
     elif group == "schemas":
         await run_schemas(admin, args)
-    elif await _run_subscriptions(admin, args) or await run_topic_messages(admin, args):
+    elif group == "clusters":
+        await run_cluster(admin, args)
+    elif (await _run_subscriptions(admin, args) or await run_topic_messages(admin, args)
+          or await run_partitioned(admin, args) or await run_topic_inspect(admin, args)):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -275,106 +302,128 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="magnetar admin", description="Administer tenants, namespaces, topics.")
+    parser = VerbParser(prog="magnetar admin", description="Administer tenants, namespaces, topics.")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"service URL or broker host:port (default {DEFAULT_URL})")
     parser.add_argument("--admin-url", help="the gateway's URL (http://host:8080): use its REST API instead of gRPC")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
     toolauth.add_arguments(parser)
     add_tls_flags(parser)
     groups = parser.add_subparsers(
-        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,bookies,ledgers,dlq}"
+        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,brokers,bookies,ledgers,auditor,dlq}"
     )
 
-    def group(name: str, actions: dict[str, tuple[str, str | None]]) -> argparse._SubParsersAction[Any]:
+    def group(name: str, actions: dict[str, tuple[str, str | None, str]]) -> argparse._SubParsersAction[Any]:
+        """``actions``: each verb's help, its argument's metavar and the gateway operation it does."""
         sub = groups.add_parser(name, help=f"manage {name}").add_subparsers(dest="action", required=True)
-        for action, (help_text, metavar) in actions.items():
-            p = sub.add_parser(action, help=help_text)
+        for action, (help_text, metavar, operation) in actions.items():
+            p = sub.add_parser(action, help=help_text, operations=(operation,))
             if metavar is not None:
                 p.add_argument("name", metavar=metavar)
         return sub
 
-    tenants = group("tenants", {"delete": ("delete a tenant", "TENANT"), "list": ("list tenants", None),
-                                "get": ("print a tenant's admin roles and allowed clusters as JSON", "TENANT")})
-    for action, help_text in (("create", "create a tenant"),
-                              ("update", "change a tenant's admin roles or allowed clusters (the others are kept)")):
-        p = tenants.add_parser(action, help=help_text)
+    tenants = group("tenants", {"delete": ("delete a tenant", "TENANT", "TenantsBase_deleteTenant"),
+                                "list": ("list tenants", None, "TenantsBase_getTenants"),
+                                "get": ("print a tenant's admin roles and allowed clusters as JSON", "TENANT",
+                                        "TenantsBase_getTenantAdmin")})
+    for action, help_text, operation in (
+        ("create", "create a tenant", "TenantsBase_createTenant"),
+        ("update", "change a tenant's admin roles or allowed clusters (the others are kept)", "TenantsBase_updateTenant"),
+    ):
+        p = tenants.add_parser(action, help=help_text, operations=(operation,))
         p.add_argument("name", metavar="TENANT")
         p.add_argument("-r", "--admin-roles", type=_names, metavar="ROLE,ROLE",
                        help="the roles that administer the tenant (an empty string: none)")
         p.add_argument("-c", "--allowed-clusters", type=_names, metavar="CLUSTER,CLUSTER",
                        help="the clusters its namespaces may use (default: every cluster)")
-    namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
-                                      "delete": ("delete a namespace", "TENANT/NAMESPACE"),
-                                      "list": ("list a tenant's namespaces", "TENANT"),
-                                      "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE")})
+    namespaces = group("namespaces", {
+        "create": ("create a namespace", "TENANT/NAMESPACE", "Namespaces_createNamespace"),
+        "delete": ("delete a namespace", "TENANT/NAMESPACE", "Namespaces_deleteNamespace"),
+        "list": ("list a tenant's namespaces", "TENANT", "Namespaces_getTenantNamespaces"),
+        "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE", "Namespaces_getBundlesData")})
     add_policy_commands(namespaces)
     _permission_commands(namespaces)
-    p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
+    add_namespace_inspect_commands(namespaces)
+    p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)",
+                              operations=("Namespaces_unloadNamespace", "Namespaces_unloadNamespaceBundle"))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
-    topics = group("topics", {"create": ("create a non-partitioned topic", "TOPIC"),
-                              "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
-                              "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
-                              "stats": ("print a topic's stats as JSON", "TOPIC"),
-                              "compact": ("compact a topic (each partition): the latest message of each key", "TOPIC"),
-                              "compaction-status": ("print the status of a topic's (partition's) last compaction",
-                                                    "TOPIC"),
-                              "subscriptions": ("list a topic's subscriptions", "TOPIC")})
+    topics = group("topics", {
+        "create": ("create a non-partitioned topic", "TOPIC", "PersistentTopics_createNonPartitionedTopic"),
+        "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC", "PersistentTopics_unloadTopic"),
+        "list": ("list a namespace's topics (a partitioned topic by its own name)", "TENANT/NAMESPACE",
+                 "PersistentTopics_getList"),
+        "stats": ("print a topic's stats as JSON", "TOPIC", "PersistentTopics_getStats"),
+        "compact": ("compact a topic (each partition): the latest message of each key", "TOPIC",
+                    "PersistentTopics_compact"),
+        "compaction-status": ("print the status of a topic's (partition's) last compaction", "TOPIC",
+                              "PersistentTopics_compactionStatus"),
+        "subscriptions": ("list a topic's subscriptions", "TOPIC", "PersistentTopics_getSubscriptions")})
     add_topic_message_commands(topics)
-    p = topics.add_parser("delete", help="delete a topic")
+    add_partitioned_commands(topics)
+    add_topic_inspect_commands(topics)
+    p = topics.add_parser("delete", help="delete a topic", operations=("PersistentTopics_deleteTopic",))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",
                    help="also with producers or consumers connected (they fail with TopicNotFound)")
-    p = topics.add_parser("create-partitioned-topic", help="create a partitioned topic")
+    p = topics.add_parser("create-partitioned-topic", help="create a partitioned topic",
+                          operations=("PersistentTopics_createPartitionedTopic",))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-p", "--partitions", type=int, required=True, help="number of partitions")
 
-    def subscription_command(action: str, help_text: str) -> argparse.ArgumentParser:
-        p = topics.add_parser(action, help=help_text)
+    def subscription_command(action: str, help_text: str, *operations: str) -> argparse.ArgumentParser:
+        p = topics.add_parser(action, help=help_text, operations=operations)
         p.add_argument("name", metavar="TOPIC")
         p.add_argument("-s", "--subscription", required=True, metavar="SUB", help="subscription name")
         return p
 
-    p = subscription_command("create-subscription", "create a subscription")
+    p = subscription_command("create-subscription", "create a subscription", "PersistentTopics_createSubscription")
     p.add_argument("-m", "--message-id", "--messageId", dest="message_id", default="latest", metavar="ID",
                    help="where it starts: ledgerId:entryId[:partition], earliest or latest (default)")
-    p = subscription_command("unsubscribe", "delete a subscription")
+    p = subscription_command("unsubscribe", "delete a subscription", "PersistentTopics_deleteSubscription")
     p.add_argument("-f", "--force", action="store_true", help="disconnect its consumers first")
-    p = subscription_command("skip", "acknowledge the next N messages (entries) of a subscription")
+    p = subscription_command("skip", "acknowledge the next N messages (entries) of a subscription",
+                             "PersistentTopics_skipMessages")
     p.add_argument("-n", "--count", type=int, required=True, metavar="N", help="how many")
-    subscription_command("clear-backlog", "acknowledge a subscription's whole backlog")
-    p = subscription_command("reset-cursor", "move a subscription to a time or a message id")
+    subscription_command("clear-backlog", "acknowledge a subscription's whole backlog", "PersistentTopics_skipAllMessages")
+    p = subscription_command("reset-cursor", "move a subscription to a time or a message id",
+                             "PersistentTopics_resetCursor", "PersistentTopics_resetCursorOnPosition")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("-t", "--time", metavar="TIME", help="ms since the epoch, or a duration ago: 30s, 10m, 1h, 2d, 1w")
     where.add_argument("-m", "--message-id", "--messageId", dest="message_id", metavar="ID",
                        help="ledgerId:entryId[:partition], earliest or latest")
     add_schema_commands(groups)
+    add_cluster_commands(groups)
     _gateway_commands(groups)
     return parser
 
 
 GATEWAY_GROUPS = ("bookies", "ledgers", "dlq")
+"""Groups whose every verb goes to the gateway (see also :data:`admin_cluster.GATEWAY_ONLY`)."""
 
 
 def _gateway_commands(groups: argparse._SubParsersAction[Any]) -> None:
     """The gateway's own resources (REST only)."""
     bookies = groups.add_parser("bookies", help="bookies (via the gateway)").add_subparsers(dest="action", required=True)
-    bookies.add_parser("list", help="registered bookies with state and free space, as JSON")
+    bookies.add_parser("list", help="registered bookies with state and free space, as JSON",
+                       operations=("Magnetar_getBookies",))
     ledgers = groups.add_parser("ledgers", help="ledgers (via the gateway)").add_subparsers(dest="action", required=True)
-    ledgers.add_parser("get", help="a ledger's metadata as JSON").add_argument("ledger_id", type=int, metavar="LEDGER_ID")
+    ledgers.add_parser("get", help="a ledger's metadata as JSON", operations=("Magnetar_getLedgerMetadata",)).add_argument("ledger_id", type=int, metavar="LEDGER_ID")
     dlq = groups.add_parser("dlq", help="dead-letter queues (via the gateway)").add_subparsers(dest="action", required=True)
-    dlq.add_parser("list", help="a namespace's DLQ topics: backlog, oldest message, counts by REAL_TOPIC").add_argument(
+    dlq.add_parser("list", help="a namespace's DLQ topics: backlog, oldest message, counts by REAL_TOPIC",
+                   operations=("Magnetar_getDeadLetterTopics",)).add_argument(
         "name", metavar="TENANT/NAMESPACE")
-    p = dlq.add_parser("peek", help="a DLQ's first messages with their provenance, without acknowledging them")
+    p = dlq.add_parser("peek", help="a DLQ's first messages with their provenance, without acknowledging them",
+                       operations=("Magnetar_peekDeadLetters",))
     p.add_argument("name", metavar="DLQ_TOPIC")
     p.add_argument("-n", "--limit", type=int, default=10, help="how many (default 10)")
-    p = dlq.add_parser("replay", help="move a DLQ's messages back to their REAL_TOPIC (or --target), exactly once")
+    p = dlq.add_parser("replay", help="move a DLQ's messages back to their REAL_TOPIC (or --target), exactly once",
+                       operations=("Magnetar_replayDeadLetters",))
     p.add_argument("name", metavar="DLQ_TOPIC")
     p.add_argument("-n", "--count", type=int, help="only the first N")
     p.add_argument("--message-ids", type=lambda t: [i for i in t.split(",") if i], metavar="ID,ID",
                    help="only these message ids")
     p.add_argument("--target", metavar="TOPIC", help="publish to this topic instead of each REAL_TOPIC")
-    dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog").add_argument("name", metavar="DLQ_TOPIC")
+    dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog", operations=("Magnetar_purgeDeadLetters",)).add_argument("name", metavar="DLQ_TOPIC")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,10 +443,10 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _main(args: argparse.Namespace) -> None:
     header = toolauth.authorization(args)
-    if args.group in GATEWAY_GROUPS:
+    if args.group in GATEWAY_GROUPS or via_gateway(args):
         rest = RestAdmin(args.admin_url or DEFAULT_ADMIN_URL, args.timeout, tls=tls_from_flags(args), authorization=header)
         async with rest:
-            await _run_gateway(rest, args)
+            await (_run_gateway(rest, args) if args.group in GATEWAY_GROUPS else run_cluster_via_gateway(rest, args))
         return
     tls = tls_from_flags(args, args.url)
     admin: Admin = (

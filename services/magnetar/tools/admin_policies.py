@@ -176,12 +176,13 @@ def add_policy_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
     for spec in CATALOGUE:
         cli = OPTIONS[spec.name]
         get, set_, *remove = spec.verbs
-        namespaces.add_parser(get, help=f"print {cli.help} as JSON (nothing: not set)").add_argument(
+        get_op, set_op, remove_op = spec.operation_ids
+        namespaces.add_parser(get, help=f"print {cli.help} as JSON (nothing: not set)", operations=(get_op,)).add_argument(
             "name", metavar="TENANT/NAMESPACE")
-        _with_options(namespaces.add_parser(set_, help=f"set {cli.help}"), cli.options)
+        _with_options(namespaces.add_parser(set_, help=f"set {cli.help}", operations=(set_op,)), cli.options)
         if remove:
-            _with_options(namespaces.add_parser(remove[0], help=f"remove {cli.help} (the broker's default applies)"),
-                          cli.remove_options)
+            _with_options(namespaces.add_parser(remove[0], help=f"remove {cli.help} (the broker's default applies)",
+                                                operations=(remove_op,) if remove_op else ()), cli.remove_options)
 
 
 def _with_options(parser: argparse.ArgumentParser, options: list[Option]) -> None:

@@ -80,6 +80,8 @@ async def run_schemas(admin: AdminClient | RestAdmin, args: argparse.Namespace) 
         await admin.post_schema(topic, read_payload(args.filename, topic))
     elif action == "delete":
         await admin.delete_schema(topic)  # --force: the history is kept either way (docs/schemas.md)
+    elif action == "get-version":
+        _print({"version": await admin.schema_version(topic, read_payload(args.filename, topic))})
     else:
         answer = await admin.test_schema_compatibility(topic, read_payload(args.filename, topic))
         _print({"compatibility": answer.compatible, "schemaCompatibilityStrategy": answer.strategy})
@@ -88,17 +90,22 @@ async def run_schemas(admin: AdminClient | RestAdmin, args: argparse.Namespace) 
 def add_schema_commands(groups: argparse._SubParsersAction[Any]) -> None:
     """pulsar-admin's ``schemas`` get / upload / delete / compatibility."""
     schemas = groups.add_parser("schemas", help="manage topics' schemas").add_subparsers(dest="action", required=True)
-    p = schemas.add_parser("get", help="print the latest schema (or a version, or every live one) as JSON")
+    p = schemas.add_parser("get", help="print the latest schema (or a version, or every live one) as JSON", operations=(
+        "SchemasResource_getSchema", "SchemasResource_getSchema_1", "SchemasResource_getAllSchemas"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-v", "--version", type=int, metavar="N", help="this version")
     p.add_argument("-a", "--all-version", action="store_true", help="every version since the last delete")
-    for action, help_text in (("upload", "register a schema (the namespace's compatibility strategy applies)"),
-                              ("compatibility", "print whether a schema would be registered (stores nothing)")):
-        p = schemas.add_parser(action, help=help_text)
+    for action, help_text, operation in (
+        ("upload", "register a schema (the namespace's compatibility strategy applies)", "SchemasResource_postSchema"),
+        ("compatibility", "print whether a schema would be registered (stores nothing)", "SchemasResource_testCompatibility"),
+        ("get-version", "print the version a schema is registered as (stores nothing)", "SchemasResource_getVersionBySchema"),
+    ):
+        p = schemas.add_parser(action, help=help_text, operations=(operation,))
         p.add_argument("name", metavar="TOPIC")
         p.add_argument("-f", "--filename", required=True, metavar="FILE",
                        help='a JSON file {"type": "AVRO", "schema": "<definition>", "properties": {}}')
-    p = schemas.add_parser("delete", help="delete the topic's schema (earlier versions stay readable by number)")
+    p = schemas.add_parser("delete", help="delete the topic's schema (earlier versions stay readable by number)",
+                           operations=("SchemasResource_deleteSchema",))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true", help="accepted; the history is kept either way")
 

@@ -116,20 +116,24 @@ async def run_topic_messages(admin: AdminClient | RestAdmin, args: argparse.Name
 
 
 def add_topic_message_commands(topics: argparse._SubParsersAction[Any]) -> None:
-    def command(action: str, help_text: str) -> argparse.ArgumentParser:
-        p = topics.add_parser(action, help=help_text)
+    def command(action: str, help_text: str, operation: str) -> argparse.ArgumentParser:
+        p = topics.add_parser(action, help=help_text, operations=(operation,))
         p.add_argument("name", metavar="TOPIC")
         return p
 
     command("terminate", "terminate a topic (or one partition): it takes no more messages and its consumers "
-                         "learn they reached its end; prints its last message id")
-    command("partitioned-terminate", "terminate every partition of a partitioned topic; prints each one's last message id")
-    command("get-message-id", "print the id of the first message published at or after a time").add_argument(
+                         "learn they reached its end; prints its last message id", "PersistentTopics_terminate")
+    command("partitioned-terminate", "terminate every partition of a partitioned topic; prints each one's last message id",
+            "PersistentTopics_terminatePartitionedTopic")
+    command("get-message-id", "print the id of the first message published at or after a time",
+            "PersistentTopics_getMessageIdByTimestamp").add_argument(
         "-d", "--datetime", required=True, metavar="TIME", help="ms since the epoch, or ISO 8601: 2024-05-01T10:00:00Z")
-    p = command("get-message-by-id", "print the message stored at ledgerId:entryId (of a batch, its first) as JSON")
+    p = command("get-message-by-id", "print the message stored at ledgerId:entryId (of a batch, its first) as JSON",
+                "PersistentTopics_getMessageById")
     p.add_argument("-l", "--ledger-id", "--ledgerId", dest="ledger_id", type=int, required=True, metavar="ID")
     p.add_argument("-e", "--entry-id", "--entryId", dest="entry_id", type=int, required=True, metavar="ID")
     command("expire-messages-all-subscriptions",
-            "on every subscription, acknowledge every message published more than a time ago").add_argument(
+            "on every subscription, acknowledge every message published more than a time ago",
+            "PersistentTopics_expireMessagesForAllSubscriptions").add_argument(
         "-t", "--expireTime", "--expire-time", dest="expire_time", required=True, metavar="TIME",
         help="seconds, or a duration: 30s, 10m, 1h, 2d, 1w")

@@ -14,7 +14,7 @@ COMMANDS = {
     "bookie": ("magnetar.bookie.__main__", "run one bookie (storage node)"),
     "auditor": ("magnetar.auditor.__main__", "run one auditor replica (re-replicates lost bookies' data)"),
     "gateway": ("magnetar.gateway.__main__", "run the gateway: Pulsar's admin REST API and WebSocket API (port 8080)"),
-    "admin": ("magnetar.tools.admin", "tenants, namespaces, topics and schemas (like pulsar-admin)"),
+    "admin": ("magnetar.tools.admin", "tenants, namespaces, topics, schemas, clusters, brokers (like pulsar-admin)"),
     "produce": ("magnetar.tools.clienttool:produce_main", "send messages to a topic (like pulsar-client produce)"),
     "consume": ("magnetar.tools.clienttool:consume_main", "receive messages from a topic (like pulsar-client consume)"),
     "tokens": ("magnetar.tools.tokenstool", "create keys and JWT tokens, show and validate tokens (like pulsar tokens)"),

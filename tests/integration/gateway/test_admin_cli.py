@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from gateway_support import GatewayCluster, unique
@@ -152,6 +153,8 @@ def schema_commands(tenant: str, files: str) -> list[list[str]]:
         ["schemas", "compatibility", topic, "-f", f"{files}/incompatible.json"],
         ["schemas", "delete", topic], ["schemas", "get", topic],  # exit 1: deleted
         ["schemas", "get", topic, "-v", "1"], ["schemas", "delete", topic, "--force"],
+        ["schemas", "upload", topic, "-f", f"{files}/v1.json"], ["schemas", "get-version", topic, "-f", f"{files}/v1.json"],
+        ["schemas", "get-version", topic, "-f", f"{files}/incompatible.json"],  # exit 1: never registered
     ]
 
 
@@ -174,7 +177,7 @@ async def test_schema_commands_print_the_same_through_both_doors(
     printed = {" ".join(args[:2] + args[3:]).replace(str(tmp_path), "F"): (code, out)
                for args, (code, out, _) in zip(schema_commands("TENANT", str(tmp_path)), by_grpc, strict=True)}
     assert [code for code, _, _ in by_grpc] == [
-        0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+        0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 1]
     assert printed["namespaces get-schema-compatibility-strategy"] == (0, "BACKWARD\n")
     assert printed["namespaces get-is-allow-auto-update-schema"] == (0, "false\n")
     assert printed["namespaces get-schema-validation-enforce"] == (0, "true\n")
@@ -187,9 +190,104 @@ async def test_schema_commands_print_the_same_through_both_doors(
     assert json.loads(by_grpc[22][1]) == {"compatibility": True, "schemaCompatibilityStrategy": "BACKWARD"}
     assert json.loads(by_grpc[23][1]) == {"compatibility": False, "schemaCompatibilityStrategy": "BACKWARD"}
     assert json.loads(by_grpc[26][1])["schema"] == json.loads(SCHEMA_FILES["v1.json"]["schema"])  # readable after delete
+    assert json.loads(by_grpc[29][1]) == {"version": 3}  # 0 and 1 uploaded, 2 the delete, 3 uploaded again
 
 
 def _timeless(result: tuple[int, str, int]) -> tuple[int, str, int]:
     """A command's result without its registration times (each door's topic has its own)."""
     code, out, errors = result
     return code, re.sub(r'"timestamp": [0-9]+', '"timestamp": T', out), errors
+
+
+def inspect_commands(tenant: str) -> list[list[str]]:
+    """The partitioned-topic, inspection and cluster verbs (run after three messages were
+    published to ``t``)."""
+    ns, topic, parts = f"{tenant}/ns", f"persistent://{tenant}/ns/t", f"persistent://{tenant}/ns/p"
+    return [
+        ["topics", "create-partitioned-topic", parts, "-p", "2"], ["topics", "list-partitioned-topics", ns],
+        ["namespaces", "topics", ns], ["namespaces", "policies", ns],
+        ["topics", "get-partitioned-topic-metadata", parts], ["topics", "get-partitioned-topic-metadata", topic],
+        ["topics", "update-partitioned-topic", parts, "-p", "3"], ["topics", "get-partitioned-topic-metadata", parts],
+        ["topics", "update-partitioned-topic", topic, "-p", "3"],  # exit 1: not partitioned
+        ["topics", "partitioned-stats", parts], ["topics", "partitioned-stats", parts, "--no-per-partition"],
+        ["topics", "stats-internal", topic], ["topics", "last-message-id", topic], ["topics", "lookup", topic],
+        ["topics", "examine-message", topic, "--initialPosition", "earliest", "-m", "2"],
+        ["topics", "examine-message", topic],
+        ["topics", "peek-messages", topic, "-s", "s1", "-n", "5"],
+        ["topics", "expire-messages", topic, "-s", "s1", "-t", "0"],
+        ["topics", "peek-messages", topic, "-s", "s1"],  # exit 1: all expired
+        ["topics", "examine-message", topic, "-m", "0"],  # exit 1: bad number
+        ["topics", "stats-internal", f"persistent://{tenant}/ns/nosuch"],  # exit 1: no such topic
+        ["topics", "delete-partitioned-topic", parts], ["topics", "list-partitioned-topics", ns],
+        ["clusters", "list"],
+    ]
+
+
+def _same_shape(out: str) -> str:
+    """An output without what differs between two topics of their own: ledger ids, times,
+    producer names."""
+    out = re.sub(r'"(ledgerId|lastLedgerCreatedTimestamp|timestamp|publishTime|producerName)": ("[^"]*"|[0-9]+)',
+                 r'"\1": X', out)
+    out = re.sub(r'"(messageId|lastConfirmedEntry|markDeletePosition|readPosition)": "[0-9]+:', r'"\1": "L:', out)
+    return out
+
+
+async def test_inspection_and_partitioned_verbs_print_the_same_through_both_doors(
+    gateway_cluster: GatewayCluster, shells: tuple[WarmMagnetar, WarmMagnetar],
+) -> None:
+    tenants = unique("grpc-inspect"), unique("rest-inspect")
+    doors = (["--url", gateway_cluster.broker.address], ["--admin-url", gateway_cluster.url])
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for shell, door, tenant in zip(shells, doors, tenants, strict=True):
+            topic = f"persistent://{tenant}/ns/t"
+            for args in (["tenants", "create", tenant], ["namespaces", "create", f"{tenant}/ns"],
+                         ["topics", "create", topic], ["topics", "create-subscription", topic, "-s", "s1", "-m", "earliest"]):
+                assert run(shell, door, tenant, args)[0] == 0, args
+            producer = await client.create_producer(topic)
+            for i in range(3):
+                await producer.send(f"m{i}".encode(), partition_key=f"k{i}", properties={"i": str(i)})
+    by_grpc, by_rest = await asyncio.gather(*(
+        asyncio.to_thread(lambda s=shell, d=door, t=tenant: [run(s, d, t, a) for a in inspect_commands(t)])
+        for shell, door, tenant in zip(shells, doors, tenants, strict=True)
+    ))
+    printed = {}
+    for args, g, r in zip(inspect_commands("TENANT"), by_grpc, by_rest, strict=True):
+        assert (g[0], _same_shape(g[1]), g[2]) == (r[0], _same_shape(r[1]), r[2]), (args, g, r)
+        assert g[2] == (1 if g[0] else 0), (args, g)  # an error: one line on stderr, exit 1
+        printed.setdefault(" ".join(args[:2] + args[3:]), g)
+    assert [code for code, _, _ in by_grpc] == [0] * 8 + [1] + [0] * 9 + [1, 1, 1, 0, 0, 0]
+    parts = "persistent://TENANT/ns/p"
+    assert printed["topics list-partitioned-topics"][1] == f"{parts}\n"
+    assert sorted(printed["namespaces topics"][1].split()) == [f"{parts}-partition-0", f"{parts}-partition-1",
+                                                               "persistent://TENANT/ns/t"]
+    assert json.loads(by_grpc[4][1]) == {"partitions": 2} and json.loads(by_grpc[7][1]) == {"partitions": 3}
+    assert json.loads(by_grpc[5][1]) == {"partitions": 0}
+    stats = json.loads(by_grpc[9][1])
+    assert stats["metadata"]["partitions"] == 3 and len(stats["partitions"]) == 3
+    assert json.loads(by_grpc[10][1])["partitions"] == {}
+    internal = json.loads(by_grpc[11][1])
+    assert internal["numberOfEntries"] == 3 and "s1" in internal["cursors"]
+    assert json.loads(by_grpc[12][1])["entryId"] == 2
+    owner = urlparse(by_grpc[13][1].strip())
+    assert owner.scheme in ("pulsar", "magnetar") and owner.hostname == gateway_cluster.broker.address.split(":")[0]
+    second, last = json.loads(by_grpc[14][1]), json.loads(by_grpc[15][1])
+    assert (second["payload"], second["key"], second["properties"]) == ("m1", "k1", {"i": "1"})
+    assert last["payload"] == "m2"
+    assert [m["payload"] for m in json.loads(by_grpc[16][1])] == ["m0", "m1", "m2"]
+    assert by_grpc[-2][1] == "" and by_grpc[-1][1] == "standalone\n"
+
+
+async def test_gateway_cluster_verbs(gateway_cluster: GatewayCluster, shells: tuple[WarmMagnetar, WarmMagnetar]):
+    """clusters get, brokers list|healthcheck and auditor go to the gateway through either door."""
+    grpc = ["--url", gateway_cluster.broker.address, "--admin-url", gateway_cluster.url]
+    magnetar = shells[0].run
+    got = await asyncio.to_thread(magnetar, "admin", *grpc, "clusters", "get", "standalone")
+    assert json.loads(got.stdout)["brokerServiceUrl"] == f"magnetar://{gateway_cluster.broker.address}"
+    listed = await asyncio.to_thread(magnetar, "admin", *grpc, "brokers", "list")
+    assert listed.stdout.split() == [gateway_cluster.broker.address]
+    health = await asyncio.to_thread(magnetar, "admin", *grpc, "brokers", "healthcheck")
+    assert (health.returncode, health.stdout) == (0, "ok\n"), health.stderr
+    missing = await asyncio.to_thread(magnetar, "admin", *grpc, "clusters", "get", "elsewhere")
+    assert missing.returncode == 1 and len(missing.stderr.splitlines()) == 1 and "HTTP 404" in missing.stderr
+    auditor = await asyncio.to_thread(magnetar, "admin", *grpc, "auditor", "status")  # none runs in this cluster
+    assert auditor.returncode == 1 and "no auditor is running" in auditor.stderr and len(auditor.stderr.splitlines()) == 1

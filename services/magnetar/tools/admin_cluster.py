@@ -1,0 +1,74 @@
+"""``magnetar admin clusters``, ``brokers`` and ``auditor``: the cluster as a whole, with
+pulsar-admin's names (``clusters list|get``, ``brokers list|healthcheck``) and Magnetar's
+own ``auditor status|audit``.
+
+``clusters list`` runs over either door (the brokers' ``ListClusters``, or REST). The
+others read what only the gateway knows (the live brokers in ZooKeeper, its own URL, the
+auditor's leader): they go to the gateway's REST API (``--admin-url``, default
+http://127.0.0.1:8080) whichever door is chosen, as ``bookies``, ``ledgers`` and ``dlq``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from magnetar.client.admin import AdminClient
+from magnetar.client.rest_admin import RestAdmin, _seg
+
+GATEWAY_ONLY = {("clusters", "get"), ("brokers", "list"), ("brokers", "healthcheck"), ("auditor", "status"),
+                ("auditor", "audit")}
+"""The verbs that go to the gateway over either door."""
+
+
+def via_gateway(args: argparse.Namespace) -> bool:
+    return (args.group, args.action) in GATEWAY_ONLY
+
+
+async def run_cluster(admin: AdminClient | RestAdmin, args: argparse.Namespace) -> None:
+    """``clusters list`` (either door)."""
+    for name in await admin.clusters():
+        print(name)
+
+
+async def run_cluster_via_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
+    """The verbs of :data:`GATEWAY_ONLY`: JSON out (``healthcheck``: ``ok``)."""
+    verb = (args.group, args.action)
+    if verb == ("clusters", "get"):
+        _print_json(await rest.request("GET", f"/admin/v2/clusters/{_seg(args.cluster)}"))
+    elif verb == ("brokers", "list"):
+        cluster = args.cluster or (await rest.clusters())[0]
+        for address in await rest.request("GET", f"/admin/v2/brokers/{_seg(cluster)}"):
+            print(address)
+    elif verb == ("brokers", "healthcheck"):
+        response = await rest._send("GET", "/admin/v2/brokers/health")
+        print(response.text.strip())
+    elif verb == ("auditor", "status"):
+        _print_json(await rest.request("GET", "/admin/v2/auditor", params={"maxLedgers": args.max_ledgers}))
+    else:
+        _print_json(await rest.request("POST", "/admin/v2/auditor/audit"))
+
+
+def add_cluster_commands(groups: argparse._SubParsersAction[Any]) -> None:
+    clusters = groups.add_parser("clusters", help="the cluster (get: via the gateway)").add_subparsers(
+        dest="action", required=True)
+    clusters.add_parser("list", help="list the clusters (this one)", operations=("ClustersBase_getClusters",))
+    clusters.add_parser("get", help="print a cluster's service URLs as JSON (via the gateway)",
+                        operations=("ClustersBase_getCluster",)).add_argument("cluster", metavar="CLUSTER")
+    brokers = groups.add_parser("brokers", help="brokers (via the gateway)").add_subparsers(dest="action", required=True)
+    brokers.add_parser("list", help="list the cluster's live brokers (host:port), one a line",
+                       operations=("BrokersBase_getActiveBrokers",)).add_argument(
+        "cluster", nargs="?", metavar="CLUSTER", help="default: the gateway's cluster")
+    brokers.add_parser("healthcheck", help="produce and read back a message through the brokers; prints ok",
+                       operations=("BrokersBase_healthCheck",))
+    auditor = groups.add_parser("auditor", help="the auditor (via the gateway)").add_subparsers(dest="action", required=True)
+    auditor.add_parser("status", help="the auditor's leader, under-replicated ledgers and replication progress as JSON",
+                       operations=("Magnetar_getAuditorStatus",)).add_argument(
+        "--max-ledgers", type=int, default=1000, metavar="N", help="list at most N under-replicated ledgers (default 1000)")
+    auditor.add_parser("audit", help="run the auditor's check of every closed ledger now; prints its report as JSON",
+                       operations=("Magnetar_triggerAudit",))
+
+
+def _print_json(doc: object) -> None:
+    print(json.dumps(doc, indent=2))
