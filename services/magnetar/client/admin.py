@@ -524,6 +524,22 @@ class AdminClient:
             pb.ExpireMessagesRequest(topic=t, expire_time_s=expire_time_s, all_subscriptions=True), timeout=self.timeout,
         ))
 
+    async def subscription_properties(self, topic: str, subscription: str) -> dict[str, str]:
+        """The subscription's properties (of a partitioned topic, every partition's merged)."""
+        out: dict[str, str] = {}
+        for answer in await self.on_partitions(topic, lambda s, t: s.GetSubscriptionProperties(
+            pb.SubscriptionPropertiesRequest(topic=t, subscription=subscription), timeout=self.timeout,
+        )):
+            out.update(answer.properties)
+        return out
+
+    async def update_subscription_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
+        """Replace the subscription's properties (on every partition)."""
+        await self.on_partitions(topic, lambda s, t: s.UpdateSubscriptionProperties(
+            pb.SubscriptionPropertiesRequest(topic=t, subscription=subscription, properties=properties),
+            timeout=self.timeout,
+        ))
+
     async def peek_message(self, topic: str, subscription: str, position: int) -> pb.PeekMessageResponse:
         """The ``position``-th message (1: the first) ``subscription`` has not acknowledged,
         read without changing anything (``found`` False: it has fewer). A non-partitioned

@@ -326,6 +326,12 @@ class RestAdmin:
     async def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
         await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor", str(timestamp_ms)))
 
+    async def subscription_properties(self, topic: str, subscription: str) -> dict[str, str]:
+        return dict(await self.request("GET", _topic(topic, "subscription", _seg(subscription), "properties")))
+
+    async def update_subscription_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
+        await self.request("PUT", _topic(topic, "subscription", _seg(subscription), "properties"), properties)
+
 
     # -- schemas and the namespace's schema policies --------------------------------
     async def schema(self, topic: str, version: int | None = None) -> pb.TopicSchema:

@@ -69,6 +69,8 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "DeleteSubscription": _subscription,
     "SkipMessages": _subscription,
     "ResetCursor": _subscription,
+    "GetSubscriptionProperties": _subscription,
+    "UpdateSubscriptionProperties": _subscription,
     "ExpireMessages": _expire,
     "PeekMessage": _subscription,
     "PeekMessages": _subscription,
