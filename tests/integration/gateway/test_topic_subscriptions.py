@@ -15,6 +15,8 @@ from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.common.message_id import MessageId
+from magnetar.proto.pulsar import pulsar_api_pb2 as wire
+from magnetar.testing.pulsarwire import RawPulsarConnection
 
 P = "/admin/v2/persistent"
 
@@ -286,6 +288,17 @@ async def test_subscription_properties_from_subscribe_admin_and_cli_survive_a_br
         admin, "update-subscription-properties", f"persistent://{topic}", "-s", "nope", "-p", "a=b", rest=True))
     assert "nope" in line, line
     assert (await http.get(props_path)).json() == {"k1": "v1", "k2": "a=b"}
+
+    # The Pulsar door: CommandSubscribe's subscription_properties, on a new subscription.
+    host, port = gateway_cluster.broker.pulsar_url.removeprefix("pulsar://").rsplit(":", 1)
+    T = wire.BaseCommand
+    async with await RawPulsarConnection.open(host, int(port)) as conn:
+        await conn.handshake()
+        await conn.send(T(type=T.SUBSCRIBE, subscribe=wire.CommandSubscribe(
+            topic=f"persistent://{topic}", subscription="w", subType=wire.CommandSubscribe.Shared, consumer_id=1,
+            request_id=1, subscription_properties=[wire.KeyValue(key="via", value="pulsar")])))
+        assert (await conn.receive()).command.type == T.SUCCESS
+    assert (await http.get(f"{P}/{topic}/subscription/w/properties")).json() == {"via": "pulsar"}
 
     # Stored with the cursor: a SIGKILLed broker's successor shows them.
     gateway_cluster.broker.restart(hard=True)
