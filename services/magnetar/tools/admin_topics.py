@@ -1,7 +1,8 @@
 """``magnetar admin topics`` verbs for one topic's end and messages, with pulsar-admin's
 names: ``terminate``, ``partitioned-terminate``, ``get-message-id`` (by publish time),
-``get-message-by-id``, ``expire-messages-all-subscriptions``, ``get-subscription-properties``
-and ``update-subscription-properties``. Each runs over gRPC
+``get-message-by-id``, ``expire-messages-all-subscriptions``, ``get-subscription-properties``,
+``update-subscription-properties``, ``get-properties``, ``update-properties`` and
+``remove-properties``. Each runs over gRPC
 (``--url``) or the gateway's REST API (``--admin-url``) with the same output."""
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from magnetar.proto.v1 import broker_pb2 as pb
 
 ACTIONS = (
     "terminate", "partitioned-terminate", "get-message-id", "get-message-by-id", "expire-messages-all-subscriptions",
-    "get-subscription-properties", "update-subscription-properties",
+    "get-subscription-properties", "update-subscription-properties", "get-properties", "update-properties",
+    "remove-properties",
 )
 _DURATION = re.compile(r"([0-9]+)([smhdw]?)", re.ASCII)
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -136,6 +138,17 @@ async def run_topic_messages(admin: AdminClient | RestAdmin, args: argparse.Name
         if args.clear == bool(properties):
             raise InvalidArgument("give the new properties (-p key=value, repeated) or --clear, not both or neither")
         await admin.update_subscription_properties(topic, args.subscription, properties)
+    elif action == "get-properties":
+        print(json.dumps(await admin.topic_properties(topic), indent=2, sort_keys=True))
+    elif action == "update-properties":
+        properties = key_values(args.property)
+        if not properties:
+            raise InvalidArgument("give the properties to set: -p key=value (repeat for more)")
+        await admin.update_topic_properties(topic, properties)
+    elif action == "remove-properties":
+        if not args.key:
+            raise InvalidArgument("give the key of the property to remove (-k KEY)")
+        await admin.remove_topic_property(topic, args.key)
     else:
         return False
     return True
@@ -165,3 +178,8 @@ def add_topic_message_commands(topics: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("-s", "--subscription", required=True, metavar="SUB")
     p.add_argument("-p", "--property", action="append", metavar="KEY=VALUE", help="a property (repeat for more)")
     p.add_argument("-c", "--clear", action="store_true", help="remove every property")
+    command("get-properties", "print a topic's properties as JSON")
+    command("update-properties", "set properties of a topic (merged with the ones it has)").add_argument(
+        "-p", "--property", action="append", metavar="KEY=VALUE", help="a property (repeat for more)")
+    command("remove-properties", "remove one property of a topic").add_argument(
+        "-k", "--key", required=True, metavar="KEY", help="the property's key")
