@@ -276,8 +276,8 @@ async def test_subscription_properties_from_subscribe_admin_and_cli_survive_a_br
     assert await stats_props() == {"k1": "v1", "k2": "a=b"}
 
     # Bad input: a 4xx or one CLI line, nothing changed.
-    assert (await http.put(props_path, json={"k": 1})).status_code in (400, 422)
-    assert (await http.put(props_path, json=["k"])).status_code in (400, 422)
+    assert (await http.put(props_path, json={"k": 1})).status_code == 400
+    assert (await http.put(props_path, json=["k"])).status_code == 400
     r = await http.put(f"{P}/{topic}/subscription/nope/properties", json={"a": "b"})
     assert r.status_code == 404, r.text
     assert "nope" in reason(r)

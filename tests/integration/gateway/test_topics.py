@@ -318,7 +318,7 @@ async def test_topic_properties_through_rest_and_cli_survive_a_hand_over(
 
     # Created with properties (Pulsar's createNonPartitionedTopic body); bad ones create nothing.
     assert (await http.put(f"{P}/{topic}-bad", json={"": "v"})).status_code == 400
-    assert (await http.put(f"{P}/{topic}-bad", json={"k": 1})).status_code in (400, 422)
+    assert (await http.put(f"{P}/{topic}-bad", json={"k": 1})).status_code == 400
     assert (await http.get(f"{P}/{topic}-bad/properties")).status_code == 404
     assert (await http.put(f"{P}/{topic}", json={"owner": "billing"})).status_code == 204
     assert (await http.get(path)).json() == {"owner": "billing"}
@@ -334,7 +334,7 @@ async def test_topic_properties_through_rest_and_cli_survive_a_hand_over(
         assert json.loads(shown) == {"a": "1", "b": "2"}
     # Bad input: a 4xx or one CLI line; nothing changed.
     assert (await http.delete(path)).status_code == 400
-    assert (await http.put(path, json={"k": ["v"]})).status_code in (400, 422)
+    assert (await http.put(path, json={"k": ["v"]})).status_code == 400
     missing = f"{namespace}/{unique('none')}"
     r = await http.get(f"{P}/{missing}/properties")
     assert (r.status_code, reason(r)) == (404, f"Topic persistent://{missing} not found")
