@@ -405,7 +405,7 @@ class Subscription:
             dispatch_throttled_time_ms=int(self.dispatcher.throttled_s * 1000),
             dispatch_throttled_msg_events=self.dispatcher.throttled_msg_events,
             dispatch_throttled_bytes_events=self.dispatcher.throttled_byte_events,
-            properties=self.properties,
+            subscription_properties=self.properties,
         )
 
     @property
