@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 # The client SDK imports grpc: load it on first use so `import magnetar` stays cheap.
 _SDK = frozenset({
     "AuthenticationBasic", "AuthenticationTLS", "AuthenticationToken", "BatchingType", "Client", "CompressionType", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerDeadLetterPolicy",
-    "ConsumerKeySharedPolicy", "ConsumerType", "HashingScheme", "InitialPosition", "KeySharedMode", "Message", "PartitionsRoutingMode", "Producer",
+    "ConsumerKeySharedPolicy", "ConsumerType", "HashingScheme", "InitialPosition", "KeySharedMode", "Message", "MultiplierRedeliveryBackoff", "PartitionsRoutingMode", "Producer",
     "ProducerAccessMode", "Reader", "RegexSubscriptionMode", "Result",
 })  # fmt: skip
 

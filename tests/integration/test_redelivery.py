@@ -47,6 +47,24 @@ async def test_nacked_message_returns_after_the_delay_with_a_count_that_survives
             assert delay_ms / 1000 <= waited <= delay_ms / 1000 + 1.0, waited
             assert msg.data() == b"again and again" and msg.redelivery_count() == expected
 
+        # With a backoff: min * multiplier ** redelivery_count, capped (300, 600, 700 ms).
+        backoff = mg.MultiplierRedeliveryBackoff(min_delay_ms=300, max_delay_ms=700, multiplier=2.0)
+        backed_off = await client.subscribe(
+            topic, "backoff", consumer_type=mg.ConsumerType.Shared, initial_position=mg.InitialPosition.Earliest,
+            negative_ack_redelivery_delay_ms=60_000, negative_ack_redelivery_backoff=backoff,
+        )
+        other = await backed_off.receive(timeout_millis=10_000)
+        for count in range(3):
+            assert other.redelivery_count() == count
+            nacked_at = time.monotonic()
+            await backed_off.negative_acknowledge(other)
+            other = await backed_off.receive(timeout_millis=10_000)
+            waited = time.monotonic() - nacked_at
+            assert backoff.next(count) / 1000 <= waited <= backoff.next(count) / 1000 + 0.5, (count, waited)
+        assert [backoff.next(c) for c in range(3)] == [300, 600, 700]
+        await backed_off.acknowledge(other)
+        await backed_off.close()
+
         owner = await owner_of(brokers[0].address, topic)
         victim = next(b for b in brokers if b.address == owner)
         await asyncio.to_thread(victim.kill)

@@ -41,10 +41,12 @@ PULSAR = {
 # the older Python client's hashing_scheme, and Magnetar's own; Java's autoUpdatePartitions
 # and autoUpdatePartitionsInterval (the C++-based Python client has one client-wide
 # partitionsUpdateInterval instead); the C++ client's expireTimeOfIncompleteChunkedMessageMs
-# (its Python wrapper does not take it).
+# (its Python wrapper does not take it); Java's subscriptionProperties and
+# negativeAckRedeliveryBackoff (pulsar-client 3.x's Python wrapper has neither).
 EXTRAS = {
     "hashing_scheme", "max_message_size", "priority_level", "enable_retry", "retry_delay_levels",
     "auto_update_partitions", "auto_update_partitions_interval_seconds", "expire_time_of_incomplete_chunked_message_ms",
+    "subscription_properties", "negative_ack_redelivery_backoff",
 }
 POSITIONAL = {"self", "topic", "subscription_name", "start_message_id"}
 

@@ -52,6 +52,8 @@ class SubscriptionStats:
     """Time its dispatcher waited for the namespace's dispatchRate."""
     dispatch_throttled_msg_events: int
     dispatch_throttled_bytes_events: int
+    subscription_properties: dict[str, str] = field(default_factory=dict)
+    """The subscription's properties (Pulsar's subscriptionProperties)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer
@@ -41,6 +41,22 @@ TYPES_BY_NAME = {name: t for t, name in TYPE_NAMES.items()}
 TYPE_PROPERTY = "__subscription_type"
 """The cursor property that keeps the subscription's type, so a broker that loads the
 subscription after a failover shows (and dispatches as) the type its consumers use."""
+PROPERTIES_PROPERTY = "__subscription_properties"
+"""The cursor property that keeps the subscription's properties (Pulsar's
+subscriptionProperties, stored with the cursor as Pulsar stores them), a JSON object of
+strings: they survive restarts and hand-overs with the cursor."""
+
+
+def check_subscription_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """Subscription properties as a dict, checked.
+
+    Raises:
+        InvalidArgument: a key that is not a non-empty string, or a value not a string.
+    """
+    for k, v in properties.items():
+        if not isinstance(k, str) or not k or not isinstance(v, str):
+            raise InvalidArgument(f"subscription properties map non-empty strings to strings, not {k!r}: {v!r}")
+    return dict(properties)
 _DISPATCHERS: dict[SubscriptionType, Callable[[Subscription], Dispatcher]] = {
     SubscriptionType.Exclusive: SingleActiveConsumerDispatcher,
     SubscriptionType.Failover: SingleActiveConsumerDispatcher,
@@ -389,7 +405,30 @@ class Subscription:
             dispatch_throttled_time_ms=int(self.dispatcher.throttled_s * 1000),
             dispatch_throttled_msg_events=self.dispatcher.throttled_msg_events,
             dispatch_throttled_bytes_events=self.dispatcher.throttled_byte_events,
+            subscription_properties=self.properties,
         )
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The subscription's properties (a copy)."""
+        return dict(self.cursor.properties.get(PROPERTIES_PROPERTY) or {})
+
+    async def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Replace the subscription's properties and store them with the cursor now (a
+        reader's, never stored, only in memory).
+
+        Raises:
+            InvalidArgument: bad properties (nothing changed).
+            MetadataVersionConflict, MetadataError: not stored (the old ones are kept).
+        """
+        new = check_subscription_properties(properties)
+        old = self.cursor.properties.get(PROPERTIES_PROPERTY)
+        self.cursor.set_property(PROPERTIES_PROPERTY, new)
+        try:
+            await self.cursor.persist()
+        except BaseException:
+            self.cursor.set_property(PROPERTIES_PROPERTY, old)
+            raise
 
     async def close(self) -> None:
         self.closed = True

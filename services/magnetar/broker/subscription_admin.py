@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from magnetar.broker.subscription import check_subscription_properties
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -168,6 +169,35 @@ class SubscriptionAdmin:
         targets = await self._targets(topic)
         self._require(targets, subscription)
         return sum(t.subscriptions[subscription].clear_backlog() for t in targets)
+
+    async def get_properties(self, topic: str, subscription: str) -> dict[str, str]:
+        """The subscription's properties (of a partitioned topic, every partition's
+        merged, as Pulsar's).
+
+        Raises:
+            SubscriptionNotFound: a target lacks the subscription.
+        """
+        check_subscription_name(subscription)
+        targets = await self._targets(topic)
+        self._require(targets, subscription)
+        out: dict[str, str] = {}
+        for t in targets:
+            out.update(t.subscriptions[subscription].properties)
+        return out
+
+    async def update_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
+        """Replace the subscription's properties (on every partition).
+
+        Raises:
+            InvalidArgument: bad properties; SubscriptionNotFound: a target lacks the
+                subscription (nothing is changed either way).
+        """
+        check_subscription_name(subscription)
+        properties = check_subscription_properties(properties)
+        targets = await self._targets(topic)
+        self._require(targets, subscription)
+        for t in targets:
+            await t.subscriptions[subscription].set_properties(properties)
 
     async def reset_cursor(self, topic: str, subscription: str, target: int | MessageId) -> None:
         """Move the subscription to a publish time (ms since epoch; every partition) or a

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +63,12 @@ from magnetar.broker.namespace_policies import NamespacePolicies, QuotaPolicy, Q
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import PublisherStats, TopicStats
-from magnetar.broker.subscription import TYPE_PROPERTY, TYPES_BY_NAME, Subscription
+from magnetar.broker.subscription import (
+    TYPE_PROPERTY,
+    TYPES_BY_NAME,
+    Subscription,
+    check_subscription_properties,
+)
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.broker.termination import (
     TERMINATED_PROPERTY,
@@ -633,15 +638,18 @@ class PersistentTopic:
     async def subscribe(
         self, name: str, sub_type: SubscriptionType, initial_position: InitialPosition,
         start: Position | None = None, inclusive: bool = False, durable: bool = True,
+        properties: Mapping[str, str] | None = None,
     ) -> Subscription:
         """The subscription ``name``, created (its cursor at ``start`` when given, else at
-        ``initial_position``) when it does not exist.
+        ``initial_position``, with ``properties``) when it does not exist; an existing
+        one keeps its properties (as Pulsar's).
 
         Raises:
             InvalidArgument: a bad name or start.
             ServiceClosed: the topic is closing.
         """
         check_subscription_name(name)
+        props = check_subscription_properties(properties or {})
         if self._closed:
             raise ServiceClosed(f"topic {self.name} is closing")
         async with self._sub_lock:
@@ -656,6 +664,8 @@ class PersistentTopic:
                     raise ServiceClosed(f"topic {self.name} is closing")
                 sub = Subscription(self, name, sub_type, cursor, durable=durable, on_empty=self._drop_non_durable)
                 self.subscriptions[name] = sub
+                if props:
+                    await sub.set_properties(props)
         return sub
 
     def _drop_non_durable(self, sub: Subscription) -> None:

@@ -11,6 +11,12 @@ import logging
 from typing import TYPE_CHECKING, Literal
 
 from magnetar.broker import peek as peeking
+from magnetar.broker.topic_properties import (
+    check_topic_properties,
+    remove_topic_property,
+    topic_properties,
+    update_topic_properties,
+)
 from magnetar.common.errors import (
     InvalidArgument,
     InvalidTopicName,
@@ -56,6 +62,21 @@ class TopicAdmin:
         partitions = await self.service.partitions(str(name.partitioned_topic_name))
         admin_targets(str(name), partitions)  # TopicNotFound for a partition past the count
         return await self.service.get_topic(str(name), create=False, explicit=name.is_partition and partitions > 0)
+
+    async def properties(self, topic: str) -> dict[str, str]:
+        """The topic's properties (a non-partitioned topic or one partition)."""
+        return topic_properties(await self.topic(topic))
+
+    async def update_properties(self, topic: str, properties: dict[str, str]) -> None:
+        """Merge ``properties`` into the topic's (see :mod:`magnetar.broker.topic_properties`)."""
+        properties = check_topic_properties(properties)  # before the topic is opened
+        await update_topic_properties(await self.topic(topic), properties)
+
+    async def remove_property(self, topic: str, key: str) -> None:
+        """Remove one of the topic's properties."""
+        if not key:
+            raise InvalidArgument("give the key of the topic property to remove")
+        await remove_topic_property(await self.topic(topic), key)
 
     async def internal_stats(self, topic: str) -> ManagedLedgerFigures:
         served = await self.topic(topic)

@@ -338,6 +338,27 @@ class AdminClient:
         request = pb.CreateTopicRequest(topic=topic, partitions=partitions)
         await self.call(lambda s: s.CreateTopic(request, timeout=self.timeout))
 
+    async def topic_properties(self, topic: str) -> dict[str, str]:
+        """The topic's properties (of a partitioned topic, its partitions' merged)."""
+        out: dict[str, str] = {}
+        for answer in await self.on_partitions(topic, lambda s, t: s.GetTopicProperties(
+            pb.TopicPropertiesRequest(topic=t), timeout=self.timeout,
+        )):
+            out.update(answer.properties)
+        return out
+
+    async def update_topic_properties(self, topic: str, properties: dict[str, str]) -> None:
+        """Merge ``properties`` into the topic's (every partition's)."""
+        await self.on_partitions(topic, lambda s, t: s.UpdateTopicProperties(
+            pb.TopicPropertiesRequest(topic=t, properties=properties), timeout=self.timeout,
+        ))
+
+    async def remove_topic_property(self, topic: str, key: str) -> None:
+        """Remove ``key`` from the topic's properties (every partition's)."""
+        await self.on_partitions(topic, lambda s, t: s.RemoveTopicProperty(
+            pb.TopicPropertiesRequest(topic=t, key=key), timeout=self.timeout,
+        ))
+
     async def delete_topic(self, topic: str, force: bool = False) -> None:
         request = pb.DeleteTopicRequest(topic=topic, force=force)
         await self.on_owner(topic, lambda s: s.DeleteTopic(request, timeout=self.timeout), lookup_first=False)
@@ -522,6 +543,22 @@ class AdminClient:
         more than ``expire_time_s`` seconds ago."""
         await self.on_partitions(topic, lambda s, t: s.ExpireMessages(
             pb.ExpireMessagesRequest(topic=t, expire_time_s=expire_time_s, all_subscriptions=True), timeout=self.timeout,
+        ))
+
+    async def subscription_properties(self, topic: str, subscription: str) -> dict[str, str]:
+        """The subscription's properties (of a partitioned topic, every partition's merged)."""
+        out: dict[str, str] = {}
+        for answer in await self.on_partitions(topic, lambda s, t: s.GetSubscriptionProperties(
+            pb.SubscriptionPropertiesRequest(topic=t, subscription=subscription), timeout=self.timeout,
+        )):
+            out.update(answer.properties)
+        return out
+
+    async def update_subscription_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
+        """Replace the subscription's properties (on every partition)."""
+        await self.on_partitions(topic, lambda s, t: s.UpdateSubscriptionProperties(
+            pb.SubscriptionPropertiesRequest(topic=t, subscription=subscription, properties=properties),
+            timeout=self.timeout,
         ))
 
     async def peek_message(self, topic: str, subscription: str, position: int) -> pb.PeekMessageResponse:

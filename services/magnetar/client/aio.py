@@ -62,10 +62,12 @@ from .options import (
     check_initial_sequence_id,
     check_priority_level,
     check_regex_subscription_mode,
+    check_subscription_properties,
 )
 from .pattern import is_pattern, parse_pattern
 from .producer import Producer
 from .reader import Reader
+from .redelivery_backoff import MultiplierRedeliveryBackoff, check_backoff
 from .schemas import check_schema
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",
+    "MultiplierRedeliveryBackoff",
     "KeySharedMode",
     "Message",
     "MessageId",
@@ -306,6 +309,8 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = CONSUMER_DEFAULTS.regex_subscription_mode,
         is_pattern_topic: bool = False,
         is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
+        negative_ack_redelivery_backoff: MultiplierRedeliveryBackoff | None = None,
+        subscription_properties: Mapping[str, str] | None = None,
     ) -> Consumer:
         """Subscribe to ``topic`` (every partition of a partitioned topic).
 
@@ -390,6 +395,8 @@ class Client:
             priority_level=priority_level,
             initial_position=InitialPosition(initial_position),
             negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            negative_ack_redelivery_backoff=check_backoff(negative_ack_redelivery_backoff),
+            subscription_properties=check_subscription_properties(subscription_properties),
             unacked_messages_timeout_ms=unacked_messages_timeout_ms,
             enable_retry=enable_retry,
             dead_letter_policy=dead_letter_policy,

@@ -584,11 +584,13 @@ class Consumer:
         owner.ack_cumulative(mid)
 
     async def negative_acknowledge(self, message: MessageOrId) -> None:
-        """Have the message (its whole entry) redelivered after the negative-ack delay."""
+        """Have the message (its whole entry) redelivered after the negative-ack delay
+        (with ``negative_ack_redelivery_backoff``: the backoff's for the message's
+        redelivery count; a bare MessageId counts 0)."""
         if self._of_topic_left(message):
             return
         owner, mid = self.target_of(message)
-        owner.nack(mid)
+        owner.nack(mid, message.redelivery_count() if isinstance(message, Message) else 0)
 
     async def reconsume_later(
         self, message: Message, delay: timedelta | int | None = None, *, level: int | None = None

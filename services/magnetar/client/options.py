@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -17,6 +17,8 @@ from magnetar.common.errors import (
 )
 from magnetar.common.message_id import MessageId
 from magnetar.schema import BytesSchema, Schema
+
+from .redelivery_backoff import MultiplierRedeliveryBackoff
 
 
 class ConsumerType(enum.IntEnum):
@@ -372,6 +374,12 @@ class ConsumerConfig:
     priority_level: int = 0
     initial_position: InitialPosition = InitialPosition.Latest
     negative_ack_redelivery_delay_ms: int = 60000
+    # When set, a nacked message waits backoff.next(its redelivery count) ms instead
+    # (pulsar-client's negativeAckRedeliveryBackoff; see redelivery_backoff.py).
+    negative_ack_redelivery_backoff: MultiplierRedeliveryBackoff | None = None
+    # Set on the subscription when this subscribe creates it (Pulsar's subscription
+    # properties); an existing subscription keeps its own.
+    subscription_properties: dict[str, str] = field(default_factory=dict)
     unacked_messages_timeout_ms: int | None = None
     enable_retry: bool = False
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
@@ -413,6 +421,22 @@ class ConsumerConfig:
 PRODUCER_DEFAULTS = ProducerConfig()
 """The producer options' defaults: the blocking and asyncio clients' signatures take
 theirs from here (and from :data:`CONSUMER_DEFAULTS`), so they are written once."""
+def check_subscription_properties(value: object) -> dict[str, str]:
+    """``subscription_properties`` as a dict of strings (None: none).
+
+    Raises:
+        InvalidConfiguration: not a mapping of non-empty string keys to string values.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidConfiguration(f"subscription_properties must be a dict of strings, not {type(value).__name__}")
+    for k, v in value.items():
+        if not isinstance(k, str) or not k or not isinstance(v, str):
+            raise InvalidConfiguration(f"subscription_properties must map non-empty strings to strings, not {k!r}: {v!r}")
+    return dict(value)
+
+
 CONSUMER_DEFAULTS = ConsumerConfig(subscription_name="")
 
 

@@ -120,6 +120,7 @@ class PartitionConsumer(ConnectionHandler):
             non_durable=self.conf.non_durable,
             schema=declared(self.conf.schema),
             read_compacted=self.conf.is_read_compacted,
+            subscription_properties=self.conf.subscription_properties,
         )
         subscribe.enable_retry = self.conf.enable_retry
         ks = self.conf.key_shared_policy
@@ -354,12 +355,17 @@ class PartitionConsumer(ConnectionHandler):
         if self.acks.pending >= self.conf.ack_group_max_size or self.conf.ack_group_time_ms <= 0:
             self._wakeup.set()
 
-    def nack(self, mid: MessageId) -> None:
+    def nack(self, mid: MessageId, redelivery_count: int = 0) -> None:
+        """Redeliver ``mid`` after the negative-ack delay: the backoff's for a message
+        delivered ``redelivery_count`` times before, else the fixed delay (a bare id
+        counts 0, as the Java client's negativeAcknowledge(MessageId))."""
+        backoff = self.conf.negative_ack_redelivery_backoff
+        delay_ms = backoff.next(redelivery_count) if backoff is not None else self.conf.negative_ack_redelivery_delay_ms
         for one in _chunks_of(mid):  # a chunked message: every chunk
             pos = (one.ledger_id(), one.entry_id())
             self.acks.forget_unacked(pos)
-            self._nack_due[pos] = time.monotonic() + self.conf.negative_ack_redelivery_delay_ms / 1000
-        if self.conf.negative_ack_redelivery_delay_ms <= 0:
+            self._nack_due[pos] = time.monotonic() + delay_ms / 1000
+        if delay_ms <= 0:
             self._wakeup.set()
 
     def redeliver_all(self) -> None:

@@ -234,6 +234,15 @@ class RestAdmin:
         else:
             await self.request("PUT", _topic(topic))
 
+    async def topic_properties(self, topic: str) -> dict[str, str]:
+        return dict(await self.request("GET", _topic(topic, "properties")))
+
+    async def update_topic_properties(self, topic: str, properties: dict[str, str]) -> None:
+        await self.request("PUT", _topic(topic, "properties"), properties)
+
+    async def remove_topic_property(self, topic: str, key: str) -> None:
+        await self.request("DELETE", _topic(topic, "properties"), params={"key": key})
+
     async def delete_topic(self, topic: str, force: bool = False) -> None:
         await self.request("DELETE", _topic(topic), params={"force": str(force).lower()})
 
@@ -333,6 +342,12 @@ class RestAdmin:
 
     async def reset_cursor_to_time(self, topic: str, subscription: str, timestamp_ms: int) -> None:
         await self.request("POST", _topic(topic, "subscription", _seg(subscription), "resetcursor", str(timestamp_ms)))
+
+    async def subscription_properties(self, topic: str, subscription: str) -> dict[str, str]:
+        return dict(await self.request("GET", _topic(topic, "subscription", _seg(subscription), "properties")))
+
+    async def update_subscription_properties(self, topic: str, subscription: str, properties: dict[str, str]) -> None:
+        await self.request("PUT", _topic(topic, "subscription", _seg(subscription), "properties"), properties)
 
 
     # -- schemas and the namespace's schema policies --------------------------------

@@ -52,6 +52,7 @@ from .options import (
 )
 from .partition_producer import PartitionProducer
 from .producer import SendCallback
+from .redelivery_backoff import MultiplierRedeliveryBackoff
 
 __all__ = [
     "AuthenticationBasic",
@@ -67,6 +68,7 @@ __all__ = [
     "ConsumerType",
     "HashingScheme",
     "InitialPosition",
+    "MultiplierRedeliveryBackoff",
     "KeySharedMode",
     "Message",
     "MessageId",
@@ -583,6 +585,8 @@ class Client:
         regex_subscription_mode: RegexSubscriptionMode = CONSUMER_DEFAULTS.regex_subscription_mode,
         is_pattern_topic: bool = False,
         is_read_compacted: bool = CONSUMER_DEFAULTS.is_read_compacted,
+        negative_ack_redelivery_backoff: MultiplierRedeliveryBackoff | None = None,
+        subscription_properties: Mapping[str, str] | None = None,
     ) -> Consumer:
         """Subscribe to ``topic``, to a list or tuple of topics with one consumer, or to
         the topics a pattern matches (``re.compile(...)``; see

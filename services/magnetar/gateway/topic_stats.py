@@ -44,7 +44,7 @@ def subscription_stats(s: pb.SubscriptionStats) -> m.SubscriptionStats:
         blockedSubscriptionOnUnackedMsgs=s.consumers > 0 and s.blocked_consumers == s.consumers,
         unackedMessages=s.unacked, type=TYPE_NAMES.get(s.type, "Exclusive"),
         activeConsumerName=s.active_consumer or None, consumers=consumers,
-        isDurable=s.durable, durable=s.durable,
+        isDurable=s.durable, durable=s.durable, subscriptionProperties=dict(s.subscription_properties),
         dispatchThrottledMsgEventsByTopicLimit=s.dispatch_throttled_msg_events,
         dispatchThrottledBytesEventsByTopicLimit=s.dispatch_throttled_bytes_events,
         dispatchThrottledTimeMs=s.dispatch_throttled_time_ms,

@@ -1,6 +1,8 @@
 """``magnetar admin topics`` verbs for one topic's end and messages, with pulsar-admin's
 names: ``terminate``, ``partitioned-terminate``, ``get-message-id`` (by publish time),
-``get-message-by-id`` and ``expire-messages-all-subscriptions``. Each runs over gRPC
+``get-message-by-id``, ``expire-messages-all-subscriptions``, ``get-subscription-properties``,
+``update-subscription-properties``, ``get-properties``, ``update-properties`` and
+``remove-properties``. Each runs over gRPC
 (``--url``) or the gateway's REST API (``--admin-url``) with the same output."""
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from magnetar.client.rest_admin import RestAdmin
 from magnetar.common.errors import InvalidArgument
 from magnetar.proto.v1 import broker_pb2 as pb
 
-ACTIONS = ("terminate", "partitioned-terminate", "get-message-id", "get-message-by-id", "expire-messages-all-subscriptions")
+ACTIONS = (
+    "terminate", "partitioned-terminate", "get-message-id", "get-message-by-id", "expire-messages-all-subscriptions",
+    "get-subscription-properties", "update-subscription-properties", "get-properties", "update-properties",
+    "remove-properties",
+)
 _DURATION = re.compile(r"([0-9]+)([smhdw]?)", re.ASCII)
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 INT64_MAX = 2**63 - 1
@@ -69,6 +75,21 @@ def expire_seconds(text: str) -> int:
     return seconds
 
 
+def key_values(pairs: list[str] | None) -> dict[str, str]:
+    """``-p k=v`` options (repeated) → {"k": "v"}.
+
+    Raises:
+        InvalidArgument: an item without ``=`` or with an empty key.
+    """
+    out: dict[str, str] = {}
+    for item in pairs or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"a property is key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
 def iso_time(ms: int) -> str:
     """ISO 8601 in UTC with milliseconds, as the gateway's headers ('' for 0)."""
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z") if ms > 0 else ""
@@ -110,6 +131,24 @@ async def run_topic_messages(admin: AdminClient | RestAdmin, args: argparse.Name
         print(json.dumps(message_json(await admin.message_by_id(topic, args.ledger_id, args.entry_id)), indent=2))
     elif action == "expire-messages-all-subscriptions":
         await admin.expire_messages_all_subscriptions(topic, expire_seconds(args.expire_time))
+    elif action == "get-subscription-properties":
+        print(json.dumps(await admin.subscription_properties(topic, args.subscription), indent=2, sort_keys=True))
+    elif action == "update-subscription-properties":
+        properties = key_values(args.property)
+        if args.clear == bool(properties):
+            raise InvalidArgument("give the new properties (-p key=value, repeated) or --clear, not both or neither")
+        await admin.update_subscription_properties(topic, args.subscription, properties)
+    elif action == "get-properties":
+        print(json.dumps(await admin.topic_properties(topic), indent=2, sort_keys=True))
+    elif action == "update-properties":
+        properties = key_values(args.property)
+        if not properties:
+            raise InvalidArgument("give the properties to set: -p key=value (repeat for more)")
+        await admin.update_topic_properties(topic, properties)
+    elif action == "remove-properties":
+        if not args.key:
+            raise InvalidArgument("give the key of the property to remove (-k KEY)")
+        await admin.remove_topic_property(topic, args.key)
     else:
         return False
     return True
@@ -137,3 +176,14 @@ def add_topic_message_commands(topics: argparse._SubParsersAction[Any]) -> None:
             "PersistentTopics_expireMessagesForAllSubscriptions").add_argument(
         "-t", "--expireTime", "--expire-time", dest="expire_time", required=True, metavar="TIME",
         help="seconds, or a duration: 30s, 10m, 1h, 2d, 1w")
+    p = command("get-subscription-properties", "print a subscription's properties as JSON")
+    p.add_argument("-s", "--subscription", required=True, metavar="SUB")
+    p = command("update-subscription-properties", "replace all the properties of a subscription")
+    p.add_argument("-s", "--subscription", required=True, metavar="SUB")
+    p.add_argument("-p", "--property", action="append", metavar="KEY=VALUE", help="a property (repeat for more)")
+    p.add_argument("-c", "--clear", action="store_true", help="remove every property")
+    command("get-properties", "print a topic's properties as JSON")
+    command("update-properties", "set properties of a topic (merged with the ones it has)").add_argument(
+        "-p", "--property", action="append", metavar="KEY=VALUE", help="a property (repeat for more)")
+    command("remove-properties", "remove one property of a topic").add_argument(
+        "-k", "--key", required=True, metavar="KEY", help="the property's key")

@@ -15,6 +15,8 @@ from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.common.message_id import MessageId
+from magnetar.proto.pulsar import pulsar_api_pb2 as wire
+from magnetar.testing.pulsarwire import RawPulsarConnection
 
 P = "/admin/v2/persistent"
 
@@ -237,3 +239,73 @@ async def test_peek_shows_a_chunked_message_as_its_stored_chunks(
         assert r.headers["X-Pulsar-total-chunk-msg-size"] == str(len(payload))
     assert b"".join(parts) == payload
     assert ids == [sent.first_chunk_message_id(), sent.last_chunk_message_id()]
+
+
+async def test_subscription_properties_from_subscribe_admin_and_cli_survive_a_broker_kill(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster, topic: str,
+):
+    from magnetar.testing.shell import cli_fails, cli_ok, magnetar
+
+    props_path = f"{P}/{topic}/subscription/s/properties"
+
+    async def stats_props() -> dict[str, str]:
+        r = await http.get(f"{P}/{topic}/stats")
+        assert r.status_code == 200, r.text
+        return r.json()["subscriptions"]["s"]["subscriptionProperties"]
+
+    async with mg.Client(gateway_cluster.service_url) as client:
+        consumer = await client.subscribe(topic, "s", subscription_properties={"team": "a", "env": "prod"})
+        assert await stats_props() == {"team": "a", "env": "prod"}
+        assert (await http.get(props_path)).json() == {"team": "a", "env": "prod"}
+        await consumer.close()
+        # Given again at subscribe: the existing subscription keeps its own (as Pulsar's).
+        await (await client.subscribe(topic, "s", subscription_properties={"team": "b"})).close()
+    assert (await http.get(props_path)).json() == {"team": "a", "env": "prod"}
+
+    def admin(*args: str, rest: bool = False):
+        where = ("--admin-url", gateway_cluster.url) if rest else ("--url", gateway_cluster.broker.address)
+        return magnetar("admin", *where, "topics", *args)
+
+    # REST replaces them all; magnetar admin over either door reads and replaces them.
+    assert (await http.put(props_path, json={"owner": "x"})).status_code == 204
+    for rest in (False, True):
+        shown = cli_ok(await asyncio.to_thread(admin, "get-subscription-properties", f"persistent://{topic}", "-s", "s", rest=rest))
+        assert json.loads(shown) == {"owner": "x"}
+    cli_ok(await asyncio.to_thread(
+        admin, "update-subscription-properties", f"persistent://{topic}", "-s", "s", "-p", "k1=v1", "-p", "k2=a=b"))
+    assert await stats_props() == {"k1": "v1", "k2": "a=b"}
+
+    # Bad input: a 4xx or one CLI line, nothing changed.
+    assert (await http.put(props_path, json={"k": 1})).status_code == 400
+    assert (await http.put(props_path, json=["k"])).status_code == 400
+    r = await http.put(f"{P}/{topic}/subscription/nope/properties", json={"a": "b"})
+    assert r.status_code == 404, r.text
+    assert "nope" in reason(r)
+    line = cli_fails(await asyncio.to_thread(
+        admin, "update-subscription-properties", f"persistent://{topic}", "-s", "s", "-p", "novalue"))
+    assert "key=value" in line, line
+    line = cli_fails(await asyncio.to_thread(
+        admin, "update-subscription-properties", f"persistent://{topic}", "-s", "nope", "-p", "a=b", rest=True))
+    assert "nope" in line, line
+    assert (await http.get(props_path)).json() == {"k1": "v1", "k2": "a=b"}
+
+    # The Pulsar door: CommandSubscribe's subscription_properties, on a new subscription.
+    host, port = gateway_cluster.broker.pulsar_url.removeprefix("pulsar://").rsplit(":", 1)
+    T = wire.BaseCommand
+    async with await RawPulsarConnection.open(host, int(port)) as conn:
+        await conn.handshake()
+        await conn.send(T(type=T.SUBSCRIBE, subscribe=wire.CommandSubscribe(
+            topic=f"persistent://{topic}", subscription="w", subType=wire.CommandSubscribe.Shared, consumer_id=1,
+            request_id=1, subscription_properties=[wire.KeyValue(key="via", value="pulsar")])))
+        assert (await conn.receive()).command.type == T.SUCCESS
+    assert (await http.get(f"{P}/{topic}/subscription/w/properties")).json() == {"via": "pulsar"}
+
+    # Stored with the cursor: a SIGKILLed broker's successor shows them.
+    gateway_cluster.broker.restart(hard=True)
+
+    async def after_restart() -> dict[str, str] | None:
+        r = await http.get(props_path)
+        return r.json() if r.status_code == 200 else None
+    assert await eventually(after_restart, timeout=30) == {"k1": "v1", "k2": "a=b"}
+    cli_ok(await asyncio.to_thread(admin, "update-subscription-properties", f"persistent://{topic}", "-s", "s", "--clear"))
+    assert (await http.get(props_path)).json() == {}

@@ -300,3 +300,54 @@ async def test_examine_reads_from_either_end(http: httpx.AsyncClient, gateway_cl
     r = await http.get(f"{P}/{namespace}/pex/examinemessage")
     assert r.status_code == 405 and reason(r).startswith("Examine messages on a partitioned topic is not allowed")
     assert (await http.get(f"{P}/{namespace}/nope/examinemessage")).status_code == 404
+
+
+async def test_topic_properties_through_rest_and_cli_survive_a_hand_over(
+    http: httpx.AsyncClient, gateway_cluster: GatewayCluster, namespace: str,
+):
+    import asyncio
+
+    from magnetar.testing.shell import cli_fails, cli_ok, magnetar
+
+    topic = f"{namespace}/{unique('props')}"
+    path = f"{P}/{topic}/properties"
+
+    def admin(*args: str, rest: bool = False):
+        where = ("--admin-url", gateway_cluster.url) if rest else ("--url", gateway_cluster.broker.address)
+        return magnetar("admin", *where, "topics", *args)
+
+    # Created with properties (Pulsar's createNonPartitionedTopic body); bad ones create nothing.
+    assert (await http.put(f"{P}/{topic}-bad", json={"": "v"})).status_code == 400
+    assert (await http.put(f"{P}/{topic}-bad", json={"k": 1})).status_code == 400
+    assert (await http.get(f"{P}/{topic}-bad/properties")).status_code == 404
+    assert (await http.put(f"{P}/{topic}", json={"owner": "billing"})).status_code == 204
+    assert (await http.get(path)).json() == {"owner": "billing"}
+    # Update merges keys in; remove takes one out.
+    assert (await http.put(path, json={"tier": "gold", "owner": "ops"})).status_code == 204
+    assert (await http.delete(path, params={"key": "owner"})).status_code == 204
+    assert (await http.get(path)).json() == {"tier": "gold"}
+    # magnetar admin over gRPC and over the gateway.
+    cli_ok(await asyncio.to_thread(admin, "update-properties", f"persistent://{topic}", "-p", "a=1", "-p", "b=2"))
+    cli_ok(await asyncio.to_thread(admin, "remove-properties", f"persistent://{topic}", "-k", "tier", rest=True))
+    for rest in (False, True):
+        shown = cli_ok(await asyncio.to_thread(admin, "get-properties", f"persistent://{topic}", rest=rest))
+        assert json.loads(shown) == {"a": "1", "b": "2"}
+    # Bad input: a 4xx or one CLI line; nothing changed.
+    assert (await http.delete(path)).status_code == 400
+    assert (await http.put(path, json={"k": ["v"]})).status_code == 400
+    missing = f"{namespace}/{unique('none')}"
+    r = await http.get(f"{P}/{missing}/properties")
+    assert (r.status_code, reason(r)) == (404, f"Topic persistent://{missing} not found")
+    assert "key=value" in cli_fails(await asyncio.to_thread(admin, "update-properties", f"persistent://{topic}", "-p", "x"))
+    assert (await http.get(path)).json() == {"a": "1", "b": "2"}
+    # Kept in the managed ledger: the topic unloaded and opened again still has them.
+    assert (await http.put(f"{P}/{topic}/unload")).status_code == 204
+    assert (await http.get(path)).json() == {"a": "1", "b": "2"}
+
+    # A partitioned topic: every partition gets them.
+    parts = f"{namespace}/{unique('pprops')}"
+    assert (await http.put(f"{P}/{parts}/partitions", json=2)).status_code == 204
+    assert (await http.put(f"{P}/{parts}/properties", json={"p": "q"})).status_code == 204
+    for i in range(2):
+        assert (await http.get(f"{P}/{parts}-partition-{i}/properties")).json() == {"p": "q"}
+    assert (await http.get(f"{P}/{parts}/properties")).json() == {"p": "q"}

@@ -278,6 +278,7 @@ class Consumers:
             check_read_compacted(sub_type, topic)
         subscription = await topic.subscribe(
             s.subscription, sub_type, initial, start=start, inclusive=inclusive, durable=s.durable,
+            properties={kv.key: kv.value for kv in s.subscription_properties},
         )  # fmt: skip
         cid = s.consumer_id
         holder: list[ProtocolConsumer] = []

@@ -69,6 +69,8 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "DeleteSubscription": _subscription,
     "SkipMessages": _subscription,
     "ResetCursor": _subscription,
+    "GetSubscriptionProperties": _subscription,
+    "UpdateSubscriptionProperties": _subscription,
     "ExpireMessages": _expire,
     "PeekMessage": _subscription,
     "PeekMessages": _subscription,
@@ -81,6 +83,9 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "TriggerCompaction": _topic(Action.ADMIN_TOPIC),
     "GetCompactionStatus": _topic(Action.ADMIN_TOPIC),
     "TerminateTopic": _topic(Action.ADMIN_TOPIC),
+    "GetTopicProperties": _topic(Action.ADMIN_TOPIC),
+    "UpdateTopicProperties": _topic(Action.ADMIN_TOPIC),
+    "RemoveTopicProperty": _topic(Action.ADMIN_TOPIC),
     "GetMessageIdByTimestamp": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     "GetMessageById": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)

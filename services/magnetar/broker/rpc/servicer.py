@@ -264,6 +264,7 @@ class BrokerServicer(
             subscription = await topic.subscribe(
                 s.subscription, sub_type, initial,
                 start=start, inclusive=s.start_message_id_inclusive, durable=not s.non_durable,
+                properties=dict(s.subscription_properties),
             )
 
             def sink(deliveries: list[Delivery]) -> None:

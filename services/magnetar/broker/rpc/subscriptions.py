@@ -56,6 +56,15 @@ class SubscriptionAdminRpcs:
         return pb.AdminResponse()
 
     @rpc_errors
+    async def GetSubscriptionProperties(self, request: pb.SubscriptionPropertiesRequest, context: grpc.aio.ServicerContext) -> pb.Properties:
+        return pb.Properties(properties=await self._subscriptions.get_properties(request.topic, request.subscription))
+
+    @rpc_errors
+    async def UpdateSubscriptionProperties(self, request: pb.SubscriptionPropertiesRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self._subscriptions.update_properties(request.topic, request.subscription, dict(request.properties))
+        return pb.AdminResponse()
+
+    @rpc_errors
     async def ResetCursor(self, request: pb.ResetCursorRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
         kind = request.WhichOneof("target")
         if kind is None:

@@ -35,6 +35,20 @@ class TopicAdminRpcs:
         return pb.AdminResponse()
 
     @rpc_errors
+    async def GetTopicProperties(self, request: pb.TopicPropertiesRequest, context: grpc.aio.ServicerContext) -> pb.Properties:
+        return pb.Properties(properties=await self._topics.properties(request.topic))
+
+    @rpc_errors
+    async def UpdateTopicProperties(self, request: pb.TopicPropertiesRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self._topics.update_properties(request.topic, dict(request.properties))
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RemoveTopicProperty(self, request: pb.TopicPropertiesRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self._topics.remove_property(request.topic, request.key)
+        return pb.AdminResponse()
+
+    @rpc_errors
     async def TerminateTopic(self, request: pb.TerminateTopicRequest, context: grpc.aio.ServicerContext) -> pb.MessageIdData:
         last = await self._topics.terminate(request.topic)
         partition = TopicName.parse(request.topic).partition_index

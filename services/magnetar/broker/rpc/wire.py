@@ -138,6 +138,7 @@ def _subscription_stats(s: SubscriptionStats) -> pb.SubscriptionStats:
         active_consumer=s.active_consumer, dispatch_throttled_time_ms=s.dispatch_throttled_time_ms,
         dispatch_throttled_msg_events=s.dispatch_throttled_msg_events,
         dispatch_throttled_bytes_events=s.dispatch_throttled_bytes_events,
+        subscription_properties=s.subscription_properties,
     )
 
 

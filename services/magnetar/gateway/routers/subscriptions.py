@@ -10,7 +10,8 @@ Where Magnetar differs from Pulsar:
   and ``excluded`` starts after the entry.
 - Creating a subscription at an entry's id on a partitioned topic is refused (400):
   an id names one partition; create it at earliest or latest, or on one partition.
-- Subscription properties (ResetCursorData's ``properties``) are not stored.
+- Subscription properties are kept (set at subscribe, read and replaced by the
+  ``/properties`` routes, shown in the stats); ResetCursorData's ``properties`` are not.
 - Peek counts messages, not entries (see :mod:`magnetar.gateway.messages`).
 """
 
@@ -122,6 +123,23 @@ async def reset_cursor_on_position(
 async def expire_topic_messages(topic: Topic, ctx: Context, subName: SubName, expireTimeInSeconds: int) -> Response:
     with pulsar_reasons(topic, subName):
         await ctx.admin.expire_messages(topic, subName, expireTimeInSeconds)
+    return NO_CONTENT
+
+
+@router.get(SUB + "/properties", summary="Return all the properties on the given subscription",
+            operation_id="PersistentTopics_getSubscriptionProperties", responses=responses(400, 404, 412))
+async def get_subscription_properties(topic: Topic, ctx: Context, subName: SubName) -> dict[str, str]:
+    with pulsar_reasons(topic, subName):
+        return await ctx.admin.subscription_properties(topic, subName)
+
+
+@router.put(SUB + "/properties", status_code=204, summary="Replace all the properties on the given subscription",
+            operation_id="PersistentTopics_updateSubscriptionProperties", responses=responses(400, 404, 412))
+async def update_subscription_properties(
+    topic: Topic, ctx: Context, subName: SubName, subscriptionProperties: Annotated[dict[str, str] | None, Body()] = None,
+) -> Response:
+    with pulsar_reasons(topic, subName):
+        await ctx.admin.update_subscription_properties(topic, subName, subscriptionProperties or {})
     return NO_CONTENT
 
 

@@ -91,12 +91,17 @@ async def get_partitioned_topic_list(
             operation_id="PersistentTopics_createNonPartitionedTopic", responses=responses(400, 404, 409, 412))
 async def create_non_partitioned_topic(
     topic: Topic, ctx: Context,
-    properties: Annotated[dict[str, str] | None, Body(description="topic properties (accepted, not stored)")] = None,
+    properties: Annotated[dict[str, str] | None, Body(description="topic properties, stored with the topic")] = None,
 ) -> Response:
+    if properties and "" in properties:  # refused before the topic is made
+        raise HttpError(400, "Topic property keys must not be empty")
     try:
         await ctx.admin.create_topic(topic)
     except AlreadyExists:
         raise HttpError(409, "This topic already exists") from None
+    if properties:
+        with pulsar_reasons(topic):
+            await ctx.admin.update_topic_properties(topic, properties)
     return NO_CONTENT
 
 
