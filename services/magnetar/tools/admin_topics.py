@@ -176,14 +176,14 @@ def add_topic_message_commands(topics: argparse._SubParsersAction[Any]) -> None:
             "PersistentTopics_expireMessagesForAllSubscriptions").add_argument(
         "-t", "--expireTime", "--expire-time", dest="expire_time", required=True, metavar="TIME",
         help="seconds, or a duration: 30s, 10m, 1h, 2d, 1w")
-    p = command("get-subscription-properties", "print a subscription's properties as JSON")
+    p = command("get-subscription-properties", "print a subscription's properties as JSON", "PersistentTopics_getSubscriptionProperties")
     p.add_argument("-s", "--subscription", required=True, metavar="SUB")
-    p = command("update-subscription-properties", "replace all the properties of a subscription")
+    p = command("update-subscription-properties", "replace all the properties of a subscription", "PersistentTopics_updateSubscriptionProperties")
     p.add_argument("-s", "--subscription", required=True, metavar="SUB")
     p.add_argument("-p", "--property", action="append", metavar="KEY=VALUE", help="a property (repeat for more)")
     p.add_argument("-c", "--clear", action="store_true", help="remove every property")
-    command("get-properties", "print a topic's properties as JSON")
-    command("update-properties", "set properties of a topic (merged with the ones it has)").add_argument(
+    command("get-properties", "print a topic's properties as JSON", "PersistentTopics_getProperties")
+    command("update-properties", "set properties of a topic (merged with the ones it has)", "PersistentTopics_updateProperties").add_argument(
         "-p", "--property", action="append", metavar="KEY=VALUE", help="a property (repeat for more)")
-    command("remove-properties", "remove one property of a topic").add_argument(
+    command("remove-properties", "remove one property of a topic", "PersistentTopics_removeProperties").add_argument(
         "-k", "--key", required=True, metavar="KEY", help="the property's key")
