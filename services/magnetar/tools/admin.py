@@ -54,7 +54,18 @@ _SUBSCRIPTION_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Share
 
 
 def stats_to_dict(stats: pb.TopicStats) -> dict[str, Any]:
-    """pulsar-admin's ``topics stats`` shape for a TopicStats message."""
+    """pulsar-admin's ``topics stats`` shape for a TopicStats message (of a
+    non-persistent topic with ``msgDropRate``, as NonPersistentTopicStats)."""
+    if stats.topic.startswith("non-persistent://"):
+        out = _stats_dict(stats)
+        out["msgDropRate"], out["msgDropCounter"] = stats.msg_drop_rate, stats.msg_drop_counter
+        for sub in stats.subscriptions:
+            out["subscriptions"][sub.name].update(msgDropRate=sub.msg_drop_rate, msgDropCounter=sub.msg_drop_counter)
+        return out
+    return _stats_dict(stats)
+
+
+def _stats_dict(stats: pb.TopicStats) -> dict[str, Any]:
     return {
         "msgInCounter": stats.msg_in_counter,
         "bytesInCounter": stats.bytes_in_counter,
@@ -268,8 +279,8 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
     elif action == "compaction-status":
         status = await admin.compaction_status(args.name)
         _print_json({"status": status.status, "lastError": status.last_error})
-    elif action == "list":
-        _print_names(await admin.topics(args.name))
+    elif action == "list":  # both domains, as pulsar-admin's (non-persistent: those loaded now)
+        _print_names(await admin.topics(args.name) + await admin.non_persistent_topics(args.name))
     else:
         _print_json(stats_to_dict(await admin.topic_stats(args.name)))
 
@@ -314,8 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
     topics = group("topics", {"create": ("create a non-partitioned topic", "TOPIC"),
                               "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC"),
-                              "list": ("list a namespace's topics", "TENANT/NAMESPACE"),
-                              "stats": ("print a topic's stats as JSON", "TOPIC"),
+                              "list": ("list a namespace's topics (persistent, and non-persistent ones loaded now)",
+                                       "TENANT/NAMESPACE"),
+                              "stats": ("print a topic's stats as JSON (non-persistent://: with msgDropRate)", "TOPIC"),
                               "compact": ("compact a topic (each partition): the latest message of each key", "TOPIC"),
                               "compaction-status": ("print the status of a topic's (partition's) last compaction",
                                                     "TOPIC"),
