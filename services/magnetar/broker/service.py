@@ -771,7 +771,8 @@ class BrokerService:
                 raise PreconditionFailed(f"topic {name} has connected producers or consumers; close them first")
             self.nonpersistent.pop(str(name), None)
             await np_topic.close(TopicNotFound(f"topic {name} was deleted"))
-            await self.schema_registry.drop(str(name))
+            # Its schema stays: schemas are kept by tenant/namespace/topic, without the
+            # domain (as Pulsar's registry), so it is the persistent namesake's as well.
             return
         partitions = 0 if name.is_partition else await self.partitions(str(name))
         targets = [name.partition(i) for i in range(partitions)] if partitions else [name]
