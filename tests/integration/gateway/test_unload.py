@@ -96,8 +96,10 @@ async def test_sdk_and_pulsar_client_consume_live_and_nothing_is_stored(client, 
         await asyncio.to_thread(their_producer.send, b"from-pc")
         assert (await sdk.receive(timeout_millis=10_000)).data() == b"from-pc"
         late = await client.subscribe(topic, "late")
+        reader = await client.create_reader(topic, mg.MessageId.latest)  # nothing kept: "latest" is "from now"
         await producer.send(b"after")
         assert (await late.receive(timeout_millis=10_000)).data() == b"after"
+        assert (await reader.read_next(timeout_millis=10_000)).data() == b"after"
         with pytest.raises(mg.Timeout):
             await late.receive(timeout_millis=200)  # nothing from before it subscribed
         assert await ledger_ids(gateway_cluster) == ledgers_before  # no ledger for the topic
