@@ -85,8 +85,8 @@ class NonPersistentSubscription:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
         if sub_type == SubscriptionType.Key_Shared:
             check_joining(self.consumers, consumer)
-        if consumer.read_compacted:
-            check_read_compacted(sub_type, self.topic)
+        if consumer.read_compacted:  # refused: nothing is kept to compact (compacted is None)
+            check_read_compacted(sub_type, self.topic)  # type: ignore[arg-type]
         if not self.consumers and sub_type != self.sub_type:
             self.sub_type = sub_type
             self.dispatcher = NonPersistentDispatcher(sub_type, self.topic.partition)
