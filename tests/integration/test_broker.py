@@ -147,7 +147,7 @@ async def test_bad_input_gets_clear_errors(cluster):
     broker = cluster.strict
     ns = await cluster.own_namespace("strict")  # its bundles go to the strict broker
     async with mg.Client(broker.address) as client:
-        for bad in ("persistent://public/default/", "a/b/c/d/e", "non-persistent://public/default/t", "public/de fault/t"):
+        for bad in ("persistent://public/default/", "a/b/c/d/e", "kafka://public/default/t", "public/de fault/t"):
             with pytest.raises(InvalidTopicName):
                 await client.create_producer(bad)
         with pytest.raises(TopicNotFound, match="does not exist"):

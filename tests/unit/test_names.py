@@ -154,7 +154,6 @@ INVALID = [
     ("a/b", "3 '/'-separated parts"),
     ("a/b/c/d", "legacy form with a cluster"),
     ("persistent://a/cluster/b/t", "legacy form with a cluster"),
-    ("non-persistent://a/b/t", "non-persistent topics are not supported"),
     ("kafka://a/b/t", "unknown topic domain 'kafka'"),
     ("://a/b/t", "unknown topic domain ''"),
     ("persistent://ten ant/ns/t", "not allowed: ' '"),
@@ -207,8 +206,17 @@ def test_constructor_by_parts() -> None:
         TopicName(tenant="a", namespace="b", local_name="t", partition_index=2)
     with pytest.raises(InvalidTopicName, match="tenant is empty"):
         TopicName(namespace="b", local_name="t")
-    with pytest.raises(InvalidTopicName, match="not supported"):
-        TopicName("non-persistent", "a", "b", "t")
+    with pytest.raises(InvalidTopicName, match="unknown topic domain 'kafka'"):
+        TopicName("kafka", "a", "b", "t")
+
+
+def test_non_persistent_names_keep_their_domain():
+    name = TopicName.parse("non-persistent://a/b/t")
+    assert (name.domain, name.is_persistent, str(name)) == ("non-persistent", False, "non-persistent://a/b/t")
+    assert str(name.partition(3)) == "non-persistent://a/b/t-partition-3"
+    assert name.partition(3).partitioned_topic_name == name
+    assert name != TopicName.parse("persistent://a/b/t")
+    assert TopicName.parse("a/b/t").is_persistent
 
 
 # -- partitions -------------------------------------------------------------------

@@ -4,6 +4,7 @@ managed ledgers, lookups, and the admin operations. Knows nothing of gRPC."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import uuid
@@ -22,6 +23,7 @@ from magnetar.broker.namespace_policies import (
     NamespacePolicyAdmin,
     from_document,
 )
+from magnetar.broker.nonpersistent.topic import NonPersistentTopic
 from magnetar.broker.policy_task import NamespacePolicyTask
 from magnetar.broker.rates import RateSampler
 from magnetar.broker.retention import RetentionTask
@@ -102,6 +104,8 @@ class BrokerService:
             max_redelivery_counts_to_persist=config.max_redelivery_counts_to_persist,
         )
         self.topics: dict[str, PersistentTopic] = {}
+        self.nonpersistent: dict[str, NonPersistentTopic] = {}
+        """The ``non-persistent://`` topics served here (memory only: see broker/nonpersistent/)."""
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
         self._lookups: KeyedTasks[tuple[str, str, str]] = KeyedTasks("broker", on_error=lambda _key, _exc: None)
@@ -116,7 +120,7 @@ class BrokerService:
         self.gc_policy = GcPolicy(
             config.gc_freeze_interval_s, config.gc_full_collect_interval_s, config.gc_max_full_pause_s
         )
-        self.rates = RateSampler(self.topics, config.stats_interval_s)
+        self.rates = RateSampler(collections.ChainMap(self.topics, self.nonpersistent), config.stats_interval_s)  # type: ignore[arg-type]
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
         self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
@@ -176,11 +180,11 @@ class BrokerService:
             return
         self._lapsed = True
         self._lapses += 1
-        log.warning("%s: not serving until ZooKeeper answers; unloading %d topics", why, len(self.topics))
+        log.warning("%s: not serving until ZooKeeper answers; unloading %d topics", why, len(self.topics) + len(self.nonpersistent))
         self._unload_all(why)
 
     def _unload_all(self, why: str) -> None:
-        for name in list(self.topics):
+        for name in [*self.topics, *self.nonpersistent]:
             self.unload(name, NotOwner(
                 f"broker {self.broker_id} stopped serving {name} ({why}); look the topic up again"
             ))
@@ -229,7 +233,7 @@ class BrokerService:
     def unload(self, name: str, reason: MagnetarError | None = None) -> None:
         """Stop serving a topic: its streams end with ``reason`` (default NotOwner: the
         clients look it up again), then it closes in the background."""
-        topic = self.topics.pop(name, None)
+        topic: PersistentTopic | NonPersistentTopic | None = self.topics.pop(name, None) or self.nonpersistent.pop(name, None)
         if topic is not None:
             self._closing.spawn(name, topic.close(reason), name=f"close-topic:{name}")
 
@@ -246,6 +250,11 @@ class BrokerService:
             NotOwner: another broker owns it; TopicNotFound: it does not exist.
         """
         name = self.parse(topic)
+        if not name.is_persistent:
+            await self._served_non_persistent(name)
+            await self._unload_and_wait([str(name)])
+            log.info("unloaded %s by admin request", name)
+            return
         partitions = 0 if name.is_partition else await self.partitions(str(name))
         targets = [str(name.partition(i)) for i in range(partitions)] if partitions else [str(name)]
         served = [t for t in targets if t in self.topics or t in self._opening]
@@ -289,7 +298,7 @@ class BrokerService:
             owner = await self.ownership.owner(*key)
             raise NotOwner(f"bundle {ns}/{bundle} is owned by {owner or 'no broker'}, not {self.broker_id}")
         self._owned.discard(key)  # lookups here stop answering this broker from now on
-        names = [t for t in list(self.topics) + list(self._opening) if self._bundle(self.parse(t)) == key]
+        names = [t for t in [*self.topics, *self._opening, *self.nonpersistent] if self._bundle(self.parse(t)) == key]
         # The bundle goes once its topics are closed (their ledgers too), so a new owner
         # does not have to fence and recover them.
         await self._unload_and_wait(names)
@@ -329,6 +338,9 @@ class BrokerService:
             except MagnetarError as exc:
                 log.warning("closing %s: %s", topic.name, exc.message)
         self.topics.clear()
+        for np_topic in list(self.nonpersistent.values()):
+            await np_topic.close(NotOwner(f"broker {self.broker_id} is shutting down; look the topic up again"))
+        self.nonpersistent.clear()
         await self.ledgers.close()
 
     # -- namespace policies ------------------------------------------------------------
@@ -453,11 +465,11 @@ class BrokerService:
 
     async def partitions(self, topic: str) -> int:
         name = self.parse(topic)
-        if name.is_partition:
+        if name.is_partition or not name.is_persistent:  # non-persistent topics are not partitioned here
             return 0
         return await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
 
-    async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> PersistentTopic:
+    async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> PersistentTopic:  # type: ignore[return]
         """The served topic, opened on first use; ``create`` allows auto-creation (when the
         config does), ``explicit`` creates it regardless (an admin's create).
 
@@ -468,6 +480,9 @@ class BrokerService:
         name = self.parse(topic)
         key = str(name)
         self.check_serving(f"topic {key}")
+        if not name.is_persistent:
+            # The doors use both kinds alike (broker/nonpersistent/topic.py).
+            return await self._non_persistent(name, create, explicit)  # type: ignore[return-value]
         existing = self.topics.get(key)
         if existing is not None:
             return existing
@@ -526,9 +541,63 @@ class BrokerService:
         log.info("topic %s opened (%d entries)", name, ml.number_of_entries)
         return topic
 
+    # -- non-persistent topics (broker/nonpersistent/) -------------------------------
+    async def _non_persistent(self, name: TopicName, create: bool, explicit: bool) -> NonPersistentTopic:
+        """The served non-persistent topic; made empty on first use when ``create`` and
+        auto-creation allow, or ``explicit``. It exists while it is loaded: nothing of it
+        is in ZooKeeper or on the bookies.
+
+        Raises:
+            NotOwner: another broker owns its bundle. TopicNotFound: not loaded here and
+            may not be made. NamespaceNotFound.
+        """
+        key = str(name)
+        existing = self.nonpersistent.get(key)
+        if existing is not None:
+            return existing
+        if await self.lookup(key) != self.broker_id:
+            raise NotOwner(f"topic {key} is served by another broker; look it up again")
+        if not explicit and not (create and self.config.allow_auto_topic_creation):
+            raise TopicNotFound(f"non-persistent topic {key} is not loaded (auto-creation is off)")
+        policies_doc = await self.tenants.get_policies(name.tenant, name.namespace_part)  # NamespaceNotFound
+        existing = self.nonpersistent.get(key)  # made by a concurrent call meanwhile
+        if existing is not None:
+            return existing
+        if not self.serving() or self._bundle(name) not in self._owned:
+            raise NotOwner(f"broker {self.broker_id} no longer owns {name}; look it up again")
+        topic = self.nonpersistent[key] = NonPersistentTopic(key, name.partition_index, self.config)
+        topic.apply_policies(self._topic_policies(policies_doc, str(name.namespace)))
+        log.info("non-persistent topic %s loaded", key)
+        return topic
+
+    async def _served_non_persistent(self, name: TopicName) -> NonPersistentTopic:
+        """A non-persistent topic an admin names: served here.
+
+        Raises: NotOwner: its bundle is another broker's; TopicNotFound: not loaded.
+        """
+        served = self.nonpersistent.get(str(name))
+        if served is not None:
+            return served
+        owner = await self.lookup(str(name))
+        if owner != self.broker_id:
+            raise NotOwner(f"topic {name} is served by {owner}; ask there")
+        raise TopicNotFound(f"Topic {name} not found: a non-persistent topic exists while it is loaded")
+
+    def list_non_persistent_topics(self, namespace: str) -> list[str]:
+        """The non-persistent topics of ``tenant/namespace`` this broker serves, sorted."""
+        ns = NamespaceName.parse(namespace)
+        return sorted(t for t in self.nonpersistent if self.parse(t).namespace == ns)
+
     # -- admin -----------------------------------------------------------------
     async def create_topic(self, topic: str, partitions: int) -> None:
         name = self.parse(topic)
+        if not name.is_persistent:
+            if partitions:
+                raise InvalidArgument(f"{name}: partitioned non-persistent topics are not supported")
+            if str(name) in self.nonpersistent:
+                raise AlreadyExists(f"topic {name} already exists")
+            await self.get_topic(str(name), explicit=True)
+            return
         if name.is_partition:
             raise InvalidTopicName(f"{name} names a partition; create the partitioned topic {name.partitioned_topic_name}")
         if partitions:
@@ -618,6 +687,9 @@ class BrokerService:
     def _schema_idle(self, topic: str) -> bool:
         """No producer, no consumer and no data on ``topic`` here (Pulsar's test before
         a consumer's schema is registered)."""
+        if not self.parse(topic).is_persistent:
+            np_topic = self.nonpersistent.get(str(self.parse(topic)))
+            return np_topic is None or not (np_topic.producers or any(s.consumers for s in np_topic.subscriptions.values()))
         served = self.topics.get(str(self.parse(topic)))
         if served is None:
             return True
@@ -693,6 +765,15 @@ class BrokerService:
             TopicNotFound; PreconditionFailed when producers or consumers are connected.
         """
         name = self.parse(topic)
+        if not name.is_persistent:
+            np_topic = await self._served_non_persistent(name)
+            if not force and (np_topic.producers or any(s.consumers for s in np_topic.subscriptions.values())):
+                raise PreconditionFailed(f"topic {name} has connected producers or consumers; close them first")
+            self.nonpersistent.pop(str(name), None)
+            await np_topic.close(TopicNotFound(f"topic {name} was deleted"))
+            # Its schema stays: schemas are kept by tenant/namespace/topic, without the
+            # domain (as Pulsar's registry), so it is the persistent namesake's as well.
+            return
         partitions = 0 if name.is_partition else await self.partitions(str(name))
         targets = [name.partition(i) for i in range(partitions)] if partitions else [name]
         for target in targets:

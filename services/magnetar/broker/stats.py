@@ -54,6 +54,9 @@ class SubscriptionStats:
     dispatch_throttled_bytes_events: int
     subscription_properties: dict[str, str] = field(default_factory=dict)
     """The subscription's properties (Pulsar's subscriptionProperties)."""
+    msg_drop_counter: int = 0
+    """Non-persistent topics: messages dropped (no consumer with permits at publish time)."""
+    msg_drop_rate: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,9 @@ class TopicStats:
     """Estimated bytes after the slowest durable subscription's mark-delete position."""
     publishers: list[PublisherStats] = field(default_factory=list)
     subscriptions: list[SubscriptionStats] = field(default_factory=list)
+    msg_drop_counter: int = 0
+    """Non-persistent topics: messages dropped over its subscriptions (Pulsar's msgDropRate, summed)."""
+    msg_drop_rate: float = 0.0
 
     @property
     def producers(self) -> int:

@@ -333,9 +333,23 @@ class AdminClient:
         request = pb.ListTopicsRequest(namespace=namespace)
         return list((await self.call(lambda s: s.ListTopics(request, timeout=self.timeout))).names)
 
+    async def non_persistent_topics(self, namespace: str) -> list[str]:
+        """The non-persistent topics of ``namespace`` loaded now: each owner of one of its
+        bundles lists those it serves (they exist nowhere else), sorted."""
+        request = pb.ListTopicsRequest(namespace=namespace, non_persistent=True)
+        owners = {b.broker_address for b in await self.bundles(namespace) if b.broker_address}
+        names: set[str] = set()
+        for address in sorted(owners):
+            names.update((await self.call(lambda s: s.ListTopics(request, timeout=self.timeout), address)).names)
+        return sorted(names)
+
     async def create_topic(self, topic: str, partitions: int = 0) -> None:
-        """A non-partitioned topic, or (``partitions`` > 0) a partitioned one."""
+        """A non-partitioned topic, or (``partitions`` > 0) a partitioned one; a
+        non-persistent one is loaded on its owner."""
         request = pb.CreateTopicRequest(topic=topic, partitions=partitions)
+        if topic.startswith("non-persistent://"):
+            await self.on_owner(topic, lambda s: s.CreateTopic(request, timeout=self.timeout))
+            return
         await self.call(lambda s: s.CreateTopic(request, timeout=self.timeout))
 
     async def topic_properties(self, topic: str) -> dict[str, str]:

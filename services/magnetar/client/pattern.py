@@ -81,13 +81,13 @@ def parse_pattern(topic: object, mode: RegexSubscriptionMode) -> TopicsPattern:
         InvalidTopicName: no tenant/namespace/topic shape, an unknown domain, or a tenant
             or namespace that is not a name (a pattern across namespaces).
         InvalidArgument: not a str pattern, or not a regular expression.
-        OperationNotSupported: ``mode`` NonPersistentOnly: there are no non-persistent
-            topics yet, so such a consumer would never receive anything.
+        OperationNotSupported: ``mode`` NonPersistentOnly: pattern consumers are listed
+            no non-persistent topics, so such a consumer would never receive anything.
     """
     if mode is RegexSubscriptionMode.NonPersistentOnly:
         raise OperationNotSupported(
-            "regex_subscription_mode NonPersistentOnly is not supported: Magnetar has no non-persistent topics "
-            "yet (use PersistentOnly or AllTopics)"
+            "regex_subscription_mode NonPersistentOnly is not supported: pattern consumers are listed no "
+            "non-persistent topics (use PersistentOnly or AllTopics)"
         )
     flags = 0
     if isinstance(topic, re.Pattern):

@@ -90,7 +90,10 @@ class Reader:
     async def _set_baselines(self, start: MessageId, inclusive: bool) -> None:
         """What counts as read already, for :meth:`has_message_available`."""
         partitions = self._consumer.partitions
-        if start == MessageId.latest:
+        if start == MessageId.latest and self.topic().startswith("non-persistent://"):
+            # Nothing is kept there (no last message id to ask): latest is earliest.
+            self._read_upto = [_NOTHING_READ] * len(partitions)
+        elif start == MessageId.latest:
             ids = await asyncio.gather(*(self._pool.last_message_id(p.topic, self._consumer.reads_compacted) for p in partitions))
             back = 1 if inclusive else 0  # inclusive: the last message is still to read
             self._read_upto = [(m.ledger_id, m.entry_id - back) for m in ids]

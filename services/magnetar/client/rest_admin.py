@@ -228,6 +228,10 @@ class RestAdmin:
         parents = {str(TopicName.parse(n).partitioned_topic_name) for n in names}
         return sorted(n for n in parents | partitioned if n in partitioned or n in names)
 
+    async def non_persistent_topics(self, namespace: str) -> list[str]:
+        """The non-persistent topics of ``namespace`` loaded now."""
+        return sorted(await self.request("GET", f"/admin/v2/non-persistent/{namespace}"))
+
     async def create_topic(self, topic: str, partitions: int = 0) -> None:
         if partitions:
             await self.request("PUT", _topic(topic, "partitions"), partitions)
@@ -306,11 +310,13 @@ class RestAdmin:
     async def topic_stats(self, topic: str) -> pb.TopicStats:
         """Pulsar's stats and internal stats, as the broker's TopicStats."""
         stats = await self.request("GET", _topic(topic, "stats"))
-        internal = await self.request("GET", _topic(topic, "internalStats"))
+        # A non-persistent topic has no managed ledger (and no internalStats route).
+        internal = await self.request("GET", _topic(topic, "internalStats")) if TopicName.parse(topic).is_persistent else {}
         subs = [
             pb.SubscriptionStats(
                 name=name, type=_TYPES.get(s.get("type", ""), pb.EXCLUSIVE), backlog=s.get("msgBacklog", 0),
                 consumers=len(s.get("consumers", [])), unacked=s.get("unackedMessages", 0),
+                msg_drop_counter=s.get("msgDropCounter", 0), msg_drop_rate=s.get("msgDropRate", 0.0),
             )
             for name, s in stats.get("subscriptions", {}).items()
         ]
@@ -319,6 +325,7 @@ class RestAdmin:
             msg_out_counter=stats.get("msgOutCounter", 0), storage_size=stats.get("storageSize", 0),
             entries=internal.get("numberOfEntries", 0), ledgers=len(internal.get("ledgers", [])),
             producers=len(stats.get("publishers", [])), subscriptions=subs,
+            msg_drop_counter=stats.get("msgDropCounter", 0), msg_drop_rate=stats.get("msgDropRate", 0.0),
         )
 
     # -- subscriptions -------------------------------------------------------------
@@ -412,7 +419,7 @@ def _payload(schema: pb.SchemaInfo) -> dict[str, Any]:
 
 def _topic(topic: str, *rest: str) -> str:
     name = TopicName.parse(topic)
-    return "/".join([f"/admin/v2/persistent/{topic_path(name)}", *rest])
+    return "/".join([f"/admin/v2/{name.domain}/{topic_path(name)}", *rest])
 
 
 def topic_path(name: TopicName) -> str:

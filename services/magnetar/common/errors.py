@@ -449,7 +449,11 @@ class InvalidTxnStatusError(MagnetarError):
 
 
 class NotAllowedError(MagnetarError):
+    """Not allowed on this kind of topic (a seek or last message id on a non-persistent
+    topic: nothing is kept); Pulsar's ``NotAllowedError``."""
+
     code = "NOT_ALLOWED"
+    grpc_status = "FAILED_PRECONDITION"
 
 
 class TransactionConflict(MagnetarError):

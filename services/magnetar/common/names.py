@@ -1,7 +1,8 @@
 """Topic and namespace names, as Apache Pulsar has them.
 
 Names:
-    A namespace is ``<tenant>/<namespace>``; a topic is ``persistent://<tenant>/<namespace>/<topic>``.
+    A namespace is ``<tenant>/<namespace>``; a topic is ``persistent://<tenant>/<namespace>/<topic>``
+    (or ``non-persistent://...``: kept in memory only, see docs/non-persistent.md).
     ``<tenant>/<namespace>/<topic>`` and a bare ``<topic>`` are short forms (the latter in
     ``public/default``). Partition ``i`` of a partitioned topic ``t`` is the topic
     ``t-partition-i``.
@@ -15,7 +16,7 @@ Rules (Pulsar's ``NamedEntity`` and ``TopicName``, tightened where ZooKeeper nee
     * subscription: 1-1,024 characters, anything but ``/``, control characters and the
       characters ZooKeeper cannot hold (as for a topic), not ``.`` or ``..`` (it names a
       znode);
-    * domain: only ``persistent``; ``non-persistent`` is refused as not supported yet.
+    * domain: ``persistent`` or ``non-persistent`` (a short name is persistent).
       Pulsar's legacy form with a cluster (``persistent://tenant/cluster/ns/topic``) is
       not accepted.
     * A ``-partition-N`` suffix names partition N only when N is a canonical decimal
@@ -170,7 +171,7 @@ class TopicName:
     """A full topic name: immutable, hashable, ordered (partitions numerically after their base).
 
     Attributes:
-        domain: always ``"persistent"`` for now.
+        domain: ``"persistent"`` or ``"non-persistent"``.
         tenant: the tenant.
         namespace_part: the namespace within the tenant (``namespace`` is the NamespaceName).
         local_name: the topic within the namespace, with the partition suffix if any.
@@ -196,7 +197,7 @@ class TopicName:
         """Build a name from its parts (see :meth:`parse` for strings).
 
         Args:
-            domain: ``"persistent"`` (the only domain supported).
+            domain: ``"persistent"`` or ``"non-persistent"``.
             tenant: the tenant.
             namespace: the namespace within the tenant.
             local_name: the topic, including a ``-partition-N`` suffix for a partition.
@@ -207,10 +208,8 @@ class TopicName:
             InvalidTopicName: a part breaks the naming rules.
         """
         full = f"{domain}://{tenant}/{namespace}/{local_name}"
-        if domain == NON_PERSISTENT:
-            _fail(full, "non-persistent topics are not supported (yet); use persistent://")
-        if domain != PERSISTENT:
-            _fail(full, f"unknown topic domain {domain!r}; the only supported domain is persistent")
+        if domain not in (PERSISTENT, NON_PERSISTENT):
+            _fail(full, f"unknown topic domain {domain!r}; the domains are persistent and non-persistent")
         for problem in (
             _segment_problem("tenant", tenant),
             _segment_problem("namespace", namespace),
@@ -256,7 +255,7 @@ class TopicName:
             if "/" not in name:
                 rest = f"{PUBLIC_TENANT}/{DEFAULT_NAMESPACE}/{name}"
         if domain not in (PERSISTENT, NON_PERSISTENT):
-            _fail(name, f"unknown topic domain {domain!r}; the only supported domain is persistent")
+            _fail(name, f"unknown topic domain {domain!r}; the domains are persistent and non-persistent")
         parts = rest.split("/")
         if len(parts) < 3:
             _fail(
@@ -275,6 +274,11 @@ class TopicName:
     def namespace(self) -> NamespaceName:
         """The namespace this topic belongs to."""
         return NamespaceName(self.tenant, self.namespace_part)
+
+    @property
+    def is_persistent(self) -> bool:
+        """False for a ``non-persistent://`` topic (nothing of it is stored)."""
+        return self.domain == PERSISTENT
 
     @property
     def is_partition(self) -> bool:

@@ -18,6 +18,7 @@ from magnetar.gateway.routers import (
     dlq,
     lookup,
     namespaces,
+    nonpersistent,
     permissions,
     producer,
     schemas,
@@ -35,7 +36,7 @@ from magnetar.gateway.websocket import router as websocket
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
     subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
-    topic_messages.router, topic_properties.router, websocket.router,
+    topic_messages.router, topic_properties.router, nonpersistent.router, websocket.router,
 )
 
 

@@ -40,6 +40,7 @@ class HttpError(Exception):
 # Most specific first: the first class the error is an instance of decides.
 _STATUS: list[tuple[type[e.MagnetarError], int]] = [
     (e.NotEmpty, 409),
+    (e.NotAllowedError, 405),
     (e.IncompatibleSchema, 409),
     (e.InvalidSchema, 422),
     (e.PreconditionFailed, 412),

@@ -73,7 +73,18 @@ _SUBSCRIPTION_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Share
 
 
 def stats_to_dict(stats: pb.TopicStats) -> dict[str, Any]:
-    """pulsar-admin's ``topics stats`` shape for a TopicStats message."""
+    """pulsar-admin's ``topics stats`` shape for a TopicStats message (of a
+    non-persistent topic with ``msgDropRate``, as NonPersistentTopicStats)."""
+    if stats.topic.startswith("non-persistent://"):
+        out = _stats_dict(stats)
+        out["msgDropRate"], out["msgDropCounter"] = stats.msg_drop_rate, stats.msg_drop_counter
+        for sub in stats.subscriptions:
+            out["subscriptions"][sub.name].update(msgDropRate=sub.msg_drop_rate, msgDropCounter=sub.msg_drop_counter)
+        return out
+    return _stats_dict(stats)
+
+
+def _stats_dict(stats: pb.TopicStats) -> dict[str, Any]:
     return {
         "msgInCounter": stats.msg_in_counter,
         "bytesInCounter": stats.bytes_in_counter,
@@ -295,8 +306,8 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
     elif action == "compaction-status":
         status = await admin.compaction_status(args.name)
         _print_json({"status": status.status, "lastError": status.last_error})
-    elif action == "list":
-        _print_names(await admin.topics(args.name))
+    elif action == "list":  # both domains, as pulsar-admin's (non-persistent: those loaded now)
+        _print_names(await admin.topics(args.name) + await admin.non_persistent_topics(args.name))
     else:
         _print_json(stats_to_dict(await admin.topic_stats(args.name)))
 
@@ -312,11 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,brokers,bookies,ledgers,auditor,dlq}"
     )
 
-    def group(name: str, actions: dict[str, tuple[str, str | None, str]]) -> argparse._SubParsersAction[Any]:
-        """``actions``: each verb's help, its argument's metavar and the gateway operation it does."""
+    def group(name: str, actions: dict[str, tuple[str, str | None, str | tuple[str, ...]]]) -> argparse._SubParsersAction[Any]:
+        """``actions``: each verb's help, its argument's metavar and the gateway operation(s) it does."""
         sub = groups.add_parser(name, help=f"manage {name}").add_subparsers(dest="action", required=True)
         for action, (help_text, metavar, operation) in actions.items():
-            p = sub.add_parser(action, help=help_text, operations=(operation,))
+            p = sub.add_parser(action, help=help_text, operations=(operation,) if isinstance(operation, str) else operation)
             if metavar is not None:
                 p.add_argument("name", metavar=metavar)
         return sub
@@ -348,11 +359,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
     topics = group("topics", {
-        "create": ("create a non-partitioned topic", "TOPIC", "PersistentTopics_createNonPartitionedTopic"),
-        "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC", "PersistentTopics_unloadTopic"),
-        "list": ("list a namespace's topics (a partitioned topic by its own name)", "TENANT/NAMESPACE",
-                 "PersistentTopics_getList"),
-        "stats": ("print a topic's stats as JSON", "TOPIC", "PersistentTopics_getStats"),
+        "create": ("create a non-partitioned topic", "TOPIC",
+                   ("PersistentTopics_createNonPartitionedTopic", "NonPersistentTopics_createNonPartitionedTopic")),
+        "unload": ("unload a topic from its broker (clients reconnect)", "TOPIC",
+                   ("PersistentTopics_unloadTopic", "NonPersistentTopics_unloadTopic")),
+        "list": ("list a namespace's topics (persistent, and non-persistent ones loaded now)", "TENANT/NAMESPACE",
+                 ("PersistentTopics_getList", "NonPersistentTopics_getList")),
+        "stats": ("print a topic's stats as JSON (non-persistent://: with msgDropRate)", "TOPIC",
+                  ("PersistentTopics_getStats", "NonPersistentTopics_getStats")),
         "compact": ("compact a topic (each partition): the latest message of each key", "TOPIC",
                     "PersistentTopics_compact"),
         "compaction-status": ("print the status of a topic's (partition's) last compaction", "TOPIC",
@@ -361,12 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_topic_message_commands(topics)
     add_partitioned_commands(topics)
     add_topic_inspect_commands(topics)
-    p = topics.add_parser("delete", help="delete a topic", operations=("PersistentTopics_deleteTopic",))
+    p = topics.add_parser("delete", help="delete a topic", operations=("PersistentTopics_deleteTopic", "NonPersistentTopics_deleteTopic"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",
                    help="also with producers or consumers connected (they fail with TopicNotFound)")
     p = topics.add_parser("create-partitioned-topic", help="create a partitioned topic",
-                          operations=("PersistentTopics_createPartitionedTopic",))
+                          operations=("PersistentTopics_createPartitionedTopic", "NonPersistentTopics_createPartitionedTopic"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-p", "--partitions", type=int, required=True, help="number of partitions")
 

@@ -74,7 +74,7 @@ def add_partitioned_commands(topics: argparse._SubParsersAction[Any]) -> None:
                       operations=("PersistentTopics_getPartitionedTopicList",)).add_argument(
         "name", metavar="TENANT/NAMESPACE")
     topics.add_parser("get-partitioned-topic-metadata", help='print a topic\'s partition count as JSON {"partitions": N} '
-                      "(0: not partitioned)", operations=("PersistentTopics_getPartitionedMetadata",)).add_argument(
+                      "(0: not partitioned)", operations=("PersistentTopics_getPartitionedMetadata", "NonPersistentTopics_getPartitionedMetadata")).add_argument(
         "name", metavar="TOPIC")
     p = topics.add_parser("update-partitioned-topic", help="grow a partitioned topic to N partitions (never fewer)",
                           operations=("PersistentTopics_updatePartitionedTopic",))

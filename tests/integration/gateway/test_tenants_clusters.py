@@ -81,7 +81,9 @@ async def test_lookup_names_the_owning_broker(http: httpx.AsyncClient, gateway_c
     assert body["nativeUrl"] == gateway_cluster.service_url
     assert body["brokerUrlTls"] == ""  # the broker serves no TLS
     assert set(body) == {"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl", "brokerUrlSsl"}
-    assert (await http.get("/lookup/v2/topic/non-persistent/public/default/t")).status_code == 405
+    np = (await http.get(f"/lookup/v2/topic/non-persistent/public/default/{unique('np')}")).json()
+    assert np["brokerUrl"] == gateway_cluster.broker.pulsar_url  # non-persistent topics are looked up the same way
+    assert (await http.get("/lookup/v2/topic/kafka/public/default/t")).status_code == 405
     assert (await http.get("/lookup/v2/topic/persistent/public/nosuchns/t")).status_code == 404
 
 

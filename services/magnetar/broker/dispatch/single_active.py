@@ -16,19 +16,24 @@ from magnetar.broker.entry import Entry
 from magnetar.managedledger.position import Position
 
 
+def choose_active(consumers: list[BrokerConsumer], partition: int) -> BrokerConsumer | None:
+    """The active consumer of an Exclusive or Failover subscription (None: no consumer):
+    of the best priority level, sorted by name, the first (``partition`` i >= 0: the
+    ``i % n``-th). Non-persistent subscriptions choose by the same rule."""
+    if not consumers:
+        return None
+    best = min(c.priority for c in consumers)
+    eligible = sorted((c for c in consumers if c.priority == best), key=lambda c: (c.name, c.consumer_id))
+    return eligible[partition % len(eligible)] if partition >= 0 else eligible[0]
+
+
 class SingleActiveConsumerDispatcher(Dispatcher):
     active: BrokerConsumer | None = None
     _told: dict[int, bool] | None = None
     """Consumer id -> what it was last told (active or not)."""
 
     def choose_active(self) -> BrokerConsumer | None:
-        consumers = self.sub.consumers
-        if not consumers:
-            return None
-        best = min(c.priority for c in consumers)
-        eligible = sorted((c for c in consumers if c.priority == best), key=lambda c: (c.name, c.consumer_id))
-        partition = self.sub.partition
-        return eligible[partition % len(eligible)] if partition >= 0 else eligible[0]
+        return choose_active(self.sub.consumers, self.sub.partition)
 
     def consumers_changed(self) -> None:
         new = self.choose_active()

@@ -19,6 +19,7 @@ SERVER_ERRORS: dict[type[e.MagnetarError], pb.ServerError] = {
     e.NoSuchEntry: pb.PersistenceError,
     e.NotFound: pb.TopicNotFound,
     e.AlreadyExists: pb.NotAllowedError,
+    e.NotAllowedError: pb.NotAllowedError,
     e.ConsumerBusy: pb.ConsumerBusy,
     e.ConsumerAssignError: pb.ConsumerAssignError,
     e.ProducerBusy: pb.ProducerBusy,

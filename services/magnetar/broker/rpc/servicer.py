@@ -430,6 +430,8 @@ class BrokerServicer(
 
     @rpc_errors
     async def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
+        if request.non_persistent:
+            return pb.NameList(names=self.service.list_non_persistent_topics(request.namespace))
         return pb.NameList(names=await self.service.list_topics(request.namespace))
 
     @rpc_errors

@@ -139,6 +139,7 @@ def _subscription_stats(s: SubscriptionStats) -> pb.SubscriptionStats:
         dispatch_throttled_msg_events=s.dispatch_throttled_msg_events,
         dispatch_throttled_bytes_events=s.dispatch_throttled_bytes_events,
         subscription_properties=s.subscription_properties,
+        msg_drop_counter=s.msg_drop_counter, msg_drop_rate=s.msg_drop_rate,
     )
 
 
@@ -159,4 +160,5 @@ def topic_stats(t: TopicStats) -> pb.TopicStats:
         publishers=[_publisher_stats(p) for p in t.publishers],
         msg_rate_in=t.msg_rate_in, msg_throughput_in=t.msg_throughput_in, msg_rate_out=t.msg_rate_out,
         msg_throughput_out=t.msg_throughput_out, backlog_size=t.backlog_size,
+        msg_drop_counter=t.msg_drop_counter, msg_drop_rate=t.msg_drop_rate,
     )

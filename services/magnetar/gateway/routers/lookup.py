@@ -1,4 +1,4 @@
-"""``/lookup/v2/topic/persistent/{t}/{ns}/{topic}``: the broker that serves a topic, as
+"""``/lookup/v2/topic/{persistent|non-persistent}/{t}/{ns}/{topic}``: the broker that serves a topic, as
 Pulsar's URLs (``pulsar://``, ``pulsar+ssl://``: pulsar-client's ``http://`` service URL
 looks topics up here) and Magnetar's (``nativeUrl``: ``magnetar://``)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from magnetar.common.errors import InvalidArgument
+from magnetar.common.names import NON_PERSISTENT, PERSISTENT, TopicName
 from magnetar.gateway.deps import Context, Topic
 from magnetar.gateway.errors import HttpError, responses
 from magnetar.gateway.models import LookupData
@@ -17,8 +18,9 @@ router = APIRouter(prefix="/lookup/v2/topic", tags=["lookup"])
 @router.get("/{domain}/{tenant}/{namespace}/{topic}", summary="Get the broker serving a topic",
             operation_id="TopicLookup_lookupTopicAsync", responses=responses(404, 405, 412))
 async def lookup_topic(domain: str, tenant: str, namespace: str, topic: Topic, ctx: Context, request: Request) -> LookupData:
-    if domain != "persistent":
-        raise HttpError(405, f"Only persistent topics are served (not {domain!r})")
+    if domain not in (PERSISTENT, NON_PERSISTENT):
+        raise HttpError(405, f"Only persistent and non-persistent topics are served (not {domain!r})")
+    topic = str(TopicName(domain, tenant, namespace, TopicName.parse(topic).local_name))  # its bundle is by full name
     if ctx.authenticator is not None:
         owner = await ctx.admin.lookup_owner(topic)  # the broker decides first: no namespace's existence shown to others
     await ctx.tenants.get_policies(tenant, namespace)  # TenantNotFound / NamespaceNotFound: 404

@@ -69,8 +69,10 @@ async def get_topics(
     includeSystemTopic: Annotated[bool, Query(description="accepted; there are no system topics")] = False,  # noqa: N803
 ) -> list[str]:
     names = await ctx.admin.topics(namespace)
+    # Non-persistent topics: those loaded now (they exist nowhere else).
+    loaded = await ctx.admin.non_persistent_topics(namespace) if mode != "PERSISTENT" else []
     if mode == "NON_PERSISTENT":
-        return []
+        return loaded
     tenant, local = namespace.split("/")
     partitioned = set(await ctx.tenants.list_partitioned_topics(tenant, local))
     counts = await asyncio.gather(*(
@@ -84,7 +86,7 @@ async def get_topics(
             out.extend(str(topic.partition(i)) for i in range(next(partition_counts)))
         else:
             out.append(name)
-    return out
+    return out + loaded
 
 
 # -- the policies (made from the catalogue) -------------------------------------------
