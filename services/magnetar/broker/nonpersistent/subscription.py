@@ -4,7 +4,7 @@ ignored, nothing is redelivered, a seek is refused (as Pulsar's ``NonPersistentS
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.consumer import BrokerConsumer, Delivery
@@ -12,7 +12,11 @@ from magnetar.broker.dispatch.key_shared import check_joining
 from magnetar.broker.nonpersistent.dispatcher import NonPersistentDispatcher
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import ConsumerStats, SubscriptionStats
-from magnetar.broker.subscription import TYPE_NAMES, check_read_compacted
+from magnetar.broker.subscription import (
+    TYPE_NAMES,
+    check_read_compacted,
+    check_subscription_properties,
+)
 from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, NotAllowedError, ServiceClosed
 from magnetar.managedledger.position import Position
@@ -60,6 +64,8 @@ class NonPersistentSubscription:
         self.meter_drop = Meter()
         """Messages dropped: no consumer with permits when they were published."""
         self.closed = False
+        self.properties: dict[str, str] = {}
+        """The subscription's properties (in memory: nothing of a non-persistent topic is stored)."""
         self._on_empty = on_empty
         self._told: dict[int, bool] = {}
 
@@ -159,7 +165,12 @@ class NonPersistentSubscription:
             backlog_size=0, active_consumer=active.name if active is not None else "",
             dispatch_throttled_time_ms=0, dispatch_throttled_msg_events=0, dispatch_throttled_bytes_events=0,
             msg_drop_counter=self.meter_drop.messages, msg_drop_rate=self.meter_drop.msg_rate,
+            subscription_properties=dict(self.properties),
         )
+
+    async def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Replace the subscription's properties. Raises: InvalidArgument (nothing changed)."""
+        self.properties = check_subscription_properties(properties)
 
     def close(self, reason: Any) -> None:
         """End every consumer's stream with ``reason``."""

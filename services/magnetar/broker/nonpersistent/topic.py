@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.access import ProducerAccess, ProducerAccessMode
@@ -30,6 +30,7 @@ from magnetar.broker.nonpersistent.subscription import (
 )
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import PublisherStats, TopicStats
+from magnetar.broker.subscription import check_subscription_properties
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.broker.topic import ProducerAdmission, Publisher, PublishResult
 from magnetar.common.errors import (
@@ -189,20 +190,24 @@ class NonPersistentTopic:
     async def subscribe(
         self, name: str, sub_type: SubscriptionType, initial_position: InitialPosition,
         start: Position | None = None, inclusive: bool = False, durable: bool = True,
+        properties: Mapping[str, str] | None = None,
     ) -> NonPersistentSubscription:
-        """The subscription ``name``, made when it does not exist. It gets the messages
-        published from now on: ``initial_position`` and ``start`` cannot reach back (there
-        is nothing kept), as on Pulsar's non-persistent topics.
+        """The subscription ``name``, made (with ``properties``, kept in memory while the
+        topic is loaded) when it does not exist. It gets the messages published from now
+        on: ``initial_position`` and ``start`` cannot reach back (there is nothing kept),
+        as on Pulsar's non-persistent topics.
 
-        Raises: InvalidArgument (a bad name); ServiceClosed.
+        Raises: InvalidArgument (a bad name or properties); ServiceClosed.
         """
         check_subscription_name(name)
+        props = check_subscription_properties(properties or {})
         if self._closed:
             raise ServiceClosed(f"topic {self.name} is closing")
         sub = self.subscriptions.get(name)
         if sub is None:
             sub = self.subscriptions[name] = NonPersistentSubscription(
                 self, name, sub_type, durable=durable, on_empty=self._drop_non_durable)
+            sub.properties = props
         return sub
 
     def _drop_non_durable(self, sub: NonPersistentSubscription) -> None:
