@@ -19,12 +19,14 @@ from magnetar.broker.namespace_policies import (
     DispatchRate,
     NamespacePolicies,
     NamespacePolicyAdmin,
+    PersistencePolicies,
     PolicyKind,
     PublishRate,
     QuotaPolicy,
     QuotaType,
     checked,
     from_document,
+    managed_ledger_config,
     merged,
     to_document,
     with_policy,
@@ -37,6 +39,7 @@ from magnetar.common.errors import (
     NamespaceNotFound,
     PreconditionFailed,
 )
+from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.layout import LedgerInfo, LedgerList
 from magnetar.managedledger.position import Position
 from magnetar.metadata.errors import CorruptMetadata
@@ -321,3 +324,27 @@ def test_schema_policies_take_pulsars_names_refuse_bad_values_and_round_trip() -
     cleared = without_policy(cleared, PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY)
     assert merged({"other": 1}, cleared) == {"other": 1}
     assert checked(p) == p
+
+
+@pytest.mark.parametrize("e, w, a, rate", [
+    (1, 2, 1, 0.0), (2, 2, 3, 0.0), (0, 0, 0, 0.0), (2, 2, -1, 0.0), (2, 2, 2, -1.0), (2, 2, 2, float("nan")),
+    (True, 1, 1, 0.0),
+])
+def test_persistence_is_refused_unless_ensemble_write_ack_descend_to_one(e: Any, w: int, a: int, rate: float) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        with_policy(NamespacePolicies(), PolicyKind.PERSISTENCE, PersistencePolicies(e, w, a, rate))
+    assert "Ensemble" in err.value.message or "MarkDeleteRate" in err.value.message
+
+
+def test_persistence_sets_the_quorums_and_persist_interval_of_new_ledgers() -> None:
+    base = ManagedLedgerConfig(ensemble_size=3, write_quorum=3, ack_quorum=2, cursor_persist_interval_s=1.0)
+    policies = with_policy(NamespacePolicies(), PolicyKind.PERSISTENCE, PersistencePolicies(1, 1, 1, 4))
+    assert policies.persistence == PersistencePolicies(1, 1, 1, 4.0)
+    config = managed_ledger_config(base, policies)
+    assert (config.ensemble_size, config.write_quorum, config.ack_quorum) == (1, 1, 1)
+    assert config.cursor_persist_interval_s == 0.25  # 4 mark-deletes a second at most
+    assert config.max_entries_per_ledger == base.max_entries_per_ledger
+    unlimited = with_policy(NamespacePolicies(), PolicyKind.PERSISTENCE, PersistencePolicies(2, 2, 1))
+    assert managed_ledger_config(base, unlimited).cursor_persist_interval_s == 1.0
+    assert managed_ledger_config(base, without_policy(policies, PolicyKind.PERSISTENCE)) == base
+    assert from_document(to_document(policies)) == policies

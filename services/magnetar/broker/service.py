@@ -21,6 +21,7 @@ from magnetar.broker.namespace_policies import (
     NamespacePolicies,
     NamespacePolicyAdmin,
     from_document,
+    managed_ledger_config,
 )
 from magnetar.broker.policy_task import NamespacePolicyTask
 from magnetar.broker.rates import RateSampler
@@ -512,11 +513,15 @@ class BrokerService:
         doc, _ = await self.ml_store.get(tenant, ns, local)
         if doc is None and not explicit and not (create and self.config.allow_auto_topic_creation):
             raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
-        ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
+        policies = self._topic_policies(policies_doc, str(name.namespace))
+        # A namespace's persistence policies choose the quorums of its new ledgers.
+        ml = await ManagedLedger.open(
+            tenant, ns, local, self.ledgers, self.ml_store, managed_ledger_config(self.ml_config, policies))
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
         topic.compacted = CompactedEntries(ml, self.ledgers)
         topic.mover = self.mover
-        topic.policies = self._topic_policies(policies_doc, str(name.namespace))
+        topic.ml_defaults = self.ml_config
+        topic.policies = policies
         await topic.load()
         if not self.serving() or self._bundle(name) not in self._owned:
             # Ownership was lost (or the bundle unloaded) while the topic was opening.

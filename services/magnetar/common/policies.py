@@ -141,6 +141,11 @@ CATALOGUE: tuple[PolicySpec, ...] = (
           ("Get whether producers without a schema are refused on topics with one (default false)",
            "Refuse producers without a schema on topics that have one", None),
           removable=False, default=False),
+    _spec("persistence", "PERSISTENCE", "persistence", "persistence",
+          ("Namespaces_getPersistence", "Namespaces_setPersistence", "Namespaces_deletePersistence"),
+          ("Get the bookkeeper quorums of the namespace's new ledgers",
+           "Set the bookkeeper quorums of the namespace's new ledgers (ensemble >= write >= ack >= 1)",
+           "Remove the namespace's persistence policies (the broker's quorums apply)")),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

@@ -196,3 +196,26 @@ class Policies(PulsarModel):
             if p.bundles else None,
             magnetar_dead_letter_policy=DeadLetterPolicy.of(p.dead_letter) if p.HasField("dead_letter") else None,
         )
+
+
+class PersistencePolicies(PulsarModel):
+    """Pulsar's PersistencePolicies: the quorums of the namespace's new ledgers
+    (``managedLedgerStorageClassName`` is accepted and not kept: one storage here)."""
+
+    bookkeeperEnsemble: Int32 = 2
+    bookkeeperWriteQuorum: Int32 = 2
+    bookkeeperAckQuorum: Int32 = 2
+    managedLedgerMaxMarkDeleteRate: Annotated[float, Field(allow_inf_nan=False)] = 0.0
+    managedLedgerStorageClassName: str | None = None
+
+    def to_proto(self) -> pb.PersistencePolicies:
+        return pb.PersistencePolicies(
+            bookkeeper_ensemble=self.bookkeeperEnsemble, bookkeeper_write_quorum=self.bookkeeperWriteQuorum,
+            bookkeeper_ack_quorum=self.bookkeeperAckQuorum,
+            managed_ledger_max_mark_delete_rate=self.managedLedgerMaxMarkDeleteRate)
+
+    @classmethod
+    def of(cls, p: pb.PersistencePolicies) -> PersistencePolicies:
+        return cls(bookkeeperEnsemble=p.bookkeeper_ensemble, bookkeeperWriteQuorum=p.bookkeeper_write_quorum,
+                   bookkeeperAckQuorum=p.bookkeeper_ack_quorum,
+                   managedLedgerMaxMarkDeleteRate=p.managed_ledger_max_mark_delete_rate)

@@ -30,6 +30,7 @@ from magnetar.gateway.policy_models import (
     DelayedDeliveryPolicies,
     DispatchRate,
     Int32,
+    PersistencePolicies,
     Policies,
     PublishRate,
     QuotaTypeName,
@@ -125,6 +126,9 @@ BINDINGS: dict[str, PolicyBinding] = {
     "schemaValidationEnforced": PolicyBinding(
         Annotated[bool, Body(strict=True)], bool, _field("schema_validation_enforced"),
         applied_query=True),
+    "persistence": PolicyBinding(
+        PersistencePolicies, PersistencePolicies, _field("persistence", PersistencePolicies.of), _to_proto,
+        set_codes=(400, 404, 409), remove_codes=(404,)),
 }
 
 

@@ -168,6 +168,16 @@ OPTIONS: dict[str, CliBinding] = {
         "whether producers may register new schema versions (--enable) or only use those uploaded", _switch()),
     "schemaValidationEnforced": CliBinding(
         "whether producers without a schema are refused on topics with one", _switch()),
+    "persistence": CliBinding(
+        "the bookkeeper quorums of the namespace's new ledgers (ensemble >= write >= ack >= 1)",
+        [_int(("-e", "--bookkeeper-ensemble"), "bookkeeperEnsemble", "bookies per ledger", required=True),
+         _int(("-w", "--bookkeeper-write-quorum"), "bookkeeperWriteQuorum", "copies of each entry", required=True),
+         _int(("-a", "--bookkeeper-ack-quorum"), "bookkeeperAckQuorum", "copies confirmed before a send completes",
+              required=True),
+         (("-r", "--ml-mark-delete-max-rate"), {"type": float, "metavar": "RATE", "default": 0.0,
+                                                "json": "managedLedgerMaxMarkDeleteRate",
+                                                "help": "cursor positions stored per second at most (0: the "
+                                                        "broker's interval)"})]),
 }
 
 

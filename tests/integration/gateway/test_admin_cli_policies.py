@@ -180,3 +180,42 @@ async def test_bad_values_are_one_line_and_change_nothing(cli: Cli, namespace: s
     assert await admin.namespace_policies(namespace) == before
     code, _, _ = await cli.run("namespaces", "set-message-ttl", namespace, "-ttl", "soon")
     assert code == 2  # usage error, as argparse's
+
+
+async def test_persistence_verbs_choose_the_quorums_of_new_ledgers(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The cluster's broker writes 2/2/2 ledgers on its 2 bookies; a 1/1/1 namespace's
+    topic gets a ledger on one bookie; one asking more bookies than there are fails its
+    ledger's creation at once, naming the shortage."""
+    import httpx
+
+    assert await cli.ok("namespaces", "set-persistence", namespace, "-e", "1", "-w", "1", "-a", "1", "-r", "2") == ""
+    assert json.loads(await cli.ok("namespaces", "get-persistence", namespace)) == {
+        "bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
+        "managedLedgerMaxMarkDeleteRate": 2.0, "managedLedgerStorageClassName": None}
+    topic = f"persistent://{namespace}/one-copy"
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"kept once")
+    async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as http:
+        path = topic.removeprefix("persistent://")
+        stats = (await http.get(f"/admin/v2/persistent/{path}/internalStats")).json()
+        assert [ledger["ledgerId"] for ledger in stats["ledgers"]] == [sent.ledger_id()]
+        metadata = (await http.get(f"/admin/v2/ledgers/{sent.ledger_id()}")).json()
+        assert (metadata["ensemble_size"], metadata["write_quorum"], metadata["ack_quorum"]) == (1, 1, 1)
+        assert [len(f["bookies"]) for f in metadata["fragments"]] == [1]
+
+        assert "Ensemble (1) >= WriteQuorum (2)" in await cli.refused(
+            "namespaces", "set-persistence", namespace, "-e", "1", "-w", "2", "-a", "1")
+        assert (await admin.namespace_policies(namespace)).persistence.bookkeeper_ensemble == 1  # unchanged
+        await cli.ok("namespaces", "set-persistence", namespace, "-e", "3", "-w", "3", "-a", "2")
+        refused = await http.put(f"/admin/v2/persistent/{namespace}/three-copies")
+        assert refused.status_code == 503, refused.text
+        assert "needed 3, found 2" in refused.json()["reason"]
+        assert await cli.ok("namespaces", "remove-persistence", namespace) == ""
+        assert await cli.ok("namespaces", "get-persistence", namespace) == ""
+        async with mg.Client(gateway_cluster.service_url) as client:  # its ledger is made now, as the broker's
+            sent = await (await client.create_producer(f"persistent://{namespace}/three-copies")).send(b"x")
+        metadata = (await http.get(f"/admin/v2/ledgers/{sent.ledger_id()}")).json()
+        assert metadata["ensemble_size"] == 2
