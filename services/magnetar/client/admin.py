@@ -285,6 +285,49 @@ class AdminClient:
                 done.append(owner.bundle)
         return done
 
+    async def clear_namespace_backlog(self, namespace: str, subscription: str = "") -> int:
+        """Clear the backlog of every subscription (or the one named) on every topic of
+        the namespace, bundle by bundle on its owner; returns the entries acknowledged."""
+        replies = await self._on_bundles(namespace, lambda s, r: s.NamespaceClearBacklog(r, timeout=self.timeout),
+                                         subscription)
+        return sum(r.entries for r in replies)
+
+    async def unsubscribe_namespace(self, namespace: str, subscription: str) -> int:
+        """Delete ``subscription`` on every topic of the namespace that has it; returns how
+        many were deleted. Every bundle is checked first: while consumers are connected
+        to it anywhere, nothing is deleted (PreconditionFailed)."""
+        def call(stub: BrokerStub, request: pb.NamespaceBundleSubscriptionRequest) -> Awaitable[Any]:
+            return stub.NamespaceUnsubscribe(request, timeout=self.timeout)
+
+        await self._on_bundles(namespace, call, subscription, check_only=True)
+        return sum(r.subscriptions for r in await self._on_bundles(namespace, call, subscription))
+
+    async def _on_bundles(
+        self, namespace: str, fn: Callable[[BrokerStub, pb.NamespaceBundleSubscriptionRequest], Awaitable[Any]],
+        subscription: str, check_only: bool = False,
+    ) -> list[Any]:
+        """``fn`` for each bundle of the namespace, on its owner (an unowned one: on a
+        service host, which takes it), asked again if the bundle moves meanwhile."""
+        replies = []
+        for owner in await self.bundles(namespace):
+            request = pb.NamespaceBundleSubscriptionRequest(
+                namespace=namespace, bundle=owner.bundle, subscription=subscription, check_only=check_only)
+            address = owner.broker_address
+
+            async def on_bundle_owner(request: pb.NamespaceBundleSubscriptionRequest = request) -> Any:
+                nonlocal address
+                try:
+                    return await self.call(lambda s: fn(s, request), address or None)
+                except NotOwner as exc:
+                    address = (await self.bundles(namespace, request.bundle))[0].broker_address
+                    raise _Moved(exc) from exc
+
+            try:
+                replies.append(await OWNER_RETRY.run(on_bundle_owner, retry_on=_Moved))
+            except _Moved as moved:
+                raise moved.error from None
+        return replies
+
     async def _unload_bundle(self, namespace: str, bundle: str, address: str) -> None:
         request = pb.UnloadNamespaceBundleRequest(namespace=namespace, bundle=bundle)
         await self.call(lambda s: s.UnloadNamespaceBundle(request, timeout=self.timeout), address)

@@ -38,6 +38,7 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
+from magnetar.tools.admin_namespaces import add_namespace_op_commands, run_namespace_op
 from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
@@ -130,6 +131,8 @@ async def _run_subscriptions(admin: Admin, args: argparse.Namespace) -> bool:
 async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     action, namespace = args.action, args.name
     if await run_policy_command(admin, args) or await _run_permissions(admin, args):
+        pass
+    elif await run_namespace_op(admin, args):
         pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
@@ -308,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "list": ("list a tenant's namespaces", "TENANT"),
                                       "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE")})
     add_policy_commands(namespaces)
+    add_namespace_op_commands(namespaces)
     _permission_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")
     p.add_argument("name", metavar="TENANT/NAMESPACE")

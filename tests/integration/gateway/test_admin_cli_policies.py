@@ -219,3 +219,45 @@ async def test_persistence_verbs_choose_the_quorums_of_new_ledgers(
             sent = await (await client.create_producer(f"persistent://{namespace}/three-copies")).send(b"x")
         metadata = (await http.get(f"/admin/v2/ledgers/{sent.ledger_id()}")).json()
         assert metadata["ensemble_size"] == 2
+
+
+async def backlogs(admin: AdminClient, topics: list[str]) -> dict[str, list[int]]:
+    """Each subscription's backlog on each partition of ``topics``, in order."""
+    out: dict[str, list[int]] = {}
+    for topic in topics:
+        for stats in await admin.partition_stats(topic):
+            for sub in stats.subscriptions:
+                out.setdefault(sub.name, []).append(sub.backlog)
+    return out
+
+
+async def test_namespace_clear_backlog_and_unsubscribe_reach_every_topic(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    plain, partitioned = f"persistent://{namespace}/plain", f"persistent://{namespace}/parts"
+    await admin.create_topic(plain)
+    await admin.create_topic(partitioned, partitions=2)
+    topics = [plain, partitioned]
+    for topic in topics:
+        for sub in ("a", "b"):
+            await admin.create_subscription(topic, sub, mg.MessageId.earliest)
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for topic in topics:
+            producer = await client.create_producer(topic, batching_enabled=False)
+            for i in range(6):
+                await producer.send(f"m{i}".encode(), partition_key=str(i))
+        full = await backlogs(admin, topics)
+        assert sum(full["a"]) == sum(full["b"]) == 12 and min(full["a"]) > 0
+
+        assert await cli.ok("namespaces", "clear-backlog", namespace, "-s", "a") == ""
+        assert await backlogs(admin, topics) == {"a": [0, 0, 0], "b": full["b"]}
+        assert await cli.ok("namespaces", "clear-backlog", namespace) == ""
+        assert await backlogs(admin, topics) == {"a": [0, 0, 0], "b": [0, 0, 0]}
+
+        consumer = await client.subscribe(plain, "a")
+        reason = await cli.refused("namespaces", "unsubscribe", namespace, "-s", "a")
+        assert "Subscription has active connected consumers" in reason
+        assert [await admin.subscriptions(t) for t in topics] == [["a", "b"], ["a", "b"]]  # nothing deleted
+        await consumer.close()
+    assert await cli.ok("namespaces", "unsubscribe", namespace, "-s", "a") == ""
+    assert [await admin.subscriptions(t) for t in topics] == [["b"], ["b"]]

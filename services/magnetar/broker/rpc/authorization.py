@@ -102,6 +102,9 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "RemoveNamespacePolicy": _namespace(Action.ADMIN_NAMESPACE),
     "LookupBundle": _namespace(Action.ADMIN_NAMESPACE),
     "UnloadNamespaceBundle": _namespace(Action.ADMIN_NAMESPACE),
+    # Pulsar: NamespaceOperation.CLEAR_BACKLOG / UNSUBSCRIBE (a tenant admin)
+    "NamespaceClearBacklog": _namespace(Action.ADMIN_NAMESPACE),
+    "NamespaceUnsubscribe": _namespace(Action.ADMIN_NAMESPACE),
     "GrantPermission": _namespace(Action.ADMIN_NAMESPACE),
     "RevokePermission": _namespace(Action.ADMIN_NAMESPACE),
     "GrantSubscriptionPermission": _namespace(Action.ADMIN_NAMESPACE),

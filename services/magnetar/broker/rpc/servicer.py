@@ -19,6 +19,7 @@ from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.rpc import schemas, wire
+from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
@@ -54,6 +55,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
+    NamespaceOpsRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
