@@ -348,3 +348,16 @@ def test_persistence_sets_the_quorums_and_persist_interval_of_new_ledgers() -> N
     assert managed_ledger_config(base, unlimited).cursor_persist_interval_s == 1.0
     assert managed_ledger_config(base, without_policy(policies, PolicyKind.PERSISTENCE)) == base
     assert from_document(to_document(policies)) == policies
+
+
+@pytest.mark.parametrize("threshold", [-1, 1.5, True, "10M", 2**63])
+def test_a_bad_compaction_threshold_is_a_precondition_failure(threshold: object) -> None:
+    with pytest.raises(PreconditionFailed, match="compactionThreshold must be 0 or more"):
+        with_policy(NamespacePolicies(), PolicyKind.COMPACTION_THRESHOLD, threshold)
+
+
+def test_a_compaction_threshold_is_set_stored_and_removed() -> None:
+    policies = with_policy(NamespacePolicies(), PolicyKind.COMPACTION_THRESHOLD, 10 * 1024 * 1024)
+    assert policies.compaction_threshold == 10 * 1024 * 1024
+    assert from_document(to_document(policies)) == policies
+    assert without_policy(policies, PolicyKind.COMPACTION_THRESHOLD).compaction_threshold is None

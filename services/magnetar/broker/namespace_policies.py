@@ -12,7 +12,7 @@ Stored keys (absent: not set, the broker's default applies): ``retention``
 ``period_s``), ``dead_letter_policy``, ``schema_compatibility_strategy`` (Pulsar's
 strategy name), ``is_allow_auto_update_schema``, ``schema_validation_enforced`` and ``persistence``
 (``bookkeeper_ensemble``, ``bookkeeper_write_quorum``, ``bookkeeper_ack_quorum``,
-``managed_ledger_max_mark_delete_rate``). Other keys of the document are
+``managed_ledger_max_mark_delete_rate``) and ``compaction_threshold`` (bytes). Other keys of the document are
 kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
@@ -48,6 +48,7 @@ SCHEMA_STRATEGY_KEY = "schema_compatibility_strategy"
 SCHEMA_AUTO_UPDATE_KEY = "is_allow_auto_update_schema"
 SCHEMA_VALIDATION_KEY = "schema_validation_enforced"
 PERSISTENCE_KEY = "persistence"
+COMPACTION_THRESHOLD_KEY = "compaction_threshold"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -76,6 +77,7 @@ class PolicyKind(Enum):
     IS_ALLOW_AUTO_UPDATE_SCHEMA = "isAllowAutoUpdateSchema"
     SCHEMA_VALIDATION_ENFORCED = "schemaValidationEnforced"
     PERSISTENCE = "persistence"
+    COMPACTION_THRESHOLD = "compactionThreshold"
 
 
 class QuotaType(StrEnum):
@@ -181,6 +183,8 @@ class NamespacePolicies:
     """None: false (a producer without a schema may write to a topic with one)."""
     persistence: PersistencePolicies | None = None
     """None: the broker's ``ensemble_size``, ``write_quorum`` and ``ack_quorum``."""
+    compaction_threshold: int | None = None
+    """Bytes not yet compacted past which the policy task compacts a topic (None, 0: never)."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -301,6 +305,14 @@ def check_persistence(policy: PersistencePolicies) -> PersistencePolicies:
     return replace(policy, managed_ledger_max_mark_delete_rate=float(rate))
 
 
+def check_compaction_threshold(threshold: object) -> int:
+    """Raises: PreconditionFailed (Pulsar's 412) below 0 or not a 64-bit integer."""
+    if not _is_int(threshold, 0):
+        raise PreconditionFailed(f"compactionThreshold must be 0 or more, got {threshold!r}")
+    assert isinstance(threshold, int)
+    return threshold
+
+
 def quota_within_retention(quota: BacklogQuota | None, retention: RetentionPolicy | None) -> bool:
     """Pulsar's check of a destination_storage quota against retention: a positive
     retention limit must exceed the quota's (size in bytes, time in seconds)."""
@@ -345,6 +357,8 @@ RULES: dict[PolicyKind, PolicyRule] = {
     PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyRule("is_allow_auto_update_schema", _of(bool)),
     PolicyKind.SCHEMA_VALIDATION_ENFORCED: PolicyRule("schema_validation_enforced", _of(bool)),
     PolicyKind.PERSISTENCE: PolicyRule("persistence", _of(PersistencePolicies, check_persistence)),
+    PolicyKind.COMPACTION_THRESHOLD: PolicyRule(
+        "compaction_threshold", lambda value, kind: check_compaction_threshold(value)),
 }
 """Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
 core holds and checks it. A retention and a destination_storage backlog quota are also
@@ -445,6 +459,8 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             is_allow_auto_update_schema=doc.get(SCHEMA_AUTO_UPDATE_KEY),
             schema_validation_enforced=doc.get(SCHEMA_VALIDATION_KEY),
             persistence=None if persistence is None else check_persistence(PersistencePolicies(**persistence)),
+            compaction_threshold=None if doc.get(COMPACTION_THRESHOLD_KEY) is None
+            else check_compaction_threshold(doc[COMPACTION_THRESHOLD_KEY]),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -482,6 +498,7 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         SCHEMA_AUTO_UPDATE_KEY: policies.is_allow_auto_update_schema,
         SCHEMA_VALIDATION_KEY: policies.schema_validation_enforced,
         PERSISTENCE_KEY: None if policies.persistence is None else asdict(policies.persistence),
+        COMPACTION_THRESHOLD_KEY: policies.compaction_threshold,
     }
 
 

@@ -10,6 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from magnetar.broker.authorizer import Authorizer
+from magnetar.broker.compaction.compactor import TwoPhaseCompactor
 from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.compaction.status import Compactions
 from magnetar.broker.config import BrokerConfig
@@ -119,7 +120,8 @@ class BrokerService:
         )
         self.rates = RateSampler(self.topics, config.stats_interval_s)
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
-        self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)
+        self.policy_task = NamespacePolicyTask(
+            self.topics, self.namespace_policies, config.policy_check_interval_s, compact=self._compact_over_threshold)
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
@@ -333,6 +335,14 @@ class BrokerService:
         await self.ledgers.close()
 
     # -- namespace policies ------------------------------------------------------------
+    def _compact_over_threshold(self, topic: PersistentTopic) -> None:
+        """Compact a topic over its namespace's compaction threshold (in the background;
+        a compaction of it already running is left to end)."""
+        if self.compactions.running(topic.name):
+            return
+        log.info("topic %s is over its namespace's compaction threshold: compacting it", topic.name)
+        self.compactions.trigger(topic.name, TwoPhaseCompactor(topic.ml, self.ledgers).compact)
+
     def _policies_changed(self, namespace: str, policies: NamespacePolicies) -> None:
         """A change made through this broker applies to its topics at once (other brokers
         read it at their policy task's next round)."""

@@ -146,6 +146,13 @@ CATALOGUE: tuple[PolicySpec, ...] = (
           ("Get the bookkeeper quorums of the namespace's new ledgers",
            "Set the bookkeeper quorums of the namespace's new ledgers (ensemble >= write >= ack >= 1)",
            "Remove the namespace's persistence policies (the broker's quorums apply)")),
+    _spec("compactionThreshold", "COMPACTION_THRESHOLD", "compaction_threshold", "compaction-threshold",
+          ("Namespaces_getCompactionThreshold", "Namespaces_setCompactionThreshold",
+           "Namespaces_deleteCompactionThreshold"),
+          ("Get the bytes not yet compacted past which a topic is compacted automatically",
+           "Set the bytes not yet compacted past which a topic is compacted automatically (0: never)",
+           "Remove the compaction threshold (topics are compacted only when asked)"),
+          set_method="PUT"),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

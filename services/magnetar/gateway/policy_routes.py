@@ -30,6 +30,7 @@ from magnetar.gateway.policy_models import (
     DelayedDeliveryPolicies,
     DispatchRate,
     Int32,
+    Int64,
     PersistencePolicies,
     Policies,
     PublishRate,
@@ -129,6 +130,9 @@ BINDINGS: dict[str, PolicyBinding] = {
     "persistence": PolicyBinding(
         PersistencePolicies, PersistencePolicies, _field("persistence", PersistencePolicies.of), _to_proto,
         set_codes=(400, 404, 409), remove_codes=(404,)),
+    "compactionThreshold": PolicyBinding(
+        Annotated[Int64, Body(description="bytes not yet compacted; 0: never compact automatically")], int,
+        _field("compaction_threshold"), set_codes=(404, 409, 412), remove_codes=(404, 409)),
 }
 
 

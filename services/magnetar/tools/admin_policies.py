@@ -30,6 +30,7 @@ from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, _ns
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.policies import BY_VERB, CATALOGUE, PolicySpec
+from magnetar.common.sizes import parse_size
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -178,6 +179,11 @@ OPTIONS: dict[str, CliBinding] = {
                                                 "json": "managedLedgerMaxMarkDeleteRate",
                                                 "help": "cursor positions stored per second at most (0: the "
                                                         "broker's interval)"})]),
+    "compactionThreshold": CliBinding(
+        "the bytes not yet compacted past which a topic is compacted automatically (0: never)",
+        [_str(("-t", "--threshold"), WHOLE, "bytes, with k, m, g or t for KiB ... TiB (e.g. 10M; 0: never)",
+              required=True, metavar="SIZE", dest="threshold")],
+        convert=lambda text: parse_size(text, "-t/--threshold")),
 }
 
 

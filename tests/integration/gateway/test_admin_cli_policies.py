@@ -261,3 +261,40 @@ async def test_namespace_clear_backlog_and_unsubscribe_reach_every_topic(
         await consumer.close()
     assert await cli.ok("namespaces", "unsubscribe", namespace, "-s", "a") == ""
     assert [await admin.subscriptions(t) for t in topics] == [["b"], ["b"]]
+
+
+async def test_compaction_threshold_verbs_compact_a_topic_past_it(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """Past 2 KiB not yet compacted, the owner compacts the topic at a policy round (every
+    0.5 s on this cluster): a compacted reader then sees the latest value of each key."""
+    assert "compactionThreshold must be 0 or more" in await cli.refused(
+        "namespaces", "set-compaction-threshold", namespace, "-t", "-1")
+    assert "not a size" in await cli.refused("namespaces", "set-compaction-threshold", namespace, "-t", "lots")
+    assert (await admin.namespace_policies(namespace)).HasField("compaction_threshold") is False
+    topic = f"persistent://{namespace}/auto-compacted"
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic, batching_enabled=False)
+        latest = {}
+        for i in range(40):
+            key, data = f"k{i % 4}", f"{i:03d}".encode() * 30
+            await producer.send(data, partition_key=key)
+            latest[key] = data
+        assert (await admin.compaction_status(topic)).status == "NOT_RUN"  # 3.6 KiB and no threshold yet
+
+        assert await cli.ok("namespaces", "set-compaction-threshold", namespace, "-t", "2K") == ""
+        assert await cli.ok("namespaces", "get-compaction-threshold", namespace) == "2048\n"
+
+        async def compacted() -> bool:
+            return (await admin.compaction_status(topic)).status == "SUCCESS"
+
+        assert await eventually(compacted), await admin.compaction_status(topic)
+        reader = await client.create_reader(topic, mg.MessageId.earliest, is_read_compacted=True)
+        seen = []
+        while await reader.has_message_available():
+            msg = await reader.read_next(10_000)
+            seen.append((msg.partition_key(), msg.data()))
+        await reader.close()
+        assert sorted(seen) == sorted(latest.items())  # one message per key: compacted
+    assert await cli.ok("namespaces", "remove-compaction-threshold", namespace) == ""
+    assert await cli.ok("namespaces", "get-compaction-threshold", namespace) == ""

@@ -125,6 +125,7 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         is_allow_auto_update_schema=p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else None,
         schema_validation_enforced=p.schema_validation_enforced if p.HasField("schema_validation_enforced") else None,
         persistence=persistence_from_proto(p.persistence) if p.HasField("persistence") else None,
+        compaction_threshold=p.compaction_threshold if p.HasField("compaction_threshold") else None,
     )
 
 
@@ -167,6 +168,8 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         out.schema_validation_enforced = policies.schema_validation_enforced
     if policies.persistence is not None:
         out.persistence.CopyFrom(persistence_to_proto(policies.persistence))
+    if policies.compaction_threshold is not None:
+        out.compaction_threshold = policies.compaction_threshold
     return out
 
 
@@ -191,6 +194,7 @@ CARRIED: dict[str, Callable[[Any], object]] = {
     "isAllowAutoUpdateSchema": _same,
     "schemaValidationEnforced": _same,
     "persistence": persistence_from_proto,
+    "compactionThreshold": _same,
 }
 """Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
 :data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""
