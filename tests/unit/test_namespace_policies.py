@@ -14,6 +14,7 @@ from magnetar.broker.namespace_policies import (
     QUOTA_ABOVE_RETENTION,
     RETENTION_BELOW_QUOTA,
     SINGLE_ZERO_LIMIT,
+    AutoTopicCreation,
     BacklogQuota,
     DelayedDelivery,
     DispatchRate,
@@ -24,6 +25,7 @@ from magnetar.broker.namespace_policies import (
     PublishRate,
     QuotaPolicy,
     QuotaType,
+    auto_topic_creation,
     checked,
     from_document,
     managed_ledger_config,
@@ -361,3 +363,26 @@ def test_a_compaction_threshold_is_set_stored_and_removed() -> None:
     assert policies.compaction_threshold == 10 * 1024 * 1024
     assert from_document(to_document(policies)) == policies
     assert without_policy(policies, PolicyKind.COMPACTION_THRESHOLD).compaction_threshold is None
+
+
+@pytest.mark.parametrize("policy, reason", [
+    (AutoTopicCreation(True, "partitioned"), "cannot be null when the type is partitioned"),
+    (AutoTopicCreation(True, "partitioned", 0), "cannot be less than 1 for partition type"),
+    (AutoTopicCreation(True, "non-partitioned", 2), "is not allowed to be set when the type is non-partition"),
+    (AutoTopicCreation(True, "sharded"), "Unknown topic type"),
+    (AutoTopicCreation(True, ""), "Unknown topic type"),
+])
+def test_auto_topic_creation_is_checked_by_pulsars_rules(policy: AutoTopicCreation, reason: str) -> None:
+    with pytest.raises(InvalidArgument, match="Invalid configuration for autoTopicCreationOverride") as err:
+        with_policy(NamespacePolicies(), PolicyKind.AUTO_TOPIC_CREATION, policy)
+    assert reason in err.value.message
+
+
+def test_auto_topic_creation_overrides_the_brokers_settings() -> None:
+    broker = auto_topic_creation(NamespacePolicies(), True, "partitioned", 4)
+    assert broker == AutoTopicCreation(True, "partitioned", 4) and broker.partitioned
+    assert auto_topic_creation(NamespacePolicies(), True, "non-partitioned", 4) == AutoTopicCreation(True)
+    forbidden = with_policy(NamespacePolicies(), PolicyKind.AUTO_TOPIC_CREATION, AutoTopicCreation(False, ""))
+    assert auto_topic_creation(forbidden, True, "partitioned", 4) == AutoTopicCreation(False, "")
+    assert not auto_topic_creation(forbidden, True, "partitioned", 4).partitioned
+    assert from_document(to_document(forbidden)) == forbidden

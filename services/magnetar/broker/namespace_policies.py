@@ -12,7 +12,9 @@ Stored keys (absent: not set, the broker's default applies): ``retention``
 ``period_s``), ``dead_letter_policy``, ``schema_compatibility_strategy`` (Pulsar's
 strategy name), ``is_allow_auto_update_schema``, ``schema_validation_enforced`` and ``persistence``
 (``bookkeeper_ensemble``, ``bookkeeper_write_quorum``, ``bookkeeper_ack_quorum``,
-``managed_ledger_max_mark_delete_rate``) and ``compaction_threshold`` (bytes). Other keys of the document are
+``managed_ledger_max_mark_delete_rate``), ``compaction_threshold`` (bytes) and
+``auto_topic_creation`` (``allow_auto_topic_creation``, ``topic_type``,
+``default_num_partitions``). Other keys of the document are
 kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
@@ -49,6 +51,9 @@ SCHEMA_AUTO_UPDATE_KEY = "is_allow_auto_update_schema"
 SCHEMA_VALIDATION_KEY = "schema_validation_enforced"
 PERSISTENCE_KEY = "persistence"
 COMPACTION_THRESHOLD_KEY = "compaction_threshold"
+AUTO_TOPIC_CREATION_KEY = "auto_topic_creation"
+TOPIC_TYPES = ("non-partitioned", "partitioned")
+"""Pulsar's TopicType names."""
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -78,6 +83,7 @@ class PolicyKind(Enum):
     SCHEMA_VALIDATION_ENFORCED = "schemaValidationEnforced"
     PERSISTENCE = "persistence"
     COMPACTION_THRESHOLD = "compactionThreshold"
+    AUTO_TOPIC_CREATION = "autoTopicCreation"
 
 
 class QuotaType(StrEnum):
@@ -163,6 +169,22 @@ class PersistencePolicies:
 
 
 @dataclass(frozen=True)
+class AutoTopicCreation:
+    """Pulsar's AutoTopicCreationOverride: whether a topic is created on first use by a
+    producer or consumer, and as what (a partitioned topic: with
+    ``default_num_partitions`` partitions, made when a client asks its partitioned
+    metadata)."""
+
+    allow_auto_topic_creation: bool
+    topic_type: str = "non-partitioned"
+    default_num_partitions: int | None = None
+
+    @property
+    def partitioned(self) -> bool:
+        return self.allow_auto_topic_creation and self.topic_type == "partitioned"
+
+
+@dataclass(frozen=True)
 class NamespacePolicies:
     """What a namespace sets (None / empty: not set; the broker's default applies)."""
 
@@ -185,6 +207,9 @@ class NamespacePolicies:
     """None: the broker's ``ensemble_size``, ``write_quorum`` and ``ack_quorum``."""
     compaction_threshold: int | None = None
     """Bytes not yet compacted past which the policy task compacts a topic (None, 0: never)."""
+    auto_topic_creation: AutoTopicCreation | None = None
+    """None: the broker's ``allow_auto_topic_creation``, ``allow_auto_topic_creation_type``
+    and ``default_num_partitions``."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -313,6 +338,39 @@ def check_compaction_threshold(threshold: object) -> int:
     return threshold
 
 
+def check_auto_topic_creation(policy: AutoTopicCreation) -> AutoTopicCreation:
+    """Pulsar's AutoTopicCreationOverride rules (checked when creation is allowed).
+
+    Raises: InvalidArgument (Pulsar's 400) with Pulsar's reason.
+    """
+    if not isinstance(policy.allow_auto_topic_creation, bool):
+        raise InvalidArgument(f"allowAutoTopicCreation is a boolean, not {policy.allow_auto_topic_creation!r}")
+    if not policy.allow_auto_topic_creation:
+        return policy
+    partitions = policy.default_num_partitions
+    problem = None
+    if policy.topic_type not in TOPIC_TYPES:
+        problem = "Unknown topic type."
+    elif policy.topic_type == "partitioned" and partitions is None:
+        problem = "[defaultNumPartitions] cannot be null when the type is partitioned."
+    elif policy.topic_type == "partitioned" and not _is_int(partitions, 1, _INT32_MAX):
+        problem = "[defaultNumPartitions] cannot be less than 1 for partition type."
+    elif policy.topic_type == "non-partitioned" and partitions is not None:
+        problem = "[defaultNumPartitions] is not allowed to be set when the type is non-partition."
+    if problem is not None:
+        raise InvalidArgument(f"Invalid configuration for autoTopicCreationOverride. the detail is {problem}")
+    return policy
+
+
+def auto_topic_creation(
+    policies: NamespacePolicies, allow: bool, topic_type: str, default_num_partitions: int,
+) -> AutoTopicCreation:
+    """What applies to a namespace's new topics: its override, else the broker's settings."""
+    broker = AutoTopicCreation(
+        allow, topic_type, default_num_partitions if topic_type == "partitioned" else None)
+    return effective(policies.auto_topic_creation, default=broker)
+
+
 def quota_within_retention(quota: BacklogQuota | None, retention: RetentionPolicy | None) -> bool:
     """Pulsar's check of a destination_storage quota against retention: a positive
     retention limit must exceed the quota's (size in bytes, time in seconds)."""
@@ -357,6 +415,8 @@ RULES: dict[PolicyKind, PolicyRule] = {
     PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyRule("is_allow_auto_update_schema", _of(bool)),
     PolicyKind.SCHEMA_VALIDATION_ENFORCED: PolicyRule("schema_validation_enforced", _of(bool)),
     PolicyKind.PERSISTENCE: PolicyRule("persistence", _of(PersistencePolicies, check_persistence)),
+    PolicyKind.AUTO_TOPIC_CREATION: PolicyRule(
+        "auto_topic_creation", _of(AutoTopicCreation, check_auto_topic_creation)),
     PolicyKind.COMPACTION_THRESHOLD: PolicyRule(
         "compaction_threshold", lambda value, kind: check_compaction_threshold(value)),
 }
@@ -440,6 +500,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
         dead_letter = doc.get(DEAD_LETTER_KEY)
         publish_rate, dispatch_rate = doc.get(PUBLISH_RATE_KEY), doc.get(DISPATCH_RATE_KEY)
         persistence = doc.get(PERSISTENCE_KEY)
+        auto_creation = doc.get(AUTO_TOPIC_CREATION_KEY)
         policies = NamespacePolicies(
             retention=None if retention is None else RetentionPolicy(
                 *validate_retention(retention["retention_time_minutes"], retention["retention_size_mb"])
@@ -459,6 +520,8 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             is_allow_auto_update_schema=doc.get(SCHEMA_AUTO_UPDATE_KEY),
             schema_validation_enforced=doc.get(SCHEMA_VALIDATION_KEY),
             persistence=None if persistence is None else check_persistence(PersistencePolicies(**persistence)),
+            auto_topic_creation=None if auto_creation is None
+            else check_auto_topic_creation(AutoTopicCreation(**auto_creation)),
             compaction_threshold=None if doc.get(COMPACTION_THRESHOLD_KEY) is None
             else check_compaction_threshold(doc[COMPACTION_THRESHOLD_KEY]),
         )
@@ -499,6 +562,7 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         SCHEMA_VALIDATION_KEY: policies.schema_validation_enforced,
         PERSISTENCE_KEY: None if policies.persistence is None else asdict(policies.persistence),
         COMPACTION_THRESHOLD_KEY: policies.compaction_threshold,
+        AUTO_TOPIC_CREATION_KEY: None if policies.auto_topic_creation is None else asdict(policies.auto_topic_creation),
     }
 
 

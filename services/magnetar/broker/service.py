@@ -19,8 +19,10 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.namespace_policies import (
+    AutoTopicCreation,
     NamespacePolicies,
     NamespacePolicyAdmin,
+    auto_topic_creation,
     from_document,
     managed_ledger_config,
 )
@@ -518,12 +520,13 @@ class BrokerService:
         if closing is not None:  # unloaded a moment ago: its last writes go first
             await asyncio.wait({closing}, timeout=self.config.zk_session_timeout_s)
         policies_doc = await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
+        policies = self._topic_policies(policies_doc, str(name.namespace))
         if not name.is_partition and await self.tenants.get_partitions(tenant, ns, local) > 0:
             raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
         doc, _ = await self.ml_store.get(tenant, ns, local)
-        if doc is None and not explicit and not (create and self.config.allow_auto_topic_creation):
-            raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
-        policies = self._topic_policies(policies_doc, str(name.namespace))
+        if doc is None and not explicit and not (create and await self._may_create(name, policies)):
+            raise TopicNotFound(
+                f"Topic not found: {name} does not exist and its namespace's auto-creation does not create it")
         # A namespace's persistence policies choose the quorums of its new ledgers.
         ml = await ManagedLedger.open(
             tenant, ns, local, self.ledgers, self.ml_store, managed_ledger_config(self.ml_config, policies))
@@ -540,6 +543,47 @@ class BrokerService:
         self.topics[str(name)] = topic
         log.info("topic %s opened (%d entries)", name, ml.number_of_entries)
         return topic
+
+    def auto_topic_creation(self, policies: NamespacePolicies) -> AutoTopicCreation:
+        """What applies to a namespace's new topics: its autoTopicCreation, else the config's."""
+        c = self.config
+        return auto_topic_creation(
+            policies, c.allow_auto_topic_creation, c.allow_auto_topic_creation_type, c.default_num_partitions)
+
+    async def _may_create(self, name: TopicName, policies: NamespacePolicies) -> bool:
+        """Whether a producer or consumer may create ``name`` by using it: a declared
+        partition of a partitioned topic always (as Pulsar's), else as the namespace's
+        auto-creation says (a partitioned type creates partitioned topics, made by
+        :meth:`client_partitions`, not a topic of this name)."""
+        if name.is_partition:
+            base = name.partitioned_topic_name
+            declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name)
+            if name.partition_index < declared:
+                return True
+        rule = self.auto_topic_creation(policies)
+        return rule.allow_auto_topic_creation and (not rule.partitioned or name.is_partition)
+
+    async def client_partitions(self, topic: str) -> int:
+        """:meth:`partitions`, as a producer or consumer asks before using ``topic``: a
+        missing topic of a namespace that auto-creates partitioned topics is created with
+        its ``default_num_partitions`` (Pulsar's brokers do it on this question).
+
+        Raises: as :meth:`partitions`; NamespaceNotFound.
+        """
+        name = self.parse(topic)
+        count = await self.partitions(str(name))
+        if count or name.is_partition:
+            return count
+        tenant, ns, local = name.tenant, name.namespace_part, name.local_name
+        rule = self.auto_topic_creation(self._topic_policies(await self.tenants.get_policies(tenant, ns), str(name.namespace)))
+        if not rule.partitioned or (await self.ml_store.get(tenant, ns, local))[0] is not None:
+            return 0
+        try:
+            await self.tenants.create_partitioned_topic(tenant, ns, local, rule.default_num_partitions or 1)
+            log.info("topic %s auto-created with %d partitions", name, rule.default_num_partitions or 1)
+        except AlreadyExists:
+            pass  # another client's question made it
+        return await self.partitions(str(name))
 
     # -- admin -----------------------------------------------------------------
     async def create_topic(self, topic: str, partitions: int) -> None:

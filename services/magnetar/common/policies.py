@@ -153,6 +153,11 @@ CATALOGUE: tuple[PolicySpec, ...] = (
            "Set the bytes not yet compacted past which a topic is compacted automatically (0: never)",
            "Remove the compaction threshold (topics are compacted only when asked)"),
           set_method="PUT"),
+    _spec("autoTopicCreation", "AUTO_TOPIC_CREATION", "auto_topic_creation", "auto-topic-creation",
+          ("Namespaces_getAutoTopicCreation", "Namespaces_setAutoTopicCreation", "Namespaces_removeAutoTopicCreation"),
+          ("Get the namespace's override of the brokers' topic auto-creation",
+           "Override the brokers' topic auto-creation: allowed or not, partitioned (with how many partitions) "
+           "or not", "Remove the override (the brokers' settings apply)")),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

@@ -219,3 +219,22 @@ class PersistencePolicies(PulsarModel):
         return cls(bookkeeperEnsemble=p.bookkeeper_ensemble, bookkeeperWriteQuorum=p.bookkeeper_write_quorum,
                    bookkeeperAckQuorum=p.bookkeeper_ack_quorum,
                    managedLedgerMaxMarkDeleteRate=p.managed_ledger_max_mark_delete_rate)
+
+
+class AutoTopicCreationOverride(PulsarModel):
+    """Pulsar's AutoTopicCreationOverride (``topicType``: ``partitioned`` or
+    ``non-partitioned``; ``defaultNumPartitions`` for partitioned only)."""
+
+    allowAutoTopicCreation: bool
+    topicType: str | None = None
+    defaultNumPartitions: Int32 | None = None
+
+    def to_proto(self) -> pb.AutoTopicCreationOverride:
+        return pb.AutoTopicCreationOverride(
+            allow_auto_topic_creation=self.allowAutoTopicCreation, topic_type=self.topicType or "",
+            default_num_partitions=self.defaultNumPartitions)
+
+    @classmethod
+    def of(cls, p: pb.AutoTopicCreationOverride) -> AutoTopicCreationOverride:
+        return cls(allowAutoTopicCreation=p.allow_auto_topic_creation, topicType=p.topic_type or None,
+                   defaultNumPartitions=p.default_num_partitions if p.HasField("default_num_partitions") else None)

@@ -25,6 +25,7 @@ from magnetar.gateway.deps import Context, Namespace, PropertyNamespace
 from magnetar.gateway.errors import responses
 from magnetar.gateway.policy_models import (
     QUOTA_TYPES,
+    AutoTopicCreationOverride,
     BacklogQuota,
     DeadLetterPolicy,
     DelayedDeliveryPolicies,
@@ -133,6 +134,9 @@ BINDINGS: dict[str, PolicyBinding] = {
     "compactionThreshold": PolicyBinding(
         Annotated[Int64, Body(description="bytes not yet compacted; 0: never compact automatically")], int,
         _field("compaction_threshold"), set_codes=(404, 409, 412), remove_codes=(404, 409)),
+    "autoTopicCreation": PolicyBinding(
+        AutoTopicCreationOverride, AutoTopicCreationOverride,
+        _field("auto_topic_creation", AutoTopicCreationOverride.of), _to_proto, remove_codes=(404,)),
 }
 
 

@@ -184,6 +184,13 @@ OPTIONS: dict[str, CliBinding] = {
         [_str(("-t", "--threshold"), WHOLE, "bytes, with k, m, g or t for KiB ... TiB (e.g. 10M; 0: never)",
               required=True, metavar="SIZE", dest="threshold")],
         convert=lambda text: parse_size(text, "-t/--threshold")),
+    "autoTopicCreation": CliBinding(
+        "the namespace's override of the brokers' topic auto-creation",
+        [(("-e", "--enable"), {"action": "store_true", "json": "allowAutoTopicCreation",
+                               "help": "allow auto-creation (without it: forbidden)"}),
+         _str(("-t", "--type"), "topicType", "partitioned or non-partitioned (default)", default="non-partitioned",
+              metavar="TYPE"),
+         _int(("-n", "--num-partitions"), "defaultNumPartitions", "partitions of an auto-created partitioned topic")]),
 }
 
 

@@ -16,6 +16,7 @@ from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.exceptions import TopicNotFound
 from magnetar.testing.shell import WarmMagnetar
 
 DOORS = ("grpc", "rest")
@@ -298,3 +299,48 @@ async def test_compaction_threshold_verbs_compact_a_topic_past_it(
         assert sorted(seen) == sorted(latest.items())  # one message per key: compacted
     assert await cli.ok("namespaces", "remove-compaction-threshold", namespace) == ""
     assert await cli.ok("namespaces", "get-compaction-threshold", namespace) == ""
+
+
+async def test_auto_topic_creation_verbs_decide_what_a_first_producer_creates(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The cluster's broker auto-creates non-partitioned topics; the namespace's override
+    makes them partitioned (3 partitions), or forbids them, at both doors."""
+    import pulsar
+
+    from magnetar.testing.pulsarclient import pulsar_client
+
+    assert "cannot be null when the type is partitioned" in await cli.refused(
+        "namespaces", "set-auto-topic-creation", namespace, "-e", "-t", "partitioned")
+    assert await cli.ok("namespaces", "get-auto-topic-creation", namespace) == ""
+    assert await cli.ok("namespaces", "set-auto-topic-creation", namespace, "-e", "-t", "partitioned", "-n", "3") == ""
+    assert json.loads(await cli.ok("namespaces", "get-auto-topic-creation", namespace)) == {
+        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3}
+    pulsar_side = pulsar_client(gateway_cluster.broker.pulsar_url, operation_timeout_seconds=15)
+    try:
+        async with mg.Client(gateway_cluster.service_url) as client:
+            topic = f"persistent://{namespace}/auto-parts"
+            consumer = await client.subscribe(topic, "s")
+            assert await admin.partitions(topic) == 3
+            producer = await client.create_producer(topic, batching_enabled=False)
+            for i in range(6):
+                await producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+            got = sorted([(await consumer.receive(10_000)).data() for _ in range(6)])
+            assert got == [f"m{i}".encode() for i in range(6)]
+            by_pulsar = f"persistent://{namespace}/auto-parts-pulsar"
+            await asyncio.to_thread(lambda: pulsar_side.create_producer(by_pulsar).close())
+            assert await admin.partitions(by_pulsar) == 3
+
+            assert await cli.ok("namespaces", "set-auto-topic-creation", namespace) == ""  # no --enable: forbidden
+            with pytest.raises(TopicNotFound, match="Topic not found"):
+                await client.create_producer(f"persistent://{namespace}/forbidden")
+            with pytest.raises(pulsar.TopicNotFound):
+                await asyncio.to_thread(pulsar_side.subscribe, f"persistent://{namespace}/forbidden-pulsar", "s")
+            assert await admin.topics(namespace) == [topic, by_pulsar]
+
+            assert await cli.ok("namespaces", "remove-auto-topic-creation", namespace) == ""  # the broker's: plain
+            plain = f"persistent://{namespace}/plain"
+            await (await client.create_producer(plain)).send(b"x")
+            assert await admin.partitions(plain) == 0
+    finally:
+        await asyncio.to_thread(pulsar_side.close)

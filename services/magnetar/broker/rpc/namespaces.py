@@ -12,6 +12,7 @@ import grpc
 
 from magnetar.broker.deadletter import DeadLetterDefaults
 from magnetar.broker.namespace_policies import (
+    AutoTopicCreation,
     BacklogQuota,
     DelayedDelivery,
     DispatchRate,
@@ -102,6 +103,18 @@ def persistence_to_proto(p: PersistencePolicies) -> pb.PersistencePolicies:
         managed_ledger_max_mark_delete_rate=p.managed_ledger_max_mark_delete_rate)
 
 
+def auto_topic_creation_from_proto(p: pb.AutoTopicCreationOverride) -> AutoTopicCreation:
+    return AutoTopicCreation(
+        p.allow_auto_topic_creation, p.topic_type,
+        p.default_num_partitions if p.HasField("default_num_partitions") else None)
+
+
+def auto_topic_creation_to_proto(a: AutoTopicCreation) -> pb.AutoTopicCreationOverride:
+    return pb.AutoTopicCreationOverride(
+        allow_auto_topic_creation=a.allow_auto_topic_creation, topic_type=a.topic_type,
+        default_num_partitions=a.default_num_partitions)
+
+
 def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
     """The policies a request sets (its read-only ``bundles`` is not one)."""
     quotas = {}
@@ -126,6 +139,8 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         schema_validation_enforced=p.schema_validation_enforced if p.HasField("schema_validation_enforced") else None,
         persistence=persistence_from_proto(p.persistence) if p.HasField("persistence") else None,
         compaction_threshold=p.compaction_threshold if p.HasField("compaction_threshold") else None,
+        auto_topic_creation=auto_topic_creation_from_proto(p.auto_topic_creation)
+        if p.HasField("auto_topic_creation") else None,
     )
 
 
@@ -170,6 +185,8 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         out.persistence.CopyFrom(persistence_to_proto(policies.persistence))
     if policies.compaction_threshold is not None:
         out.compaction_threshold = policies.compaction_threshold
+    if policies.auto_topic_creation is not None:
+        out.auto_topic_creation.CopyFrom(auto_topic_creation_to_proto(policies.auto_topic_creation))
     return out
 
 
@@ -195,6 +212,7 @@ CARRIED: dict[str, Callable[[Any], object]] = {
     "schemaValidationEnforced": _same,
     "persistence": persistence_from_proto,
     "compactionThreshold": _same,
+    "autoTopicCreation": auto_topic_creation_from_proto,
 }
 """Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
 :data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""

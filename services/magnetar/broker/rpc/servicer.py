@@ -103,6 +103,8 @@ class BrokerServicer(
 
     @rpc_errors
     async def GetPartitionedTopicMetadata(self, request: pb.PartitionedTopicMetadataRequest, context: grpc.aio.ServicerContext) -> pb.PartitionedTopicMetadata:
+        if request.auto_create:  # a producer's or consumer's: may create a partitioned topic
+            return pb.PartitionedTopicMetadata(partitions=await self.service.client_partitions(request.topic))
         return pb.PartitionedTopicMetadata(partitions=await self.service.partitions(request.topic))
 
     async def Produce(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProduceResponse]:
