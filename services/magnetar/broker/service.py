@@ -585,6 +585,28 @@ class BrokerService:
             pass  # another client's question made it
         return await self.partitions(str(name))
 
+    async def create_missed_partition(self, topic: str) -> bool:
+        """Create the managed ledger of a declared partition that has none (Pulsar's
+        createMissedPartitions, for one partition); returns whether it was missing.
+
+        Raises:
+            InvalidArgument: not a partition's name.
+            TopicNotFound: the partitioned topic, or this partition of it, is not declared.
+            NotOwner: another broker serves the partition.
+        """
+        name = self.parse(topic)
+        if not name.is_partition:
+            raise InvalidArgument(f"{name} is not a partition's name (topic-partition-N)")
+        base = name.partitioned_topic_name
+        declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name)
+        if name.partition_index >= declared:
+            raise TopicNotFound(f"Partitioned Topic not found: {base} has no partition {name.partition_index}")
+        if (await self.ml_store.get(name.tenant, name.namespace_part, name.local_name))[0] is not None:
+            return False
+        await self.get_topic(str(name), explicit=True)
+        log.info("partition %s created (it had no managed ledger)", name)
+        return True
+
     # -- admin -----------------------------------------------------------------
     async def create_topic(self, topic: str, partitions: int) -> None:
         name = self.parse(topic)

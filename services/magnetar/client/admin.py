@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from magnetar.common.bundles import bundle_of
 from magnetar.common.errors import (
     InvalidArgument,
     NotOwner,
@@ -502,6 +503,28 @@ class AdminClient:
             except TopicNotFound:
                 pass  # never used: nothing stored
         await self.delete_topic(topic, force=True)  # the partitions are gone: drops the metadata
+
+    async def create_missed_partitions(self, topic: str) -> list[str]:
+        """Give each declared partition of a partitioned topic that lacks one its managed
+        ledger (each on its owner); returns the partitions created.
+
+        Raises: TopicNotFound: not a partitioned topic.
+        """
+        if TopicName.parse(topic).is_partition or not await self.partitions(topic):
+            raise TopicNotFound(f"Partitioned Topic not found: {topic}")
+        created = await self.on_partitions(topic, lambda s, t: s.CreateMissedPartitions(
+            pb.CreateMissedPartitionsRequest(topic=t), timeout=self.timeout))
+        count = len(created)
+        base = TopicName.parse(topic)
+        return [str(base.partition(i)) for i in range(count) if created[i].created]
+
+    async def bundle_range(self, topic: str) -> str:
+        """The bundle of its namespace the topic falls in (e.g. ``0x40000000_0x80000000``).
+
+        Raises: InvalidArgument (a bad name), NamespaceNotFound.
+        """
+        name = TopicName.parse(topic)
+        return bundle_of(name, len(await self.bundles(str(name.namespace))))
 
     async def lookup(self, topic: str) -> str:
         """The ``host:port`` of the broker serving ``topic``."""

@@ -1,6 +1,8 @@
 """``magnetar admin topics`` verbs for one topic's end and messages, with pulsar-admin's
 names: ``terminate``, ``partitioned-terminate``, ``get-message-id`` (by publish time),
-``get-message-by-id`` and ``expire-messages-all-subscriptions``. Each runs over gRPC
+``get-message-by-id`` and ``expire-messages-all-subscriptions``; and
+``create-missed-partitions`` and ``bundle-range`` (the namespace bundle a topic falls in).
+Each runs over gRPC
 (``--url``) or the gateway's REST API (``--admin-url``) with the same output."""
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from magnetar.client.rest_admin import RestAdmin
 from magnetar.common.errors import InvalidArgument
 from magnetar.proto.v1 import broker_pb2 as pb
 
-ACTIONS = ("terminate", "partitioned-terminate", "get-message-id", "get-message-by-id", "expire-messages-all-subscriptions")
+ACTIONS = ("terminate", "partitioned-terminate", "get-message-id", "get-message-by-id", "expire-messages-all-subscriptions",
+           "create-missed-partitions", "bundle-range")
 _DURATION = re.compile(r"([0-9]+)([smhdw]?)", re.ASCII)
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 INT64_MAX = 2**63 - 1
@@ -110,6 +113,10 @@ async def run_topic_messages(admin: AdminClient | RestAdmin, args: argparse.Name
         print(json.dumps(message_json(await admin.message_by_id(topic, args.ledger_id, args.entry_id)), indent=2))
     elif action == "expire-messages-all-subscriptions":
         await admin.expire_messages_all_subscriptions(topic, expire_seconds(args.expire_time))
+    elif action == "create-missed-partitions":
+        await admin.create_missed_partitions(topic)
+    elif action == "bundle-range":
+        print(await admin.bundle_range(topic))
     else:
         return False
     return True
@@ -123,6 +130,8 @@ def add_topic_message_commands(topics: argparse._SubParsersAction[Any]) -> None:
 
     command("terminate", "terminate a topic (or one partition): it takes no more messages and its consumers "
                          "learn they reached its end; prints its last message id")
+    command("create-missed-partitions", "give each partition of a partitioned topic that lacks one its managed ledger")
+    command("bundle-range", "print the namespace bundle a topic falls in, e.g. 0x40000000_0x80000000")
     command("partitioned-terminate", "terminate every partition of a partitioned topic; prints each one's last message id")
     command("get-message-id", "print the id of the first message published at or after a time").add_argument(
         "-d", "--datetime", required=True, metavar="TIME", help="ms since the epoch, or ISO 8601: 2024-05-01T10:00:00Z")

@@ -344,3 +344,39 @@ async def test_auto_topic_creation_verbs_decide_what_a_first_producer_creates(
             assert await admin.partitions(plain) == 0
     finally:
         await asyncio.to_thread(pulsar_side.close)
+
+
+async def test_create_missed_partitions_and_bundle_range_verbs(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    import zlib
+
+    from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+    from magnetar.metadata.session import ZkSession
+
+    tenant, ns = namespace.split("/")
+    topic = f"persistent://{namespace}/parts"
+    await admin.create_topic(topic, partitions=3)
+    async with mg.Client(gateway_cluster.service_url) as client:
+        await (await client.create_producer(f"{topic}-partition-1")).send(b"x")  # the only one used
+    session = ZkSession(gateway_cluster.zk_connect, gateway_cluster.zk_root)
+    await session.start()
+    try:
+        store = ZkManagedLedgerStore(session)
+        assert sorted(await store.list_topics(tenant, ns)) == ["parts-partition-1"]
+        assert await cli.ok("topics", "create-missed-partitions", topic) == ""
+        assert sorted(await store.list_topics(tenant, ns)) == [f"parts-partition-{i}" for i in range(3)]
+        assert await cli.ok("topics", "create-missed-partitions", topic) == ""  # nothing missing: nothing done
+        await cli.refused("topics", "create-missed-partitions", f"{topic}-partition-0")
+        await cli.refused("topics", "create-missed-partitions", f"persistent://{namespace}/none")
+        assert sorted(await store.list_topics(tenant, ns)) == [f"parts-partition-{i}" for i in range(3)]
+    finally:
+        await session.close()
+
+    ranges = [b.bundle for b in await admin.bundles(namespace)]
+    for name in (topic, f"{topic}-partition-2"):
+        got = (await cli.ok("topics", "bundle-range", name)).strip()
+        assert got in ranges
+        low, high = (int(edge, 16) for edge in got.split("_"))
+        assert low <= zlib.crc32(name.encode()) <= high
+    await cli.refused("topics", "bundle-range", "persistent://no-such-tenant/ns/t")

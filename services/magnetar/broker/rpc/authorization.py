@@ -81,6 +81,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "TriggerCompaction": _topic(Action.ADMIN_TOPIC),
     "GetCompactionStatus": _topic(Action.ADMIN_TOPIC),
     "TerminateTopic": _topic(Action.ADMIN_TOPIC),
+    "CreateMissedPartitions": _topic(Action.ADMIN_TOPIC),
     "GetMessageIdByTimestamp": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     "GetMessageById": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)

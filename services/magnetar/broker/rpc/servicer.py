@@ -21,6 +21,7 @@ from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.rpc import schemas, wire
 from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
+from magnetar.broker.rpc.partition_admin import PartitionAdminRpcs
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
 from magnetar.broker.rpc.schemas import SchemaRpcs
@@ -55,7 +56,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
-    NamespaceOpsRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
