@@ -122,7 +122,7 @@ async def test_a_joining_topic_s_partitions_take_acks_while_the_others_still_sub
     started: dict[int, asyncio.Event] = {0: asyncio.Event(), 1: asyncio.Event()}
     release = asyncio.Event()
 
-    async def partitions(topic: str) -> int:
+    async def partitions(topic: str, auto_create: bool = False) -> int:
         return 2
 
     async def start(self: PartitionConsumer) -> None:

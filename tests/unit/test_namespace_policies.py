@@ -14,17 +14,21 @@ from magnetar.broker.namespace_policies import (
     QUOTA_ABOVE_RETENTION,
     RETENTION_BELOW_QUOTA,
     SINGLE_ZERO_LIMIT,
+    AutoTopicCreation,
     BacklogQuota,
     DelayedDelivery,
     DispatchRate,
     NamespacePolicies,
     NamespacePolicyAdmin,
+    PersistencePolicies,
     PolicyKind,
     PublishRate,
     QuotaPolicy,
     QuotaType,
+    auto_topic_creation,
     checked,
     from_document,
+    managed_ledger_config,
     merged,
     to_document,
     with_policy,
@@ -37,6 +41,7 @@ from magnetar.common.errors import (
     NamespaceNotFound,
     PreconditionFailed,
 )
+from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.layout import LedgerInfo, LedgerList
 from magnetar.managedledger.position import Position
 from magnetar.metadata.errors import CorruptMetadata
@@ -321,3 +326,63 @@ def test_schema_policies_take_pulsars_names_refuse_bad_values_and_round_trip() -
     cleared = without_policy(cleared, PolicyKind.SCHEMA_COMPATIBILITY_STRATEGY)
     assert merged({"other": 1}, cleared) == {"other": 1}
     assert checked(p) == p
+
+
+@pytest.mark.parametrize("e, w, a, rate", [
+    (1, 2, 1, 0.0), (2, 2, 3, 0.0), (0, 0, 0, 0.0), (2, 2, -1, 0.0), (2, 2, 2, -1.0), (2, 2, 2, float("nan")),
+    (True, 1, 1, 0.0),
+])
+def test_persistence_is_refused_unless_ensemble_write_ack_descend_to_one(e: Any, w: int, a: int, rate: float) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        with_policy(NamespacePolicies(), PolicyKind.PERSISTENCE, PersistencePolicies(e, w, a, rate))
+    assert "Ensemble" in err.value.message or "MarkDeleteRate" in err.value.message
+
+
+def test_persistence_sets_the_quorums_and_persist_interval_of_new_ledgers() -> None:
+    base = ManagedLedgerConfig(ensemble_size=3, write_quorum=3, ack_quorum=2, cursor_persist_interval_s=1.0)
+    policies = with_policy(NamespacePolicies(), PolicyKind.PERSISTENCE, PersistencePolicies(1, 1, 1, 4))
+    assert policies.persistence == PersistencePolicies(1, 1, 1, 4.0)
+    config = managed_ledger_config(base, policies)
+    assert (config.ensemble_size, config.write_quorum, config.ack_quorum) == (1, 1, 1)
+    assert config.cursor_persist_interval_s == 0.25  # 4 mark-deletes a second at most
+    assert config.max_entries_per_ledger == base.max_entries_per_ledger
+    unlimited = with_policy(NamespacePolicies(), PolicyKind.PERSISTENCE, PersistencePolicies(2, 2, 1))
+    assert managed_ledger_config(base, unlimited).cursor_persist_interval_s == 1.0
+    assert managed_ledger_config(base, without_policy(policies, PolicyKind.PERSISTENCE)) == base
+    assert from_document(to_document(policies)) == policies
+
+
+@pytest.mark.parametrize("threshold", [-1, 1.5, True, "10M", 2**63])
+def test_a_bad_compaction_threshold_is_a_precondition_failure(threshold: object) -> None:
+    with pytest.raises(PreconditionFailed, match="compactionThreshold must be 0 or more"):
+        with_policy(NamespacePolicies(), PolicyKind.COMPACTION_THRESHOLD, threshold)
+
+
+def test_a_compaction_threshold_is_set_stored_and_removed() -> None:
+    policies = with_policy(NamespacePolicies(), PolicyKind.COMPACTION_THRESHOLD, 10 * 1024 * 1024)
+    assert policies.compaction_threshold == 10 * 1024 * 1024
+    assert from_document(to_document(policies)) == policies
+    assert without_policy(policies, PolicyKind.COMPACTION_THRESHOLD).compaction_threshold is None
+
+
+@pytest.mark.parametrize("policy, reason", [
+    (AutoTopicCreation(True, "partitioned"), "cannot be null when the type is partitioned"),
+    (AutoTopicCreation(True, "partitioned", 0), "cannot be less than 1 for partition type"),
+    (AutoTopicCreation(True, "non-partitioned", 2), "is not allowed to be set when the type is non-partition"),
+    (AutoTopicCreation(True, "sharded"), "Unknown topic type"),
+    (AutoTopicCreation(True, ""), "Unknown topic type"),
+])
+def test_auto_topic_creation_is_checked_by_pulsars_rules(policy: AutoTopicCreation, reason: str) -> None:
+    with pytest.raises(InvalidArgument, match="Invalid configuration for autoTopicCreationOverride") as err:
+        with_policy(NamespacePolicies(), PolicyKind.AUTO_TOPIC_CREATION, policy)
+    assert reason in err.value.message
+
+
+def test_auto_topic_creation_overrides_the_brokers_settings() -> None:
+    broker = auto_topic_creation(NamespacePolicies(), True, "partitioned", 4)
+    assert broker == AutoTopicCreation(True, "partitioned", 4) and broker.partitioned
+    assert auto_topic_creation(NamespacePolicies(), True, "non-partitioned", 4) == AutoTopicCreation(True)
+    forbidden = with_policy(NamespacePolicies(), PolicyKind.AUTO_TOPIC_CREATION, AutoTopicCreation(False, ""))
+    assert auto_topic_creation(forbidden, True, "partitioned", 4) == AutoTopicCreation(False, "")
+    assert not auto_topic_creation(forbidden, True, "partitioned", 4).partitioned
+    assert from_document(to_document(forbidden)) == forbidden

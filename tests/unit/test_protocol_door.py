@@ -65,6 +65,9 @@ class FakeService:
             raise self.failure
         return self.partition_counts.get(topic, 0)
 
+    async def client_partitions(self, topic: str) -> int:
+        return await self.partitions(topic)
+
     async def list_topic_partitions(self, namespace: str) -> list[str]:
         if namespace not in self.namespaces:
             raise e.NamespaceNotFound(f"namespace {namespace} does not exist")

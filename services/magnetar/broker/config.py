@@ -67,7 +67,13 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     bundles_per_namespace: int = Field(default=4, ge=1)
     """Hash ranges each namespace is split into; a broker owns whole bundles."""
     allow_auto_topic_creation: bool = True
-    """Create a non-partitioned topic on first use; off: unknown topics are an error."""
+    """Create a topic on first use; off: unknown topics are an error (a namespace's
+    autoTopicCreation policy overrides this and the next two)."""
+    allow_auto_topic_creation_type: Literal["non-partitioned", "partitioned"] = "non-partitioned"
+    """What is auto-created (Pulsar's allowAutoTopicCreationType); a partitioned topic is
+    made, with ``default_num_partitions``, when a client asks its partitioned metadata."""
+    default_num_partitions: int = Field(default=1, ge=1)
+    """Partitions of an auto-created partitioned topic (Pulsar's defaultNumPartitions)."""
     deduplication_enabled: bool = True
     """Drop a resend (same producer name, sequence id not above the last stored)."""
     deduplication_entries_interval: int = Field(default=1000, ge=0)

@@ -10,7 +10,11 @@ Stored keys (absent: not set, the broker's default applies): ``retention``
 ``max_delivery_delay_ms``), ``publish_rate`` (``msg_rate``, ``byte_rate``),
 ``dispatch_rate`` (``msg_rate``, ``byte_rate``, ``relative_to_publish_rate``,
 ``period_s``), ``dead_letter_policy``, ``schema_compatibility_strategy`` (Pulsar's
-strategy name), ``is_allow_auto_update_schema`` and ``schema_validation_enforced``. Other keys of the document are
+strategy name), ``is_allow_auto_update_schema``, ``schema_validation_enforced`` and ``persistence``
+(``bookkeeper_ensemble``, ``bookkeeper_write_quorum``, ``bookkeeper_ack_quorum``,
+``managed_ledger_max_mark_delete_rate``), ``compaction_threshold`` (bytes) and
+``auto_topic_creation`` (``allow_auto_topic_creation``, ``topic_type``,
+``default_num_partitions``). Other keys of the document are
 kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
@@ -31,6 +35,7 @@ from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy
 from magnetar.common.errors import InvalidArgument, PreconditionFailed
 from magnetar.common.names import NamespaceName
 from magnetar.common.policies import effective
+from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.tenants import RETENTION_KEY, validate_retention
 
@@ -44,6 +49,11 @@ DISPATCH_RATE_KEY = "dispatch_rate"
 SCHEMA_STRATEGY_KEY = "schema_compatibility_strategy"
 SCHEMA_AUTO_UPDATE_KEY = "is_allow_auto_update_schema"
 SCHEMA_VALIDATION_KEY = "schema_validation_enforced"
+PERSISTENCE_KEY = "persistence"
+COMPACTION_THRESHOLD_KEY = "compaction_threshold"
+AUTO_TOPIC_CREATION_KEY = "auto_topic_creation"
+TOPIC_TYPES = ("non-partitioned", "partitioned")
+"""Pulsar's TopicType names."""
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -71,6 +81,9 @@ class PolicyKind(Enum):
     SCHEMA_COMPATIBILITY_STRATEGY = "schemaCompatibilityStrategy"
     IS_ALLOW_AUTO_UPDATE_SCHEMA = "isAllowAutoUpdateSchema"
     SCHEMA_VALIDATION_ENFORCED = "schemaValidationEnforced"
+    PERSISTENCE = "persistence"
+    COMPACTION_THRESHOLD = "compactionThreshold"
+    AUTO_TOPIC_CREATION = "autoTopicCreation"
 
 
 class QuotaType(StrEnum):
@@ -143,6 +156,35 @@ class DispatchRate:
 
 
 @dataclass(frozen=True)
+class PersistencePolicies:
+    """Pulsar's PersistencePolicies: the quorums of the new ledgers of a namespace's
+    topics (a topic's open ledger keeps its own until it rolls over)."""
+
+    bookkeeper_ensemble: int = 2
+    bookkeeper_write_quorum: int = 2
+    bookkeeper_ack_quorum: int = 2
+    managed_ledger_max_mark_delete_rate: float = 0.0
+    """Cursor positions written to ZooKeeper per second at most (0: the broker's
+    ``cursor_persist_interval_s``)."""
+
+
+@dataclass(frozen=True)
+class AutoTopicCreation:
+    """Pulsar's AutoTopicCreationOverride: whether a topic is created on first use by a
+    producer or consumer, and as what (a partitioned topic: with
+    ``default_num_partitions`` partitions, made when a client asks its partitioned
+    metadata)."""
+
+    allow_auto_topic_creation: bool
+    topic_type: str = "non-partitioned"
+    default_num_partitions: int | None = None
+
+    @property
+    def partitioned(self) -> bool:
+        return self.allow_auto_topic_creation and self.topic_type == "partitioned"
+
+
+@dataclass(frozen=True)
 class NamespacePolicies:
     """What a namespace sets (None / empty: not set; the broker's default applies)."""
 
@@ -161,6 +203,13 @@ class NamespacePolicies:
     """None: true (producers may register new compatible versions)."""
     schema_validation_enforced: bool | None = None
     """None: false (a producer without a schema may write to a topic with one)."""
+    persistence: PersistencePolicies | None = None
+    """None: the broker's ``ensemble_size``, ``write_quorum`` and ``ack_quorum``."""
+    compaction_threshold: int | None = None
+    """Bytes not yet compacted past which the policy task compacts a topic (None, 0: never)."""
+    auto_topic_creation: AutoTopicCreation | None = None
+    """None: the broker's ``allow_auto_topic_creation``, ``allow_auto_topic_creation_type``
+    and ``default_num_partitions``."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -180,6 +229,20 @@ class NamespacePolicies:
     @property
     def max_delivery_delay_ms(self) -> int:
         return 0 if self.delayed_delivery is None else self.delayed_delivery.max_delivery_delay_ms
+
+
+def managed_ledger_config(base: ManagedLedgerConfig, policies: NamespacePolicies) -> ManagedLedgerConfig:
+    """The broker's managed-ledger settings ``base`` with the namespace's persistence
+    policies: the quorums of new ledgers and, for a mark-delete rate, the cursor persist
+    interval (one write per 1/rate seconds at most)."""
+    p = policies.persistence
+    if p is None:
+        return base
+    interval = base.cursor_persist_interval_s
+    if p.managed_ledger_max_mark_delete_rate > 0:
+        interval = 1.0 / p.managed_ledger_max_mark_delete_rate
+    return replace(base, ensemble_size=p.bookkeeper_ensemble, write_quorum=p.bookkeeper_write_quorum,
+                   ack_quorum=p.bookkeeper_ack_quorum, cursor_persist_interval_s=interval)
 
 
 # -- Pulsar's rules -------------------------------------------------------------------
@@ -253,6 +316,61 @@ def check_dispatch_rate(rate: DispatchRate) -> DispatchRate:
     return rate
 
 
+def check_persistence(policy: PersistencePolicies) -> PersistencePolicies:
+    """Pulsar's rule: ensemble >= write quorum >= ack quorum >= 1; a mark-delete rate >= 0.
+
+    Raises: InvalidArgument (Pulsar's 400) with Pulsar's reason.
+    """
+    e, w, a = policy.bookkeeper_ensemble, policy.bookkeeper_write_quorum, policy.bookkeeper_ack_quorum
+    if not all(_is_int(v, 1, _INT32_MAX) for v in (e, w, a)) or not e >= w >= a:
+        raise InvalidArgument(f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a}) >= 1 must hold")
+    rate = policy.managed_ledger_max_mark_delete_rate
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate < float("inf"):
+        raise InvalidArgument(f"managedLedgerMaxMarkDeleteRate must be >= 0, got {rate!r}")
+    return replace(policy, managed_ledger_max_mark_delete_rate=float(rate))
+
+
+def check_compaction_threshold(threshold: object) -> int:
+    """Raises: PreconditionFailed (Pulsar's 412) below 0 or not a 64-bit integer."""
+    if not _is_int(threshold, 0):
+        raise PreconditionFailed(f"compactionThreshold must be 0 or more, got {threshold!r}")
+    assert isinstance(threshold, int)
+    return threshold
+
+
+def check_auto_topic_creation(policy: AutoTopicCreation) -> AutoTopicCreation:
+    """Pulsar's AutoTopicCreationOverride rules (checked when creation is allowed).
+
+    Raises: InvalidArgument (Pulsar's 400) with Pulsar's reason.
+    """
+    if not isinstance(policy.allow_auto_topic_creation, bool):
+        raise InvalidArgument(f"allowAutoTopicCreation is a boolean, not {policy.allow_auto_topic_creation!r}")
+    if not policy.allow_auto_topic_creation:
+        return policy
+    partitions = policy.default_num_partitions
+    problem = None
+    if policy.topic_type not in TOPIC_TYPES:
+        problem = "Unknown topic type."
+    elif policy.topic_type == "partitioned" and partitions is None:
+        problem = "[defaultNumPartitions] cannot be null when the type is partitioned."
+    elif policy.topic_type == "partitioned" and not _is_int(partitions, 1, _INT32_MAX):
+        problem = "[defaultNumPartitions] cannot be less than 1 for partition type."
+    elif policy.topic_type == "non-partitioned" and partitions is not None:
+        problem = "[defaultNumPartitions] is not allowed to be set when the type is non-partition."
+    if problem is not None:
+        raise InvalidArgument(f"Invalid configuration for autoTopicCreationOverride. the detail is {problem}")
+    return policy
+
+
+def auto_topic_creation(
+    policies: NamespacePolicies, allow: bool, topic_type: str, default_num_partitions: int,
+) -> AutoTopicCreation:
+    """What applies to a namespace's new topics: its override, else the broker's settings."""
+    broker = AutoTopicCreation(
+        allow, topic_type, default_num_partitions if topic_type == "partitioned" else None)
+    return effective(policies.auto_topic_creation, default=broker)
+
+
 def quota_within_retention(quota: BacklogQuota | None, retention: RetentionPolicy | None) -> bool:
     """Pulsar's check of a destination_storage quota against retention: a positive
     retention limit must exceed the quota's (size in bytes, time in seconds)."""
@@ -296,6 +414,11 @@ RULES: dict[PolicyKind, PolicyRule] = {
         "schema_compatibility_strategy", lambda value, kind: SchemaCompatibilityStrategy.parse(value)),
     PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyRule("is_allow_auto_update_schema", _of(bool)),
     PolicyKind.SCHEMA_VALIDATION_ENFORCED: PolicyRule("schema_validation_enforced", _of(bool)),
+    PolicyKind.PERSISTENCE: PolicyRule("persistence", _of(PersistencePolicies, check_persistence)),
+    PolicyKind.AUTO_TOPIC_CREATION: PolicyRule(
+        "auto_topic_creation", _of(AutoTopicCreation, check_auto_topic_creation)),
+    PolicyKind.COMPACTION_THRESHOLD: PolicyRule(
+        "compaction_threshold", lambda value, kind: check_compaction_threshold(value)),
 }
 """Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
 core holds and checks it. A retention and a destination_storage backlog quota are also
@@ -376,6 +499,8 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
         delayed = doc.get(DELAYED_KEY)
         dead_letter = doc.get(DEAD_LETTER_KEY)
         publish_rate, dispatch_rate = doc.get(PUBLISH_RATE_KEY), doc.get(DISPATCH_RATE_KEY)
+        persistence = doc.get(PERSISTENCE_KEY)
+        auto_creation = doc.get(AUTO_TOPIC_CREATION_KEY)
         policies = NamespacePolicies(
             retention=None if retention is None else RetentionPolicy(
                 *validate_retention(retention["retention_time_minutes"], retention["retention_size_mb"])
@@ -394,6 +519,11 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             else SchemaCompatibilityStrategy.parse(doc[SCHEMA_STRATEGY_KEY]),
             is_allow_auto_update_schema=doc.get(SCHEMA_AUTO_UPDATE_KEY),
             schema_validation_enforced=doc.get(SCHEMA_VALIDATION_KEY),
+            persistence=None if persistence is None else check_persistence(PersistencePolicies(**persistence)),
+            auto_topic_creation=None if auto_creation is None
+            else check_auto_topic_creation(AutoTopicCreation(**auto_creation)),
+            compaction_threshold=None if doc.get(COMPACTION_THRESHOLD_KEY) is None
+            else check_compaction_threshold(doc[COMPACTION_THRESHOLD_KEY]),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -430,6 +560,9 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         else policies.schema_compatibility_strategy.value,
         SCHEMA_AUTO_UPDATE_KEY: policies.is_allow_auto_update_schema,
         SCHEMA_VALIDATION_KEY: policies.schema_validation_enforced,
+        PERSISTENCE_KEY: None if policies.persistence is None else asdict(policies.persistence),
+        COMPACTION_THRESHOLD_KEY: policies.compaction_threshold,
+        AUTO_TOPIC_CREATION_KEY: None if policies.auto_topic_creation is None else asdict(policies.auto_topic_creation),
     }
 
 

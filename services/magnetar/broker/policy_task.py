@@ -14,7 +14,9 @@ interval) and, for each of its topics:
   are behind them; a ``message_age`` quota acknowledges messages older than
   ``limit_time`` seconds;
 - a ``message_age`` quota that blocks producers refuses sends while the oldest
-  unacknowledged message is older than ``limit_time``.
+  unacknowledged message is older than ``limit_time``;
+- ``compaction_threshold``: a topic with more bytes after its compaction horizon is
+  compacted (``compact``, the broker's: in the background, unless one is running).
 
 A failure on one topic or namespace is logged and the round goes on; the next round
 tries again. Owned by the broker service: :meth:`start` creates the task, :meth:`close`
@@ -30,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.backlog import backlog_bytes, eviction_point, last_entry_before, slowest
+from magnetar.broker.compaction.threshold import compaction_due
 from magnetar.broker.entry import publish_time
 from magnetar.broker.namespace_policies import BacklogQuota, NamespacePolicies, QuotaType
 from magnetar.common.errors import MagnetarError, ServiceClosed
@@ -53,18 +56,21 @@ class PolicySource(Protocol):
 class NamespacePolicyTask:
     def __init__(
         self, topics: Mapping[str, PersistentTopic], policies: PolicySource, interval_s: float,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, compact: Callable[[PersistentTopic], None] | None = None,
     ) -> None:
         """Args:
         topics: the served topics by name (read anew every round).
         policies: the namespaces' policies.
         interval_s: time between rounds.
         clock: seconds since the epoch (publish times are compared with it).
+        compact: starts a compaction of a topic over its compaction threshold (None:
+            the threshold is not enforced).
         """
         self._topics = topics
         self._policies = policies
         self._interval_s = interval_s
         self._clock = clock
+        self._compact = compact
         self._rounds = PeriodicRounds("namespace-policies", lambda: interval_s, lambda: self.run_once())
 
     def start(self) -> None:
@@ -108,6 +114,8 @@ class NamespacePolicyTask:
         if size_quota is not None and size_quota.limit_size >= 0 and not size_quota.blocks_producers:
             done += _evict_by_size(topic, size_quota.limit_size)
         done += await self._enforce_age(topic, policies.quota(QuotaType.MESSAGE_AGE), now_ms)
+        if self._compact is not None and compaction_due(topic.ml, policies.compaction_threshold):
+            self._compact(topic)
         return done
 
     async def _enforce_age(self, topic: PersistentTopic, quota: BacklogQuota | None, now_ms: int) -> int:

@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from magnetar.broker.authorizer import Authorizer
+from magnetar.broker.compaction.compactor import TwoPhaseCompactor
 from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.compaction.status import Compactions
 from magnetar.broker.config import BrokerConfig
@@ -19,9 +20,12 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.namespace_policies import (
+    AutoTopicCreation,
     NamespacePolicies,
     NamespacePolicyAdmin,
+    auto_topic_creation,
     from_document,
+    managed_ledger_config,
 )
 from magnetar.broker.nonpersistent.topic import NonPersistentTopic
 from magnetar.broker.policy_task import NamespacePolicyTask
@@ -122,7 +126,8 @@ class BrokerService:
         )
         self.rates = RateSampler(collections.ChainMap(self.topics, self.nonpersistent), config.stats_interval_s)  # type: ignore[arg-type]
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
-        self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)
+        self.policy_task = NamespacePolicyTask(
+            self.topics, self.namespace_policies, config.policy_check_interval_s, compact=self._compact_over_threshold)
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
@@ -344,6 +349,14 @@ class BrokerService:
         await self.ledgers.close()
 
     # -- namespace policies ------------------------------------------------------------
+    def _compact_over_threshold(self, topic: PersistentTopic) -> None:
+        """Compact a topic over its namespace's compaction threshold (in the background;
+        a compaction of it already running is left to end)."""
+        if self.compactions.running(topic.name):
+            return
+        log.info("topic %s is over its namespace's compaction threshold: compacting it", topic.name)
+        self.compactions.trigger(topic.name, TwoPhaseCompactor(topic.ml, self.ledgers).compact)
+
     def _policies_changed(self, namespace: str, policies: NamespacePolicies) -> None:
         """A change made through this broker applies to its topics at once (other brokers
         read it at their policy task's next round)."""
@@ -522,16 +535,21 @@ class BrokerService:
         if closing is not None:  # unloaded a moment ago: its last writes go first
             await asyncio.wait({closing}, timeout=self.config.zk_session_timeout_s)
         policies_doc = await self.tenants.get_policies(tenant, ns)  # NamespaceNotFound
+        policies = self._topic_policies(policies_doc, str(name.namespace))
         if not name.is_partition and await self.tenants.get_partitions(tenant, ns, local) > 0:
             raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
         doc, _ = await self.ml_store.get(tenant, ns, local)
-        if doc is None and not explicit and not (create and self.config.allow_auto_topic_creation):
-            raise TopicNotFound(f"topic {name} does not exist (auto-creation is off)")
-        ml = await ManagedLedger.open(tenant, ns, local, self.ledgers, self.ml_store, self.ml_config)
+        if doc is None and not explicit and not (create and await self._may_create(name, policies)):
+            raise TopicNotFound(
+                f"Topic not found: {name} does not exist and its namespace's auto-creation does not create it")
+        # A namespace's persistence policies choose the quorums of its new ledgers.
+        ml = await ManagedLedger.open(
+            tenant, ns, local, self.ledgers, self.ml_store, managed_ledger_config(self.ml_config, policies))
         topic = PersistentTopic(str(name), name.partition_index, ml, self.config, on_fenced=self.unload)
         topic.compacted = CompactedEntries(ml, self.ledgers)
         topic.mover = self.mover
-        topic.policies = self._topic_policies(policies_doc, str(name.namespace))
+        topic.ml_defaults = self.ml_config
+        topic.policies = policies
         await topic.load()
         if not self.serving() or self._bundle(name) not in self._owned:
             # Ownership was lost (or the bundle unloaded) while the topic was opening.
@@ -587,6 +605,69 @@ class BrokerService:
         """The non-persistent topics of ``tenant/namespace`` this broker serves, sorted."""
         ns = NamespaceName.parse(namespace)
         return sorted(t for t in self.nonpersistent if self.parse(t).namespace == ns)
+
+    def auto_topic_creation(self, policies: NamespacePolicies) -> AutoTopicCreation:
+        """What applies to a namespace's new topics: its autoTopicCreation, else the config's."""
+        c = self.config
+        return auto_topic_creation(
+            policies, c.allow_auto_topic_creation, c.allow_auto_topic_creation_type, c.default_num_partitions)
+
+    async def _may_create(self, name: TopicName, policies: NamespacePolicies) -> bool:
+        """Whether a producer or consumer may create ``name`` by using it: a declared
+        partition of a partitioned topic always (as Pulsar's), else as the namespace's
+        auto-creation says (a partitioned type creates partitioned topics, made by
+        :meth:`client_partitions`, not a topic of this name)."""
+        if name.is_partition:
+            base = name.partitioned_topic_name
+            declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name)
+            if name.partition_index < declared:
+                return True
+        rule = self.auto_topic_creation(policies)
+        return rule.allow_auto_topic_creation and (not rule.partitioned or name.is_partition)
+
+    async def client_partitions(self, topic: str) -> int:
+        """:meth:`partitions`, as a producer or consumer asks before using ``topic``: a
+        missing topic of a namespace that auto-creates partitioned topics is created with
+        its ``default_num_partitions`` (Pulsar's brokers do it on this question).
+
+        Raises: as :meth:`partitions`; NamespaceNotFound.
+        """
+        name = self.parse(topic)
+        count = await self.partitions(str(name))
+        if count or name.is_partition:
+            return count
+        tenant, ns, local = name.tenant, name.namespace_part, name.local_name
+        rule = self.auto_topic_creation(self._topic_policies(await self.tenants.get_policies(tenant, ns), str(name.namespace)))
+        if not rule.partitioned or (await self.ml_store.get(tenant, ns, local))[0] is not None:
+            return 0
+        try:
+            await self.tenants.create_partitioned_topic(tenant, ns, local, rule.default_num_partitions or 1)
+            log.info("topic %s auto-created with %d partitions", name, rule.default_num_partitions or 1)
+        except AlreadyExists:
+            pass  # another client's question made it
+        return await self.partitions(str(name))
+
+    async def create_missed_partition(self, topic: str) -> bool:
+        """Create the managed ledger of a declared partition that has none (Pulsar's
+        createMissedPartitions, for one partition); returns whether it was missing.
+
+        Raises:
+            InvalidArgument: not a partition's name.
+            TopicNotFound: the partitioned topic, or this partition of it, is not declared.
+            NotOwner: another broker serves the partition.
+        """
+        name = self.parse(topic)
+        if not name.is_partition:
+            raise InvalidArgument(f"{name} is not a partition's name (topic-partition-N)")
+        base = name.partitioned_topic_name
+        declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name)
+        if name.partition_index >= declared:
+            raise TopicNotFound(f"Partitioned Topic not found: {base} has no partition {name.partition_index}")
+        if (await self.ml_store.get(name.tenant, name.namespace_part, name.local_name))[0] is not None:
+            return False
+        await self.get_topic(str(name), explicit=True)
+        log.info("partition %s created (it had no managed ledger)", name)
+        return True
 
     # -- admin -----------------------------------------------------------------
     async def create_topic(self, topic: str, partitions: int) -> None:

@@ -59,7 +59,12 @@ from magnetar.broker.entry import (
     publish_time,
     view_entry,
 )
-from magnetar.broker.namespace_policies import NamespacePolicies, QuotaPolicy, QuotaType
+from magnetar.broker.namespace_policies import (
+    NamespacePolicies,
+    QuotaPolicy,
+    QuotaType,
+    managed_ledger_config,
+)
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import PublisherStats, TopicStats
@@ -95,6 +100,7 @@ from magnetar.common.errors import (
 from magnetar.common.message_id import INT64_MAX, MessageId, Start, message_id_sentinel
 from magnetar.common.names import check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
+from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.position import Position
 from magnetar.managedledger.stats import estimated_size
 
@@ -169,6 +175,9 @@ class PersistentTopic:
         self.policies = NamespacePolicies()
         """Its namespace's policies (set by the broker before :meth:`load`, refreshed by
         :meth:`apply_policies`)."""
+        self.ml_defaults: ManagedLedgerConfig | None = None
+        """The broker's managed-ledger settings, which the namespace's persistence
+        policies change for the ledger (None: the ledger's are kept as they are)."""
         self._quota_blocked: str | None = None
         self.publish_limiter: RateLimiter | None = None
         """The namespace's publishRate for this partition (None: no limit)."""
@@ -243,6 +252,8 @@ class PersistentTopic:
     def apply_policies(self, policies: NamespacePolicies) -> None:
         """Enforce ``policies`` from now on."""
         self.policies = policies
+        if self.ml_defaults is not None:  # the next ledger takes the namespace's quorums
+            self.ml.config = managed_ledger_config(self.ml_defaults, policies)
         self._apply_rates()
         age = policies.quota(QuotaType.MESSAGE_AGE)
         if age is None or age.limit_time < 0 or not age.blocks_producers:

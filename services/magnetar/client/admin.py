@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from magnetar.common.bundles import bundle_of
 from magnetar.common.errors import (
     InvalidArgument,
     NotOwner,
@@ -285,6 +286,49 @@ class AdminClient:
                 done.append(owner.bundle)
         return done
 
+    async def clear_namespace_backlog(self, namespace: str, subscription: str = "") -> int:
+        """Clear the backlog of every subscription (or the one named) on every topic of
+        the namespace, bundle by bundle on its owner; returns the entries acknowledged."""
+        replies = await self._on_bundles(namespace, lambda s, r: s.NamespaceClearBacklog(r, timeout=self.timeout),
+                                         subscription)
+        return sum(r.entries for r in replies)
+
+    async def unsubscribe_namespace(self, namespace: str, subscription: str) -> int:
+        """Delete ``subscription`` on every topic of the namespace that has it; returns how
+        many were deleted. Every bundle is checked first: while consumers are connected
+        to it anywhere, nothing is deleted (PreconditionFailed)."""
+        def call(stub: BrokerStub, request: pb.NamespaceBundleSubscriptionRequest) -> Awaitable[Any]:
+            return stub.NamespaceUnsubscribe(request, timeout=self.timeout)
+
+        await self._on_bundles(namespace, call, subscription, check_only=True)
+        return sum(r.subscriptions for r in await self._on_bundles(namespace, call, subscription))
+
+    async def _on_bundles(
+        self, namespace: str, fn: Callable[[BrokerStub, pb.NamespaceBundleSubscriptionRequest], Awaitable[Any]],
+        subscription: str, check_only: bool = False,
+    ) -> list[Any]:
+        """``fn`` for each bundle of the namespace, on its owner (an unowned one: on a
+        service host, which takes it), asked again if the bundle moves meanwhile."""
+        replies = []
+        for owner in await self.bundles(namespace):
+            request = pb.NamespaceBundleSubscriptionRequest(
+                namespace=namespace, bundle=owner.bundle, subscription=subscription, check_only=check_only)
+            address = owner.broker_address
+
+            async def on_bundle_owner(request: pb.NamespaceBundleSubscriptionRequest = request) -> Any:
+                nonlocal address
+                try:
+                    return await self.call(lambda s: fn(s, request), address or None)
+                except NotOwner as exc:
+                    address = (await self.bundles(namespace, request.bundle))[0].broker_address
+                    raise _Moved(exc) from exc
+
+            try:
+                replies.append(await OWNER_RETRY.run(on_bundle_owner, retry_on=_Moved))
+            except _Moved as moved:
+                raise moved.error from None
+        return replies
+
     async def _unload_bundle(self, namespace: str, bundle: str, address: str) -> None:
         request = pb.UnloadNamespaceBundleRequest(namespace=namespace, bundle=bundle)
         await self.call(lambda s: s.UnloadNamespaceBundle(request, timeout=self.timeout), address)
@@ -494,6 +538,28 @@ class AdminClient:
             except TopicNotFound:
                 pass  # never used: nothing stored
         await self.delete_topic(topic, force=True)  # the partitions are gone: drops the metadata
+
+    async def create_missed_partitions(self, topic: str) -> list[str]:
+        """Give each declared partition of a partitioned topic that lacks one its managed
+        ledger (each on its owner); returns the partitions created.
+
+        Raises: TopicNotFound: not a partitioned topic.
+        """
+        if TopicName.parse(topic).is_partition or not await self.partitions(topic):
+            raise TopicNotFound(f"Partitioned Topic not found: {topic}")
+        created = await self.on_partitions(topic, lambda s, t: s.CreateMissedPartitions(
+            pb.CreateMissedPartitionsRequest(topic=t), timeout=self.timeout))
+        count = len(created)
+        base = TopicName.parse(topic)
+        return [str(base.partition(i)) for i in range(count) if created[i].created]
+
+    async def bundle_range(self, topic: str) -> str:
+        """The bundle of its namespace the topic falls in (e.g. ``0x40000000_0x80000000``).
+
+        Raises: InvalidArgument (a bad name), NamespaceNotFound.
+        """
+        name = TopicName.parse(topic)
+        return bundle_of(name, len(await self.bundles(str(name.namespace))))
 
     async def lookup(self, topic: str) -> str:
         """The ``host:port`` of the broker serving ``topic``."""

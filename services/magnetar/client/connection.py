@@ -245,11 +245,13 @@ class ConnectionPool:
 
         return await self.on_service_hosts(f"lookup {topic}", call)
 
-    async def partitions(self, topic: str) -> int:
-        """How many partitions ``topic`` has (0: not partitioned)."""
+    async def partitions(self, topic: str, auto_create: bool = False) -> int:
+        """How many partitions ``topic`` has (0: not partitioned). ``auto_create``: a
+        producer's or consumer's question (a missing topic may be created partitioned,
+        as its namespace's autoTopicCreation says)."""
 
         async def call(stub: pb_grpc.BrokerStub, host: str) -> int:
-            req = pb.PartitionedTopicMetadataRequest(topic=topic)
+            req = pb.PartitionedTopicMetadataRequest(topic=topic, auto_create=auto_create)
             resp = await stub.GetPartitionedTopicMetadata(req, timeout=self.attempt_timeout_s)
             return int(resp.partitions)
 

@@ -806,7 +806,7 @@ async def _partition_consumers(
     not partitioned), not started. ``tolerate_deletion``: a pattern consumer's (see
     ``PartitionConsumer.tolerate_deletion``)."""
     name = TopicName.parse(topic)
-    count = await pool.partitions(str(name))
+    count = await pool.partitions(str(name), auto_create=True)
     topics = [(str(name), -1)] if count == 0 else [(str(name.partition(i)), i) for i in range(count)]
     partitions = [PartitionConsumer(pool, t, i, conf, consumer_name, queue) for t, i in topics]
     for p in partitions:

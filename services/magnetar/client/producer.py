@@ -135,7 +135,7 @@ class Producer:
         name = str(TopicName.parse(topic))
         if conf.auto_update_partitions:
             check_interval(conf.auto_update_partitions_interval_seconds)
-        partitions = await pool.partitions(name)
+        partitions = await pool.partitions(name, auto_create=True)
         if partitions == 0:
             first = PartitionProducer(pool, name, -1, conf)
             await first.start()

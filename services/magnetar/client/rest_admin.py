@@ -198,6 +198,18 @@ class RestAdmin:
         await self.request("PUT", _ns(namespace, "unload"))
         return []
 
+    async def create_missed_partitions(self, topic: str) -> None:
+        await self.request("POST", _topic(topic, "createMissedPartitions"))
+
+    async def bundle_range(self, topic: str) -> str:
+        return str(await self.request("GET", f"/lookup/v2/topic/persistent/{topic_path(TopicName.parse(topic))}/bundle"))
+
+    async def clear_namespace_backlog(self, namespace: str, subscription: str = "") -> None:
+        await self.request("POST", _ns(namespace, "clearBacklog", *([_seg(subscription)] if subscription else [])))
+
+    async def unsubscribe_namespace(self, namespace: str, subscription: str) -> None:
+        await self.request("POST", _ns(namespace, "unsubscribe", _seg(subscription)))
+
     # -- permissions -----------------------------------------------------------------
     async def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         await self.request("POST", _ns(namespace, "permissions", _seg(role)), list(actions))

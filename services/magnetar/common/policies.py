@@ -141,6 +141,23 @@ CATALOGUE: tuple[PolicySpec, ...] = (
           ("Get whether producers without a schema are refused on topics with one (default false)",
            "Refuse producers without a schema on topics that have one", None),
           removable=False, default=False),
+    _spec("persistence", "PERSISTENCE", "persistence", "persistence",
+          ("Namespaces_getPersistence", "Namespaces_setPersistence", "Namespaces_deletePersistence"),
+          ("Get the bookkeeper quorums of the namespace's new ledgers",
+           "Set the bookkeeper quorums of the namespace's new ledgers (ensemble >= write >= ack >= 1)",
+           "Remove the namespace's persistence policies (the broker's quorums apply)")),
+    _spec("compactionThreshold", "COMPACTION_THRESHOLD", "compaction_threshold", "compaction-threshold",
+          ("Namespaces_getCompactionThreshold", "Namespaces_setCompactionThreshold",
+           "Namespaces_deleteCompactionThreshold"),
+          ("Get the bytes not yet compacted past which a topic is compacted automatically",
+           "Set the bytes not yet compacted past which a topic is compacted automatically (0: never)",
+           "Remove the compaction threshold (topics are compacted only when asked)"),
+          set_method="PUT"),
+    _spec("autoTopicCreation", "AUTO_TOPIC_CREATION", "auto_topic_creation", "auto-topic-creation",
+          ("Namespaces_getAutoTopicCreation", "Namespaces_setAutoTopicCreation", "Namespaces_removeAutoTopicCreation"),
+          ("Get the namespace's override of the brokers' topic auto-creation",
+           "Override the brokers' topic auto-creation: allowed or not, partitioned (with how many partitions) "
+           "or not", "Remove the override (the brokers' settings apply)")),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

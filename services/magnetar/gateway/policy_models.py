@@ -196,3 +196,45 @@ class Policies(PulsarModel):
             if p.bundles else None,
             magnetar_dead_letter_policy=DeadLetterPolicy.of(p.dead_letter) if p.HasField("dead_letter") else None,
         )
+
+
+class PersistencePolicies(PulsarModel):
+    """Pulsar's PersistencePolicies: the quorums of the namespace's new ledgers
+    (``managedLedgerStorageClassName`` is accepted and not kept: one storage here)."""
+
+    bookkeeperEnsemble: Int32 = 2
+    bookkeeperWriteQuorum: Int32 = 2
+    bookkeeperAckQuorum: Int32 = 2
+    managedLedgerMaxMarkDeleteRate: Annotated[float, Field(allow_inf_nan=False)] = 0.0
+    managedLedgerStorageClassName: str | None = None
+
+    def to_proto(self) -> pb.PersistencePolicies:
+        return pb.PersistencePolicies(
+            bookkeeper_ensemble=self.bookkeeperEnsemble, bookkeeper_write_quorum=self.bookkeeperWriteQuorum,
+            bookkeeper_ack_quorum=self.bookkeeperAckQuorum,
+            managed_ledger_max_mark_delete_rate=self.managedLedgerMaxMarkDeleteRate)
+
+    @classmethod
+    def of(cls, p: pb.PersistencePolicies) -> PersistencePolicies:
+        return cls(bookkeeperEnsemble=p.bookkeeper_ensemble, bookkeeperWriteQuorum=p.bookkeeper_write_quorum,
+                   bookkeeperAckQuorum=p.bookkeeper_ack_quorum,
+                   managedLedgerMaxMarkDeleteRate=p.managed_ledger_max_mark_delete_rate)
+
+
+class AutoTopicCreationOverride(PulsarModel):
+    """Pulsar's AutoTopicCreationOverride (``topicType``: ``partitioned`` or
+    ``non-partitioned``; ``defaultNumPartitions`` for partitioned only)."""
+
+    allowAutoTopicCreation: bool
+    topicType: str | None = None
+    defaultNumPartitions: Int32 | None = None
+
+    def to_proto(self) -> pb.AutoTopicCreationOverride:
+        return pb.AutoTopicCreationOverride(
+            allow_auto_topic_creation=self.allowAutoTopicCreation, topic_type=self.topicType or "",
+            default_num_partitions=self.defaultNumPartitions)
+
+    @classmethod
+    def of(cls, p: pb.AutoTopicCreationOverride) -> AutoTopicCreationOverride:
+        return cls(allowAutoTopicCreation=p.allow_auto_topic_creation, topicType=p.topic_type or None,
+                   defaultNumPartitions=p.default_num_partitions if p.HasField("default_num_partitions") else None)

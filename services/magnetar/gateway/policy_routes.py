@@ -25,11 +25,14 @@ from magnetar.gateway.deps import Context, Namespace, PropertyNamespace
 from magnetar.gateway.errors import responses
 from magnetar.gateway.policy_models import (
     QUOTA_TYPES,
+    AutoTopicCreationOverride,
     BacklogQuota,
     DeadLetterPolicy,
     DelayedDeliveryPolicies,
     DispatchRate,
     Int32,
+    Int64,
+    PersistencePolicies,
     Policies,
     PublishRate,
     QuotaTypeName,
@@ -125,6 +128,15 @@ BINDINGS: dict[str, PolicyBinding] = {
     "schemaValidationEnforced": PolicyBinding(
         Annotated[bool, Body(strict=True)], bool, _field("schema_validation_enforced"),
         applied_query=True),
+    "persistence": PolicyBinding(
+        PersistencePolicies, PersistencePolicies, _field("persistence", PersistencePolicies.of), _to_proto,
+        set_codes=(400, 404, 409), remove_codes=(404,)),
+    "compactionThreshold": PolicyBinding(
+        Annotated[Int64, Body(description="bytes not yet compacted; 0: never compact automatically")], int,
+        _field("compaction_threshold"), set_codes=(404, 409, 412), remove_codes=(404, 409)),
+    "autoTopicCreation": PolicyBinding(
+        AutoTopicCreationOverride, AutoTopicCreationOverride,
+        _field("auto_topic_creation", AutoTopicCreationOverride.of), _to_proto, remove_codes=(404,)),
 }
 
 

@@ -55,6 +55,7 @@ from magnetar.tools.admin_inspect import (
     run_namespace_inspect,
     run_topic_inspect,
 )
+from magnetar.tools.admin_namespaces import add_namespace_op_commands, run_namespace_op
 from magnetar.tools.admin_parser import VerbParser
 from magnetar.tools.admin_partitioned import add_partitioned_commands, run_partitioned
 from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
@@ -161,6 +162,8 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     action, namespace = args.action, args.name
     if (await run_policy_command(admin, args) or await _run_permissions(admin, args)
             or await run_namespace_inspect(admin, args)):
+        pass
+    elif await run_namespace_op(admin, args):
         pass
     elif action == "unload":
         await admin.unload_namespace(namespace, args.bundle or "")
@@ -352,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         "list": ("list a tenant's namespaces", "TENANT", "Namespaces_getTenantNamespaces"),
         "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE", "Namespaces_getBundlesData")})
     add_policy_commands(namespaces)
+    add_namespace_op_commands(namespaces)
     _permission_commands(namespaces)
     add_namespace_inspect_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)",

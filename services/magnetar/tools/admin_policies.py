@@ -30,6 +30,7 @@ from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, _ns
 from magnetar.common.errors import InvalidArgument
 from magnetar.common.policies import BY_VERB, CATALOGUE, PolicySpec
+from magnetar.common.sizes import parse_size
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -168,6 +169,28 @@ OPTIONS: dict[str, CliBinding] = {
         "whether producers may register new schema versions (--enable) or only use those uploaded", _switch()),
     "schemaValidationEnforced": CliBinding(
         "whether producers without a schema are refused on topics with one", _switch()),
+    "persistence": CliBinding(
+        "the bookkeeper quorums of the namespace's new ledgers (ensemble >= write >= ack >= 1)",
+        [_int(("-e", "--bookkeeper-ensemble"), "bookkeeperEnsemble", "bookies per ledger", required=True),
+         _int(("-w", "--bookkeeper-write-quorum"), "bookkeeperWriteQuorum", "copies of each entry", required=True),
+         _int(("-a", "--bookkeeper-ack-quorum"), "bookkeeperAckQuorum", "copies confirmed before a send completes",
+              required=True),
+         (("-r", "--ml-mark-delete-max-rate"), {"type": float, "metavar": "RATE", "default": 0.0,
+                                                "json": "managedLedgerMaxMarkDeleteRate",
+                                                "help": "cursor positions stored per second at most (0: the "
+                                                        "broker's interval)"})]),
+    "compactionThreshold": CliBinding(
+        "the bytes not yet compacted past which a topic is compacted automatically (0: never)",
+        [_str(("-t", "--threshold"), WHOLE, "bytes, with k, m, g or t for KiB ... TiB (e.g. 10M; 0: never)",
+              required=True, metavar="SIZE", dest="threshold")],
+        convert=lambda text: parse_size(text, "-t/--threshold")),
+    "autoTopicCreation": CliBinding(
+        "the namespace's override of the brokers' topic auto-creation",
+        [(("-e", "--enable"), {"action": "store_true", "json": "allowAutoTopicCreation",
+                               "help": "allow auto-creation (without it: forbidden)"}),
+         _str(("-t", "--type"), "topicType", "partitioned or non-partitioned (default)", default="non-partitioned",
+              metavar="TYPE"),
+         _int(("-n", "--num-partitions"), "defaultNumPartitions", "partitions of an auto-created partitioned topic")]),
 }
 
 

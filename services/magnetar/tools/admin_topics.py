@@ -2,7 +2,8 @@
 names: ``terminate``, ``partitioned-terminate``, ``get-message-id`` (by publish time),
 ``get-message-by-id``, ``expire-messages-all-subscriptions``, ``get-subscription-properties``,
 ``update-subscription-properties``, ``get-properties``, ``update-properties`` and
-``remove-properties``. Each runs over gRPC
+``remove-properties``; and ``create-missed-partitions`` and ``bundle-range`` (the namespace
+bundle a topic falls in). Each runs over gRPC
 (``--url``) or the gateway's REST API (``--admin-url``) with the same output."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 ACTIONS = (
     "terminate", "partitioned-terminate", "get-message-id", "get-message-by-id", "expire-messages-all-subscriptions",
     "get-subscription-properties", "update-subscription-properties", "get-properties", "update-properties",
-    "remove-properties",
+    "remove-properties", "create-missed-partitions", "bundle-range",
 )
 _DURATION = re.compile(r"([0-9]+)([smhdw]?)", re.ASCII)
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -149,6 +150,10 @@ async def run_topic_messages(admin: AdminClient | RestAdmin, args: argparse.Name
         if not args.key:
             raise InvalidArgument("give the key of the property to remove (-k KEY)")
         await admin.remove_topic_property(topic, args.key)
+    elif action == "create-missed-partitions":
+        await admin.create_missed_partitions(topic)
+    elif action == "bundle-range":
+        print(await admin.bundle_range(topic))
     else:
         return False
     return True
@@ -162,6 +167,10 @@ def add_topic_message_commands(topics: argparse._SubParsersAction[Any]) -> None:
 
     command("terminate", "terminate a topic (or one partition): it takes no more messages and its consumers "
                          "learn they reached its end; prints its last message id", "PersistentTopics_terminate")
+    command("create-missed-partitions", "give each partition of a partitioned topic that lacks one its managed ledger",
+            "PersistentTopics_createMissedPartitions")
+    command("bundle-range", "print the namespace bundle a topic falls in, e.g. 0x40000000_0x80000000",
+            "TopicLookup_getNamespaceBundle")
     command("partitioned-terminate", "terminate every partition of a partitioned topic; prints each one's last message id",
             "PersistentTopics_terminatePartitionedTopic")
     command("get-message-id", "print the id of the first message published at or after a time",

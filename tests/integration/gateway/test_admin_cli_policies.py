@@ -16,6 +16,7 @@ from gateway_support import GatewayCluster, eventually, unique
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.exceptions import TopicNotFound
 from magnetar.testing.shell import WarmMagnetar
 
 DOORS = ("grpc", "rest")
@@ -180,3 +181,202 @@ async def test_bad_values_are_one_line_and_change_nothing(cli: Cli, namespace: s
     assert await admin.namespace_policies(namespace) == before
     code, _, _ = await cli.run("namespaces", "set-message-ttl", namespace, "-ttl", "soon")
     assert code == 2  # usage error, as argparse's
+
+
+async def test_persistence_verbs_choose_the_quorums_of_new_ledgers(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The cluster's broker writes 2/2/2 ledgers on its 2 bookies; a 1/1/1 namespace's
+    topic gets a ledger on one bookie; one asking more bookies than there are fails its
+    ledger's creation at once, naming the shortage."""
+    import httpx
+
+    assert await cli.ok("namespaces", "set-persistence", namespace, "-e", "1", "-w", "1", "-a", "1", "-r", "2") == ""
+    assert json.loads(await cli.ok("namespaces", "get-persistence", namespace)) == {
+        "bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
+        "managedLedgerMaxMarkDeleteRate": 2.0, "managedLedgerStorageClassName": None}
+    topic = f"persistent://{namespace}/one-copy"
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic)
+        sent = await producer.send(b"kept once")
+    async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as http:
+        path = topic.removeprefix("persistent://")
+        stats = (await http.get(f"/admin/v2/persistent/{path}/internalStats")).json()
+        assert [ledger["ledgerId"] for ledger in stats["ledgers"]] == [sent.ledger_id()]
+        metadata = (await http.get(f"/admin/v2/ledgers/{sent.ledger_id()}")).json()
+        assert (metadata["ensemble_size"], metadata["write_quorum"], metadata["ack_quorum"]) == (1, 1, 1)
+        assert [len(f["bookies"]) for f in metadata["fragments"]] == [1]
+
+        assert "Ensemble (1) >= WriteQuorum (2)" in await cli.refused(
+            "namespaces", "set-persistence", namespace, "-e", "1", "-w", "2", "-a", "1")
+        assert (await admin.namespace_policies(namespace)).persistence.bookkeeper_ensemble == 1  # unchanged
+        await cli.ok("namespaces", "set-persistence", namespace, "-e", "3", "-w", "3", "-a", "2")
+        refused = await http.put(f"/admin/v2/persistent/{namespace}/three-copies")
+        assert refused.status_code == 503, refused.text
+        assert "needed 3, found 2" in refused.json()["reason"]
+        assert await cli.ok("namespaces", "remove-persistence", namespace) == ""
+        assert await cli.ok("namespaces", "get-persistence", namespace) == ""
+        async with mg.Client(gateway_cluster.service_url) as client:  # its ledger is made now, as the broker's
+            sent = await (await client.create_producer(f"persistent://{namespace}/three-copies")).send(b"x")
+        metadata = (await http.get(f"/admin/v2/ledgers/{sent.ledger_id()}")).json()
+        assert metadata["ensemble_size"] == 2
+
+
+async def backlogs(admin: AdminClient, topics: list[str]) -> dict[str, list[int]]:
+    """Each subscription's backlog on each partition of ``topics``, in order."""
+    out: dict[str, list[int]] = {}
+    for topic in topics:
+        for stats in await admin.partition_stats(topic):
+            for sub in stats.subscriptions:
+                out.setdefault(sub.name, []).append(sub.backlog)
+    return out
+
+
+async def test_namespace_clear_backlog_and_unsubscribe_reach_every_topic(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    plain, partitioned = f"persistent://{namespace}/plain", f"persistent://{namespace}/parts"
+    await admin.create_topic(plain)
+    await admin.create_topic(partitioned, partitions=2)
+    topics = [plain, partitioned]
+    for topic in topics:
+        for sub in ("a", "b"):
+            await admin.create_subscription(topic, sub, mg.MessageId.earliest)
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for topic in topics:
+            producer = await client.create_producer(topic, batching_enabled=False)
+            for i in range(6):
+                await producer.send(f"m{i}".encode(), partition_key=str(i))
+        full = await backlogs(admin, topics)
+        assert sum(full["a"]) == sum(full["b"]) == 12 and min(full["a"]) > 0
+
+        assert await cli.ok("namespaces", "clear-backlog", namespace, "-s", "a") == ""
+        assert await backlogs(admin, topics) == {"a": [0, 0, 0], "b": full["b"]}
+        assert await cli.ok("namespaces", "clear-backlog", namespace) == ""
+        assert await backlogs(admin, topics) == {"a": [0, 0, 0], "b": [0, 0, 0]}
+
+        consumer = await client.subscribe(plain, "a")
+        reason = await cli.refused("namespaces", "unsubscribe", namespace, "-s", "a")
+        assert "Subscription has active connected consumers" in reason
+        assert [await admin.subscriptions(t) for t in topics] == [["a", "b"], ["a", "b"]]  # nothing deleted
+        await consumer.close()
+    assert await cli.ok("namespaces", "unsubscribe", namespace, "-s", "a") == ""
+    assert [await admin.subscriptions(t) for t in topics] == [["b"], ["b"]]
+
+
+async def test_compaction_threshold_verbs_compact_a_topic_past_it(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """Past 2 KiB not yet compacted, the owner compacts the topic at a policy round (every
+    0.5 s on this cluster): a compacted reader then sees the latest value of each key."""
+    assert "compactionThreshold must be 0 or more" in await cli.refused(
+        "namespaces", "set-compaction-threshold", namespace, "-t", "-1")
+    assert "not a size" in await cli.refused("namespaces", "set-compaction-threshold", namespace, "-t", "lots")
+    assert (await admin.namespace_policies(namespace)).HasField("compaction_threshold") is False
+    topic = f"persistent://{namespace}/auto-compacted"
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(topic, batching_enabled=False)
+        latest = {}
+        for i in range(40):
+            key, data = f"k{i % 4}", f"{i:03d}".encode() * 30
+            await producer.send(data, partition_key=key)
+            latest[key] = data
+        assert (await admin.compaction_status(topic)).status == "NOT_RUN"  # 3.6 KiB and no threshold yet
+
+        assert await cli.ok("namespaces", "set-compaction-threshold", namespace, "-t", "2K") == ""
+        assert await cli.ok("namespaces", "get-compaction-threshold", namespace) == "2048\n"
+
+        async def compacted() -> bool:
+            return (await admin.compaction_status(topic)).status == "SUCCESS"
+
+        assert await eventually(compacted), await admin.compaction_status(topic)
+        reader = await client.create_reader(topic, mg.MessageId.earliest, is_read_compacted=True)
+        seen = []
+        while await reader.has_message_available():
+            msg = await reader.read_next(10_000)
+            seen.append((msg.partition_key(), msg.data()))
+        await reader.close()
+        assert sorted(seen) == sorted(latest.items())  # one message per key: compacted
+    assert await cli.ok("namespaces", "remove-compaction-threshold", namespace) == ""
+    assert await cli.ok("namespaces", "get-compaction-threshold", namespace) == ""
+
+
+async def test_auto_topic_creation_verbs_decide_what_a_first_producer_creates(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The cluster's broker auto-creates non-partitioned topics; the namespace's override
+    makes them partitioned (3 partitions), or forbids them, at both doors."""
+    import pulsar
+
+    from magnetar.testing.pulsarclient import pulsar_client
+
+    assert "cannot be null when the type is partitioned" in await cli.refused(
+        "namespaces", "set-auto-topic-creation", namespace, "-e", "-t", "partitioned")
+    assert await cli.ok("namespaces", "get-auto-topic-creation", namespace) == ""
+    assert await cli.ok("namespaces", "set-auto-topic-creation", namespace, "-e", "-t", "partitioned", "-n", "3") == ""
+    assert json.loads(await cli.ok("namespaces", "get-auto-topic-creation", namespace)) == {
+        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3}
+    pulsar_side = pulsar_client(gateway_cluster.broker.pulsar_url, operation_timeout_seconds=15)
+    try:
+        async with mg.Client(gateway_cluster.service_url) as client:
+            topic = f"persistent://{namespace}/auto-parts"
+            consumer = await client.subscribe(topic, "s")
+            assert await admin.partitions(topic) == 3
+            producer = await client.create_producer(topic, batching_enabled=False)
+            for i in range(6):
+                await producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+            got = sorted([(await consumer.receive(10_000)).data() for _ in range(6)])
+            assert got == [f"m{i}".encode() for i in range(6)]
+            by_pulsar = f"persistent://{namespace}/auto-parts-pulsar"
+            await asyncio.to_thread(lambda: pulsar_side.create_producer(by_pulsar).close())
+            assert await admin.partitions(by_pulsar) == 3
+
+            assert await cli.ok("namespaces", "set-auto-topic-creation", namespace) == ""  # no --enable: forbidden
+            with pytest.raises(TopicNotFound, match="Topic not found"):
+                await client.create_producer(f"persistent://{namespace}/forbidden")
+            with pytest.raises(pulsar.TopicNotFound):
+                await asyncio.to_thread(pulsar_side.subscribe, f"persistent://{namespace}/forbidden-pulsar", "s")
+            assert await admin.topics(namespace) == [topic, by_pulsar]
+
+            assert await cli.ok("namespaces", "remove-auto-topic-creation", namespace) == ""  # the broker's: plain
+            plain = f"persistent://{namespace}/plain"
+            await (await client.create_producer(plain)).send(b"x")
+            assert await admin.partitions(plain) == 0
+    finally:
+        await asyncio.to_thread(pulsar_side.close)
+
+
+async def test_create_missed_partitions_and_bundle_range_verbs(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    import zlib
+
+    from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+    from magnetar.metadata.session import ZkSession
+
+    tenant, ns = namespace.split("/")
+    topic = f"persistent://{namespace}/parts"
+    await admin.create_topic(topic, partitions=3)
+    async with mg.Client(gateway_cluster.service_url) as client:
+        await (await client.create_producer(f"{topic}-partition-1")).send(b"x")  # the only one used
+    session = ZkSession(gateway_cluster.zk_connect, gateway_cluster.zk_root)
+    await session.start()
+    try:
+        store = ZkManagedLedgerStore(session)
+        assert sorted(await store.list_topics(tenant, ns)) == ["parts-partition-1"]
+        assert await cli.ok("topics", "create-missed-partitions", topic) == ""
+        assert sorted(await store.list_topics(tenant, ns)) == [f"parts-partition-{i}" for i in range(3)]
+        assert await cli.ok("topics", "create-missed-partitions", topic) == ""  # nothing missing: nothing done
+        await cli.refused("topics", "create-missed-partitions", f"{topic}-partition-0")
+        await cli.refused("topics", "create-missed-partitions", f"persistent://{namespace}/none")
+        assert sorted(await store.list_topics(tenant, ns)) == [f"parts-partition-{i}" for i in range(3)]
+    finally:
+        await session.close()
+
+    ranges = [b.bundle for b in await admin.bundles(namespace)]
+    for name in (topic, f"{topic}-partition-2"):
+        got = (await cli.ok("topics", "bundle-range", name)).strip()
+        assert got in ranges
+        low, high = (int(edge, 16) for edge in got.split("_"))
+        assert low <= zlib.crc32(name.encode()) <= high
+    await cli.refused("topics", "bundle-range", "persistent://no-such-tenant/ns/t")

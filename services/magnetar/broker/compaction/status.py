@@ -59,6 +59,10 @@ class Compactions:
         finally:
             self._tasks.pop(topic, None)
 
+    def running(self, topic: str) -> bool:
+        """Whether a compaction of ``topic`` is running."""
+        return topic in self._tasks
+
     def status(self, topic: str) -> LongRunningProcessStatus:
         """The status of the last compaction of ``topic`` on this broker."""
         return self._status.get(topic, LongRunningProcessStatus())

@@ -5,7 +5,7 @@ ignored, nothing is redelivered, a seek is refused (as Pulsar's ``NonPersistentS
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.dispatch.key_shared import check_joining
@@ -21,8 +21,14 @@ from magnetar.broker.subscription_type import SubscriptionType
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, NotAllowedError, ServiceClosed
 from magnetar.managedledger.position import Position
 
-if TYPE_CHECKING:
-    from magnetar.broker.nonpersistent.topic import NonPersistentTopic
+
+class SubscribedTopic(Protocol):
+    """What a subscription needs of its topic (``NonPersistentTopic``)."""
+
+    name: str
+    partition: int
+
+    def count_out(self, messages: int, size: int = 0) -> None: ...
 
 NON_PERSISTENT_POSITION = Position(0, 0)
 """The message id of every message of a non-persistent topic (Pulsar's broker answers
@@ -48,7 +54,7 @@ class NoMoves:
 
 class NonPersistentSubscription:
     def __init__(
-        self, topic: NonPersistentTopic, name: str, sub_type: SubscriptionType, durable: bool = True,
+        self, topic: SubscribedTopic, name: str, sub_type: SubscriptionType, durable: bool = True,
         on_empty: Callable[[NonPersistentSubscription], None] | None = None,
     ) -> None:
         """Args: on_empty: called when the last consumer of a non-durable subscription left."""

@@ -417,7 +417,9 @@ class Connection:
         try:
             topic = self._topic(request.topic)
             await self._may_look_up(topic)
-            answer = commands.partitioned_metadata(request.request_id, await self.service.partitions(topic))
+            # Pulsar's clients ask before producing or subscribing: a missing topic of a
+            # namespace that auto-creates partitioned topics is created now.
+            answer = commands.partitioned_metadata(request.request_id, await self.service.client_partitions(topic))
         except MagnetarError as exc:
             answer = commands.partitioned_metadata_failed(request.request_id, server_error(exc), exc.message)
         except Exception as exc:

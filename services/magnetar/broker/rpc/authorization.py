@@ -86,6 +86,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "GetTopicProperties": _topic(Action.ADMIN_TOPIC),
     "UpdateTopicProperties": _topic(Action.ADMIN_TOPIC),
     "RemoveTopicProperty": _topic(Action.ADMIN_TOPIC),
+    "CreateMissedPartitions": _topic(Action.ADMIN_TOPIC),
     "GetMessageIdByTimestamp": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     "GetMessageById": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)
@@ -107,6 +108,9 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "RemoveNamespacePolicy": _namespace(Action.ADMIN_NAMESPACE),
     "LookupBundle": _namespace(Action.ADMIN_NAMESPACE),
     "UnloadNamespaceBundle": _namespace(Action.ADMIN_NAMESPACE),
+    # Pulsar: NamespaceOperation.CLEAR_BACKLOG / UNSUBSCRIBE (a tenant admin)
+    "NamespaceClearBacklog": _namespace(Action.ADMIN_NAMESPACE),
+    "NamespaceUnsubscribe": _namespace(Action.ADMIN_NAMESPACE),
     "GrantPermission": _namespace(Action.ADMIN_NAMESPACE),
     "RevokePermission": _namespace(Action.ADMIN_NAMESPACE),
     "GrantSubscriptionPermission": _namespace(Action.ADMIN_NAMESPACE),

@@ -12,10 +12,12 @@ import grpc
 
 from magnetar.broker.deadletter import DeadLetterDefaults
 from magnetar.broker.namespace_policies import (
+    AutoTopicCreation,
     BacklogQuota,
     DelayedDelivery,
     DispatchRate,
     NamespacePolicies,
+    PersistencePolicies,
     PolicyKind,
     PublishRate,
     QuotaPolicy,
@@ -89,6 +91,30 @@ def dispatch_rate_from_proto(p: pb.DispatchRate) -> DispatchRate:
     return DispatchRate(p.msg_rate, p.byte_rate, p.relative_to_publish_rate, p.period_s)
 
 
+def persistence_from_proto(p: pb.PersistencePolicies) -> PersistencePolicies:
+    return PersistencePolicies(
+        p.bookkeeper_ensemble, p.bookkeeper_write_quorum, p.bookkeeper_ack_quorum, p.managed_ledger_max_mark_delete_rate)
+
+
+def persistence_to_proto(p: PersistencePolicies) -> pb.PersistencePolicies:
+    return pb.PersistencePolicies(
+        bookkeeper_ensemble=p.bookkeeper_ensemble, bookkeeper_write_quorum=p.bookkeeper_write_quorum,
+        bookkeeper_ack_quorum=p.bookkeeper_ack_quorum,
+        managed_ledger_max_mark_delete_rate=p.managed_ledger_max_mark_delete_rate)
+
+
+def auto_topic_creation_from_proto(p: pb.AutoTopicCreationOverride) -> AutoTopicCreation:
+    return AutoTopicCreation(
+        p.allow_auto_topic_creation, p.topic_type,
+        p.default_num_partitions if p.HasField("default_num_partitions") else None)
+
+
+def auto_topic_creation_to_proto(a: AutoTopicCreation) -> pb.AutoTopicCreationOverride:
+    return pb.AutoTopicCreationOverride(
+        allow_auto_topic_creation=a.allow_auto_topic_creation, topic_type=a.topic_type,
+        default_num_partitions=a.default_num_partitions)
+
+
 def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
     """The policies a request sets (its read-only ``bundles`` is not one)."""
     quotas = {}
@@ -111,6 +137,10 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         if p.HasField("schema_compatibility_strategy") else None,
         is_allow_auto_update_schema=p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else None,
         schema_validation_enforced=p.schema_validation_enforced if p.HasField("schema_validation_enforced") else None,
+        persistence=persistence_from_proto(p.persistence) if p.HasField("persistence") else None,
+        compaction_threshold=p.compaction_threshold if p.HasField("compaction_threshold") else None,
+        auto_topic_creation=auto_topic_creation_from_proto(p.auto_topic_creation)
+        if p.HasField("auto_topic_creation") else None,
     )
 
 
@@ -151,6 +181,12 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         out.is_allow_auto_update_schema = policies.is_allow_auto_update_schema
     if policies.schema_validation_enforced is not None:
         out.schema_validation_enforced = policies.schema_validation_enforced
+    if policies.persistence is not None:
+        out.persistence.CopyFrom(persistence_to_proto(policies.persistence))
+    if policies.compaction_threshold is not None:
+        out.compaction_threshold = policies.compaction_threshold
+    if policies.auto_topic_creation is not None:
+        out.auto_topic_creation.CopyFrom(auto_topic_creation_to_proto(policies.auto_topic_creation))
     return out
 
 
@@ -174,6 +210,9 @@ CARRIED: dict[str, Callable[[Any], object]] = {
     "schemaCompatibilityStrategy": _same,
     "isAllowAutoUpdateSchema": _same,
     "schemaValidationEnforced": _same,
+    "persistence": persistence_from_proto,
+    "compactionThreshold": _same,
+    "autoTopicCreation": auto_topic_creation_from_proto,
 }
 """Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
 :data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""

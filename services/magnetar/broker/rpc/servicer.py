@@ -19,7 +19,9 @@ from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.rpc import schemas, wire
+from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
+from magnetar.broker.rpc.partition_admin import PartitionAdminRpcs
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
 from magnetar.broker.rpc.schemas import SchemaRpcs
@@ -54,6 +56,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -101,6 +104,8 @@ class BrokerServicer(
 
     @rpc_errors
     async def GetPartitionedTopicMetadata(self, request: pb.PartitionedTopicMetadataRequest, context: grpc.aio.ServicerContext) -> pb.PartitionedTopicMetadata:
+        if request.auto_create:  # a producer's or consumer's: may create a partitioned topic
+            return pb.PartitionedTopicMetadata(partitions=await self.service.client_partitions(request.topic))
         return pb.PartitionedTopicMetadata(partitions=await self.service.partitions(request.topic))
 
     async def Produce(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProduceResponse]:

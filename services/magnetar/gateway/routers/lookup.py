@@ -15,6 +15,15 @@ from magnetar.gateway.models import LookupData
 router = APIRouter(prefix="/lookup/v2/topic", tags=["lookup"])
 
 
+@router.get("/{domain}/{tenant}/{namespace}/{topic}/bundle", summary="Get the namespace bundle a topic falls in",
+            operation_id="TopicLookup_getNamespaceBundle", responses=responses(404, 405, 412))
+async def get_namespace_bundle(domain: str, topic: Topic, ctx: Context) -> str:
+    """The bundle's range, e.g. ``"0x40000000_0x80000000"`` (pulsar-admin topics bundle-range)."""
+    if domain != "persistent":
+        raise HttpError(405, f"Only persistent topics are served (not {domain!r})")
+    return await ctx.admin.bundle_range(topic)
+
+
 @router.get("/{domain}/{tenant}/{namespace}/{topic}", summary="Get the broker serving a topic",
             operation_id="TopicLookup_lookupTopicAsync", responses=responses(404, 405, 412))
 async def lookup_topic(domain: str, tenant: str, namespace: str, topic: Topic, ctx: Context, request: Request) -> LookupData:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Path, Query, Response
 
 from magnetar.common.names import TopicName
 from magnetar.gateway.deps import Context, Namespace, Tenant
@@ -87,6 +87,40 @@ async def get_topics(
         else:
             out.append(name)
     return out + loaded
+
+
+# -- operations on every topic (Pulsar's namespaces clear-backlog / unsubscribe) --------
+Authoritative = Annotated[bool, Query(description="accepted: each bundle's owner is asked either way")]
+Subscription = Annotated[str, Path(min_length=1, description="the subscription")]
+
+
+@router.post("/{tenant}/{namespace}/clearBacklog", status_code=204,
+             summary="Clear the backlog of every subscription on every topic of the namespace",
+             operation_id="Namespaces_clearNamespaceBacklog", responses=responses(403, 404, 412))
+async def clear_namespace_backlog(namespace: Namespace, ctx: Context, authoritative: Authoritative = False) -> Response:
+    await ctx.admin.clear_namespace_backlog(namespace)
+    return NO_CONTENT
+
+
+@router.post("/{tenant}/{namespace}/clearBacklog/{subscription}", status_code=204,
+             summary="Clear the backlog of one subscription on every topic of the namespace that has it",
+             operation_id="Namespaces_clearNamespaceBacklogForSubscription", responses=responses(400, 403, 404, 412))
+async def clear_namespace_backlog_for_subscription(
+    namespace: Namespace, subscription: Subscription, ctx: Context, authoritative: Authoritative = False,
+) -> Response:
+    await ctx.admin.clear_namespace_backlog(namespace, subscription)
+    return NO_CONTENT
+
+
+@router.post("/{tenant}/{namespace}/unsubscribe/{subscription}", status_code=204,
+             summary="Delete a subscription on every topic of the namespace that has it "
+                     "(412, nothing deleted, while consumers are connected to it)",
+             operation_id="Namespaces_unsubscribeNamespace", responses=responses(400, 403, 404, 412))
+async def unsubscribe_namespace(
+    namespace: Namespace, subscription: Subscription, ctx: Context, authoritative: Authoritative = False,
+) -> Response:
+    await ctx.admin.unsubscribe_namespace(namespace, subscription)
+    return NO_CONTENT
 
 
 # -- the policies (made from the catalogue) -------------------------------------------

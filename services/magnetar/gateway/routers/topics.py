@@ -129,6 +129,16 @@ async def get_partitioned_metadata(topic: Topic, ctx: Context) -> PartitionedTop
     return PartitionedTopicMetadata(partitions=await partition_count(ctx, topic))
 
 
+@router.post("/{tenant}/{namespace}/{topic}/createMissedPartitions", status_code=204,
+             summary="Give each partition of a partitioned topic that lacks one its managed ledger",
+             operation_id="PersistentTopics_createMissedPartitions", responses=responses(404, 409, 412))
+async def create_missed_partitions(topic: Topic, ctx: Context) -> Response:
+    if await partition_count(ctx, topic) == 0:
+        raise HttpError(409, f"Partitioned topic does not exist: {topic}")  # Pulsar's 409
+    await ctx.admin.create_missed_partitions(topic)
+    return NO_CONTENT
+
+
 @router.post("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
              summary="Grow a partitioned topic (the same count changes nothing)",
              operation_id="PersistentTopics_updatePartitionedTopic", responses=responses(400, 404, 409, 412, 422))
