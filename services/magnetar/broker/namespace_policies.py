@@ -182,6 +182,17 @@ class NamespacePolicies:
         return 0 if self.delayed_delivery is None else self.delayed_delivery.max_delivery_delay_ms
 
 
+def overlay(topic: NamespacePolicies, namespace: NamespacePolicies) -> NamespacePolicies:
+    """What applies to a topic: each policy the topic sets over its namespace's, field by
+    field (backlog quotas type by type), as Pulsar's; what neither sets stays unset (the
+    broker's default)."""
+    changes: dict[str, Any] = {
+        rule.attr: effective(getattr(topic, rule.attr), getattr(namespace, rule.attr), default=None)
+        for kind, rule in RULES.items() if kind is not PolicyKind.BACKLOG_QUOTA
+    }
+    return replace(namespace, backlog_quotas={**namespace.backlog_quotas, **topic.backlog_quotas}, **changes)
+
+
 # -- Pulsar's rules -------------------------------------------------------------------
 def _is_int(value: object, low: int, high: int = _INT64_MAX) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

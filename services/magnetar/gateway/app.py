@@ -26,6 +26,7 @@ from magnetar.gateway.routers import (
     tenants,
     terminate,
     topic_messages,
+    topic_policies,
     topics,
     unload,
 )
@@ -34,7 +35,7 @@ from magnetar.gateway.websocket import router as websocket
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
     subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
-    topic_messages.router, websocket.router,
+    topic_messages.router, topic_policies.router, websocket.router,
 )
 
 

@@ -38,7 +38,12 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
-from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
+from magnetar.tools.admin_policies import (
+    add_policy_commands,
+    add_topic_policy_commands,
+    run_policy_command,
+    run_topic_policy_command,
+)
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
     run_schemas,
@@ -253,7 +258,8 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await _run_namespaces(admin, args)
     elif group == "schemas":
         await run_schemas(admin, args)
-    elif await _run_subscriptions(admin, args) or await run_topic_messages(admin, args):
+    elif (await run_topic_policy_command(admin, args) or await _run_subscriptions(admin, args)
+          or await run_topic_messages(admin, args)):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -321,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "TOPIC"),
                               "subscriptions": ("list a topic's subscriptions", "TOPIC")})
     add_topic_message_commands(topics)
+    add_topic_policy_commands(topics)
     p = topics.add_parser("delete", help="delete a topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",

@@ -211,3 +211,24 @@ class NamespacePolicyRpcs:
             raise InvalidArgument(f"name the policy to remove (got {request.policy})")
         await self.service.namespace_policies.remove(request.namespace, kind, _quota_type(request.backlog_quota_type))
         return pb.AdminResponse()
+
+    # -- the topic level (the same carriers) --------------------------------------------
+    @rpc_errors
+    async def GetTopicPolicies(self, request: pb.GetTopicPoliciesRequest, context: grpc.aio.ServicerContext) -> pb.NamespacePolicies:
+        policies = self.service.topic_policies
+        got = await (policies.applied(request.topic) if request.applied else policies.get(request.topic))
+        return policies_to_proto(got, 0)
+
+    @rpc_errors
+    async def SetTopicPolicy(self, request: pb.SetTopicPolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind, value = _policy_value(request.policy)
+        await self.service.set_topic_policy(request.topic, kind, value, _quota_type(request.policy.backlog_quota_type))
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RemoveTopicPolicy(self, request: pb.RemoveTopicPolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind = _KINDS.get(request.policy.policy)
+        if kind is None:
+            raise InvalidArgument(f"name the policy to remove (got {request.policy.policy})")
+        await self.service.remove_topic_policy(request.topic, kind, _quota_type(request.policy.backlog_quota_type))
+        return pb.AdminResponse()
