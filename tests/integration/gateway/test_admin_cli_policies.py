@@ -180,3 +180,45 @@ async def test_bad_values_are_one_line_and_change_nothing(cli: Cli, namespace: s
     assert await admin.namespace_policies(namespace) == before
     code, _, _ = await cli.run("namespaces", "set-message-ttl", namespace, "-ttl", "soon")
     assert code == 2  # usage error, as argparse's
+
+
+async def test_topic_policy_verbs_override_the_namespaces_and_fall_back_to_it(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    topic = f"persistent://{namespace}/topic-ttl"
+    other = f"persistent://{namespace}/namespace-ttl"
+    await cli.ok("namespaces", "set-message-ttl", namespace, "-ttl", "3600")
+    assert await cli.ok("topics", "get-message-ttl", topic) == ""  # the topic sets none
+    assert await cli.ok("topics", "get-message-ttl", topic, "--applied") == "3600\n"  # its namespace's
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for name in (topic, other):
+            await (await client.subscribe(name, "s")).close()
+            producer = await client.create_producer(name, batching_enabled=False)
+            for i in range(3):
+                await producer.send(b"old-%d" % i)
+        assert await cli.ok("topics", "set-message-ttl", topic, "-ttl", "1") == ""
+        assert await cli.ok("topics", "get-message-ttl", topic) == "1\n"
+
+        async def expired() -> bool:
+            return await backlog(admin, topic, "s") == 0
+
+        assert await eventually(expired, timeout=15.0)
+        assert await backlog(admin, other, "s") == 3  # its namespace's hour applies there
+    assert await cli.ok("topics", "remove-message-ttl", topic) == ""
+    assert await cli.ok("topics", "get-message-ttl", topic) == ""
+    assert await cli.ok("topics", "get-message-ttl", topic, "--applied") == "3600\n"
+
+    await cli.ok("namespaces", "set-retention", namespace, "-t", "60", "-s", "10")
+    assert await cli.ok("topics", "set-retention", topic, "-t", "5", "-s", "-1") == ""
+    got = json.loads(await cli.ok("topics", "get-retention", topic))
+    assert got == {"retentionTimeInMinutes": 5, "retentionSizeInMB": -1}
+    assert await cli.ok("topics", "remove-retention", topic) == ""
+    applied = json.loads(await cli.ok("topics", "get-retention", topic, "--applied"))
+    assert applied == {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}
+
+    before = await admin.topic_policies(topic)
+    assert "message TTL must >= 0" in await cli.refused("topics", "set-message-ttl", topic, "-ttl", "-1")
+    assert "publishThrottlingRateInByte" in await cli.refused(
+        "topics", "set-publish-rate", topic, "--byte-publish-rate", "-5")
+    await cli.refused("topics", "set-message-ttl", f"persistent://{namespace}-missing/t", "-ttl", "5")
+    assert await admin.topic_policies(topic) == before
