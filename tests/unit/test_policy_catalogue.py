@@ -111,7 +111,8 @@ TOPIC_LEVEL = [spec for spec in CATALOGUE if spec.topic is not None]
 
 def test_pulsars_topic_policies_have_a_topic_level():
     assert {spec.name for spec in TOPIC_LEVEL} >= {
-        "retention", "messageTTL", "backlogQuota", "deduplication", "delayedDelivery", "publishRate", "dispatchRate"}
+        "retention", "messageTTL", "backlogQuota", "deduplication", "delayedDelivery", "publishRate", "dispatchRate",
+        "maxProducersPerTopic", "maxConsumersPerTopic"}
     assert TOPIC_CATALOGUE == tuple(TOPIC_LEVEL)
 
 
@@ -128,7 +129,7 @@ def test_every_topic_level_has_pulsars_routes(spec, operations):
 @pytest.mark.parametrize("spec", TOPIC_LEVEL, ids=lambda s: s.name)
 def test_every_topic_level_has_its_cli_verbs_and_core_kind(spec):
     verbs = topic_verbs()
-    for verb in spec.verbs:
+    for verb in spec.topic_verbs:
         assert verb in verbs
         assert BY_TOPIC_VERB[verb][0] is spec
     assert PolicyKind[spec.kind] in TOPIC_KINDS
@@ -137,7 +138,8 @@ def test_every_topic_level_has_its_cli_verbs_and_core_kind(spec):
 def test_no_topic_route_or_verb_the_catalogue_does_not_describe(operations):
     served = {op for op in operations if op.startswith("PersistentTopics_") and any(
         op.endswith(s) for s in ("Retention", "MessageTTL", "BacklogQuota", "BacklogQuotaMap", "Deduplication",
-                                 "DelayedDeliveryPolicies", "PublishRate", "DispatchRate"))}
+                                 "DelayedDeliveryPolicies", "PublishRate", "DispatchRate", "MaxProducers",
+                                 "MaxConsumers"))}
     assert served == {op for spec in TOPIC_LEVEL for op in spec.topic.operation_ids}
     policy_verbs = {v for v in topic_verbs() if v.split("-", 1)[0] in ("get", "set", "remove")}
     assert policy_verbs - {"get-message-id", "get-message-by-id"} == set(BY_TOPIC_VERB)  # two message verbs

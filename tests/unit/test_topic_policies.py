@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 import pytest
-from test_dispatch import settle
+from test_dispatch import Sink, settle
 from test_policy_enforcement import Policies, send
 
 from magnetar.broker.namespace_policies import (
@@ -26,7 +26,13 @@ from magnetar.broker.policy_task import NamespacePolicyTask
 from magnetar.broker.retention import RetentionPolicy
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
-from magnetar.common.errors import InvalidArgument, NamespaceNotFound, PreconditionFailed
+from magnetar.common.errors import (
+    ConsumerBusy,
+    InvalidArgument,
+    NamespaceNotFound,
+    PreconditionFailed,
+    ProducerBusy,
+)
 from magnetar.common.names import TopicName
 
 STORAGE, AGE = QuotaType.DESTINATION_STORAGE, QuotaType.MESSAGE_AGE
@@ -119,6 +125,8 @@ async def test_backlog_quotas_are_set_and_removed_by_type():
     (TOPIC, PolicyKind.MESSAGE_TTL, -1, PreconditionFailed, "Invalid value for message TTL"),
     (TOPIC, PolicyKind.RETENTION, RetentionPolicy(0, 10), InvalidArgument, "Invalid retention policy"),
     (TOPIC, PolicyKind.PUBLISH_RATE, PublishRate(-2, -1), InvalidArgument, "publishThrottlingRateInMsg"),
+    (TOPIC, PolicyKind.MAX_PRODUCERS, -1, PreconditionFailed, "maxProducers must be 0 or more"),
+    (TOPIC, PolicyKind.MAX_CONSUMERS, 2**31, PreconditionFailed, "maxConsumers must be 0 or more"),
     (TOPIC, PolicyKind.DEAD_LETTER, None, InvalidArgument, "has no topic level"),
     (TOPIC, PolicyKind.SCHEMA_VALIDATION_ENFORCED, True, InvalidArgument, "has no topic level"),
     ("persistent://public/nope/t", PolicyKind.MESSAGE_TTL, 5, NamespaceNotFound, "public/nope"),
@@ -157,3 +165,27 @@ async def test_the_task_expires_by_the_topics_ttl_where_its_namespace_has_none(p
     levels.clear()  # removed: the namespace's (none) applies again
     await task.run_once()
     assert topic.policies.message_ttl_s is None
+
+
+# -- maxProducers / maxConsumers -------------------------------------------------------
+async def test_one_producer_or_consumer_too_many_is_refused_with_pulsars_reason(persistent_topic):
+    topic = persistent_topic
+    await topic.load()
+    namespace = NamespacePolicies(max_producers=3, max_consumers=1)
+    topic.apply_policies(overlay(NamespacePolicies(max_producers=1), namespace))  # the topic's 1 over 3
+    topic.add_producer("a")
+    with pytest.raises(ProducerBusy, match="^Topic reached max producers limit$"):
+        topic.add_producer("b")
+    with pytest.raises(ProducerBusy, match="^Topic reached max producers limit$"):
+        await topic.open_producer("c")
+    topic.remove_producer("a")
+    topic.add_producer("b")  # room again
+    first = await topic.subscribe("s1", SubscriptionType.Shared, InitialPosition.Earliest)
+    second = await topic.subscribe("s2", SubscriptionType.Shared, InitialPosition.Earliest)
+    Sink(first, "c1")  # the namespace's per-topic limit: the topic sets none
+    with pytest.raises(ConsumerBusy, match="^Topic reached max consumers limit$"):
+        Sink(second, "c2")  # counted over every subscription
+    topic.apply_policies(NamespacePolicies(max_producers=0, max_consumers=0))  # 0: no limit
+    Sink(second, "c2")
+    topic.add_producer("c")
+    assert set(topic.producers) == {"b", "c"} and [len(s.consumers) for s in (first, second)] == [1, 1]

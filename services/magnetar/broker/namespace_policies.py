@@ -44,6 +44,8 @@ DISPATCH_RATE_KEY = "dispatch_rate"
 SCHEMA_STRATEGY_KEY = "schema_compatibility_strategy"
 SCHEMA_AUTO_UPDATE_KEY = "is_allow_auto_update_schema"
 SCHEMA_VALIDATION_KEY = "schema_validation_enforced"
+MAX_PRODUCERS_KEY = "max_producers_per_topic"
+MAX_CONSUMERS_KEY = "max_consumers_per_topic"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -71,6 +73,8 @@ class PolicyKind(Enum):
     SCHEMA_COMPATIBILITY_STRATEGY = "schemaCompatibilityStrategy"
     IS_ALLOW_AUTO_UPDATE_SCHEMA = "isAllowAutoUpdateSchema"
     SCHEMA_VALIDATION_ENFORCED = "schemaValidationEnforced"
+    MAX_PRODUCERS = "maxProducersPerTopic"
+    MAX_CONSUMERS = "maxConsumersPerTopic"
 
 
 class QuotaType(StrEnum):
@@ -161,6 +165,10 @@ class NamespacePolicies:
     """None: true (producers may register new compatible versions)."""
     schema_validation_enforced: bool | None = None
     """None: false (a producer without a schema may write to a topic with one)."""
+    max_producers: int | None = None
+    """maxProducersPerTopic (a topic's: maxProducers); None or 0: no limit."""
+    max_consumers: int | None = None
+    """maxConsumersPerTopic (a topic's: maxConsumers); None or 0: no limit."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -241,6 +249,19 @@ def check_delayed_delivery(policy: DelayedDelivery) -> DelayedDelivery:
     return policy
 
 
+def check_limit(kind: PolicyKind) -> Callable[[object, PolicyKind], int]:
+    """Pulsar's check of maxProducers / maxConsumers: a 32-bit count >= 0 (0: no limit)."""
+    what = "maxProducers" if kind is PolicyKind.MAX_PRODUCERS else "maxConsumers"
+
+    def check(value: object, _kind: PolicyKind) -> int:
+        if not _is_int(value, 0, _INT32_MAX):
+            raise PreconditionFailed(f"{what} must be 0 or more")
+        assert isinstance(value, int)
+        return value
+
+    return check
+
+
 def check_publish_rate(rate: PublishRate) -> PublishRate:
     """Raises: InvalidArgument: a limit below -1 or out of Pulsar's range (int32 messages,
     int64 bytes)."""
@@ -307,6 +328,8 @@ RULES: dict[PolicyKind, PolicyRule] = {
         "schema_compatibility_strategy", lambda value, kind: SchemaCompatibilityStrategy.parse(value)),
     PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyRule("is_allow_auto_update_schema", _of(bool)),
     PolicyKind.SCHEMA_VALIDATION_ENFORCED: PolicyRule("schema_validation_enforced", _of(bool)),
+    PolicyKind.MAX_PRODUCERS: PolicyRule("max_producers", check_limit(PolicyKind.MAX_PRODUCERS)),
+    PolicyKind.MAX_CONSUMERS: PolicyRule("max_consumers", check_limit(PolicyKind.MAX_CONSUMERS)),
 }
 """Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
 core holds and checks it. A retention and a destination_storage backlog quota are also
@@ -405,6 +428,10 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             else SchemaCompatibilityStrategy.parse(doc[SCHEMA_STRATEGY_KEY]),
             is_allow_auto_update_schema=doc.get(SCHEMA_AUTO_UPDATE_KEY),
             schema_validation_enforced=doc.get(SCHEMA_VALIDATION_KEY),
+            max_producers=None if doc.get(MAX_PRODUCERS_KEY) is None
+            else check_limit(PolicyKind.MAX_PRODUCERS)(doc[MAX_PRODUCERS_KEY], PolicyKind.MAX_PRODUCERS),
+            max_consumers=None if doc.get(MAX_CONSUMERS_KEY) is None
+            else check_limit(PolicyKind.MAX_CONSUMERS)(doc[MAX_CONSUMERS_KEY], PolicyKind.MAX_CONSUMERS),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -412,7 +439,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             _typed(policies.is_allow_auto_update_schema, bool, PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA)
         if policies.schema_validation_enforced is not None:
             _typed(policies.schema_validation_enforced, bool, PolicyKind.SCHEMA_VALIDATION_ENFORCED)
-    except (TypeError, KeyError, ValueError, AttributeError, InvalidArgument) as exc:
+    except (TypeError, KeyError, ValueError, AttributeError, InvalidArgument, PreconditionFailed) as exc:
         raise CorruptMetadata(f"namespace {where or '?'} has invalid policies: {exc}") from exc
     return policies
 
@@ -441,6 +468,8 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         else policies.schema_compatibility_strategy.value,
         SCHEMA_AUTO_UPDATE_KEY: policies.is_allow_auto_update_schema,
         SCHEMA_VALIDATION_KEY: policies.schema_validation_enforced,
+        MAX_PRODUCERS_KEY: policies.max_producers,
+        MAX_CONSUMERS_KEY: policies.max_consumers,
     }
 
 

@@ -58,6 +58,8 @@ class TopicLevel:
     """The set takes its value in this query parameter, not a body (messageTTL)."""
     applied: bool = True
     """The GET takes Pulsar's ``applied`` query (true: the value that applies)."""
+    cli: str | None = None
+    """pulsar-admin's ``topics`` verb stem when it is not the namespace's (``max-producers``)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,15 @@ class PolicySpec:
     @property
     def get_segment(self) -> str:
         return self.get_name or self.name
+
+    @property
+    def topic_verbs(self) -> tuple[str, ...]:
+        """The CLI verbs of ``magnetar admin topics`` (none without a topic level)."""
+        if self.topic is None:
+            return ()
+        if self.topic.cli is None:
+            return self.verbs
+        return (f"get-{self.topic.cli}", f"set-{self.topic.cli}", f"remove-{self.topic.cli}")
 
     @property
     def verbs(self) -> tuple[str, ...]:
@@ -150,6 +161,26 @@ CATALOGUE: tuple[PolicySpec, ...] = (
            "Remove the dispatch rate limit"),
           topic=TopicLevel("dispatchRate", ("PersistentTopics_getDispatchRate", "PersistentTopics_setDispatchRate", "PersistentTopics_removeDispatchRate"),
                            ("Get the topic's dispatch rate limit per partition", "Set the topic's dispatch rate limit per partition", "Remove the topic's dispatch rate limit"))),
+    _spec("maxProducersPerTopic", "MAX_PRODUCERS", "max_producers_per_topic", "max-producers-per-topic",
+          ("Namespaces_getMaxProducersPerTopic", "Namespaces_setMaxProducersPerTopic",
+           "Namespaces_removeMaxProducersPerTopic"),
+          ("Get the most producers a topic of the namespace may have (0: no limit)",
+           "Set the most producers a topic of the namespace may have (one more is refused: ProducerBusy)",
+           "Remove the namespace's producer limit"),
+          topic=TopicLevel("maxProducers", ("PersistentTopics_getMaxProducers", "PersistentTopics_setMaxProducers",
+                                            "PersistentTopics_removeMaxProducers"),
+                           ("Get the most producers the topic may have", "Set the most producers the topic may have",
+                            "Remove the topic's producer limit (its namespace's applies)"), cli="max-producers")),
+    _spec("maxConsumersPerTopic", "MAX_CONSUMERS", "max_consumers_per_topic", "max-consumers-per-topic",
+          ("Namespaces_getMaxConsumersPerTopic", "Namespaces_setMaxConsumersPerTopic",
+           "Namespaces_removeMaxConsumersPerTopic"),
+          ("Get the most consumers a topic of the namespace may have (0: no limit)",
+           "Set the most consumers a topic of the namespace may have (one more is refused: ConsumerBusy)",
+           "Remove the namespace's consumer limit"),
+          topic=TopicLevel("maxConsumers", ("PersistentTopics_getMaxConsumers", "PersistentTopics_setMaxConsumers",
+                                            "PersistentTopics_removeMaxConsumers"),
+                           ("Get the most consumers the topic may have", "Set the most consumers the topic may have",
+                            "Remove the topic's consumer limit (its namespace's applies)"), cli="max-consumers")),
     _spec("deadLetterPolicy", "DEAD_LETTER", "dead_letter", "dead-letter-policy",
           ("Namespaces_getDeadLetterPolicy", "Namespaces_setDeadLetterPolicy", "Namespaces_removeDeadLetterPolicy"),
           ("Get the retry/dead-letter defaults (Magnetar)",
@@ -184,10 +215,10 @@ BY_VERB: dict[str, tuple[PolicySpec, str]] = {
 TOPIC_CATALOGUE: tuple[PolicySpec, ...] = tuple(spec for spec in CATALOGUE if spec.topic is not None)
 """The entries Pulsar serves at a topic's level too."""
 BY_TOPIC_VERB: dict[str, tuple[PolicySpec, str]] = {
-    verb: (spec, verb.split("-", 1)[0]) for spec in TOPIC_CATALOGUE for verb in spec.verbs
+    verb: (spec, verb.split("-", 1)[0]) for spec in TOPIC_CATALOGUE for verb in spec.topic_verbs
 }
-"""``magnetar admin topics`` verb → (its policy, ``get``/``set``/``remove``): the
-namespace verbs' names (pulsar-admin's are the same at both levels)."""
+"""``magnetar admin topics`` verb → (its policy, ``get``/``set``/``remove``):
+pulsar-admin's names (most the namespace verbs'; ``get-max-producers`` ...)."""
 
 
 def effective(*levels: T | None, default: T) -> T:

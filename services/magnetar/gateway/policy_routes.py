@@ -138,6 +138,10 @@ BINDINGS: dict[str, PolicyBinding] = {
     "schemaValidationEnforced": PolicyBinding(
         Annotated[bool, Body(strict=True)], bool, _field("schema_validation_enforced"),
         applied_query=True),
+    "maxProducersPerTopic": PolicyBinding(
+        Annotated[Int32, Body(description="producers (0: no limit)")], int, _field("max_producers_per_topic")),
+    "maxConsumersPerTopic": PolicyBinding(
+        Annotated[Int32, Body(description="consumers (0: no limit)")], int, _field("max_consumers_per_topic")),
 }
 
 

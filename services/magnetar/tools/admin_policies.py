@@ -173,6 +173,14 @@ OPTIONS: dict[str, CliBinding] = {
         "whether producers may register new schema versions (--enable) or only use those uploaded", _switch()),
     "schemaValidationEnforced": CliBinding(
         "whether producers without a schema are refused on topics with one", _switch()),
+    "maxProducersPerTopic": CliBinding(
+        "the most producers a topic may have (one more is refused)",
+        [_int(("-p", "--max-producers-per-topic", "--max-producers"), WHOLE, "producers (0: no limit)", required=True,
+              dest="max_producers")]),
+    "maxConsumersPerTopic": CliBinding(
+        "the most consumers a topic may have (one more is refused)",
+        [_int(("-c", "--max-consumers-per-topic", "--max-consumers"), WHOLE, "consumers (0: no limit)", required=True,
+              dest="max_consumers")]),
 }
 
 
@@ -193,7 +201,7 @@ def add_topic_policy_commands(topics: argparse._SubParsersAction[Any]) -> None:
     """The get, set and remove verbs of every catalogue entry with a topic level."""
     for spec in TOPIC_CATALOGUE:
         cli = OPTIONS[spec.name]
-        get, set_, remove = spec.verbs
+        get, set_, remove = spec.topic_verbs
         p = topics.add_parser(get, help=f"print the topic's {cli.help} as JSON (nothing: not set)")
         p.add_argument("name", metavar="TOPIC")
         p.add_argument("-ap", "--applied", action="store_true",

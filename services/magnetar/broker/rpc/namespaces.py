@@ -111,6 +111,8 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         if p.HasField("schema_compatibility_strategy") else None,
         is_allow_auto_update_schema=p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else None,
         schema_validation_enforced=p.schema_validation_enforced if p.HasField("schema_validation_enforced") else None,
+        max_producers=p.max_producers_per_topic if p.HasField("max_producers_per_topic") else None,
+        max_consumers=p.max_consumers_per_topic if p.HasField("max_consumers_per_topic") else None,
     )
 
 
@@ -151,6 +153,10 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         out.is_allow_auto_update_schema = policies.is_allow_auto_update_schema
     if policies.schema_validation_enforced is not None:
         out.schema_validation_enforced = policies.schema_validation_enforced
+    if policies.max_producers is not None:
+        out.max_producers_per_topic = policies.max_producers
+    if policies.max_consumers is not None:
+        out.max_consumers_per_topic = policies.max_consumers
     return out
 
 
@@ -174,6 +180,8 @@ CARRIED: dict[str, Callable[[Any], object]] = {
     "schemaCompatibilityStrategy": _same,
     "isAllowAutoUpdateSchema": _same,
     "schemaValidationEnforced": _same,
+    "maxProducersPerTopic": _same,
+    "maxConsumersPerTopic": _same,
 }
 """Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
 :data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""
