@@ -222,3 +222,46 @@ async def test_topic_policy_verbs_override_the_namespaces_and_fall_back_to_it(
         "topics", "set-publish-rate", topic, "--byte-publish-rate", "-5")
     await cli.refused("topics", "set-message-ttl", f"persistent://{namespace}-missing/t", "-ttl", "5")
     assert await admin.topic_policies(topic) == before
+
+
+def _pulsar_producer_refused(cluster: GatewayCluster, topic: str) -> str:
+    """pulsar-client's producer on ``topic``: the error it gets (its class name and text)."""
+    import pulsar
+
+    from magnetar.testing.pulsarclient import pulsar_client
+
+    client = pulsar_client(cluster.broker.pulsar_url, operation_timeout_seconds=10)
+    try:
+        client.create_producer(topic)
+    except pulsar.ProducerBusy as exc:
+        return f"ProducerBusy {exc}"
+    finally:
+        client.close()
+    return "created"
+
+
+async def test_max_producers_and_consumers_refuse_one_too_many_at_both_doors(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    topic = f"persistent://{namespace}/limits"
+    await cli.ok("namespaces", "set-max-producers-per-topic", namespace, "-p", "2")
+    assert await cli.ok("topics", "set-max-producers", topic, "-p", "1") == ""
+    assert await cli.ok("topics", "get-max-producers", topic) == "1\n"
+    assert await cli.ok("topics", "set-max-consumers", topic, "-c", "1") == ""
+    async with mg.Client(gateway_cluster.service_url) as client:
+        first = await client.create_producer(topic)
+        with pytest.raises(mg.ProducerBusy, match="Topic reached max producers limit"):
+            await client.create_producer(topic)
+        assert (await asyncio.to_thread(_pulsar_producer_refused, gateway_cluster, topic)).startswith("ProducerBusy")
+        assert await cli.ok("topics", "remove-max-producers", topic) == ""
+        assert await cli.ok("topics", "get-max-producers", topic, "--applied") == "2\n"  # the namespace's
+        second = await client.create_producer(topic)  # the namespace's 2 applies at once (this broker took it)
+        with pytest.raises(mg.ProducerBusy, match="Topic reached max producers limit"):
+            await client.create_producer(topic)
+        await client.subscribe(topic, "a")
+        with pytest.raises(mg.ConsumerBusy, match="Topic reached max consumers limit"):
+            await client.subscribe(topic, "b")
+        await first.send(b"kept")
+        await second.close()
+    assert "maxProducers must be 0 or more" in await cli.refused("topics", "set-max-producers", topic, "-p", "-1")
+    assert (await admin.topic_policies(topic)).max_consumers_per_topic == 1
