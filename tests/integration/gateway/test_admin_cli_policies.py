@@ -265,3 +265,28 @@ async def test_max_producers_and_consumers_refuse_one_too_many_at_both_doors(
         await second.close()
     assert "maxProducers must be 0 or more" in await cli.refused("topics", "set-max-producers", topic, "-p", "-1")
     assert (await admin.topic_policies(topic)).max_consumers_per_topic == 1
+
+
+async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    topic = f"persistent://{namespace}/paced"
+    assert await cli.ok("topics", "set-dispatch-rate", topic, "-md", "4") == ""  # 4 a second; the namespace none
+    got = json.loads(await cli.ok("topics", "get-dispatch-rate", topic))
+    assert got["dispatchThrottlingRateInMsg"] == 4 and got["ratePeriodInSecond"] == 1
+    sent = [b"m-%d" % i for i in range(10)]
+    async with mg.Client(gateway_cluster.service_url) as client:
+        consumer = await client.subscribe(topic, "s", receiver_queue_size=100)
+        producer = await client.create_producer(topic, batching_enabled=False)
+        for payload in sent:
+            await producer.send(payload)
+        received = []
+        for _ in sent:
+            message = await consumer.receive(timeout_millis=10_000)
+            received.append(message.data())
+            await consumer.acknowledge(message)
+    assert sorted(received) == sorted(sent)
+    stats = next(s for s in (await admin.topic_stats(topic)).subscriptions if s.name == "s")
+    assert stats.dispatch_throttled_msg_events > 0 and stats.dispatch_throttled_time_ms > 0
+    assert await cli.ok("topics", "remove-dispatch-rate", topic) == ""
+    assert await cli.ok("topics", "get-dispatch-rate", topic) == ""
