@@ -822,7 +822,9 @@ class PersistentTopic:
     def consumer_limit_reached(self) -> bool:
         """Its consumers, on every subscription, are as many as the policies' maxConsumers."""
         limit = self.policies.max_consumers
-        return bool(limit) and sum(len(s.consumers) for s in self.subscriptions.values()) >= limit
+        if not limit:
+            return False
+        return sum(len(s.consumers) for s in self.subscriptions.values()) >= limit
 
     def meters(self) -> list[Meter]:
         """Every meter of the topic, for the rate sampler."""
