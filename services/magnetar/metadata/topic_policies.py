@@ -23,10 +23,9 @@ class ZkTopicPolicyStore:
 
     def __init__(self, session: ZkSession) -> None:
         self._session = session
-        self._paths = session.paths
 
     def _path(self, topic: TopicName) -> str:
-        return self._paths.topic_policies(topic.tenant, topic.namespace_part, topic.local_name)
+        return self._session.paths.topic_policies(topic.tenant, topic.namespace_part, topic.local_name)
 
     async def get(self, topic: TopicName) -> Document:
         """The topic's document ({}: it sets nothing)."""
