@@ -421,3 +421,7 @@ async def test_topic_policies_over_rest_override_the_namespaces_and_refuse_bad_i
     assert (await http.post(missing, params={"messageTTL": 5})).status_code == 404
     assert (await http.delete(f"{topic}/messageTTL")).status_code == 204
     assert (await http.get(f"{topic}/messageTTL", params={"applied": "true"})).json() == 600  # the namespace's again
+    assert (await http.put(topic)).status_code == 204  # created after its policies were set
+    assert (await http.delete(topic)).status_code == 204
+    r = await http.get(f"{topic}/maxProducers")
+    assert (r.status_code, r.content) == (204, b"")  # its policies went with it
