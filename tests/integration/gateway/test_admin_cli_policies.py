@@ -256,6 +256,7 @@ async def test_max_producers_and_consumers_refuse_one_too_many_at_both_doors(
     assert (await admin.topic_policies(topic)).max_consumers_per_topic == 1
 
 
+@pytest.mark.parametrize("cli", ["grpc"], indirect=True)  # the REST door's verbs: the other topic tests
 async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
     cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
 ):
