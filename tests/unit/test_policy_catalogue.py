@@ -12,7 +12,8 @@ import pytest
 
 from magnetar.broker.namespace_policies import RULES, NamespacePolicies, PolicyKind
 from magnetar.broker.rpc.namespaces import CARRIED
-from magnetar.common.policies import BY_VERB, CATALOGUE, effective
+from magnetar.broker.topic_policies import TOPIC_KINDS
+from magnetar.common.policies import BY_TOPIC_VERB, BY_VERB, CATALOGUE, TOPIC_CATALOGUE, effective
 from magnetar.gateway.app import create_app
 from magnetar.gateway.policy_routes import BINDINGS
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -92,3 +93,58 @@ def test_the_most_specific_level_that_sets_a_policy_wins():
     assert effective(None, 10, default=0) == 10  # namespace over the broker's default
     assert effective(None, None, default=7) == 7
     assert effective(0, 10, default=7) == 0  # 0 is a setting, not "not set"
+
+
+# -- the topic level ---------------------------------------------------------------------
+TOPIC_BASE = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+
+
+def topic_verbs() -> set[str]:
+    parser = build_parser()
+    groups = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub = next(a for a in groups.choices["topics"]._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+TOPIC_LEVEL = [spec for spec in CATALOGUE if spec.topic is not None]
+
+
+def test_pulsars_topic_policies_have_a_topic_level():
+    assert {spec.name for spec in TOPIC_LEVEL} >= {
+        "retention", "messageTTL", "backlogQuota", "deduplication", "delayedDelivery", "publishRate", "dispatchRate",
+        "maxProducersPerTopic", "maxConsumersPerTopic"}
+    assert TOPIC_CATALOGUE == tuple(TOPIC_LEVEL)
+
+
+@pytest.mark.parametrize("spec", TOPIC_LEVEL, ids=lambda s: s.name)
+def test_every_topic_level_has_pulsars_routes(spec, operations):
+    level = spec.topic
+    get_segment = spec.get_segment if spec.quota_typed else level.name
+    want = dict(zip(level.operation_ids, (("GET", f"{TOPIC_BASE}/{get_segment}"), ("POST", f"{TOPIC_BASE}/{level.name}"),
+                                          ("DELETE", f"{TOPIC_BASE}/{level.name}")), strict=True))
+    for operation_id, route in want.items():
+        assert operations[operation_id] == route
+
+
+@pytest.mark.parametrize("spec", TOPIC_LEVEL, ids=lambda s: s.name)
+def test_every_topic_level_has_its_cli_verbs_and_core_kind(spec):
+    verbs = topic_verbs()
+    for verb in spec.topic_verbs:
+        assert verb in verbs
+        assert BY_TOPIC_VERB[verb][0] is spec
+    assert PolicyKind[spec.kind] in TOPIC_KINDS
+
+
+def test_no_topic_route_or_verb_the_catalogue_does_not_describe(operations):
+    served = {op for op in operations if op.startswith("PersistentTopics_") and any(
+        op.endswith(s) for s in ("Retention", "MessageTTL", "BacklogQuota", "BacklogQuotaMap", "Deduplication",
+                                 "DelayedDeliveryPolicies", "PublishRate", "DispatchRate", "MaxProducers",
+                                 "MaxConsumers"))}
+    assert served == {op for spec in TOPIC_LEVEL for op in spec.topic.operation_ids}
+    policy_verbs = {v for v in topic_verbs() if v.split("-", 1)[0] in ("get", "set", "remove")}
+    not_policies = {  # verbs of messages, properties and partitions, named get-/update-/remove- by pulsar-admin
+        "get-message-id", "get-message-by-id", "get-properties", "remove-properties", "get-subscription-properties",
+        "get-partitioned-topic-metadata",
+    }
+    assert policy_verbs - not_policies == set(BY_TOPIC_VERB)
+    assert TOPIC_KINDS == {PolicyKind[spec.kind] for spec in TOPIC_LEVEL}

@@ -38,6 +38,9 @@ class TopicTwin:
     def count_out(self, messages: int, size: int = 0) -> None:
         self.msg_out += messages
 
+    def consumer_limit_reached(self) -> bool:
+        return False
+
     async def subscribe(self, name: str, sub_type: int, initial_position: int) -> Subscription:
         """The durable subscription ``name``, created at ``initial_position`` when new."""
         sub = self.subscriptions.get(name)

@@ -54,6 +54,8 @@ COMPACTION_THRESHOLD_KEY = "compaction_threshold"
 AUTO_TOPIC_CREATION_KEY = "auto_topic_creation"
 TOPIC_TYPES = ("non-partitioned", "partitioned")
 """Pulsar's TopicType names."""
+MAX_PRODUCERS_KEY = "max_producers_per_topic"
+MAX_CONSUMERS_KEY = "max_consumers_per_topic"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -84,6 +86,8 @@ class PolicyKind(Enum):
     PERSISTENCE = "persistence"
     COMPACTION_THRESHOLD = "compactionThreshold"
     AUTO_TOPIC_CREATION = "autoTopicCreation"
+    MAX_PRODUCERS = "maxProducersPerTopic"
+    MAX_CONSUMERS = "maxConsumersPerTopic"
 
 
 class QuotaType(StrEnum):
@@ -210,6 +214,10 @@ class NamespacePolicies:
     auto_topic_creation: AutoTopicCreation | None = None
     """None: the broker's ``allow_auto_topic_creation``, ``allow_auto_topic_creation_type``
     and ``default_num_partitions``."""
+    max_producers: int | None = None
+    """maxProducersPerTopic (a topic's: maxProducers); None or 0: no limit."""
+    max_consumers: int | None = None
+    """maxConsumersPerTopic (a topic's: maxConsumers); None or 0: no limit."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -243,6 +251,15 @@ def managed_ledger_config(base: ManagedLedgerConfig, policies: NamespacePolicies
         interval = 1.0 / p.managed_ledger_max_mark_delete_rate
     return replace(base, ensemble_size=p.bookkeeper_ensemble, write_quorum=p.bookkeeper_write_quorum,
                    ack_quorum=p.bookkeeper_ack_quorum, cursor_persist_interval_s=interval)
+def overlay(topic: NamespacePolicies, namespace: NamespacePolicies) -> NamespacePolicies:
+    """What applies to a topic: each policy the topic sets over its namespace's, field by
+    field (backlog quotas type by type), as Pulsar's; what neither sets stays unset (the
+    broker's default)."""
+    changes: dict[str, Any] = {
+        rule.attr: effective(getattr(topic, rule.attr), getattr(namespace, rule.attr), default=None)
+        for kind, rule in RULES.items() if kind is not PolicyKind.BACKLOG_QUOTA
+    }
+    return replace(namespace, backlog_quotas={**namespace.backlog_quotas, **topic.backlog_quotas}, **changes)
 
 
 # -- Pulsar's rules -------------------------------------------------------------------
@@ -291,6 +308,19 @@ def check_delayed_delivery(policy: DelayedDelivery) -> DelayedDelivery:
     if not _is_int(policy.max_delivery_delay_ms, 0):
         raise InvalidArgument(f"maxDeliveryDelayInMillis must be >= 0, got {policy.max_delivery_delay_ms!r}")
     return policy
+
+
+def check_limit(kind: PolicyKind) -> Callable[[object, PolicyKind], int]:
+    """Pulsar's check of maxProducers / maxConsumers: a 32-bit count >= 0 (0: no limit)."""
+    what = "maxProducers" if kind is PolicyKind.MAX_PRODUCERS else "maxConsumers"
+
+    def check(value: object, _kind: PolicyKind) -> int:
+        if not _is_int(value, 0, _INT32_MAX):
+            raise PreconditionFailed(f"{what} must be 0 or more")
+        assert isinstance(value, int)
+        return value
+
+    return check
 
 
 def check_publish_rate(rate: PublishRate) -> PublishRate:
@@ -419,6 +449,8 @@ RULES: dict[PolicyKind, PolicyRule] = {
         "auto_topic_creation", _of(AutoTopicCreation, check_auto_topic_creation)),
     PolicyKind.COMPACTION_THRESHOLD: PolicyRule(
         "compaction_threshold", lambda value, kind: check_compaction_threshold(value)),
+    PolicyKind.MAX_PRODUCERS: PolicyRule("max_producers", check_limit(PolicyKind.MAX_PRODUCERS)),
+    PolicyKind.MAX_CONSUMERS: PolicyRule("max_consumers", check_limit(PolicyKind.MAX_CONSUMERS)),
 }
 """Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
 core holds and checks it. A retention and a destination_storage backlog quota are also
@@ -524,6 +556,10 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             else check_auto_topic_creation(AutoTopicCreation(**auto_creation)),
             compaction_threshold=None if doc.get(COMPACTION_THRESHOLD_KEY) is None
             else check_compaction_threshold(doc[COMPACTION_THRESHOLD_KEY]),
+            max_producers=None if doc.get(MAX_PRODUCERS_KEY) is None
+            else check_limit(PolicyKind.MAX_PRODUCERS)(doc[MAX_PRODUCERS_KEY], PolicyKind.MAX_PRODUCERS),
+            max_consumers=None if doc.get(MAX_CONSUMERS_KEY) is None
+            else check_limit(PolicyKind.MAX_CONSUMERS)(doc[MAX_CONSUMERS_KEY], PolicyKind.MAX_CONSUMERS),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -531,7 +567,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             _typed(policies.is_allow_auto_update_schema, bool, PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA)
         if policies.schema_validation_enforced is not None:
             _typed(policies.schema_validation_enforced, bool, PolicyKind.SCHEMA_VALIDATION_ENFORCED)
-    except (TypeError, KeyError, ValueError, AttributeError, InvalidArgument) as exc:
+    except (TypeError, KeyError, ValueError, AttributeError, InvalidArgument, PreconditionFailed) as exc:
         raise CorruptMetadata(f"namespace {where or '?'} has invalid policies: {exc}") from exc
     return policies
 
@@ -563,6 +599,8 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         PERSISTENCE_KEY: None if policies.persistence is None else asdict(policies.persistence),
         COMPACTION_THRESHOLD_KEY: policies.compaction_threshold,
         AUTO_TOPIC_CREATION_KEY: None if policies.auto_topic_creation is None else asdict(policies.auto_topic_creation),
+        MAX_PRODUCERS_KEY: policies.max_producers,
+        MAX_CONSUMERS_KEY: policies.max_consumers,
     }
 
 

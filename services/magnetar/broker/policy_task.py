@@ -1,8 +1,10 @@
 """The broker's periodic enforcement of namespace policies on the topics it serves.
 
 Every ``policy_check_interval_s`` a round reads the policies of each namespace with a
-served topic once (so a change made through another broker arrives within one
-interval) and, for each of its topics:
+served topic once, and those each served topic sets (a partitioned topic's once for its
+partitions), so a change made through another broker arrives within one interval; what
+applies to a topic is its policies over its namespace's
+(:func:`~magnetar.broker.namespace_policies.overlay`). For each topic:
 
 - hands them to the topic (:meth:`PersistentTopic.apply_policies`: deduplication,
   delayed delivery, the destination_storage quota checked on each publish);
@@ -28,13 +30,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.backlog import backlog_bytes, eviction_point, last_entry_before, slowest
 from magnetar.broker.compaction.threshold import compaction_due
 from magnetar.broker.entry import publish_time
-from magnetar.broker.namespace_policies import BacklogQuota, NamespacePolicies, QuotaType
+from magnetar.broker.namespace_policies import BacklogQuota, NamespacePolicies, QuotaType, overlay
+from magnetar.broker.topic_policies import policy_owner
 from magnetar.common.errors import MagnetarError, ServiceClosed
 from magnetar.common.names import TopicName
 from magnetar.common.tasks import PeriodicRounds
@@ -57,6 +60,7 @@ class NamespacePolicyTask:
     def __init__(
         self, topics: Mapping[str, PersistentTopic], policies: PolicySource, interval_s: float,
         clock: Callable[[], float] = time.time, compact: Callable[[PersistentTopic], None] | None = None,
+        topic_level: Callable[[str], Awaitable[NamespacePolicies]] | None = None,
     ) -> None:
         """Args:
         topics: the served topics by name (read anew every round).
@@ -65,12 +69,15 @@ class NamespacePolicyTask:
         clock: seconds since the epoch (publish times are compared with it).
         compact: starts a compaction of a topic over its compaction threshold (None:
             the threshold is not enforced).
+        topic_level: what a topic (a partition: its partitioned topic) sets; None: topics
+            set nothing.
         """
         self._topics = topics
         self._policies = policies
         self._interval_s = interval_s
         self._clock = clock
         self._compact = compact
+        self._topic_level = topic_level
         self._rounds = PeriodicRounds("namespace-policies", lambda: interval_s, lambda: self.run_once())
 
     def start(self) -> None:
@@ -91,9 +98,10 @@ class NamespacePolicyTask:
             except MagnetarError as exc:
                 log.warning("namespace %s: cannot read its policies, skipping it this round: %s", namespace, exc.message)
                 continue
+            levels: dict[str, NamespacePolicies] = {}
             for topic in topics:
                 try:
-                    done = await self.enforce(topic, policies)
+                    done = await self.enforce(topic, await self._applied(topic.name, policies, levels))
                 except ServiceClosed:
                     continue  # unloaded meanwhile: its next owner enforces
                 except MagnetarError as exc:
@@ -102,6 +110,16 @@ class NamespacePolicyTask:
                 if done:
                     acknowledged[topic.name] = done
         return acknowledged
+
+    async def _applied(
+        self, name: str, policies: NamespacePolicies, levels: dict[str, NamespacePolicies],
+    ) -> NamespacePolicies:
+        if self._topic_level is None:
+            return policies
+        owner = str(policy_owner(name))
+        if owner not in levels:
+            levels[owner] = await self._topic_level(owner)
+        return overlay(levels[owner], policies)
 
     async def enforce(self, topic: PersistentTopic, policies: NamespacePolicies) -> int:
         """Apply ``policies`` to ``topic``; returns the entries acknowledged."""

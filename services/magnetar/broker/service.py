@@ -23,9 +23,12 @@ from magnetar.broker.namespace_policies import (
     AutoTopicCreation,
     NamespacePolicies,
     NamespacePolicyAdmin,
+    PolicyKind,
+    QuotaType,
     auto_topic_creation,
     from_document,
     managed_ledger_config,
+    overlay,
 )
 from magnetar.broker.nonpersistent.topic import NonPersistentTopic
 from magnetar.broker.policy_task import NamespacePolicyTask
@@ -34,6 +37,7 @@ from magnetar.broker.retention import RetentionTask
 from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy, effective
 from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, SchemaRules
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
     AlreadyExists,
@@ -53,6 +57,7 @@ from magnetar.managedledger.ledger import ManagedLedger
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
+from magnetar.metadata.topic_policies import ZkTopicPolicyStore
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter import MovePublisher
@@ -126,8 +131,15 @@ class BrokerService:
         )
         self.rates = RateSampler(collections.ChainMap(self.topics, self.nonpersistent), config.stats_interval_s)  # type: ignore[arg-type]
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
+        self.topic_policies = TopicPolicyAdmin(ZkTopicPolicyStore(session), self.namespace_policies)
+        self._topic_level: dict[str, NamespacePolicies] = {}
+        """What each served topic's partitioned topic (or itself) sets, by the name the
+        policies are kept under: read at load and every policy round, so a namespace's
+        change applied at once keeps the topics' overrides."""
         self.policy_task = NamespacePolicyTask(
-            self.topics, self.namespace_policies, config.policy_check_interval_s, compact=self._compact_over_threshold)
+            self.topics, self.namespace_policies, config.policy_check_interval_s,
+            compact=self._compact_over_threshold, topic_level=self.read_topic_level,
+        )
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
@@ -362,7 +374,43 @@ class BrokerService:
         read it at their policy task's next round)."""
         for name, topic in list(self.topics.items()):
             if str(TopicName.parse(name).namespace) == namespace:
-                topic.apply_policies(policies)
+                level = self._topic_level.get(str(policy_owner(name)))
+                topic.apply_policies(policies if level is None else overlay(level, policies))
+
+    # -- topic policies (docs/gateway.md: topic-level policies) -------------------------
+    async def read_topic_level(self, topic: str) -> NamespacePolicies:
+        """What ``topic`` (its partitioned topic, for a partition) sets, read anew; a
+        corrupt document counts as none (logged)."""
+        owner = str(policy_owner(topic))
+        try:
+            level = await self.topic_policies.get(owner)
+        except CorruptMetadata as exc:
+            log.warning("%s; its namespace's policies apply", exc.message)
+            level = NamespacePolicies()
+        self._topic_level[owner] = level
+        return level
+
+    async def set_topic_policy(
+        self, topic: str, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
+    ) -> None:
+        """Set one of ``topic``'s policies (see TopicPolicyAdmin.set) and apply what then
+        applies to its partitions served here."""
+        await self._topic_policy_applied(topic, await self.topic_policies.set(topic, kind, value, quota_type))
+
+    async def remove_topic_policy(
+        self, topic: str, kind: PolicyKind, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
+    ) -> None:
+        """Remove one of ``topic``'s policies (its namespace's applies again)."""
+        await self._topic_policy_applied(topic, await self.topic_policies.remove(topic, kind, quota_type))
+
+    async def _topic_policy_applied(self, topic: str, level: NamespacePolicies) -> None:
+        owner = policy_owner(topic)
+        self._topic_level[str(owner)] = level
+        served = [t for name, t in list(self.topics.items()) if policy_owner(name) == owner]
+        if served:
+            applied = overlay(level, await self.namespace_policies.get(str(owner.namespace)))
+            for t in served:
+                t.apply_policies(applied)
 
     async def create_namespace(self, namespace: str, policies: NamespacePolicies, bundles: int = 0) -> None:
         """Create ``tenant/namespace`` with ``policies``.
@@ -549,7 +597,7 @@ class BrokerService:
         topic.compacted = CompactedEntries(ml, self.ledgers)
         topic.mover = self.mover
         topic.ml_defaults = self.ml_config
-        topic.policies = policies
+        topic.policies = overlay(await self.read_topic_level(str(name)), policies)
         await topic.load()
         if not self.serving() or self._bundle(name) not in self._owned:
             # Ownership was lost (or the bundle unloaded) while the topic was opening.
@@ -872,8 +920,10 @@ class BrokerService:
             self.topics.pop(str(target), None)
         if partitions:
             await self.tenants.delete_partitioned_topic(name.tenant, name.namespace_part, name.local_name)
-        if not name.is_partition:  # its schema goes with it (a partition's is its topic's)
+        if not name.is_partition:  # its schema and policies go with it (a partition's are its topic's)
             await self.schema_registry.drop(str(name))
+            await self.topic_policies.delete(str(name))
+            self._topic_level.pop(str(name), None)
 
     def new_producer_name(self) -> str:
         return f"{self.broker_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}"

@@ -105,6 +105,10 @@ class SubscriptionTopic(Protocol):
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers."""
 
+    def consumer_limit_reached(self) -> bool:
+        """The topic has as many consumers as its maxConsumers (its namespace's
+        maxConsumersPerTopic) allows: one more is refused."""
+
 
 class Subscription:
     def __init__(
@@ -200,6 +204,8 @@ class Subscription:
             )
         if self.consumers and sub_type == SubscriptionType.Exclusive:
             raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
+        if self.topic.consumer_limit_reached():
+            raise ConsumerBusy("Topic reached max consumers limit")  # Pulsar's reason
         if sub_type == SubscriptionType.Key_Shared:
             check_joining(self.consumers, consumer)
         if consumer.read_compacted:

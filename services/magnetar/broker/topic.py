@@ -403,6 +403,9 @@ class PersistentTopic:
             raise terminated_error(self.name)
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
+        limit = self.policies.max_producers
+        if limit and len(self.producers) >= limit:  # Pulsar's reason, word for word
+            raise ProducerBusy("Topic reached max producers limit")
         blocked = self._quota_error()
         if blocked is not None:
             raise blocked
@@ -843,6 +846,13 @@ class PersistentTopic:
     def count_out(self, messages: int, size: int = 0) -> None:
         """``messages`` (in entries of ``size`` bytes) went out to consumers of a subscription."""
         self.meter_out.add(messages, size)
+
+    def consumer_limit_reached(self) -> bool:
+        """Its consumers, on every subscription, are as many as the policies' maxConsumers."""
+        limit = self.policies.max_consumers
+        if not limit:
+            return False
+        return sum(len(s.consumers) for s in self.subscriptions.values()) >= limit
 
     def meters(self) -> list[Meter]:
         """Every meter of the topic, for the rate sampler."""

@@ -213,6 +213,33 @@ class AdminClient:
         request = pb.RemoveNamespacePolicyRequest(namespace=namespace, policy=policy, backlog_quota_type=backlog_quota_type)
         await self.call(lambda s: s.RemoveNamespacePolicy(request, timeout=self.timeout))
 
+    async def topic_policies(self, topic: str, applied: bool = False) -> pb.NamespacePolicies:
+        """What ``topic`` sets (a partition: its partitioned topic); ``applied``: what
+        applies (its policies over its namespace's; the broker's defaults stay unset)."""
+        request = pb.GetTopicPoliciesRequest(topic=topic, applied=applied)
+        return await self.call(lambda s: s.GetTopicPolicies(request, timeout=self.timeout))
+
+    async def set_topic_policy(
+        self, topic: str, backlog_quota_type: pb.BacklogQuotaType = pb.DESTINATION_STORAGE, **policy: Any,
+    ) -> None:
+        """Set one of ``topic``'s policies, as :meth:`set_namespace_policy` a namespace's.
+
+        Raises:
+            InvalidArgument: as set_namespace_policy, or a policy with no topic level.
+            PreconditionFailed; NamespaceNotFound.
+        """
+        carried = pb.SetNamespacePolicyRequest(backlog_quota_type=backlog_quota_type, **policy)
+        request = pb.SetTopicPolicyRequest(topic=topic, policy=carried)
+        await self.call(lambda s: s.SetTopicPolicy(request, timeout=self.timeout))
+
+    async def remove_topic_policy(
+        self, topic: str, policy: pb.NamespacePolicyKind, backlog_quota_type: pb.BacklogQuotaType = pb.DESTINATION_STORAGE,
+    ) -> None:
+        """Remove one of ``topic``'s policies (its namespace's applies again)."""
+        carried = pb.RemoveNamespacePolicyRequest(policy=policy, backlog_quota_type=backlog_quota_type)
+        request = pb.RemoveTopicPolicyRequest(topic=topic, policy=carried)
+        await self.call(lambda s: s.RemoveTopicPolicy(request, timeout=self.timeout))
+
     async def schema_compatibility_strategy(self, namespace: str) -> str:
         """The namespace's schemaCompatibilityStrategy (UNDEFINED: the broker's default applies)."""
         p = await self.namespace_policies(namespace)

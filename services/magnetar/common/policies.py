@@ -37,9 +37,29 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
-LEVELS = ("namespace",)
-"""Levels a policy is served at; a topic level adds ``"topic"`` (its routes under
-``/admin/v2/persistent/{tenant}/{namespace}/{topic}/<name>``)."""
+LEVELS = ("namespace", "topic")
+"""Levels a policy is served at: every entry at a namespace's, those with a
+:class:`TopicLevel` also at a topic's (routes under
+``/admin/v2/persistent/{tenant}/{namespace}/{topic}/<name>``, verbs of ``magnetar admin
+topics``)."""
+
+
+@dataclass(frozen=True)
+class TopicLevel:
+    """A policy's topic level, as Pulsar's PersistentTopics operations serve it (always
+    set with POST)."""
+
+    name: str
+    """The path segment (``deduplicationEnabled``)."""
+    operation_ids: tuple[str, str, str]
+    """Pulsar's swagger operationIds (get, set, remove)."""
+    summaries: tuple[str, str, str]
+    value_query: str | None = None
+    """The set takes its value in this query parameter, not a body (messageTTL)."""
+    applied: bool = True
+    """The GET takes Pulsar's ``applied`` query (true: the value that applies)."""
+    cli: str | None = None
+    """pulsar-admin's ``topics`` verb stem when it is not the namespace's (``max-producers``)."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +83,21 @@ class PolicySpec:
     """Set and remove name one backlog quota type (``backlogQuotaType`` query)."""
     get_cli: str | None = None
     """pulsar-admin's get verb when it is not ``get-<cli>`` (``get-backlog-quotas``)."""
+    topic: TopicLevel | None = None
+    """Its topic level; None: Pulsar has none (the policy is a namespace's only)."""
 
     @property
     def get_segment(self) -> str:
         return self.get_name or self.name
+
+    @property
+    def topic_verbs(self) -> tuple[str, ...]:
+        """The CLI verbs of ``magnetar admin topics`` (none without a topic level)."""
+        if self.topic is None:
+            return ()
+        if self.topic.cli is None:
+            return self.verbs
+        return (f"get-{self.topic.cli}", f"set-{self.topic.cli}", f"remove-{self.topic.cli}")
 
     @property
     def verbs(self) -> tuple[str, ...]:
@@ -83,39 +114,73 @@ def _spec(name: str, kind: str, carrier: str, cli: str, ops: tuple[str, str, str
 CATALOGUE: tuple[PolicySpec, ...] = (
     _spec("retention", "RETENTION", "retention", "retention",
           ("Namespaces_getRetention", "Namespaces_setRetention", "Namespaces_removeRetention"),
-          ("Get the namespace's retention", "Set the namespace's retention", "Remove the namespace's retention")),
+          ("Get the namespace's retention", "Set the namespace's retention", "Remove the namespace's retention"),
+          topic=TopicLevel("retention", ("PersistentTopics_getRetention", "PersistentTopics_setRetention", "PersistentTopics_removeRetention"),
+                           ("Get the topic's retention", "Set the topic's retention", "Remove the topic's retention"))),
     _spec("messageTTL", "MESSAGE_TTL", "message_ttl_seconds", "message-ttl",
           ("Namespaces_getNamespaceMessageTTL", "Namespaces_setNamespaceMessageTTL",
            "Namespaces_removeNamespaceMessageTTL"),
           ("Get the message TTL in seconds",
            "Set the message TTL in seconds (older messages are acknowledged on every subscription)",
-           "Remove the message TTL")),
+           "Remove the message TTL"),
+          topic=TopicLevel("messageTTL", ("PersistentTopics_getMessageTTL", "PersistentTopics_setMessageTTL", "PersistentTopics_removeMessageTTL"),
+                           ("Get the topic's message TTL in seconds", "Set the topic's message TTL in seconds", "Remove the topic's message TTL"), value_query="messageTTL")),
     _spec("backlogQuota", "BACKLOG_QUOTA", "backlog_quota", "backlog-quota",
           ("Namespaces_getBacklogQuotaMap", "Namespaces_setBacklogQuota", "Namespaces_removeBacklogQuota"),
           ("Get the backlog quotas by type", "Set a backlog quota", "Remove a backlog quota"),
-          get_name="backlogQuotaMap", quota_typed=True, get_cli="get-backlog-quotas"),
+          get_name="backlogQuotaMap", quota_typed=True, get_cli="get-backlog-quotas",
+          topic=TopicLevel("backlogQuota", ("PersistentTopics_getBacklogQuotaMap", "PersistentTopics_setBacklogQuota", "PersistentTopics_removeBacklogQuota"),
+                           ("Get the topic's backlog quotas by type", "Set a backlog quota on the topic", "Remove a backlog quota from the topic"))),
     _spec("deduplication", "DEDUPLICATION", "deduplication", "deduplication",
           ("Namespaces_getDeduplication", "Namespaces_modifyDeduplication", "Namespaces_removeDeduplication"),
           ("Get whether the namespace deduplicates messages",
            "Switch message deduplication on or off for the namespace's topics",
-           "Remove the namespace's deduplication setting (the broker's applies)")),
+           "Remove the namespace's deduplication setting (the broker's applies)"),
+          topic=TopicLevel("deduplicationEnabled", ("PersistentTopics_getDeduplication", "PersistentTopics_setDeduplication", "PersistentTopics_removeDeduplication"),
+                           ("Get whether the topic deduplicates messages", "Switch message deduplication on or off for the topic", "Remove the topic's deduplication setting"))),
     _spec("delayedDelivery", "DELAYED_DELIVERY", "delayed_delivery", "delayed-delivery",
           ("Namespaces_getDelayedDeliveryPolicies", "Namespaces_setDelayedDeliveryPolicies",
            "Namespaces_removeDelayedDeliveryPolicies"),
           ("Get the delayed delivery policy",
            "Set the delayed delivery policy (active false: delayed messages go out at once)",
-           "Remove the delayed delivery policy")),
+           "Remove the delayed delivery policy"),
+          topic=TopicLevel("delayedDelivery", ("PersistentTopics_getDelayedDeliveryPolicies", "PersistentTopics_setDelayedDeliveryPolicies", "PersistentTopics_deleteDelayedDeliveryPolicies"),
+                           ("Get the topic's delayed delivery policy", "Set the topic's delayed delivery policy", "Remove the topic's delayed delivery policy"))),
     _spec("publishRate", "PUBLISH_RATE", "publish_rate", "publish-rate",
           ("Namespaces_getPublishRate", "Namespaces_setPublishRate", "Namespaces_removePublishRate"),
           ("Get the publish rate limit per topic partition",
            "Set the publish rate limit per topic partition (producers over it are paused, not failed)",
            "Remove the publish rate limit"),
+          topic=TopicLevel("publishRate", ("PersistentTopics_getPublishRate", "PersistentTopics_setPublishRate", "PersistentTopics_removePublishRate"),
+                           ("Get the topic's publish rate limit per partition", "Set the topic's publish rate limit per partition", "Remove the topic's publish rate limit"), applied=False),
           tenant_param="property"),
     _spec("dispatchRate", "DISPATCH_RATE", "dispatch_rate", "dispatch-rate",
           ("Namespaces_getDispatchRate", "Namespaces_setDispatchRate", "Namespaces_deleteDispatchRate"),
           ("Get the dispatch rate limit per topic partition",
            "Set the dispatch rate limit per topic partition (its subscriptions share it)",
-           "Remove the dispatch rate limit")),
+           "Remove the dispatch rate limit"),
+          topic=TopicLevel("dispatchRate", ("PersistentTopics_getDispatchRate", "PersistentTopics_setDispatchRate", "PersistentTopics_removeDispatchRate"),
+                           ("Get the topic's dispatch rate limit per partition", "Set the topic's dispatch rate limit per partition", "Remove the topic's dispatch rate limit"))),
+    _spec("maxProducersPerTopic", "MAX_PRODUCERS", "max_producers_per_topic", "max-producers-per-topic",
+          ("Namespaces_getMaxProducersPerTopic", "Namespaces_setMaxProducersPerTopic",
+           "Namespaces_removeMaxProducersPerTopic"),
+          ("Get the most producers a topic of the namespace may have (0: no limit)",
+           "Set the most producers a topic of the namespace may have (one more is refused: ProducerBusy)",
+           "Remove the namespace's producer limit"),
+          topic=TopicLevel("maxProducers", ("PersistentTopics_getMaxProducers", "PersistentTopics_setMaxProducers",
+                                            "PersistentTopics_removeMaxProducers"),
+                           ("Get the most producers the topic may have", "Set the most producers the topic may have",
+                            "Remove the topic's producer limit (its namespace's applies)"), cli="max-producers")),
+    _spec("maxConsumersPerTopic", "MAX_CONSUMERS", "max_consumers_per_topic", "max-consumers-per-topic",
+          ("Namespaces_getMaxConsumersPerTopic", "Namespaces_setMaxConsumersPerTopic",
+           "Namespaces_removeMaxConsumersPerTopic"),
+          ("Get the most consumers a topic of the namespace may have (0: no limit)",
+           "Set the most consumers a topic of the namespace may have (one more is refused: ConsumerBusy)",
+           "Remove the namespace's consumer limit"),
+          topic=TopicLevel("maxConsumers", ("PersistentTopics_getMaxConsumers", "PersistentTopics_setMaxConsumers",
+                                            "PersistentTopics_removeMaxConsumers"),
+                           ("Get the most consumers the topic may have", "Set the most consumers the topic may have",
+                            "Remove the topic's consumer limit (its namespace's applies)"), cli="max-consumers")),
     _spec("deadLetterPolicy", "DEAD_LETTER", "dead_letter", "dead-letter-policy",
           ("Namespaces_getDeadLetterPolicy", "Namespaces_setDeadLetterPolicy", "Namespaces_removeDeadLetterPolicy"),
           ("Get the retry/dead-letter defaults (Magnetar)",
@@ -164,6 +229,13 @@ BY_VERB: dict[str, tuple[PolicySpec, str]] = {
     verb: (spec, verb.split("-", 1)[0]) for spec in CATALOGUE for verb in spec.verbs
 }
 """``magnetar admin namespaces`` verb → (its policy, ``get``/``set``/``remove``)."""
+TOPIC_CATALOGUE: tuple[PolicySpec, ...] = tuple(spec for spec in CATALOGUE if spec.topic is not None)
+"""The entries Pulsar serves at a topic's level too."""
+BY_TOPIC_VERB: dict[str, tuple[PolicySpec, str]] = {
+    verb: (spec, verb.split("-", 1)[0]) for spec in TOPIC_CATALOGUE for verb in spec.topic_verbs
+}
+"""``magnetar admin topics`` verb → (its policy, ``get``/``set``/``remove``):
+pulsar-admin's names (most the namespace verbs'; ``get-max-producers`` ...)."""
 
 
 def effective(*levels: T | None, default: T) -> T:

@@ -27,6 +27,7 @@ from magnetar.gateway.routers import (
     tenants,
     terminate,
     topic_messages,
+    topic_policies,
     topic_properties,
     topics,
     unload,
@@ -36,7 +37,8 @@ from magnetar.gateway.websocket import router as websocket
 ROUTERS = (
     clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
     subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
-    topic_messages.router, topic_properties.router, nonpersistent.router, websocket.router,
+    topic_messages.router, topic_properties.router, topic_policies.router, nonpersistent.router,
+    websocket.router,
 )
 
 

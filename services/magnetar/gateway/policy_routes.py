@@ -9,19 +9,26 @@ operationIds and codes of Pulsar's swagger. :func:`get_policy`, :func:`set_polic
 :func:`remove_policy` are the calls behind them, over an ``AdminClient``; ``magnetar
 admin namespaces`` calls the same ones when it speaks gRPC.
 
+:func:`add_topic_policy_routes` makes the topic level of the entries that have one
+(``PolicySpec.topic``) from the same bindings: ``/admin/v2/persistent/{tenant}/
+{namespace}/{topic}/<name>`` GET (``applied=true``: the topic's value over its
+namespace's), POST and DELETE, over :func:`get_topic_policy`, :func:`set_topic_policy`
+and :func:`remove_topic_policy` (``magnetar admin topics`` calls them too).
+
 This module does not use ``from __future__ import annotations``: the endpoints' parameter
 types are chosen per entry, and FastAPI reads them from the functions' annotations.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, get_args
 
 from fastapi import APIRouter, Body, Query, Response
+from fastapi.params import Body as FieldInfoBody
 from pydantic import TypeAdapter
 
-from magnetar.common.policies import CATALOGUE, PolicySpec
-from magnetar.gateway.deps import Context, Namespace, PropertyNamespace
+from magnetar.common.policies import CATALOGUE, TOPIC_CATALOGUE, PolicySpec
+from magnetar.gateway.deps import Context, Namespace, PropertyNamespace, Topic
 from magnetar.gateway.errors import responses
 from magnetar.gateway.policy_models import (
     QUOTA_TYPES,
@@ -61,6 +68,12 @@ class PolicyAdmin(Protocol):
     async def set_namespace_policy(self, namespace: str, backlog_quota_type: Any = ..., **policy: Any) -> None: ...
 
     async def remove_namespace_policy(self, namespace: str, policy: Any, backlog_quota_type: Any = ...) -> None: ...
+
+    async def topic_policies(self, topic: str, applied: bool = ...) -> pb.NamespacePolicies: ...
+
+    async def set_topic_policy(self, topic: str, backlog_quota_type: Any = ..., **policy: Any) -> None: ...
+
+    async def remove_topic_policy(self, topic: str, policy: Any, backlog_quota_type: Any = ...) -> None: ...
 
 
 def _field(carrier: str, shown: Callable[[Any], Any] = lambda v: v) -> Callable[[pb.NamespacePolicies], Any]:
@@ -137,6 +150,10 @@ BINDINGS: dict[str, PolicyBinding] = {
     "autoTopicCreation": PolicyBinding(
         AutoTopicCreationOverride, AutoTopicCreationOverride,
         _field("auto_topic_creation", AutoTopicCreationOverride.of), _to_proto, remove_codes=(404,)),
+    "maxProducersPerTopic": PolicyBinding(
+        Annotated[Int32, Body(description="producers (0: no limit)")], int, _field("max_producers_per_topic")),
+    "maxConsumersPerTopic": PolicyBinding(
+        Annotated[Int32, Body(description="consumers (0: no limit)")], int, _field("max_consumers_per_topic")),
 }
 
 
@@ -162,6 +179,28 @@ async def remove_policy(
 ) -> None:
     await admin.remove_namespace_policy(
         namespace, pb.NamespacePolicyKind.Value(f"POLICY_{spec.kind}"), QUOTA_TYPES[quota_type or "destination_storage"])
+
+
+async def get_topic_policy(admin: PolicyAdmin, spec: PolicySpec, topic: str, applied: bool = False) -> Any:
+    """What ``topic`` sets (``applied``: what applies, its namespace's when it sets
+    none); None: neither (the GET answers 204)."""
+    value = BINDINGS[spec.name].read(await admin.topic_policies(topic, applied))
+    return spec.default if value is None else value
+
+
+async def set_topic_policy(
+    admin: PolicyAdmin, spec: PolicySpec, topic: str, body: Any, quota_type: QuotaTypeName | None = None,
+) -> None:
+    """Set the topic's policy to ``body`` (already validated)."""
+    await admin.set_topic_policy(
+        topic, QUOTA_TYPES[quota_type or "destination_storage"], **{spec.carrier: BINDINGS[spec.name].carried(body)})
+
+
+async def remove_topic_policy(
+    admin: PolicyAdmin, spec: PolicySpec, topic: str, quota_type: QuotaTypeName | None = None,
+) -> None:
+    await admin.remove_topic_policy(
+        topic, pb.NamespacePolicyKind.Value(f"POLICY_{spec.kind}"), QUOTA_TYPES[quota_type or "destination_storage"])
 
 
 # -- the routes ------------------------------------------------------------------------
@@ -235,3 +274,102 @@ def _add(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> None:
         router.add_api_route(
             f"{base}/{spec.name}", remove_route, methods=["DELETE"], status_code=204, summary=remove_summary,
             operation_id=remove_id, responses=responses(*binding.remove_codes), name=remove_id)
+
+
+# -- the topic level -------------------------------------------------------------------
+IsGlobal = Annotated[bool, Query(description="accepted (one cluster: a local policy either way)")]
+TOPIC_NOT_SET: dict[int | str, dict[str, Any]] = {
+    204: {"description": "Not set (applied: neither the topic nor its namespace sets it; the broker's default applies)"},
+}
+
+
+def add_topic_policy_routes(router: APIRouter, catalogue: tuple[PolicySpec, ...] = TOPIC_CATALOGUE) -> None:
+    """Add each entry's topic-level GET, POST and DELETE to ``router`` (prefix
+    ``/admin/v2/persistent``)."""
+    for spec in catalogue:
+        _add_topic(router, spec, BINDINGS[spec.name])
+
+
+def _add_topic(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> None:
+    level = spec.topic
+    assert level is not None
+    base = "/{tenant}/{namespace}/{topic}"
+    get_id, set_id, remove_id = level.operation_ids
+    get_summary, set_summary, remove_summary = level.summaries
+    get_segment = spec.get_name if spec.quota_typed and spec.get_name else level.name
+
+    async def answer(topic: str, ctx: Any, applied: bool) -> Any:
+        value = await get_topic_policy(ctx.admin, spec, topic, applied)
+        return NO_CONTENT if value is None else value
+
+    if level.applied:
+        async def get_route(
+            topic: Topic, ctx: Context, isGlobal: IsGlobal = False,  # noqa: N803
+            applied: Annotated[bool, Query(description="the value that applies: the topic's, else its namespace's")] = False,
+        ) -> Any:
+            return await answer(topic, ctx, applied)
+    else:
+        async def get_route(topic: Topic, ctx: Context, isGlobal: IsGlobal = False) -> Any:  # type: ignore[misc]  # noqa: N803
+            return await answer(topic, ctx, False)
+
+    router.add_api_route(
+        f"{base}/{get_segment}", get_route, methods=["GET"], summary=get_summary, operation_id=get_id,
+        response_model=binding.response, responses={**responses(404, 412), **TOPIC_NOT_SET}, name=get_id)
+
+    body_type: Any = binding.body
+    if binding.optional_body is not None:
+        body_type = Annotated[binding.body | None, Body()]
+
+    if spec.quota_typed:
+        async def set_route(
+            topic: Topic, body: body_type, ctx: Context, backlogQuotaType: QuotaTypeQuery = None,  # noqa: N803
+            isGlobal: IsGlobal = False,  # noqa: N803
+        ) -> Response:
+            await set_topic_policy(ctx.admin, spec, topic, body, backlogQuotaType)
+            return NO_CONTENT
+
+        async def remove_route(
+            topic: Topic, ctx: Context, backlogQuotaType: QuotaTypeQuery = None, isGlobal: IsGlobal = False,  # noqa: N803
+        ) -> Response:
+            await remove_topic_policy(ctx.admin, spec, topic, backlogQuotaType)
+            return NO_CONTENT
+    else:
+        if level.value_query is not None:
+            value_type: Any = Annotated[
+                _without_body(binding.body), Query(alias=level.value_query, description=set_summary)]
+
+            async def set_route(  # type: ignore[misc]
+                topic: Topic, ctx: Context, value: value_type, isGlobal: IsGlobal = False,  # noqa: N803
+            ) -> Response:
+                await set_topic_policy(ctx.admin, spec, topic, value)
+                return NO_CONTENT
+        elif (no_body := binding.optional_body) is not None:
+            async def set_route(  # type: ignore[misc]
+                topic: Topic, ctx: Context, body: body_type = None, isGlobal: IsGlobal = False,  # noqa: N803
+            ) -> Response:
+                await set_topic_policy(ctx.admin, spec, topic, body if body is not None else no_body())
+                return NO_CONTENT
+        else:
+            async def set_route(  # type: ignore[misc]
+                topic: Topic, ctx: Context, body: body_type, isGlobal: IsGlobal = False,  # noqa: N803
+            ) -> Response:
+                await set_topic_policy(ctx.admin, spec, topic, body)
+                return NO_CONTENT
+
+        async def remove_route(topic: Topic, ctx: Context, isGlobal: IsGlobal = False) -> Response:  # type: ignore[misc]  # noqa: N803
+            await remove_topic_policy(ctx.admin, spec, topic)
+            return NO_CONTENT
+
+    router.add_api_route(
+        f"{base}/{level.name}", set_route, methods=["POST"], status_code=204, summary=set_summary,
+        operation_id=set_id, responses=responses(*binding.set_codes), name=set_id)
+    router.add_api_route(
+        f"{base}/{level.name}", remove_route, methods=["DELETE"], status_code=204, summary=remove_summary,
+        operation_id=remove_id, responses=responses(*binding.remove_codes), name=remove_id)
+
+
+def _without_body(annotation: Any) -> Any:
+    """``annotation`` without its ``Body(...)`` (the value comes in a query)."""
+    base, *meta = get_args(annotation) or (annotation,)
+    kept = [m for m in meta if not isinstance(m, FieldInfoBody)]
+    return Annotated[(base, *kept)] if kept else base  # type: ignore[valid-type]

@@ -143,6 +143,10 @@ class ZkPaths:
     def partitioned_topic(self, tenant: str, namespace: str, topic: str) -> str:
         return f"{self.partitioned_topics(tenant, namespace)}/{_check_name('topic', topic)}"
 
+    # -- topic policies -----------------------------------------------------------
+    def topic_policies(self, tenant: str, namespace: str, topic: str) -> str:
+        return f"{self.root}/topic-policies/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}/{_check_name('topic', topic)}"
+
     # -- schemas ------------------------------------------------------------------
     def schemas(self, tenant: str, namespace: str) -> str:
         return f"{self.root}/schemas/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"

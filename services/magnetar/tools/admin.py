@@ -58,7 +58,12 @@ from magnetar.tools.admin_inspect import (
 from magnetar.tools.admin_namespaces import add_namespace_op_commands, run_namespace_op
 from magnetar.tools.admin_parser import VerbParser
 from magnetar.tools.admin_partitioned import add_partitioned_commands, run_partitioned
-from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
+from magnetar.tools.admin_policies import (
+    add_policy_commands,
+    add_topic_policy_commands,
+    run_policy_command,
+    run_topic_policy_command,
+)
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
     run_schemas,
@@ -293,8 +298,9 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await run_schemas(admin, args)
     elif group == "clusters":
         await run_cluster(admin, args)
-    elif (await _run_subscriptions(admin, args) or await run_topic_messages(admin, args)
-          or await run_partitioned(admin, args) or await run_topic_inspect(admin, args)):
+    elif (await run_topic_policy_command(admin, args) or await _run_subscriptions(admin, args)
+          or await run_topic_messages(admin, args) or await run_partitioned(admin, args)
+          or await run_topic_inspect(admin, args)):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -379,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_topic_message_commands(topics)
     add_partitioned_commands(topics)
     add_topic_inspect_commands(topics)
+    add_topic_policy_commands(topics)
     p = topics.add_parser("delete", help="delete a topic", operations=("PersistentTopics_deleteTopic", "NonPersistentTopics_deleteTopic"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",

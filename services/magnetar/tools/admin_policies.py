@@ -10,6 +10,11 @@ exit code 1 through either door, and nothing is sent. Over gRPC the verbs call w
 gateway's routes call (:func:`~magnetar.gateway.policy_routes.get_policy` ...); with
 ``--admin-url`` they send the same JSON to the same REST path.
 
+``magnetar admin topics`` has the same verbs for the policies Pulsar serves at a topic's
+level too (the catalogue's ``topic`` entries; e.g. ``topics set-message-ttl TOPIC -ttl
+60``, ``topics get-retention TOPIC --applied``), made from the same options and sent to
+the topic's routes (:func:`~magnetar.gateway.policy_routes.set_topic_policy` ...).
+
 A get prints what the GET answers: a JSON document indented, a string, number or boolean
 as is (``true``/``false``), and nothing when the namespace does not set the policy --
 but ``get-retention``, which prints the retention that applies (the broker's default
@@ -27,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from magnetar.client.admin import AdminClient
-from magnetar.client.rest_admin import RestAdmin, _ns
+from magnetar.client.rest_admin import RestAdmin, _ns, _topic
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.policies import BY_VERB, CATALOGUE, PolicySpec
+from magnetar.common.policies import BY_TOPIC_VERB, BY_VERB, CATALOGUE, TOPIC_CATALOGUE, PolicySpec
 from magnetar.common.sizes import parse_size
 
 if TYPE_CHECKING:
@@ -191,6 +196,14 @@ OPTIONS: dict[str, CliBinding] = {
          _str(("-t", "--type"), "topicType", "partitioned or non-partitioned (default)", default="non-partitioned",
               metavar="TYPE"),
          _int(("-n", "--num-partitions"), "defaultNumPartitions", "partitions of an auto-created partitioned topic")]),
+    "maxProducersPerTopic": CliBinding(
+        "the most producers a topic may have (one more is refused)",
+        [_int(("-p", "--max-producers-per-topic", "--max-producers"), WHOLE, "producers (0: no limit)", required=True,
+              dest="max_producers")]),
+    "maxConsumersPerTopic": CliBinding(
+        "the most consumers a topic may have (one more is refused)",
+        [_int(("-c", "--max-consumers-per-topic", "--max-consumers"), WHOLE, "consumers (0: no limit)", required=True,
+              dest="max_consumers")]),
 }
 
 
@@ -208,8 +221,25 @@ def add_policy_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
                                                 operations=(remove_op,) if remove_op else ()), cli.remove_options)
 
 
-def _with_options(parser: argparse.ArgumentParser, options: list[Option]) -> None:
-    parser.add_argument("name", metavar="TENANT/NAMESPACE")
+def add_topic_policy_commands(topics: argparse._SubParsersAction[Any]) -> None:
+    """The get, set and remove verbs of every catalogue entry with a topic level."""
+    for spec in TOPIC_CATALOGUE:
+        cli = OPTIONS[spec.name]
+        get, set_, remove = spec.topic_verbs
+        assert spec.topic is not None
+        get_op, set_op, remove_op = spec.topic.operation_ids
+        p = topics.add_parser(get, help=f"print the topic's {cli.help} as JSON (nothing: not set)", operations=(get_op,))
+        p.add_argument("name", metavar="TOPIC")
+        p.add_argument("-ap", "--applied", action="store_true",
+                       help="the value that applies (the topic's, else its namespace's)")
+        _with_options(topics.add_parser(set_, help=f"set the topic's {cli.help}", operations=(set_op,)), cli.options,
+                      "TOPIC")
+        _with_options(topics.add_parser(remove, help=f"remove the topic's {cli.help} (its namespace's applies)",
+                                        operations=(remove_op,)), cli.remove_options, "TOPIC")
+
+
+def _with_options(parser: argparse.ArgumentParser, options: list[Option], metavar: str = "TENANT/NAMESPACE") -> None:
+    parser.add_argument("name", metavar=metavar)
     switch = None
     for flags, kw in options:
         kw = {k: v for k, v in kw.items() if k != "json"}
@@ -246,6 +276,44 @@ async def run_policy_command(admin: AdminClient | RestAdmin, args: argparse.Name
         await admin.request("DELETE", _path(args.name, spec.name), None, _quota_params(quota_type))
     else:
         await _routes().remove_policy(admin, spec, args.name, quota_type)
+    return True
+
+
+async def run_topic_policy_command(admin: AdminClient | RestAdmin, args: argparse.Namespace) -> bool:
+    """Run a topic policy verb; False when ``args`` is none of them.
+
+    Raises: as :func:`run_policy_command`.
+    """
+    if args.action not in BY_TOPIC_VERB:
+        return False
+    spec, verb = BY_TOPIC_VERB[args.action]
+    level = spec.topic
+    assert level is not None
+    quota_type = getattr(args, "quota_type", None)
+    routes = _routes()
+    if verb == "get":
+        if isinstance(admin, RestAdmin):
+            segment = spec.get_segment if spec.quota_typed else level.name
+            value = await admin.request("GET", _topic(args.name, segment), None, {"applied": "true"} if args.applied else None)
+        else:
+            value = await routes.get_topic_policy(admin, spec, args.name, args.applied)
+            if value is not None:
+                shown = TypeAdapter(routes.BINDINGS[spec.name].response)
+                value = shown.dump_python(shown.validate_python(value), mode="json")
+        _print(value)
+    elif verb == "set":
+        body = OPTIONS[spec.name].body(args)
+        parsed = _parsed(spec, body)
+        if not isinstance(admin, RestAdmin):
+            await routes.set_topic_policy(admin, spec, args.name, parsed, quota_type)
+        elif level.value_query is not None:
+            await admin.request("POST", _topic(args.name, level.name), None, {level.value_query: body})
+        else:
+            await admin.request("POST", _topic(args.name, level.name), body, _quota_params(quota_type))
+    elif isinstance(admin, RestAdmin):
+        await admin.request("DELETE", _topic(args.name, level.name), None, _quota_params(quota_type))
+    else:
+        await routes.remove_topic_policy(admin, spec, args.name, quota_type)
     return True
 
 

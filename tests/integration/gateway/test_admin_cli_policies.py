@@ -380,3 +380,107 @@ async def test_create_missed_partitions_and_bundle_range_verbs(
         low, high = (int(edge, 16) for edge in got.split("_"))
         assert low <= zlib.crc32(name.encode()) <= high
     await cli.refused("topics", "bundle-range", "persistent://no-such-tenant/ns/t")
+
+
+async def test_topic_policy_verbs_override_the_namespaces_and_fall_back_to_it(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    topic = f"persistent://{namespace}/topic-ttl"
+    other = f"persistent://{namespace}/namespace-ttl"
+    await cli.ok("namespaces", "set-message-ttl", namespace, "-ttl", "3600")
+    assert await cli.ok("topics", "get-message-ttl", topic) == ""  # the topic sets none
+    assert await cli.ok("topics", "get-message-ttl", topic, "--applied") == "3600\n"  # its namespace's
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for name in (topic, other):
+            await (await client.subscribe(name, "s")).close()
+            producer = await client.create_producer(name, batching_enabled=False)
+            for i in range(3):
+                await producer.send(b"old-%d" % i)
+        assert await cli.ok("topics", "set-message-ttl", topic, "-ttl", "1") == ""
+        assert await cli.ok("topics", "get-message-ttl", topic) == "1\n"
+
+        async def expired() -> bool:
+            return await backlog(admin, topic, "s") == 0
+
+        assert await eventually(expired, timeout=15.0)
+        assert await backlog(admin, other, "s") == 3  # its namespace's hour applies there
+    assert await cli.ok("topics", "remove-message-ttl", topic) == ""
+    assert await cli.ok("topics", "get-message-ttl", topic, "--applied") == "3600\n"  # the namespace's again
+
+    before = await admin.topic_policies(topic)
+    assert "message TTL must >= 0" in await cli.refused("topics", "set-message-ttl", topic, "-ttl", "-1")
+    await cli.refused("topics", "set-message-ttl", f"persistent://{namespace}-missing/t", "-ttl", "5")
+    assert await admin.topic_policies(topic) == before
+
+
+
+def _pulsar_producer_refused(cluster: GatewayCluster, topic: str) -> str:
+    """pulsar-client's producer on ``topic``: the error it gets (its class name and text)."""
+    import pulsar
+
+    from magnetar.testing.pulsarclient import pulsar_client
+
+    client = pulsar_client(cluster.broker.pulsar_url, operation_timeout_seconds=10)
+    try:
+        client.create_producer(topic)
+    except pulsar.ProducerBusy as exc:
+        return f"ProducerBusy {exc}"
+    finally:
+        client.close()
+    return "created"
+
+
+
+async def test_max_producers_and_consumers_refuse_one_too_many_at_both_doors(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    topic = f"persistent://{namespace}/limits"
+    await cli.ok("namespaces", "set-max-producers-per-topic", namespace, "-p", "2")
+    assert await cli.ok("topics", "set-max-producers", topic, "-p", "1") == ""
+    assert await cli.ok("topics", "get-max-producers", topic) == "1\n"
+    assert await cli.ok("topics", "set-max-consumers", topic, "-c", "1") == ""
+    async with mg.Client(gateway_cluster.service_url) as client:
+        first = await client.create_producer(topic)
+        with pytest.raises(mg.ProducerBusy, match="Topic reached max producers limit"):
+            await client.create_producer(topic)
+        assert (await asyncio.to_thread(_pulsar_producer_refused, gateway_cluster, topic)).startswith("ProducerBusy")
+        assert await cli.ok("topics", "remove-max-producers", topic) == ""
+        assert await cli.ok("topics", "get-max-producers", topic, "--applied") == "2\n"  # the namespace's
+        second = await client.create_producer(topic)  # the namespace's 2 applies at once (this broker took it)
+        with pytest.raises(mg.ProducerBusy, match="Topic reached max producers limit"):
+            await client.create_producer(topic)
+        await client.subscribe(topic, "a")
+        with pytest.raises(mg.ConsumerBusy, match="Topic reached max consumers limit"):
+            await client.subscribe(topic, "b")
+        await first.send(b"kept")
+        await second.close()
+    assert "maxProducers must be 0 or more" in await cli.refused("topics", "set-max-producers", topic, "-p", "-1")
+    assert (await admin.topic_policies(topic)).max_consumers_per_topic == 1
+
+
+
+@pytest.mark.parametrize("cli", ["grpc"], indirect=True)  # the REST door's verbs: the other topic tests
+async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    topic = f"persistent://{namespace}/paced"
+    assert await cli.ok("topics", "set-dispatch-rate", topic, "-md", "4") == ""  # 4 a second; the namespace none
+    got = json.loads(await cli.ok("topics", "get-dispatch-rate", topic))
+    assert got["dispatchThrottlingRateInMsg"] == 4 and got["ratePeriodInSecond"] == 1
+    sent = [b"m-%d" % i for i in range(10)]
+    async with mg.Client(gateway_cluster.service_url) as client:
+        consumer = await client.subscribe(topic, "s", receiver_queue_size=100)
+        producer = await client.create_producer(topic, batching_enabled=False)
+        for payload in sent:
+            await producer.send(payload)
+        received = []
+        for _ in sent:
+            message = await consumer.receive(timeout_millis=10_000)
+            received.append(message.data())
+            await consumer.acknowledge(message)
+    assert sorted(received) == sorted(sent)
+    stats = next(s for s in (await admin.topic_stats(topic)).subscriptions if s.name == "s")
+    assert stats.dispatch_throttled_msg_events > 0 and stats.dispatch_throttled_time_ms > 0
+    assert await cli.ok("topics", "remove-dispatch-rate", topic) == ""
+    assert await cli.ok("topics", "get-dispatch-rate", topic) == ""
+

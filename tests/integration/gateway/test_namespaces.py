@@ -387,3 +387,41 @@ async def test_a_backlog_quota_with_eviction_moves_the_slow_subscription(
 
     await until(evicted)
     assert await backlog(admin, topic, "slow") >= 3  # the newest messages stay
+
+
+# -- topic-level policies (/admin/v2/persistent/{t}/{ns}/{topic}/<policy>) ---------------
+async def test_topic_policies_over_rest_override_the_namespaces_and_refuse_bad_input(
+    http: httpx.AsyncClient, namespace: str,
+):
+    topic = f"/admin/v2/persistent/{namespace}/{unique('t')}"
+    assert (await http.post(f"{BASE}/{namespace}/messageTTL", json=600)).status_code == 204
+    r = await http.get(f"{topic}/messageTTL")
+    assert (r.status_code, r.content) == (204, b"")  # the topic sets none
+    assert (await http.get(f"{topic}/messageTTL", params={"applied": "true"})).json() == 600
+    r = await http.post(f"{topic}/messageTTL", params={"messageTTL": 30})  # Pulsar's query, no body
+    assert r.status_code == 204, r.text
+    assert (await http.get(f"{topic}/messageTTL")).json() == 30
+    assert (await http.get(f"{topic}/messageTTL", params={"applied": "true"})).json() == 30
+    r = await http.post(f"{topic}/maxProducers", json=2)
+    assert r.status_code == 204, r.text
+    r = await http.post(f"{topic}/backlogQuota", params={"backlogQuotaType": "message_age"},
+                        json={"limitTime": 60, "policy": "producer_exception"})
+    assert r.status_code == 204, r.text
+    before = {s: (await http.get(f"{topic}/{s}")).json() for s in ("messageTTL", "maxProducers", "backlogQuotaMap")}
+    for segment, params, body, status, why in [
+        ("messageTTL", {"messageTTL": -1}, None, 412, "message TTL must >= 0"),
+        ("maxProducers", None, -1, 412, "maxProducers must be 0 or more"),
+        ("retention", None, {"retentionTimeInMinutes": 0, "retentionSizeInMB": 10}, 400, "Invalid retention policy"),
+        ("deduplicationEnabled", None, "yes", 400, "valid boolean"),
+    ]:
+        r = await http.post(f"{topic}/{segment}", params=params, json=body)
+        assert (r.status_code, why in reason(r)) == (status, True), (segment, r.text)
+    assert {s: (await http.get(f"{topic}/{s}")).json() for s in before} == before  # nothing changed
+    missing = f"/admin/v2/persistent/{namespace}-missing/t/messageTTL"
+    assert (await http.post(missing, params={"messageTTL": 5})).status_code == 404
+    assert (await http.delete(f"{topic}/messageTTL")).status_code == 204
+    assert (await http.get(f"{topic}/messageTTL", params={"applied": "true"})).json() == 600  # the namespace's again
+    assert (await http.put(topic)).status_code == 204  # created after its policies were set
+    assert (await http.delete(topic)).status_code == 204
+    r = await http.get(f"{topic}/maxProducers")
+    assert (r.status_code, r.content) == (204, b"")  # its policies went with it

@@ -89,6 +89,9 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "CreateMissedPartitions": _topic(Action.ADMIN_TOPIC),
     "GetMessageIdByTimestamp": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
     "GetMessageById": _topic(Action.CONSUME),  # Pulsar: PEEK_MESSAGES
+    "GetTopicPolicies": _topic(Action.ADMIN_TOPIC),
+    "SetTopicPolicy": _topic(Action.ADMIN_TOPIC),
+    "RemoveTopicPolicy": _topic(Action.ADMIN_TOPIC),
     # schema registry (Pulsar's SchemasResource: reads need lookup, changes a tenant admin)
     "GetTopicSchema": _topic(Action.LOOKUP),
     "GetAllTopicSchemas": _topic(Action.LOOKUP),

@@ -141,6 +141,8 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         compaction_threshold=p.compaction_threshold if p.HasField("compaction_threshold") else None,
         auto_topic_creation=auto_topic_creation_from_proto(p.auto_topic_creation)
         if p.HasField("auto_topic_creation") else None,
+        max_producers=p.max_producers_per_topic if p.HasField("max_producers_per_topic") else None,
+        max_consumers=p.max_consumers_per_topic if p.HasField("max_consumers_per_topic") else None,
     )
 
 
@@ -187,6 +189,10 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         out.compaction_threshold = policies.compaction_threshold
     if policies.auto_topic_creation is not None:
         out.auto_topic_creation.CopyFrom(auto_topic_creation_to_proto(policies.auto_topic_creation))
+    if policies.max_producers is not None:
+        out.max_producers_per_topic = policies.max_producers
+    if policies.max_consumers is not None:
+        out.max_consumers_per_topic = policies.max_consumers
     return out
 
 
@@ -213,6 +219,8 @@ CARRIED: dict[str, Callable[[Any], object]] = {
     "persistence": persistence_from_proto,
     "compactionThreshold": _same,
     "autoTopicCreation": auto_topic_creation_from_proto,
+    "maxProducersPerTopic": _same,
+    "maxConsumersPerTopic": _same,
 }
 """Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
 :data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""
@@ -249,4 +257,25 @@ class NamespacePolicyRpcs:
         if kind is None:
             raise InvalidArgument(f"name the policy to remove (got {request.policy})")
         await self.service.namespace_policies.remove(request.namespace, kind, _quota_type(request.backlog_quota_type))
+        return pb.AdminResponse()
+
+    # -- the topic level (the same carriers) --------------------------------------------
+    @rpc_errors
+    async def GetTopicPolicies(self, request: pb.GetTopicPoliciesRequest, context: grpc.aio.ServicerContext) -> pb.NamespacePolicies:
+        policies = self.service.topic_policies
+        got = await (policies.applied(request.topic) if request.applied else policies.get(request.topic))
+        return policies_to_proto(got, 0)
+
+    @rpc_errors
+    async def SetTopicPolicy(self, request: pb.SetTopicPolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind, value = _policy_value(request.policy)
+        await self.service.set_topic_policy(request.topic, kind, value, _quota_type(request.policy.backlog_quota_type))
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RemoveTopicPolicy(self, request: pb.RemoveTopicPolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        kind = _KINDS.get(request.policy.policy)
+        if kind is None:
+            raise InvalidArgument(f"name the policy to remove (got {request.policy.policy})")
+        await self.service.remove_topic_policy(request.topic, kind, _quota_type(request.policy.backlog_quota_type))
         return pb.AdminResponse()
