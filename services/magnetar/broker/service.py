@@ -10,6 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from magnetar.broker.authorizer import Authorizer
+from magnetar.broker.clusters import ClusterAdmin
 from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.compaction.status import Compactions
 from magnetar.broker.config import BrokerConfig
@@ -44,6 +45,7 @@ from magnetar.common.names import NamespaceName, TopicName
 from magnetar.common.tasks import KeyedTasks
 from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.ledger import ManagedLedger
+from magnetar.metadata.clusters import ZkClusterStore
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
@@ -89,6 +91,8 @@ class BrokerService:
         self.tenants = tenants
         self.ownership = ownership
         self.schema_registry = SchemaRegistry(ZkSchemaStore(session))
+        self.clusters = ClusterAdmin(ZkClusterStore(session), tenants, config.cluster_name)
+        """This cluster and the registered ones (Pulsar's /admin/v2/clusters)."""
         self.compactions = Compactions()
         """The compactions of the topics it serves (one at a time per topic)."""
         self.ml_config = ManagedLedgerConfig(

@@ -106,8 +106,22 @@ class AdminClient:
 
     # -- tenants -------------------------------------------------------------------
     async def clusters(self) -> list[str]:
-        """The clusters tenants may be allowed on (this one)."""
+        """The clusters tenants may be allowed on (this one and the registered ones)."""
         return list((await self.call(lambda s: s.ListClusters(pb.ListClustersRequest(), timeout=self.timeout))).names)
+
+    async def create_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        request = pb.ClusterRequest(cluster=cluster, data=data)
+        await self.call(lambda s: s.CreateCluster(request, timeout=self.timeout))
+
+    async def update_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        request = pb.ClusterRequest(cluster=cluster, data=data)
+        await self.call(lambda s: s.UpdateCluster(request, timeout=self.timeout))
+
+    async def cluster(self, cluster: str) -> pb.ClusterData:
+        return await self.call(lambda s: s.GetCluster(pb.GetClusterRequest(cluster=cluster), timeout=self.timeout))
+
+    async def delete_cluster(self, cluster: str) -> None:
+        await self.call(lambda s: s.DeleteCluster(pb.GetClusterRequest(cluster=cluster), timeout=self.timeout))
 
     async def tenants(self) -> list[str]:
         return list((await self.call(lambda s: s.ListTenants(pb.ListTenantsRequest(), timeout=self.timeout))).names)

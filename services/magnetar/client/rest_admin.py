@@ -36,6 +36,14 @@ _ERRORS: dict[int, type[e.MagnetarError]] = {
 _TYPES = {"Exclusive": pb.EXCLUSIVE, "Shared": pb.SHARED, "Failover": pb.FAILOVER, "Key_Shared": pb.KEY_SHARED}
 
 
+def cluster_json(data: pb.ClusterData) -> dict[str, str]:
+    """Pulsar's ClusterData JSON of ``data`` (unset URLs left out)."""
+    return {k: v for k, v in (
+        ("serviceUrl", data.service_url), ("serviceUrlTls", data.service_url_tls),
+        ("brokerServiceUrl", data.broker_service_url), ("brokerServiceUrlTls", data.broker_service_url_tls),
+    ) if v}
+
+
 class RestAdmin:
     """Administer a cluster through its gateway at ``admin_url`` (``http://host:8080``)."""
 
@@ -94,6 +102,23 @@ class RestAdmin:
     # -- tenants -------------------------------------------------------------------
     async def clusters(self) -> list[str]:
         return list(await self.request("GET", "/admin/v2/clusters"))
+
+    async def create_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        await self.request("PUT", f"/admin/v2/clusters/{_seg(cluster)}", cluster_json(data))
+
+    async def update_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        await self.request("POST", f"/admin/v2/clusters/{_seg(cluster)}", cluster_json(data))
+
+    async def cluster(self, cluster: str) -> pb.ClusterData:
+        doc = await self.request("GET", f"/admin/v2/clusters/{_seg(cluster)}")
+        return pb.ClusterData(
+            service_url=doc.get("serviceUrl") or "", service_url_tls=doc.get("serviceUrlTls") or "",
+            broker_service_url=doc.get("brokerServiceUrl") or "",
+            broker_service_url_tls=doc.get("brokerServiceUrlTls") or "",
+        )
+
+    async def delete_cluster(self, cluster: str) -> None:
+        await self.request("DELETE", f"/admin/v2/clusters/{_seg(cluster)}")
 
     async def tenants(self) -> list[str]:
         return list(await self.request("GET", "/admin/v2/tenants"))

@@ -1,4 +1,4 @@
-"""``magnetar admin``: tenants, namespaces, topics and schemas over the broker's admin RPCs.
+"""``magnetar admin``: tenants, namespaces, topics, schemas and clusters over the broker's admin RPCs.
 
 Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
 nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
@@ -38,6 +38,8 @@ from magnetar.common.names import TopicName
 from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
+from magnetar.tools.admin_clusters import GROUP as CLUSTERS
+from magnetar.tools.admin_clusters import add_cluster_commands, run_clusters
 from magnetar.tools.admin_policies import add_policy_commands, run_policy_command
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
@@ -253,6 +255,8 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await _run_namespaces(admin, args)
     elif group == "schemas":
         await run_schemas(admin, args)
+    elif group == CLUSTERS:
+        await run_clusters(admin, args)
     elif await _run_subscriptions(admin, args) or await run_topic_messages(admin, args):
         pass
     elif action == "create":
@@ -282,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     toolauth.add_arguments(parser)
     add_tls_flags(parser)
     groups = parser.add_subparsers(
-        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,bookies,ledgers,dlq}"
+        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,bookies,ledgers,dlq}"
     )
 
     def group(name: str, actions: dict[str, tuple[str, str | None]]) -> argparse._SubParsersAction[Any]:
@@ -349,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("-m", "--message-id", "--messageId", dest="message_id", metavar="ID",
                        help="ledgerId:entryId[:partition], earliest or latest")
     add_schema_commands(groups)
+    add_cluster_commands(groups)
     _gateway_commands(groups)
     return parser
 

@@ -19,6 +19,7 @@ from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.rpc import schemas, wire
+from magnetar.broker.rpc.clusters import ClusterRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
@@ -53,7 +54,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 
 class BrokerServicer(
-    SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
+    SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs, ClusterRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -353,11 +354,11 @@ class BrokerServicer(
     # -- admin ---------------------------------------------------------------------
     @rpc_errors
     async def CreateTenant(self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        cluster = self.service.config.cluster_name
         if request.HasField("info"):
-            info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(cluster)
+            clusters = await self.service.clusters.names()
+            info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(clusters)
         else:
-            info = TenantInfo(allowed_clusters=(cluster,))
+            info = TenantInfo(allowed_clusters=(self.service.config.cluster_name,))
         await self.service.tenants.create_tenant(request.tenant, info.to_doc())
         return pb.AdminResponse()
 
@@ -368,7 +369,8 @@ class BrokerServicer(
 
     @rpc_errors
     async def UpdateTenant(self, request: pb.UpdateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(self.service.config.cluster_name)
+        clusters = await self.service.clusters.names()
+        info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(clusters)
         await self.service.tenants.update_tenant(request.tenant, lambda doc: doc | info.to_doc())
         self.service.authorizer.forget(tenant=request.tenant)
         return pb.AdminResponse()
@@ -378,10 +380,6 @@ class BrokerServicer(
         await self.service.tenants.delete_tenant(request.tenant)
         self.service.authorizer.forget(tenant=request.tenant)
         return pb.AdminResponse()
-
-    @rpc_errors
-    async def ListClusters(self, request: pb.ListClustersRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
-        return pb.NameList(names=[self.service.config.cluster_name])
 
     @rpc_errors
     async def ListTenants(self, request: pb.ListTenantsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
