@@ -85,6 +85,24 @@ class NamespaceAuth:
             {str(s): frozenset(map(str, r)) for s, r in subs.items()},
         )
 
+    @classmethod
+    def of_grants(
+        cls, roles: Mapping[str, Iterable[str]], subscriptions: Mapping[str, Iterable[str]] | None = None,
+    ) -> NamespaceAuth:
+        """The permissions that granting each role its actions and each subscription its
+        roles would make (a Policies body's auth_policies).
+
+        Raises: InvalidArgument: as :meth:`granted` and :meth:`subscription_granted`."""
+        auth = cls()
+        try:
+            for role, actions in roles.items():
+                auth = auth.granted(role, actions)
+            for subscription, allowed in (subscriptions or {}).items():
+                auth = auth.subscription_granted(subscription, allowed)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        return auth
+
     def to_doc(self) -> dict[str, dict[str, list[str]]]:
         return {
             "namespace_auth": {r: sorted(a) for r, a in sorted(self.roles.items())},

@@ -472,14 +472,17 @@ class NamespacePolicyAdmin:
         ns = NamespaceName.parse(namespace)
         return from_document(await self._store.get_policies(ns.tenant, ns.namespace), str(ns))
 
-    async def create_namespace(self, namespace: str, policies: NamespacePolicies) -> None:
+    async def create_namespace(
+        self, namespace: str, policies: NamespacePolicies, extra: Mapping[str, Any] | None = None,
+    ) -> None:
         """Create the namespace with ``policies`` (checked first: nothing is created when
-        one is refused).
+        one is refused) and the document keys other modules own in ``extra`` (its
+        permissions, replication clusters), in one write.
 
         Raises: as :func:`with_policy`; TenantNotFound; AlreadyExists.
         """
         ns = NamespaceName.parse(namespace)
-        await self._store.create_namespace(ns.tenant, ns.namespace, merged({}, checked(policies)))
+        await self._store.create_namespace(ns.tenant, ns.namespace, {**(extra or {}), **merged({}, checked(policies))})
 
     async def set(
         self, namespace: str, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,

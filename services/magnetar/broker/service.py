@@ -7,10 +7,12 @@ import asyncio
 import functools
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from magnetar.broker.authorization import NamespaceAuth
 from magnetar.broker.authorizer import Authorizer
-from magnetar.broker.clusters import ClusterAdmin
+from magnetar.broker.clusters import REPLICATION_CLUSTERS_KEY, ClusterAdmin
 from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.compaction.status import Compactions
 from magnetar.broker.config import BrokerConfig
@@ -28,6 +30,7 @@ from magnetar.broker.rates import RateSampler
 from magnetar.broker.retention import RetentionTask
 from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy, effective
 from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, SchemaRules
+from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.common.errors import (
@@ -343,11 +346,17 @@ class BrokerService:
             if str(TopicName.parse(name).namespace) == namespace:
                 topic.apply_policies(policies)
 
-    async def create_namespace(self, namespace: str, policies: NamespacePolicies, bundles: int = 0) -> None:
-        """Create ``tenant/namespace`` with ``policies``.
+    async def create_namespace(
+        self, namespace: str, policies: NamespacePolicies, bundles: int = 0, *,
+        permissions: NamespaceAuth | None = None, replication_clusters: Sequence[str] = (),
+    ) -> None:
+        """Create ``tenant/namespace`` with ``policies``, ``permissions`` (Pulsar's
+        auth_policies) and ``replication_clusters``, all checked before anything is
+        written.
 
         Raises:
-            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace.
+            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace; a
+                replication cluster that does not exist or the tenant is not allowed on.
             InvalidArgument, PreconditionFailed: a policy refused (see namespace_policies).
             TenantNotFound, AlreadyExists.
         """
@@ -356,7 +365,29 @@ class BrokerService:
                 f"Invalid number of bundles: every namespace has {self.config.bundles_per_namespace} "
                 f"(the brokers' bundles_per_namespace), not {bundles}"
             )
-        await self.namespace_policies.create_namespace(namespace, policies)
+        extra: dict[str, Any] = {} if permissions is None else permissions.bounded().to_doc()
+        if replication_clusters:
+            extra[REPLICATION_CLUSTERS_KEY] = await self._replication_clusters(namespace, replication_clusters)
+        await self.namespace_policies.create_namespace(namespace, policies, extra)
+
+    async def _replication_clusters(self, namespace: str, clusters: Sequence[str]) -> list[str]:
+        """``clusters`` sorted, if each exists and the namespace's tenant is allowed on it
+        (Pulsar's reasons). Raises: PreconditionFailed; TenantNotFound."""
+        tenant = NamespaceName.parse(namespace).tenant
+        missing = await self.clusters.missing(list(clusters))
+        if missing:
+            raise PreconditionFailed(f"Invalid cluster id: {missing[0]}")
+        allowed = TenantInfo.from_doc(await self.tenants.get_tenant(tenant)).allowed_clusters
+        for cluster in clusters:
+            if cluster not in allowed:
+                raise PreconditionFailed(
+                    f"Cluster [{cluster}] is not in the list of allowed clusters list for tenant [{tenant}]")
+        return sorted(set(clusters))
+
+    async def replication_clusters(self, namespace: str) -> list[str]:
+        """The namespace's replication clusters as stored. Raises: NamespaceNotFound."""
+        ns = NamespaceName.parse(namespace)
+        return list((await self.tenants.get_policies(ns.tenant, ns.namespace)).get(REPLICATION_CLUSTERS_KEY) or ())
 
     @staticmethod
     def _topic_policies(doc: dict[str, Any], namespace: str) -> NamespacePolicies:

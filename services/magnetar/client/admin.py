@@ -146,9 +146,12 @@ class AdminClient:
         request = pb.ListNamespacesRequest(tenant=tenant)
         return list((await self.call(lambda s: s.ListNamespaces(request, timeout=self.timeout))).names)
 
-    async def create_namespace(self, namespace: str, policies: pb.NamespacePolicies | None = None) -> None:
-        """With ``policies``: created with them (checked as :meth:`set_namespace_policy` does)."""
-        request = pb.CreateNamespaceRequest(namespace=namespace, policies=policies)
+    async def create_namespace(
+        self, namespace: str, policies: pb.NamespacePolicies | None = None, permissions: pb.Permissions | None = None,
+    ) -> None:
+        """With ``policies``: created with them (checked as :meth:`set_namespace_policy` does);
+        with ``permissions``: with those grants (Pulsar's auth_policies)."""
+        request = pb.CreateNamespaceRequest(namespace=namespace, policies=policies, permissions=permissions)
         await self.call(lambda s: s.CreateNamespace(request, timeout=self.timeout))
 
     async def delete_namespace(self, namespace: str) -> None:

@@ -145,8 +145,20 @@ class RestAdmin:
     async def namespaces(self, tenant: str) -> list[str]:
         return list(await self.request("GET", f"/admin/v2/namespaces/{_seg(tenant)}"))
 
-    async def create_namespace(self, namespace: str) -> None:
-        await self.request("PUT", _ns(namespace))
+    async def create_namespace(
+        self, namespace: str, policies: pb.NamespacePolicies | None = None, permissions: pb.Permissions | None = None,
+    ) -> None:
+        """A Policies body with what ``policies`` says of replication clusters and
+        ``permissions`` (the CLI's ``namespaces create --clusters``); no body without either."""
+        body: dict[str, Any] = {}
+        if policies is not None and policies.replication_clusters:
+            body["replication_clusters"] = list(policies.replication_clusters)
+        if permissions is not None:
+            body["auth_policies"] = {
+                "namespace_auth": {r: list(a.names) for r, a in permissions.roles.items()},
+                "subscription_auth_roles": {s: list(r.names) for s, r in permissions.subscriptions.items()},
+            }
+        await self.request("PUT", _ns(namespace), body or None)
 
     async def delete_namespace(self, namespace: str) -> None:
         await self.request("DELETE", _ns(namespace))

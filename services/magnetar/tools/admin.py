@@ -138,7 +138,8 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     elif action == "bundles":
         _print_json({o.bundle: o.broker_address or None for o in await admin.bundles(namespace)})
     elif action == "create":
-        await admin.create_namespace(namespace)
+        clusters = args.clusters or []
+        await admin.create_namespace(namespace, pb.NamespacePolicies(replication_clusters=clusters) if clusters else None)
     elif action == "delete":
         await admin.delete_namespace(namespace)
     else:
@@ -307,10 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the roles that administer the tenant (an empty string: none)")
         p.add_argument("-c", "--allowed-clusters", type=_names, metavar="CLUSTER,CLUSTER",
                        help="the clusters its namespaces may use (default: every cluster)")
-    namespaces = group("namespaces", {"create": ("create a namespace", "TENANT/NAMESPACE"),
-                                      "delete": ("delete a namespace", "TENANT/NAMESPACE"),
+    namespaces = group("namespaces", {"delete": ("delete a namespace", "TENANT/NAMESPACE"),
                                       "list": ("list a tenant's namespaces", "TENANT"),
                                       "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE")})
+    p = namespaces.add_parser("create", help="create a namespace")
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-c", "--clusters", type=_names, metavar="CLUSTER,CLUSTER",
+                   help="its replication clusters (existing clusters its tenant is allowed on)")
     add_policy_commands(namespaces)
     _permission_commands(namespaces)
     p = namespaces.add_parser("unload", help="unload a namespace's bundles from their brokers (the next lookup takes them)")

@@ -195,7 +195,9 @@ class NamespacePolicyRpcs:
     @rpc_errors
     async def GetNamespacePolicies(self, request: pb.GetNamespacePoliciesRequest, context: grpc.aio.ServicerContext) -> pb.NamespacePolicies:
         policies = await self.service.namespace_policies.get(request.namespace)
-        return policies_to_proto(policies, self.service.config.bundles_per_namespace)
+        out = policies_to_proto(policies, self.service.config.bundles_per_namespace)
+        out.replication_clusters.extend(await self.service.replication_clusters(request.namespace))
+        return out
 
     @rpc_errors
     async def SetNamespacePolicy(self, request: pb.SetNamespacePolicyRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:

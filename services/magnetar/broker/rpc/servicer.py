@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 
 from magnetar.broker.access import ProducerAccessMode
-from magnetar.broker.authorization import Action, Request
+from magnetar.broker.authorization import Action, NamespaceAuth, Request
 from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
@@ -387,7 +387,18 @@ class BrokerServicer(
 
     @rpc_errors
     async def CreateNamespace(self, request: pb.CreateNamespaceRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        await self.service.create_namespace(request.namespace, policies_from_proto(request.policies), request.policies.bundles)
+        permissions = None
+        if request.HasField("permissions"):
+            permissions = NamespaceAuth.of_grants(
+                {r: a.names for r, a in request.permissions.roles.items()},
+                {s: r.names for s, r in request.permissions.subscriptions.items()},
+            )
+        await self.service.create_namespace(
+            request.namespace, policies_from_proto(request.policies), request.policies.bundles,
+            permissions=permissions, replication_clusters=request.policies.replication_clusters,
+        )
+        # A lookup refused before the namespace existed is cached: its grants apply now.
+        self.service.authorizer.forget(namespace=request.namespace)
         return pb.AdminResponse()
 
     @rpc_errors
