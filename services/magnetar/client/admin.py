@@ -345,6 +345,23 @@ class AdminClient:
         """Each subscription limited to some roles, and those roles."""
         return _name_sets((await self.get_permissions(namespace)).subscriptions)
 
+    async def grant_topic_permission(self, topic: str, role: str, actions: Iterable[str]) -> None:
+        """Give ``role`` exactly ``actions`` on ``topic`` (in addition to its namespace grant).
+
+        Raises: InvalidArgument: an unknown action; NamespaceNotFound; AuthorizationError."""
+        request = pb.GrantTopicPermissionRequest(topic=topic, role=role, actions=list(actions))
+        await self.call(lambda s: s.GrantTopicPermission(request, timeout=self.timeout))
+
+    async def revoke_topic_permission(self, topic: str, role: str) -> None:
+        """Take ``role``'s grant on ``topic`` away. Raises: PreconditionFailed (none there)."""
+        request = pb.RevokeTopicPermissionRequest(topic=topic, role=role)
+        await self.call(lambda s: s.RevokeTopicPermission(request, timeout=self.timeout))
+
+    async def topic_permissions(self, topic: str) -> dict[str, list[str]]:
+        """Each role and its actions on ``topic`` (namespace and topic grants together)."""
+        request = pb.GetTopicPermissionsRequest(topic=topic)
+        return _name_sets((await self.call(lambda s: s.GetTopicPermissions(request, timeout=self.timeout))).roles)
+
     # -- topics --------------------------------------------------------------------
     async def topics(self, namespace: str) -> list[str]:
         request = pb.ListTopicsRequest(namespace=namespace)

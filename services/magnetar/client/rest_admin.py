@@ -252,6 +252,16 @@ class RestAdmin:
         got = await self.request("GET", _ns(namespace, "permissions")) or {}
         return {role: sorted(got[role]) for role in sorted(got)}
 
+    async def grant_topic_permission(self, topic: str, role: str, actions: Iterable[str]) -> None:
+        await self.request("POST", _topic(topic, "permissions", _seg(role)), list(actions))
+
+    async def revoke_topic_permission(self, topic: str, role: str) -> None:
+        await self.request("DELETE", _topic(topic, "permissions", _seg(role)))
+
+    async def topic_permissions(self, topic: str) -> dict[str, list[str]]:
+        got = await self.request("GET", _topic(topic, "permissions")) or {}
+        return {role: sorted(got[role]) for role in sorted(got)}
+
     async def subscription_permissions(self, namespace: str) -> dict[str, list[str]]:
         got = await self.request("GET", _ns(namespace, "permissions", "subscription")) or {}
         return {sub: sorted(got[sub]) for sub in sorted(got)}

@@ -26,14 +26,15 @@ from magnetar.gateway.routers import (
     tenants,
     terminate,
     topic_messages,
+    topic_permissions,
     topics,
     unload,
 )
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
-    subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
+    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
+    topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
     topic_messages.router, websocket.router,
 )
 

@@ -154,19 +154,23 @@ class AuthPolicies(PulsarModel):
 
     namespace_auth: dict[str, list[AuthActionName]] = Field(default_factory=dict)
     destination_auth: dict[str, dict[str, list[AuthActionName]]] = Field(
-        default_factory=dict, description="topic grants: refused when not empty (grant on the namespace)")
+        default_factory=dict, description="topic (of this namespace) -> role -> actions on that topic only")
     subscription_auth_roles: dict[str, list[str]] = Field(default_factory=dict)
 
     def to_proto(self) -> pb.Permissions:
         return pb.Permissions(
             roles={r: pb.NameSet(names=a) for r, a in self.namespace_auth.items()},
             subscriptions={s: pb.NameSet(names=r) for s, r in self.subscription_auth_roles.items()},
+            topics={t: pb.TopicGrants(roles={r: pb.NameSet(names=a) for r, a in g.items()})
+                    for t, g in self.destination_auth.items()},
         )
 
     @classmethod
     def of(cls, p: pb.Permissions) -> AuthPolicies:
         return cls(
             namespace_auth={r: sorted(a.names) for r, a in sorted(p.roles.items())},  # type: ignore[misc]
+            destination_auth={t: {r: sorted(a.names) for r, a in sorted(g.roles.items())}  # type: ignore[misc]
+                              for t, g in sorted(p.topics.items())},
             subscription_auth_roles={s: sorted(r.names) for s, r in sorted(p.subscriptions.items())},
         )
 

@@ -45,6 +45,10 @@ from magnetar.tools.admin_schemas import (
     add_schema_commands,
     run_schemas,
 )
+from magnetar.tools.admin_topic_permissions import (
+    add_topic_permission_commands,
+    run_topic_permissions,
+)
 from magnetar.tools.admin_topics import add_topic_message_commands, run_topic_messages
 
 DEFAULT_URL = "127.0.0.1:6660"
@@ -258,7 +262,8 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await run_schemas(admin, args)
     elif group == CLUSTERS:
         await run_clusters(admin, args)
-    elif await _run_subscriptions(admin, args) or await run_topic_messages(admin, args):
+    elif (await _run_subscriptions(admin, args) or await run_topic_messages(admin, args)
+          or await run_topic_permissions(admin, args)):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -329,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "TOPIC"),
                               "subscriptions": ("list a topic's subscriptions", "TOPIC")})
     add_topic_message_commands(topics)
+    add_topic_permission_commands(topics)
     p = topics.add_parser("delete", help="delete a topic")
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",

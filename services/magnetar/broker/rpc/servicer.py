@@ -35,7 +35,7 @@ from magnetar.common import masks
 from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcauth import CALLER_ROLE
 from magnetar.common.grpcutil import abort, rpc_errors
-from magnetar.common.names import TopicName, check_subscription_name
+from magnetar.common.names import NamespaceName, TopicName, check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -392,6 +392,8 @@ class BrokerServicer(
             permissions = NamespaceAuth.of_grants(
                 {r: a.names for r, a in request.permissions.roles.items()},
                 {s: r.names for s, r in request.permissions.subscriptions.items()},
+                {t: {r: a.names for r, a in g.roles.items()} for t, g in request.permissions.topics.items()},
+                namespace=str(NamespaceName.parse(request.namespace)),
             )
         await self.service.create_namespace(
             request.namespace, policies_from_proto(request.policies), request.policies.bundles,

@@ -44,9 +44,6 @@ async def create_namespace(
         await ctx.admin.create_namespace(namespace)
         return NO_CONTENT
     auth = body.auth_policies
-    if auth is not None and any(auth.destination_auth.values()):
-        raise HttpError(400, "auth_policies.destination_auth (topic permissions) is not supported: "
-                             "grant the roles on the namespace")
     await ctx.admin.create_namespace(
         namespace, body.to_proto(ctx.config.cluster_name), auth.to_proto() if auth is not None else None)
     return NO_CONTENT
