@@ -10,8 +10,9 @@ Stored keys (absent: not set, the broker's default applies): ``retention``
 ``max_delivery_delay_ms``), ``publish_rate`` (``msg_rate``, ``byte_rate``),
 ``dispatch_rate`` (``msg_rate``, ``byte_rate``, ``relative_to_publish_rate``,
 ``period_s``), ``dead_letter_policy``, ``schema_compatibility_strategy`` (Pulsar's
-strategy name), ``is_allow_auto_update_schema`` and ``schema_validation_enforced``. Other keys of the document are
-kept as they are.
+strategy name), ``is_allow_auto_update_schema``, ``schema_validation_enforced`` and
+``inactive_topic_policies`` (``delete_mode``, ``max_inactive_duration_s``,
+``delete_while_inactive``). Other keys of the document are kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
 read, so a backlog quota and a retention set at the same time cannot both pass the check
@@ -44,6 +45,7 @@ DISPATCH_RATE_KEY = "dispatch_rate"
 SCHEMA_STRATEGY_KEY = "schema_compatibility_strategy"
 SCHEMA_AUTO_UPDATE_KEY = "is_allow_auto_update_schema"
 SCHEMA_VALIDATION_KEY = "schema_validation_enforced"
+INACTIVE_TOPIC_KEY = "inactive_topic_policies"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -71,6 +73,7 @@ class PolicyKind(Enum):
     SCHEMA_COMPATIBILITY_STRATEGY = "schemaCompatibilityStrategy"
     IS_ALLOW_AUTO_UPDATE_SCHEMA = "isAllowAutoUpdateSchema"
     SCHEMA_VALIDATION_ENFORCED = "schemaValidationEnforced"
+    INACTIVE_TOPIC = "inactiveTopicPolicies"
 
 
 class QuotaType(StrEnum):
@@ -142,6 +145,44 @@ class DispatchRate:
     """ratePeriodInSecond"""
 
 
+_INT32_MAX_S = 2**31 - 1
+
+
+class InactiveTopicDeleteMode(StrEnum):
+    DELETE_WHEN_NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
+    DELETE_WHEN_SUBSCRIPTIONS_CAUGHT_UP = "delete_when_subscriptions_caught_up"
+
+
+@dataclass(frozen=True)
+class InactiveTopicPolicies:
+    """Pulsar's InactiveTopicPolicies (``inactiveTopicDeleteMode``,
+    ``maxInactiveDurationSeconds``, ``deleteWhileInactive``)."""
+
+    delete_mode: InactiveTopicDeleteMode = InactiveTopicDeleteMode.DELETE_WHEN_NO_SUBSCRIPTIONS
+    max_inactive_duration_s: int = 60
+    delete_while_inactive: bool = False
+
+    def checked(self) -> InactiveTopicPolicies:
+        """Raises: InvalidArgument: an unknown mode, a duration not in 1..2**31-1 s."""
+        try:
+            mode = InactiveTopicDeleteMode(self.delete_mode)
+        except ValueError:
+            raise InvalidArgument(
+                f"unknown inactiveTopicDeleteMode {self.delete_mode!r}: "
+                f"{' or '.join(m.value for m in InactiveTopicDeleteMode)}"
+            ) from None
+        duration = self.max_inactive_duration_s
+        if isinstance(duration, bool) or not isinstance(duration, int) or not 1 <= duration <= _INT32_MAX_S:
+            raise InvalidArgument(f"maxInactiveDurationSeconds must be 1 to {_INT32_MAX_S}, not {duration!r}")
+        if not isinstance(self.delete_while_inactive, bool):
+            raise InvalidArgument(f"deleteWhileInactive must be true or false, not {self.delete_while_inactive!r}")
+        return InactiveTopicPolicies(mode, duration, self.delete_while_inactive)
+
+    def to_document(self) -> dict[str, object]:
+        return {"delete_mode": str(self.delete_mode), "max_inactive_duration_s": self.max_inactive_duration_s,
+                "delete_while_inactive": self.delete_while_inactive}
+
+
 @dataclass(frozen=True)
 class NamespacePolicies:
     """What a namespace sets (None / empty: not set; the broker's default applies)."""
@@ -161,6 +202,8 @@ class NamespacePolicies:
     """None: true (producers may register new compatible versions)."""
     schema_validation_enforced: bool | None = None
     """None: false (a producer without a schema may write to a topic with one)."""
+    inactive_topic_policies: InactiveTopicPolicies | None = None
+    """None: the broker's ``delete_inactive_topics_*`` settings."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -296,6 +339,8 @@ RULES: dict[PolicyKind, PolicyRule] = {
         "schema_compatibility_strategy", lambda value, kind: SchemaCompatibilityStrategy.parse(value)),
     PolicyKind.IS_ALLOW_AUTO_UPDATE_SCHEMA: PolicyRule("is_allow_auto_update_schema", _of(bool)),
     PolicyKind.SCHEMA_VALIDATION_ENFORCED: PolicyRule("schema_validation_enforced", _of(bool)),
+    PolicyKind.INACTIVE_TOPIC: PolicyRule(
+        "inactive_topic_policies", _of(InactiveTopicPolicies, InactiveTopicPolicies.checked)),
 }
 """Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
 core holds and checks it. A retention and a destination_storage backlog quota are also
@@ -376,6 +421,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
         delayed = doc.get(DELAYED_KEY)
         dead_letter = doc.get(DEAD_LETTER_KEY)
         publish_rate, dispatch_rate = doc.get(PUBLISH_RATE_KEY), doc.get(DISPATCH_RATE_KEY)
+        inactive = doc.get(INACTIVE_TOPIC_KEY)
         policies = NamespacePolicies(
             retention=None if retention is None else RetentionPolicy(
                 *validate_retention(retention["retention_time_minutes"], retention["retention_size_mb"])
@@ -394,6 +440,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             else SchemaCompatibilityStrategy.parse(doc[SCHEMA_STRATEGY_KEY]),
             is_allow_auto_update_schema=doc.get(SCHEMA_AUTO_UPDATE_KEY),
             schema_validation_enforced=doc.get(SCHEMA_VALIDATION_KEY),
+            inactive_topic_policies=None if inactive is None else InactiveTopicPolicies(**inactive).checked(),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -430,6 +477,8 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         else policies.schema_compatibility_strategy.value,
         SCHEMA_AUTO_UPDATE_KEY: policies.is_allow_auto_update_schema,
         SCHEMA_VALIDATION_KEY: policies.schema_validation_enforced,
+        INACTIVE_TOPIC_KEY: None if policies.inactive_topic_policies is None
+        else policies.inactive_topic_policies.to_document(),
     }
 
 

@@ -19,8 +19,11 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
+from magnetar.broker.inactive_topics import InactiveTopicTask
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.namespace_policies import (
+    InactiveTopicDeleteMode,
+    InactiveTopicPolicies,
     NamespacePolicies,
     NamespacePolicyAdmin,
     from_document,
@@ -126,6 +129,14 @@ class BrokerService:
         self.rates = RateSampler(self.topics, config.stats_interval_s)
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
         self.policy_task = NamespacePolicyTask(self.topics, self.namespace_policies, config.policy_check_interval_s)
+        self.inactive_topics = InactiveTopicTask(
+            self.topics,
+            InactiveTopicPolicies(InactiveTopicDeleteMode(config.delete_inactive_topics_mode),
+                                  config.delete_inactive_topics_max_inactive_duration_s,
+                                  config.delete_inactive_topics_enabled),
+            config.delete_inactive_topics_frequency_s, self.delete_topic,
+        )
+        """Deletes the served topics no client uses (Pulsar's inactive-topic GC)."""
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
@@ -148,6 +159,7 @@ class BrokerService:
         self.retention = RetentionTask(self.topics, self.tenants, self.config)
         self.retention.start()
         self.policy_task.start()
+        self.inactive_topics.start()
         self.gc_policy.start()
         self.rates.start()
 
@@ -321,6 +333,7 @@ class BrokerService:
         if hasattr(self, "retention"):  # started
             await self.retention.close()
         await self.policy_task.close()
+        await self.inactive_topics.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             await asyncio.gather(self._lease_task, return_exceptions=True)

@@ -141,6 +141,12 @@ CATALOGUE: tuple[PolicySpec, ...] = (
           ("Get whether producers without a schema are refused on topics with one (default false)",
            "Refuse producers without a schema on topics that have one", None),
           removable=False, default=False),
+    _spec("inactiveTopicPolicies", "INACTIVE_TOPIC", "inactive_topic_policies", "inactive-topic-policies",
+          ("Namespaces_getInactiveTopicPolicies", "Namespaces_setInactiveTopicPolicies",
+           "Namespaces_removeInactiveTopicPolicies"),
+          ("Get the inactive topic policies (whether and when unused topics are deleted)",
+           "Set the inactive topic policies of the namespace's topics",
+           "Remove the inactive topic policies (the broker's delete_inactive_topics_* apply)")),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

@@ -140,6 +140,28 @@ class DispatchRate(PulsarModel):
         )
 
 
+class InactiveTopicPolicies(PulsarModel):
+    """Pulsar's InactiveTopicPolicies: whether (``deleteWhileInactive``) and when a topic
+    without producers and consumers is deleted."""
+
+    inactiveTopicDeleteMode: Literal["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"] = (
+        "delete_when_no_subscriptions")
+    maxInactiveDurationSeconds: int = Field(default=60, ge=1, lt=2**31)
+    deleteWhileInactive: bool = False
+
+    def to_proto(self) -> pb.InactiveTopicPolicies:
+        return pb.InactiveTopicPolicies(
+            delete_mode=self.inactiveTopicDeleteMode, max_inactive_duration_seconds=self.maxInactiveDurationSeconds,
+            delete_while_inactive=self.deleteWhileInactive,
+        )
+
+    @classmethod
+    def of(cls, p: pb.InactiveTopicPolicies) -> InactiveTopicPolicies:
+        return cls(inactiveTopicDeleteMode=p.delete_mode,  # type: ignore[arg-type]
+                   maxInactiveDurationSeconds=p.max_inactive_duration_seconds,
+                   deleteWhileInactive=p.delete_while_inactive)
+
+
 class BundlesData(PulsarModel):
     boundaries: list[str] = Field(default_factory=list)
     numBundles: int = Field(default=0, ge=0, lt=2**32)
@@ -191,6 +213,7 @@ class Policies(PulsarModel):
         default=None, description="Magnetar's extension: the namespace's retry/dead-letter defaults"
     )
     auth_policies: AuthPolicies | None = None
+    inactive_topic_policies: InactiveTopicPolicies | None = None
     replication_clusters: list[str] = Field(default_factory=list, description="stored; Magnetar does not replicate")
     publishMaxMessageRate: dict[str, PublishRate] = Field(default_factory=dict)
     topicDispatchRate: dict[str, DispatchRate] = Field(default_factory=dict)
@@ -200,6 +223,8 @@ class Policies(PulsarModel):
     def to_proto(self, cluster: str = "") -> pb.NamespacePolicies:
         """Args: cluster: the brokers' own cluster (whose rate map entries apply)."""
         out = pb.NamespacePolicies(replication_clusters=self.replication_clusters)
+        if self.inactive_topic_policies is not None:
+            out.inactive_topic_policies.CopyFrom(self.inactive_topic_policies.to_proto())
         if cluster in self.publishMaxMessageRate:
             out.publish_rate.CopyFrom(self.publishMaxMessageRate[cluster].to_proto())
         dispatch = self.topicDispatchRate.get(cluster) or self.clusterDispatchRate.get(cluster)
@@ -228,6 +253,8 @@ class Policies(PulsarModel):
         namespace's (no auth_policies without them)."""
         out = cls._of(p)
         out.replication_clusters = list(p.replication_clusters)
+        if p.HasField("inactive_topic_policies"):
+            out.inactive_topic_policies = InactiveTopicPolicies.of(p.inactive_topic_policies)
         if cluster and p.HasField("publish_rate"):
             out.publishMaxMessageRate = {cluster: PublishRate.of(p.publish_rate)}
         if cluster and p.HasField("dispatch_rate"):

@@ -29,6 +29,7 @@ from magnetar.gateway.policy_models import (
     DeadLetterPolicy,
     DelayedDeliveryPolicies,
     DispatchRate,
+    InactiveTopicPolicies,
     Int32,
     Policies,
     PublishRate,
@@ -125,6 +126,9 @@ BINDINGS: dict[str, PolicyBinding] = {
     "schemaValidationEnforced": PolicyBinding(
         Annotated[bool, Body(strict=True)], bool, _field("schema_validation_enforced"),
         applied_query=True),
+    "inactiveTopicPolicies": PolicyBinding(
+        InactiveTopicPolicies, InactiveTopicPolicies,
+        _field("inactive_topic_policies", InactiveTopicPolicies.of), _to_proto),
 }
 
 

@@ -168,6 +168,17 @@ OPTIONS: dict[str, CliBinding] = {
         "whether producers may register new schema versions (--enable) or only use those uploaded", _switch()),
     "schemaValidationEnforced": CliBinding(
         "whether producers without a schema are refused on topics with one", _switch()),
+    "inactiveTopicPolicies": CliBinding(
+        "the inactive topic policies (whether and when topics without clients are deleted)",
+        [(("-e", "--enable-delete-while-inactive"), {"dest": "delete_while_inactive", "action": "store_true",
+                                                     "default": None, "switch": True, "json": "deleteWhileInactive"}),
+         (("-d", "--disable-delete-while-inactive"), {"dest": "delete_while_inactive", "action": "store_false",
+                                                      "switch": True}),
+         _int(("-t", "--max-inactive-duration"), "maxInactiveDurationSeconds",
+              "seconds without producers and consumers before deletion", required=True, metavar="S"),
+         _str(("-m", "--delete-mode"), "inactiveTopicDeleteMode",
+              "delete_when_no_subscriptions or delete_when_subscriptions_caught_up", required=True,
+              metavar="MODE")]),
 }
 
 

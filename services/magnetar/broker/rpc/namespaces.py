@@ -15,6 +15,7 @@ from magnetar.broker.namespace_policies import (
     BacklogQuota,
     DelayedDelivery,
     DispatchRate,
+    InactiveTopicPolicies,
     NamespacePolicies,
     PolicyKind,
     PublishRate,
@@ -111,6 +112,8 @@ def policies_from_proto(p: pb.NamespacePolicies) -> NamespacePolicies:
         if p.HasField("schema_compatibility_strategy") else None,
         is_allow_auto_update_schema=p.is_allow_auto_update_schema if p.HasField("is_allow_auto_update_schema") else None,
         schema_validation_enforced=p.schema_validation_enforced if p.HasField("schema_validation_enforced") else None,
+        inactive_topic_policies=inactive_topic_from_proto(p.inactive_topic_policies)
+        if p.HasField("inactive_topic_policies") else None,
     )
 
 
@@ -151,7 +154,18 @@ def policies_to_proto(policies: NamespacePolicies, bundles: int) -> pb.Namespace
         out.is_allow_auto_update_schema = policies.is_allow_auto_update_schema
     if policies.schema_validation_enforced is not None:
         out.schema_validation_enforced = policies.schema_validation_enforced
+    inactive = policies.inactive_topic_policies
+    if inactive is not None:
+        out.inactive_topic_policies.CopyFrom(pb.InactiveTopicPolicies(
+            delete_mode=str(inactive.delete_mode), max_inactive_duration_seconds=inactive.max_inactive_duration_s,
+            delete_while_inactive=inactive.delete_while_inactive,
+        ))
     return out
+
+
+def inactive_topic_from_proto(p: pb.InactiveTopicPolicies) -> InactiveTopicPolicies:
+    """Checked by the core's rule (an unknown mode is refused there)."""
+    return InactiveTopicPolicies(p.delete_mode, p.max_inactive_duration_seconds, p.delete_while_inactive)  # type: ignore[arg-type]
 
 
 def _retention_from_proto(r: pb.RetentionPolicies) -> RetentionPolicy:
@@ -174,6 +188,7 @@ CARRIED: dict[str, Callable[[Any], object]] = {
     "schemaCompatibilityStrategy": _same,
     "isAllowAutoUpdateSchema": _same,
     "schemaValidationEnforced": _same,
+    "inactiveTopicPolicies": inactive_topic_from_proto,
 }
 """Each catalogue entry's carrier (its field of SetNamespacePolicyRequest, named by
 :data:`magnetar.common.policies.CATALOGUE`) as the broker core's value."""
