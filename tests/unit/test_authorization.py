@@ -92,3 +92,35 @@ def test_grants_are_bounded_so_the_policies_document_stays_small():
     assert role in auth.revoked("0000-" + "r" * 995).granted(role, ["produce"]).roles
     with pytest.raises(ValueError, match="more than 262,144"):
         auth.subscription_granted("s", [role])
+
+
+def test_a_topic_grant_is_for_that_topic_and_its_partitions_only():
+    auth = NamespaceAuth().topic_granted(T, "app", ["consume"]).topic_granted(
+        "persistent://acme/orders/parted", "app", ["produce"])
+    other = "persistent://acme/orders/other"
+    assert may("app", Request(Action.CONSUME, T, "s"), auth) and may("app", Request(Action.LOOKUP, T), auth)
+    assert not may("app", Request(Action.PRODUCE, T), auth)
+    assert not may("app", Request(Action.CONSUME, other, "s"), auth)
+    assert not may("app", Request(Action.LOOKUP, other), auth)
+    assert not may("app", Request(Action.LOOKUP, namespace="acme/orders"), auth)  # listing the namespace
+    assert may("app", Request(Action.PRODUCE, "persistent://acme/orders/parted-partition-3"), auth)
+    assert not may("other-role", Request(Action.CONSUME, T, "s"), auth)
+    # Added to the namespace grant; a subscription list still narrows it.
+    both = NS.topic_granted(T, "writer", ["consume"])
+    assert may("writer", Request(Action.PRODUCE, other), both) and may("writer", Request(Action.CONSUME, T, "s"), both)
+    assert not may("writer", Request(Action.CONSUME, T, "audit"), both)
+
+
+def test_topic_grants_round_trip_and_revoke():
+    auth = NS.topic_granted(T, "app", ["consume", "produce"]).topic_granted(T, "ops", ["consume"])
+    doc = auth.to_doc()
+    assert doc["destination_auth"] == {T: {"app": ["consume", "produce"], "ops": ["consume"]}}
+    assert NamespaceAuth.from_doc(doc) == auth
+    revoked = auth.topic_revoked(T, "app").topic_revoked(T, "ops")
+    assert revoked.topics == {} and revoked.roles == NS.roles and revoked.subscriptions == NS.subscriptions
+    with pytest.raises(ValueError, match="unknown actions"):
+        NS.topic_granted(T, "app", ["fly"])
+    with pytest.raises(ValueError):
+        NS.topic_granted(T, "", ["consume"])
+    # Grants on the namespace or a subscription keep the topic grants.
+    assert auth.granted("x", ["produce"]).revoked("x").subscription_granted("s", ["app"]).topics == auth.topics

@@ -7,6 +7,9 @@
 - **Namespace permissions** grant a role ``produce`` and/or ``consume`` on every topic of
   the namespace (``functions``, ``sources``, ``sinks``, ``packages`` are accepted and have
   no effect here).
+- **Topic permissions** grant a role ``produce`` and/or ``consume`` on one topic (a
+  partitioned topic: all its partitions), added to what its namespace grants it
+  (Pulsar's destination_auth).
 - **Subscription permissions** (optional): a subscription listed there may be consumed
   only by the roles listed for it (and only if they also have ``consume``).
 - **Retry and dead-letter topics**: a role that may consume a subscription may produce to
@@ -30,9 +33,10 @@ import enum
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from magnetar.common.errors import InvalidArgument
-from magnetar.common.names import check_subscription_name
+from magnetar.common.names import TopicName, check_subscription_name
 
 
 class Action(enum.Enum):
@@ -65,6 +69,20 @@ def check_role(role: str) -> str:
     return role
 
 
+def _grantable(actions: Iterable[str]) -> frozenset[str]:
+    """Raises: ValueError: an action that cannot be granted."""
+    wanted = frozenset(actions)
+    unknown = wanted - GRANTABLE
+    if unknown:
+        raise ValueError(f"unknown actions {sorted(unknown)}: grant any of {sorted(GRANTABLE)}")
+    return wanted
+
+
+def topic_key(topic: str) -> str:
+    """The name a topic's grants are kept under: a partition's partitioned topic."""
+    return str(TopicName.parse(topic).partitioned_topic_name)
+
+
 @dataclass(frozen=True)
 class NamespaceAuth:
     """A namespace's permissions (Pulsar's AuthPolicies, namespace part)."""
@@ -73,6 +91,9 @@ class NamespaceAuth:
     """role -> granted actions (``produce``, ``consume``, …)."""
     subscriptions: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """subscription -> the roles that may consume it (absent: any role with ``consume``)."""
+    topics: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
+    """topic (a partitioned topic's name for all its partitions) -> role -> granted
+    actions on that topic only (Pulsar's destination_auth)."""
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, object] | None) -> NamespaceAuth:
@@ -80,30 +101,84 @@ class NamespaceAuth:
         roles, subs = doc.get("namespace_auth"), doc.get("subscription_auth_roles")
         roles = roles if isinstance(roles, Mapping) else {}  # absent (or garbled): no grants
         subs = subs if isinstance(subs, Mapping) else {}
+        topics = doc.get("destination_auth")
+        topics = topics if isinstance(topics, Mapping) else {}
         return cls(
             {str(r): frozenset(map(str, a)) for r, a in roles.items()},
             {str(s): frozenset(map(str, r)) for s, r in subs.items()},
+            {str(t): {str(r): frozenset(map(str, a)) for r, a in g.items()}
+             for t, g in topics.items() if isinstance(g, Mapping)},
         )
 
-    def to_doc(self) -> dict[str, dict[str, list[str]]]:
+    @classmethod
+    def of_grants(
+        cls, roles: Mapping[str, Iterable[str]], subscriptions: Mapping[str, Iterable[str]] | None = None,
+        topics: Mapping[str, Mapping[str, Iterable[str]]] | None = None, *, namespace: str | None = None,
+    ) -> NamespaceAuth:
+        """The permissions that granting each role its actions, each subscription its
+        roles and each topic's roles their actions would make (a Policies body's
+        auth_policies); with ``namespace``, each topic must be one of its.
+
+        Raises: InvalidArgument: as :meth:`granted`, :meth:`subscription_granted` and
+        :meth:`topic_granted`; a topic of another namespace."""
+        auth = cls()
+        try:
+            for role, actions in roles.items():
+                auth = auth.granted(role, actions)
+            for subscription, allowed in (subscriptions or {}).items():
+                auth = auth.subscription_granted(subscription, allowed)
+            for topic, grants in (topics or {}).items():
+                if namespace is not None and str(TopicName.parse(topic).namespace) != namespace:
+                    raise ValueError(f"the topic {topic} of a grant is not in namespace {namespace}")
+                for role, actions in grants.items():
+                    auth = auth.topic_granted(topic, role, actions)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        return auth
+
+    def to_doc(self) -> dict[str, Any]:
         return {
             "namespace_auth": {r: sorted(a) for r, a in sorted(self.roles.items())},
             "subscription_auth_roles": {s: sorted(r) for s, r in sorted(self.subscriptions.items())},
+            "destination_auth": {t: {r: sorted(a) for r, a in sorted(g.items())} for t, g in sorted(self.topics.items())},
         }
+
+    def on_topic(self, role: str, topic: str | None) -> frozenset[str]:
+        """The actions ``role`` has on ``topic``: its namespace grant and its grant on the
+        topic (on a partition: on its partitioned topic), as Pulsar's canProduce/canConsume."""
+        granted = self.roles.get(role, frozenset())
+        if topic and self.topics:
+            granted = granted | self.topics.get(topic_key(topic), {}).get(role, frozenset())
+        return granted
+
+    def topic_granted(self, topic: str, role: str, actions: Iterable[str]) -> NamespaceAuth:
+        """With ``role`` granted exactly ``actions`` on ``topic``.
+
+        Raises: ValueError: as :meth:`granted`."""
+        check_role(role)
+        wanted = _grantable(actions)
+        key = topic_key(topic)
+        topics = {**self.topics, key: {**self.topics.get(key, {}), role: wanted}}
+        return NamespaceAuth(self.roles, self.subscriptions, topics).bounded()
+
+    def topic_revoked(self, topic: str, role: str) -> NamespaceAuth:
+        """Without ``role``'s grant on ``topic`` (an emptied topic entry is removed)."""
+        key = topic_key(topic)
+        left = {r: a for r, a in self.topics.get(key, {}).items() if r != role}
+        topics = {t: g for t, g in self.topics.items() if t != key}
+        if left:
+            topics[key] = left
+        return NamespaceAuth(self.roles, self.subscriptions, topics)
 
     def granted(self, role: str, actions: Iterable[str]) -> NamespaceAuth:
         """With ``role`` granted exactly ``actions``.
 
         Raises: ValueError: an unknown action, a bad role, permissions over the bound."""
         check_role(role)
-        wanted = frozenset(actions)
-        unknown = wanted - GRANTABLE
-        if unknown:
-            raise ValueError(f"unknown actions {sorted(unknown)}: grant any of {sorted(GRANTABLE)}")
-        return NamespaceAuth({**self.roles, role: wanted}, self.subscriptions).bounded()
+        return NamespaceAuth({**self.roles, role: _grantable(actions)}, self.subscriptions, self.topics).bounded()
 
     def revoked(self, role: str) -> NamespaceAuth:
-        return NamespaceAuth({r: a for r, a in self.roles.items() if r != role}, self.subscriptions)
+        return NamespaceAuth({r: a for r, a in self.roles.items() if r != role}, self.subscriptions, self.topics)
 
     def subscription_granted(self, subscription: str, roles: Iterable[str]) -> NamespaceAuth:
         """With ``roles`` added to those that may consume ``subscription``.
@@ -118,7 +193,7 @@ class NamespaceAuth:
         except InvalidArgument as exc:
             raise ValueError(exc.message) from None
         now = self.subscriptions.get(subscription, frozenset())
-        return NamespaceAuth(self.roles, {**self.subscriptions, subscription: now | added}).bounded()
+        return NamespaceAuth(self.roles, {**self.subscriptions, subscription: now | added}, self.topics).bounded()
 
     def bounded(self) -> NamespaceAuth:
         """Self. Raises: ValueError: over :data:`MAX_PERMISSIONS_BYTES` of JSON."""
@@ -137,7 +212,7 @@ class NamespaceAuth:
         subs = {s: r for s, r in self.subscriptions.items() if s != subscription}
         if left:
             subs[subscription] = left
-        return NamespaceAuth(self.roles, subs)
+        return NamespaceAuth(self.roles, subs, self.topics)
 
 
 @dataclass(frozen=True)
@@ -180,7 +255,7 @@ def authorize(
         return True
     if request.action in (Action.ADMIN_NAMESPACE, Action.ADMIN_TOPIC):
         return False
-    granted = namespace.roles.get(role, frozenset())
+    granted = namespace.on_topic(role, request.topic)
     if request.action is Action.LOOKUP:
         return bool(granted & {"produce", "consume"})
     if request.action is Action.CONSUME:

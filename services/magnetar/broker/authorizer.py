@@ -22,12 +22,20 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from magnetar.broker.authorization import Action, NamespaceAuth, Request, authorize, check_role
+from magnetar.broker.authorization import (
+    Action,
+    NamespaceAuth,
+    Request,
+    authorize,
+    check_role,
+    topic_key,
+)
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.common.errors import (
     AuthorizationError,
     InvalidArgument,
     NamespaceNotFound,
+    PreconditionFailed,
     TenantNotFound,
 )
 from magnetar.common.names import NamespaceName, TopicName
@@ -169,6 +177,35 @@ class Authorizer:
     async def revoke_subscription(self, namespace: str, subscription: str, role: str) -> None:
         """Take ``role`` off ``subscription``'s list. Raises: NamespaceNotFound."""
         await self._change(namespace, lambda auth: auth.subscription_revoked(subscription, role))
+
+    # -- a topic's permissions (Pulsar's destination_auth, in its namespace's document) ---
+    async def topic_permissions(self, topic: str) -> dict[str, frozenset[str]]:
+        """Each role and its actions on ``topic``: the namespace's grants and the topic's
+        (as Pulsar's getPermissionsOnTopic). Raises: InvalidArgument, NamespaceNotFound."""
+        auth = await self.permissions(str(TopicName.parse(topic).namespace))
+        return {role: auth.on_topic(role, topic) for role in {*auth.roles, *auth.topics.get(topic_key(topic), {})}}
+
+    async def grant_topic(self, topic: str, role: str, actions: Iterable[str]) -> None:
+        """Grant ``role`` exactly ``actions`` on ``topic`` (replacing its grant there).
+
+        Raises: InvalidArgument: a bad topic name or role, an unknown action, permissions
+        over their bound; NamespaceNotFound."""
+        name = TopicName.parse(topic)
+        wanted = list(actions)
+        await self._change(str(name.namespace), lambda auth: auth.topic_granted(str(name), role, wanted))
+
+    async def revoke_topic(self, topic: str, role: str) -> None:
+        """Revoke ``role``'s grant on ``topic`` (its namespace grant stays). Raises:
+        InvalidArgument; NamespaceNotFound; PreconditionFailed: the role has no grant on
+        the topic (Pulsar's 412)."""
+        name = TopicName.parse(topic)
+
+        def revoked(auth: NamespaceAuth) -> NamespaceAuth:
+            if role not in auth.topics.get(topic_key(str(name)), {}):
+                raise PreconditionFailed(f"Permissions are not set at the topic level: role {role!r} on {name}")
+            return auth.topic_revoked(str(name), role)
+
+        await self._change(str(name.namespace), revoked)
 
     async def _change(self, namespace: str, fn: Callable[[NamespaceAuth], NamespaceAuth]) -> None:
         ns = NamespaceName.parse(namespace)

@@ -110,6 +110,18 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """How often each served topic re-reads its namespace's policies (a change made
     through another broker) and expires messages past the message TTL and evicts
     backlog over a backlog quota (Pulsar checks every 5 minutes and every 60 s)."""
+    delete_inactive_topics_enabled: bool = False
+    """Pulsar's brokerDeleteInactiveTopicsEnabled (Pulsar's default: true; Magnetar's:
+    false, so an upgrade deletes nothing): delete topics no client has used for
+    ``delete_inactive_topics_max_inactive_duration_s`` (a namespace's
+    inactiveTopicPolicies replace these settings). docs/broker.md"""
+    delete_inactive_topics_frequency_s: float = Field(default=60.0, gt=0)
+    """brokerDeleteInactiveTopicsFrequencySeconds: how often each broker looks."""
+    delete_inactive_topics_mode: Literal["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"] = (
+        "delete_when_no_subscriptions")
+    """brokerDeleteInactiveTopicsMode: which idle topics may go."""
+    delete_inactive_topics_max_inactive_duration_s: int = Field(default=60, ge=1, lt=2**31)
+    """brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: idle time before deletion."""
     schema_compatibility_strategy: Literal[
         "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
         "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",

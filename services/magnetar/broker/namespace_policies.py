@@ -16,6 +16,9 @@ strategy name), ``is_allow_auto_update_schema``, ``schema_validation_enforced`` 
 ``auto_topic_creation`` (``allow_auto_topic_creation``, ``topic_type``,
 ``default_num_partitions``). Other keys of the document are
 kept as they are.
+strategy name), ``is_allow_auto_update_schema``, ``schema_validation_enforced`` and
+``inactive_topic_policies`` (``delete_mode``, ``max_inactive_duration_s``,
+``delete_while_inactive``). Other keys of the document are kept as they are.
 
 Every change is one compare-and-set of the document whose check runs on the document
 read, so a backlog quota and a retention set at the same time cannot both pass the check
@@ -56,6 +59,7 @@ TOPIC_TYPES = ("non-partitioned", "partitioned")
 """Pulsar's TopicType names."""
 MAX_PRODUCERS_KEY = "max_producers_per_topic"
 MAX_CONSUMERS_KEY = "max_consumers_per_topic"
+INACTIVE_TOPIC_KEY = "inactive_topic_policies"
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MB = 1024 * 1024
@@ -88,6 +92,7 @@ class PolicyKind(Enum):
     AUTO_TOPIC_CREATION = "autoTopicCreation"
     MAX_PRODUCERS = "maxProducersPerTopic"
     MAX_CONSUMERS = "maxConsumersPerTopic"
+    INACTIVE_TOPIC = "inactiveTopicPolicies"
 
 
 class QuotaType(StrEnum):
@@ -159,6 +164,44 @@ class DispatchRate:
     """ratePeriodInSecond"""
 
 
+_INT32_MAX_S = 2**31 - 1
+
+
+class InactiveTopicDeleteMode(StrEnum):
+    DELETE_WHEN_NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
+    DELETE_WHEN_SUBSCRIPTIONS_CAUGHT_UP = "delete_when_subscriptions_caught_up"
+
+
+@dataclass(frozen=True)
+class InactiveTopicPolicies:
+    """Pulsar's InactiveTopicPolicies (``inactiveTopicDeleteMode``,
+    ``maxInactiveDurationSeconds``, ``deleteWhileInactive``)."""
+
+    delete_mode: InactiveTopicDeleteMode = InactiveTopicDeleteMode.DELETE_WHEN_NO_SUBSCRIPTIONS
+    max_inactive_duration_s: int = 60
+    delete_while_inactive: bool = False
+
+    def checked(self) -> InactiveTopicPolicies:
+        """Raises: InvalidArgument: an unknown mode, a duration not in 1..2**31-1 s."""
+        try:
+            mode = InactiveTopicDeleteMode(self.delete_mode)
+        except ValueError:
+            raise InvalidArgument(
+                f"unknown inactiveTopicDeleteMode {self.delete_mode!r}: "
+                f"{' or '.join(m.value for m in InactiveTopicDeleteMode)}"
+            ) from None
+        duration = self.max_inactive_duration_s
+        if isinstance(duration, bool) or not isinstance(duration, int) or not 1 <= duration <= _INT32_MAX_S:
+            raise InvalidArgument(f"maxInactiveDurationSeconds must be 1 to {_INT32_MAX_S}, not {duration!r}")
+        if not isinstance(self.delete_while_inactive, bool):
+            raise InvalidArgument(f"deleteWhileInactive must be true or false, not {self.delete_while_inactive!r}")
+        return InactiveTopicPolicies(mode, duration, self.delete_while_inactive)
+
+    def to_document(self) -> dict[str, object]:
+        return {"delete_mode": str(self.delete_mode), "max_inactive_duration_s": self.max_inactive_duration_s,
+                "delete_while_inactive": self.delete_while_inactive}
+
+
 @dataclass(frozen=True)
 class PersistencePolicies:
     """Pulsar's PersistencePolicies: the quorums of the new ledgers of a namespace's
@@ -218,6 +261,8 @@ class NamespacePolicies:
     """maxProducersPerTopic (a topic's: maxProducers); None or 0: no limit."""
     max_consumers: int | None = None
     """maxConsumersPerTopic (a topic's: maxConsumers); None or 0: no limit."""
+    inactive_topic_policies: InactiveTopicPolicies | None = None
+    """None: the broker's ``delete_inactive_topics_*`` settings."""
 
     @property
     def allow_auto_update_schema(self) -> bool:
@@ -451,6 +496,8 @@ RULES: dict[PolicyKind, PolicyRule] = {
         "compaction_threshold", lambda value, kind: check_compaction_threshold(value)),
     PolicyKind.MAX_PRODUCERS: PolicyRule("max_producers", check_limit(PolicyKind.MAX_PRODUCERS)),
     PolicyKind.MAX_CONSUMERS: PolicyRule("max_consumers", check_limit(PolicyKind.MAX_CONSUMERS)),
+    PolicyKind.INACTIVE_TOPIC: PolicyRule(
+        "inactive_topic_policies", _of(InactiveTopicPolicies, InactiveTopicPolicies.checked)),
 }
 """Each policy kind (one per entry of :data:`magnetar.common.policies.CATALOGUE`) as the
 core holds and checks it. A retention and a destination_storage backlog quota are also
@@ -533,6 +580,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
         publish_rate, dispatch_rate = doc.get(PUBLISH_RATE_KEY), doc.get(DISPATCH_RATE_KEY)
         persistence = doc.get(PERSISTENCE_KEY)
         auto_creation = doc.get(AUTO_TOPIC_CREATION_KEY)
+        inactive = doc.get(INACTIVE_TOPIC_KEY)
         policies = NamespacePolicies(
             retention=None if retention is None else RetentionPolicy(
                 *validate_retention(retention["retention_time_minutes"], retention["retention_size_mb"])
@@ -560,6 +608,7 @@ def from_document(doc: Mapping[str, Any], where: str = "") -> NamespacePolicies:
             else check_limit(PolicyKind.MAX_PRODUCERS)(doc[MAX_PRODUCERS_KEY], PolicyKind.MAX_PRODUCERS),
             max_consumers=None if doc.get(MAX_CONSUMERS_KEY) is None
             else check_limit(PolicyKind.MAX_CONSUMERS)(doc[MAX_CONSUMERS_KEY], PolicyKind.MAX_CONSUMERS),
+            inactive_topic_policies=None if inactive is None else InactiveTopicPolicies(**inactive).checked(),
         )
         if policies.deduplication is not None:
             _typed(policies.deduplication, bool, PolicyKind.DEDUPLICATION)
@@ -601,6 +650,8 @@ def to_document(policies: NamespacePolicies) -> dict[str, Any]:
         AUTO_TOPIC_CREATION_KEY: None if policies.auto_topic_creation is None else asdict(policies.auto_topic_creation),
         MAX_PRODUCERS_KEY: policies.max_producers,
         MAX_CONSUMERS_KEY: policies.max_consumers,
+        INACTIVE_TOPIC_KEY: None if policies.inactive_topic_policies is None
+        else policies.inactive_topic_policies.to_document(),
     }
 
 
@@ -643,14 +694,17 @@ class NamespacePolicyAdmin:
         ns = NamespaceName.parse(namespace)
         return from_document(await self._store.get_policies(ns.tenant, ns.namespace), str(ns))
 
-    async def create_namespace(self, namespace: str, policies: NamespacePolicies) -> None:
+    async def create_namespace(
+        self, namespace: str, policies: NamespacePolicies, extra: Mapping[str, Any] | None = None,
+    ) -> None:
         """Create the namespace with ``policies`` (checked first: nothing is created when
-        one is refused).
+        one is refused) and the document keys other modules own in ``extra`` (its
+        permissions, replication clusters), in one write.
 
         Raises: as :func:`with_policy`; TenantNotFound; AlreadyExists.
         """
         ns = NamespaceName.parse(namespace)
-        await self._store.create_namespace(ns.tenant, ns.namespace, merged({}, checked(policies)))
+        await self._store.create_namespace(ns.tenant, ns.namespace, {**(extra or {}), **merged({}, checked(policies))})
 
     async def set(
         self, namespace: str, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,

@@ -8,9 +8,12 @@ import collections
 import functools
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from magnetar.broker.authorization import NamespaceAuth
 from magnetar.broker.authorizer import Authorizer
+from magnetar.broker.clusters import REPLICATION_CLUSTERS_KEY, ClusterAdmin
 from magnetar.broker.compaction.compactor import TwoPhaseCompactor
 from magnetar.broker.compaction.reader import CompactedEntries
 from magnetar.broker.compaction.status import Compactions
@@ -18,9 +21,12 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deadletter import DEAD_LETTER_KEY, DeadLetterDefaults
 from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
+from magnetar.broker.inactive_topics import InactiveTopicTask
 from magnetar.broker.lease import SessionLease
 from magnetar.broker.namespace_policies import (
     AutoTopicCreation,
+    InactiveTopicDeleteMode,
+    InactiveTopicPolicies,
     NamespacePolicies,
     NamespacePolicyAdmin,
     PolicyKind,
@@ -36,6 +42,7 @@ from magnetar.broker.rates import RateSampler
 from magnetar.broker.retention import RetentionTask
 from magnetar.broker.schema.compatibility import SchemaCompatibilityStrategy, effective
 from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, SchemaRules
+from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
 from magnetar.common.bundles import bundle_of, bundle_ranges
@@ -54,6 +61,7 @@ from magnetar.common.names import NamespaceName, TopicName
 from magnetar.common.tasks import KeyedTasks
 from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.ledger import ManagedLedger
+from magnetar.metadata.clusters import ZkClusterStore
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.schemas import SchemaInfo, StoredSchema, ZkSchemaStore
@@ -100,6 +108,8 @@ class BrokerService:
         self.tenants = tenants
         self.ownership = ownership
         self.schema_registry = SchemaRegistry(ZkSchemaStore(session))
+        self.clusters = ClusterAdmin(ZkClusterStore(session), tenants, config.cluster_name)
+        """This cluster and the registered ones (Pulsar's /admin/v2/clusters)."""
         self.compactions = Compactions()
         """The compactions of the topics it serves (one at a time per topic)."""
         self.ml_config = ManagedLedgerConfig(
@@ -140,6 +150,14 @@ class BrokerService:
             self.topics, self.namespace_policies, config.policy_check_interval_s,
             compact=self._compact_over_threshold, topic_level=self.read_topic_level,
         )
+        self.inactive_topics = InactiveTopicTask(
+            self.topics,
+            InactiveTopicPolicies(InactiveTopicDeleteMode(config.delete_inactive_topics_mode),
+                                  config.delete_inactive_topics_max_inactive_duration_s,
+                                  config.delete_inactive_topics_enabled),
+            config.delete_inactive_topics_frequency_s, self.delete_topic,
+        )
+        """Deletes the served topics no client uses (Pulsar's inactive-topic GC)."""
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
@@ -162,6 +180,7 @@ class BrokerService:
         self.retention = RetentionTask(self.topics, self.tenants, self.config)
         self.retention.start()
         self.policy_task.start()
+        self.inactive_topics.start()
         self.gc_policy.start()
         self.rates.start()
 
@@ -340,6 +359,7 @@ class BrokerService:
         if hasattr(self, "retention"):  # started
             await self.retention.close()
         await self.policy_task.close()
+        await self.inactive_topics.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             await asyncio.gather(self._lease_task, return_exceptions=True)
@@ -412,11 +432,17 @@ class BrokerService:
             for t in served:
                 t.apply_policies(applied)
 
-    async def create_namespace(self, namespace: str, policies: NamespacePolicies, bundles: int = 0) -> None:
-        """Create ``tenant/namespace`` with ``policies``.
+    async def create_namespace(
+        self, namespace: str, policies: NamespacePolicies, bundles: int = 0, *,
+        permissions: NamespaceAuth | None = None, replication_clusters: Sequence[str] = (),
+    ) -> None:
+        """Create ``tenant/namespace`` with ``policies``, ``permissions`` (Pulsar's
+        auth_policies) and ``replication_clusters``, all checked before anything is
+        written.
 
         Raises:
-            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace.
+            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace; a
+                replication cluster that does not exist or the tenant is not allowed on.
             InvalidArgument, PreconditionFailed: a policy refused (see namespace_policies).
             TenantNotFound, AlreadyExists.
         """
@@ -425,7 +451,29 @@ class BrokerService:
                 f"Invalid number of bundles: every namespace has {self.config.bundles_per_namespace} "
                 f"(the brokers' bundles_per_namespace), not {bundles}"
             )
-        await self.namespace_policies.create_namespace(namespace, policies)
+        extra: dict[str, Any] = {} if permissions is None else permissions.bounded().to_doc()
+        if replication_clusters:
+            extra[REPLICATION_CLUSTERS_KEY] = await self._replication_clusters(namespace, replication_clusters)
+        await self.namespace_policies.create_namespace(namespace, policies, extra)
+
+    async def _replication_clusters(self, namespace: str, clusters: Sequence[str]) -> list[str]:
+        """``clusters`` sorted, if each exists and the namespace's tenant is allowed on it
+        (Pulsar's reasons). Raises: PreconditionFailed; TenantNotFound."""
+        tenant = NamespaceName.parse(namespace).tenant
+        missing = await self.clusters.missing(list(clusters))
+        if missing:
+            raise PreconditionFailed(f"Invalid cluster id: {missing[0]}")
+        allowed = TenantInfo.from_doc(await self.tenants.get_tenant(tenant)).allowed_clusters
+        for cluster in clusters:
+            if cluster not in allowed:
+                raise PreconditionFailed(
+                    f"Cluster [{cluster}] is not in the list of allowed clusters list for tenant [{tenant}]")
+        return sorted(set(clusters))
+
+    async def replication_clusters(self, namespace: str) -> list[str]:
+        """The namespace's replication clusters as stored. Raises: NamespaceNotFound."""
+        ns = NamespaceName.parse(namespace)
+        return list((await self.tenants.get_policies(ns.tenant, ns.namespace)).get(REPLICATION_CLUSTERS_KEY) or ())
 
     @staticmethod
     def _topic_policies(doc: dict[str, Any], namespace: str) -> NamespacePolicies:

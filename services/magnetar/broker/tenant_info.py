@@ -1,9 +1,9 @@
 """Pulsar's TenantInfo: the roles that administer a tenant and the clusters its
-namespaces may use, checked against this cluster before it is stored."""
+namespaces may use, checked against the clusters there are before it is stored."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,9 @@ class TenantInfo:
     def to_doc(self) -> dict[str, list[str]]:
         return {"admin_roles": list(self.admin_roles), "allowed_clusters": list(self.allowed_clusters)}
 
-    def checked(self, cluster: str) -> TenantInfo:
-        """This info, if every allowed cluster is ``cluster`` (the only one there is).
+    def checked(self, clusters: str | Collection[str]) -> TenantInfo:
+        """This info, if every allowed cluster is one of ``clusters`` (the brokers' own
+        and the registered ones).
 
         Raises:
             PreconditionFailed: no allowed cluster, a blank one, or an unknown one
@@ -35,7 +36,8 @@ class TenantInfo:
         """
         if not self.allowed_clusters or any(not c.strip() for c in self.allowed_clusters):
             raise PreconditionFailed("Clusters can not be empty")
-        unknown = [c for c in self.allowed_clusters if c != cluster]
+        known = (clusters,) if isinstance(clusters, str) else tuple(clusters)
+        unknown = [c for c in self.allowed_clusters if c not in known]
         if unknown:
-            raise PreconditionFailed(f"Clusters do not exist: {', '.join(unknown)} (this cluster is {cluster})")
+            raise PreconditionFailed(f"Clusters do not exist: {', '.join(unknown)} (the clusters are {', '.join(known)})")
         return self

@@ -107,8 +107,22 @@ class AdminClient:
 
     # -- tenants -------------------------------------------------------------------
     async def clusters(self) -> list[str]:
-        """The clusters tenants may be allowed on (this one)."""
+        """The clusters tenants may be allowed on (this one and the registered ones)."""
         return list((await self.call(lambda s: s.ListClusters(pb.ListClustersRequest(), timeout=self.timeout))).names)
+
+    async def create_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        request = pb.ClusterRequest(cluster=cluster, data=data)
+        await self.call(lambda s: s.CreateCluster(request, timeout=self.timeout))
+
+    async def update_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        request = pb.ClusterRequest(cluster=cluster, data=data)
+        await self.call(lambda s: s.UpdateCluster(request, timeout=self.timeout))
+
+    async def cluster(self, cluster: str) -> pb.ClusterData:
+        return await self.call(lambda s: s.GetCluster(pb.GetClusterRequest(cluster=cluster), timeout=self.timeout))
+
+    async def delete_cluster(self, cluster: str) -> None:
+        await self.call(lambda s: s.DeleteCluster(pb.GetClusterRequest(cluster=cluster), timeout=self.timeout))
 
     async def tenants(self) -> list[str]:
         return list((await self.call(lambda s: s.ListTenants(pb.ListTenantsRequest(), timeout=self.timeout))).names)
@@ -133,9 +147,12 @@ class AdminClient:
         request = pb.ListNamespacesRequest(tenant=tenant)
         return list((await self.call(lambda s: s.ListNamespaces(request, timeout=self.timeout))).names)
 
-    async def create_namespace(self, namespace: str, policies: pb.NamespacePolicies | None = None) -> None:
-        """With ``policies``: created with them (checked as :meth:`set_namespace_policy` does)."""
-        request = pb.CreateNamespaceRequest(namespace=namespace, policies=policies)
+    async def create_namespace(
+        self, namespace: str, policies: pb.NamespacePolicies | None = None, permissions: pb.Permissions | None = None,
+    ) -> None:
+        """With ``policies``: created with them (checked as :meth:`set_namespace_policy` does);
+        with ``permissions``: with those grants (Pulsar's auth_policies)."""
+        request = pb.CreateNamespaceRequest(namespace=namespace, policies=policies, permissions=permissions)
         await self.call(lambda s: s.CreateNamespace(request, timeout=self.timeout))
 
     async def delete_namespace(self, namespace: str) -> None:
@@ -398,6 +415,23 @@ class AdminClient:
     async def subscription_permissions(self, namespace: str) -> dict[str, list[str]]:
         """Each subscription limited to some roles, and those roles."""
         return _name_sets((await self.get_permissions(namespace)).subscriptions)
+
+    async def grant_topic_permission(self, topic: str, role: str, actions: Iterable[str]) -> None:
+        """Give ``role`` exactly ``actions`` on ``topic`` (in addition to its namespace grant).
+
+        Raises: InvalidArgument: an unknown action; NamespaceNotFound; AuthorizationError."""
+        request = pb.GrantTopicPermissionRequest(topic=topic, role=role, actions=list(actions))
+        await self.call(lambda s: s.GrantTopicPermission(request, timeout=self.timeout))
+
+    async def revoke_topic_permission(self, topic: str, role: str) -> None:
+        """Take ``role``'s grant on ``topic`` away. Raises: PreconditionFailed (none there)."""
+        request = pb.RevokeTopicPermissionRequest(topic=topic, role=role)
+        await self.call(lambda s: s.RevokeTopicPermission(request, timeout=self.timeout))
+
+    async def topic_permissions(self, topic: str) -> dict[str, list[str]]:
+        """Each role and its actions on ``topic`` (namespace and topic grants together)."""
+        request = pb.GetTopicPermissionsRequest(topic=topic)
+        return _name_sets((await self.call(lambda s: s.GetTopicPermissions(request, timeout=self.timeout))).roles)
 
     # -- topics --------------------------------------------------------------------
     async def topics(self, namespace: str) -> list[str]:

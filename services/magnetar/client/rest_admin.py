@@ -36,6 +36,14 @@ _ERRORS: dict[int, type[e.MagnetarError]] = {
 _TYPES = {"Exclusive": pb.EXCLUSIVE, "Shared": pb.SHARED, "Failover": pb.FAILOVER, "Key_Shared": pb.KEY_SHARED}
 
 
+def cluster_json(data: pb.ClusterData) -> dict[str, str]:
+    """Pulsar's ClusterData JSON of ``data`` (unset URLs left out)."""
+    return {k: v for k, v in (
+        ("serviceUrl", data.service_url), ("serviceUrlTls", data.service_url_tls),
+        ("brokerServiceUrl", data.broker_service_url), ("brokerServiceUrlTls", data.broker_service_url_tls),
+    ) if v}
+
+
 class RestAdmin:
     """Administer a cluster through its gateway at ``admin_url`` (``http://host:8080``)."""
 
@@ -95,6 +103,23 @@ class RestAdmin:
     async def clusters(self) -> list[str]:
         return list(await self.request("GET", "/admin/v2/clusters"))
 
+    async def create_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        await self.request("PUT", f"/admin/v2/clusters/{_seg(cluster)}", cluster_json(data))
+
+    async def update_cluster(self, cluster: str, data: pb.ClusterData) -> None:
+        await self.request("POST", f"/admin/v2/clusters/{_seg(cluster)}", cluster_json(data))
+
+    async def cluster(self, cluster: str) -> pb.ClusterData:
+        doc = await self.request("GET", f"/admin/v2/clusters/{_seg(cluster)}")
+        return pb.ClusterData(
+            service_url=doc.get("serviceUrl") or "", service_url_tls=doc.get("serviceUrlTls") or "",
+            broker_service_url=doc.get("brokerServiceUrl") or "",
+            broker_service_url_tls=doc.get("brokerServiceUrlTls") or "",
+        )
+
+    async def delete_cluster(self, cluster: str) -> None:
+        await self.request("DELETE", f"/admin/v2/clusters/{_seg(cluster)}")
+
     async def tenants(self) -> list[str]:
         return list(await self.request("GET", "/admin/v2/tenants"))
 
@@ -120,8 +145,20 @@ class RestAdmin:
     async def namespaces(self, tenant: str) -> list[str]:
         return list(await self.request("GET", f"/admin/v2/namespaces/{_seg(tenant)}"))
 
-    async def create_namespace(self, namespace: str) -> None:
-        await self.request("PUT", _ns(namespace))
+    async def create_namespace(
+        self, namespace: str, policies: pb.NamespacePolicies | None = None, permissions: pb.Permissions | None = None,
+    ) -> None:
+        """A Policies body with what ``policies`` says of replication clusters and
+        ``permissions`` (the CLI's ``namespaces create --clusters``); no body without either."""
+        body: dict[str, Any] = {}
+        if policies is not None and policies.replication_clusters:
+            body["replication_clusters"] = list(policies.replication_clusters)
+        if permissions is not None:
+            body["auth_policies"] = {
+                "namespace_auth": {r: list(a.names) for r, a in permissions.roles.items()},
+                "subscription_auth_roles": {s: list(r.names) for s, r in permissions.subscriptions.items()},
+            }
+        await self.request("PUT", _ns(namespace), body or None)
 
     async def delete_namespace(self, namespace: str) -> None:
         await self.request("DELETE", _ns(namespace))
@@ -225,6 +262,16 @@ class RestAdmin:
 
     async def permissions(self, namespace: str) -> dict[str, list[str]]:
         got = await self.request("GET", _ns(namespace, "permissions")) or {}
+        return {role: sorted(got[role]) for role in sorted(got)}
+
+    async def grant_topic_permission(self, topic: str, role: str, actions: Iterable[str]) -> None:
+        await self.request("POST", _topic(topic, "permissions", _seg(role)), list(actions))
+
+    async def revoke_topic_permission(self, topic: str, role: str) -> None:
+        await self.request("DELETE", _topic(topic, "permissions", _seg(role)))
+
+    async def topic_permissions(self, topic: str) -> dict[str, list[str]]:
+        got = await self.request("GET", _topic(topic, "permissions")) or {}
         return {role: sorted(got[role]) for role in sorted(got)}
 
     async def subscription_permissions(self, namespace: str) -> dict[str, list[str]]:

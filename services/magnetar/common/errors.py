@@ -200,6 +200,10 @@ class TenantNotFound(NotFound):
     code = "TENANT_NOT_FOUND"
 
 
+class ClusterNotFound(NotFound):
+    code = "CLUSTER_NOT_FOUND"
+
+
 class NamespaceNotFound(NotFound):
     code = "NAMESPACE_NOT_FOUND"
 

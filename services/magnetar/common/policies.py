@@ -223,6 +223,12 @@ CATALOGUE: tuple[PolicySpec, ...] = (
           ("Get the namespace's override of the brokers' topic auto-creation",
            "Override the brokers' topic auto-creation: allowed or not, partitioned (with how many partitions) "
            "or not", "Remove the override (the brokers' settings apply)")),
+    _spec("inactiveTopicPolicies", "INACTIVE_TOPIC", "inactive_topic_policies", "inactive-topic-policies",
+          ("Namespaces_getInactiveTopicPolicies", "Namespaces_setInactiveTopicPolicies",
+           "Namespaces_removeInactiveTopicPolicies"),
+          ("Get the inactive topic policies (whether and when unused topics are deleted)",
+           "Set the inactive topic policies of the namespace's topics",
+           "Remove the inactive topic policies (the broker's delete_inactive_topics_* apply)")),
 )
 BY_NAME: dict[str, PolicySpec] = {spec.name: spec for spec in CATALOGUE}
 BY_VERB: dict[str, tuple[PolicySpec, str]] = {

@@ -27,6 +27,7 @@ from magnetar.gateway.routers import (
     tenants,
     terminate,
     topic_messages,
+    topic_permissions,
     topic_policies,
     topic_properties,
     topics,
@@ -35,10 +36,10 @@ from magnetar.gateway.routers import (
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topics.router, schemas.router,
-    subscriptions.router, unload.router, compaction.router, storage.router, dlq.router, producer.router, terminate.router,
-    topic_messages.router, topic_properties.router, topic_policies.router, nonpersistent.router,
-    websocket.router,
+    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
+    topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router,
+    producer.router, terminate.router, topic_messages.router, topic_properties.router, topic_policies.router,
+    nonpersistent.router, websocket.router,
 )
 
 

@@ -20,6 +20,7 @@ from magnetar.gateway.auth import caller_authorization, caller_principal
 from magnetar.gateway.config import GatewayConfig
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
+from magnetar.metadata.clusters import ZkClusterStore
 from magnetar.metadata.nodes import SessionState
 from magnetar.metadata.ownership import ZkOwnershipStore
 from magnetar.metadata.session import ZkSession
@@ -53,6 +54,8 @@ class GatewayContext:
     admin: AdminClient
     ownership: ZkOwnershipStore
     tenants: ZkTenantStore
+    clusters: ZkClusterStore
+    """The registered clusters (read only: changes go through the brokers)."""
     ledgers: LedgerClient
     """Ledger metadata and the bookies (read only: the gateway creates no ledgers)."""
     client: Client
@@ -89,7 +92,7 @@ class GatewayContext:
         client = Client.sharing(admin.pool)  # one pool: one channel per broker, hosts kept fresh below
         ledgers = LedgerClient(session, LedgerClientConfig(auth_token=token), tls=tls)
         return cls(
-            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), ledgers, client, tls,
+            config, session, admin, ZkOwnershipStore(session), ZkTenantStore(session), ZkClusterStore(session), ledgers, client, tls,
             service_token=token, authenticator=authenticator,
         )
 

@@ -140,14 +140,68 @@ class DispatchRate(PulsarModel):
         )
 
 
+class InactiveTopicPolicies(PulsarModel):
+    """Pulsar's InactiveTopicPolicies: whether (``deleteWhileInactive``) and when a topic
+    without producers and consumers is deleted."""
+
+    inactiveTopicDeleteMode: Literal["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"] = (
+        "delete_when_no_subscriptions")
+    maxInactiveDurationSeconds: int = Field(default=60, ge=1, lt=2**31)
+    deleteWhileInactive: bool = False
+
+    def to_proto(self) -> pb.InactiveTopicPolicies:
+        return pb.InactiveTopicPolicies(
+            delete_mode=self.inactiveTopicDeleteMode, max_inactive_duration_seconds=self.maxInactiveDurationSeconds,
+            delete_while_inactive=self.deleteWhileInactive,
+        )
+
+    @classmethod
+    def of(cls, p: pb.InactiveTopicPolicies) -> InactiveTopicPolicies:
+        return cls(inactiveTopicDeleteMode=p.delete_mode,  # type: ignore[arg-type]
+                   maxInactiveDurationSeconds=p.max_inactive_duration_seconds,
+                   deleteWhileInactive=p.delete_while_inactive)
+
+
 class BundlesData(PulsarModel):
     boundaries: list[str] = Field(default_factory=list)
     numBundles: int = Field(default=0, ge=0, lt=2**32)
 
 
+AuthActionName = Literal["produce", "consume", "functions", "sources", "sinks", "packages"]
+
+
+class AuthPolicies(PulsarModel):
+    """Pulsar's AuthPolicies: namespace grants (role -> actions), topic grants (topic ->
+    role -> actions) and the roles each subscription is limited to."""
+
+    namespace_auth: dict[str, list[AuthActionName]] = Field(default_factory=dict)
+    destination_auth: dict[str, dict[str, list[AuthActionName]]] = Field(
+        default_factory=dict, description="topic (of this namespace) -> role -> actions on that topic only")
+    subscription_auth_roles: dict[str, list[str]] = Field(default_factory=dict)
+
+    def to_proto(self) -> pb.Permissions:
+        return pb.Permissions(
+            roles={r: pb.NameSet(names=a) for r, a in self.namespace_auth.items()},
+            subscriptions={s: pb.NameSet(names=r) for s, r in self.subscription_auth_roles.items()},
+            topics={t: pb.TopicGrants(roles={r: pb.NameSet(names=a) for r, a in g.items()})
+                    for t, g in self.destination_auth.items()},
+        )
+
+    @classmethod
+    def of(cls, p: pb.Permissions) -> AuthPolicies:
+        return cls(
+            namespace_auth={r: sorted(a.names) for r, a in sorted(p.roles.items())},  # type: ignore[misc]
+            destination_auth={t: {r: sorted(a.names) for r, a in sorted(g.roles.items())}  # type: ignore[misc]
+                              for t, g in sorted(p.topics.items())},
+            subscription_auth_roles={s: sorted(r.names) for s, r in sorted(p.subscriptions.items())},
+        )
+
+
 class Policies(PulsarModel):
     """Pulsar's Policies, with the fields Magnetar has (others are ignored on create);
-    null: not set, the broker's default applies."""
+    null: not set, the broker's default applies. The rate maps are keyed by cluster:
+    the entry of the brokers' own cluster is the namespace's rate, the others are
+    ignored (Magnetar does not replicate)."""
 
     retention_policies: RetentionPolicies | None = None
     message_ttl_in_seconds: Int32 | None = None
@@ -158,9 +212,24 @@ class Policies(PulsarModel):
     magnetar_dead_letter_policy: DeadLetterPolicy | None = Field(
         default=None, description="Magnetar's extension: the namespace's retry/dead-letter defaults"
     )
+    auth_policies: AuthPolicies | None = None
+    inactive_topic_policies: InactiveTopicPolicies | None = None
+    replication_clusters: list[str] = Field(default_factory=list, description="stored; Magnetar does not replicate")
+    publishMaxMessageRate: dict[str, PublishRate] = Field(default_factory=dict)
+    topicDispatchRate: dict[str, DispatchRate] = Field(default_factory=dict)
+    clusterDispatchRate: dict[str, DispatchRate] = Field(
+        default_factory=dict, description="read when topicDispatchRate has no entry for the cluster")
 
-    def to_proto(self) -> pb.NamespacePolicies:
-        out = pb.NamespacePolicies()
+    def to_proto(self, cluster: str = "") -> pb.NamespacePolicies:
+        """Args: cluster: the brokers' own cluster (whose rate map entries apply)."""
+        out = pb.NamespacePolicies(replication_clusters=self.replication_clusters)
+        if self.inactive_topic_policies is not None:
+            out.inactive_topic_policies.CopyFrom(self.inactive_topic_policies.to_proto())
+        if cluster in self.publishMaxMessageRate:
+            out.publish_rate.CopyFrom(self.publishMaxMessageRate[cluster].to_proto())
+        dispatch = self.topicDispatchRate.get(cluster) or self.clusterDispatchRate.get(cluster)
+        if dispatch is not None:
+            out.dispatch_rate.CopyFrom(dispatch.to_proto())
         if self.retention_policies is not None:
             out.retention.CopyFrom(self.retention_policies.to_proto())
         if self.message_ttl_in_seconds is not None:
@@ -179,7 +248,23 @@ class Policies(PulsarModel):
         return out
 
     @classmethod
-    def of(cls, p: pb.NamespacePolicies) -> Policies:
+    def of(cls, p: pb.NamespacePolicies, cluster: str = "", permissions: pb.Permissions | None = None) -> Policies:
+        """Args: cluster: the key of the rate maps (none without it); permissions: the
+        namespace's (no auth_policies without them)."""
+        out = cls._of(p)
+        out.replication_clusters = list(p.replication_clusters)
+        if p.HasField("inactive_topic_policies"):
+            out.inactive_topic_policies = InactiveTopicPolicies.of(p.inactive_topic_policies)
+        if cluster and p.HasField("publish_rate"):
+            out.publishMaxMessageRate = {cluster: PublishRate.of(p.publish_rate)}
+        if cluster and p.HasField("dispatch_rate"):
+            out.topicDispatchRate = {cluster: DispatchRate.of(p.dispatch_rate)}
+        if permissions is not None:
+            out.auth_policies = AuthPolicies.of(permissions)
+        return out
+
+    @classmethod
+    def _of(cls, p: pb.NamespacePolicies) -> Policies:
         quotas: dict[QuotaTypeName, BacklogQuota] = {}
         if p.HasField("destination_storage_quota"):
             quotas["destination_storage"] = BacklogQuota.of(p.destination_storage_quota)

@@ -37,6 +37,7 @@ from magnetar.gateway.policy_models import (
     DeadLetterPolicy,
     DelayedDeliveryPolicies,
     DispatchRate,
+    InactiveTopicPolicies,
     Int32,
     Int64,
     PersistencePolicies,
@@ -154,6 +155,9 @@ BINDINGS: dict[str, PolicyBinding] = {
         Annotated[Int32, Body(description="producers (0: no limit)")], int, _field("max_producers_per_topic")),
     "maxConsumersPerTopic": PolicyBinding(
         Annotated[Int32, Body(description="consumers (0: no limit)")], int, _field("max_consumers_per_topic")),
+    "inactiveTopicPolicies": PolicyBinding(
+        InactiveTopicPolicies, InactiveTopicPolicies,
+        _field("inactive_topic_policies", InactiveTopicPolicies.of), _to_proto),
 }
 
 

@@ -13,6 +13,7 @@
     <root>/auditor/election                kazoo Election of the auditor replicas
     <root>/auditor/last-audit              JSON: when and how the last periodic check ran
     <root>/admin/tenants/<tenant>                              tenant info (JSON)
+    <root>/admin/clusters/<cluster>                            cluster data (JSON: service URLs)
     <root>/admin/tenants/<tenant>/<namespace>                  namespace policies (JSON)
     <root>/admin/partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}
     <root>/schemas/<tenant>/<namespace>/<topic>                JSON: the topic's schema (docs/pulsar-protocol.md)
@@ -130,6 +131,12 @@ class ZkPaths:
     # -- tenants, namespaces, partitioned topics --------------------------------
     def tenants(self) -> str:
         return f"{self.root}/admin/tenants"
+
+    def clusters(self) -> str:
+        return f"{self.root}/admin/clusters"
+
+    def cluster(self, cluster: str) -> str:
+        return f"{self.clusters()}/{_check_name('cluster', cluster)}"
 
     def tenant(self, tenant: str) -> str:
         return f"{self.tenants()}/{_check_name('tenant', tenant)}"

@@ -1,4 +1,4 @@
-"""``magnetar admin``: tenants, namespaces, topics and schemas over the broker's admin RPCs.
+"""``magnetar admin``: tenants, namespaces, topics, schemas and clusters over the broker's admin RPCs.
 
 Shaped like ``pulsar-admin``: lists print one name a line, create/delete print
 nothing, ``topics stats`` and ``namespaces get-retention`` print JSON with
@@ -44,11 +44,12 @@ from magnetar.common.tls import add_tls_flags, tls_from_flags
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.tools import toolauth
 from magnetar.tools.admin_cluster import (
-    add_cluster_commands,
-    run_cluster,
+    add_broker_and_auditor_commands,
     run_cluster_via_gateway,
     via_gateway,
 )
+from magnetar.tools.admin_clusters import GROUP as CLUSTERS
+from magnetar.tools.admin_clusters import add_cluster_commands, run_clusters
 from magnetar.tools.admin_inspect import (
     add_namespace_inspect_commands,
     add_topic_inspect_commands,
@@ -67,6 +68,10 @@ from magnetar.tools.admin_policies import (
 from magnetar.tools.admin_schemas import (
     add_schema_commands,
     run_schemas,
+)
+from magnetar.tools.admin_topic_permissions import (
+    add_topic_permission_commands,
+    run_topic_permissions,
 )
 from magnetar.tools.admin_topics import add_topic_message_commands, run_topic_messages
 
@@ -175,7 +180,8 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
     elif action == "bundles":
         _print_json({o.bundle: o.broker_address or None for o in await admin.bundles(namespace)})
     elif action == "create":
-        await admin.create_namespace(namespace)
+        clusters = args.clusters or []
+        await admin.create_namespace(namespace, pb.NamespacePolicies(replication_clusters=clusters) if clusters else None)
     elif action == "delete":
         await admin.delete_namespace(namespace)
     else:
@@ -296,11 +302,11 @@ async def _run(admin: Admin, args: argparse.Namespace) -> None:
         await _run_namespaces(admin, args)
     elif group == "schemas":
         await run_schemas(admin, args)
-    elif group == "clusters":
-        await run_cluster(admin, args)
+    elif group == CLUSTERS:
+        await run_clusters(admin, args)
     elif (await run_topic_policy_command(admin, args) or await _run_subscriptions(admin, args)
           or await run_topic_messages(admin, args) or await run_partitioned(admin, args)
-          or await run_topic_inspect(admin, args)):
+          or await run_topic_inspect(admin, args) or await run_topic_permissions(admin, args)):
         pass
     elif action == "create":
         await admin.create_topic(args.name)
@@ -356,10 +362,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-c", "--allowed-clusters", type=_names, metavar="CLUSTER,CLUSTER",
                        help="the clusters its namespaces may use (default: every cluster)")
     namespaces = group("namespaces", {
-        "create": ("create a namespace", "TENANT/NAMESPACE", "Namespaces_createNamespace"),
         "delete": ("delete a namespace", "TENANT/NAMESPACE", "Namespaces_deleteNamespace"),
         "list": ("list a tenant's namespaces", "TENANT", "Namespaces_getTenantNamespaces"),
         "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE", "Namespaces_getBundlesData")})
+    p = namespaces.add_parser("create", help="create a namespace", operations=("Namespaces_createNamespace",))
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-c", "--clusters", type=_names, metavar="CLUSTER,CLUSTER",
+                   help="its replication clusters (existing clusters its tenant is allowed on)")
     add_policy_commands(namespaces)
     add_namespace_op_commands(namespaces)
     _permission_commands(namespaces)
@@ -386,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_partitioned_commands(topics)
     add_topic_inspect_commands(topics)
     add_topic_policy_commands(topics)
+    add_topic_permission_commands(topics)
     p = topics.add_parser("delete", help="delete a topic", operations=("PersistentTopics_deleteTopic", "NonPersistentTopics_deleteTopic"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",
@@ -418,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ledgerId:entryId[:partition], earliest or latest")
     add_schema_commands(groups)
     add_cluster_commands(groups)
+    add_broker_and_auditor_commands(groups)
     _gateway_commands(groups)
     return parser
 

@@ -1,10 +1,9 @@
-"""``magnetar admin clusters``, ``brokers`` and ``auditor``: the cluster as a whole, with
-pulsar-admin's names (``clusters list|get``, ``brokers list|healthcheck``) and Magnetar's
-own ``auditor status|audit``.
+"""``magnetar admin brokers`` and ``auditor``: the cluster as a whole, with pulsar-admin's
+names (``brokers list|healthcheck``) and Magnetar's own ``auditor status|audit``
+(``clusters`` is :mod:`magnetar.tools.admin_clusters`).
 
-``clusters list`` runs over either door (the brokers' ``ListClusters``, or REST). The
-others read what only the gateway knows (the live brokers in ZooKeeper, its own URL, the
-auditor's leader): they go to the gateway's REST API (``--admin-url``, default
+They read what only the gateway knows (the live brokers in ZooKeeper, the auditor's
+leader): they go to the gateway's REST API (``--admin-url``, default
 http://127.0.0.1:8080) whichever door is chosen, as ``bookies``, ``ledgers`` and ``dlq``.
 """
 
@@ -14,11 +13,9 @@ import argparse
 import json
 from typing import Any
 
-from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, _seg
 
-GATEWAY_ONLY = {("clusters", "get"), ("brokers", "list"), ("brokers", "healthcheck"), ("auditor", "status"),
-                ("auditor", "audit")}
+GATEWAY_ONLY = {("brokers", "list"), ("brokers", "healthcheck"), ("auditor", "status"), ("auditor", "audit")}
 """The verbs that go to the gateway over either door."""
 
 
@@ -26,18 +23,10 @@ def via_gateway(args: argparse.Namespace) -> bool:
     return (args.group, args.action) in GATEWAY_ONLY
 
 
-async def run_cluster(admin: AdminClient | RestAdmin, args: argparse.Namespace) -> None:
-    """``clusters list`` (either door)."""
-    for name in await admin.clusters():
-        print(name)
-
-
 async def run_cluster_via_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
     """The verbs of :data:`GATEWAY_ONLY`: JSON out (``healthcheck``: ``ok``)."""
     verb = (args.group, args.action)
-    if verb == ("clusters", "get"):
-        _print_json(await rest.request("GET", f"/admin/v2/clusters/{_seg(args.cluster)}"))
-    elif verb == ("brokers", "list"):
+    if verb == ("brokers", "list"):
         cluster = args.cluster or (await rest.clusters())[0]
         for address in await rest.request("GET", f"/admin/v2/brokers/{_seg(cluster)}"):
             print(address)
@@ -50,12 +39,7 @@ async def run_cluster_via_gateway(rest: RestAdmin, args: argparse.Namespace) -> 
         _print_json(await rest.request("POST", "/admin/v2/auditor/audit"))
 
 
-def add_cluster_commands(groups: argparse._SubParsersAction[Any]) -> None:
-    clusters = groups.add_parser("clusters", help="the cluster (get: via the gateway)").add_subparsers(
-        dest="action", required=True)
-    clusters.add_parser("list", help="list the clusters (this one)", operations=("ClustersBase_getClusters",))
-    clusters.add_parser("get", help="print a cluster's service URLs as JSON (via the gateway)",
-                        operations=("ClustersBase_getCluster",)).add_argument("cluster", metavar="CLUSTER")
+def add_broker_and_auditor_commands(groups: argparse._SubParsersAction[Any]) -> None:
     brokers = groups.add_parser("brokers", help="brokers (via the gateway)").add_subparsers(dest="action", required=True)
     brokers.add_parser("list", help="list the cluster's live brokers (host:port), one a line",
                        operations=("BrokersBase_getActiveBrokers",)).add_argument(

@@ -204,6 +204,17 @@ OPTIONS: dict[str, CliBinding] = {
         "the most consumers a topic may have (one more is refused)",
         [_int(("-c", "--max-consumers-per-topic", "--max-consumers"), WHOLE, "consumers (0: no limit)", required=True,
               dest="max_consumers")]),
+    "inactiveTopicPolicies": CliBinding(
+        "the inactive topic policies (whether and when topics without clients are deleted)",
+        [(("-e", "--enable-delete-while-inactive"), {"dest": "delete_while_inactive", "action": "store_true",
+                                                     "default": None, "switch": True, "json": "deleteWhileInactive"}),
+         (("-d", "--disable-delete-while-inactive"), {"dest": "delete_while_inactive", "action": "store_false",
+                                                      "switch": True}),
+         _int(("-t", "--max-inactive-duration"), "maxInactiveDurationSeconds",
+              "seconds without producers and consumers before deletion", required=True, metavar="S"),
+         _str(("-m", "--delete-mode"), "inactiveTopicDeleteMode",
+              "delete_when_no_subscriptions or delete_when_subscriptions_caught_up", required=True,
+              metavar="MODE")]),
 }
 
 

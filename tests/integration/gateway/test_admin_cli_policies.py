@@ -98,6 +98,47 @@ async def test_message_ttl_verbs_expire_old_messages(
         assert (await admin.namespace_policies(namespace)).HasField("message_ttl_seconds") is False
 
 
+async def test_inactive_topic_policies_verbs_delete_idle_topics_only(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """``set-inactive-topic-policies -e -t 1 -m delete_when_subscriptions_caught_up``: a
+    topic without clients whose subscriptions are caught up vanishes (its ledgers with
+    it); one with a backlog, or with a producer connected, stays."""
+    assert await cli.ok("namespaces", "get-inactive-topic-policies", namespace) == ""
+    idle, backlogged, active = (f"persistent://{namespace}/{n}" for n in ("idle", "backlogged", "active"))
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(idle)
+        await producer.send(b"once")
+        await producer.close()
+        await (await client.subscribe(backlogged, "s")).close()
+        producer = await client.create_producer(backlogged)
+        await producer.send(b"unread")
+        await producer.close()
+        kept_open = await client.create_producer(active)
+        await cli.ok("namespaces", "set-inactive-topic-policies", namespace, "-e", "-t", "1",
+                     "-m", "delete_when_subscriptions_caught_up")
+        assert json.loads(await cli.ok("namespaces", "get-inactive-topic-policies", namespace)) == {
+            "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 1,
+            "deleteWhileInactive": True}
+
+        async def idle_deleted() -> bool:
+            return idle not in await admin.topics(namespace)
+
+        assert await eventually(idle_deleted, timeout=15.0)
+        assert {backlogged, active} <= set(await admin.topics(namespace))
+        assert await backlog(admin, backlogged, "s") == 1
+        await kept_open.send(b"still here")
+        assert (await admin.topic_stats(active)).msg_in_counter == 1
+        await kept_open.close()
+    await cli.ok("namespaces", "remove-inactive-topic-policies", namespace)
+    assert await cli.ok("namespaces", "get-inactive-topic-policies", namespace) == ""
+    assert "--delete-mode" in await cli.refused(
+        "namespaces", "set-inactive-topic-policies", namespace, "-e", "-t", "1", "-m", "delete_sometimes")
+    assert "--max-inactive-duration" in await cli.refused(
+        "namespaces", "set-inactive-topic-policies", namespace, "-e", "-t", "0", "-m", "delete_when_no_subscriptions")
+    assert await cli.ok("namespaces", "get-inactive-topic-policies", namespace) == ""
+
+
 async def test_retention_verbs_and_their_check_against_a_backlog_quota(cli: Cli, namespace: str, admin: AdminClient):
     assert await cli.ok("namespaces", "set-retention", namespace, "-t", "60", "-s", "10") == ""
     got = json.loads(await cli.ok("namespaces", "get-retention", namespace))

@@ -305,6 +305,125 @@ async def test_permission_routes_round_trip(cluster: SecuredCluster, http: httpx
     assert (await http.get(f"{ns}/permissions", headers=admin)).json() == {"app": ["consume", "produce"]}
 
 
+async def test_a_namespace_created_with_a_policies_body_has_its_grants(
+    cluster: SecuredCluster, http: httpx.AsyncClient, namespace: str,
+):
+    """PUT /admin/v2/namespaces/{t}/{ns} with Pulsar's Policies body applies it: the
+    auth_policies grants let their role produce (a role not named may not), the
+    retention, rate and replication clusters are answered back; a bad field refuses the
+    whole create. ``magnetar admin namespaces create --clusters`` stores its clusters."""
+    tenant = namespace.split("/")[0]
+    admin = cluster.headers(TENANT_ADMIN)
+    ns = f"{tenant}/{unique('made')}"
+    body = {
+        "auth_policies": {"namespace_auth": {"writer": ["produce"]},
+                          "destination_auth": {f"persistent://{ns}/only": {"reader": ["consume"]}},
+                          "subscription_auth_roles": {"audit-sub": ["writer"]}},
+        "retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10},
+        "replication_clusters": ["standalone"],
+        "publishMaxMessageRate": {"standalone": {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": -1}},
+        "message_ttl_in_seconds": 3600, "is_allow_auto_update_schema": True, "encryption_required": False,
+    }
+    # Refused whole, nothing created: an unknown cluster, a bad action, a topic grant.
+    for bad, status, reason in (
+        ({**body, "replication_clusters": ["mars"]}, 412, "Invalid cluster id: mars"),
+        ({**body, "auth_policies": {"namespace_auth": {"writer": ["fly"]}}}, 400, ""),
+        ({**body, "auth_policies": {"destination_auth": {f"persistent://{tenant}/elsewhere/t": {"w": ["produce"]}}}},
+         400, "not in namespace"),
+        ({**body, "retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 5}}, 400, "retention"),
+    ):
+        r = await http.put(f"/admin/v2/namespaces/{ns}", json=bad, headers=admin)
+        assert r.status_code == status and reason in r.json()["reason"], (bad, r.text)
+        assert (await http.get(f"/admin/v2/namespaces/{ns}", headers=admin)).status_code == 404
+    r = await http.put(f"/admin/v2/namespaces/{ns}", json=body, headers=admin)
+    assert r.status_code == 204, r.text
+    got = (await http.get(f"/admin/v2/namespaces/{ns}", headers=admin)).json()
+    assert got["auth_policies"]["namespace_auth"] == {"writer": ["produce"]}
+    assert got["auth_policies"]["subscription_auth_roles"] == {"audit-sub": ["writer"]}
+    assert got["auth_policies"]["destination_auth"] == {f"persistent://{ns}/only": {"reader": ["consume"]}}
+    assert got["replication_clusters"] == ["standalone"] and got["message_ttl_in_seconds"] == 3600
+    assert got["retention_policies"] == body["retention_policies"]
+    assert got["publishMaxMessageRate"] == body["publishMaxMessageRate"]
+    assert (await http.get(f"/admin/v2/namespaces/{ns}/permissions", headers=admin)).json() == {"writer": ["produce"]}
+
+    # The grant from the body lets its role produce there; a role not named is refused.
+    topic = f"persistent://{ns}/{unique('granted')}"
+    writer = ma.Client(cluster.broker.address, authentication=ma.AuthenticationToken(cluster.keys.token("writer")))
+    stranger = ma.Client(cluster.broker.address, authentication=ma.AuthenticationToken(cluster.keys.token("stranger")))
+    reader = ma.Client(cluster.broker.address, authentication=ma.AuthenticationToken(cluster.keys.token("reader")))
+    try:
+        producer = await writer.create_producer(topic)
+        assert (await producer.send(b"granted")).ledger_id() >= 0
+        with pytest.raises(AuthorizationError):
+            await stranger.create_producer(topic)
+        await (await reader.subscribe(f"persistent://{ns}/only", "s")).close()  # its topic grant
+        with pytest.raises(AuthorizationError):
+            await reader.subscribe(topic, "s")
+    finally:
+        await writer.close()
+        await stranger.close()
+        await reader.close()
+
+    # The CLI's --clusters: stored and answered; a cluster that does not exist refuses it.
+    door, token = ["--url", cluster.broker.address], cluster.keys.service_token
+    code, _, _ = await asyncio.to_thread(_cli, door, token, "namespaces", "create", f"{tenant}/cli", "--clusters", "standalone")
+    assert code == 0
+    got = (await http.get(f"/admin/v2/namespaces/{tenant}/cli", headers=admin)).json()
+    assert got["replication_clusters"] == ["standalone"]
+    refused = await asyncio.to_thread(_stderr, door, token, "namespaces", "create", f"{tenant}/cli2", "--clusters", "mars")
+    assert refused == "magnetar admin: Invalid cluster id: mars\n"
+    assert f"{tenant}/cli2" not in (await http.get(f"/admin/v2/namespaces/{tenant}", headers=admin)).json()
+
+
+async def test_a_topic_grant_lets_its_role_use_that_topic_only(
+    cluster: SecuredCluster, http: httpx.AsyncClient, namespace: str,
+):
+    """GET/POST/DELETE /admin/v2/persistent/{t}/{ns}/{topic}/permissions[/{role}] and
+    ``magnetar admin topics permissions|grant-permission|revoke-permission``: a role
+    granted consume on one topic consumes there and nowhere else in the namespace; a
+    produce grant on another topic (through the CLI) lets it produce there only."""
+    admin = cluster.headers(TENANT_ADMIN)
+    mine, other = f"persistent://{namespace}/{unique('mine')}", f"persistent://{namespace}/{unique('other')}"
+    rest = f"/admin/v2/persistent/{mine.removeprefix('persistent://')}/permissions"
+    assert (await http.get(rest, headers=admin)).json() == {}
+    assert (await http.post(f"{rest}/reader", json=["consume"], headers=admin)).status_code == 204
+    assert (await http.get(rest, headers=admin)).json() == {"reader": ["consume"]}
+    bad = await http.post(f"{rest}/reader", json=["fly"], headers=admin)
+    assert bad.status_code == 400 and (await http.get(rest, headers=admin)).json() == {"reader": ["consume"]}
+    assert (await http.post(f"{rest}/reader", json=["consume"], headers=cluster.headers("reader"))).status_code == 403
+
+    reader = ma.Client(cluster.broker.address, authentication=ma.AuthenticationToken(cluster.keys.token("reader")))
+    try:
+        consumer = await reader.subscribe(mine, "s")  # allowed: consume on this topic
+        await consumer.close()
+        for refused in (reader.subscribe(other, "s"), reader.create_producer(mine)):
+            with pytest.raises(AuthorizationError):
+                await refused
+
+        # Through the CLI (gRPC door): produce on the other topic, read back, revoke.
+        door, token = ["--url", cluster.broker.address], cluster.keys.token(TENANT_ADMIN)
+        code, _, _ = await asyncio.to_thread(_cli, door, token, "topics", "grant-permission", other,
+                                             "--role", "reader", "--actions", "produce")
+        assert code == 0
+        code, out, _ = await asyncio.to_thread(_cli, ["--admin-url", cluster.gateway.url], token,
+                                               "topics", "permissions", other)
+        assert (code, json.loads(out)) == (0, {"reader": ["produce"]})
+        producer = await reader.create_producer(other)
+        assert (await producer.send(b"granted")).ledger_id() >= 0
+        await producer.close()
+        code, _, _ = await asyncio.to_thread(_cli, door, token, "topics", "revoke-permission", other, "--role", "reader")
+        assert code == 0
+        refused_again = await asyncio.to_thread(_stderr, door, token, "topics", "revoke-permission", other,
+                                                "--role", "reader")
+        assert refused_again.startswith("magnetar admin: Permissions are not set at the topic level")
+    finally:
+        await reader.close()
+    assert (await http.delete(f"{rest}/reader", headers=admin)).status_code == 204
+    r = await http.delete(f"{rest}/reader", headers=admin)
+    assert r.status_code == 412 and r.json()["reason"].startswith("Permissions are not set at the topic level")
+    assert (await http.get(rest, headers=admin)).json() == {}
+
+
 def _cli(door: list[str], token: str, *args: str) -> tuple[int, str, int]:
     """(exit code, stdout, how many lines on stderr)."""
     done = magnetar("admin", *door, "--auth-token", token, *args)

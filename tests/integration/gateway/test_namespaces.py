@@ -84,6 +84,9 @@ async def test_namespace_lifecycle_with_pulsar_codes(http: httpx.AsyncClient, te
         "retention_policies": None, "message_ttl_in_seconds": None, "backlog_quota_map": {},
         "deduplicationEnabled": None, "delayed_delivery_policies": None,
         "bundles": {"boundaries": BOUNDARIES, "numBundles": 4}, "magnetar_dead_letter_policy": None,
+        "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
+        "replication_clusters": [], "publishMaxMessageRate": {}, "topicDispatchRate": {}, "clusterDispatchRate": {},
+        "inactive_topic_policies": None,
     }
     assert (await http.get(f"{BASE}/{ns}/topics")).json() == []
 

@@ -4,12 +4,14 @@ Pulsar's paths, JSON and status codes; health, readiness and metrics."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 from gateway_support import GatewayCluster, unique
 
 from magnetar.client.admin import AdminClient
 from magnetar.testing.pulsarclient import pulsar_client
+from magnetar.testing.shell import WarmMagnetar, cli_fails, cli_ok
 
 INFO = {"adminRoles": ["ops"], "allowedClusters": ["standalone"]}
 
@@ -22,6 +24,65 @@ async def test_clusters_and_brokers(http: httpx.AsyncClient, gateway_cluster: Ga
     for path in ("/admin/v2/clusters/other", "/admin/v2/brokers/other"):
         r = await http.get(path)
         assert r.status_code == 404 and r.json() == {"reason": "Cluster does not exist"}
+
+
+async def test_registered_clusters_through_rest_and_cli(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
+    """PUT/POST/GET/DELETE /admin/v2/clusters/{c} and ``magnetar admin clusters``: stored
+    in ZooKeeper (read back through the other door), named by a tenant's allowed
+    clusters; bad input refused with Pulsar's codes and nothing stored."""
+    rest_made, cli_made = unique("east"), unique("west")
+    data = {"serviceUrl": "http://east.example:8080", "brokerServiceUrl": "pulsar://east.example:6650",
+            "brokerServiceUrlTls": "pulsar+ssl://east.example:6651", "authenticationPlugin": "ignored"}
+    assert (await http.put(f"/admin/v2/clusters/{rest_made}", json=data)).status_code == 204
+    r = await http.put(f"/admin/v2/clusters/{rest_made}", json=data)
+    assert r.status_code == 409 and "already exists" in r.json()["reason"]
+    r = await http.put("/admin/v2/clusters/standalone", json=data)
+    assert r.status_code == 409
+    r = await http.post(f"/admin/v2/clusters/{cli_made}", json=data)  # update: it must exist
+    assert r.status_code == 404
+    for bad, status in (({"serviceUrl": "ftp://x:1"}, 400), ({"brokerServiceUrl": "pulsar://nohost"}, 400),
+                        ({"serviceUrl": "http://x:99999"}, 400)):
+        r = await http.put(f"/admin/v2/clusters/{cli_made}", json=bad)
+        assert r.status_code == status and "Illegal" in r.json()["reason"], r.text
+    r = await http.put("/admin/v2/clusters/b%20ad", json=data)
+    assert r.status_code == 412 and "Cluster name is not valid" in r.json()["reason"]
+
+    with WarmMagnetar("admin") as shell:
+        url = ("--url", gateway_cluster.broker.address)
+        cli_ok(shell.run("admin", *url, "clusters", "create", cli_made, "--url", "http://west.example:8080",
+                         "--broker-url", "pulsar://west.example:6650"))
+        fails = cli_fails(shell.run("admin", *url, "clusters", "create", cli_made, "--url", "http://w:1"))
+        assert "already exists" in fails
+        assert "Illegal" in cli_fails(shell.run("admin", *url, "clusters", "update", cli_made, "--url", "ftp://w:1"))
+        listed = cli_ok(shell.run("admin", "--admin-url", gateway_cluster.url, "clusters", "list")).split()
+        assert {"standalone", rest_made, cli_made} <= set(listed) and listed == sorted(listed)
+        # What the CLI stored, the REST door answers, and the reverse.
+        assert (await http.get(f"/admin/v2/clusters/{cli_made}")).json() == {
+            "serviceUrl": "http://west.example:8080", "serviceUrlTls": "",
+            "brokerServiceUrl": "pulsar://west.example:6650", "brokerServiceUrlTls": ""}
+        got = json.loads(cli_ok(shell.run("admin", *url, "clusters", "get", rest_made)))
+        assert got == {k: v for k, v in data.items() if k != "authenticationPlugin"}
+        cli_ok(shell.run("admin", "--admin-url", gateway_cluster.url, "clusters", "update", rest_made,
+                         "--url", "http://east2.example:8080"))
+        assert (await http.get(f"/admin/v2/clusters/{rest_made}")).json()["serviceUrl"] == "http://east2.example:8080"
+        assert (await http.get(f"/admin/v2/clusters/{rest_made}")).json()["brokerServiceUrl"] == ""
+
+        # A registered cluster may be a tenant's allowed cluster.
+        tenant = unique("multi")
+        info = {"adminRoles": [], "allowedClusters": ["standalone", cli_made]}
+        assert (await http.put(f"/admin/v2/tenants/{tenant}", json=info)).status_code == 204
+        assert (await http.get(f"/admin/v2/tenants/{tenant}")).json()["allowedClusters"] == sorted(info["allowedClusters"])
+        assert (await http.delete(f"/admin/v2/tenants/{tenant}")).status_code == 204
+
+        r = await http.delete("/admin/v2/clusters/standalone")
+        assert r.status_code == 412 and "Cluster not empty" in r.json()["reason"]
+        cli_ok(shell.run("admin", *url, "clusters", "delete", cli_made))
+        assert "does not exist" in cli_fails(shell.run("admin", *url, "clusters", "get", cli_made))
+    assert (await http.delete(f"/admin/v2/clusters/{rest_made}")).status_code == 204
+    for gone in (rest_made, cli_made):
+        assert (await http.get(f"/admin/v2/clusters/{gone}")).status_code == 404
+        assert (await http.delete(f"/admin/v2/clusters/{gone}")).status_code == 404
+    assert (await http.get("/admin/v2/clusters")).json() == ["standalone"]
 
 
 async def test_tenant_lifecycle_with_pulsar_codes(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):

@@ -119,6 +119,9 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "GrantSubscriptionPermission": _namespace(Action.ADMIN_NAMESPACE),
     "RevokeSubscriptionPermission": _namespace(Action.ADMIN_NAMESPACE),
     "GetPermissions": _namespace(Action.ADMIN_NAMESPACE),
+    "GrantTopicPermission": _topic(Action.ADMIN_TOPIC),
+    "RevokeTopicPermission": _topic(Action.ADMIN_TOPIC),
+    "GetTopicPermissions": _topic(Action.ADMIN_TOPIC),
     # tenants (Pulsar: the tenant's admins read it and list its namespaces; the rest is superusers')
     "GetTenant": _tenant(Action.ADMIN_NAMESPACE),
     "ListNamespaces": _tenant(Action.ADMIN_NAMESPACE),

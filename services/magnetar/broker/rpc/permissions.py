@@ -48,4 +48,21 @@ class PermissionRpcs:
         return pb.Permissions(
             roles={r: pb.NameSet(names=sorted(a)) for r, a in auth.roles.items()},
             subscriptions={s: pb.NameSet(names=sorted(r)) for s, r in auth.subscriptions.items()},
+            topics={t: pb.TopicGrants(roles={r: pb.NameSet(names=sorted(a)) for r, a in g.items()})
+                    for t, g in auth.topics.items()},
         )
+
+    @rpc_errors
+    async def GrantTopicPermission(self, request: pb.GrantTopicPermissionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.authorizer.grant_topic(request.topic, request.role, request.actions)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def RevokeTopicPermission(self, request: pb.RevokeTopicPermissionRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
+        await self.service.authorizer.revoke_topic(request.topic, request.role)
+        return pb.AdminResponse()
+
+    @rpc_errors
+    async def GetTopicPermissions(self, request: pb.GetTopicPermissionsRequest, context: grpc.aio.ServicerContext) -> pb.Permissions:
+        granted = await self.service.authorizer.topic_permissions(request.topic)
+        return pb.Permissions(roles={r: pb.NameSet(names=sorted(a)) for r, a in granted.items()})

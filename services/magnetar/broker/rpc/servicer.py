@@ -13,12 +13,13 @@ from typing import Any
 import grpc
 
 from magnetar.broker.access import ProducerAccessMode
-from magnetar.broker.authorization import Action, Request
+from magnetar.broker.authorization import Action, NamespaceAuth, Request
 from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.rpc import schemas, wire
+from magnetar.broker.rpc.clusters import ClusterRpcs
 from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
 from magnetar.broker.rpc.partition_admin import PartitionAdminRpcs
@@ -36,7 +37,7 @@ from magnetar.common import masks
 from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcauth import CALLER_ROLE
 from magnetar.common.grpcutil import abort, rpc_errors
-from magnetar.common.names import TopicName, check_subscription_name
+from magnetar.common.names import NamespaceName, TopicName, check_subscription_name
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger.position import Position
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -56,7 +57,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
-    NamespaceOpsRpcs, PartitionAdminRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -359,11 +360,11 @@ class BrokerServicer(
     # -- admin ---------------------------------------------------------------------
     @rpc_errors
     async def CreateTenant(self, request: pb.CreateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        cluster = self.service.config.cluster_name
         if request.HasField("info"):
-            info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(cluster)
+            clusters = await self.service.clusters.names()
+            info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(clusters)
         else:
-            info = TenantInfo(allowed_clusters=(cluster,))
+            info = TenantInfo(allowed_clusters=(self.service.config.cluster_name,))
         await self.service.tenants.create_tenant(request.tenant, info.to_doc())
         return pb.AdminResponse()
 
@@ -374,7 +375,8 @@ class BrokerServicer(
 
     @rpc_errors
     async def UpdateTenant(self, request: pb.UpdateTenantRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(self.service.config.cluster_name)
+        clusters = await self.service.clusters.names()
+        info = TenantInfo.of(request.info.admin_roles, request.info.allowed_clusters).checked(clusters)
         await self.service.tenants.update_tenant(request.tenant, lambda doc: doc | info.to_doc())
         self.service.authorizer.forget(tenant=request.tenant)
         return pb.AdminResponse()
@@ -386,16 +388,25 @@ class BrokerServicer(
         return pb.AdminResponse()
 
     @rpc_errors
-    async def ListClusters(self, request: pb.ListClustersRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
-        return pb.NameList(names=[self.service.config.cluster_name])
-
-    @rpc_errors
     async def ListTenants(self, request: pb.ListTenantsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
         return pb.NameList(names=await self.service.tenants.list_tenants())
 
     @rpc_errors
     async def CreateNamespace(self, request: pb.CreateNamespaceRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
-        await self.service.create_namespace(request.namespace, policies_from_proto(request.policies), request.policies.bundles)
+        permissions = None
+        if request.HasField("permissions"):
+            permissions = NamespaceAuth.of_grants(
+                {r: a.names for r, a in request.permissions.roles.items()},
+                {s: r.names for s, r in request.permissions.subscriptions.items()},
+                {t: {r: a.names for r, a in g.roles.items()} for t, g in request.permissions.topics.items()},
+                namespace=str(NamespaceName.parse(request.namespace)),
+            )
+        await self.service.create_namespace(
+            request.namespace, policies_from_proto(request.policies), request.policies.bundles,
+            permissions=permissions, replication_clusters=request.policies.replication_clusters,
+        )
+        # A lookup refused before the namespace existed is cached: its grants apply now.
+        self.service.authorizer.forget(namespace=request.namespace)
         return pb.AdminResponse()
 
     @rpc_errors

@@ -1,15 +1,16 @@
-"""``/admin/v2/clusters`` and ``/admin/v2/brokers``: the one cluster, its live brokers
-and the brokers' health check.
+"""``/admin/v2/clusters`` and ``/admin/v2/brokers``: the clusters (the brokers' own and
+the registered ones, :mod:`magnetar.broker.clusters`), the live brokers and the brokers'
+health check.
 
-With authentication on, the cluster's details, its broker list (read from ZooKeeper) and
-the health check are the superusers' (Pulsar's ``validateSuperUserAccess``); the
-cluster's name is any authenticated role's."""
+With authentication on, a cluster's details and changes, the broker list (read from
+ZooKeeper) and the health check are the superusers' (Pulsar's
+``validateSuperUserAccess``); the clusters' names are any authenticated role's."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from magnetar.common.errors import AuthenticationError, AuthorizationError, MagnetarError
@@ -19,6 +20,7 @@ from magnetar.gateway.healthcheck import health_check_topic, run_health_check
 from magnetar.gateway.models import ClusterData
 
 router = APIRouter(prefix="/admin/v2", tags=["clusters"])
+NO_CONTENT = Response(status_code=204)
 
 
 def _require_cluster(ctx: Context, cluster: str) -> None:
@@ -26,21 +28,45 @@ def _require_cluster(ctx: Context, cluster: str) -> None:
         raise HttpError(404, "Cluster does not exist")
 
 
-@router.get("/clusters", summary="List the clusters (this one)", operation_id="ClustersBase_getClusters",
-            responses=responses())
+@router.get("/clusters", summary="List the clusters (this one and the registered ones)",
+            operation_id="ClustersBase_getClusters", responses=responses())
 async def get_clusters(ctx: Context) -> list[str]:
-    return [ctx.config.cluster_name]
+    return sorted({ctx.config.cluster_name, *await ctx.clusters.list_clusters()})
 
 
 @router.get("/clusters/{cluster}", summary="Get a cluster's service URLs", operation_id="ClustersBase_getCluster",
             responses=responses(404), dependencies=[SuperUser])
 async def get_cluster(cluster: str, ctx: Context, request: Request) -> ClusterData:
-    _require_cluster(ctx, cluster)
-    brokers = await ctx.refresh_brokers()
-    return ClusterData(
-        serviceUrl=str(request.base_url).rstrip("/"),
-        brokerServiceUrl="magnetar://" + ",".join(brokers) if brokers else "",
-    )
+    data = await ctx.admin.cluster(cluster)  # ClusterNotFound: 404
+    out = ClusterData(serviceUrl=data.service_url, serviceUrlTls=data.service_url_tls,
+                      brokerServiceUrl=data.broker_service_url, brokerServiceUrlTls=data.broker_service_url_tls)
+    if cluster == ctx.config.cluster_name:  # what was not stored for it: its live URLs
+        brokers = await ctx.refresh_brokers()
+        out.serviceUrl = out.serviceUrl or str(request.base_url).rstrip("/")
+        out.brokerServiceUrl = out.brokerServiceUrl or ("magnetar://" + ",".join(brokers) if brokers else "")
+    return out
+
+
+@router.put("/clusters/{cluster}", status_code=204, summary="Register a cluster with its service URLs",
+            operation_id="ClustersBase_createCluster", responses=responses(400, 409, 412), dependencies=[SuperUser])
+async def create_cluster(cluster: str, body: ClusterData, ctx: Context) -> Response:
+    await ctx.admin.create_cluster(cluster, body.to_proto())
+    return NO_CONTENT
+
+
+@router.post("/clusters/{cluster}", status_code=204, summary="Replace a cluster's service URLs",
+             operation_id="ClustersBase_updateCluster", responses=responses(400, 404, 412), dependencies=[SuperUser])
+async def update_cluster(cluster: str, body: ClusterData, ctx: Context) -> Response:
+    await ctx.admin.update_cluster(cluster, body.to_proto())
+    return NO_CONTENT
+
+
+@router.delete("/clusters/{cluster}", status_code=204,
+               summary="Delete a registered cluster (no namespace may replicate to it)",
+               operation_id="ClustersBase_deleteCluster", responses=responses(404, 412), dependencies=[SuperUser])
+async def delete_cluster(cluster: str, ctx: Context) -> Response:
+    await ctx.admin.delete_cluster(cluster)
+    return NO_CONTENT
 
 
 # Before /brokers/{cluster}, which would take "health" for a cluster's name.

@@ -38,7 +38,14 @@ async def get_tenant_namespaces(tenant: Tenant, ctx: Context) -> list[str]:
 async def create_namespace(
     namespace: Namespace, ctx: Context, body: Annotated[Policies | None, Body()] = None,
 ) -> Response:
-    await ctx.admin.create_namespace(namespace, body.to_proto() if body is not None else None)
+    """The body's policies, grants and replication clusters are checked by the broker
+    before anything is written: one refused, nothing is created."""
+    if body is None:
+        await ctx.admin.create_namespace(namespace)
+        return NO_CONTENT
+    auth = body.auth_policies
+    await ctx.admin.create_namespace(
+        namespace, body.to_proto(ctx.config.cluster_name), auth.to_proto() if auth is not None else None)
     return NO_CONTENT
 
 
@@ -58,7 +65,8 @@ async def delete_namespace(
 @router.get("/{tenant}/{namespace}", summary="Get a namespace's policies", operation_id="Namespaces_getPolicies",
             responses=responses(404, 412))
 async def get_policies(namespace: Namespace, ctx: Context) -> Policies:
-    return Policies.of(await _policies(ctx, namespace))
+    policies = await _policies(ctx, namespace)
+    return Policies.of(policies, ctx.config.cluster_name, await ctx.admin.get_permissions(namespace))
 
 
 @router.get("/{tenant}/{namespace}/topics", summary="List a namespace's topics (partitions by name)",
