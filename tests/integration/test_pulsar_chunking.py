@@ -227,6 +227,14 @@ async def _kill_mid_message(broker, topic: str) -> tuple[list[int], int]:  # typ
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             stored = (await admin.topic_stats(topic)).entries - base
+            # The broker goes on storing the chunks that were in the sockets' buffers: wait
+            # until it is done, so what the test produces next comes after all of them.
+            settled, last = 0, -1
+            while settled < 3:
+                assert time.monotonic() < deadline + 30, "the broker kept storing the dead producer's chunks"
+                now = (await admin.topic_stats(topic)).entries
+                settled, last = (settled + 1 if now == last else 0), now
+                await asyncio.sleep(0.2)
         finally:
             await admin.close()
             if proc.poll() is None:

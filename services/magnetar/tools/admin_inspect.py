@@ -35,7 +35,10 @@ async def run_namespace_inspect(admin: AdminClient | RestAdmin, args: argparse.N
             # pydantic models: imported for this verb only
             from magnetar.gateway.policy_models import Policies
 
-            _print_json(Policies.of(await admin.namespace_policies(args.name)).model_dump(mode="json"))
+            clusters = await admin.clusters()  # the rate maps are keyed by the cluster (one: the brokers')
+            policies = Policies.of(await admin.namespace_policies(args.name), clusters[0] if len(clusters) == 1 else "",
+                                   await admin.get_permissions(args.name))
+            _print_json(policies.model_dump(mode="json"))
     elif args.action == "topics":
         for name in await _namespace_topics(admin, args.name):
             print(name)
