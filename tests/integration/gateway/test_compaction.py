@@ -25,6 +25,12 @@ KEYS = 1_000
 END = "~end"
 
 
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: a test SIGKILLs and restarts its broker."""
+    return own_gateway_cluster
+
+
 def value(i: int) -> bytes:
     """Message i's payload: empty (a tombstone) for every 7th round of keys divisible by
     3, and in the last round for keys divisible by 10 (they end removed)."""

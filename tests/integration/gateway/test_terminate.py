@@ -33,6 +33,12 @@ pytestmark = [pytest.mark.integration]
 P = "/admin/v2/persistent"
 
 
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: a test restarts its broker."""
+    return own_gateway_cluster
+
+
 def _pulsar_producer_refused(cluster: GatewayCluster, topic: str) -> str:
     """pulsar-client's error creating a producer on ``topic`` ("" when it was created)."""
     client = pulsar_client(cluster.broker.pulsar_url, operation_timeout_seconds=10)
