@@ -3,8 +3,9 @@ their own, started once for the run and shared by every gateway test module (tes
 create uniquely named tenants, namespaces and topics, so they can share it; a module's
 failing tests show its logs). A module that kills or restarts a process of the cluster,
 or leaves something cluster-wide behind (an auditor's leadership, fuzzed input), asks
-for a cluster of its own: it defines ``gateway_cluster`` as ``own_gateway_cluster``.
-``http`` is an httpx client on the gateway."""
+for a cluster of its own: it defines ``gateway_cluster`` as ``own_gateway_cluster``
+(whose broker takes the module's ``OWN_BROKER_SETTINGS``, if it has any, e.g. a short
+ZooKeeper session for a broker it kills). ``http`` is an httpx client on the gateway."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -30,7 +32,7 @@ from magnetar.testing.pytest_plugin import track_process
 
 
 @contextmanager
-def started_gateway_cluster(zk_server: ZooKeeperServer, base: Path) -> Iterator[GatewayCluster]:
+def started_gateway_cluster(zk_server: ZooKeeperServer, base: Path, **broker_settings: Any) -> Iterator[GatewayCluster]:
     if not zk_server.alive:
         zk_server.start()
     root = f"/gw-{uuid.uuid4().hex[:8]}"
@@ -41,7 +43,8 @@ def started_gateway_cluster(zk_server: ZooKeeperServer, base: Path) -> Iterator[
     try:
         started = [bookies.create(), bookies.create()]
         # Rates are sampled and namespace policies (message TTL, backlog eviction) enforced every 0.5 s.
-        broker = brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5, policy_check_interval_s=0.5)
+        broker = brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5, policy_check_interval_s=0.5,
+                                **broker_settings)
         gateway = gateways.create(broker_refresh_interval_s=0.5)
         # All at once: the broker sees bookies as they come, the gateway is ready once a broker registered.
         start_all([*started, broker, gateway])
@@ -74,7 +77,8 @@ def own_gateway_cluster(
     zk_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[GatewayCluster]:
     """A gateway cluster for this module only, killed after its last test."""
-    with started_gateway_cluster(zk_server, Path(tmp_path_factory.mktemp("gateway-cluster"))) as cluster:
+    settings = getattr(request.module, "OWN_BROKER_SETTINGS", {})
+    with started_gateway_cluster(zk_server, Path(tmp_path_factory.mktemp("gateway-cluster")), **settings) as cluster:
         yield _tracked(cluster, request)
 
 
