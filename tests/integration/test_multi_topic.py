@@ -25,10 +25,11 @@ QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 NS = "persistent://public/default"
 
 
-@pytest.fixture
-def url(bookie_factory, broker_factory) -> str:
-    broker = broker_factory.create(**QUORUM)
-    start_all([bookie_factory.create(), bookie_factory.create(), broker])  # start-ups overlap
+@pytest.fixture(scope="module")
+def url(module_bookie_factory, module_broker_factory) -> str:
+    """One broker for the module's tests (each on topics of its own)."""
+    broker = module_broker_factory.create(**QUORUM)
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), broker])  # start-ups overlap
     return broker.address
 
 

@@ -18,10 +18,12 @@ from magnetar.testing.processes import start_all
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.fixture
-def url(bookie_factory, broker_factory) -> str:
-    broker = broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
-    start_all([bookie_factory.create(), broker])  # start-ups overlap
+@pytest.fixture(scope="module")
+def url(module_bookie_factory, module_broker_factory) -> str:
+    """One broker for the module's tests that need no settings of their own (each on
+    topics of its own)."""
+    broker = module_broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    start_all([module_bookie_factory.create(), broker])  # start-ups overlap
     return broker.address
 
 
