@@ -27,7 +27,7 @@ from magnetar.metadata.tenants import NamespaceRetention, ZkTenantStore
 from magnetar.testing.processes import BrokerProcess, start_all
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 

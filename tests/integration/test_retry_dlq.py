@@ -33,7 +33,7 @@ from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import start_all
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

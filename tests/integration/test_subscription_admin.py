@@ -25,7 +25,7 @@ from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import BrokerProcess, start_all
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 

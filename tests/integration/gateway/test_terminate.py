@@ -26,7 +26,7 @@ from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = [pytest.mark.integration]
 
