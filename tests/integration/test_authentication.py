@@ -35,6 +35,7 @@ from magnetar.testing.processes import (
     BrokerProcess,
     GatewayProcess,
     ServiceFactory,
+    start_all,
 )
 from magnetar.testing.shell import MAGNETAR
 
@@ -43,12 +44,12 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def broker(keys: Keys, bookie_factory: ServiceFactory[BookieProcess],
            broker_factory: ServiceFactory[BrokerProcess]) -> BrokerProcess:
-    bookie_factory(**keys.settings())
-    bookie_factory(**keys.settings())
-    return broker_factory(
+    broker = broker_factory.create(
         ensemble_size=2, write_quorum=2, ack_quorum=2,
         **keys.settings(broker_client_auth_token_file=str(keys.service_token_file)),
     )
+    start_all([bookie_factory.create(**keys.settings()), bookie_factory.create(**keys.settings()), broker])  # start-ups overlap
+    return broker
 
 
 async def test_a_bookie_with_authentication_on_takes_adds_from_superusers_only(

@@ -15,6 +15,7 @@ import magnetar.asyncio as mg
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,9 +25,9 @@ TOPIC = "persistent://public/default/batch-receive"
 
 @pytest.fixture
 def url(bookie_factory, broker_factory) -> str:
-    bookie_factory()
-    bookie_factory()
-    return broker_factory(**QUORUM).address
+    broker = broker_factory.create(**QUORUM)
+    start_all([bookie_factory.create(), bookie_factory.create(), broker])  # start-ups overlap
+    return broker.address
 
 
 async def create_partitioned(url: str, topic: str, partitions: int) -> None:

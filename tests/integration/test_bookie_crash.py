@@ -15,7 +15,8 @@ import pytest
 
 from magnetar.common.errors import NoSuchLedger
 from magnetar.ledger.bookie_client import BookieClient
-from magnetar.testing.shell import MAGNETAR, magnetar
+from magnetar.testing.shell import MAGNETAR
+from magnetar.testing.shell import warm_magnetar as magnetar
 from magnetar.tools.shell import numbered_payload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

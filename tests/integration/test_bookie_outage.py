@@ -11,6 +11,7 @@ import pytest
 
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -23,9 +24,10 @@ RECOVERY_BOUND_S = 15.0
 
 
 async def test_a_topic_failed_for_want_of_bookies_reopens_on_the_next_send(bookie_factory, broker_factory):
-    bookies = [bookie_factory(**BOOKIE) for _ in range(3)]
+    bookies = [bookie_factory.create(**BOOKIE) for _ in range(3)]
     # Without deduplication a message stored twice would show in the topic.
-    broker = broker_factory(**QUORUM, deduplication_enabled=False)
+    broker = broker_factory.create(**QUORUM, deduplication_enabled=False)
+    start_all([*bookies, broker])  # start-ups overlap
     topic = "persistent://public/default/bookie-outage"
     acked: dict[int, float] = {}
     total = 600

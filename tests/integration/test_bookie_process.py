@@ -15,7 +15,7 @@ from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.cookies import ZkCookieStore
 from magnetar.metadata.session import ZkSession
 from magnetar.testing.processes import BookieFactory, BookieProcess, config_env
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 

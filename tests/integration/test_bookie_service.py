@@ -21,7 +21,8 @@ from magnetar.common.errors import (
 )
 from magnetar.common.netutil import free_port
 from magnetar.ledger.bookie_client import BookieClient, Entry
-from magnetar.testing.shell import magnetar, parse_readledger
+from magnetar.testing.shell import parse_readledger
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 

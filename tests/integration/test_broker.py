@@ -26,6 +26,7 @@ from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 
 pytestmark = pytest.mark.integration
 
@@ -51,10 +52,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(module_bookie_factory, module_broker_factory):
-    for _ in range(3):
-        module_bookie_factory()
-    brokers = [module_broker_factory(**QUORUM), module_broker_factory(**QUORUM)]
-    return Cluster(brokers, module_broker_factory(**STRICT))
+    brokers = [module_broker_factory.create(**QUORUM), module_broker_factory.create(**QUORUM)]
+    strict = module_broker_factory.create(**STRICT)
+    start_all([*(module_bookie_factory.create() for _ in range(3)), *brokers, strict])  # start-ups overlap
+    return Cluster(brokers, strict)
 
 
 async def produce_consume(url: str, topic: str, n: int, batching: bool) -> list[str]:

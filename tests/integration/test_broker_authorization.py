@@ -23,7 +23,7 @@ from magnetar.common.errors import AuthorizationError
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.schema import StringSchema
 from magnetar.testing.auth import Keys
-from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
+from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory, start_all
 
 pytestmark = pytest.mark.integration
 
@@ -34,11 +34,12 @@ TOPIC = f"persistent://{NS}/in"
 @pytest.fixture
 def broker(keys: Keys, bookie_factory: ServiceFactory[BookieProcess],
            broker_factory: ServiceFactory[BrokerProcess]) -> BrokerProcess:
-    bookie_factory(**keys.settings())
-    return broker_factory(
+    broker = broker_factory.create(
         ensemble_size=1, write_quorum=1, ack_quorum=1, authorization_cache_ttl_s=2.0,
         **keys.settings(authorization_enabled=True, broker_client_auth_token_file=str(keys.service_token_file)),
     )
+    start_all([bookie_factory.create(**keys.settings()), broker])  # start-ups overlap
+    return broker
 
 
 def client(broker: BrokerProcess, keys: Keys, role: str) -> ma.Client:

@@ -20,6 +20,10 @@ from magnetar.testing.processes import start_all
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
+# The survivor takes the topic over once the killed owner's ZooKeeper session is gone: a
+# short session (the default is 5 s) shortens that wait. The default session's recovery
+# bound is test_handle_recovery.py's.
+KILLED_BROKER = dict(zk_session_timeout_s=2.0, **QUORUM)
 TOTAL = 3000
 
 
@@ -39,7 +43,7 @@ def first_occurrences(items: list[int]) -> list[int]:
 
 
 async def test_owner_killed_other_broker_takes_over(bookie_factory, broker_factory):
-    brokers = [broker_factory.create(**QUORUM) for _ in range(2)]
+    brokers = [broker_factory.create(**KILLED_BROKER) for _ in range(2)]
     start_all([*(bookie_factory.create() for _ in range(3)), *brokers])  # start-ups overlap
     url = ",".join(b.address for b in brokers)
     topic = "persistent://public/default/failover"

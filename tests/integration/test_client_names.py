@@ -17,6 +17,7 @@ from magnetar.client.admin import AdminClient
 from magnetar.common.keyhash import key_hash
 from magnetar.common.netutil import free_port
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 from magnetar.testing.pulsarclient import pulsar_client
 
 pytestmark = pytest.mark.integration
@@ -30,9 +31,9 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
-    module_bookie_factory()
     port = free_port()
-    broker = module_broker_factory(protocol_port=port, ensemble_size=1, write_quorum=1, ack_quorum=1)
+    broker = module_broker_factory.create(protocol_port=port, ensemble_size=1, write_quorum=1, ack_quorum=1)
+    start_all([module_bookie_factory.create(), broker])  # start-ups overlap
     return Cluster(broker.address, port)
 
 

@@ -54,7 +54,7 @@ async def broker(zk_connect: str, zk_root: str):
 
 @pytest.fixture
 def two_bookies(bookie_factory):
-    return [bookie_factory(), bookie_factory()]
+    return bookie_factory.start_many(2)
 
 
 def payload(i: int) -> bytes:

@@ -18,6 +18,7 @@ from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,9 +40,9 @@ async def arrivals(consumer, count: int, since: float) -> dict[bytes, float]:
 
 @pytest.fixture(scope="module")
 def broker(module_bookie_factory, module_broker_factory):
-    module_bookie_factory()
-    module_bookie_factory()
-    return module_broker_factory(**QUORUM)
+    broker = module_broker_factory.create(**QUORUM)
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker
 
 
 async def test_delayed_messages_arrive_on_time_on_shared_and_at_once_on_exclusive(broker):

@@ -10,7 +10,8 @@ import pytest
 
 from magnetar.bookie.journal import journal_files
 from magnetar.bookie.record import HEADER_SIZE
-from magnetar.testing.shell import magnetar, parse_readledger
+from magnetar.testing.shell import parse_readledger
+from magnetar.testing.shell import warm_magnetar as magnetar
 from magnetar.tools.shell import numbered_payload
 
 pytestmark = pytest.mark.integration

@@ -17,6 +17,7 @@ from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.common.keyhash import partition_for_key
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,11 +25,12 @@ QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 NS = "persistent://public/default"
 
 
-@pytest.fixture
-def url(bookie_factory, broker_factory) -> str:
-    bookie_factory()
-    bookie_factory()
-    return broker_factory(**QUORUM).address
+@pytest.fixture(scope="module")
+def url(module_bookie_factory, module_broker_factory) -> str:
+    """One broker for the module's tests (each on topics of its own)."""
+    broker = module_broker_factory.create(**QUORUM)
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker.address
 
 
 async def create_partitioned(url: str, topic: str, partitions: int) -> None:

@@ -14,14 +14,16 @@ import pytest
 
 import magnetar
 import magnetar.asyncio as mg
+from magnetar.testing.processes import start_all
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def cluster(bookie_factory, broker_factory):
-    bookie = bookie_factory()
-    broker = broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    bookie = bookie_factory.create()
+    broker = broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    start_all([bookie, broker])  # start-ups overlap
     return bookie, broker
 
 

@@ -22,6 +22,7 @@ from magnetar.client.admin import AdminClient
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import encode_payload_command
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 from magnetar.testing.pulsar_producer_process import payload
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
@@ -35,8 +36,9 @@ T = pb.BaseCommand
 
 @pytest.fixture(scope="module")
 def broker(module_bookie_factory, module_broker_factory):  # type: ignore[no-untyped-def]
-    module_bookie_factory()
-    return module_broker_factory(max_message_bytes=MAX_MESSAGE, **QUORUM)
+    broker = module_broker_factory.create(max_message_bytes=MAX_MESSAGE, **QUORUM)
+    start_all([module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker
 
 
 def _client(url: str) -> pulsar.Client:

@@ -21,6 +21,7 @@ from magnetar.common.netutil import free_port
 from magnetar.proto.pulsar import pulsar_api_pb2 as pb
 from magnetar.protocol import commands
 from magnetar.testing.namespaces import new_namespace
+from magnetar.testing.processes import start_all
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection, lookup_command
 
@@ -39,7 +40,7 @@ def brokers(module_broker_factory) -> Brokers:
     ports = [free_port(), free_port()]
     while ports[1] == ports[0]:
         ports[1] = free_port()
-    started = [module_broker_factory(protocol_port=port) for port in ports]
+    started = start_all([module_broker_factory.create(protocol_port=port) for port in ports])  # start-ups overlap
     return Brokers(started, ports)
 
 

@@ -28,6 +28,7 @@ import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.load import Pusher
+from magnetar.testing.processes import start_all
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +40,9 @@ DISPATCH_LIMIT = 500
 @pytest.fixture(scope="module")
 def broker(module_bookie_factory, module_broker_factory):
     """One broker for the module's tests, each in namespaces of its own."""
-    module_bookie_factory()
-    return module_broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1, stats_interval_s=1.0)
+    broker = module_broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1, stats_interval_s=1.0)
+    start_all([module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker
 
 
 async def _namespace(admin: AdminClient, name: str) -> str:

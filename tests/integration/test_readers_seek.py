@@ -13,14 +13,18 @@ import magnetar.asyncio as mg
 from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.fixture
-def url(bookie_factory, broker_factory) -> str:
-    bookie_factory()
-    return broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1).address
+@pytest.fixture(scope="module")
+def url(module_bookie_factory, module_broker_factory) -> str:
+    """One broker for the module's tests that need no settings of their own (each on
+    topics of its own)."""
+    broker = module_broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    start_all([module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker.address
 
 
 async def send_all(client, topic: str, values, batching: bool = False) -> list[mg.MessageId]:
@@ -127,8 +131,8 @@ async def test_the_unacked_limit_holds_shared_consumers_only_not_readers_or_excl
     """max_unacked_messages_per_consumer is Pulsar's Shared/Key_Shared limit: a reader
     (which never acknowledges) and an Exclusive consumer read past it; a Shared
     consumer stops there until it acknowledges."""
-    bookie_factory()
-    broker = broker_factory(ensemble_size=1, write_quorum=1, ack_quorum=1, max_unacked_messages_per_consumer=100)
+    broker = broker_factory.create(ensemble_size=1, write_quorum=1, ack_quorum=1, max_unacked_messages_per_consumer=100)
+    start_all([bookie_factory.create(), broker])  # start-ups overlap
     topic = "persistent://public/default/past-the-unacked-limit"
     async with mg.Client(broker.address) as client:
         await send_all(client, topic, range(300), batching=True)

@@ -24,10 +24,10 @@ from magnetar.metadata.ledgers import ZkLedgerMetadataStore
 from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
 from magnetar.metadata.session import ZkSession
 from magnetar.metadata.tenants import NamespaceRetention, ZkTenantStore
-from magnetar.testing.processes import BrokerProcess
+from magnetar.testing.processes import BrokerProcess, start_all
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 
@@ -37,13 +37,13 @@ MESSAGES = 18  # ledgers of 4, 4, 4, 4, 2 (+ the open one)
 
 @pytest.fixture(scope="module")
 def broker(module_bookie_factory, module_broker_factory) -> BrokerProcess:
-    module_bookie_factory()
-    module_bookie_factory()
-    return module_broker_factory(
+    broker = module_broker_factory.create(
         ensemble_size=2, write_quorum=2, ack_quorum=2,
         max_entries_per_ledger=ENTRIES_PER_LEDGER, retention_check_interval_s=0.5,
         cursor_persist_interval_s=0.2,
     )
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker
 
 
 @pytest.fixture

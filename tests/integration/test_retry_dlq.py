@@ -32,7 +32,8 @@ from magnetar.common.grpcutil import CHANNEL_OPTIONS
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
-from magnetar.testing.shell import magnetar
+from magnetar.testing.processes import start_all
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -69,9 +70,9 @@ async def own_namespace(broker, prefix: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(module_bookie_factory, module_broker_factory):
-    module_bookie_factory()
-    module_bookie_factory()
-    return module_broker_factory(**QUORUM)
+    broker = module_broker_factory.create(**QUORUM)
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker
 
 
 async def test_reconsume_later_in_three_modes_with_every_property(cluster):

@@ -32,8 +32,9 @@ QUORUM = dict(ensemble_size=1, write_quorum=1, ack_quorum=1)
 
 @pytest.fixture(scope="module")
 def broker(module_bookie_factory, module_broker_factory):  # type: ignore[no-untyped-def]
-    module_bookie_factory()
-    return module_broker_factory(max_message_bytes=MAX_MESSAGE, **QUORUM)
+    broker = module_broker_factory.create(max_message_bytes=MAX_MESSAGE, **QUORUM)
+    start_all([module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker
 
 
 async def _producer(sdk: mg.Client, topic: str, codec: str = "NONE", send_timeout_millis: int = 10_000) -> mg.Producer:

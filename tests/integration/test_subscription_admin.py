@@ -22,10 +22,10 @@ from magnetar.common.names import TopicName
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
-from magnetar.testing.processes import BrokerProcess
+from magnetar.testing.processes import BrokerProcess, start_all
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +58,9 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(module_bookie_factory, module_broker_factory) -> Cluster:
-    module_bookie_factory()
-    module_bookie_factory()
-    return Cluster([module_broker_factory(**QUORUM), module_broker_factory(**QUORUM)])
+    brokers = [module_broker_factory.create(**QUORUM), module_broker_factory.create(**QUORUM)]
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), *brokers])  # start-ups overlap
+    return Cluster(brokers)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 
 import magnetar.asyncio as mg
 from magnetar.testing.consumer_process import ConsumerProcess, wait_until
+from magnetar.testing.processes import start_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -19,9 +20,9 @@ QUORUM = dict(ensemble_size=2, write_quorum=2, ack_quorum=2)
 @pytest.fixture(scope="module")
 def url(module_bookie_factory, module_broker_factory) -> str:
     """One broker for the module's tests (each on topics of its own)."""
-    module_bookie_factory()
-    module_bookie_factory()
-    return module_broker_factory(**QUORUM).address
+    broker = module_broker_factory.create(**QUORUM)
+    start_all([module_bookie_factory.create(), module_bookie_factory.create(), broker])  # start-ups overlap
+    return broker.address
 
 
 async def produce(url: str, topic: str, values, key=None, batching: bool = True, pace_every: int = 0) -> None:

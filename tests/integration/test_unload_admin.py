@@ -14,7 +14,7 @@ from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.testing.processes import start_all
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 

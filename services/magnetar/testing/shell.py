@@ -4,11 +4,13 @@
 commands at less cost: one interpreter imports the command's modules once, then forks a
 child per command (its own process, exit code, stdout and stderr at the file-descriptor
 level, its own interpreter shutdown), so a test of fifty commands does not pay fifty
-interpreter start-ups and imports (about 0.3 CPU-s each).
+interpreter start-ups and imports (about 0.3 CPU-s each); :func:`warm_magnetar` is
+:func:`magnetar` through one such interpreter shared by the run.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import locale
@@ -103,6 +105,24 @@ class WarmMagnetar:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+_shared: WarmMagnetar | None = None
+_shared_lock = threading.Lock()
+
+
+def warm_magnetar(*args: str, timeout: float = 60.0, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """What :func:`magnetar` does, forked from one warm interpreter (``admin`` and
+    ``shell`` imported) that the run starts on first use and stops at its exit. Commands
+    are served one at a time: a test running two at once (one waits for the other)
+    uses :func:`magnetar` or a :class:`WarmMagnetar` of its own."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared._server is None or _shared._server.poll() is not None:
+            _shared = WarmMagnetar("admin", "shell").start()
+            atexit.register(_shared.close)
+        warm = _shared
+    return warm.run(*args, timeout=timeout, check=check)
 
 
 def _text(data: bytes) -> str:

@@ -26,6 +26,13 @@ EXAMPLES = int(os.environ.get("FUZZ_API_EXAMPLES", "5"))
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 
 
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: its fuzzed input may change anything the API
+    reaches, and its auditor's leadership outlives the module."""
+    return own_gateway_cluster
+
+
 def check(case: schemathesis.Case) -> None:
     response = case.call(timeout=30)
     where = f"{case.method} {case.formatted_path} {case.query or ''}"

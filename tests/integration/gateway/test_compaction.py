@@ -24,6 +24,16 @@ MESSAGES = 100_000
 KEYS = 1_000
 END = "~end"
 
+# A test SIGKILLs its broker: the restarted broker serves its topics again once its previous
+# ZooKeeper session is gone: 2 s after the kill here (the default session is 5 s).
+OWN_BROKER_SETTINGS = {"zk_session_timeout_s": 2.0}
+
+
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: a test SIGKILLs and restarts its broker."""
+    return own_gateway_cluster
+
 
 def value(i: int) -> bytes:
     """Message i's payload: empty (a tombstone) for every 7th round of keys divisible by

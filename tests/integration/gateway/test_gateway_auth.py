@@ -40,7 +40,7 @@ from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.auth import Keys
 from magnetar.testing.processes import BookieProcess, BrokerProcess, GatewayProcess, ServiceFactory
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = pytest.mark.integration
 

@@ -26,11 +26,21 @@ from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = [pytest.mark.integration]
 
 P = "/admin/v2/persistent"
+
+# A test restarts its broker: the restarted broker serves its topics again once its previous
+# ZooKeeper session is gone: 2 s after the kill here (the default session is 5 s).
+OWN_BROKER_SETTINGS = {"zk_session_timeout_s": 2.0}
+
+
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: a test restarts its broker."""
+    return own_gateway_cluster
 
 
 def _pulsar_producer_refused(cluster: GatewayCluster, topic: str) -> str:

@@ -19,7 +19,7 @@ from gateway_support import GatewayCluster, eventually, unique
 import magnetar.asyncio as mg
 from magnetar.testing.shell import cli_fails as fails
 from magnetar.testing.shell import cli_ok as ok
-from magnetar.testing.shell import magnetar
+from magnetar.testing.shell import warm_magnetar as magnetar
 
 pytestmark = [pytest.mark.integration]
 
