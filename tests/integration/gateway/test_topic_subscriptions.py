@@ -18,6 +18,16 @@ from magnetar.common.message_id import MessageId
 from magnetar.proto.pulsar import pulsar_api_pb2 as wire
 from magnetar.testing.pulsarwire import RawPulsarConnection
 
+# A test restarts the broker: it serves its topics again once its previous ZooKeeper
+# session is gone (2 s here; the default is 5 s).
+OWN_BROKER_SETTINGS = {"zk_session_timeout_s": 2.0}
+
+
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: a test SIGKILLs and restarts its broker."""
+    return own_gateway_cluster
+
 P = "/admin/v2/persistent"
 
 

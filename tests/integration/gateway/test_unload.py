@@ -24,6 +24,16 @@ from magnetar.metadata.session import ZkSession
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.shell import WarmMagnetar, cli_fails, cli_ok
 
+# A test restarts the broker: it serves its topics again once its previous ZooKeeper
+# session is gone (2 s here; the default is 5 s).
+OWN_BROKER_SETTINGS = {"zk_session_timeout_s": 2.0}
+
+
+@pytest.fixture(scope="module")
+def gateway_cluster(own_gateway_cluster: GatewayCluster) -> GatewayCluster:
+    """A cluster of this module's own: a test restarts its broker."""
+    return own_gateway_cluster
+
 
 async def test_bundles_data_names_boundaries_and_owners(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
     data = (await http.get("/admin/v2/namespaces/public/default/bundles")).json()
