@@ -401,3 +401,34 @@ async def test_deleting_a_namespace_leaves_no_znode_of_it_behind(store: ZkTenant
     await store.delete_namespace("acme", "keep")
     await store.delete_tenant("acme")
     assert await _znodes_naming(zk_session, zk_session.paths.root, "acme") == []
+
+
+async def test_partitioned_topics_of_each_domain_are_apart(store: ZkTenantStore, zk_session: ZkSession) -> None:
+    await store.create_tenant("acme", {})
+    await store.create_namespace("acme", "prod", {})
+    await store.create_partitioned_topic("acme", "prod", "orders", 2)
+    await store.create_partitioned_topic("acme", "prod", "orders", 5, domain="non-persistent")
+    # a persistent topic named like the other domain is only a persistent topic
+    await store.create_partitioned_topic("acme", "prod", "non-persistent", 3)
+    assert await store.get_partitions("acme", "prod", "orders") == 2
+    assert await store.get_partitions("acme", "prod", "orders", domain="non-persistent") == 5
+    assert await store.get_partitions("acme", "prod", "non-persistent", domain="non-persistent") == 0
+    assert await store.list_partitioned_topics("acme", "prod", domain="non-persistent") == [
+        "non-persistent://acme/prod/orders"
+    ]
+    assert await store.list_partitioned_topics("acme", "prod") == [
+        "persistent://acme/prod/non-persistent", "persistent://acme/prod/orders"
+    ]
+    assert await store.update_partitions("acme", "prod", "orders", 6, domain="non-persistent") == 5
+    assert await store.get_partitions("acme", "prod", "orders") == 2
+    with pytest.raises(InvalidArgument, match="non-empty|non empty"):
+        await store.delete_namespace("acme", "prod")
+    await store.delete_partitioned_topic("acme", "prod", "orders")
+    await store.delete_partitioned_topic("acme", "prod", "non-persistent")
+    with pytest.raises(InvalidArgument, match="non empty"):  # the non-persistent one is left
+        await store.delete_namespace("acme", "prod")
+    await store.delete_partitioned_topic("acme", "prod", "orders", domain="non-persistent")
+    assert await store.get_partitions("acme", "prod", "orders", domain="non-persistent") == 0
+    await store.delete_namespace("acme", "prod")
+    await store.delete_tenant("acme")
+    assert await zk_session.exists(zk_session.paths.partitioned_topics("acme", "prod", "non-persistent")) is None

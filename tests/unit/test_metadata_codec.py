@@ -59,3 +59,18 @@ def test_bad_names_are_rejected(bookie_id: str) -> None:
         ZkPaths().bookie_available(bookie_id)
     with pytest.raises(InvalidArgument):
         ZkPaths().ledger(-1)
+
+
+def test_partitioned_topics_are_keyed_by_domain() -> None:
+    p = ZkPaths("/m")
+    # persistent: where they always were (a running cluster's znodes stay readable)
+    assert p.partitioned_topic("t", "ns", "orders") == "/m/admin/partitioned-topics/t/ns/orders"
+    assert p.partitioned_topic("t", "ns", "orders", "persistent") == "/m/admin/partitioned-topics/t/ns/orders"
+    # non-persistent: a tree of their own, so no persistent topic's name can collide with it
+    assert (
+        p.partitioned_topic("t", "ns", "orders", "non-persistent")
+        == "/m/admin/non-persistent-partitioned-topics/t/ns/orders"
+    )
+    assert not p.partitioned_topic("t", "ns", "non-persistent").startswith(p.partitioned_topics("t", "ns", "non-persistent"))
+    with pytest.raises(InvalidArgument, match="unknown topic domain"):
+        p.partitioned_topics("t", "ns", "persistent-ish")

@@ -15,7 +15,8 @@
     <root>/admin/tenants/<tenant>                              tenant info (JSON)
     <root>/admin/clusters/<cluster>                            cluster data (JSON: service URLs)
     <root>/admin/tenants/<tenant>/<namespace>                  namespace policies (JSON)
-    <root>/admin/partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}
+    <root>/admin/partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}, persistent
+    <root>/admin/non-persistent-partitioned-topics/<tenant>/<namespace>/<topic>   {"partitions": N}
     <root>/schemas/<tenant>/<namespace>/<topic>                JSON: the topic's schema (docs/pulsar-protocol.md)
     <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>              ledger list (JSON)
     <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>/<cursor>     cursor (JSON)
@@ -144,11 +145,26 @@ class ZkPaths:
     def namespace(self, tenant: str, namespace: str) -> str:
         return f"{self.tenant(tenant)}/{_check_name('namespace', namespace)}"
 
-    def partitioned_topics(self, tenant: str, namespace: str) -> str:
-        return f"{self.root}/admin/partitioned-topics/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
+    def partitioned_topics(self, tenant: str, namespace: str, domain: str = "persistent") -> str:
+        """The folder of a namespace's partitioned topics of ``domain``.
 
-    def partitioned_topic(self, tenant: str, namespace: str, topic: str) -> str:
-        return f"{self.partitioned_topics(tenant, namespace)}/{_check_name('topic', topic)}"
+        Pulsar keys them ``…/<tenant>/<namespace>/<domain>/<topic>``; here the persistent
+        ones were kept ``…/<tenant>/<namespace>/<topic>`` before non-persistent topics could
+        be partitioned, and stay there (a running cluster's znodes are read as they are).
+        A ``<domain>`` folder under the namespace would be a persistent topic's name (a
+        topic may be called ``non-persistent``), so the non-persistent ones have a tree of
+        their own.
+        """
+        if domain == "persistent":
+            top = "partitioned-topics"
+        elif domain == "non-persistent":
+            top = "non-persistent-partitioned-topics"
+        else:
+            raise InvalidArgument(f"unknown topic domain {domain!r}; the domains are persistent and non-persistent")
+        return f"{self.root}/admin/{top}/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
+
+    def partitioned_topic(self, tenant: str, namespace: str, topic: str, domain: str = "persistent") -> str:
+        return f"{self.partitioned_topics(tenant, namespace, domain)}/{_check_name('topic', topic)}"
 
     # -- topic policies -----------------------------------------------------------
     def topic_policies(self, tenant: str, namespace: str, topic: str) -> str:

@@ -2,7 +2,7 @@
 
 A tenant is a znode holding its info; its namespaces are its children, each holding the
 namespace's policies; a partitioned topic is a znode ``{"partitions": N}`` under the
-namespace's partitioned-topics folder (layout in :mod:`magnetar.metadata.paths`).
+namespace's partitioned-topics folder of its domain (layout in :mod:`magnetar.metadata.paths`).
 
 Races with concurrent admins are settled by ZooKeeper itself: a namespace is created
 under its tenant's znode (no tenant, no namespace); a partitioned topic is created in one
@@ -34,6 +34,8 @@ from magnetar.common.errors import (
 )
 from magnetar.common.names import (
     DEFAULT_NAMESPACE,
+    NON_PERSISTENT,
+    PERSISTENT,
     PUBLIC_TENANT,
     NamespaceName,
     TopicName,
@@ -156,6 +158,7 @@ class ZkTenantStore:
         # The tenant's folders are empty now (its namespaces took theirs).
         for folder in (
             posixpath.dirname(self._paths.partitioned_topics(name, DEFAULT_NAMESPACE)),
+            posixpath.dirname(self._paths.partitioned_topics(name, DEFAULT_NAMESPACE, NON_PERSISTENT)),
             posixpath.dirname(posixpath.dirname(self._paths.managed_ledgers(name, DEFAULT_NAMESPACE))),
             posixpath.dirname(self._paths.schemas(name, DEFAULT_NAMESPACE)),
         ):
@@ -280,9 +283,10 @@ class ZkTenantStore:
             raise NamespaceNotFound(f"namespace {ns} does not exist")
         await self._refuse_if_has_topics(ns)
         folder = self._paths.partitioned_topics(tenant, namespace)
+        np_folder = self._paths.partitioned_topics(tenant, namespace, NON_PERSISTENT)
         ledgers = self._paths.managed_ledgers(tenant, namespace)
         schemas = self._paths.schemas(tenant, namespace)
-        for made in (folder, ledgers, schemas):
+        for made in (folder, np_folder, ledgers, schemas):
             await self._session.ensure_path(made)
         left = [Op.delete(f"{schemas}/{topic}") for topic in await self._children(schemas)]
         try:
@@ -290,7 +294,7 @@ class ZkTenantStore:
             # ledger or a schema) makes every delete fail.
             await self._session.multi([
                 *left, Op.delete(schemas), Op.delete(ledgers), Op.delete(posixpath.dirname(ledgers)),
-                Op.delete(folder), Op.delete(path),
+                Op.delete(folder), Op.delete(np_folder), Op.delete(path),
             ])  # fmt: skip
         except NotFound as exc:
             raise NamespaceNotFound(f"namespace {ns} does not exist") from exc
@@ -300,6 +304,7 @@ class ZkTenantStore:
 
     async def _refuse_if_has_topics(self, ns: NamespaceName) -> None:
         topics = await self._children(self._paths.partitioned_topics(ns.tenant, ns.namespace))
+        topics += await self._children(self._paths.partitioned_topics(ns.tenant, ns.namespace, NON_PERSISTENT))
         # Non-partitioned topics and partitions are known by their managed ledgers; a
         # namespace deleted under them would orphan their ledgers.
         topics += await self._children(self._paths.managed_ledgers(ns.tenant, ns.namespace))
@@ -313,13 +318,15 @@ class ZkTenantStore:
             )
 
     # -- partitioned topics -----------------------------------------------------
-    def _topic(self, tenant: str, namespace: str, topic: str) -> TopicName:
-        return TopicName(tenant=tenant, namespace=namespace, local_name=topic)
+    # Each method takes the topic's ``domain``: a persistent and a non-persistent topic of
+    # one name are two topics, each partitioned or not (paths: metadata/paths.py).
+    def _topic(self, tenant: str, namespace: str, topic: str, domain: str = PERSISTENT) -> TopicName:
+        return TopicName(domain=domain, tenant=tenant, namespace=namespace, local_name=topic)
 
     async def create_partitioned_topic(
-        self, tenant: str, namespace: str, topic: str, partitions: int
+        self, tenant: str, namespace: str, topic: str, partitions: int, *, domain: str = PERSISTENT
     ) -> None:
-        """Make ``topic`` a partitioned topic with ``partitions`` partitions.
+        """Make ``topic`` (of ``domain``) a partitioned topic with ``partitions`` partitions.
 
         Raises:
             InvalidTopicName: bad name, or it names a partition (``…-partition-N``).
@@ -328,7 +335,7 @@ class ZkTenantStore:
             AlreadyExists: the partitioned topic, or a non-partitioned topic of that
                 name, exists.
         """
-        name = self._topic(tenant, namespace, topic)
+        name = self._topic(tenant, namespace, topic, domain)
         if name.is_partition:
             raise InvalidTopicName(
                 f"{name} names partition {name.partition_index} of {name.partitioned_topic_name}; "
@@ -343,11 +350,13 @@ class ZkTenantStore:
                 f"a partitioned topic needs 1 to {self._max_partitions} partitions, got {partitions!r}"
             )
         ns_path = self._paths.namespace(tenant, namespace)
-        folder = self._paths.partitioned_topics(tenant, namespace)
-        path = self._paths.partitioned_topic(tenant, namespace, topic)
+        folder = self._paths.partitioned_topics(tenant, namespace, domain)
+        path = self._paths.partitioned_topic(tenant, namespace, topic, domain)
         async for _ in _CREATE_RETRY.attempts():
             await self._require_namespace(tenant, namespace)
-            if await self._session.exists(self._paths.managed_ledger(tenant, namespace, topic)):
+            # A non-persistent topic has no managed ledger: whether one of that name is
+            # loaded now is its broker's to say.
+            if name.is_persistent and await self._session.exists(self._paths.managed_ledger(tenant, namespace, topic)):
                 raise AlreadyExists(f"{name} already exists as a non-partitioned topic")
             await self._session.ensure_path(folder)
             try:
@@ -362,10 +371,10 @@ class ZkTenantStore:
         await self._require_namespace(tenant, namespace)
         raise MetadataError(f"creating partitioned topic {name} kept racing with namespace changes")
 
-    async def get_partitions(self, tenant: str, namespace: str, topic: str) -> int:
+    async def get_partitions(self, tenant: str, namespace: str, topic: str, *, domain: str = PERSISTENT) -> int:
         """The partition count of a partitioned topic; 0 when ``topic`` is not one."""
-        self._topic(tenant, namespace, topic)
-        path = self._paths.partitioned_topic(tenant, namespace, topic)
+        self._topic(tenant, namespace, topic, domain)
+        path = self._paths.partitioned_topic(tenant, namespace, topic, domain)
         try:
             data, _ = await self._session.get(path)
         except NotFound:
@@ -375,7 +384,9 @@ class ZkTenantStore:
             raise CorruptMetadata(f"znode {path} has no valid partition count: {partitions!r}")
         return partitions
 
-    async def update_partitions(self, tenant: str, namespace: str, topic: str, partitions: int) -> int:
+    async def update_partitions(
+        self, tenant: str, namespace: str, topic: str, partitions: int, *, domain: str = PERSISTENT
+    ) -> int:
         """Grow a partitioned topic to ``partitions`` partitions (compare-and-set; the
         same count changes nothing); returns the count it had.
 
@@ -383,12 +394,12 @@ class ZkTenantStore:
             TopicNotFound: ``topic`` is not a partitioned topic.
             InvalidArgument: fewer partitions than it has, or more than max_partitions.
         """
-        name = self._topic(tenant, namespace, topic)
+        name = self._topic(tenant, namespace, topic, domain)
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions > self._max_partitions:
             raise InvalidArgument(
                 f"a partitioned topic has at most {self._max_partitions} partitions, got {partitions!r}"
             )
-        path = self._paths.partitioned_topic(tenant, namespace, topic)
+        path = self._paths.partitioned_topic(tenant, namespace, topic, domain)
         old: list[int] = []
 
         def grow(doc: Document | None) -> Document:
@@ -407,28 +418,31 @@ class ZkTenantStore:
         await read_modify_write(self._session, path, grow)
         return old[0]
 
-    async def delete_partitioned_topic(self, tenant: str, namespace: str, topic: str) -> None:
+    async def delete_partitioned_topic(
+        self, tenant: str, namespace: str, topic: str, *, domain: str = PERSISTENT
+    ) -> None:
         """Forget the partitioned topic (its partitions' data is the broker's to delete).
 
         Raises:
             TopicNotFound: it is not a partitioned topic.
         """
-        name = self._topic(tenant, namespace, topic)
+        name = self._topic(tenant, namespace, topic, domain)
         try:
-            await self._session.delete(self._paths.partitioned_topic(tenant, namespace, topic))
+            await self._session.delete(self._paths.partitioned_topic(tenant, namespace, topic, domain))
         except NotFound as exc:
             raise TopicNotFound(f"partitioned topic {name} does not exist") from exc
 
-    async def list_partitioned_topics(self, tenant: str, namespace: str) -> list[str]:
-        """Full names (``persistent://…``) of the namespace's partitioned topics, sorted.
+    async def list_partitioned_topics(self, tenant: str, namespace: str, *, domain: str = PERSISTENT) -> list[str]:
+        """Full names (``persistent://…``, or ``non-persistent://…`` of that ``domain``)
+        of the namespace's partitioned topics, sorted.
 
         Raises:
             TenantNotFound, NamespaceNotFound: the namespace does not exist.
         """
         NamespaceName(tenant, namespace)
         await self._require_namespace(tenant, namespace)
-        names = await self._children(self._paths.partitioned_topics(tenant, namespace))
-        return [str(t) for t in sorted(self._topic(tenant, namespace, n) for n in names)]
+        names = await self._children(self._paths.partitioned_topics(tenant, namespace, domain))
+        return [str(t) for t in sorted(self._topic(tenant, namespace, n, domain) for n in names)]
 
     # -- defaults and helpers ---------------------------------------------------
     async def ensure_defaults(self, clusters: tuple[str, ...] = ()) -> None:
