@@ -173,10 +173,6 @@ async def test_bad_patterns_are_refused_and_subscribe_nothing(url, namespace):
             await client.subscribe(f"{base}/orders-[", "s", is_pattern_topic=True)
         with pytest.raises(mg.InvalidArgument, match="a list of topics does not support"):
             await client.subscribe([f"{base}/orders-a"], "s", is_pattern_topic=True)
-        with pytest.raises(mg.OperationNotSupported, match="NonPersistentOnly"):
-            await client.subscribe(
-                re.compile(f"{base}/orders-.*"), "s", regex_subscription_mode=mg.RegexSubscriptionMode.NonPersistentOnly
-            )
         with pytest.raises(magnetar.NamespaceNotFound):
             await client.subscribe(re.compile(f"persistent://public/no-such-{uuid.uuid4().hex[:6]}/orders-.*"), "s")
         assert not (await admin.topic_stats(f"{base}/orders-a")).subscriptions  # nothing was subscribed

@@ -85,9 +85,14 @@ def test_bad_patterns_are_refused(pattern, error, problem):
         parse_pattern(pattern, PERSISTENT_ONLY)
 
 
-def test_non_persistent_only_is_refused():
-    with pytest.raises(magnetar.OperationNotSupported, match="no non-persistent topics"):
-        parse_pattern("t/ns/x.*", RegexSubscriptionMode.NonPersistentOnly)
+def test_each_mode_takes_its_domains():
+    listed = ["persistent://t/ns/x1", "non-persistent://t/ns/x2", "non-persistent://t/ns/y", "persistent://t/ns/x3"]
+    taken = {m: parse_pattern("persistent://t/ns/x.*", m).matching(listed) for m in RegexSubscriptionMode}
+    assert taken == {
+        RegexSubscriptionMode.PersistentOnly: ["persistent://t/ns/x1", "persistent://t/ns/x3"],
+        RegexSubscriptionMode.NonPersistentOnly: ["non-persistent://t/ns/x2"],
+        RegexSubscriptionMode.AllTopics: ["persistent://t/ns/x1", "non-persistent://t/ns/x2", "persistent://t/ns/x3"],
+    }
 
 
 def test_what_is_a_pattern():

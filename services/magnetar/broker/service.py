@@ -36,6 +36,12 @@ from magnetar.broker.namespace_policies import (
     managed_ledger_config,
     overlay,
 )
+from magnetar.broker.nonpersistent.listing import (
+    PeerTopicLister,
+    TopicsMode,
+    fold_partitions,
+    non_persistent_topics,
+)
 from magnetar.broker.nonpersistent.topic import NonPersistentTopic
 from magnetar.broker.policy_task import NamespacePolicyTask
 from magnetar.broker.rates import RateSampler
@@ -57,7 +63,7 @@ from magnetar.common.errors import (
     TopicNotFound,
 )
 from magnetar.common.gcpolicy import GcPolicy
-from magnetar.common.names import NamespaceName, TopicName
+from magnetar.common.names import NON_PERSISTENT, PERSISTENT, NamespaceName, TopicName
 from magnetar.common.tasks import KeyedTasks
 from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.ledger import ManagedLedger
@@ -92,13 +98,16 @@ class BrokerService:
         self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
         ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
         remote_mover: MovePublisher | None = None, pulsar_urls: PulsarServiceUrls | None = None,
+        peer_topics: PeerTopicLister | None = None,
     ) -> None:
         """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
         stores the service uses (and closes: the ledger client); remote_mover: publishes
         retry and dead-letter copies to topics other brokers serve (closed with the
         service; None: such moves fail with NotOwner); pulsar_urls: where this broker
         serves Pulsar's binary protocol (``pulsar://``, ``pulsar+ssl://``; advertised in
-        its registration; empty: not served)."""
+        its registration; empty: not served); peer_topics: asks other brokers which
+        non-persistent topics they serve (closed with the service; None: a namespace's
+        list has this broker's only)."""
         self.config = config
         self.broker_id = broker_id
         self.pulsar_urls = pulsar_urls or PulsarServiceUrls()
@@ -136,6 +145,7 @@ class BrokerService:
         self._lapses = 0  # times serving stopped (lease run out, session lost)
         self._lease_task: asyncio.Task[None] | None = None
         self.mover: MovePublisher = ServiceMovePublisher(self, remote_mover)
+        self.peer_topics = peer_topics
         self.gc_policy = GcPolicy(
             config.gc_freeze_interval_s, config.gc_full_collect_interval_s, config.gc_max_full_pause_s
         )
@@ -368,6 +378,8 @@ class BrokerService:
         await self.rates.close()
         await self.gc_policy.close()
         await self.mover.close()
+        if self.peer_topics is not None:
+            await self.peer_topics.close()
         await self.compactions.close()
         for topic in list(self.topics.values()):
             try:
@@ -574,9 +586,9 @@ class BrokerService:
 
     async def partitions(self, topic: str) -> int:
         name = self.parse(topic)
-        if name.is_partition or not name.is_persistent:  # non-persistent topics are not partitioned here
+        if name.is_partition:
             return 0
-        return await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
+        return await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name, domain=name.domain)
 
     async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> PersistentTopic:  # type: ignore[return]
         """The served topic, opened on first use; ``create`` allows auto-creation (when the
@@ -671,7 +683,13 @@ class BrokerService:
             return existing
         if await self.lookup(key) != self.broker_id:
             raise NotOwner(f"topic {key} is served by another broker; look it up again")
-        if not explicit and not (create and self.config.allow_auto_topic_creation):
+        declared = await self.tenants.get_partitions(
+            name.tenant, name.namespace_part, name.partitioned_topic_name.local_name, domain=NON_PERSISTENT)
+        if declared and not name.is_partition:
+            raise InvalidTopicName(f"{name} is a partitioned topic: produce to and consume from its partitions")
+        # A declared partition is made on first use whatever auto-creation says (as Pulsar's).
+        partition = name.is_partition and name.partition_index < declared
+        if not explicit and not partition and not (create and self.config.allow_auto_topic_creation):
             raise TopicNotFound(f"non-persistent topic {key} is not loaded (auto-creation is off)")
         policies_doc = await self.tenants.get_policies(name.tenant, name.namespace_part)  # NamespaceNotFound
         existing = self.nonpersistent.get(key)  # made by a concurrent call meanwhile
@@ -702,6 +720,31 @@ class BrokerService:
         ns = NamespaceName.parse(namespace)
         return sorted(t for t in self.nonpersistent if self.parse(t).namespace == ns)
 
+    async def namespace_topics(
+        self, namespace: str, mode: TopicsMode = TopicsMode.PERSISTENT, *, as_partitions: bool = False
+    ) -> list[str]:
+        """The topics of ``tenant/namespace`` in ``mode``'s domains, sorted: the persistent
+        ones from ZooKeeper, the non-persistent ones asked of every owner of the
+        namespace's bundles (broker/nonpersistent/listing.py). A partitioned topic by its
+        base name, or (``as_partitions``, as GET_TOPICS_OF_NAMESPACE answers) as each of
+        its partitions.
+
+        Raises: InvalidArgument: not a namespace name. NamespaceNotFound, TenantNotFound.
+        """
+        ns = NamespaceName.parse(namespace)
+        names: set[str] = set()
+        if PERSISTENT in mode.domains:
+            names.update(await (self.list_topic_partitions(str(ns)) if as_partitions else self.list_topics(str(ns))))
+        if NON_PERSISTENT in mode.domains:
+            owners = [owner for _, owner in await self.bundle_owners(str(ns))]  # NamespaceNotFound
+            loaded = await non_persistent_topics(
+                str(ns), owners, self.broker_id, self.list_non_persistent_topics, self.peer_topics)
+            declared = {}
+            for base in await self.tenants.list_partitioned_topics(ns.tenant, ns.namespace, domain=NON_PERSISTENT):
+                declared[base] = await self.partitions(base)
+            names.update(fold_partitions(loaded, declared, as_partitions=as_partitions))
+        return sorted(names)
+
     def auto_topic_creation(self, policies: NamespacePolicies) -> AutoTopicCreation:
         """What applies to a namespace's new topics: its autoTopicCreation, else the config's."""
         c = self.config
@@ -715,7 +758,7 @@ class BrokerService:
         :meth:`client_partitions`, not a topic of this name)."""
         if name.is_partition:
             base = name.partitioned_topic_name
-            declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name)
+            declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name, domain=name.domain)
             if name.partition_index < declared:
                 return True
         rule = self.auto_topic_creation(policies)
@@ -730,7 +773,8 @@ class BrokerService:
         """
         name = self.parse(topic)
         count = await self.partitions(str(name))
-        if count or name.is_partition:
+        if count or name.is_partition or not name.is_persistent:
+            # A non-persistent topic is partitioned only by an admin here.
             return count
         tenant, ns, local = name.tenant, name.namespace_part, name.local_name
         rule = self.auto_topic_creation(self._topic_policies(await self.tenants.get_policies(tenant, ns), str(name.namespace)))
@@ -756,7 +800,7 @@ class BrokerService:
         if not name.is_partition:
             raise InvalidArgument(f"{name} is not a partition's name (topic-partition-N)")
         base = name.partitioned_topic_name
-        declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name)
+        declared = await self.tenants.get_partitions(name.tenant, name.namespace_part, base.local_name, domain=name.domain)
         if name.partition_index >= declared:
             raise TopicNotFound(f"Partitioned Topic not found: {base} has no partition {name.partition_index}")
         if (await self.ml_store.get(name.tenant, name.namespace_part, name.local_name))[0] is not None:
@@ -768,18 +812,23 @@ class BrokerService:
     # -- admin -----------------------------------------------------------------
     async def create_topic(self, topic: str, partitions: int) -> None:
         name = self.parse(topic)
+        if partitions:
+            if name.is_partition:
+                raise InvalidTopicName(f"{name} names a partition; create the partitioned topic {name.partitioned_topic_name}")
+            if not name.is_persistent and str(name) in self.nonpersistent:
+                raise AlreadyExists(f"{name} already exists as a non-partitioned topic")
+            await self.tenants.create_partitioned_topic(
+                name.tenant, name.namespace_part, name.local_name, partitions, domain=name.domain)
+            return
         if not name.is_persistent:
-            if partitions:
-                raise InvalidArgument(f"{name}: partitioned non-persistent topics are not supported")
             if str(name) in self.nonpersistent:
                 raise AlreadyExists(f"topic {name} already exists")
+            if await self.partitions(str(name)):
+                raise AlreadyExists(f"{name} already exists as a partitioned topic")
             await self.get_topic(str(name), explicit=True)
             return
         if name.is_partition:
             raise InvalidTopicName(f"{name} names a partition; create the partitioned topic {name.partitioned_topic_name}")
-        if partitions:
-            await self.tenants.create_partitioned_topic(name.tenant, name.namespace_part, name.local_name, partitions)
-            return
         if await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name):
             raise AlreadyExists(f"{name} already exists as a partitioned topic")
         doc, _ = await self.ml_store.get(name.tenant, name.namespace_part, name.local_name)
@@ -942,6 +991,17 @@ class BrokerService:
             TopicNotFound; PreconditionFailed when producers or consumers are connected.
         """
         name = self.parse(topic)
+        np_partitions = 0 if name.is_persistent else await self.partitions(str(name))
+        if np_partitions:
+            # Its partitions live on their owners (the admin client deletes each there
+            # first); what is kept of it is its count.
+            for i in range(np_partitions):
+                part = self.nonpersistent.get(str(name.partition(i)))
+                if part is not None and not force and (part.producers or any(s.consumers for s in part.subscriptions.values())):
+                    raise PreconditionFailed(f"topic {part.name} has connected producers or consumers; close them first")
+            await self.tenants.delete_partitioned_topic(
+                name.tenant, name.namespace_part, name.local_name, domain=NON_PERSISTENT)
+            return
         if not name.is_persistent:
             np_topic = await self._served_non_persistent(name)
             if not force and (np_topic.producers or any(s.consumers for s in np_topic.subscriptions.values())):

@@ -327,9 +327,9 @@ class Client:
         possibly none at first; every ``pattern_auto_discovery_period`` seconds (0: never)
         it joins the matching topics created since, from their earliest message, and
         leaves the deleted ones (see :mod:`magnetar.client.pattern` and docs/client.md,
-        "Pattern subscriptions"). ``regex_subscription_mode``: PersistentOnly (default)
-        or AllTopics (the same here: every topic is persistent); NonPersistentOnly is
-        refused (OperationNotSupported). ``topic()`` is the pattern; ``topics()`` the
+        "Pattern subscriptions"). ``regex_subscription_mode``: PersistentOnly (default),
+        NonPersistentOnly or AllTopics (the non-persistent topics are those loaded on
+        the brokers now, and the partitions of partitioned ones). ``topic()`` is the pattern; ``topics()`` the
         topics it has now.
 
         ``batch_receive_policy`` says what one ``consumer.batch_receive()`` returns (see
@@ -372,7 +372,7 @@ class Client:
                 ``is_pattern_topic`` with a list.
             InvalidConfiguration: a bad ``regex_subscription_mode`` or
                 ``pattern_auto_discovery_period``.
-            OperationNotSupported: NonPersistentOnly, or ``enable_retry`` with a pattern.
+            OperationNotSupported: ``enable_retry`` with a pattern.
             NamespaceNotFound: the pattern's namespace does not exist.
         """
         self._check_open()

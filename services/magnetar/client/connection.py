@@ -257,16 +257,17 @@ class ConnectionPool:
 
         return await self.on_service_hosts(f"partitions of {topic}", call)
 
-    async def list_topics(self, namespace: str) -> list[str]:
-        """The topics of ``namespace``: a partitioned topic by its base name, the others
-        by theirs (what a pattern subscription looks through).
+    async def list_topics(self, namespace: str, mode: int = 0) -> list[str]:
+        """The topics of ``namespace`` of ``mode``'s domains (0 persistent, 1
+        non-persistent, 2 both: pulsar-client's RegexSubscriptionMode): a partitioned topic
+        by its base name, the others by theirs (what a pattern subscription looks through).
 
         Raises:
             NamespaceNotFound, AuthorizationError (``lookup`` on the namespace), NotConnected, Timeout.
         """
 
         async def call(stub: pb_grpc.BrokerStub, host: str) -> list[str]:
-            req = pb.ListTopicsRequest(namespace=namespace)
+            req = pb.ListTopicsRequest(namespace=namespace, mode=mode)  # type: ignore[arg-type]
             return list((await stub.ListTopics(req, timeout=self.attempt_timeout_s)).names)
 
         return await self.on_service_hosts(f"topics of {namespace}", call)

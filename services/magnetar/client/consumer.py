@@ -243,7 +243,7 @@ class Consumer:
         """Join the topics that match now and left out, leave those no longer there.
         A topic that cannot be subscribed now is tried again at the next discovery."""
         assert self._pool is not None and self._pattern is not None
-        found = self._pattern.matching(await self._pool.list_topics(str(self._pattern.namespace)))
+        found = self._pattern.matching(await self._pool.list_topics(str(self._pattern.namespace), self._pattern.mode))
         async with self._changing:
             if self._closed:
                 return
@@ -342,7 +342,7 @@ class Consumer:
                     "enable_retry is not supported with a pattern subscription (its retry letter topics would be "
                     "topics of the pattern's namespace); subscribe a list of topics instead"
                 )
-            names = pattern.matching(await pool.list_topics(str(pattern.namespace)))
+            names = pattern.matching(await pool.list_topics(str(pattern.namespace), pattern.mode))
         else:
             names = topic_names(topics)
         batch_limits(conf)  # refuse a bad policy before subscribing anything

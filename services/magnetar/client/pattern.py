@@ -9,7 +9,9 @@ A pattern names one namespace and a regular expression over its topics' names:
 * the expression is matched whole (``fullmatch``) against each topic's name without its
   domain (``t/ns/orders-1``);
 * the pattern's domain is ignored: ``regex_subscription_mode`` says which topics are
-  taken (PersistentOnly: ``persistent://``; AllTopics: every topic).
+  taken (PersistentOnly: ``persistent://``; NonPersistentOnly: ``non-persistent://``;
+  AllTopics: every topic). The broker lists the namespace's topics of that mode, the
+  non-persistent ones from every broker serving one of the namespace's bundles.
 
 Unlike pulsar-client, a compiled pattern's flags (``re.IGNORECASE`` …) are kept.
 Pure: no network.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from magnetar.common.errors import InvalidArgument, InvalidTopicName, OperationNotSupported
+from magnetar.common.errors import InvalidArgument, InvalidTopicName
 from magnetar.common.names import (
     DEFAULT_NAMESPACE,
     NON_PERSISTENT,
@@ -81,14 +83,7 @@ def parse_pattern(topic: object, mode: RegexSubscriptionMode) -> TopicsPattern:
         InvalidTopicName: no tenant/namespace/topic shape, an unknown domain, or a tenant
             or namespace that is not a name (a pattern across namespaces).
         InvalidArgument: not a str pattern, or not a regular expression.
-        OperationNotSupported: ``mode`` NonPersistentOnly: pattern consumers are listed
-            no non-persistent topics, so such a consumer would never receive anything.
     """
-    if mode is RegexSubscriptionMode.NonPersistentOnly:
-        raise OperationNotSupported(
-            "regex_subscription_mode NonPersistentOnly is not supported: pattern consumers are listed no "
-            "non-persistent topics (use PersistentOnly or AllTopics)"
-        )
     flags = 0
     if isinstance(topic, re.Pattern):
         if not isinstance(topic.pattern, str):

@@ -2,8 +2,9 @@
 subscriptions (the client asks again every ``pattern_auto_discovery_period`` and
 subscribes to the topics that appeared).
 
-As Pulsar's broker answers: the topics of the mode's domain (all are persistent here: NON_PERSISTENT
-gets an empty list), a partitioned topic as its partitions (the C++ client folds them back into
+As Pulsar's broker answers: the topics of the mode's domains (the non-persistent ones asked
+of every owner of the namespace's bundles: :mod:`magnetar.broker.nonpersistent.listing`),
+a partitioned topic as its partitions (the C++ client folds them back into
 the partitioned topic), the list's hash (``topics_hash``; a client that sent the hash of
 what it has gets ``changed = false`` and no names), and, when the request carries a
 ``topics_pattern`` of at most :data:`MAX_PATTERN_LENGTH` characters that is a regular
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.authorization import Action
 from magnetar.broker.authorizer import admin_request
+from magnetar.broker.nonpersistent.listing import TopicsMode
 from magnetar.broker.protocol.errors import server_error
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.names import NamespaceName
@@ -34,9 +36,6 @@ log = logging.getLogger(__name__)
 
 MAX_PATTERN_LENGTH = 50
 """Pulsar's ``subscriptionPatternMaxLength``: a longer pattern is left to the client."""
-
-Mode = pb.CommandGetTopicsOfNamespace.Mode
-
 
 class TopicListConnection(Protocol):
     service: BrokerService
@@ -68,10 +67,8 @@ async def _answer(conn: TopicListConnection, request: pb.CommandGetTopicsOfNames
     namespace = str(NamespaceName.parse(request.namespace))
     if conn.authorizer is not None:
         await conn.authorizer.check(conn.role, admin_request(Action.LOOKUP, namespace=namespace))
-    topics = await conn.service.list_topic_partitions(namespace)
-    if request.mode != Mode.ALL:
-        domain = "non-persistent://" if request.mode == Mode.NON_PERSISTENT else "persistent://"
-        topics = [t for t in topics if t.startswith(domain)]
+    mode = TopicsMode(request.mode) if request.mode in TopicsMode.__members__.values() else TopicsMode.PERSISTENT
+    topics = await conn.service.namespace_topics(namespace, mode, as_partitions=True)
     pattern = _pattern(request)
     if pattern is not None:
         topics = topic_list.filter_topics(topics, pattern)

@@ -18,6 +18,7 @@ from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
+from magnetar.broker.nonpersistent.listing import TopicsMode
 from magnetar.broker.rpc import schemas, wire
 from magnetar.broker.rpc.clusters import ClusterRpcs
 from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
@@ -448,7 +449,9 @@ class BrokerServicer(
     async def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.aio.ServicerContext) -> pb.NameList:
         if request.non_persistent:
             return pb.NameList(names=self.service.list_non_persistent_topics(request.namespace))
-        return pb.NameList(names=await self.service.list_topics(request.namespace))
+        if request.mode not in TopicsMode.__members__.values():
+            raise InvalidArgument(f"unknown topic list mode {request.mode}; the modes are PERSISTENT, NON_PERSISTENT and ALL")
+        return pb.NameList(names=await self.service.namespace_topics(request.namespace, TopicsMode(request.mode)))
 
     @rpc_errors
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
