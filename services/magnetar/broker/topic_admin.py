@@ -155,7 +155,7 @@ class TopicAdmin:
         tenant, namespace, local = name.tenant, name.namespace_part, name.local_name
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions > tenants.max_partitions:
             raise InvalidArgument(f"a partitioned topic has at most {tenants.max_partitions} partitions, got {partitions!r}")
-        old = await tenants.get_partitions(tenant, namespace, local)
+        old = await tenants.get_partitions(tenant, namespace, local, domain=name.domain)
         if old == 0:
             raise TopicNotFound(f"{name} is not a partitioned topic")
         if partitions < old:
@@ -163,14 +163,14 @@ class TopicAdmin:
         if partitions == old:
             return old
         durable: set[str] = set()
-        for i in range(old):
+        for i in range(old) if name.is_persistent else ():  # nothing is kept of a non-persistent one
             durable.update(await store.list_cursors(tenant, namespace, name.partition(i).local_name))
         prepared: list[PreparedLedger] = []
         try:
             for i in range(old, partitions) if durable else ():
                 ml_name = ManagedLedgerName(tenant, namespace, name.partition(i).local_name)
                 prepared.append(await prepare_ledger(ml_name, store, sorted(durable), self.service.ml_config))
-            return await tenants.update_partitions(tenant, namespace, local, partitions)  # the last step
+            return await tenants.update_partitions(tenant, namespace, local, partitions, domain=name.domain)  # the last step
         except BaseException:
             await self._unprepare(name, prepared)
             raise
@@ -179,7 +179,8 @@ class TopicAdmin:
         """Undo a failed grow's preparations, except of partitions that exist after all
         (another grow raised the count meanwhile: they are its partitions now)."""
         try:
-            count = await self.service.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name)
+            count = await self.service.tenants.get_partitions(
+                name.tenant, name.namespace_part, name.local_name, domain=name.domain)
             for p in prepared:
                 if TopicName.parse(str(p.name)).partition_index >= count:
                     await unprepare_ledger(self.service.ml_store, p)

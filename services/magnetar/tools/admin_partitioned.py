@@ -77,16 +77,16 @@ def add_partitioned_commands(topics: argparse._SubParsersAction[Any]) -> None:
                       "(0: not partitioned)", operations=("PersistentTopics_getPartitionedMetadata", "NonPersistentTopics_getPartitionedMetadata")).add_argument(
         "name", metavar="TOPIC")
     p = topics.add_parser("update-partitioned-topic", help="grow a partitioned topic to N partitions (never fewer)",
-                          operations=("PersistentTopics_updatePartitionedTopic",))
+                          operations=("PersistentTopics_updatePartitionedTopic", "NonPersistentTopics_updatePartitionedTopic"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-p", "--partitions", type=int, required=True, metavar="N", help="the new partition count")
     p = topics.add_parser("delete-partitioned-topic", help="delete a partitioned topic and its partitions",
-                          operations=("PersistentTopics_deletePartitionedTopic",))
+                          operations=("PersistentTopics_deletePartitionedTopic", "NonPersistentTopics_deletePartitionedTopic"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("-f", "--force", action="store_true",
                    help="also with producers or consumers connected (they fail with TopicNotFound)")
     p = topics.add_parser("partitioned-stats", help="print a partitioned topic's stats as JSON: the sum of its "
-                          "partitions', and each one's", operations=("PersistentTopics_getPartitionedStats",))
+                          "partitions', and each one's", operations=("PersistentTopics_getPartitionedStats", "NonPersistentTopics_getPartitionedStats"))
     p.add_argument("name", metavar="TOPIC")
     p.add_argument("--per-partition", action=argparse.BooleanOptionalAction, default=True,
                    help="each partition's stats too (default: yes)")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
+import pulsar
 import pytest
 import pytest_asyncio
 from gateway_support import GatewayCluster, eventually, unique
@@ -180,11 +182,142 @@ async def test_rest_and_admin_list_stats_delete(client, http: httpx.AsyncClient,
     assert r.status_code == 404 and r.json()["reason"] == f"Topic {topic} not found"
     r = await http.delete(f"/admin/v2/non-persistent/public/default/{local}")
     assert r.status_code == 404
-    assert (await http.put(f"/admin/v2/non-persistent/public/default/{local}/partitions", json=2)).status_code == 406
     assert (await http.put(f"/admin/v2/non-persistent/public/default/{local}")).status_code == 204  # REST create
     assert topic in (await http.get("/admin/v2/non-persistent/public/default")).json()
     assert (await http.put(f"/admin/v2/non-persistent/public/default/{local}/unload")).status_code == 204
     assert topic not in (await http.get("/admin/v2/non-persistent/public/default")).json()  # unloaded: gone
+
+
+async def test_partitioned_non_persistent_topic_through_rest_cli_sdk_and_pulsar_client(
+    client, http: httpx.AsyncClient, gateway_cluster: GatewayCluster, shell: WarmMagnetar,
+):
+    local, by_cli = unique("np-parts"), unique("np-parts-cli")
+    topic, cli_topic = (f"non-persistent://public/default/{n}" for n in (local, by_cli))
+    persistent = f"persistent://public/default/{local}"
+    path = f"/admin/v2/non-persistent/public/default/{local}"
+
+    def cli(*args: str):
+        return shell.run("admin", "--admin-url", gateway_cluster.url, *args)
+
+    assert (await http.put(f"{path}/partitions", json=0)).status_code == 406  # bad input: nothing made
+    assert (await http.get(f"{path}/partitions")).json()["partitions"] == 0
+    assert (await http.put(f"{path}/partitions", json=2)).status_code == 204
+    assert (await http.put(f"{path}/partitions", json=2)).status_code == 409
+    assert (await http.get(f"{path}/partitions")).json()["partitions"] == 2
+    # the persistent topic of the same name is another topic: not partitioned
+    assert (await http.get(f"/admin/v2/persistent/public/default/{local}/partitions")).json()["partitions"] == 0
+    assert (await http.post(f"{path}/partitions", json=1)).status_code == 422  # never fewer
+    assert (await http.post(f"{path}/partitions", json=3)).status_code == 204
+    meta = json.loads(cli_ok(await asyncio.to_thread(cli, "topics", "get-partitioned-topic-metadata", topic)))
+    assert meta == {"partitions": 3}
+
+    # The SDK and pulsar-client produce to and consume from its partitions.
+    sdk = await client.subscribe(topic, "sdk-sub")
+    pc = pulsar_client(gateway_cluster.broker.pulsar_url, operation_timeout_seconds=10)
+    try:
+        theirs = await asyncio.to_thread(pc.subscribe, topic, "pc-sub")
+        producer = await client.create_producer(topic)
+        sent = {f"k{i}".encode() for i in range(6)}
+        for payload in sorted(sent):
+            await producer.send(payload, partition_key=payload.decode())
+        got = [await sdk.receive(timeout_millis=10_000) for _ in sent]
+        assert {m.data() for m in got} == sent
+        assert {m.topic_name() for m in got} <= {f"{topic}-partition-{i}" for i in range(3)}
+        assert {(await asyncio.to_thread(theirs.receive, 10_000)).data() for _ in sent} == sent
+        their_producer = await asyncio.to_thread(pc.create_producer, topic)
+        await asyncio.to_thread(their_producer.send, b"from-pc")
+        assert (await sdk.receive(timeout_millis=10_000)).data() == b"from-pc"
+
+        stats = (await http.get(f"{path}/partitioned-stats")).json()
+        assert stats["metadata"]["partitions"] == 3 and stats["msgInCounter"] == len(sent) + 1
+        assert set(stats["partitions"]) == {f"{topic}-partition-{i}" for i in range(3)}
+        assert set(stats["subscriptions"]) == {"sdk-sub", "pc-sub"}
+        cli_stats = json.loads(cli_ok(await asyncio.to_thread(cli, "topics", "partitioned-stats", topic)))
+        assert cli_stats["msgInCounter"] == len(sent) + 1
+        assert (await http.delete(f"{path}/partitions")).status_code == 412  # clients connected
+        await asyncio.to_thread(their_producer.close)
+    finally:
+        await asyncio.to_thread(pc.close)
+    assert (await http.delete(f"{path}/partitions", params={"force": "true"})).status_code == 204
+    assert (await http.get(f"{path}/partitions")).json()["partitions"] == 0
+    assert (await http.delete(f"{path}/partitions")).status_code == 404
+
+    # `magnetar admin` over gRPC: create, grow, delete (the verbs take either domain).
+    grpc = ["--url", gateway_cluster.broker.address]
+    cli_ok(await asyncio.to_thread(shell.run, "admin", *grpc, "topics", "create-partitioned-topic", cli_topic, "-p", "2"))
+    cli_ok(await asyncio.to_thread(shell.run, "admin", *grpc, "topics", "update-partitioned-topic", cli_topic, "-p", "4"))
+    r = await http.get(f"/admin/v2/non-persistent/public/default/{by_cli}/partitions")
+    assert r.json()["partitions"] == 4
+    cli_ok(await asyncio.to_thread(shell.run, "admin", *grpc, "topics", "delete-partitioned-topic", cli_topic))
+    assert (await http.get(f"/admin/v2/non-persistent/public/default/{by_cli}/partitions")).json()["partitions"] == 0
+    assert persistent not in (await http.get("/admin/v2/persistent/public/default")).json()
+
+
+def _subscribe_pattern(client: pulsar.Client, pattern: str, subscription: str) -> pulsar.Consumer:
+    """``client.subscribe(re.compile(pattern), subscription, pattern_auto_discovery_period=1,
+    regex_subscription_mode=NonPersistentOnly)`` as it is meant to work: pulsar-client 3.13's
+    ``subscribe`` never hands the period to the C++ core (whose default is 60 s), so the
+    configuration is made here as ``subscribe`` makes it (tests/integration/test_pulsar_commands.py)."""
+    import _pulsar
+
+    conf = _pulsar.ConsumerConfiguration()
+    conf.pattern_auto_discovery_period(1)
+    conf.regex_subscription_mode(_pulsar.RegexSubscriptionMode.NonPersistentOnly)
+    consumer = pulsar.Consumer()
+    consumer._consumer = client._client.subscribe_pattern(re.compile(pattern).pattern, subscription, conf)
+    consumer._client = client
+    consumer._schema = pulsar.schema.BytesSchema()
+    consumer._schema.attach_client(client._client)
+    client._consumers.append(consumer)
+    return consumer
+
+
+async def test_pattern_consumers_join_a_non_persistent_topic_made_after_they_subscribed(
+    client, gateway_cluster: GatewayCluster,
+):
+    prefix = unique("np-pattern")
+    pattern = f"persistent://public/default/{prefix}-.*"  # the mode, not the domain, chooses
+    sdk = await client.subscribe(
+        re.compile(pattern), "sdk-sub", pattern_auto_discovery_period=1,
+        regex_subscription_mode=mg.RegexSubscriptionMode.NonPersistentOnly,
+    )
+    everything = await client.subscribe(
+        re.compile(pattern), "all-sub", pattern_auto_discovery_period=1,
+        regex_subscription_mode=mg.RegexSubscriptionMode.AllTopics,
+    )
+    pc = pulsar_client(gateway_cluster.broker.pulsar_url, operation_timeout_seconds=10)
+    try:
+        theirs = await asyncio.to_thread(_subscribe_pattern, pc, f"non-persistent://public/default/{prefix}-.*", "pc-sub")
+        assert sdk.topics() == []
+        new_topic = f"non-persistent://public/default/{prefix}-later"
+        await client.create_producer(f"persistent://public/default/{prefix}-stored")  # not NonPersistentOnly's
+        producer = await client.create_producer(new_topic)
+        async def sdk_joined() -> bool:
+            return new_topic in sdk.topics() and new_topic in everything.topics()
+
+        assert await eventually(sdk_joined)
+
+        async def their_consumer_joined() -> bool:  # pulsar-client's discovery runs on its own clock
+            await producer.send(b"probe")
+            try:
+                await asyncio.to_thread(theirs.receive, 300)
+            except pulsar.Timeout:
+                return False
+            return True
+
+        assert await eventually(their_consumer_joined)
+        await producer.send(b"after-join")
+        msg = await sdk.receive(timeout_millis=10_000)
+        while msg.data() == b"probe":  # the probes reached the SDK consumer too
+            msg = await sdk.receive(timeout_millis=10_000)
+        assert (msg.topic_name(), msg.data()) == (new_topic, b"after-join")
+        assert sorted(everything.topics()) == sorted([new_topic, f"persistent://public/default/{prefix}-stored"])
+        got = await asyncio.to_thread(theirs.receive, 10_000)
+        while got.data() == b"probe":
+            got = await asyncio.to_thread(theirs.receive, 10_000)
+        assert (got.topic_name(), got.data()) == (new_topic, b"after-join")
+    finally:
+        await asyncio.to_thread(pc.close)
 
 
 async def test_a_restarted_broker_serves_the_topic_again_empty(client, gateway_cluster: GatewayCluster, http: httpx.AsyncClient):

@@ -5,8 +5,10 @@ a namespace, create, delete and unload one, its stats (``NonPersistentTopicStats
 A non-persistent topic exists while a broker serves it (nothing of it is stored): it is
 listed by the brokers owning the namespace's bundles, a topic no broker has loaded is
 404, and one unloaded starts empty at its next owner (see docs/non-persistent.md).
-Partitioned non-persistent topics are not served: ``PUT .../partitions`` answers 406 and
-``GET .../partitions`` 0 partitions.
+A partitioned non-persistent topic is its partition count in ZooKeeper (kept apart from
+the persistent topics' counts); its partitions are loaded on first use, each on the owner
+of its bundle, and answer as the persistent routes do (create, get, grow, delete,
+``partitioned-stats``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Response
 
-from magnetar.common.errors import AlreadyExists, InvalidArgument
+from magnetar.common.errors import AlreadyExists, InvalidArgument, InvalidTopicName
 from magnetar.common.names import NON_PERSISTENT, TopicName
+from magnetar.gateway import topic_stats
 from magnetar.gateway.deps import Context, Namespace
 from magnetar.gateway.errors import HttpError, responses
 from magnetar.gateway.nonpersistent_stats import NonPersistentTopicStats, non_persistent_stats
-from magnetar.gateway.topic_models import PartitionedTopicMetadata
-from magnetar.gateway.topic_support import pulsar_reasons
+from magnetar.gateway.topic_models import PartitionedTopicMetadata, PartitionedTopicStats
+from magnetar.gateway.topic_support import partition_count, pulsar_reasons
 
 router = APIRouter(prefix="/admin/v2/non-persistent", tags=["non-persistent topic"])
 NO_CONTENT = Response(status_code=204)
@@ -63,18 +66,74 @@ async def create_non_partitioned_topic(
 
 
 @router.put("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
-            summary="Create a partitioned non-persistent topic (not served: 406)",
-            operation_id="NonPersistentTopics_createPartitionedTopic", responses=responses(406, 412))
+            summary="Create a partitioned non-persistent topic",
+            operation_id="NonPersistentTopics_createPartitionedTopic", responses=responses(404, 406, 409, 412))
 async def create_partitioned_topic(
     topic: NpTopic, ctx: Context, partitions: Annotated[int, Body(description="the partition count, e.g. 4")],
 ) -> Response:
-    raise HttpError(406, f"{topic}: partitioned non-persistent topics are not supported; use persistent:// or one non-persistent topic")
+    if partitions <= 0:
+        raise HttpError(406, "Number of partitions should be more than 0")
+    try:
+        await ctx.admin.create_topic(topic, partitions)
+    except AlreadyExists:
+        raise HttpError(409, "This topic already exists") from None
+    except InvalidTopicName:
+        raise
+    except InvalidArgument as exc:  # above the most partitions a topic may have
+        raise HttpError(406, exc.message) from None
+    return NO_CONTENT
 
 
-@router.get("/{tenant}/{namespace}/{topic}/partitions", summary="Get a topic's partition count (always 0)",
-            operation_id="NonPersistentTopics_getPartitionedMetadata", responses=responses(412))
+@router.get("/{tenant}/{namespace}/{topic}/partitions", summary="Get a topic's partition count (0: not partitioned)",
+            operation_id="NonPersistentTopics_getPartitionedMetadata", responses=responses(404, 412))
 async def get_partitioned_metadata(topic: NpTopic, ctx: Context) -> PartitionedTopicMetadata:
-    return PartitionedTopicMetadata(partitions=0)
+    return PartitionedTopicMetadata(partitions=await partition_count(ctx, topic))
+
+
+@router.post("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
+             summary="Grow a partitioned non-persistent topic (the same count changes nothing)",
+             operation_id="NonPersistentTopics_updatePartitionedTopic", responses=responses(404, 409, 412, 422))
+async def update_partitioned_topic(
+    topic: NpTopic, ctx: Context, partitions: Annotated[int, Body(description="the new partition count")],
+) -> Response:
+    current = await partition_count(ctx, topic)
+    if current == 0:
+        raise HttpError(409, f"Topic {topic} is not the partitioned topic.")
+    if partitions < current:
+        raise HttpError(422, f"Expect partitions {partitions} can't less than current partitions {current}.")
+    if partitions > current:
+        try:
+            await ctx.admin.update_partitions(topic, partitions)
+        except InvalidTopicName:
+            raise
+        except InvalidArgument as exc:  # above the most partitions a topic may have
+            raise HttpError(422, exc.message) from None
+    return NO_CONTENT
+
+
+@router.delete("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
+               summary="Delete a partitioned non-persistent topic (its loaded partitions are unloaded)",
+               operation_id="NonPersistentTopics_deletePartitionedTopic", responses=responses(404, 412))
+async def delete_partitioned_topic(topic: NpTopic, ctx: Context, force: bool = False) -> Response:
+    if not await partition_count(ctx, topic):
+        raise HttpError(404, f"Partitioned Topic {topic} not found")
+    with pulsar_reasons(topic):
+        await ctx.admin.delete_partitioned_topic(topic, force=force)
+    return NO_CONTENT
+
+
+@router.get("/{tenant}/{namespace}/{topic}/partitioned-stats",
+            summary="Get a partitioned non-persistent topic's stats: the sum of its partitions', and each one's",
+            operation_id="NonPersistentTopics_getPartitionedStats", responses=responses(404, 412))
+async def get_partitioned_stats(
+    topic: NpTopic, ctx: Context, perPartition: bool = True, getPreciseBacklog: bool = False,
+) -> PartitionedTopicStats:
+    if not await partition_count(ctx, topic):
+        raise HttpError(404, f"Partitioned Topic {topic} not found")
+    with pulsar_reasons(topic):
+        each = await ctx.admin.partition_stats(topic)
+    names = [str(TopicName.parse(topic).partition(i)) for i in range(len(each))]
+    return topic_stats.partitioned_stats(names, each, perPartition)
 
 
 @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get a non-persistent topic's stats (with msgDropRate)",
