@@ -26,10 +26,10 @@ class FakeTenants:
         self.counts = counts
         self.fail_update: Exception | None = None
 
-    async def get_partitions(self, tenant: str, namespace: str, topic: str) -> int:
+    async def get_partitions(self, tenant: str, namespace: str, topic: str, *, domain: str = "persistent") -> int:
         return self.counts.get(topic, 0)
 
-    async def update_partitions(self, tenant: str, namespace: str, topic: str, partitions: int) -> int:
+    async def update_partitions(self, tenant: str, namespace: str, topic: str, partitions: int, *, domain: str = "persistent") -> int:
         if self.fail_update is not None:
             raise self.fail_update
         self.events.append(f"count {partitions}")

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.nonpersistent.listing import TopicsMode
 from magnetar.broker.protocol.errors import SERVER_ERRORS, server_error
 from magnetar.broker.protocol.listener import SERVER_VERSION, ProtocolListener, pulsar_service_urls
 from magnetar.broker.service import BrokerService, PulsarServiceUrls
@@ -68,10 +69,11 @@ class FakeService:
     async def client_partitions(self, topic: str) -> int:
         return await self.partitions(topic)
 
-    async def list_topic_partitions(self, namespace: str) -> list[str]:
+    async def namespace_topics(self, namespace: str, mode: TopicsMode, *, as_partitions: bool = False) -> list[str]:
         if namespace not in self.namespaces:
             raise e.NamespaceNotFound(f"namespace {namespace} does not exist")
-        return self.namespaces[namespace]
+        assert as_partitions  # GET_TOPICS_OF_NAMESPACE lists partitions
+        return [t for t in self.namespaces[namespace] if t.split("://")[0] in mode.domains]
 
     async def pulsar_urls_of(self, broker_id: str) -> PulsarServiceUrls:
         records = {
@@ -250,7 +252,8 @@ async def test_get_topics_of_namespace_lists_partitions_filters_by_pattern_and_h
     listener, service = door
     ns = "acme/orders"
     listed = [f"persistent://{ns}/eu-partition-0", f"persistent://{ns}/eu-partition-1", f"persistent://{ns}/us"]
-    service.namespaces[ns] = listed
+    live = f"non-persistent://{ns}/live"
+    service.namespaces[ns] = [*listed, live]
     Mode = pb.CommandGetTopicsOfNamespace.Mode
     async with await _open(listener) as conn:
         await conn.handshake()
@@ -262,13 +265,15 @@ async def test_get_topics_of_namespace_lists_partitions_filters_by_pattern_and_h
         await conn.send(_topics_of(2, ns, topics_pattern=f"persistent://{ns}/e.*", mode=Mode.ALL))
         matching = (await conn.receive()).command.getTopicsOfNamespaceResponse
         assert (list(matching.topics), matching.filtered) == (listed[:2], True)  # a partition matches by its topic's name
+        await conn.send(_topics_of(7, ns, mode=Mode.ALL))
+        assert list((await conn.receive()).command.getTopicsOfNamespaceResponse.topics) == [*listed, live]
 
         await conn.send(_topics_of(3, ns, topics_pattern=f"persistent://{ns}/e.*", topics_hash=matching.topics_hash))
         same = (await conn.receive()).command.getTopicsOfNamespaceResponse
         assert (list(same.topics), same.changed, same.topics_hash) == ([], False, matching.topics_hash)
 
         await conn.send(_topics_of(4, ns, mode=Mode.NON_PERSISTENT))
-        assert list((await conn.receive()).command.getTopicsOfNamespaceResponse.topics) == []
+        assert list((await conn.receive()).command.getTopicsOfNamespaceResponse.topics) == [live]
 
         await conn.send(_topics_of(5, "acme/missing"), _topics_of(6, "not-a-namespace"))
         missing, bad = [(await conn.receive()).command.error for _ in range(2)]
