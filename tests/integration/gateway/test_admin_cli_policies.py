@@ -103,13 +103,17 @@ async def test_inactive_topic_policies_verbs_delete_idle_topics_only(
 ):
     """``set-inactive-topic-policies -e -t 1 -m delete_when_subscriptions_caught_up``: a
     topic without clients whose subscriptions are caught up vanishes (its ledgers with
-    it); one with a backlog, or with a producer connected, stays."""
+    it); one with a backlog, or with a producer connected, stays. A partitioned topic goes
+    once each of its partitions has gone (its partitioned metadata too)."""
     assert await cli.ok("namespaces", "get-inactive-topic-policies", namespace) == ""
-    idle, backlogged, active = (f"persistent://{namespace}/{n}" for n in ("idle", "backlogged", "active"))
+    idle, backlogged, active, parted = (
+        f"persistent://{namespace}/{n}" for n in ("idle", "backlogged", "active", "parted"))
+    await admin.create_topic(parted, partitions=2)
     async with mg.Client(gateway_cluster.service_url) as client:
-        producer = await client.create_producer(idle)
-        await producer.send(b"once")
-        await producer.close()
+        for name in (idle, f"{parted}-partition-0", f"{parted}-partition-1"):
+            producer = await client.create_producer(name)
+            await producer.send(b"once")
+            await producer.close()
         await (await client.subscribe(backlogged, "s")).close()
         producer = await client.create_producer(backlogged)
         await producer.send(b"unread")
@@ -122,9 +126,10 @@ async def test_inactive_topic_policies_verbs_delete_idle_topics_only(
             "deleteWhileInactive": True}
 
         async def idle_deleted() -> bool:
-            return idle not in await admin.topics(namespace)
+            return not {idle, parted} & set(await admin.topics(namespace))
 
         assert await eventually(idle_deleted, timeout=15.0)
+        assert await admin.partitions(parted) == 0  # its partitioned metadata went with the last partition
         assert {backlogged, active} <= set(await admin.topics(namespace))
         assert await backlog(admin, backlogged, "s") == 1
         await kept_open.send(b"still here")
@@ -429,6 +434,9 @@ async def test_topic_policy_verbs_override_the_namespaces_and_fall_back_to_it(
     topic = f"persistent://{namespace}/topic-ttl"
     other = f"persistent://{namespace}/namespace-ttl"
     await cli.ok("namespaces", "set-message-ttl", namespace, "-ttl", "3600")
+    assert "not found" in await cli.refused("topics", "get-message-ttl", topic)  # as Pulsar's: no topic yet
+    assert "not found" in await cli.refused("topics", "set-message-ttl", topic, "-ttl", "5")
+    await cli.ok("topics", "create", topic)
     assert await cli.ok("topics", "get-message-ttl", topic) == ""  # the topic sets none
     assert await cli.ok("topics", "get-message-ttl", topic, "--applied") == "3600\n"  # its namespace's
     async with mg.Client(gateway_cluster.service_url) as client:
@@ -476,6 +484,7 @@ async def test_max_producers_and_consumers_refuse_one_too_many_at_both_doors(
     cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
 ):
     topic = f"persistent://{namespace}/limits"
+    await admin.create_topic(topic)
     await cli.ok("namespaces", "set-max-producers-per-topic", namespace, "-p", "2")
     assert await cli.ok("topics", "set-max-producers", topic, "-p", "1") == ""
     assert await cli.ok("topics", "get-max-producers", topic) == "1\n"
@@ -505,6 +514,7 @@ async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
     cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
 ):
     topic = f"persistent://{namespace}/paced"
+    await admin.create_topic(topic)
     assert await cli.ok("topics", "set-dispatch-rate", topic, "-md", "4") == ""  # 4 a second; the namespace none
     got = json.loads(await cli.ok("topics", "get-dispatch-rate", topic))
     assert got["dispatchThrottlingRateInMsg"] == 4 and got["ratePeriodInSecond"] == 1
