@@ -376,13 +376,37 @@ async def test_auto_topic_creation_verbs_decide_what_a_first_producer_creates(
             by_pulsar = f"persistent://{namespace}/auto-parts-pulsar"
             await asyncio.to_thread(lambda: pulsar_side.create_producer(by_pulsar).close())
             assert await admin.partitions(by_pulsar) == 3
+            # A reader of a missing topic creates it as a consumer does; its first question
+            # already does, so one starting at a message id is refused as on any partitioned topic.
+            read_first = f"persistent://{namespace}/read-first"
+            with pytest.raises(mg.InvalidArgument, match="partitioned topic"):
+                await client.create_reader(read_first, mg.MessageId(-1, 0, 0))
+            assert await admin.partitions(read_first) == 3
+            reader = await client.create_reader(f"{read_first}-2", mg.MessageId.earliest)
+            assert await admin.partitions(f"{read_first}-2") == 3
+            await (await client.create_producer(f"{read_first}-2")).send(b"read")
+            assert (await reader.read_next(10_000)).data() == b"read"
+            # The dead letter topic a nack creates is partitioned too, and keeps the message.
+            retried = await client.subscribe(
+                topic, "d", consumer_type=mg.ConsumerType.Shared, initial_position=mg.InitialPosition.Earliest,
+                negative_ack_redelivery_delay_ms=100, dead_letter_policy=mg.ConsumerDeadLetterPolicy(max_redeliver_count=1))
+            await retried.negative_acknowledge(await retried.receive(10_000))
+            dead = f"{topic}-d-DLQ"
+
+            async def dead_lettered() -> bool:
+                return dead in await admin.topics(namespace)
+
+            assert await eventually(dead_lettered, timeout=15.0)
+            assert await admin.partitions(dead) == 3
+            dead_reader = await client.subscribe(dead, "read", initial_position=mg.InitialPosition.Earliest)
+            assert (await dead_reader.receive(10_000)).data().startswith(b"m")
 
             assert await cli.ok("namespaces", "set-auto-topic-creation", namespace) == ""  # no --enable: forbidden
             with pytest.raises(TopicNotFound, match="Topic not found"):
                 await client.create_producer(f"persistent://{namespace}/forbidden")
             with pytest.raises(pulsar.TopicNotFound):
                 await asyncio.to_thread(pulsar_side.subscribe, f"persistent://{namespace}/forbidden-pulsar", "s")
-            assert await admin.topics(namespace) == [topic, by_pulsar]
+            assert await admin.topics(namespace) == sorted([topic, by_pulsar, read_first, f"{read_first}-2", dead])
 
             assert await cli.ok("namespaces", "remove-auto-topic-creation", namespace) == ""  # the broker's: plain
             plain = f"persistent://{namespace}/plain"
