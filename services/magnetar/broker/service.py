@@ -179,7 +179,10 @@ class BrokerService:
         self.session.add_state_listener(self._session_state)
         await self._renew_lease()
         self._lease_task = asyncio.get_running_loop().create_task(self._keep_lease(), name="broker-lease")
-        self.retention = RetentionTask(self.topics, self.tenants, self.config)
+        self.retention = RetentionTask(
+            self.topics, self.tenants, self.config,
+            topic_level=lambda name: getattr(self._topic_level.get(str(policy_owner(name))), "retention", None),
+        )
         self.retention.start()
         self.policy_task.start()
         self.inactive_topics.start()

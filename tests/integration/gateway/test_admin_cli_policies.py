@@ -559,3 +559,74 @@ async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
     assert await cli.ok("topics", "remove-dispatch-rate", topic) == ""
     assert await cli.ok("topics", "get-dispatch-rate", topic) == ""
 
+
+
+@pytest.mark.parametrize("cli", ["grpc"], indirect=True)  # REST is the other half of the test
+async def test_a_topic_publish_rate_paces_its_producer_and_loses_nothing(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """Set by ``topics set-publish-rate`` and read back over REST; 10 messages a second
+    pace a producer of 25 (the produce door pauses its stream); removed over REST."""
+    import httpx
+
+    topic = f"persistent://{namespace}/paced-producer"
+    path = f"/admin/v2/persistent/{namespace}/paced-producer/publishRate"
+    await admin.create_topic(topic)
+    assert await cli.ok("topics", "set-publish-rate", topic, "-m", "10") == ""
+    async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as http:
+        assert (await http.get(path)).json()["publishThrottlingRateInMsg"] == 10
+        sent = [b"p-%d" % i for i in range(25)]
+        async with mg.Client(gateway_cluster.service_url) as client:
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic, batching_enabled=False)
+            began = asyncio.get_running_loop().time()
+            for payload in sent:
+                await producer.send(payload)
+            took = asyncio.get_running_loop().time() - began
+            throttled = (await admin.topic_stats(topic)).publishers[0].throttled_time_ms
+            received = sorted([(await consumer.receive(10_000)).data() for _ in sent])
+        assert received == sorted(sent)
+        assert throttled > 0 and took >= 1.0, (throttled, took)  # 25 at 10/s: over a second past the first bucket
+        assert (await http.delete(path)).status_code == 204
+        assert (await http.get(path)).status_code == 204  # the topic sets none again
+
+
+def _ledgers(stats: object) -> list[int]:
+    return [ledger.ledger_id for ledger in stats.ledgers]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cli", ["grpc"], indirect=True)  # the REST door's verbs: the other topic tests
+async def test_a_topic_retention_keeps_consumed_ledgers_and_removed_falls_back_to_the_namespaces(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The namespace keeps nothing consumed (the broker's 0/0); a topic retention of an hour
+    keeps its consumed ledger where its neighbour's goes; removed through the CLI, the
+    namespace's applies and the ledger goes."""
+    kept, plain = f"persistent://{namespace}/retained", f"persistent://{namespace}/not-retained"
+    for topic in (kept, plain):
+        await admin.create_topic(topic)
+    assert await cli.ok("topics", "set-retention", kept, "-t", "60", "-s", "10") == ""
+    first: dict[str, int] = {}
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for topic in (kept, plain):  # consumed and acknowledged, then a new ledger after the unload
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic, batching_enabled=False)
+            await producer.send(b"old")
+            await consumer.acknowledge(await consumer.receive(10_000))
+            await consumer.close()
+            await producer.close()
+            first[topic] = _ledgers(await admin.internal_stats(topic))[0]
+            await admin.unload_topic(topic)
+            await (await client.create_producer(topic)).send(b"new")  # loaded again, writing a new ledger
+
+        async def plain_trimmed() -> bool:
+            return first[plain] not in _ledgers(await admin.internal_stats(plain))
+
+        assert await eventually(plain_trimmed, timeout=15.0)  # a retention round ran over both
+        assert first[kept] in _ledgers(await admin.internal_stats(kept))  # the topic's hour keeps it
+        assert await cli.ok("topics", "remove-retention", kept) == ""
+
+        async def kept_trimmed() -> bool:
+            return first[kept] not in _ledgers(await admin.internal_stats(kept))
+
+        assert await eventually(kept_trimmed, timeout=15.0)
