@@ -16,7 +16,13 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher, move_entr
 from magnetar.broker.entry import Entry, Message, decode_entry
 from magnetar.client.batching import build_op
 from magnetar.client.producer import build_message
-from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
+from magnetar.common.errors import (
+    AlreadyExists,
+    InvalidTopicName,
+    NotOwner,
+    ServiceClosed,
+    TopicNotFound,
+)
 
 SOURCE = "persistent://public/default/orders"
 POLICY = resolve(SOURCE, "sub", None, None)
@@ -63,20 +69,34 @@ class FakeTopic:
 
 
 class FakeService:
-    def __init__(self, topics: dict[str, FakeTopic], partitioned: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, topics: dict[str, FakeTopic], partitioned: dict[str, int] | None = None,
+        auto_partitioned: dict[str, int] | None = None,
+    ) -> None:
         self.topics = topics
         self.partitioned = partitioned or {}
+        self.auto_partitioned = auto_partitioned or {}
+        """Missing topics served here whose namespace auto-creates them partitioned (0: not at all)."""
         self.asked: list[tuple[str, bool]] = []
 
     async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> FakeTopic:
         self.asked.append((topic, create))
         if topic in self.partitioned:
             raise InvalidTopicName(f"{topic} is a partitioned topic")
+        if topic in self.auto_partitioned:
+            raise TopicNotFound(f"Topic not found: {topic} does not exist and its namespace's auto-creation does not create it")
         if topic not in self.topics:
             raise NotOwner(f"topic {topic} is served by another broker")
         return self.topics[topic]
 
     async def partitions(self, topic: str) -> int:
+        return self.partitioned.get(topic, 0)
+
+    async def client_partitions(self, topic: str) -> int:
+        count = self.auto_partitioned.get(topic, 0)
+        if count:
+            del self.auto_partitioned[topic]
+            self.partitioned[topic] = count
         return self.partitioned.get(topic, 0)
 
 
@@ -192,6 +212,19 @@ async def test_a_partitioned_target_goes_to_the_remote_publisher_which_routes_it
     remote = FakeRemote()
     await publisher(FakeService({}, partitioned={move.target: 3}), remote).publish(move, "keep")
     assert remote.moves == [(move, "keep")]
+
+
+async def test_a_missing_target_is_created_as_its_namespace_says_and_goes_where_it_then_lives():
+    """Under a partitioned autoTopicCreation the target is created partitioned (as a
+    producer's question creates it) and the remote publisher routes the copy; where the
+    namespace creates nothing the move fails (the original stays unacknowledged)."""
+    move = dead_move()
+    remote = FakeRemote()
+    service = FakeService({}, auto_partitioned={move.target: 2})
+    await publisher(service, remote).publish(move, "keep")
+    assert remote.moves == [(move, "keep")] and service.partitioned == {move.target: 2}
+    with pytest.raises(TopicNotFound):
+        await publisher(FakeService({}, auto_partitioned={move.target: 0}), FakeRemote()).publish(move, "keep")
 
 
 async def test_without_a_remote_publisher_a_foreign_target_is_not_owner():

@@ -20,7 +20,7 @@ from magnetar.broker.namespace_policies import (
     to_document,
     with_policy,
 )
-from magnetar.common.errors import InvalidArgument, PreconditionFailed
+from magnetar.common.errors import InvalidArgument, PreconditionFailed, TopicNotFound
 
 NO_SUBS = InactiveTopicDeleteMode.DELETE_WHEN_NO_SUBSCRIPTIONS
 CAUGHT_UP = InactiveTopicDeleteMode.DELETE_WHEN_SUBSCRIPTIONS_CAUGHT_UP
@@ -75,8 +75,7 @@ def ns(name: str) -> str:
 async def test_idle_topics_go_after_their_duration_by_the_brokers_mode():
     topics = {ns("idle"): FakeTopic(), ns("subscribed"): FakeTopic(subscriptions={"s": FakeSubscription()}),
               ns("producing"): FakeTopic(producers={"p": object()}),
-              ns("consuming"): FakeTopic(subscriptions={"s": FakeSubscription(consumers=["c"])}),
-              ns("parted-partition-0"): FakeTopic()}
+              ns("consuming"): FakeTopic(subscriptions={"s": FakeSubscription(consumers=["c"])})}
     inactive, clock, deleted = task(topics, InactiveTopicPolicies(NO_SUBS, 60, True))
     assert await inactive.run_once() == []  # first seen idle: its clock starts
     clock.now += 59
@@ -85,7 +84,7 @@ async def test_idle_topics_go_after_their_duration_by_the_brokers_mode():
     assert await inactive.run_once() == [ns("idle")]
     clock.now += 1000
     assert await inactive.run_once() == [] and deleted == [ns("idle")]
-    assert set(topics) == {ns("subscribed"), ns("producing"), ns("consuming"), ns("parted-partition-0")}
+    assert set(topics) == {ns("subscribed"), ns("producing"), ns("consuming")}
 
 
 async def test_caught_up_mode_keeps_a_backlog_and_activity_restarts_the_clock():
@@ -146,3 +145,37 @@ def test_the_policy_round_trips_through_the_document():
     set_ = with_policy(NamespacePolicies(), PolicyKind.INACTIVE_TOPIC, InactiveTopicPolicies("delete_when_subscriptions_caught_up", 30, True))  # type: ignore[arg-type]
     assert set_.inactive_topic_policies == InactiveTopicPolicies(CAUGHT_UP, 30, True)
     assert from_document(to_document(set_)) == set_
+
+
+async def test_idle_partitions_go_and_the_last_one_drops_its_partitioned_topic():
+    """Each owner deletes its idle partitions; the partitioned topic is forgotten once none
+    is left (asked after every partition deleted; another owner may have dropped it)."""
+    left = {ns("parted-partition-0"), ns("parted-partition-1"), ns("parted-partition-2")}
+    topics = {ns("parted-partition-0"): FakeTopic(), ns("parted-partition-1"): FakeTopic(),
+              ns("busy-partition-0"): FakeTopic(producers={"p": object()})}
+    clock, deleted, asked = Clock(), [], []
+
+    async def delete(name: str) -> None:
+        deleted.append(name)
+        topics.pop(name)
+        left.discard(name)
+
+    async def drop_partitioned(base: str) -> bool:
+        asked.append(base)
+        if base == ns("gone"):
+            raise TopicNotFound(f"partitioned topic {base} does not exist")
+        return not any(p.startswith(base + "-partition-") for p in left)
+
+    inactive = InactiveTopicTask(topics, InactiveTopicPolicies(NO_SUBS, 5, True), 1.0, delete,  # type: ignore[arg-type]
+                                 clock, drop_partitioned=drop_partitioned)
+    await inactive.run_once()
+    clock.now += 5
+    assert await inactive.run_once() == [ns("parted-partition-0"), ns("parted-partition-1")]
+    assert asked == [ns("parted")] * 2  # partition 2 (another broker's) is still there
+    left.clear()  # its owner deleted it
+    topics[ns("parted-partition-1")] = FakeTopic()  # a client re-created one here: idle again
+    topics[ns("gone-partition-0")] = FakeTopic()
+    await inactive.run_once()
+    clock.now += 5
+    assert await inactive.run_once() == [ns("parted-partition-1"), ns("parted"), ns("gone-partition-0")]
+    assert set(topics) == {ns("busy-partition-0")}

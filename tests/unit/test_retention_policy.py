@@ -194,3 +194,15 @@ async def test_a_crashing_round_does_not_end_the_task(monkeypatch):
         assert ledger.calls and rounds >= 2
     finally:
         await task.close()
+
+
+async def test_a_topics_own_retention_overrides_its_namespaces_and_falls_back_when_removed():
+    topics = {"persistent://a/zero/kept-partition-1": FakeTopic(FakeLedger([])),
+              "persistent://a/zero/other": FakeTopic(FakeLedger([5]))}
+    levels = {"persistent://a/zero/kept-partition-1": RetentionPolicy(-1, -1)}
+    task = RetentionTask(topics, FakeStore({"a/zero": NamespaceRetention(0, 0)}), config(), topic_level=levels.get)
+    assert await task.run_once() == {"persistent://a/zero/other": [5]}
+    assert topics["persistent://a/zero/kept-partition-1"].ml.calls == [(None, None)]  # the topic's: keep all
+    levels.clear()  # removed: the namespace's 0/0 again
+    await task.run_once()
+    assert topics["persistent://a/zero/kept-partition-1"].ml.calls == [(None, None), (0.0, 0)]

@@ -32,6 +32,7 @@ from magnetar.common.errors import (
     NamespaceNotFound,
     PreconditionFailed,
     ProducerBusy,
+    TopicNotFound,
 )
 from magnetar.common.names import TopicName
 
@@ -189,3 +190,27 @@ async def test_one_producer_or_consumer_too_many_is_refused_with_pulsars_reason(
     Sink(second, "c2")
     topic.add_producer("c")
     assert set(topic.producers) == {"b", "c"} and [len(s.consumers) for s in (first, second)] == [1, 1]
+
+
+async def test_a_missing_topic_is_not_found_for_get_set_and_remove_and_nothing_is_written():
+    """As Pulsar's preValidation: 404 "Topic ... not found"; a partitioned topic's metadata
+    counts as existing (asked under the partitioned name for a partition too)."""
+    asked: list[TopicName] = []
+    existing = {TopicName.parse(TOPIC)}
+
+    async def exists(name: TopicName) -> bool:
+        asked.append(name)
+        return name in existing
+
+    docs, changed = Documents(), []
+    topics = TopicPolicyAdmin(docs, Namespaces(NamespacePolicies(message_ttl_s=9)), on_change=changed.append,
+                              exists=exists)
+    missing = "persistent://public/default/missing"
+    for call in (topics.get(missing), topics.applied(missing), topics.set(missing, PolicyKind.MESSAGE_TTL, 5),
+                 topics.remove(missing, PolicyKind.MESSAGE_TTL)):
+        with pytest.raises(TopicNotFound, match=f"^Topic {missing} not found$"):
+            await call
+    assert docs.docs == {} and docs.writes == 0 and changed == []
+    await topics.set(TOPIC + "-partition-1", PolicyKind.MESSAGE_TTL, 5)  # its partitioned topic exists
+    assert (await topics.get(TOPIC)).message_ttl_s == 5 and asked[-1] == TopicName.parse(TOPIC)
+    assert (await topics.level(missing)).message_ttl_s is None  # the broker's own read: no check

@@ -13,11 +13,20 @@ when its policy (the namespace's, else the broker's settings) says
   everything (no backlog).
 
 Idle time is counted from the round that first saw the topic idle (a topic loaded idle
-starts its clock then), so a topic goes up to one round later than its duration. Only
-non-partitioned topics are deleted here: a partitioned topic's partitions are kept (its
-metadata names them). Deletion is :meth:`BrokerService.delete_topic` without force: a
-client that connects meanwhile keeps the topic. Owned by the broker service:
-:meth:`start` creates the task, :meth:`close` cancels and awaits it.
+starts its clock then), so a topic goes up to one round later than its duration.
+Deletion is :meth:`BrokerService.delete_topic` without force: a client that connects
+meanwhile keeps the topic. Owned by the broker service: :meth:`start` creates the task,
+:meth:`close` cancels and awaits it.
+
+A partitioned topic goes as Pulsar's (``PersistentTopic.checkGC`` then
+``tryToDeletePartitionedMetadata``): only a partition's owner knows whether it is
+active, so each owner deletes its own idle partition by the same rules, and then asks
+``drop_partitioned`` to forget the partitioned topic (its metadata, schema and
+policies) when none of its partitions has a managed ledger any more. Whichever owner
+deletes the last partition drops the metadata; owners deleting at the same time both
+ask, and one of them finds it gone (TopicNotFound, ignored). A partition that no broker
+serves (never loaded since it was created, or its broker gone) is never judged, so its
+partitioned topic stays, as in Pulsar.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ class InactiveTopicTask:
     def __init__(
         self, topics: Mapping[str, PersistentTopic], default: InactiveTopicPolicies, interval_s: float,
         delete: Callable[[str], Awaitable[None]], clock: Callable[[], float] = time.monotonic,
+        drop_partitioned: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         """Args:
         topics: the served topics by name (read anew every round).
@@ -62,11 +72,14 @@ class InactiveTopicTask:
         interval_s: time between rounds.
         delete: deletes a topic with its data (``BrokerService.delete_topic``).
         clock: monotonic seconds.
+        drop_partitioned: after a partition is deleted, forgets its partitioned topic
+            (named) if no partition is left; returns whether it did.
         """
         self._topics = topics
         self._default = default
         self._delete = delete
         self._clock = clock
+        self._drop_partitioned = drop_partitioned
         self._idle_since: dict[str, float] = {}
         self._rounds = PeriodicRounds("inactive-topics", lambda: interval_s, lambda: self.run_once())
 
@@ -80,13 +93,14 @@ class InactiveTopicTask:
         return topic.policies.inactive_topic_policies or self._default
 
     async def run_once(self) -> list[str]:
-        """One round; returns the topics deleted."""
+        """One round; returns the topics deleted (a partitioned topic after its last
+        partition, when this round dropped it)."""
         now = self._clock()
         served = dict(self._topics)
         self._idle_since = {n: t for n, t in self._idle_since.items() if n in served}
         deleted: list[str] = []
         for name, topic in served.items():
-            if has_clients(topic) or TopicName.parse(name).is_partition:
+            if has_clients(topic):
                 self._idle_since.pop(name, None)
                 continue
             since = self._idle_since.setdefault(name, now)
@@ -105,4 +119,21 @@ class InactiveTopicTask:
             self._idle_since.pop(name, None)
             log.info("deleted topic %s: inactive for %.0f s (%s)", name, now - since, policy.delete_mode)
             deleted.append(name)
+            parsed = TopicName.parse(name)
+            if parsed.is_partition and await self._partitioned_dropped(str(parsed.partitioned_topic_name)):
+                deleted.append(str(parsed.partitioned_topic_name))
         return deleted
+
+    async def _partitioned_dropped(self, base: str) -> bool:
+        if self._drop_partitioned is None:
+            return False
+        try:
+            dropped = await self._drop_partitioned(base)
+        except TopicNotFound:
+            return False  # another partition's owner dropped it
+        except MagnetarError as exc:
+            log.warning("could not delete inactive partitioned topic %s: %s", base, exc.message)
+            return False
+        if dropped:
+            log.info("deleted partitioned topic %s: its last partition was deleted as inactive", base)
+        return dropped

@@ -5,14 +5,17 @@ Every ``retention_check_interval_s`` the task asks each topic the broker serves 
 the ledgers its namespace's retention no longer keeps (``ManagedLedger.trim_consumed``).
 A namespace's retention (``retention_time_minutes``, ``retention_size_mb``; -1 unlimited)
 is read from its policies once per round; a namespace without one uses the broker's
-defaults (Pulsar's 0 and 0: consumed ledgers go at once). A failure on one topic or
-namespace is logged and the round goes on; the next round tries again.
+defaults (Pulsar's 0 and 0: consumed ledgers go at once). A topic-level retention (the
+topic's, or for a partition its partitioned topic's, given by ``topic_level``) overrides
+its namespace's, as Pulsar's; removed, the namespace's applies again at the next round.
+A failure on one topic or namespace is logged and the round goes on; the next round
+tries again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,15 +71,20 @@ class RetentionTask:
     task, :meth:`close` cancels and awaits it.
     """
 
-    def __init__(self, topics: Mapping[str, Any], store: RetentionStore, config: RetentionDefaults) -> None:
+    def __init__(
+        self, topics: Mapping[str, Any], store: RetentionStore, config: RetentionDefaults,
+        topic_level: Callable[[str], RetentionPolicy | None] = lambda name: None,
+    ) -> None:
         """Args:
         topics: the served topics by name (read anew every round); each has ``ml``.
         store: namespace retention policies.
         config: the interval and the defaults.
+        topic_level: the retention a served topic sets itself (None: its namespace's applies).
         """
         self._topics = topics
         self._store = store
         self._config = config
+        self._topic_level = topic_level
         # run_once looked up each round, so it can be replaced (tests do).
         self._rounds = PeriodicRounds("retention", lambda: config.retention_check_interval_s, lambda: self.run_once())
 
@@ -124,7 +132,7 @@ class RetentionTask:
             namespace = str(TopicName.parse(name).namespace)
             if namespace not in policies:
                 policies[namespace] = await self._policy_or_none(namespace)
-            policy = policies[namespace]
+            policy = self._topic_level(name) or policies[namespace]
             if policy is None:
                 continue
             try:

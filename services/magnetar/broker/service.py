@@ -151,7 +151,8 @@ class BrokerService:
         )
         self.rates = RateSampler(collections.ChainMap(self.topics, self.nonpersistent), config.stats_interval_s)  # type: ignore[arg-type]
         self.namespace_policies = NamespacePolicyAdmin(tenants, on_change=self._policies_changed)
-        self.topic_policies = TopicPolicyAdmin(ZkTopicPolicyStore(session), self.namespace_policies)
+        self.topic_policies = TopicPolicyAdmin(ZkTopicPolicyStore(session), self.namespace_policies,
+                                               exists=self.topic_exists)
         self._topic_level: dict[str, NamespacePolicies] = {}
         """What each served topic's partitioned topic (or itself) sets, by the name the
         policies are kept under: read at load and every policy round, so a namespace's
@@ -166,6 +167,7 @@ class BrokerService:
                                   config.delete_inactive_topics_max_inactive_duration_s,
                                   config.delete_inactive_topics_enabled),
             config.delete_inactive_topics_frequency_s, self.delete_topic,
+            drop_partitioned=self.drop_partitioned_if_empty,
         )
         """Deletes the served topics no client uses (Pulsar's inactive-topic GC)."""
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
@@ -187,7 +189,10 @@ class BrokerService:
         self.session.add_state_listener(self._session_state)
         await self._renew_lease()
         self._lease_task = asyncio.get_running_loop().create_task(self._keep_lease(), name="broker-lease")
-        self.retention = RetentionTask(self.topics, self.tenants, self.config)
+        self.retention = RetentionTask(
+            self.topics, self.tenants, self.config,
+            topic_level=lambda name: getattr(self._topic_level.get(str(policy_owner(name))), "retention", None),
+        )
         self.retention.start()
         self.policy_task.start()
         self.inactive_topics.start()
@@ -415,7 +420,7 @@ class BrokerService:
         corrupt document counts as none (logged)."""
         owner = str(policy_owner(topic))
         try:
-            level = await self.topic_policies.get(owner)
+            level = await self.topic_policies.level(owner)
         except CorruptMetadata as exc:
             log.warning("%s; its namespace's policies apply", exc.message)
             level = NamespacePolicies()
@@ -982,6 +987,15 @@ class BrokerService:
             names.update(str(name.partition(i)) for i in range(count))
         return sorted(names)
 
+    async def topic_exists(self, name: TopicName) -> bool:
+        """Whether ``name`` exists as Pulsar's admin asks it: a persistent topic with a
+        managed ledger or partitioned metadata, a non-persistent one served here."""
+        if not name.is_persistent:
+            return str(name) in self.nonpersistent
+        if not name.is_partition and await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name):
+            return True
+        return (await self.ml_store.get(name.tenant, name.namespace_part, name.local_name))[0] is not None
+
     async def delete_topic(self, topic: str, force: bool = False) -> None:
         """Delete a topic (every partition of a partitioned one) and its data; with
         ``force`` also while producers or consumers are connected (their streams end with
@@ -1032,6 +1046,27 @@ class BrokerService:
             await self.schema_registry.drop(str(name))
             await self.topic_policies.delete(str(name))
             self._topic_level.pop(str(name), None)
+
+    async def drop_partitioned_if_empty(self, topic: str) -> bool:
+        """Forget a partitioned topic (its metadata, schema and policies) when none of its
+        partitions has a managed ledger (Pulsar's tryToDeletePartitionedMetadata, asked by
+        the inactive-topic task after deleting a partition); returns whether it did.
+
+        Raises: TopicNotFound (not, or no longer, a partitioned topic).
+        """
+        name = self.parse(topic)
+        count = await self.partitions(str(name))
+        if not count:
+            raise TopicNotFound(f"partitioned topic {name} does not exist")
+        for i in range(count):
+            part = name.partition(i)
+            if (await self.ml_store.get(part.tenant, part.namespace_part, part.local_name))[0] is not None:
+                return False
+        await self.tenants.delete_partitioned_topic(name.tenant, name.namespace_part, name.local_name)
+        await self.schema_registry.drop(str(name))
+        await self.topic_policies.delete(str(name))
+        self._topic_level.pop(str(name), None)
+        return True
 
     def new_producer_name(self) -> str:
         return f"{self.broker_id.replace(':', '-')}-{uuid.uuid4().hex[:8]}"

@@ -6,11 +6,15 @@ topic (:mod:`magnetar.metadata.topic_policies`), checked by the same rules.
 A topic's policy overrides its namespace's, which overrides the broker's default
 (:func:`~magnetar.broker.namespace_policies.overlay`). A partition's policies are its
 partitioned topic's: they are read and written under the base name.
+
+As Pulsar's ``PersistentTopicsBase.preValidation``, an admin's get, set or remove of a
+topic that does not exist (no managed ledger, and no partitioned metadata for a
+partitioned topic) answers TopicNotFound ("Topic ... not found", 404) and writes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from magnetar.broker.namespace_policies import (
@@ -23,7 +27,7 @@ from magnetar.broker.namespace_policies import (
     with_policy,
     without_policy,
 )
-from magnetar.common.errors import InvalidArgument
+from magnetar.common.errors import InvalidArgument, TopicNotFound
 from magnetar.common.names import TopicName
 from magnetar.common.policies import CATALOGUE
 
@@ -61,23 +65,39 @@ class TopicPolicyAdmin:
     def __init__(
         self, store: TopicDocuments, namespaces: NamespaceSource,
         on_change: Callable[[TopicName], Any] | None = None,
+        exists: Callable[[TopicName], Awaitable[bool]] | None = None,
     ) -> None:
+        """Args:
+        exists: whether a topic exists (a partitioned topic: its partitioned metadata);
+            the admin's get, set and remove refuse a missing one. None: no check.
+        """
         self._store = store
         self._namespaces = namespaces
         self.on_change = on_change
+        self._exists = exists
 
-    async def get(self, topic: str) -> NamespacePolicies:
-        """What the topic sets. Raises: InvalidArgument (a bad name), CorruptMetadata."""
+    async def level(self, topic: str) -> NamespacePolicies:
+        """What the topic sets, without the existence check (the broker reads it for the
+        topics it serves). Raises: InvalidArgument (a bad name), CorruptMetadata."""
         owner = policy_owner(topic)
         return from_document(await self._store.get(owner), str(owner))
+
+    async def get(self, topic: str) -> NamespacePolicies:
+        """What the topic sets.
+
+        Raises: InvalidArgument (a bad name), TopicNotFound, CorruptMetadata.
+        """
+        await self._existing(policy_owner(topic))
+        return await self.level(topic)
 
     async def applied(self, topic: str) -> NamespacePolicies:
         """What applies to the topic: its policies over its namespace's.
 
-        Raises: NamespaceNotFound, CorruptMetadata.
+        Raises: NamespaceNotFound, TopicNotFound, CorruptMetadata.
         """
         owner = policy_owner(topic)
-        return overlay(await self.get(str(owner)), await self._namespaces.get(str(owner.namespace)))
+        namespace = await self._namespaces.get(str(owner.namespace))
+        return overlay(await self.get(str(owner)), namespace)
 
     async def set(
         self, topic: str, kind: PolicyKind, value: object, quota_type: QuotaType = QuotaType.DESTINATION_STORAGE,
@@ -89,6 +109,7 @@ class TopicPolicyAdmin:
             InvalidArgument: a bad value, or a policy Pulsar has no topic level for.
             PreconditionFailed: as :func:`~magnetar.broker.namespace_policies.with_policy`.
             NamespaceNotFound: the topic's namespace does not exist.
+            TopicNotFound: the topic does not exist.
         """
         return await self._change(topic, kind, lambda p: with_policy(p, kind, value, quota_type))
 
@@ -109,6 +130,7 @@ class TopicPolicyAdmin:
         if kind not in TOPIC_KINDS:
             raise InvalidArgument(f"the {kind.value} policy has no topic level (set it on the namespace)")
         await self._namespaces.get(str(owner.namespace))  # NamespaceNotFound before anything is written
+        await self._existing(owner)
         result: list[NamespacePolicies] = []
 
         def update(doc: dict[str, Any]) -> dict[str, Any]:
@@ -119,3 +141,7 @@ class TopicPolicyAdmin:
         if self.on_change is not None:
             self.on_change(owner)
         return result[0]
+
+    async def _existing(self, owner: TopicName) -> None:
+        if self._exists is not None and not await self._exists(owner):
+            raise TopicNotFound(f"Topic {owner} not found")

@@ -7,6 +7,10 @@ it at ``start_message_id`` (``MessageId.earliest``, ``MessageId.latest`` or an i
 id itself only with ``start_message_id_inclusive``). A reader does not ack: its cursor
 needs none.
 
+A reader of a missing topic creates it as a consumer would (its partitioned-metadata
+question carries ``auto_create``, as Pulsar's readers'): partitioned when its
+namespace's autoTopicCreation says so.
+
 Limits: on a partitioned topic a reader starts at earliest or latest only.
 ``has_message_available`` compares the broker's last message id with the last entry
 read; after a seek to a time it cannot know where the time falls, so it counts every
@@ -54,7 +58,9 @@ class Reader:
         if not isinstance(start_message_id, MessageId):
             raise TypeError(f"start_message_id must be a MessageId, not {type(start_message_id).__name__}")
         specific = start_message_id not in (MessageId.earliest, MessageId.latest)
-        if specific and await pool.partitions(str(TopicName.parse(topic))) > 0:
+        # Asked as a consumer asks (auto_create, as Pulsar's readers): a missing topic of a
+        # namespace that auto-creates partitioned topics is partitioned from here on.
+        if specific and await pool.partitions(str(TopicName.parse(topic)), auto_create=True) > 0:
             raise InvalidArgument("a reader of a partitioned topic starts at MessageId.earliest or MessageId.latest")
         prefix = subscription_role_prefix or "reader"
         conf = ConsumerConfig(

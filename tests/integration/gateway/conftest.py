@@ -42,11 +42,12 @@ def started_gateway_cluster(zk_server: ZooKeeperServer, base: Path, **broker_set
     gateways = ServiceFactory(GatewayProcess, connect, root, base / "gateways")
     try:
         started = [bookies.create(), bookies.create()]
-        # Rates are sampled, namespace policies (message TTL, backlog eviction) enforced and inactive
-        # topics looked for (a namespace's inactiveTopicPolicies; off by default) every 0.5 s.
+        # Rates are sampled, namespace policies (message TTL, backlog eviction) enforced, inactive
+        # topics looked for (a namespace's inactiveTopicPolicies; off by default) and consumed
+        # ledgers trimmed by retention every 0.5 s.
         broker = brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2, stats_interval_s=0.5,
                                 policy_check_interval_s=0.5, delete_inactive_topics_frequency_s=0.5,
-                                **broker_settings)
+                                retention_check_interval_s=0.5, **broker_settings)
         gateway = gateways.create(broker_refresh_interval_s=0.5)
         # All at once: the broker sees bookies as they come, the gateway is ready once a broker registered.
         start_all([*started, broker, gateway])

@@ -103,13 +103,17 @@ async def test_inactive_topic_policies_verbs_delete_idle_topics_only(
 ):
     """``set-inactive-topic-policies -e -t 1 -m delete_when_subscriptions_caught_up``: a
     topic without clients whose subscriptions are caught up vanishes (its ledgers with
-    it); one with a backlog, or with a producer connected, stays."""
+    it); one with a backlog, or with a producer connected, stays. A partitioned topic goes
+    once each of its partitions has gone (its partitioned metadata too)."""
     assert await cli.ok("namespaces", "get-inactive-topic-policies", namespace) == ""
-    idle, backlogged, active = (f"persistent://{namespace}/{n}" for n in ("idle", "backlogged", "active"))
+    idle, backlogged, active, parted = (
+        f"persistent://{namespace}/{n}" for n in ("idle", "backlogged", "active", "parted"))
+    await admin.create_topic(parted, partitions=2)
     async with mg.Client(gateway_cluster.service_url) as client:
-        producer = await client.create_producer(idle)
-        await producer.send(b"once")
-        await producer.close()
+        for name in (idle, f"{parted}-partition-0", f"{parted}-partition-1"):
+            producer = await client.create_producer(name)
+            await producer.send(b"once")
+            await producer.close()
         await (await client.subscribe(backlogged, "s")).close()
         producer = await client.create_producer(backlogged)
         await producer.send(b"unread")
@@ -122,9 +126,10 @@ async def test_inactive_topic_policies_verbs_delete_idle_topics_only(
             "deleteWhileInactive": True}
 
         async def idle_deleted() -> bool:
-            return idle not in await admin.topics(namespace)
+            return not {idle, parted} & set(await admin.topics(namespace))
 
         assert await eventually(idle_deleted, timeout=15.0)
+        assert await admin.partitions(parted) == 0  # its partitioned metadata went with the last partition
         assert {backlogged, active} <= set(await admin.topics(namespace))
         assert await backlog(admin, backlogged, "s") == 1
         await kept_open.send(b"still here")
@@ -371,13 +376,37 @@ async def test_auto_topic_creation_verbs_decide_what_a_first_producer_creates(
             by_pulsar = f"persistent://{namespace}/auto-parts-pulsar"
             await asyncio.to_thread(lambda: pulsar_side.create_producer(by_pulsar).close())
             assert await admin.partitions(by_pulsar) == 3
+            # A reader of a missing topic creates it as a consumer does; its first question
+            # already does, so one starting at a message id is refused as on any partitioned topic.
+            read_first = f"persistent://{namespace}/read-first"
+            with pytest.raises(mg.InvalidArgument, match="partitioned topic"):
+                await client.create_reader(read_first, mg.MessageId(-1, 0, 0))
+            assert await admin.partitions(read_first) == 3
+            reader = await client.create_reader(f"{read_first}-2", mg.MessageId.earliest)
+            assert await admin.partitions(f"{read_first}-2") == 3
+            await (await client.create_producer(f"{read_first}-2")).send(b"read")
+            assert (await reader.read_next(10_000)).data() == b"read"
+            # The dead letter topic a nack creates is partitioned too, and keeps the message.
+            retried = await client.subscribe(
+                topic, "d", consumer_type=mg.ConsumerType.Shared, initial_position=mg.InitialPosition.Earliest,
+                negative_ack_redelivery_delay_ms=100, dead_letter_policy=mg.ConsumerDeadLetterPolicy(max_redeliver_count=1))
+            await retried.negative_acknowledge(await retried.receive(10_000))
+            dead = f"{topic}-d-DLQ"
+
+            async def dead_lettered() -> bool:
+                return dead in await admin.topics(namespace)
+
+            assert await eventually(dead_lettered, timeout=15.0)
+            assert await admin.partitions(dead) == 3
+            dead_reader = await client.subscribe(dead, "read", initial_position=mg.InitialPosition.Earliest)
+            assert (await dead_reader.receive(10_000)).data().startswith(b"m")
 
             assert await cli.ok("namespaces", "set-auto-topic-creation", namespace) == ""  # no --enable: forbidden
             with pytest.raises(TopicNotFound, match="Topic not found"):
                 await client.create_producer(f"persistent://{namespace}/forbidden")
             with pytest.raises(pulsar.TopicNotFound):
                 await asyncio.to_thread(pulsar_side.subscribe, f"persistent://{namespace}/forbidden-pulsar", "s")
-            assert await admin.topics(namespace) == [topic, by_pulsar]
+            assert await admin.topics(namespace) == sorted([topic, by_pulsar, read_first, f"{read_first}-2", dead])
 
             assert await cli.ok("namespaces", "remove-auto-topic-creation", namespace) == ""  # the broker's: plain
             plain = f"persistent://{namespace}/plain"
@@ -429,6 +458,9 @@ async def test_topic_policy_verbs_override_the_namespaces_and_fall_back_to_it(
     topic = f"persistent://{namespace}/topic-ttl"
     other = f"persistent://{namespace}/namespace-ttl"
     await cli.ok("namespaces", "set-message-ttl", namespace, "-ttl", "3600")
+    assert "not found" in await cli.refused("topics", "get-message-ttl", topic)  # as Pulsar's: no topic yet
+    assert "not found" in await cli.refused("topics", "set-message-ttl", topic, "-ttl", "5")
+    await cli.ok("topics", "create", topic)
     assert await cli.ok("topics", "get-message-ttl", topic) == ""  # the topic sets none
     assert await cli.ok("topics", "get-message-ttl", topic, "--applied") == "3600\n"  # its namespace's
     async with mg.Client(gateway_cluster.service_url) as client:
@@ -476,6 +508,7 @@ async def test_max_producers_and_consumers_refuse_one_too_many_at_both_doors(
     cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
 ):
     topic = f"persistent://{namespace}/limits"
+    await admin.create_topic(topic)
     await cli.ok("namespaces", "set-max-producers-per-topic", namespace, "-p", "2")
     assert await cli.ok("topics", "set-max-producers", topic, "-p", "1") == ""
     assert await cli.ok("topics", "get-max-producers", topic) == "1\n"
@@ -505,6 +538,7 @@ async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
     cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
 ):
     topic = f"persistent://{namespace}/paced"
+    await admin.create_topic(topic)
     assert await cli.ok("topics", "set-dispatch-rate", topic, "-md", "4") == ""  # 4 a second; the namespace none
     got = json.loads(await cli.ok("topics", "get-dispatch-rate", topic))
     assert got["dispatchThrottlingRateInMsg"] == 4 and got["ratePeriodInSecond"] == 1
@@ -525,3 +559,74 @@ async def test_a_topic_dispatch_rate_paces_its_subscription_and_loses_nothing(
     assert await cli.ok("topics", "remove-dispatch-rate", topic) == ""
     assert await cli.ok("topics", "get-dispatch-rate", topic) == ""
 
+
+
+@pytest.mark.parametrize("cli", ["grpc"], indirect=True)  # REST is the other half of the test
+async def test_a_topic_publish_rate_paces_its_producer_and_loses_nothing(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """Set by ``topics set-publish-rate`` and read back over REST; 10 messages a second
+    pace a producer of 25 (the produce door pauses its stream); removed over REST."""
+    import httpx
+
+    topic = f"persistent://{namespace}/paced-producer"
+    path = f"/admin/v2/persistent/{namespace}/paced-producer/publishRate"
+    await admin.create_topic(topic)
+    assert await cli.ok("topics", "set-publish-rate", topic, "-m", "10") == ""
+    async with httpx.AsyncClient(base_url=gateway_cluster.url, timeout=30) as http:
+        assert (await http.get(path)).json()["publishThrottlingRateInMsg"] == 10
+        sent = [b"p-%d" % i for i in range(25)]
+        async with mg.Client(gateway_cluster.service_url) as client:
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic, batching_enabled=False)
+            began = asyncio.get_running_loop().time()
+            for payload in sent:
+                await producer.send(payload)
+            took = asyncio.get_running_loop().time() - began
+            throttled = (await admin.topic_stats(topic)).publishers[0].throttled_time_ms
+            received = sorted([(await consumer.receive(10_000)).data() for _ in sent])
+        assert received == sorted(sent)
+        assert throttled > 0 and took >= 1.0, (throttled, took)  # 25 at 10/s: over a second past the first bucket
+        assert (await http.delete(path)).status_code == 204
+        assert (await http.get(path)).status_code == 204  # the topic sets none again
+
+
+def _ledgers(stats: object) -> list[int]:
+    return [ledger.ledger_id for ledger in stats.ledgers]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cli", ["grpc"], indirect=True)  # the REST door's verbs: the other topic tests
+async def test_a_topic_retention_keeps_consumed_ledgers_and_removed_falls_back_to_the_namespaces(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The namespace keeps nothing consumed (the broker's 0/0); a topic retention of an hour
+    keeps its consumed ledger where its neighbour's goes; removed through the CLI, the
+    namespace's applies and the ledger goes."""
+    kept, plain = f"persistent://{namespace}/retained", f"persistent://{namespace}/not-retained"
+    for topic in (kept, plain):
+        await admin.create_topic(topic)
+    assert await cli.ok("topics", "set-retention", kept, "-t", "60", "-s", "10") == ""
+    first: dict[str, int] = {}
+    async with mg.Client(gateway_cluster.service_url) as client:
+        for topic in (kept, plain):  # consumed and acknowledged, then a new ledger after the unload
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic, batching_enabled=False)
+            await producer.send(b"old")
+            await consumer.acknowledge(await consumer.receive(10_000))
+            await consumer.close()
+            await producer.close()
+            first[topic] = _ledgers(await admin.internal_stats(topic))[0]
+            await admin.unload_topic(topic)
+            await (await client.create_producer(topic)).send(b"new")  # loaded again, writing a new ledger
+
+        async def plain_trimmed() -> bool:
+            return first[plain] not in _ledgers(await admin.internal_stats(plain))
+
+        assert await eventually(plain_trimmed, timeout=15.0)  # a retention round ran over both
+        assert first[kept] in _ledgers(await admin.internal_stats(kept))  # the topic's hour keeps it
+        assert await cli.ok("topics", "remove-retention", kept) == ""
+
+        async def kept_trimmed() -> bool:
+            return first[kept] not in _ledgers(await admin.internal_stats(kept))
+
+        assert await eventually(kept_trimmed, timeout=15.0)

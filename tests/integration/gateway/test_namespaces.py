@@ -398,6 +398,10 @@ async def test_topic_policies_over_rest_override_the_namespaces_and_refuse_bad_i
 ):
     topic = f"/admin/v2/persistent/{namespace}/{unique('t')}"
     assert (await http.post(f"{BASE}/{namespace}/messageTTL", json=600)).status_code == 204
+    for r in (await http.get(f"{topic}/messageTTL"), await http.post(f"{topic}/messageTTL", params={"messageTTL": 5}),
+              await http.delete(f"{topic}/messageTTL")):  # as Pulsar's: the topic does not exist yet
+        assert (r.status_code, "not found" in reason(r)) == (404, True), r.text
+    assert (await http.put(topic)).status_code == 204
     r = await http.get(f"{topic}/messageTTL")
     assert (r.status_code, r.content) == (204, b"")  # the topic sets none
     assert (await http.get(f"{topic}/messageTTL", params={"applied": "true"})).json() == 600
@@ -424,7 +428,8 @@ async def test_topic_policies_over_rest_override_the_namespaces_and_refuse_bad_i
     assert (await http.post(missing, params={"messageTTL": 5})).status_code == 404
     assert (await http.delete(f"{topic}/messageTTL")).status_code == 204
     assert (await http.get(f"{topic}/messageTTL", params={"applied": "true"})).json() == 600  # the namespace's again
-    assert (await http.put(topic)).status_code == 204  # created after its policies were set
     assert (await http.delete(topic)).status_code == 204
+    assert (await http.get(f"{topic}/maxProducers")).status_code == 404
+    assert (await http.put(topic)).status_code == 204  # created again
     r = await http.get(f"{topic}/maxProducers")
-    assert (r.status_code, r.content) == (204, b"")  # its policies went with it
+    assert (r.status_code, r.content) == (204, b"")  # its policies went with the deleted one

@@ -12,6 +12,10 @@ Before the first copy goes to a topic, the subscription that must keep it is cre
 (from the earliest message; an existing one is left as is): on a retry topic the
 consumer's own subscription, on a dead letter topic the policy's initial subscription.
 So retention never drops a copy nobody has read yet.
+
+A missing target is created as a producer would create it: a plain topic, or, where its
+namespace's autoTopicCreation says partitioned, a partitioned topic (then the remote
+publisher routes the copy to a partition).
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.entry import Message, encode_entry
-from magnetar.common.errors import AlreadyExists, InvalidTopicName, NotOwner, ServiceClosed
+from magnetar.common.errors import (
+    AlreadyExists,
+    InvalidTopicName,
+    NotOwner,
+    ServiceClosed,
+    TopicNotFound,
+)
 from magnetar.common.names import check_subscription_name
 
 if TYPE_CHECKING:
@@ -44,6 +54,8 @@ class MoveTargets(Protocol):
     async def get_topic(self, topic: str, create: bool = True, explicit: bool = False) -> PersistentTopic: ...
 
     async def partitions(self, topic: str) -> int: ...
+
+    async def client_partitions(self, topic: str) -> int: ...
 
 
 def move_entry(move: Move, publish_time_ms: int) -> bytes:
@@ -116,6 +128,13 @@ class ServiceMovePublisher:
                 return True
             except NotOwner:
                 return False
+            except TopicNotFound:
+                # Missing, and its namespace auto-creates partitioned topics (or none):
+                # asked as a producer asks (Pulsar's DLQ and retry producers do), it is
+                # created partitioned, and the remote publisher routes to a partition.
+                if await self._targets.client_partitions(move.target) > 0:
+                    return False
+                raise
             except InvalidTopicName:
                 if await self._targets.partitions(move.target) > 0:
                     return False
