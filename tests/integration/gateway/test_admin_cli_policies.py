@@ -630,3 +630,40 @@ async def test_a_topic_retention_keeps_consumed_ledgers_and_removed_falls_back_t
             return first[kept] not in _ledgers(await admin.internal_stats(kept))
 
         assert await eventually(kept_trimmed, timeout=15.0)
+
+
+async def test_topic_deduplication_backlog_quota_and_delayed_delivery_override_the_namespaces(
+    cli: Cli, namespace: str, gateway_cluster: GatewayCluster, admin: AdminClient,
+):
+    """The three topic policies no other test drives through a client: each set on one topic
+    acts on its producers and consumers where its namespace says otherwise (or nothing), and
+    removed, the namespace's applies again."""
+    dedup, quota, delayed = (f"persistent://{namespace}/{name}" for name in ("dedup", "quota", "delayed"))
+    await cli.ok("namespaces", "set-deduplication", namespace, "--disable")
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(dedup, producer_name="p", batching_enabled=False)
+        assert await cli.ok("topics", "set-deduplication", dedup, "--enable") == ""
+        await producer.send(b"a", sequence_id=1)
+        assert (await producer.send(b"a", sequence_id=1)).ledger_id() == -1  # the topic's: deduplicated
+        assert await cli.ok("topics", "remove-deduplication", dedup) == ""
+        assert (await producer.send(b"a", sequence_id=1)).ledger_id() >= 0  # the namespace's: stored again
+        assert (await admin.topic_stats(dedup)).entries == 2
+
+        await client.subscribe(quota, "s")
+        producer = await client.create_producer(quota, batching_enabled=False)
+        assert await cli.ok("topics", "set-backlog-quota", quota, "-l", "2000", "-p", "producer_exception") == ""
+        with pytest.raises(mg.ProducerBlockedQuotaExceeded):
+            for _ in range(20):
+                await producer.send(b"x" * 500)
+        assert await cli.ok("topics", "remove-backlog-quota", quota) == ""
+        await producer.send(b"after")  # the namespace sets no quota
+
+        consumer = await client.subscribe(delayed, "s", consumer_type=mg.ConsumerType.Shared)
+        producer = await client.create_producer(delayed)
+        assert await cli.ok("topics", "set-delayed-delivery", delayed, "--disable") == ""
+        await producer.send(b"at-once", deliver_after=timedelta(minutes=5))
+        assert (await consumer.receive(timeout_millis=10_000)).data() == b"at-once"
+        assert await cli.ok("topics", "remove-delayed-delivery", delayed) == ""
+        await producer.send(b"later", deliver_after=timedelta(minutes=5))  # the namespace's: delayed
+        with pytest.raises(mg.Timeout):
+            await consumer.receive(timeout_millis=500)
