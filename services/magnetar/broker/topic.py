@@ -81,6 +81,7 @@ from magnetar.broker.termination import (
     parse_terminated,
     terminated_error,
 )
+from magnetar.broker.topic_properties import store_ledger_property
 from magnetar.common.compression import MAX_UNCOMPRESSED_SIZE
 from magnetar.common.errors import (
     AlreadyExists,
@@ -565,15 +566,7 @@ class PersistentTopic:
             if self.terminated_position is not None:  # a concurrent terminate finished first
                 return self.terminated_position
             last = self.ml.last_confirmed_position
-            self.ml.put_property(TERMINATED_PROPERTY, encode_position(last))
-            try:
-                await self.ml.store_properties()
-            except MetadataVersionConflict as exc:
-                self.ml.put_property(TERMINATED_PROPERTY, None)
-                raise NotOwner(f"topic {self.name} moved to another broker; look it up again") from exc
-            except BaseException:
-                self.ml.put_property(TERMINATED_PROPERTY, None)
-                raise
+            await store_ledger_property(self, TERMINATED_PROPERTY, encode_position(last))
             self.terminated_position = last
         finally:
             self._terminating = False
