@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from magnetar.broker.access import ProducerAccess, ProducerAccessMode
 from magnetar.broker.rates import Meter
+from magnetar.broker.stats import PublisherStats
 from magnetar.common.errors import MagnetarError
 
 __all__ = ["ProducerAdmission", "Publisher", "TopicProducers"]
@@ -28,7 +29,15 @@ class Publisher:
     connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     meter_in: Meter = field(default_factory=Meter)
     throttled_s: float = 0.0
-    """Time its stream was paused by the publish rate limit."""
+    """Time its stream was paused by the publish rate limit (or held by a backlog quota)."""
+
+    def stats(self) -> PublisherStats:
+        m = self.meter_in
+        return PublisherStats(
+            producer_name=self.name, connected_since_ms=self.connected_since_ms, msg_in_counter=m.messages,
+            bytes_in_counter=m.bytes, msg_rate_in=m.msg_rate, msg_throughput_in=m.byte_rate,
+            throttled_time_ms=int(self.throttled_s * 1000),
+        )
 
 
 @dataclass

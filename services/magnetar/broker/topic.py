@@ -67,7 +67,7 @@ from magnetar.broker.namespace_policies import (
 from magnetar.broker.producers import ProducerAdmission, Publisher, TopicProducers
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
-from magnetar.broker.stats import PublisherStats, TopicStats
+from magnetar.broker.stats import TopicStats
 from magnetar.broker.subscription import (
     TYPE_PROPERTY,
     TYPES_BY_NAME,
@@ -809,14 +809,7 @@ class PersistentTopic:
             topic=self.name, msg_in_counter=m_in.messages, bytes_in_counter=m_in.bytes,
             msg_out_counter=m_out.messages, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
             subscriptions=subs, ledgers=len(self.ml.ledgers),
-            publishers=[
-                PublisherStats(
-                    producer_name=p.name, connected_since_ms=p.connected_since_ms, msg_in_counter=p.meter_in.messages,
-                    bytes_in_counter=p.meter_in.bytes, msg_rate_in=p.meter_in.msg_rate,
-                    msg_throughput_in=p.meter_in.byte_rate, throttled_time_ms=int(p.throttled_s * 1000),
-                )
-                for p in self.producers.values()
-            ],
+            publishers=[p.stats() for p in self.producers.values()],
             bytes_out_counter=m_out.bytes, msg_rate_in=m_in.msg_rate, msg_throughput_in=m_in.byte_rate,
             msg_rate_out=m_out.msg_rate, msg_throughput_out=m_out.byte_rate, backlog_size=self.backlog_size(),
         )

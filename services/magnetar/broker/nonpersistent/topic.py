@@ -30,7 +30,7 @@ from magnetar.broker.nonpersistent.subscription import (
 )
 from magnetar.broker.producers import ProducerAdmission, Publisher, TopicProducers
 from magnetar.broker.rates import Meter
-from magnetar.broker.stats import PublisherStats, TopicStats
+from magnetar.broker.stats import TopicStats
 from magnetar.broker.subscription import check_subscription_properties
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.broker.topic import PublishResult
@@ -260,14 +260,7 @@ class NonPersistentTopic:
             msg_out_counter=m_out.messages, bytes_out_counter=m_out.bytes, entries=0, storage_size=0, ledgers=0,
             msg_rate_in=m_in.msg_rate, msg_throughput_in=m_in.byte_rate, msg_rate_out=m_out.msg_rate,
             msg_throughput_out=m_out.byte_rate, backlog_size=0,
-            publishers=[
-                PublisherStats(
-                    producer_name=p.name, connected_since_ms=p.connected_since_ms, msg_in_counter=p.meter_in.messages,
-                    bytes_in_counter=p.meter_in.bytes, msg_rate_in=p.meter_in.msg_rate,
-                    msg_throughput_in=p.meter_in.byte_rate, throttled_time_ms=0,
-                )
-                for p in self.producers.values()
-            ],
+            publishers=[p.stats() for p in self.producers.values()],
             subscriptions=subs,
             msg_drop_counter=sum(s.msg_drop_counter for s in subs),
             msg_drop_rate=sum(s.msg_drop_rate for s in subs),
