@@ -18,8 +18,8 @@ topic's means another exclusive producer held the topic meanwhile: it is fenced 
 (ProducerFenced) and stays so. A reconnecting exclusive producer whose epoch is the
 topic's gets the topic back at the same epoch.
 
-This module keeps the decisions; :class:`~magnetar.broker.topic.PersistentTopic` keeps
-the producers and calls it.
+This module keeps the decisions; :class:`~magnetar.broker.producers.TopicProducers` (one
+per topic, persistent or not) keeps the producers and calls it.
 """
 
 from __future__ import annotations

@@ -57,6 +57,21 @@ def check_subscription_properties(properties: Mapping[str, str]) -> dict[str, st
         if not isinstance(k, str) or not k or not isinstance(v, str):
             raise InvalidArgument(f"subscription properties map non-empty strings to strings, not {k!r}: {v!r}")
     return dict(properties)
+
+
+def check_consumer_type(name: str, topic: str, current: SubscriptionType, attached: bool, wanted: SubscriptionType) -> None:
+    """Whether a consumer of type ``wanted`` may join subscription ``name`` (of type
+    ``current``, with consumers ``attached`` or not), persistent or not.
+
+    Raises: ConsumerBusy: another type is in use, or Exclusive and a consumer is attached.
+    """
+    if attached and wanted != current:
+        raise ConsumerBusy(
+            f"subscription {name!r} on {topic} is {TYPE_NAMES[current]}, cannot attach a {TYPE_NAMES[wanted]} consumer")
+    if attached and wanted == SubscriptionType.Exclusive:
+        raise ConsumerBusy(f"exclusive subscription {name!r} on {topic} already has a consumer")
+
+
 _DISPATCHERS: dict[SubscriptionType, Callable[[Subscription], Dispatcher]] = {
     SubscriptionType.Exclusive: SingleActiveConsumerDispatcher,
     SubscriptionType.Failover: SingleActiveConsumerDispatcher,
@@ -197,13 +212,7 @@ class Subscription:
         if sub_type not in _DISPATCHERS:
             raise InvalidArgument(f"unknown subscription type {sub_type}")
         sub_type = SubscriptionType(sub_type)
-        if self.consumers and sub_type != self.sub_type:
-            raise ConsumerBusy(
-                f"subscription {self.name!r} on {self.topic.name} is {TYPE_NAMES[self.sub_type]}, "
-                f"cannot attach a {TYPE_NAMES[sub_type]} consumer"
-            )
-        if self.consumers and sub_type == SubscriptionType.Exclusive:
-            raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
+        check_consumer_type(self.name, self.topic.name, self.sub_type, bool(self.consumers), sub_type)
         if self.topic.consumer_limit_reached():
             raise ConsumerBusy("Topic reached max consumers limit")  # Pulsar's reason
         if sub_type == SubscriptionType.Key_Shared:

@@ -38,9 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.access import EPOCH_PROPERTY, ProducerAccess, ProducerAccessMode, parse_epoch
@@ -65,9 +64,10 @@ from magnetar.broker.namespace_policies import (
     QuotaType,
     managed_ledger_config,
 )
+from magnetar.broker.producers import ProducerAdmission, Publisher, TopicProducers
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
-from magnetar.broker.stats import PublisherStats, TopicStats
+from magnetar.broker.stats import TopicStats
 from magnetar.broker.subscription import (
     TYPE_PROPERTY,
     TYPES_BY_NAME,
@@ -81,6 +81,7 @@ from magnetar.broker.termination import (
     parse_terminated,
     terminated_error,
 )
+from magnetar.broker.topic_properties import store_ledger_property
 from magnetar.common.compression import MAX_UNCOMPRESSED_SIZE
 from magnetar.common.errors import (
     AlreadyExists,
@@ -114,28 +115,6 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Publisher:
-    """A connected producer, for stats."""
-
-    name: str
-    connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-    meter_in: Meter = field(default_factory=Meter)
-    throttled_s: float = 0.0
-    """Time its stream was paused by the publish rate limit."""
-
-
-@dataclass
-class ProducerAdmission:
-    """What a producer admitted to a topic is told."""
-
-    publisher: Publisher
-    last_sequence_id: int
-    """The highest sequence id stored under its name (-1: none)."""
-    topic_epoch: int | None
-    """The topic epoch (None: the topic was never held by an exclusive producer)."""
-
-
-@dataclass
 class PublishResult:
     position: Position | None
     duplicate: bool = False
@@ -156,11 +135,11 @@ class PersistentTopic:
         """Publishes retry and dead-letter copies (set by the broker service)."""
         self.compacted: CompactedEntries | None = None
         """What its ``read_compacted`` consumers read (set by the broker service)."""
-        self.producers: dict[str, Publisher] = {}
-        self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
         self.access = ProducerAccess(
             name, None, self._store_epoch, lambda work: self._tasks.spawn(work, name=f"grant-exclusive:{self.name}"))
         """Access modes and the topic epoch (read from the ledger's properties on :meth:`load`)."""
+        self._producers = TopicProducers(self.access, self._check_new_producer)
+        self.producers = self._producers.connected
         self.subscriptions: dict[str, Subscription] = {}
         self.meter_in = Meter()
         """Messages and bytes stored (resends deduplicated away are not counted)."""
@@ -360,9 +339,8 @@ class PersistentTopic:
             ProducerBusy: a producer with this name is connected already, or an exclusive
                 producer holds the topic.
         """
-        self._check_new_producer(producer_name)
-        self.access.acquire_shared()
-        return self._register(producer_name, on_close).last_sequence_id
+        self._producers.add_shared(producer_name, on_close)
+        return self._dedup.persisted.get(producer_name, -1)
 
     async def open_producer(
         self, producer_name: str, on_close: Callable[[MagnetarError], None] | None = None,
@@ -382,19 +360,8 @@ class PersistentTopic:
             NotOwner: the new epoch could not be stored (another broker took the topic).
             ServiceClosed, ProducerBlockedQuotaExceeded.
         """
-        self._check_new_producer(producer_name)
-        epoch = await self.access.acquire(
-            producer_name, access_mode, topic_epoch, len(self.producers), self._fence_producers, on_queued)
-        exclusive = access_mode is not ProducerAccessMode.Shared
-        try:
-            self._check_new_producer(producer_name)  # checked again: time passed
-        except MagnetarError:
-            if exclusive:
-                self.access.release(producer_name)
-            raise
-        admission = self._register(producer_name, on_close)
-        admission.topic_epoch = epoch
-        return admission
+        publisher, epoch = await self._producers.open(producer_name, on_close, access_mode, topic_epoch, on_queued)
+        return ProducerAdmission(publisher, self._dedup.persisted.get(producer_name, -1), epoch)
 
     def _check_new_producer(self, producer_name: str) -> None:
         if self._closed:
@@ -410,30 +377,10 @@ class PersistentTopic:
         if blocked is not None:
             raise blocked
 
-    def _register(self, producer_name: str, on_close: Callable[[MagnetarError], None] | None) -> ProducerAdmission:
-        publisher = Publisher(producer_name)
-        self.producers[producer_name] = publisher
-        if on_close is not None:
-            self._producer_closers[producer_name] = on_close
-        return ProducerAdmission(publisher, self._dedup.persisted.get(producer_name, -1), self.access.epoch)
-
     def remove_producer(self, producer_name: str, publisher: Publisher | None = None) -> None:
         """Producer ``producer_name`` left (``publisher``: only when it is still the one
         registered under the name, not one that took the name since)."""
-        if publisher is not None and self.producers.get(producer_name) is not publisher:
-            return
-        if self.producers.pop(producer_name, None) is None:
-            return
-        self._producer_closers.pop(producer_name, None)
-        self.access.release(producer_name)
-
-    def _fence_producers(self, error: MagnetarError) -> None:
-        """ExclusiveWithFencing: close every connected producer with ``error``; they are
-        gone from the topic at once (their later sends are refused by their doors)."""
-        closers, self._producer_closers = self._producer_closers, {}
-        self.producers.clear()
-        for close in closers.values():
-            close(error)
+        self._producers.remove(producer_name, publisher)
 
     async def _store_epoch(self, epoch: int) -> None:
         """Store the topic epoch in the ledger list's properties before a producer is told it."""
@@ -448,9 +395,7 @@ class PersistentTopic:
     def end_streams(self, error: MagnetarError) -> None:
         """End every producer's and consumer's stream with ``error`` (at once; what they
         had in flight still gets its answer first)."""
-        closers, self._producer_closers = self._producer_closers, {}
-        for close in closers.values():
-            close(error)
+        self._producers.end_streams(error)
         for sub in self.subscriptions.values():
             for c in list(sub.consumers):
                 if c.on_close is not None:
@@ -621,22 +566,11 @@ class PersistentTopic:
             if self.terminated_position is not None:  # a concurrent terminate finished first
                 return self.terminated_position
             last = self.ml.last_confirmed_position
-            self.ml.put_property(TERMINATED_PROPERTY, encode_position(last))
-            try:
-                await self.ml.store_properties()
-            except MetadataVersionConflict as exc:
-                self.ml.put_property(TERMINATED_PROPERTY, None)
-                raise NotOwner(f"topic {self.name} moved to another broker; look it up again") from exc
-            except BaseException:
-                self.ml.put_property(TERMINATED_PROPERTY, None)
-                raise
+            await store_ledger_property(self, TERMINATED_PROPERTY, encode_position(last))
             self.terminated_position = last
         finally:
             self._terminating = False
-        closers, self._producer_closers = self._producer_closers, {}
-        self.producers.clear()
-        for close in closers.values():
-            close(terminated_error(self.name))
+        self._producers.fence(terminated_error(self.name))
         for sub in self.subscriptions.values():
             sub.notify_new_entries()
         log.info("topic %s terminated at %s", self.name, last)
@@ -875,14 +809,7 @@ class PersistentTopic:
             topic=self.name, msg_in_counter=m_in.messages, bytes_in_counter=m_in.bytes,
             msg_out_counter=m_out.messages, entries=self.ml.number_of_entries, storage_size=self.ml.total_size,
             subscriptions=subs, ledgers=len(self.ml.ledgers),
-            publishers=[
-                PublisherStats(
-                    producer_name=p.name, connected_since_ms=p.connected_since_ms, msg_in_counter=p.meter_in.messages,
-                    bytes_in_counter=p.meter_in.bytes, msg_rate_in=p.meter_in.msg_rate,
-                    msg_throughput_in=p.meter_in.byte_rate, throttled_time_ms=int(p.throttled_s * 1000),
-                )
-                for p in self.producers.values()
-            ],
+            publishers=[p.stats() for p in self.producers.values()],
             bytes_out_counter=m_out.bytes, msg_rate_in=m_in.msg_rate, msg_throughput_in=m_in.byte_rate,
             msg_rate_out=m_out.msg_rate, msg_throughput_out=m_out.byte_rate, backlog_size=self.backlog_size(),
         )

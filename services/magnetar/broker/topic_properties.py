@@ -66,13 +66,23 @@ async def remove_topic_property(topic: PersistentTopic, key: str) -> None:
 
 
 async def _store(topic: PersistentTopic, properties: dict[str, str]) -> None:
-    old = topic.ml.properties.get(TOPIC_PROPERTIES)
-    topic.ml.put_property(TOPIC_PROPERTIES, json.dumps(properties, sort_keys=True) if properties else None)
+    await store_ledger_property(topic, TOPIC_PROPERTIES, json.dumps(properties, sort_keys=True) if properties else None)
+
+
+async def store_ledger_property(topic: PersistentTopic, key: str, value: str | None) -> None:
+    """Store ``topic``'s ledger list with its property ``key`` set to ``value`` (None:
+    removed); when that fails the property is as it was. Topic properties and the
+    termination position are stored so.
+
+    Raises: NotOwner: another broker took the topic over (the list moved on); what the
+    store raised otherwise.
+    """
+    old = topic.ml.properties.get(key)
+    topic.ml.put_property(key, value)
     try:
         await topic.ml.store_properties()
-    except MetadataVersionConflict as exc:
-        topic.ml.put_property(TOPIC_PROPERTIES, old)
-        raise NotOwner(f"topic {topic.name} moved to another broker; look it up again") from exc
-    except BaseException:
-        topic.ml.put_property(TOPIC_PROPERTIES, old)
+    except BaseException as exc:
+        topic.ml.put_property(key, old)
+        if isinstance(exc, MetadataVersionConflict):
+            raise NotOwner(f"topic {topic.name} moved to another broker; look it up again") from exc
         raise

@@ -13,17 +13,19 @@ admin namespaces`` calls the same ones when it speaks gRPC.
 (``PolicySpec.topic``) from the same bindings: ``/admin/v2/persistent/{tenant}/
 {namespace}/{topic}/<name>`` GET (``applied=true``: the topic's value over its
 namespace's), POST and DELETE, over :func:`get_topic_policy`, :func:`set_topic_policy`
-and :func:`remove_topic_policy` (``magnetar admin topics`` calls them too).
+and :func:`remove_topic_policy` (``magnetar admin topics`` calls them too). One maker
+makes the routes of both levels; what differs between them (paths, operationIds, the
+calls, the topic level's ``isGlobal`` query) is a ``_Level``.
 
 This module does not use ``from __future__ import annotations``: the endpoints' parameter
 types are chosen per entry, and FastAPI reads them from the functions' annotations.
 """
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol, get_args
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Response
 from fastapi.params import Body as FieldInfoBody
 from pydantic import TypeAdapter
 
@@ -208,117 +210,101 @@ async def remove_topic_policy(
 
 
 # -- the routes ------------------------------------------------------------------------
-def add_policy_routes(router: APIRouter, catalogue: tuple[PolicySpec, ...] = CATALOGUE) -> None:
-    """Add each entry's GET, set and DELETE to ``router`` (prefix
-    ``/admin/v2/namespaces``)."""
-    for spec in catalogue:
-        _add(router, spec, BINDINGS[spec.name])
-
-
-def _add(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> None:
-    ns_type: Any = PropertyNamespace if spec.tenant_param == "property" else Namespace
-    base = f"/{{{spec.tenant_param}}}/{{namespace}}"
-    get_id, set_id, remove_id = spec.operation_ids
-    get_summary, set_summary, remove_summary = spec.summaries
-    not_set = NOT_SET if spec.default is None and not spec.quota_typed else {}
-
-    async def answer(namespace: str, ctx: Any) -> Any:
-        value = await get_policy(ctx.admin, spec, namespace)
-        return NO_CONTENT if value is None else value
-
-    if binding.applied_query:
-        async def get_route(
-            namespace: ns_type, ctx: Context,
-            applied: Annotated[bool, Query(description="accepted: the namespace's value or the default either way")] = False,
-        ) -> Any:
-            return await answer(namespace, ctx)
-    else:
-        async def get_route(namespace: ns_type, ctx: Context) -> Any:  # type: ignore[misc]
-            return await answer(namespace, ctx)
-
-    router.add_api_route(
-        f"{base}/{spec.get_segment}", get_route, methods=["GET"], summary=get_summary, operation_id=get_id,
-        response_model=binding.response, responses={**responses(404, 412), **not_set}, name=get_id)
-
-    body_type: Any = binding.body
-    if binding.optional_body is not None:
-        body_type = Annotated[binding.body | None, Body()]
-
-    if spec.quota_typed:
-        async def set_route(
-            namespace: ns_type, body: body_type, ctx: Context, backlogQuotaType: QuotaTypeQuery = None,  # noqa: N803
-        ) -> Response:
-            await set_policy(ctx.admin, spec, namespace, body, backlogQuotaType)
-            return NO_CONTENT
-
-        async def remove_route(
-            namespace: ns_type, ctx: Context, backlogQuotaType: QuotaTypeQuery = None,  # noqa: N803
-        ) -> Response:
-            await remove_policy(ctx.admin, spec, namespace, backlogQuotaType)
-            return NO_CONTENT
-    else:
-        if (no_body := binding.optional_body) is not None:
-            async def set_route(namespace: ns_type, ctx: Context, body: body_type = None) -> Response:  # type: ignore[misc]
-                await set_policy(ctx.admin, spec, namespace, body if body is not None else no_body())
-                return NO_CONTENT
-        else:
-            async def set_route(namespace: ns_type, ctx: Context, body: body_type) -> Response:  # type: ignore[misc]
-                await set_policy(ctx.admin, spec, namespace, body)
-                return NO_CONTENT
-
-        async def remove_route(namespace: ns_type, ctx: Context) -> Response:  # type: ignore[misc]
-            await remove_policy(ctx.admin, spec, namespace)
-            return NO_CONTENT
-
-    router.add_api_route(
-        f"{base}/{spec.name}", set_route, methods=[spec.set_method], status_code=204, summary=set_summary,
-        operation_id=set_id, responses=responses(*binding.set_codes), name=set_id)
-    if spec.removable:
-        assert remove_id is not None
-        router.add_api_route(
-            f"{base}/{spec.name}", remove_route, methods=["DELETE"], status_code=204, summary=remove_summary,
-            operation_id=remove_id, responses=responses(*binding.remove_codes), name=remove_id)
-
-
-# -- the topic level -------------------------------------------------------------------
 IsGlobal = Annotated[bool, Query(description="accepted (one cluster: a local policy either way)")]
 TOPIC_NOT_SET: dict[int | str, dict[str, Any]] = {
     204: {"description": "Not set (applied: neither the topic nor its namespace sets it; the broker's default applies)"},
 }
 
 
+async def _global_topic(topic: Topic, isGlobal: IsGlobal = False) -> str:  # noqa: N803
+    """The topic of a topic-level policy route, which takes Pulsar's ``isGlobal`` too."""
+    return topic
+
+
+@dataclass(frozen=True)
+class _Level:
+    """What differs between a policy's routes at the namespace and at the topic level."""
+
+    base: str
+    target: Any
+    """The annotation that gives the routes the namespace's or topic's name."""
+    operation_ids: tuple[str, str, str | None]
+    summaries: tuple[str, str, str | None]
+    get_segment: str
+    set_segment: str
+    set_method: str
+    removable: bool
+    not_set: dict[int | str, dict[str, Any]]
+    applied: str | None
+    """The description of the GET's ``applied`` query (None: the GET takes none)."""
+    value_query: str | None
+    get: Callable[[PolicyAdmin, PolicySpec, str, bool], Awaitable[Any]]
+    set: Callable[..., Awaitable[None]]
+    remove: Callable[..., Awaitable[None]]
+
+
+def _namespace_level(spec: PolicySpec, binding: PolicyBinding) -> _Level:
+    return _Level(
+        base=f"/{{{spec.tenant_param}}}/{{namespace}}",
+        target=PropertyNamespace if spec.tenant_param == "property" else Namespace,
+        operation_ids=spec.operation_ids, summaries=spec.summaries, get_segment=spec.get_segment,
+        set_segment=spec.name, set_method=spec.set_method, removable=spec.removable,
+        not_set=NOT_SET if spec.default is None and not spec.quota_typed else {},
+        applied="accepted: the namespace's value or the default either way" if binding.applied_query else None,
+        value_query=None, get=lambda admin, spec, namespace, applied: get_policy(admin, spec, namespace),
+        set=set_policy, remove=remove_policy,
+    )
+
+
+def _topic_level(spec: PolicySpec, binding: PolicyBinding) -> _Level:
+    level = spec.topic
+    assert level is not None
+    return _Level(
+        base="/{tenant}/{namespace}/{topic}", target=Annotated[str, Depends(_global_topic)],
+        operation_ids=level.operation_ids, summaries=level.summaries,
+        get_segment=spec.get_name if spec.quota_typed and spec.get_name else level.name,
+        set_segment=level.name, set_method="POST", removable=True, not_set=TOPIC_NOT_SET,
+        applied="the value that applies: the topic's, else its namespace's" if level.applied else None,
+        value_query=level.value_query, get=get_topic_policy, set=set_topic_policy, remove=remove_topic_policy,
+    )
+
+
+def add_policy_routes(router: APIRouter, catalogue: tuple[PolicySpec, ...] = CATALOGUE) -> None:
+    """Add each entry's GET, set and DELETE to ``router`` (prefix
+    ``/admin/v2/namespaces``)."""
+    for spec in catalogue:
+        _add(router, spec, BINDINGS[spec.name], _namespace_level(spec, BINDINGS[spec.name]))
+
+
 def add_topic_policy_routes(router: APIRouter, catalogue: tuple[PolicySpec, ...] = TOPIC_CATALOGUE) -> None:
     """Add each entry's topic-level GET, POST and DELETE to ``router`` (prefix
     ``/admin/v2/persistent``)."""
     for spec in catalogue:
-        _add_topic(router, spec, BINDINGS[spec.name])
+        _add(router, spec, BINDINGS[spec.name], _topic_level(spec, BINDINGS[spec.name]))
 
 
-def _add_topic(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> None:
-    level = spec.topic
-    assert level is not None
-    base = "/{tenant}/{namespace}/{topic}"
+def _add(router: APIRouter, spec: PolicySpec, binding: PolicyBinding, level: _Level) -> None:
+    """Add one entry's routes at one level."""
+    target_type: Any = level.target
     get_id, set_id, remove_id = level.operation_ids
     get_summary, set_summary, remove_summary = level.summaries
-    get_segment = spec.get_name if spec.quota_typed and spec.get_name else level.name
 
-    async def answer(topic: str, ctx: Any, applied: bool) -> Any:
-        value = await get_topic_policy(ctx.admin, spec, topic, applied)
+    async def answer(target: str, ctx: Any, applied: bool) -> Any:
+        value = await level.get(ctx.admin, spec, target, applied)
         return NO_CONTENT if value is None else value
 
-    if level.applied:
+    if level.applied is not None:
         async def get_route(
-            topic: Topic, ctx: Context, isGlobal: IsGlobal = False,  # noqa: N803
-            applied: Annotated[bool, Query(description="the value that applies: the topic's, else its namespace's")] = False,
+            target: target_type, ctx: Context, applied: Annotated[bool, Query(description=level.applied)] = False,
         ) -> Any:
-            return await answer(topic, ctx, applied)
+            return await answer(target, ctx, applied)
     else:
-        async def get_route(topic: Topic, ctx: Context, isGlobal: IsGlobal = False) -> Any:  # type: ignore[misc]  # noqa: N803
-            return await answer(topic, ctx, False)
+        async def get_route(target: target_type, ctx: Context) -> Any:  # type: ignore[misc]
+            return await answer(target, ctx, False)
 
     router.add_api_route(
-        f"{base}/{get_segment}", get_route, methods=["GET"], summary=get_summary, operation_id=get_id,
-        response_model=binding.response, responses={**responses(404, 412), **TOPIC_NOT_SET}, name=get_id)
+        f"{level.base}/{level.get_segment}", get_route, methods=["GET"], summary=get_summary, operation_id=get_id,
+        response_model=binding.response, responses={**responses(404, 412), **level.not_set}, name=get_id)
 
     body_type: Any = binding.body
     if binding.optional_body is not None:
@@ -326,50 +312,45 @@ def _add_topic(router: APIRouter, spec: PolicySpec, binding: PolicyBinding) -> N
 
     if spec.quota_typed:
         async def set_route(
-            topic: Topic, body: body_type, ctx: Context, backlogQuotaType: QuotaTypeQuery = None,  # noqa: N803
-            isGlobal: IsGlobal = False,  # noqa: N803
+            target: target_type, body: body_type, ctx: Context, backlogQuotaType: QuotaTypeQuery = None,  # noqa: N803
         ) -> Response:
-            await set_topic_policy(ctx.admin, spec, topic, body, backlogQuotaType)
+            await level.set(ctx.admin, spec, target, body, backlogQuotaType)
             return NO_CONTENT
 
         async def remove_route(
-            topic: Topic, ctx: Context, backlogQuotaType: QuotaTypeQuery = None, isGlobal: IsGlobal = False,  # noqa: N803
+            target: target_type, ctx: Context, backlogQuotaType: QuotaTypeQuery = None,  # noqa: N803
         ) -> Response:
-            await remove_topic_policy(ctx.admin, spec, topic, backlogQuotaType)
+            await level.remove(ctx.admin, spec, target, backlogQuotaType)
             return NO_CONTENT
     else:
         if level.value_query is not None:
             value_type: Any = Annotated[
                 _without_body(binding.body), Query(alias=level.value_query, description=set_summary)]
 
-            async def set_route(  # type: ignore[misc]
-                topic: Topic, ctx: Context, value: value_type, isGlobal: IsGlobal = False,  # noqa: N803
-            ) -> Response:
-                await set_topic_policy(ctx.admin, spec, topic, value)
+            async def set_route(target: target_type, ctx: Context, value: value_type) -> Response:  # type: ignore[misc]
+                await level.set(ctx.admin, spec, target, value)
                 return NO_CONTENT
         elif (no_body := binding.optional_body) is not None:
-            async def set_route(  # type: ignore[misc]
-                topic: Topic, ctx: Context, body: body_type = None, isGlobal: IsGlobal = False,  # noqa: N803
-            ) -> Response:
-                await set_topic_policy(ctx.admin, spec, topic, body if body is not None else no_body())
+            async def set_route(target: target_type, ctx: Context, body: body_type = None) -> Response:  # type: ignore[misc]
+                await level.set(ctx.admin, spec, target, body if body is not None else no_body())
                 return NO_CONTENT
         else:
-            async def set_route(  # type: ignore[misc]
-                topic: Topic, ctx: Context, body: body_type, isGlobal: IsGlobal = False,  # noqa: N803
-            ) -> Response:
-                await set_topic_policy(ctx.admin, spec, topic, body)
+            async def set_route(target: target_type, ctx: Context, body: body_type) -> Response:  # type: ignore[misc]
+                await level.set(ctx.admin, spec, target, body)
                 return NO_CONTENT
 
-        async def remove_route(topic: Topic, ctx: Context, isGlobal: IsGlobal = False) -> Response:  # type: ignore[misc]  # noqa: N803
-            await remove_topic_policy(ctx.admin, spec, topic)
+        async def remove_route(target: target_type, ctx: Context) -> Response:  # type: ignore[misc]
+            await level.remove(ctx.admin, spec, target)
             return NO_CONTENT
 
     router.add_api_route(
-        f"{base}/{level.name}", set_route, methods=["POST"], status_code=204, summary=set_summary,
-        operation_id=set_id, responses=responses(*binding.set_codes), name=set_id)
-    router.add_api_route(
-        f"{base}/{level.name}", remove_route, methods=["DELETE"], status_code=204, summary=remove_summary,
-        operation_id=remove_id, responses=responses(*binding.remove_codes), name=remove_id)
+        f"{level.base}/{level.set_segment}", set_route, methods=[level.set_method], status_code=204,
+        summary=set_summary, operation_id=set_id, responses=responses(*binding.set_codes), name=set_id)
+    if level.removable:
+        assert remove_id is not None
+        router.add_api_route(
+            f"{level.base}/{level.set_segment}", remove_route, methods=["DELETE"], status_code=204,
+            summary=remove_summary, operation_id=remove_id, responses=responses(*binding.remove_codes), name=remove_id)
 
 
 def _without_body(annotation: Any) -> Any:

@@ -57,7 +57,7 @@ from magnetar.tools.admin_inspect import (
     run_topic_inspect,
 )
 from magnetar.tools.admin_namespaces import add_namespace_op_commands, run_namespace_op
-from magnetar.tools.admin_parser import VerbParser
+from magnetar.tools.admin_parser import VerbParser, add_permission_verbs, comma_names
 from magnetar.tools.admin_partitioned import add_partitioned_commands, run_partitioned
 from magnetar.tools.admin_policies import (
     add_policy_commands,
@@ -209,32 +209,20 @@ async def _run_permissions(admin: Admin, args: argparse.Namespace) -> bool:
     return True
 
 
-def _names(text: str) -> list[str]:
-    """``a,b`` → ``["a", "b"]`` (blanks dropped)."""
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
 def _permission_commands(namespaces: argparse._SubParsersAction[Any]) -> None:
     """pulsar-admin's namespaces grant/revoke-permission, permissions, and their
     subscription counterparts."""
-    p = namespaces.add_parser("grant-permission", help="give a role actions on a namespace (replacing what it had)",
-                              operations=("Namespaces_grantPermissionOnNamespace",))
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("--role", required=True, help="the client role")
-    p.add_argument("--actions", required=True, type=_names, metavar="ACTION,ACTION",
-                   help="produce, consume, functions, sources, sinks, packages")
-    p = namespaces.add_parser("revoke-permission", help="take every action on a namespace away from a role",
-                              operations=("Namespaces_revokePermissionsOnNamespace",))
-    p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("--role", required=True, help="the client role")
-    namespaces.add_parser("permissions", help="print each role's actions on a namespace as JSON",
-                          operations=("Namespaces_getPermissions",)).add_argument(
-        "name", metavar="TENANT/NAMESPACE")
+    add_permission_verbs(namespaces, "TENANT/NAMESPACE", (
+        "give a role actions on a namespace (replacing what it had)",
+        "take every action on a namespace away from a role",
+        "print each role's actions on a namespace as JSON",
+    ), ("Namespaces_grantPermissionOnNamespace", "Namespaces_revokePermissionsOnNamespace",
+        "Namespaces_getPermissions"))
     p = namespaces.add_parser("grant-subscription-permission", operations=("Namespaces_grantPermissionOnSubscription",),
                               help="let only these roles (among those with consume) consume a subscription")
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("--subscription", required=True, metavar="SUB", help="the subscription name")
-    p.add_argument("--roles", required=True, type=_names, metavar="ROLE,ROLE", help="roles to add to its list")
+    p.add_argument("--roles", required=True, type=comma_names, metavar="ROLE,ROLE", help="roles to add to its list")
     p = namespaces.add_parser("revoke-subscription-permission", help="remove a role from a subscription's list",
                               operations=("Namespaces_revokePermissionOnSubscription",))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
@@ -357,9 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = tenants.add_parser(action, help=help_text, operations=(operation,))
         p.add_argument("name", metavar="TENANT")
-        p.add_argument("-r", "--admin-roles", type=_names, metavar="ROLE,ROLE",
+        p.add_argument("-r", "--admin-roles", type=comma_names, metavar="ROLE,ROLE",
                        help="the roles that administer the tenant (an empty string: none)")
-        p.add_argument("-c", "--allowed-clusters", type=_names, metavar="CLUSTER,CLUSTER",
+        p.add_argument("-c", "--allowed-clusters", type=comma_names, metavar="CLUSTER,CLUSTER",
                        help="the clusters its namespaces may use (default: every cluster)")
     namespaces = group("namespaces", {
         "delete": ("delete a namespace", "TENANT/NAMESPACE", "Namespaces_deleteNamespace"),
@@ -367,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bundles": ("print each bundle's owner as JSON", "TENANT/NAMESPACE", "Namespaces_getBundlesData")})
     p = namespaces.add_parser("create", help="create a namespace", operations=("Namespaces_createNamespace",))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
-    p.add_argument("-c", "--clusters", type=_names, metavar="CLUSTER,CLUSTER",
+    p.add_argument("-c", "--clusters", type=comma_names, metavar="CLUSTER,CLUSTER",
                    help="its replication clusters (existing clusters its tenant is allowed on)")
     add_policy_commands(namespaces)
     add_namespace_op_commands(namespaces)

@@ -28,6 +28,28 @@ EXEMPT: dict[str, str] = {
 is no REST operation: `magnetar produce`/`consume` are its counterparts)."""
 
 
+def comma_names(text: str) -> list[str]:
+    """``a,b`` → ``["a", "b"]`` (blanks dropped): the argparse type of list options."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def add_permission_verbs(
+    group: argparse._SubParsersAction[Any], target: str, helps: tuple[str, str, str], operations: tuple[str, str, str],
+) -> None:
+    """pulsar-admin's ``grant-permission --role R --actions A,B``, ``revoke-permission
+    --role R`` and ``permissions`` of one level (``target``: the positional's metavar;
+    ``helps`` and ``operations`` in that order)."""
+    p = group.add_parser("grant-permission", help=helps[0], operations=(operations[0],))
+    p.add_argument("name", metavar=target)
+    p.add_argument("--role", required=True, help="the client role")
+    p.add_argument("--actions", required=True, type=comma_names, metavar="ACTION,ACTION",
+                   help="produce, consume, functions, sources, sinks, packages")
+    p = group.add_parser("revoke-permission", help=helps[1], operations=(operations[1],))
+    p.add_argument("name", metavar=target)
+    p.add_argument("--role", required=True, help="the client role")
+    group.add_parser("permissions", help=helps[2], operations=(operations[2],)).add_argument("name", metavar=target)
+
+
 class VerbParser(argparse.ArgumentParser):
     """An ArgumentParser that records ``operations``: the gateway operationIds the verb
     does."""

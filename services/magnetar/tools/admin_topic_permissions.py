@@ -11,27 +11,18 @@ from typing import Any
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin
+from magnetar.tools.admin_parser import add_permission_verbs
 
 ACTIONS = ("permissions", "grant-permission", "revoke-permission")
 
 
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
 def add_topic_permission_commands(topics: argparse._SubParsersAction[Any]) -> None:
-    topics.add_parser("permissions", help="print each role's actions on a topic (namespace and topic grants) as JSON",
-                      operations=("PersistentTopics_getPermissionsOnTopic",)).add_argument("name", metavar="TOPIC")
-    p = topics.add_parser("grant-permission", help="give a role actions on one topic (in addition to its namespace grant)",
-                          operations=("PersistentTopics_grantPermissionsOnTopic",))
-    p.add_argument("name", metavar="TOPIC")
-    p.add_argument("--role", required=True, help="the client role")
-    p.add_argument("--actions", required=True, type=_names, metavar="ACTION,ACTION",
-                   help="produce, consume, functions, sources, sinks, packages")
-    p = topics.add_parser("revoke-permission", help="take a role's grant on one topic away (its namespace grant stays)",
-                          operations=("PersistentTopics_revokePermissionsOnTopic",))
-    p.add_argument("name", metavar="TOPIC")
-    p.add_argument("--role", required=True, help="the client role")
+    add_permission_verbs(topics, "TOPIC", (
+        "give a role actions on one topic (in addition to its namespace grant)",
+        "take a role's grant on one topic away (its namespace grant stays)",
+        "print each role's actions on a topic (namespace and topic grants) as JSON",
+    ), ("PersistentTopics_grantPermissionsOnTopic", "PersistentTopics_revokePermissionsOnTopic",
+        "PersistentTopics_getPermissionsOnTopic"))
 
 
 async def run_topic_permissions(admin: AdminClient | RestAdmin, args: argparse.Namespace) -> bool:

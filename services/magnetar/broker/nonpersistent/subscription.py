@@ -13,12 +13,12 @@ from magnetar.broker.nonpersistent.dispatcher import NonPersistentDispatcher
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import ConsumerStats, SubscriptionStats
 from magnetar.broker.subscription import (
-    TYPE_NAMES,
+    check_consumer_type,
     check_read_compacted,
     check_subscription_properties,
 )
 from magnetar.broker.subscription_type import SubscriptionType
-from magnetar.common.errors import ConsumerBusy, InvalidArgument, NotAllowedError, ServiceClosed
+from magnetar.common.errors import InvalidArgument, NotAllowedError, ServiceClosed
 from magnetar.managedledger.position import Position
 
 
@@ -88,13 +88,7 @@ class NonPersistentSubscription:
             sub_type = SubscriptionType(sub_type)
         except ValueError:
             raise InvalidArgument(f"unknown subscription type {sub_type}") from None
-        if self.consumers and sub_type != self.sub_type:
-            raise ConsumerBusy(
-                f"subscription {self.name!r} on {self.topic.name} is {TYPE_NAMES[self.sub_type]}, "
-                f"cannot attach a {TYPE_NAMES[sub_type]} consumer"
-            )
-        if self.consumers and sub_type == SubscriptionType.Exclusive:
-            raise ConsumerBusy(f"exclusive subscription {self.name!r} on {self.topic.name} already has a consumer")
+        check_consumer_type(self.name, self.topic.name, self.sub_type, bool(self.consumers), sub_type)
         if sub_type == SubscriptionType.Key_Shared:
             check_joining(self.consumers, consumer)
         if consumer.read_compacted:  # refused: nothing is kept to compact (compacted is None)

@@ -28,11 +28,12 @@ from magnetar.broker.nonpersistent.subscription import (
     NonPersistentSubscription,
     seek_refused,
 )
+from magnetar.broker.producers import ProducerAdmission, Publisher, TopicProducers
 from magnetar.broker.rates import Meter
-from magnetar.broker.stats import PublisherStats, TopicStats
+from magnetar.broker.stats import TopicStats
 from magnetar.broker.subscription import check_subscription_properties
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
-from magnetar.broker.topic import ProducerAdmission, Publisher, PublishResult
+from magnetar.broker.topic import PublishResult
 from magnetar.common.errors import (
     AlreadyExists,
     ConsumerBusy,
@@ -74,14 +75,14 @@ class NonPersistentTopic:
         self.partition = partition
         self.config = config
         self.policies = NamespacePolicies()
-        self.producers: dict[str, Publisher] = {}
-        self._producer_closers: dict[str, Callable[[MagnetarError], None]] = {}
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         self.meter_in = Meter()
         self.meter_out = Meter()
         self._tasks = BackgroundTasks(f"topic {name}")
         self.access = ProducerAccess(name, None, self._store_epoch, lambda work: self._tasks.spawn(work, name=f"grant-exclusive:{name}"))
         """Access modes, as on a persistent topic; the epoch lives in memory only."""
+        self._producers = TopicProducers(self.access, self._check_new_producer)
+        self.producers = self._producers.connected
         self._closed = False
 
     async def _store_epoch(self, epoch: int) -> None:
@@ -102,18 +103,7 @@ class NonPersistentTopic:
 
         Raises: ProducerBusy, ProducerFenced, ServiceClosed.
         """
-        self._check_new_producer(producer_name)
-        epoch = await self.access.acquire(
-            producer_name, access_mode, topic_epoch, len(self.producers), self._fence_producers, on_queued)
-        try:
-            self._check_new_producer(producer_name)
-        except MagnetarError:
-            if access_mode is not ProducerAccessMode.Shared:
-                self.access.release(producer_name)
-            raise
-        publisher = self.producers[producer_name] = Publisher(producer_name)
-        if on_close is not None:
-            self._producer_closers[producer_name] = on_close
+        publisher, epoch = await self._producers.open(producer_name, on_close, access_mode, topic_epoch, on_queued)
         return ProducerAdmission(publisher, -1, epoch)
 
     def _check_new_producer(self, producer_name: str) -> None:
@@ -123,18 +113,7 @@ class NonPersistentTopic:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
 
     def remove_producer(self, producer_name: str, publisher: Publisher | None = None) -> None:
-        if publisher is not None and self.producers.get(producer_name) is not publisher:
-            return
-        if self.producers.pop(producer_name, None) is None:
-            return
-        self._producer_closers.pop(producer_name, None)
-        self.access.release(producer_name)
-
-    def _fence_producers(self, error: MagnetarError) -> None:
-        closers, self._producer_closers = self._producer_closers, {}
-        self.producers.clear()
-        for close in closers.values():
-            close(error)
+        self._producers.remove(producer_name, publisher)
 
     async def throttle_publish(self, producer_name: str, messages: int, size: int) -> None:
         """No publish rate is applied to a non-persistent topic."""
@@ -246,9 +225,7 @@ class NonPersistentTopic:
 
     # -- lifecycle ------------------------------------------------------------------
     def end_streams(self, error: MagnetarError) -> None:
-        closers, self._producer_closers = self._producer_closers, {}
-        for close in closers.values():
-            close(error)
+        self._producers.end_streams(error)
         for sub in self.subscriptions.values():
             for c in list(sub.consumers):
                 if c.on_close is not None:
@@ -261,10 +238,7 @@ class NonPersistentTopic:
             return
         self._closed = True
         error = reason or NotOwner(f"topic {self.name} is no longer served here; look it up again")
-        closers, self._producer_closers = self._producer_closers, {}
-        self.producers.clear()
-        for close in closers.values():
-            close(error)
+        self._producers.fence(error)
         for sub in self.subscriptions.values():
             sub.close(error)
         await self._tasks.close()
@@ -286,14 +260,7 @@ class NonPersistentTopic:
             msg_out_counter=m_out.messages, bytes_out_counter=m_out.bytes, entries=0, storage_size=0, ledgers=0,
             msg_rate_in=m_in.msg_rate, msg_throughput_in=m_in.byte_rate, msg_rate_out=m_out.msg_rate,
             msg_throughput_out=m_out.byte_rate, backlog_size=0,
-            publishers=[
-                PublisherStats(
-                    producer_name=p.name, connected_since_ms=p.connected_since_ms, msg_in_counter=p.meter_in.messages,
-                    bytes_in_counter=p.meter_in.bytes, msg_rate_in=p.meter_in.msg_rate,
-                    msg_throughput_in=p.meter_in.byte_rate, throttled_time_ms=0,
-                )
-                for p in self.producers.values()
-            ],
+            publishers=[p.stats() for p in self.producers.values()],
             subscriptions=subs,
             msg_drop_counter=sum(s.msg_drop_counter for s in subs),
             msg_drop_rate=sum(s.msg_drop_rate for s in subs),

@@ -12,7 +12,14 @@ from magnetar.common.grpcutil import rpc_errors
 from magnetar.proto.v1 import broker_pb2 as pb
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from magnetar.broker.service import BrokerService
+
+
+def _name_sets(granted: Mapping[str, Iterable[str]]) -> dict[str, pb.NameSet]:
+    """Each role's (or subscription's) names, sorted, as the wire's NameSet."""
+    return {key: pb.NameSet(names=sorted(names)) for key, names in granted.items()}
 
 
 class PermissionRpcs:
@@ -46,10 +53,8 @@ class PermissionRpcs:
     async def GetPermissions(self, request: pb.GetPermissionsRequest, context: grpc.aio.ServicerContext) -> pb.Permissions:
         auth = await self.service.authorizer.permissions(request.namespace)
         return pb.Permissions(
-            roles={r: pb.NameSet(names=sorted(a)) for r, a in auth.roles.items()},
-            subscriptions={s: pb.NameSet(names=sorted(r)) for s, r in auth.subscriptions.items()},
-            topics={t: pb.TopicGrants(roles={r: pb.NameSet(names=sorted(a)) for r, a in g.items()})
-                    for t, g in auth.topics.items()},
+            roles=_name_sets(auth.roles), subscriptions=_name_sets(auth.subscriptions),
+            topics={t: pb.TopicGrants(roles=_name_sets(g)) for t, g in auth.topics.items()},
         )
 
     @rpc_errors
@@ -65,4 +70,4 @@ class PermissionRpcs:
     @rpc_errors
     async def GetTopicPermissions(self, request: pb.GetTopicPermissionsRequest, context: grpc.aio.ServicerContext) -> pb.Permissions:
         granted = await self.service.authorizer.topic_permissions(request.topic)
-        return pb.Permissions(roles={r: pb.NameSet(names=sorted(a)) for r, a in granted.items()})
+        return pb.Permissions(roles=_name_sets(granted))

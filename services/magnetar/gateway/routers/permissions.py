@@ -22,6 +22,9 @@ NO_CONTENT = Response(status_code=204)
 ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
 Role = Annotated[str, Path(description="the client role")]
 SubscriptionName = Annotated[str, Path(description="the subscription name")]
+Actions = Annotated[list[str] | None, Body(description=f"the actions: {', '.join(ACTIONS)}",
+                                           json_schema_extra={"items": {"enum": list(ACTIONS)}})]
+"""A grant's body (absent: no actions)."""
 
 
 @router.get("/{tenant}/{namespace}/permissions", summary="Retrieve the permissions for a namespace.",
@@ -44,8 +47,7 @@ async def get_permission_on_subscription(namespace: Namespace, ctx: Context) -> 
              operation_id="Namespaces_grantPermissionOnNamespace", responses=responses(400, 404, 412))
 async def grant_permission_on_namespace(
     namespace: Namespace, role: Role, ctx: Context,
-    body: Annotated[list[str] | None, Body(description=f"the actions: {', '.join(ACTIONS)}",
-                                           json_schema_extra={"items": {"enum": list(ACTIONS)}})] = None,
+    body: Actions = None,
 ) -> Response:
     await ctx.admin.grant_permission(namespace, role, body or [])
     return NO_CONTENT

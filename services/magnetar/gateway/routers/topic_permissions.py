@@ -9,17 +9,13 @@ The broker keeps them in the namespace's permissions and checks them
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Body, Path, Response
+from fastapi import APIRouter, Response
 
 from magnetar.gateway.deps import Context, Topic
 from magnetar.gateway.errors import responses
-from magnetar.gateway.routers.permissions import ACTIONS
+from magnetar.gateway.routers.permissions import NO_CONTENT, Actions, Role
 
 router = APIRouter(prefix="/admin/v2/persistent", tags=["persistent topic"])
-NO_CONTENT = Response(status_code=204)
-Role = Annotated[str, Path(description="the client role")]
 
 
 @router.get("/{tenant}/{namespace}/{topic}/permissions", summary="Get permissions on a topic.",
@@ -36,8 +32,7 @@ async def get_permissions_on_topic(topic: Topic, ctx: Context) -> dict[str, list
              operation_id="PersistentTopics_grantPermissionsOnTopic", responses=responses(400, 404, 412))
 async def grant_permissions_on_topic(
     topic: Topic, role: Role, ctx: Context,
-    body: Annotated[list[str] | None, Body(description=f"the actions: {', '.join(ACTIONS)}",
-                                           json_schema_extra={"items": {"enum": list(ACTIONS)}})] = None,
+    body: Actions = None,
 ) -> Response:
     await ctx.admin.grant_topic_permission(topic, role, body or [])
     return NO_CONTENT
