@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.common.errors import InvalidArgument, MetadataVersionConflict, NotOwner
+from magnetar.managedledger.ledger import ManagedLedger
 
-if TYPE_CHECKING:
-    from magnetar.broker.topic import PersistentTopic
+
+class PersistentTopic(Protocol):
+    """What the properties need of a topic (``magnetar.broker.topic.PersistentTopic``)."""
+
+    name: str
+    ml: ManagedLedger
 
 TOPIC_PROPERTIES = "pulsar.topic.properties"
 
