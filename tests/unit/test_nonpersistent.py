@@ -188,3 +188,23 @@ async def test_non_durable_subscription_goes_with_its_last_consumer_and_close_en
         await topic.delete_subscription("nope")
     await topic.close()
     assert [type(e) for e in kept.closed_with] == [NotOwner]
+
+
+async def test_the_namespaces_producer_and_consumer_limits_hold_as_on_persistent_topics(topic):
+    """maxProducersPerTopic / maxConsumersPerTopic: one too many is refused with Pulsar's
+    reason (consumers counted over every subscription); 0 is no limit."""
+    from magnetar.broker.namespace_policies import NamespacePolicies
+    from magnetar.common.errors import ProducerBusy
+
+    topic.apply_policies(NamespacePolicies(max_producers=1, max_consumers=1))
+    await topic.open_producer("a")
+    with pytest.raises(ProducerBusy, match="^Topic reached max producers limit$"):
+        await topic.open_producer("b")
+    await attach(topic, "s1", T.Shared, consumer("c1", 10, Got()))
+    second = await topic.subscribe("s2", T.Shared, InitialPosition.Earliest)
+    with pytest.raises(ConsumerBusy, match="^Topic reached max consumers limit$"):
+        second.add_consumer(consumer("c2", 10, Got()), T.Shared)
+    topic.apply_policies(NamespacePolicies(max_producers=0, max_consumers=0))
+    await topic.open_producer("b")
+    second.add_consumer(consumer("c2", 10, Got()), T.Shared)
+    assert set(topic.producers) == {"a", "b"} and len(second.consumers) == 1

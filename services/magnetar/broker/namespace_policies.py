@@ -264,6 +264,14 @@ class NamespacePolicies:
     inactive_topic_policies: InactiveTopicPolicies | None = None
     """None: the broker's ``delete_inactive_topics_*`` settings."""
 
+    def producers_full(self, producers: int) -> bool:
+        """A topic with ``producers`` may take no more (maxProducers; None or 0: no limit)."""
+        return bool(self.max_producers) and producers >= (self.max_producers or 0)
+
+    def consumers_full(self, consumers: int) -> bool:
+        """A topic with ``consumers`` (over all its subscriptions) may take no more."""
+        return bool(self.max_consumers) and consumers >= (self.max_consumers or 0)
+
     @property
     def allow_auto_update_schema(self) -> bool:
         return effective(self.is_allow_auto_update_schema, default=True)

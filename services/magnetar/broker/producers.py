@@ -21,6 +21,10 @@ from magnetar.common.errors import MagnetarError
 __all__ = ["ProducerAdmission", "Publisher", "TopicProducers"]
 
 
+MAX_PRODUCERS_REACHED = "Topic reached max producers limit"
+"""A producer over the topic's maxProducers gets ProducerBusy with this (Pulsar's reason)."""
+
+
 @dataclass
 class Publisher:
     """A connected producer, for stats."""

@@ -64,7 +64,12 @@ from magnetar.broker.namespace_policies import (
     QuotaType,
     managed_ledger_config,
 )
-from magnetar.broker.producers import ProducerAdmission, Publisher, TopicProducers
+from magnetar.broker.producers import (
+    MAX_PRODUCERS_REACHED,
+    ProducerAdmission,
+    Publisher,
+    TopicProducers,
+)
 from magnetar.broker.ratelimit import RateLimiter, limiter_for
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import TopicStats
@@ -370,9 +375,8 @@ class PersistentTopic:
             raise terminated_error(self.name)
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
-        limit = self.policies.max_producers
-        if limit and len(self.producers) >= limit:  # Pulsar's reason, word for word
-            raise ProducerBusy("Topic reached max producers limit")
+        if self.policies.producers_full(len(self.producers)):
+            raise ProducerBusy(MAX_PRODUCERS_REACHED)
         blocked = self._quota_error()
         if blocked is not None:
             raise blocked
@@ -783,10 +787,7 @@ class PersistentTopic:
 
     def consumer_limit_reached(self) -> bool:
         """Its consumers, on every subscription, are as many as the policies' maxConsumers."""
-        limit = self.policies.max_consumers
-        if not limit:
-            return False
-        return sum(len(s.consumers) for s in self.subscriptions.values()) >= limit
+        return self.policies.consumers_full(sum(len(s.consumers) for s in self.subscriptions.values()))
 
     def meters(self) -> list[Meter]:
         """Every meter of the topic, for the rate sampler."""

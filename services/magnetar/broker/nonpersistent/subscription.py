@@ -18,7 +18,7 @@ from magnetar.broker.subscription import (
     check_subscription_properties,
 )
 from magnetar.broker.subscription_type import SubscriptionType
-from magnetar.common.errors import InvalidArgument, NotAllowedError, ServiceClosed
+from magnetar.common.errors import ConsumerBusy, InvalidArgument, NotAllowedError, ServiceClosed
 from magnetar.managedledger.position import Position
 
 
@@ -29,6 +29,8 @@ class SubscribedTopic(Protocol):
     partition: int
 
     def count_out(self, messages: int, size: int = 0) -> None: ...
+
+    def consumer_limit_reached(self) -> bool: ...
 
 NON_PERSISTENT_POSITION = Position(0, 0)
 """The message id of every message of a non-persistent topic (Pulsar's broker answers
@@ -89,6 +91,8 @@ class NonPersistentSubscription:
         except ValueError:
             raise InvalidArgument(f"unknown subscription type {sub_type}") from None
         check_consumer_type(self.name, self.topic.name, self.sub_type, bool(self.consumers), sub_type)
+        if self.topic.consumer_limit_reached():
+            raise ConsumerBusy("Topic reached max consumers limit")  # Pulsar's reason
         if sub_type == SubscriptionType.Key_Shared:
             check_joining(self.consumers, consumer)
         if consumer.read_compacted:  # refused: nothing is kept to compact (compacted is None)

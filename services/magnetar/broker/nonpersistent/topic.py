@@ -28,7 +28,12 @@ from magnetar.broker.nonpersistent.subscription import (
     NonPersistentSubscription,
     seek_refused,
 )
-from magnetar.broker.producers import ProducerAdmission, Publisher, TopicProducers
+from magnetar.broker.producers import (
+    MAX_PRODUCERS_REACHED,
+    ProducerAdmission,
+    Publisher,
+    TopicProducers,
+)
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import TopicStats
 from magnetar.broker.subscription import check_subscription_properties
@@ -111,6 +116,12 @@ class NonPersistentTopic:
             raise ServiceClosed(f"topic {self.name} is closing")
         if producer_name in self.producers:
             raise ProducerBusy(f"producer {producer_name!r} is already connected to {self.name}")
+        if self.policies.producers_full(len(self.producers)):
+            raise ProducerBusy(MAX_PRODUCERS_REACHED)
+
+    def consumer_limit_reached(self) -> bool:
+        """Its consumers, on every subscription, are as many as the policies' maxConsumers."""
+        return self.policies.consumers_full(sum(len(s.consumers) for s in self.subscriptions.values()))
 
     def remove_producer(self, producer_name: str, publisher: Publisher | None = None) -> None:
         self._producers.remove(producer_name, publisher)
