@@ -121,9 +121,12 @@ async def test_a_publish_rate_holds_one_tenant_and_spares_the_other(broker):
         )
         assert LIMIT * 0.9 <= limited_rate <= LIMIT * 1.1
         # Not starved (the 15% target is bench/rate_limits.py's): this process's throughput
-        # alone is bimodal on 2 cores (slices at ~80k and ~175k msgs/s in one run, with or
-        # without the neighbour), so medians may fall on different modes; the peaks may not.
-        assert max(together) >= 0.5 * max(alone)
+        # is bimodal on 2 cores (slices at ~80k and ~185k msgs/s, with or without the
+        # neighbour), so a phase may sit wholly in one mode: a CI run had every slice with the
+        # neighbour at 69k-89k while later alone slices reached 192k (0.46 of it). The modes
+        # are ~2.2x apart, so the neighbour's best slice is held to 0.4 of the alone peak; a
+        # starved producer (a tenth, say) still fails.
+        assert max(together) >= 0.4 * max(alone)
         assert free_with_neighbour >= 0.25 * baseline
         assert throttled_ms > 1000
         assert not limited.failed and not free.failed

@@ -17,14 +17,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Response
 
-from magnetar.common.errors import AlreadyExists, InvalidArgument, InvalidTopicName
+from magnetar.common.errors import AlreadyExists, InvalidArgument
 from magnetar.common.names import NON_PERSISTENT, TopicName
 from magnetar.gateway import topic_stats
 from magnetar.gateway.deps import Context, Namespace
 from magnetar.gateway.errors import HttpError, responses
 from magnetar.gateway.nonpersistent_stats import NonPersistentTopicStats, non_persistent_stats
 from magnetar.gateway.topic_models import PartitionedTopicMetadata, PartitionedTopicStats
-from magnetar.gateway.topic_support import partition_count, pulsar_reasons
+from magnetar.gateway.topic_support import (
+    create_partitioned,
+    grow_partitioned,
+    partition_count,
+    pulsar_reasons,
+)
 
 router = APIRouter(prefix="/admin/v2/non-persistent", tags=["non-persistent topic"])
 NO_CONTENT = Response(status_code=204)
@@ -71,16 +76,7 @@ async def create_non_partitioned_topic(
 async def create_partitioned_topic(
     topic: NpTopic, ctx: Context, partitions: Annotated[int, Body(description="the partition count, e.g. 4")],
 ) -> Response:
-    if partitions <= 0:
-        raise HttpError(406, "Number of partitions should be more than 0")
-    try:
-        await ctx.admin.create_topic(topic, partitions)
-    except AlreadyExists:
-        raise HttpError(409, "This topic already exists") from None
-    except InvalidTopicName:
-        raise
-    except InvalidArgument as exc:  # above the most partitions a topic may have
-        raise HttpError(406, exc.message) from None
+    await create_partitioned(ctx, topic, partitions)
     return NO_CONTENT
 
 
@@ -96,18 +92,7 @@ async def get_partitioned_metadata(topic: NpTopic, ctx: Context) -> PartitionedT
 async def update_partitioned_topic(
     topic: NpTopic, ctx: Context, partitions: Annotated[int, Body(description="the new partition count")],
 ) -> Response:
-    current = await partition_count(ctx, topic)
-    if current == 0:
-        raise HttpError(409, f"Topic {topic} is not the partitioned topic.")
-    if partitions < current:
-        raise HttpError(422, f"Expect partitions {partitions} can't less than current partitions {current}.")
-    if partitions > current:
-        try:
-            await ctx.admin.update_partitions(topic, partitions)
-        except InvalidTopicName:
-            raise
-        except InvalidArgument as exc:  # above the most partitions a topic may have
-            raise HttpError(422, exc.message) from None
+    await grow_partitioned(ctx, topic, partitions)
     return NO_CONTENT
 
 

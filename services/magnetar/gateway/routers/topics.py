@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Query, Response
 
 from magnetar.common.bundles import bundle_of
-from magnetar.common.errors import AlreadyExists, InvalidArgument, InvalidTopicName, MagnetarError
+from magnetar.common.errors import AlreadyExists, MagnetarError
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.gateway import topic_stats
 from magnetar.gateway.deps import Context, Namespace, Topic
@@ -38,7 +38,13 @@ from magnetar.gateway.topic_models import (
     PersistentTopicInternalStats,
     TopicStats,
 )
-from magnetar.gateway.topic_support import partition_count, pulsar_reasons, refuse_partitioned
+from magnetar.gateway.topic_support import (
+    create_partitioned,
+    grow_partitioned,
+    partition_count,
+    pulsar_reasons,
+    refuse_partitioned,
+)
 
 router = APIRouter(prefix="/admin/v2/persistent", tags=["persistent topic"])
 NO_CONTENT = Response(status_code=204)
@@ -110,16 +116,7 @@ async def create_non_partitioned_topic(
 async def create_partitioned_topic(
     topic: Topic, ctx: Context, partitions: Annotated[int, Body(description="the partition count, e.g. 4")],
 ) -> Response:
-    if partitions <= 0:
-        raise HttpError(406, "Number of partitions should be more than 0")
-    try:
-        await ctx.admin.create_topic(topic, partitions)
-    except AlreadyExists:
-        raise HttpError(409, "This topic already exists") from None
-    except InvalidTopicName:
-        raise
-    except InvalidArgument as exc:  # above the most partitions a topic may have
-        raise HttpError(406, exc.message) from None
+    await create_partitioned(ctx, topic, partitions)
     return NO_CONTENT
 
 
@@ -145,18 +142,7 @@ async def create_missed_partitions(topic: Topic, ctx: Context) -> Response:
 async def update_partitioned_topic(
     topic: Topic, ctx: Context, partitions: Annotated[int, Body(description="the new partition count")],
 ) -> Response:
-    current = await partition_count(ctx, topic)
-    if current == 0:
-        raise HttpError(409, f"Topic {topic} is not the partitioned topic.")
-    if partitions < current:
-        raise HttpError(422, f"Expect partitions {partitions} can't less than current partitions {current}.")
-    if partitions > current:
-        try:
-            await ctx.admin.update_partitions(topic, partitions)
-        except InvalidTopicName:
-            raise
-        except InvalidArgument as exc:  # above the most partitions a topic may have
-            raise HttpError(422, exc.message) from None
+    await grow_partitioned(ctx, topic, partitions)
     return NO_CONTENT
 
 
