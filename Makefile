@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare bench-scaleout fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -156,6 +156,9 @@ $(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
 
 bench-compare: setup $(STAMPS)/bench-compare ## Magnetar (SDK and pulsar-client through the Pulsar door) vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
 	$(PY) bench/compare.py $(ARGS)
+
+bench-scaleout: setup ## 1, 2 and 3 brokers, unbatched produce to 6 topics: msgs/s, CPU µs per message per component, and the capacity model's prediction (bench/model.py); docs/performance.md
+	$(PY) bench/scaleout.py $(ARGS)
 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.
