@@ -210,6 +210,20 @@ class ZkTenantStore:
             raise NamespaceNotFound(f"namespace {ns} does not exist") from exc
         return decode(data, path)
 
+    async def watch_policies(self, tenant: str, namespace: str, changed: Callable[[], None]) -> Document:
+        """The namespace's policies; ``changed()`` runs once (on the event loop) when they
+        next change or the namespace is deleted.
+
+        Raises: NamespaceNotFound (nothing is watched then).
+        """
+        ns = NamespaceName(tenant, namespace)
+        path = self._paths.namespace(tenant, namespace)
+        try:
+            data, _ = await self._session.get_watched(path, changed)
+        except NotFound as exc:
+            raise NamespaceNotFound(f"namespace {ns} does not exist") from exc
+        return decode(data, path)
+
     async def update_policies(
         self, tenant: str, namespace: str, fn: Callable[[Document], Mapping[str, Any]]
     ) -> Document:
