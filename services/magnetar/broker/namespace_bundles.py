@@ -10,7 +10,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from magnetar.common.bundles import NamespaceBundles, SplitAlgorithm, split_positions
+from magnetar.common.bundles import (
+    NamespaceBundles,
+    SplitAlgorithm,
+    is_bundle_name,
+    split_positions,
+)
 from magnetar.common.errors import InvalidArgument, NotOwner, PreconditionFailed
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.common.tasks import KeyedTasks
@@ -151,6 +156,10 @@ class BundleSplitter:
         ns = NamespaceName.parse(namespace)
         chosen = SplitAlgorithm.parse(str(algorithm))
         service.check_serving(f"split of {ns}/{bundle}")
+        # Refusals that need no lock first (a refused request waits behind no split).
+        first = await service.bundles.get(ns)  # NamespaceNotFound
+        if not is_bundle_name(bundle):
+            first.range_of(bundle)  # PreconditionFailed: no bundle is spelled so
         async with self._lock:
             bundles = await service.bundles.get(ns)
             if bundle not in bundles.ranges:

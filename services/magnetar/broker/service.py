@@ -52,7 +52,7 @@ from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, Schem
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
-from magnetar.common.bundles import NamespaceBundles, SplitAlgorithm
+from magnetar.common.bundles import NamespaceBundles, SplitAlgorithm, is_bundle_name
 from magnetar.common.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -338,7 +338,7 @@ class BrokerService:
         """The namespace's bundles, if ``bundle`` is one of them (read again when not:
         a split may have made it since). Raises: InvalidArgument."""
         bundles = await self.bundles.get(ns)
-        if bundle not in bundles.ranges:
+        if bundle not in bundles.ranges and is_bundle_name(bundle):
             bundles = await self.bundles.refresh(ns)
         if bundle not in bundles.ranges:
             raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles.ranges)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import enum
 import itertools
+import re
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,15 @@ def bundle_boundaries(bundles: int = DEFAULT_BUNDLES) -> list[int]:
 def bundle_name(lower: int, upper: int) -> str:
     """A bundle's name, e.g. ``0x00000000_0x40000000`` (Pulsar's bundle range)."""
     return f"0x{lower:08x}_0x{upper:08x}"
+
+
+_BUNDLE_NAME_RE: Final = re.compile(r"0x[0-9a-f]{8}_0x[0-9a-f]{8}\Z")
+
+
+def is_bundle_name(name: str) -> bool:
+    """Whether ``name`` is spelled as a bundle is (``0x00000000_0x40000000``), whatever
+    the namespace's boundaries."""
+    return bool(_BUNDLE_NAME_RE.match(name))
 
 
 def bundle_ranges(bundles: int = DEFAULT_BUNDLES) -> list[str]:
