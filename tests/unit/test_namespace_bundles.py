@@ -348,3 +348,9 @@ def test_a_bad_bundles_count_or_boundaries_is_pulsars_412(count: int, boundaries
     svc = broker("a:1", Ownership(), Namespaces())
     with pytest.raises(PreconditionFailed, match="Invalid number of bundles"):
         svc._new_bundles(count, boundaries)
+
+
+def test_the_default_count_must_fit_under_the_maximum() -> None:
+    with pytest.raises(ValueError, match="must not exceed load_balancer_namespace_maximum_bundles"):
+        BrokerConfig(bundles_per_namespace=8, load_balancer_namespace_maximum_bundles=4)
+    assert BrokerConfig(bundles_per_namespace=4, load_balancer_namespace_maximum_bundles=4).bundles_per_namespace == 4

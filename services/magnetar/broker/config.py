@@ -189,6 +189,14 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
         return self
 
     @model_validator(mode="after")
+    def _bundles(self) -> Self:
+        if self.bundles_per_namespace > self.load_balancer_namespace_maximum_bundles:
+            raise ValueError(
+                f"bundles_per_namespace ({self.bundles_per_namespace}) must not exceed "
+                f"load_balancer_namespace_maximum_bundles ({self.load_balancer_namespace_maximum_bundles})")
+        return self
+
+    @model_validator(mode="after")
     def _authorization(self) -> Self:
         if self.authorization_enabled and not self.authentication_enabled:
             raise ValueError("authorization_enabled needs authentication_enabled: roles come from tokens")
