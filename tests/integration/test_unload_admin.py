@@ -60,6 +60,9 @@ async def test_unload_topic_and_bundle_then_force_delete(bookie_factory, broker_
         # is; the other broker reads the new boundaries through its watch.
         await roundtrip(producer, consumer, "before split")
         reconnects = consumer.partitions[0].reconnects
+        for b in brokers:  # each broker has read (and keeps) the boundaries
+            async with AdminClient(f"magnetar://{b.address}") as on_broker:
+                assert [o.bundle for o in await on_broker.bundles("public/default")] == bundle_ranges(4)
         halves = ok(admin("namespaces", "split-bundle", "public/default", "-b", bundle)).split()
         assert len(halves) == 2 and halves[0].startswith(bundle[:10]) and halves[1].endswith(bundle[-10:])
         expected = sorted({*bundle_ranges(4), *halves} - {bundle})
