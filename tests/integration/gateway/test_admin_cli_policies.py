@@ -734,7 +734,8 @@ async def test_split_bundle_keeps_producers_and_consumers_going_through_rest_and
             split_low = [b for b in after_rest["owners"] if int(b.split("_")[1], 16) <= 0x80000000]
             assert len(split_low) == 2
             assert sorted(NamespaceBundles.of(after_rest["boundaries"]).bundle_of(t) for t in by_bundle[low]) == sorted(split_low)
-            assert all(c.partitions[0].reconnects == 0 for c in consumers.values())  # nobody disturbed
+            handles = [*consumers.values(), *producers.values()]
+            assert all(h.partitions[0].reconnects == 0 for h in handles)  # nobody disturbed
 
             assert await keeps_going()
             printed = await cli.ok("namespaces", "split-bundle", namespace, "--bundle", high,
@@ -748,6 +749,9 @@ async def test_split_bundle_keeps_producers_and_consumers_going_through_rest_and
             assert data["numBundles"] == 5 and "0xc0000000" in data["boundaries"]
             assert (await http.get(f"/admin/v2/namespaces/{namespace}")).json()["bundles"] == {
                 "boundaries": data["boundaries"], "numBundles": 5}
+            async with AdminClient(gateway_cluster.service_url) as grpc_admin:  # GetBundlesData
+                stored = await grpc_admin.bundles_data(namespace)
+            assert ([f"0x{b:08x}" for b in stored.boundaries], stored.num_bundles) == (data["boundaries"], 5)
 
             # Refused, nothing changed: a bundle split already, an unknown algorithm, no namespace.
             r = await http.put(f"/admin/v2/namespaces/{namespace}/{low}/split")
