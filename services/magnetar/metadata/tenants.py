@@ -12,7 +12,10 @@ Deleting a non-empty tenant or namespace is refused.
 
 A namespace's retention is one key of its policies document:
 ``{"retention": {"retention_time_minutes": int, "retention_size_mb": int}}`` (-1:
-unlimited; a namespace without the key uses the broker's defaults).
+unlimited; a namespace without the key uses the broker's defaults). Its bundles are
+another: ``{"bundles": {"boundaries": ["0x00000000", …, "0xffffffff"], "numBundles": N}}``
+(Pulsar's BundlesData; broker/namespace_bundles.py), which brokers read with
+:meth:`ZkTenantStore.watch_policies`.
 """
 
 from __future__ import annotations
