@@ -22,7 +22,8 @@ from magnetar.common.tasks import KeyedTasks
 from magnetar.metadata.errors import CorruptMetadata
 
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.metadata.ownership import ZkOwnershipStore
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +124,38 @@ class NamespaceBundlesCache:
         return bundles
 
 
+class SplittingBroker(Protocol):
+    """What a split uses of the broker (``BrokerService``; named here, not imported:
+    the service imports this module)."""
+
+    broker_id: str
+    config: BrokerConfig
+    bundles: NamespaceBundlesCache
+    ownership: ZkOwnershipStore
+
+    @property
+    def tenants(self) -> BundleDocuments: ...
+
+    @property
+    def nonpersistent(self) -> Mapping[str, Any]: ...
+
+    _owned: set[tuple[str, str, str]]
+    """The bundles it owns: a split replaces the old one by the new ones."""
+
+    def check_serving(self, what: str) -> None: ...
+
+    async def _lookup_bundle(self, key: tuple[str, str, str]) -> str: ...
+
+    async def list_topic_partitions(self, namespace: str) -> list[str]: ...
+
+    async def unload_bundle(self, namespace: str, bundle: str) -> None: ...
+
+
 class BundleSplitter:
     """Splits the bundles one broker owns (Pulsar's ``splitAndOwnBundle``), one split
     at a time."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: SplittingBroker) -> None:
         self.service = service
         self._lock = asyncio.Lock()
 
