@@ -10,6 +10,7 @@ import json
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.client.admin import AdminClient
 from magnetar.common.bundles import bundle_of, bundle_ranges
 from magnetar.testing.processes import start_all
 from magnetar.testing.shell import cli_fails as fails
@@ -54,6 +55,27 @@ async def test_unload_topic_and_bundle_then_force_delete(bookie_factory, broker_
         ok(admin("namespaces", "unload", "public/default", "--bundle", bundle))
         await roundtrip(producer, consumer, "after bundle unload")
         assert consumer.partitions[0].reconnects >= 2
+
+        # A split (sent to brokers[1], done on the owner) keeps the topic served where it
+        # is; the other broker reads the new boundaries through its watch.
+        await roundtrip(producer, consumer, "before split")
+        reconnects = consumer.partitions[0].reconnects
+        for b in brokers:  # each broker has read (and keeps) the boundaries
+            async with AdminClient(f"magnetar://{b.address}") as on_broker:
+                assert [o.bundle for o in await on_broker.bundles("public/default")] == bundle_ranges(4)
+        halves = ok(admin("namespaces", "split-bundle", "public/default", "-b", bundle)).split()
+        assert len(halves) == 2 and halves[0].startswith(bundle[:10]) and halves[1].endswith(bundle[-10:])
+        expected = sorted({*bundle_ranges(4), *halves} - {bundle})
+        for b in brokers:
+            async with AdminClient(f"magnetar://{b.address}") as on_broker:
+                for _ in range(50):
+                    shown = sorted(o.bundle for o in await on_broker.bundles("public/default"))
+                    if shown == expected:
+                        break
+                    await asyncio.sleep(0.1)
+            assert shown == expected, b.address
+        await roundtrip(producer, consumer, "after split")
+        assert consumer.partitions[0].reconnects == reconnects  # not disturbed
         # Commands that change nothing run at once (each starts a Python process).
         stats, bad_bundle, no_ns, no_topic, in_use = await asyncio.gather(*(asyncio.to_thread(admin, *args) for args in (
             ("topics", "stats", TOPIC),

@@ -65,7 +65,12 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     max_message_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
     """Largest entry (a batch of messages) a producer may publish (Pulsar's 5 MB)."""
     bundles_per_namespace: int = Field(default=4, ge=1)
-    """Hash ranges each namespace is split into; a broker owns whole bundles."""
+    """Hash ranges a new namespace is split into when its create names no count (Pulsar's
+    defaultNumberOfNamespaceBundles), and those of a namespace that stores no boundaries;
+    a broker owns whole bundles."""
+    load_balancer_namespace_maximum_bundles: int = Field(default=128, ge=1, le=65536)
+    """Most bundles a namespace may have: at create, and after a split (Pulsar's
+    loadBalancerNamespaceMaximumBundles)."""
     allow_auto_topic_creation: bool = True
     """Create a topic on first use; off: unknown topics are an error (a namespace's
     autoTopicCreation policy overrides this and the next two)."""
@@ -181,6 +186,14 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
                 f"port, protocol_port and protocol_tls_port must differ, got {self.port or DEFAULT_PORT}, "
                 f"{self.protocol_port}, {self.protocol_tls_port}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _bundles(self) -> Self:
+        if self.bundles_per_namespace > self.load_balancer_namespace_maximum_bundles:
+            raise ValueError(
+                f"bundles_per_namespace ({self.bundles_per_namespace}) must not exceed "
+                f"load_balancer_namespace_maximum_bundles ({self.load_balancer_namespace_maximum_bundles})")
         return self
 
     @model_validator(mode="after")

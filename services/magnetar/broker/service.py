@@ -23,6 +23,7 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.inactive_topics import InactiveTopicTask
 from magnetar.broker.lease import SessionLease
+from magnetar.broker.namespace_bundles import BUNDLES_KEY, BundleSplitter, NamespaceBundlesCache
 from magnetar.broker.namespace_policies import (
     AutoTopicCreation,
     InactiveTopicDeleteMode,
@@ -51,7 +52,7 @@ from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, Schem
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
-from magnetar.common.bundles import bundle_of, bundle_ranges
+from magnetar.common.bundles import NamespaceBundles, SplitAlgorithm, is_bundle_name
 from magnetar.common.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -136,6 +137,9 @@ class BrokerService:
         """The ``non-persistent://`` topics served here (memory only: see broker/nonpersistent/)."""
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
+        self.bundles = NamespaceBundlesCache(tenants, config.bundles_per_namespace)
+        """Each used namespace's bundle boundaries, watched (broker/namespace_bundles.py)."""
+        self.splitter = BundleSplitter(self)
         self._lookups: KeyedTasks[tuple[str, str, str]] = KeyedTasks("broker", on_error=lambda _key, _exc: None)
         """Bundle lookups under way: callers of one bundle share one (errors reach them)."""
         self._closing: KeyedTasks[str] = KeyedTasks("broker", on_error=self._close_failed)
@@ -276,6 +280,7 @@ class BrokerService:
             # Our ownership znodes are gone: another broker may take the bundles now.
             log.warning("ZooKeeper session lost: releasing %d bundles and their topics", len(self._owned))
             self._owned.clear()
+            self.bundles.clear()  # its watches went with the session
             self.lease.revoke()
             self._lapsed = True
             self._lapses += 1
@@ -329,10 +334,37 @@ class BrokerService:
             self.unload(t)
         await self._closing.wait(names)
 
-    def _check_bundle(self, ns: NamespaceName, bundle: str) -> None:
-        bundles = bundle_ranges(self.config.bundles_per_namespace)
-        if bundle not in bundles:
-            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles)}")
+    async def _check_bundle(self, ns: NamespaceName, bundle: str) -> NamespaceBundles:
+        """The namespace's bundles, if ``bundle`` is one of them (read again when not:
+        a split may have made it since). Raises: InvalidArgument."""
+        bundles = await self.bundles.get(ns)
+        if bundle not in bundles.ranges and is_bundle_name(bundle):
+            bundles = await self.bundles.refresh(ns)
+        if bundle not in bundles.ranges:
+            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles.ranges)}")
+        return bundles
+
+    async def bundles_data(self, namespace: str) -> NamespaceBundles:
+        """The namespace's bundles (its boundaries), from the watched cache.
+
+        Raises: InvalidArgument (a bad name); NamespaceNotFound; CorruptMetadata.
+        """
+        return await self.bundles.get(NamespaceName.parse(namespace))
+
+    async def bundles_of(self, namespace: str) -> list[str]:
+        """The namespace's bundles' names (``0x00000000_0x40000000``, …), in hash order."""
+        return (await self.bundles_data(namespace)).ranges
+
+    async def split_bundle(
+        self, namespace: str, bundle: str, algorithm: str | SplitAlgorithm = SplitAlgorithm.RANGE_EQUALLY_DIVIDE,
+        unload: bool = False, boundaries: Sequence[object] = (),
+    ) -> list[str]:
+        """Split a bundle this broker owns (Pulsar's split-bundle; see
+        broker/namespace_bundles.py BundleSplitter.split); returns the new bundles.
+
+        Raises: NotOwner; PreconditionFailed; InvalidArgument; NamespaceNotFound.
+        """
+        return await self.splitter.split(namespace, bundle, algorithm, unload, boundaries)
 
     async def unload_bundle(self, namespace: str, bundle: str) -> None:
         """An admin's unload of a namespace bundle this broker owns: its topics are closed
@@ -343,13 +375,14 @@ class BrokerService:
         """
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
-        self._check_bundle(ns, bundle)
+        bundles = await self._check_bundle(ns, bundle)
         key = (ns.tenant, ns.namespace, bundle)
         if key not in self._owned:
             owner = await self.ownership.owner(*key)
             raise NotOwner(f"bundle {ns}/{bundle} is owned by {owner or 'no broker'}, not {self.broker_id}")
         self._owned.discard(key)  # lookups here stop answering this broker from now on
-        names = [t for t in [*self.topics, *self._opening, *self.nonpersistent] if self._bundle(self.parse(t)) == key]
+        names = [t for t in [*self.topics, *self._opening, *self.nonpersistent]
+                 if self.parse(t).namespace == ns and bundles.bundle_of(t) == bundle]
         # The bundle goes once its topics are closed (their ledgers too), so a new owner
         # does not have to fence and recover them.
         await self._unload_and_wait(names)
@@ -365,8 +398,8 @@ class BrokerService:
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)
         if bundle:
-            self._check_bundle(ns, bundle)
-        chosen = [bundle] if bundle else bundle_ranges(self.config.bundles_per_namespace)
+            await self._check_bundle(ns, bundle)
+        chosen = [bundle] if bundle else (await self.bundles.get(ns)).ranges
         owners = await asyncio.gather(*(self.ownership.owner(ns.tenant, ns.namespace, b) for b in chosen))
         return [(b, o or "") for b, o in zip(chosen, owners, strict=True)]
 
@@ -380,6 +413,7 @@ class BrokerService:
             await asyncio.gather(self._lease_task, return_exceptions=True)
         await self._closing.wait()
         await self._lookups.close()
+        await self.bundles.close()
         await self.rates.close()
         await self.gc_policy.close()
         await self.mover.close()
@@ -452,26 +486,45 @@ class BrokerService:
     async def create_namespace(
         self, namespace: str, policies: NamespacePolicies, bundles: int = 0, *,
         permissions: NamespaceAuth | None = None, replication_clusters: Sequence[str] = (),
+        boundaries: Sequence[object] = (),
     ) -> None:
         """Create ``tenant/namespace`` with ``policies``, ``permissions`` (Pulsar's
-        auth_policies) and ``replication_clusters``, all checked before anything is
-        written.
+        auth_policies), ``replication_clusters`` and its bundles (``boundaries``, else
+        ``bundles`` equal ranges, else bundles_per_namespace), all checked before anything
+        is written.
 
         Raises:
-            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace; a
-                replication cluster that does not exist or the tenant is not allowed on.
+            PreconditionFailed: ``bundles`` or the boundaries' count is not in
+                1..load_balancer_namespace_maximum_bundles, or the boundaries are not
+                valid or do not make ``bundles`` (when given); a replication cluster
+                that does not exist or the tenant is not allowed on.
             InvalidArgument, PreconditionFailed: a policy refused (see namespace_policies).
             TenantNotFound, AlreadyExists.
         """
-        if bundles and bundles != self.config.bundles_per_namespace:
-            raise PreconditionFailed(
-                f"Invalid number of bundles: every namespace has {self.config.bundles_per_namespace} "
-                f"(the brokers' bundles_per_namespace), not {bundles}"
-            )
-        extra: dict[str, Any] = {} if permissions is None else permissions.bounded().to_doc()
+        extra: dict[str, Any] = {BUNDLES_KEY: self._new_bundles(bundles, boundaries).to_document()}
+        if permissions is not None:
+            extra.update(permissions.bounded().to_doc())
         if replication_clusters:
             extra[REPLICATION_CLUSTERS_KEY] = await self._replication_clusters(namespace, replication_clusters)
         await self.namespace_policies.create_namespace(namespace, policies, extra)
+
+    def _new_bundles(self, count: int, boundaries: Sequence[object]) -> NamespaceBundles:
+        """A new namespace's bundles, as Pulsar's create checks them (its reasons)."""
+        limit = self.config.load_balancer_namespace_maximum_bundles
+        try:
+            if boundaries:
+                bundles = NamespaceBundles.of(boundaries)
+                if count and count != bundles.count:
+                    raise InvalidArgument(f"numBundles {count} does not match the {bundles.count} bundles the boundaries make")
+            else:
+                bundles = NamespaceBundles.equal(count or self.config.bundles_per_namespace)
+        except InvalidArgument as exc:
+            raise PreconditionFailed(f"Invalid number of bundles: {exc.message}") from exc
+        if bundles.count > limit:
+            raise PreconditionFailed(
+                f"Invalid number of bundles. Number of bundles has to be in the range of (1, {limit}]: "
+                f"got {bundles.count} (loadBalancerNamespaceMaximumBundles)")
+        return bundles
 
     async def _replication_clusters(self, namespace: str, clusters: Sequence[str]) -> list[str]:
         """``clusters`` sorted, if each exists and the namespace's tenant is allowed on it
@@ -540,8 +593,10 @@ class BrokerService:
     def parse(topic: str) -> TopicName:
         return TopicName.parse(topic)
 
-    def _bundle(self, name: TopicName) -> tuple[str, str, str]:
-        return (name.tenant, name.namespace_part, bundle_of(name, self.config.bundles_per_namespace))
+    async def _bundle(self, name: TopicName) -> tuple[str, str, str]:
+        """``(tenant, namespace, bundle)`` of ``name`` by its namespace's cached bundles."""
+        bundles = await self.bundles.get(name.namespace)
+        return (name.tenant, name.namespace_part, bundles.bundle_of(name))
 
     async def lookup(self, topic: str) -> str:
         """The address of the broker that serves ``topic``; takes its bundle when unowned.
@@ -551,19 +606,31 @@ class BrokerService:
         thousands (which once held the event loop long enough to lose the lease)."""
         name = self.parse(topic)
         self.check_serving(f"lookup of {name}")
-        key = self._bundle(name)
-        if key in self._owned:
-            return self.broker_id
-        task = self._lookups.get(key)
-        if task is None:
-            task = self._lookups.spawn(key, self._lookup_bundle(key), name=f"lookup:{'/'.join(key)}")
-        return await asyncio.shield(task)
+        for _ in range(3):
+            key = await self._bundle(name)
+            if key in self._owned:
+                return self.broker_id
+            task = self._lookups.get(key)
+            if task is None:
+                task = self._lookups.spawn(key, self._lookup_bundle(key), name=f"lookup:{'/'.join(key)}")
+            owner = await asyncio.shield(task)
+            if owner:
+                return owner
+            # The bundle was split meanwhile (this broker's boundaries were behind): again.
+        raise NotOwner(f"the bundles of {name.namespace} kept changing during a lookup of {name}; look it up again")
 
     async def _lookup_bundle(self, key: tuple[str, str, str]) -> str:
+        """The bundle's owner, taking it when unowned; "" when the bundle is no longer one
+        of its namespace's (split since this broker read the boundaries)."""
         tenant, ns, bundle = key
         owner = await self.ownership.owner(tenant, ns, bundle)
         if owner is None:
             owner = await self.ownership.try_acquire(tenant, ns, bundle, self.broker_id)
+            # Taken after reading the boundaries: a split (which holds the old bundle
+            # until its new boundaries are written) may have released it. Read them anew.
+            if owner == self.broker_id and bundle not in (await self.bundles.refresh(NamespaceName(tenant, ns))).ranges:
+                await self.ownership.release(tenant, ns, bundle)
+                return ""
         if owner == self.broker_id:
             if not await self.ownership.still_owns(tenant, ns, bundle, self.broker_id):
                 # Our id, but a previous run's session: it expires within the session timeout.
@@ -664,7 +731,7 @@ class BrokerService:
         topic.ml_defaults = self.ml_config
         topic.policies = overlay(await self.read_topic_level(str(name)), policies)
         await topic.load()
-        if not self.serving() or self._bundle(name) not in self._owned:
+        if not self.serving() or await self._bundle(name) not in self._owned:
             # Ownership was lost (or the bundle unloaded) while the topic was opening.
             await topic.close()
             raise NotOwner(f"broker {self.broker_id} no longer owns {name}; look it up again")
@@ -700,7 +767,7 @@ class BrokerService:
         existing = self.nonpersistent.get(key)  # made by a concurrent call meanwhile
         if existing is not None:
             return existing
-        if not self.serving() or self._bundle(name) not in self._owned:
+        if not self.serving() or await self._bundle(name) not in self._owned:
             raise NotOwner(f"broker {self.broker_id} no longer owns {name}; look it up again")
         topic = self.nonpersistent[key] = NonPersistentTopic(key, name.partition_index, self.config)
         topic.apply_policies(self._topic_policies(policies_doc, str(name.namespace)))

@@ -37,6 +37,7 @@ from typing import Any
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, topic_path
+from magnetar.common.bundles import parse_boundary
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
@@ -179,6 +180,9 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
         await admin.unload_namespace(namespace, args.bundle or "")
     elif action == "bundles":
         _print_json({o.bundle: o.broker_address or None for o in await admin.bundles(namespace)})
+    elif action == "split-bundle":
+        _print_names(await admin.split_bundle(namespace, args.bundle, args.split_algorithm_name or "", args.unload,
+                                              [parse_boundary(b) for b in args.split_boundaries or ()]))
     elif action == "create":
         clusters = args.clusters or []
         await admin.create_namespace(namespace, pb.NamespacePolicies(replication_clusters=clusters) if clusters else None)
@@ -365,6 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
                               operations=("Namespaces_unloadNamespace", "Namespaces_unloadNamespaceBundle"))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
+    p = namespaces.add_parser("split-bundle", help="split a bundle on its owner and print the bundles made",
+                              operations=("Namespaces_splitNamespaceBundle",))
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-b", "--bundle", metavar="RANGE", required=True, help="the bundle, e.g. 0x00000000_0x40000000")
+    p.add_argument("-u", "--unload", action="store_true", help="unload both halves after the split")
+    p.add_argument("--split-algorithm-name", metavar="NAME",
+                   help="range_equally_divide (default), topic_count_equally_divide, specified_positions_divide")
+    p.add_argument("--split-boundaries", type=comma_names, metavar="0xHASH,0xHASH",
+                   help="where specified_positions_divide splits")
     topics = group("topics", {
         "create": ("create a non-partitioned topic", "TOPIC",
                    ("PersistentTopics_createNonPartitionedTopic", "NonPersistentTopics_createNonPartitionedTopic")),

@@ -20,6 +20,7 @@ from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.nonpersistent.listing import TopicsMode
 from magnetar.broker.rpc import schemas, wire
+from magnetar.broker.rpc.bundles import BundleRpcs
 from magnetar.broker.rpc.clusters import ClusterRpcs
 from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
@@ -58,7 +59,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
-    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs, BundleRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -405,6 +406,7 @@ class BrokerServicer(
         await self.service.create_namespace(
             request.namespace, policies_from_proto(request.policies), request.policies.bundles,
             permissions=permissions, replication_clusters=request.policies.replication_clusters,
+            boundaries=list(request.policies.bundle_boundaries),
         )
         # A lookup refused before the namespace existed is cached: its grants apply now.
         self.service.authorizer.forget(namespace=request.namespace)
