@@ -157,6 +157,13 @@ $(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
 bench-compare: setup $(STAMPS)/bench-compare ## Magnetar (SDK and pulsar-client through the Pulsar door) vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
 	$(PY) bench/compare.py $(ARGS)
 
+# The load manager: 3 brokers (network namespaces when root), every bundle on one broker
+# first, then producers and consumers on many topics; prints the load per broker over time,
+# the convergence and the loss/order checks, and its verdict. ARGS: e.g. --topics 24.
+.PHONY: bench-balance
+bench-balance: setup ## Load balancing across 3 brokers: skew, convergence, nothing lost or reordered (ARGS=...); docs/load-balancing.md
+	$(PY) bench/balance.py $(ARGS)
+
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.
 SPARK_MASTER ?= local[*]
