@@ -287,3 +287,28 @@ def test_a_chosen_broker_that_does_not_answer_leaves_the_bundle_here() -> None:
     svc = service(FakePeers(fail=True))
     assert asyncio.run(svc.lookup(TOPIC)) == "me:1"
     assert svc.load_manager is not None and "idle:1" not in svc.load_manager.reports
+
+
+class FakeSplitter:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+
+    async def split_bundle(self, namespace: str, bundle: str, algorithm: str) -> None:
+        if bundle == "0xbad_0xbad":
+            raise NotConnected("the owner does not answer")
+        self.calls.append((namespace, bundle, algorithm))
+
+
+def test_leader_has_the_hot_bundles_split_with_the_configured_algorithm() -> None:
+    lm = manager(lambda: report("me:1"), load_balancer_namespace_bundle_max_topics=10,
+                 default_namespace_bundle_split_algorithm="topic_count_equally_divide")
+    splitter = FakeSplitter()
+    lm.splitter = splitter
+    lm.reports = {
+        "a:1": report("a:1", bundles={"t/n/0x0_0x8": bundle(topics=11), "t/n/0x8_0xf": bundle(topics=10)}),
+        "b:1": report("b:1", bundles={"t/m/0xbad_0xbad": bundle(topics=50), "t/m/0x1_0x2": bundle(topics=12)}),
+    }
+    done = asyncio.run(lm.split_once())
+    assert done == [("t/n", "0x0_0x8"), ("t/m", "0x1_0x2")]  # the one that failed is left for the next round
+    assert splitter.calls == [("t/n", "0x0_0x8", "topic_count_equally_divide"), ("t/m", "0x1_0x2", "topic_count_equally_divide")]
+    assert lm.splits == 2
