@@ -160,6 +160,13 @@ bench-compare: setup $(STAMPS)/bench-compare ## Magnetar (SDK and pulsar-client 
 bench-scaleout: setup ## 1, 2 and 3 brokers, unbatched produce to 6 topics: msgs/s, CPU µs per message per component, and the capacity model's prediction (bench/model.py); docs/performance.md
 	$(PY) bench/scaleout.py $(ARGS)
 
+# The load manager: 3 brokers (network namespaces when root), every bundle on one broker
+# first, then producers and consumers on many topics; prints the load per broker over time,
+# the convergence and the loss/order checks, and its verdict. ARGS: e.g. --topics 24.
+.PHONY: bench-balance
+bench-balance: setup ## Load balancing across 3 brokers: skew, convergence, nothing lost or reordered (ARGS=...); docs/load-balancing.md
+	$(PY) bench/balance.py $(ARGS)
+
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.
 SPARK_MASTER ?= local[*]

@@ -144,7 +144,7 @@ class SplittingBroker(Protocol):
 
     def check_serving(self, what: str) -> None: ...
 
-    async def _lookup_bundle(self, key: tuple[str, str, str]) -> str: ...
+    async def _lookup_bundle(self, key: tuple[str, str, str], topic: str, authoritative: bool) -> str: ...
 
     async def list_topic_partitions(self, namespace: str) -> list[str]: ...
 
@@ -196,7 +196,7 @@ class BundleSplitter:
             key = (ns.tenant, ns.namespace, bundle)
             # An unowned bundle is taken here first, as a lookup would (Pulsar's broker
             # asked to split one does the same).
-            if key not in service._owned and await service._lookup_bundle(key) != service.broker_id:
+            if key not in service._owned and await service._lookup_bundle(key, "", True) != service.broker_id:
                 owner = await service.ownership.owner(*key)
                 raise NotOwner(f"bundle {ns}/{bundle} is owned by {owner or 'no broker'}, not {service.broker_id}; "
                                "split it on its owner")

@@ -23,6 +23,10 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.inactive_topics import InactiveTopicTask
 from magnetar.broker.lease import SessionLease
+from magnetar.broker.loadbalance.manager import LoadManager
+from magnetar.broker.loadbalance.report import BundleStats, LoadReport
+from magnetar.broker.loadbalance.splitter import OwnerSplitter
+from magnetar.broker.loadbalance.usage import ProcessUsage, bundle_stats
 from magnetar.broker.namespace_bundles import BUNDLES_KEY, BundleSplitter, NamespaceBundlesCache
 from magnetar.broker.namespace_policies import (
     AutoTopicCreation,
@@ -52,7 +56,14 @@ from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, Schem
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
-from magnetar.common.bundles import NamespaceBundles, SplitAlgorithm, is_bundle_name
+from magnetar.common.bundles import (
+    LAST_BOUNDARY,
+    NamespaceBundles,
+    SplitAlgorithm,
+    bundle_of,
+    is_bundle_name,
+    topic_hash,
+)
 from magnetar.common.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -76,6 +87,7 @@ from magnetar.metadata.topic_policies import ZkTopicPolicyStore
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter import MovePublisher
+    from magnetar.broker.loadbalance.manager import LoadPeers
     from magnetar.ledger.client import LedgerClient
     from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
     from magnetar.metadata.ownership import ZkOwnershipStore
@@ -99,7 +111,7 @@ class BrokerService:
         self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
         ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
         remote_mover: MovePublisher | None = None, pulsar_urls: PulsarServiceUrls | None = None,
-        peer_topics: PeerTopicLister | None = None,
+        peer_topics: PeerTopicLister | None = None, load_peers: LoadPeers | None = None,
     ) -> None:
         """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
         stores the service uses (and closes: the ledger client); remote_mover: publishes
@@ -108,7 +120,9 @@ class BrokerService:
         serves Pulsar's binary protocol (``pulsar://``, ``pulsar+ssl://``; advertised in
         its registration; empty: not served); peer_topics: asks other brokers which
         non-persistent topics they serve (closed with the service; None: a namespace's
-        list has this broker's only)."""
+        list has this broker's only); load_peers: the load manager's calls to other
+        brokers (None: unowned bundles are taken by the broker asked, as without a load
+        manager, and the leader splits only the hot bundles this broker owns)."""
         self.config = config
         self.broker_id = broker_id
         self.pulsar_urls = pulsar_urls or PulsarServiceUrls()
@@ -177,6 +191,12 @@ class BrokerService:
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
+        self._usage = ProcessUsage(config.load_balancer_override_broker_nic_speed_gbps)
+        self.load_manager = LoadManager(
+            config, broker_id, session, measure=self.load_report, unload_local=self.unload_bundle,
+            peers=load_peers, splitter=OwnerSplitter(self, load_peers),
+        ) if config.load_balancer_enabled else None
+        """Load reports, placement of unowned bundles, shedding (docs/load-balancing.md)."""
 
     async def start(self) -> None:
         # Delayed-delivery spill files of crashed brokers: a cache nobody reads again.
@@ -193,6 +213,8 @@ class BrokerService:
         self.session.add_state_listener(self._session_state)
         await self._renew_lease()
         self._lease_task = asyncio.get_running_loop().create_task(self._keep_lease(), name="broker-lease")
+        if self.load_manager is not None:
+            await self.load_manager.start()
         self.retention = RetentionTask(
             self.topics, self.tenants, self.config,
             topic_level=lambda name: getattr(self._topic_level.get(str(policy_owner(name))), "retention", None),
@@ -404,6 +426,8 @@ class BrokerService:
         return [(b, o or "") for b, o in zip(chosen, owners, strict=True)]
 
     async def close(self) -> None:
+        if self.load_manager is not None:
+            await self.load_manager.close()
         if hasattr(self, "retention"):  # started
             await self.retention.close()
         await self.policy_task.close()
@@ -598,8 +622,25 @@ class BrokerService:
         bundles = await self.bundles.get(name.namespace)
         return (name.tenant, name.namespace_part, bundles.bundle_of(name))
 
-    async def lookup(self, topic: str) -> str:
-        """The address of the broker that serves ``topic``; takes its bundle when unowned.
+    def _served_bundle(self, name: TopicName) -> tuple[str, str, str]:
+        """:meth:`_bundle` without waiting, for a topic served here: by its namespace's
+        cached boundaries, else the owned bundle whose range holds its hash (the cache
+        entry is dropped on a change until the next use reads it again)."""
+        cached = self.bundles.cached(name.namespace)
+        if cached is not None:
+            return (name.tenant, name.namespace_part, cached.bundle_of(name))
+        h = topic_hash(name)
+        for key in self._owned:
+            if key[:2] == (name.tenant, name.namespace_part):
+                lower, upper = (int(part, 16) for part in key[2].split("_"))
+                if lower <= h < upper or h == upper == LAST_BOUNDARY:
+                    return key
+        return (name.tenant, name.namespace_part, bundle_of(name, self.config.bundles_per_namespace))
+
+    async def lookup(self, topic: str, authoritative: bool = False) -> str:
+        """The address of the broker that serves ``topic``; an unowned bundle goes to the
+        least loaded broker (the load manager's placement), or to this one when
+        ``authoritative`` (the placement of the broker that asked chose this one).
 
         Concurrent lookups of one bundle share one conversation with ZooKeeper: a burst
         (thousands of dead-letter moves to a new topic) is a handful of requests, not
@@ -612,20 +653,23 @@ class BrokerService:
                 return self.broker_id
             task = self._lookups.get(key)
             if task is None:
-                task = self._lookups.spawn(key, self._lookup_bundle(key), name=f"lookup:{'/'.join(key)}")
+                task = self._lookups.spawn(
+                    key, self._lookup_bundle(key, str(name), authoritative), name=f"lookup:{'/'.join(key)}"
+                )
             owner = await asyncio.shield(task)
             if owner:
                 return owner
             # The bundle was split meanwhile (this broker's boundaries were behind): again.
         raise NotOwner(f"the bundles of {name.namespace} kept changing during a lookup of {name}; look it up again")
 
-    async def _lookup_bundle(self, key: tuple[str, str, str]) -> str:
-        """The bundle's owner, taking it when unowned; "" when the bundle is no longer one
-        of its namespace's (split since this broker read the boundaries)."""
+    async def _lookup_bundle(self, key: tuple[str, str, str], topic: str, authoritative: bool) -> str:
+        """The bundle's owner, placing it when unowned (the load manager's placement, or
+        this broker when ``authoritative``); "" when the bundle is no longer one of its
+        namespace's (split since this broker read the boundaries)."""
         tenant, ns, bundle = key
         owner = await self.ownership.owner(tenant, ns, bundle)
         if owner is None:
-            owner = await self.ownership.try_acquire(tenant, ns, bundle, self.broker_id)
+            owner = await self._place(key, topic, authoritative)
             # Taken after reading the boundaries: a split (which holds the old bundle
             # until its new boundaries are written) may have released it. Read them anew.
             if owner == self.broker_id and bundle not in (await self.bundles.refresh(NamespaceName(tenant, ns))).ranges:
@@ -640,6 +684,30 @@ class BrokerService:
                 )
             self._owned.add(key)
         return owner
+
+    async def _place(self, key: tuple[str, str, str], topic: str, authoritative: bool) -> str:
+        """Give the unowned bundle to the least loaded broker: this one takes it; another
+        is asked to (an authoritative lookup of ``topic``). One that cannot be asked is
+        left out until its next report, and the bundle stays here."""
+        manager = self.load_manager
+        if manager is not None and manager.peers is not None and not authoritative:
+            chosen = manager.select("/".join(key))
+            if chosen != self.broker_id:
+                try:
+                    return await manager.peers.take_bundle(chosen, topic)
+                except MagnetarError as exc:
+                    log.info("placing %s on %s: %s; taking it here", "/".join(key), chosen, exc.message)
+                    manager.forget(chosen)
+        return await self.ownership.try_acquire(*key, self.broker_id)
+
+    def load_report(self) -> LoadReport:
+        """This broker's load now: its process's usage and each owned bundle's traffic."""
+        stats = bundle_stats(
+            [*self.topics.values(), *self.nonpersistent.values()], lambda t: "/".join(self._served_bundle(self.parse(t)))
+        )
+        for key in self._owned:
+            stats.setdefault("/".join(key), BundleStats())
+        return self._usage.report(self.broker_id, stats, self.pulsar_urls.url)
 
     async def pulsar_urls_of(self, broker_id: str) -> PulsarServiceUrls:
         """The ``pulsar://`` and ``pulsar+ssl://`` URLs broker ``broker_id`` serves

@@ -25,6 +25,8 @@ from magnetar.common.names import DEFAULT_BUNDLES, MAX_BUNDLES, TopicName, int_i
 
 _HASH_SPACE: Final = 1 << 32
 _LAST_BOUNDARY: Final = _HASH_SPACE - 1
+LAST_BOUNDARY: Final = _LAST_BOUNDARY
+"""The upper boundary of a namespace's last bundle (which includes it)."""
 
 
 def _check_bundles(bundles: int) -> int:

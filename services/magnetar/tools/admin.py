@@ -17,7 +17,8 @@ http://host:8080`` the same commands go to the gateway's REST API instead
 
 The gateway's own resources have their own commands, always over REST (``--admin-url``,
 default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``,
-``clusters get``, ``brokers list|healthcheck``, ``auditor status|audit``.
+``clusters get``, ``brokers list|healthcheck``, ``broker-stats load-report``,
+``auditor status|audit``.
 
 Each verb declares the gateway operations it does (``operations=`` on its parser,
 :mod:`magnetar.tools.admin_parser`); ``tests/unit/test_cli_parity.py`` fails when a
@@ -327,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     toolauth.add_arguments(parser)
     add_tls_flags(parser)
     groups = parser.add_subparsers(
-        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,brokers,bookies,ledgers,auditor,dlq}"
+        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,brokers,broker-stats,bookies,ledgers,auditor,dlq}"
     )
 
     def group(name: str, actions: dict[str, tuple[str, str | None, str | tuple[str, ...]]]) -> argparse._SubParsersAction[Any]:

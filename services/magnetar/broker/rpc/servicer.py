@@ -98,7 +98,7 @@ class BrokerServicer(
 
     @rpc_errors
     async def Lookup(self, request: pb.LookupRequest, context: grpc.aio.ServicerContext) -> pb.LookupResponse:
-        owner = await self.service.lookup(request.topic)
+        owner = await self.service.lookup(request.topic, request.authoritative)
         urls = await self.service.pulsar_urls_of(owner)
         return pb.LookupResponse(
             broker_address=owner, owned_here=owner == self.service.broker_id,
