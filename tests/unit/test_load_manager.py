@@ -251,10 +251,17 @@ class Ownership:
         return self.owners.get((tenant, namespace, bundle)) == broker_id
 
 
+class Namespaces:
+    """Policies documents storing no bundles (bundles_per_namespace applies)."""
+
+    async def watch_policies(self, tenant: str, namespace: str, changed: object) -> dict[str, object]:
+        return {}
+
+
 def service(peers: FakePeers) -> BrokerService:
     svc = BrokerService(
         BrokerConfig(bundles_per_namespace=1), "me:1", None,  # type: ignore[arg-type]
-        ledgers=None, ml_store=None, tenants=None, ownership=Ownership(), load_peers=peers,  # type: ignore[arg-type]
+        ledgers=None, ml_store=None, tenants=Namespaces(), ownership=Ownership(), load_peers=peers,  # type: ignore[arg-type]
     )
     svc.lease.renewed(svc.lease.clock() + 3600)
     svc._lapsed = False
