@@ -209,6 +209,14 @@ class AckTracker:
     def forget_unacked(self, pos: Position) -> None:
         self._unacked_since.pop(pos, None)
 
+    def oldest_unacked(self) -> float | None:
+        """When the oldest entry still unacked was delivered (None: none is tracked).
+        Entries are tracked in delivery order and the times are monotonic, so it is the
+        first one."""
+        for since in self._unacked_since.values():
+            return since
+        return None
+
     def expired(self, now: float, timeout_s: float) -> list[Position]:
         """Entries delivered more than ``timeout_s`` ago and still not acked (forgotten now:
         they are tracked again when redelivered)."""
