@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare bench-idle fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -156,6 +156,10 @@ $(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
 
 bench-compare: setup $(STAMPS)/bench-compare ## Magnetar (SDK and pulsar-client through the Pulsar door) vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
 	$(PY) bench/compare.py $(ARGS)
+
+IDLE_CONSUMERS ?= 10000
+bench-idle: setup ## 10,000 idle SDK consumers in one process (IDLE_CONSUMERS=N): attach time of the first and last 100, CPU while idle; docs/performance.md "Idle clients"
+	$(PY) bench/idle_clients.py --consumers $(IDLE_CONSUMERS)
 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.

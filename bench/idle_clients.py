@@ -2,7 +2,8 @@
 
 Starts a real ZooKeeper, one bookie and one broker (E=1 Qw=1 Qa=1: the bench is about the
 client process, not the storage), creates ``--consumers`` (10,000) non-partitioned topics
-through the admin API (the broker loads each), then attaches one SDK consumer
+through the admin API (the broker loads each; ``--domain non-persistent``: none, such a
+topic is made by its first consumer, in the broker's memory only), then attaches one SDK consumer
 (``aio.Client.subscribe``, Exclusive) to each topic, all in this one process and one
 ``aio.Client``: N topics with one consumer each, not one topic's N subscriptions, as the
 issue's idle topics are. The first 100 and the last 100 attach one at a time and each is
@@ -15,6 +16,7 @@ Targets: idle CPU <= 2 % of one core; the last 100 attach as fast as the first 1
 Prints the verdict, the load average at start and end; writes bench/results/idle_clients.json.
 
     python bench/idle_clients.py [--consumers 10000] [--idle-seconds 30] [--concurrency 32]
+                                 [--domain persistent|non-persistent]
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ ATTACH_RATIO = 1.2
 ATTACH_SLACK_MS = 1.0
 TIMED = 100  # attaches timed one by one at the start and at the end
 NAMESPACE = "idle/bench"
+PROGRESS_EVERY = 1000
 
 
 def raise_nofile() -> None:
@@ -59,8 +62,8 @@ def summary(ms: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ms), 2), "max_ms": round(max(ms), 2)} if ms else {}
 
 
-async def run_bench(url: str, n: int, idle_s: float, concurrency: int) -> dict[str, Any]:
-    topics = [f"persistent://{NAMESPACE}/idle-{i:06d}" for i in range(n)]
+async def run_bench(url: str, n: int, idle_s: float, concurrency: int, domain: str) -> dict[str, Any]:
+    topics = [f"{domain}://{NAMESPACE}/idle-{i:06d}" for i in range(n)]
     async with AdminClient(url, 120) as admin:
         for create in (lambda: admin.create_tenant(NAMESPACE.split("/")[0]), lambda: admin.create_namespace(NAMESPACE)):
             try:
@@ -68,7 +71,7 @@ async def run_bench(url: str, n: int, idle_s: float, concurrency: int) -> dict[s
             except AlreadyExists:
                 pass
         started = time.monotonic()
-        todo = iter(topics)
+        todo = iter(topics if domain == "persistent" else [])  # a non-persistent topic is made on subscribing
 
         async def creator() -> None:
             for t in todo:
@@ -79,7 +82,8 @@ async def run_bench(url: str, n: int, idle_s: float, concurrency: int) -> dict[s
 
         await asyncio.gather(*(creator() for _ in range(concurrency)))
         created_s = time.monotonic() - started
-    print(f"  {n:,} topics created in {created_s:.1f} s", flush=True)
+    if domain == "persistent":
+        print(f"  {n:,} topics created in {created_s:.1f} s", flush=True)
 
     client = aio.Client(url, operation_timeout_seconds=120)
     consumers: list[aio.Consumer] = []
@@ -99,6 +103,9 @@ async def run_bench(url: str, n: int, idle_s: float, concurrency: int) -> dict[s
         async def attacher() -> None:
             for t in middle:
                 await attach(t)
+                if len(consumers) % PROGRESS_EVERY == 0:
+                    took = time.monotonic() - started
+                    print(f"    {len(consumers):,} attached, {took:.1f} s", flush=True)
 
         await asyncio.gather(*(attacher() for _ in range(concurrency)))
         middle_s = time.monotonic() - started
@@ -143,12 +150,15 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=10_000)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--domain", choices=("persistent", "non-persistent"), default="persistent",
+                        help="non-persistent: topics the broker keeps in memory only (no ledger, no cursor in "
+                        "ZooKeeper), so the broker's cost of each attach is small and the client's shows")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "idle_clients.json"))
     args = parser.parse_args()
     raise_nofile()
     load_start = os.getloadavg()[0]
-    print(f"idle clients: {args.consumers:,} consumers, {os.cpu_count()} CPUs, load average {load_start:.2f}",
-          flush=True)  # fmt: skip
+    print(f"idle clients: {args.consumers:,} consumers on {args.domain} topics, {os.cpu_count()} CPUs, "
+          f"load average {load_start:.2f}", flush=True)  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="magnetar-idle-"))
     zk = ZooKeeperServer(work / "zk", force_sync=False)
     bookie: BookieProcess | None = None
@@ -161,7 +171,8 @@ def main() -> None:
             "ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1, "log_level": "WARNING"}).start(60)  # fmt: skip
         broker_cpu0 = cpu_seconds(broker.process.pid)
         result = asyncio.run(run_bench(f"magnetar://{broker.address}", args.consumers, args.idle_seconds,
-                                       args.concurrency))  # fmt: skip
+                                       args.concurrency, args.domain))  # fmt: skip
+        result["domain"] = args.domain
         result["broker_cpu_s"] = round(cpu_seconds(broker.process.pid) - broker_cpu0, 1)
     finally:
         for proc in (broker, bookie):
