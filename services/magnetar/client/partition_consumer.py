@@ -226,11 +226,11 @@ class PartitionConsumer(ConnectionHandler):
         # racing with our acks) were charged: their permits go back.
         not_for_us = masks.from_bytes(delivery.ack_set) if delivery.ack_set else 0
         pos = (delivery.message_id.ledger_id, delivery.message_id.entry_id)
-        track = bool(self.conf.unacked_messages_timeout_ms)
+        timeout_ms = self.conf.unacked_messages_timeout_ms
         now = time.monotonic()
-        acked = self.acks.on_delivery(pos, len(messages), batched, now, track, not_for_us)
-        if track:
-            self._arm(now + self.conf.unacked_messages_timeout_ms / 1000)
+        acked = self.acks.on_delivery(pos, len(messages), batched, now, bool(timeout_ms), not_for_us)
+        if timeout_ms:
+            self._arm(now + timeout_ms / 1000)
         if self._skip_through is not None:
             acked |= self._read_already(pos)
         if self._sought is not None:
