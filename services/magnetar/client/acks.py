@@ -15,8 +15,8 @@ see docs/subscriptions.md), while the application acks messages one by one. Deci
   ledger"), and messages 0..i of the entry are marked acked, which sends them as a
   ``BatchIndexAck`` so the broker keeps them. Acking its last message acks the entry
   itself cumulatively.
-* Acks are grouped: the consumer sends them every ``ack_group_time_ms`` or once
-  ``ack_group_max_size`` entries are pending.
+* Acks are grouped: the consumer sends them ``ack_group_time_ms`` after the first one
+  not sent yet, or once ``ack_group_max_size`` entries are pending.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Flow control: after (re)subscribing the consumer grants ``receiver_queue_size``
 permits; as the application takes messages it grants them back in halves of the
 queue, as Pulsar does. Messages a delivery's ``ack_set`` masks out are not queued and
 cost no permits. One writer task sends permits, grouped acks (entry acks and batch-index
-masks) and redelivery requests. On reconnect, and on a ``CursorReset`` (a seek), the
+masks) and redelivery requests; it runs when something must go now, or on its one timer,
+armed only while something waits for a time (grouped acks, negative acks, ack timeouts,
+incomplete chunked messages): an idle consumer does not wake. On reconnect, and on a ``CursorReset`` (a seek), the
 messages still queued from this partition are dropped and the full queue is granted
 again; a reset also forgets every ack, nack and ack-timeout of the old position.
 
