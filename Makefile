@@ -142,6 +142,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/dlq_replay.py
 	$(PY) bench/rate_limits.py
 	$(PY) bench/topics.py --consumers raw
+	$(PY) bench/idle_clients.py
 	$(PY) bench/codecs.py
 	$(PY) bench/chunks.py
 
