@@ -6,9 +6,10 @@ queue, as Pulsar does. Messages a delivery's ``ack_set`` masks out are not queue
 cost no permits. One writer task sends permits, grouped acks (entry acks and batch-index
 masks) and redelivery requests; it runs when something must go now, or on its one timer,
 armed only while something waits for a time (grouped acks, negative acks, ack timeouts,
-incomplete chunked messages): an idle consumer does not wake. On reconnect, and on a ``CursorReset`` (a seek), the
-messages still queued from this partition are dropped and the full queue is granted
-again; a reset also forgets every ack, nack and ack-timeout of the old position.
+incomplete chunked messages): an idle consumer does not wake. On reconnect, and on a
+``CursorReset`` (a seek), the messages still queued from this partition are dropped and
+the full queue is granted again; a reset also forgets every ack, nack and ack-timeout of
+the old position.
 
 ``seek`` and ``unsubscribe`` are requests on the same stream, answered by ``RequestDone``
 (:mod:`.requests`). Pending acks are flushed before either, in the same write; while a
@@ -440,13 +441,15 @@ class PartitionConsumer(ConnectionHandler):
         return min(dues) if dues else None
 
     def _rearm(self) -> None:
-        """Set the timer for what is still held after a run of the writer (or none)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """Set the timer for what is still held after a run of the writer, or none. A
+        timer armed for earlier stays (what armed it, e.g. an ack taken during the run,
+        keeps its time; if that went out already, the writer runs once for nothing)."""
         due = self._next_due()
         if due is not None:
             self._arm(due)
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def _write_loop(self) -> None:
         # Woken by what must go now (permits, a full ack group, a redelivery, a seek's
