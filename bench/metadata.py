@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -98,6 +101,18 @@ async def http(url: str, method: str, path: str, body: Any = None) -> tuple[int,
         writer.close()
 
 
+async def list_namespace(url: str) -> dict[str, Any]:
+    """GET the namespace's topics once (how long, how many, or why not)."""
+    t0 = time.monotonic()
+    try:
+        status, body = await asyncio.wait_for(http(url, "GET", f"/admin/v2/persistent/{TENANT}/{NAMESPACE}"), 600)
+    except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "seconds": time.monotonic() - t0}
+    if status != 200:
+        return {"error": f"{status} {body[:300].decode(errors='replace')}", "seconds": time.monotonic() - t0}
+    return {"count": len(json.loads(body)), "seconds": time.monotonic() - t0}
+
+
 # -- a client process (``metadata.py --worker``) ------------------------------------------
 async def worker_main(url: str, first: int, count: int, concurrency: int, deadline_s: float) -> None:
     host, port = url.removeprefix("http://").rsplit(":", 1)
@@ -142,6 +157,28 @@ async def worker_main(url: str, first: int, count: int, concurrency: int, deadli
     latencies.sort()
     q = (lambda p: latencies[min(len(latencies) - 1, int(len(latencies) * p))] * 1000) if latencies else (lambda p: 0.0)
     print(json.dumps({**counts, "done": True, "errors": errors, "p50_ms": q(0.5), "p99_ms": q(0.99)}), flush=True)
+
+
+# -- profiling (``--profile``: py-spy, from bench/requirements-compare.lock) ----------------
+def py_spy(pid: int | None, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    exe = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if not exe or pid is None:
+        print("  (py-spy not found: no profile; pip install py-spy)", flush=True)
+        return None
+    return subprocess.Popen([exe, "record", "--nonblocking", "-r", "200", "-d", str(int(seconds)), "-f", "raw",
+                             "-o", str(out), "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def own_time(collapsed: Path, top: int = 12) -> list[tuple[str, float]]:
+    """The functions with the most samples of their own (the innermost frame), in percent."""
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frame = stack.rsplit(";", 1)[-1]
+        own[frame.split(" (")[0] + " (" + frame.split(" (")[-1].rsplit("/", 1)[-1] if " (" in frame else frame] += int(n)
+        total += int(n)
+    return [(f, 100 * c / total) for f, c in own.most_common(top)] if total else []
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -191,6 +228,10 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             workers.append(Worker(proc))
             first += n
         following = asyncio.gather(*(w.follow() for w in workers))
+        spies = {}
+        if args.profile:
+            for k in ("broker", "gateway"):
+                spies[k] = (py_spy(pids[k], args.profile, work / f"{k}.txt"), work / f"{k}.txt")
         client_cpu: dict[int, float] = {}
         marks: list[dict[str, Any]] = []
         last_t, last_n = t0, 0
@@ -209,6 +250,11 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             last_t, last_n = now, n
         took = time.monotonic() - t0
         await following
+        profile = {}
+        for k, (spy, path) in spies.items():
+            if spy is not None:
+                spy.wait()
+                profile[k] = own_time(path) if path.exists() else []
         cpu = {k: cpu_seconds(p) - cpu_start[k] for k, p in pids.items()}
         cpu["clients"] = sum(client_cpu.values())
         finals = [w.last for w in workers]
@@ -217,6 +263,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         failed = sum(f["failed"] for f in finals)
         mntr_end = zk_mntr(zk)
         rss_end = {k: rss_kib(p) for k, p in pids.items()}
+        listing = await list_namespace(url) if args.list else {}
     finally:
         for p in (gateway, broker):
             if p is not None:
@@ -233,10 +280,11 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "p50_ms": max(f.get("p50_ms", 0) for f in finals), "p99_ms": max(f.get("p99_ms", 0) for f in finals),
         "cpu_ms_per_create": {k: v * 1000 / per for k, v in cpu.items()},
         "zk_requests_per_create": (mntr_end.get("packets_received", 0) - mntr_start.get("packets_received", 0)) / per,
-        "znodes": mntr_end.get("znode_count"), "zk_data_bytes": mntr_end.get("approximate_data_size"),
+        "znodes": mntr_end.get("znode_count"), "zk_watches": mntr_end.get("watch_count"), "listing": listing,
+        "zk_data_bytes": mntr_end.get("approximate_data_size"),
         "rss_start_kib": rss_start, "rss_end_kib": rss_end,
         "broker_rss_per_topic_bytes": (rss_end["broker"] - rss_start["broker"]) * 1024 / max(created, 1),
-        "load_start": load_start, "load_end": load_end, "marks": marks,
+        "load_start": load_start, "load_end": load_end, "marks": marks, "profile": profile,
         "workers": args.workers, "concurrency": args.concurrency, "zk_force_sync": args.zk_force_sync, "zk_heap": args.zk_heap,
     }  # fmt: skip
 
@@ -250,9 +298,16 @@ def print_verdict(r: dict[str, Any], target_topics: int) -> bool:
     print(f"ZooKeeper: {r['zk_requests_per_create']:.2f} requests per create, {r['znodes'] or 0:,} znodes, "
           f"{(r['zk_data_bytes'] or 0) / 2**20:.1f} MiB of data, RSS {r['rss_start_kib']['zookeeper'] / 1024:.0f} → "
           f"{r['rss_end_kib']['zookeeper'] / 1024:.0f} MiB (heap {r['zk_heap']}, fsync {'on' if r['zk_force_sync'] else 'off'})")  # fmt: skip
+    listing = r["listing"]
+    if listing:
+        print(f"listing the namespace (GET): {listing.get('count', 0):,} topics" if "count" in listing
+              else f"listing the namespace (GET) failed: {listing['error']}", f"in {listing['seconds']:.1f} s")
+    print(f"ZooKeeper watches at the end: {r['zk_watches']}")
     print(f"broker RSS {r['rss_start_kib']['broker'] / 1024:.1f} → {r['rss_end_kib']['broker'] / 1024:.1f} MiB "
           f"({r['broker_rss_per_topic_bytes']:.1f} bytes per topic created); gateway "
           f"{r['rss_start_kib']['gateway'] / 1024:.1f} → {r['rss_end_kib']['gateway'] / 1024:.1f} MiB")  # fmt: skip
+    for k, top in r["profile"].items():
+        print(f"{k}'s own time (py-spy): " + "; ".join(f"{f} {p:.1f}%" for f, p in top))
     print(f"load average: start {r['load_start'][0]:.2f}, end {r['load_end'][0]:.2f}")
     rate_ok = r["rate"] >= TARGET_RATE
     count_ok = r["created"] + r["exists"] >= target_topics and r["failed"] == 0
@@ -275,6 +330,10 @@ def main() -> int:
     parser.add_argument("--zk-heap", default="2g", help="ZooKeeper's JVM -Xmx")
     parser.add_argument("--zk-force-sync", action=argparse.BooleanOptionalAction, default=True,
                         help="fsync ZooKeeper's transaction log on every write (as in production)")
+    parser.add_argument("--profile", type=float, default=0.0, metavar="SECONDS",
+                        help="record the broker and the gateway with py-spy for this long from the start of the creates")
+    parser.add_argument("--list", action=argparse.BooleanOptionalAction, default=True,
+                        help="list the namespace through the REST API once the creates are done")
     parser.add_argument("--quick", action="store_true", help="a small run: 20,000 topics")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "metadata.json"))
     args = parser.parse_args()
