@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare bench-scaleout bench-idle fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare bench-scaleout bench-idle bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -145,6 +145,12 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/idle_clients.py
 	$(PY) bench/codecs.py
 	$(PY) bench/chunks.py
+
+# Topics in the metadata (issue 35): 1,000,000 non-partitioned topics created through the
+# gateway's REST, the rate and the broker's memory against the targets. ARGS: e.g. --quick,
+# --topics 200000; docs/performance.md ("Topics", Metadata).
+bench-metadata: setup ## Create 1,000,000 topics through the admin REST API: rate (>= 1,000/s), broker RSS, ZooKeeper znodes (ARGS="--quick")
+	$(PY) bench/metadata.py $(ARGS)
 
 # Magnetar (its SDK, and pulsar-client through the Pulsar door) next to Redis Streams,
 # NATS JetStream and RabbitMQ quorum queues: the servers

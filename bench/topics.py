@@ -4,7 +4,8 @@ Starts a real ZooKeeper, 3 bookies and 1 broker (E=3 Qw=2 Qa=2), then:
 
 A. active topics (``--topics``, 10,000): client processes (``--workers``, 4; one
    ``aio.Client`` each) own a quarter of the topics each and, stage by stage, ``create``
-   them (admin create of a non-partitioned topic: the broker loads it), ``subscribe`` one
+   them (admin create of a non-partitioned topic: its metadata only; the ``subscribe``
+   stage loads it), ``subscribe`` one
    consumer each (Exclusive, earliest), ``produce`` (one SDK producer each), then
    ``traffic``: every producer sends ``--rate`` msgs/s (1; spread over the second) for
    ``--traffic-seconds`` and every consumer receives and acknowledges. The broker's RSS
@@ -1037,7 +1038,7 @@ def print_summary(result: dict[str, Any]) -> None:
     if a:
         p, t = a["per_topic_kib"], a["traffic"]
         print(f"\nA. {a['topics']:,} topics, broker RSS per topic (since the baseline):")
-        print(f"   loaded topic (admin create)     {_kib(p['loaded_topic'])}")
+        print(f"   admin create (not loaded)       {_kib(p['loaded_topic'])}")
         print(f"   + a consumer (subscription)     {_kib(p['consumer'])}")
         print(f"   + a producer                    {_kib(p['producer'])}")
         print(f"   = idle topic                    {_kib(p['idle_topic'])}; target <= {TARGET_IDLE_KIB:g} KiB: "

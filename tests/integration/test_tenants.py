@@ -456,3 +456,72 @@ async def test_partitioned_topics_of_each_domain_are_apart(store: ZkTenantStore,
     await store.delete_namespace("acme", "prod")
     await store.delete_tenant("acme")
     assert await zk_session.exists(zk_session.paths.partitioned_topics("acme", "prod", "non-persistent")) is None
+
+
+# -- an admin's create of a topic (BrokerService.create_topic) ---------------------
+class NoLedgers:
+    """The ledger client of a broker whose admin create must not open a ledger."""
+
+    async def create_ledger(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an admin create of a topic opened a ledger")
+
+
+def counting(session: ZkSession, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ZooKeeper requests ``session`` sends from now on (op and path)."""
+    sent: list[str] = []
+    call = session._call
+
+    async def counted(op: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(f"{op} {path}")
+        return await call(op, path, *args, **kwargs)
+
+    monkeypatch.setattr(session, "_call", counted)
+    return sent
+
+
+def broker_service(session: ZkSession, store: ZkTenantStore) -> Any:
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.service import BrokerService
+    from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
+    from magnetar.metadata.ownership import ZkOwnershipStore
+
+    svc = BrokerService(
+        BrokerConfig(), "127.0.0.1:1", session, ledgers=NoLedgers(),  # type: ignore[arg-type]
+        ml_store=ZkManagedLedgerStore(session), tenants=store, ownership=ZkOwnershipStore(session),
+    )
+    svc.lease.renewed(svc.lease.clock() + 3600)  # serving, as after ZooKeeper's first answer
+    svc._lapsed = False
+    return svc
+
+
+async def test_an_admin_create_writes_the_topics_ledger_list_in_two_requests_and_loads_nothing(
+    store: ZkTenantStore, zk_session: ZkSession, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await store.create_tenant("acme", {})
+    await store.create_namespace("acme", "prod", {})
+    await store.create_partitioned_topic("acme", "prod", "parted", 2)
+    svc = broker_service(zk_session, store)
+    sent = counting(zk_session, monkeypatch)
+    await svc.create_topic("persistent://acme/prod/first", 0)  # also makes the namespace's folder
+    first = len(sent)
+    await svc.create_topic("persistent://acme/prod/orders", 0)
+    assert len(sent) - first == 2, sent[first:]  # is it partitioned? then one multi-operation
+    assert svc.topics == {} and await zk_session.exists(zk_session.paths.bundle_owner("acme", "prod", "0x00000000_0xffffffff")) is None
+    assert (await svc.ml_store.get("acme", "prod", "orders"))[0] == {"ledgers": [], "properties": {}}
+    assert await svc.list_topics("acme/prod") == [
+        "persistent://acme/prod/first", "persistent://acme/prod/orders", "persistent://acme/prod/parted"]
+
+    with pytest.raises(AlreadyExists, match="topic persistent://acme/prod/orders already exists"):
+        await svc.create_topic("persistent://acme/prod/orders", 0)
+    with pytest.raises(AlreadyExists, match="already exists as a partitioned topic"):
+        await svc.create_topic("persistent://acme/prod/parted", 0)
+    with pytest.raises(NamespaceNotFound):
+        await svc.create_topic("persistent://acme/nope/orders", 0)
+    with pytest.raises(TenantNotFound):
+        await svc.create_topic("persistent://nobody/prod/orders", 0)
+    with pytest.raises(InvalidTopicName):
+        await svc.create_topic("persistent://acme/prod/parted-partition-0", 0)
+    # refused creates changed nothing
+    assert (await svc.ml_store.get("acme", "prod", "parted"))[0] is None
+    assert await zk_session.exists(zk_session.paths.managed_ledgers("acme", "nope")) is None
+    assert await zk_session.exists(zk_session.paths.tenant("nobody")) is None

@@ -79,6 +79,7 @@ from magnetar.common.names import NON_PERSISTENT, PERSISTENT, NamespaceName, Top
 from magnetar.common.tasks import KeyedTasks
 from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.ledger import ManagedLedger
+from magnetar.managedledger.opening import empty_ledger_list
 from magnetar.metadata.clusters import ZkClusterStore
 from magnetar.metadata.errors import CorruptMetadata
 from magnetar.metadata.nodes import SessionState
@@ -969,12 +970,10 @@ class BrokerService:
             return
         if name.is_partition:
             raise InvalidTopicName(f"{name} names a partition; create the partitioned topic {name.partitioned_topic_name}")
-        if await self.tenants.get_partitions(name.tenant, name.namespace_part, name.local_name):
-            raise AlreadyExists(f"{name} already exists as a partitioned topic")
-        doc, _ = await self.ml_store.get(name.tenant, name.namespace_part, name.local_name)
-        if doc is not None:
-            raise AlreadyExists(f"topic {name} already exists")
-        await self.get_topic(str(name), explicit=True)
+        # Metadata only (docs/gateway.md, "Creating a topic"): the topic is loaded, and its
+        # first ledger opened, by whoever uses it first, on the broker that owns it then.
+        await self.tenants.create_non_partitioned_topic(
+            name.tenant, name.namespace_part, name.local_name, empty_ledger_list())
 
     async def list_topics(self, namespace: str) -> list[str]:
         """Every topic of ``tenant/namespace``: partitioned topics by their base name,

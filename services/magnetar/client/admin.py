@@ -11,15 +11,17 @@ Answers are the broker's protobuf messages.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from magnetar.common.bundles import bundles_of_names, parse_boundary
 from magnetar.common.errors import (
     InvalidArgument,
+    MagnetarError,
     NotOwner,
     PreconditionFailed,
     TopicNotFound,
+    from_code,
 )
 from magnetar.common.message_id import MessageId, Start
 from magnetar.common.names import TopicName
@@ -491,6 +493,18 @@ class AdminClient:
             await self.on_owner(topic, lambda s: s.CreateTopic(request, timeout=self.timeout))
             return
         await self.call(lambda s: s.CreateTopic(request, timeout=self.timeout))
+
+    async def create_topics(self, namespace: str, topics: Sequence[str]) -> list[MagnetarError | None]:
+        """Non-partitioned persistent topics of ``namespace``, created in one call (at most
+        1,000); returns each one's error (None: created), in order.
+
+        Raises:
+            InvalidArgument: a topic of another namespace or domain, a partition's name,
+                too many topics (nothing is created).
+        """
+        request = pb.CreateTopicsRequest(namespace=namespace, topics=list(topics))
+        answer = await self.call(lambda s: s.CreateTopics(request, timeout=self.timeout))
+        return [from_code(r.error_code, r.message) if r.error_code else None for r in answer.results]
 
     async def topic_properties(self, topic: str) -> dict[str, str]:
         """The topic's properties (of a partitioned topic, its partitions' merged)."""

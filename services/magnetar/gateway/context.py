@@ -18,6 +18,7 @@ from magnetar.common.errors import MagnetarError
 from magnetar.common.tls import ClientTls, client_tls
 from magnetar.gateway.auth import caller_authorization, caller_principal
 from magnetar.gateway.config import GatewayConfig
+from magnetar.gateway.topic_creates import TopicCreateBatcher
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
 from magnetar.metadata.clusters import ZkClusterStore
@@ -72,6 +73,11 @@ class GatewayContext:
     """Gives callers their role (None: authentication is off)."""
     _session_pools: set[ConnectionPool] = field(default_factory=set, init=False, repr=False)
     """The pools of the sessions open with a caller's token (kept on the live brokers)."""
+    topic_creates: TopicCreateBatcher = field(init=False, repr=False)
+    """Gathers concurrent creates of non-partitioned topics into one broker call each."""
+
+    def __post_init__(self) -> None:
+        self.topic_creates = TopicCreateBatcher(self.admin.create_topics)
 
     @classmethod
     def build(cls, config: GatewayConfig, session: ZkSession) -> GatewayContext:
@@ -143,6 +149,7 @@ class GatewayContext:
                 log.warning("could not read the registered brokers: %s", exc.message)
 
     async def close(self) -> None:
+        await self.topic_creates.close()
         await asyncio.gather(*(pool.close() for pool in self._session_pools), return_exceptions=True)
         await self.client.close()  # every WebSocket's producer, consumer and reader
         await self.admin.close()

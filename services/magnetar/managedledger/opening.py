@@ -50,6 +50,12 @@ class LoadedList:
     """A ledger was stored as open: its writer (the previous owner) did not close it."""
 
 
+def empty_ledger_list(properties: dict[str, str] | None = None) -> dict[str, Any]:
+    """The stored list of a managed ledger that has no ledger yet: what an admin's create
+    of a topic writes; whoever loads the topic first adds its first ledger."""
+    return {"ledgers": [], "properties": dict(properties or {})}
+
+
 def _parse(name: ManagedLedgerName, doc: dict[str, Any]) -> tuple[list[LedgerInfo], dict[str, str]]:
     ledgers = doc.get("ledgers", [])
     properties = doc.get("properties", {})
@@ -67,7 +73,7 @@ async def load_ledger_list(name: ManagedLedgerName, client: Ledgers, store: Mana
     """
     doc, version = await store.get(*name)
     if doc is None:
-        doc = {"ledgers": [], "properties": {}}
+        doc = empty_ledger_list()
         version = await store.create(*name, doc)
         log.info("managed ledger %s created", name)
     infos, properties = _parse(name, doc)
@@ -165,7 +171,7 @@ async def prepare_ledger(
     created_list = False
     if doc is None:
         try:
-            await store.create(*name, {"ledgers": [], "properties": {}})
+            await store.create(*name, empty_ledger_list())
             created_list = True
         except MetadataVersionConflict:
             pass  # someone else created it meanwhile: it is there

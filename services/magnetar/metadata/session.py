@@ -29,6 +29,7 @@ from magnetar.common.errors import (
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.metadata.bridge import call_soon, wait_result
 from magnetar.metadata.errors import MetadataTooLarge, is_connection_error, translate
+from magnetar.metadata.handler import PollingThreadingHandler
 from magnetar.metadata.nodes import NodeStat, Op, SessionState
 from magnetar.metadata.paths import ZkPaths
 
@@ -118,6 +119,7 @@ class ZkSession:
             hosts=self.connect,
             timeout=self.session_timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+            handler=PollingThreadingHandler(),
         )
         client.add_listener(lambda state: self._on_kazoo_state(client, state))
         try:

@@ -388,6 +388,35 @@ class ZkTenantStore:
         await self._require_namespace(tenant, namespace)
         raise MetadataError(f"creating partitioned topic {name} kept racing with namespace changes")
 
+    async def create_non_partitioned_topic(self, tenant: str, namespace: str, topic: str, ledger_list: Document) -> None:
+        """Create a persistent non-partitioned topic: its managed ledger's list
+        ``ledger_list``, in one multi-operation with a check that its namespace exists.
+        Nothing else is read or written: one read (is there a partitioned topic of that
+        name?) and one multi-operation in all; the first create in a namespace also makes
+        its managed-ledgers folder.
+
+        Raises:
+            AlreadyExists: the topic, or a partitioned topic of that name, exists.
+            TenantNotFound, NamespaceNotFound: the namespace does not exist.
+        """
+        name = self._topic(tenant, namespace, topic)
+        path = self._paths.managed_ledger(tenant, namespace, topic)
+        if await self._session.exists(self._paths.partitioned_topic(tenant, namespace, topic)) is not None:
+            raise AlreadyExists(f"{name} already exists as a partitioned topic")
+        ops = [Op.check(self._paths.namespace(tenant, namespace), -1), Op.create(path, encode(ledger_list))]
+        async for _ in _CREATE_RETRY.attempts():
+            try:
+                await self._session.multi(ops)
+                return
+            except NodeExists as exc:
+                raise AlreadyExists(f"topic {name} already exists") from exc
+            except NotFound:
+                # The namespace is gone, or its managed-ledgers folder is not made yet.
+                await self._require_namespace(tenant, namespace)
+                await self._session.ensure_path(self._paths.managed_ledgers(tenant, namespace))
+        await self._require_namespace(tenant, namespace)
+        raise MetadataError(f"creating topic {name} kept racing with namespace changes")
+
     async def get_partitions(self, tenant: str, namespace: str, topic: str, *, domain: str = PERSISTENT) -> int:
         """The partition count of a partitioned topic; 0 when ``topic`` is not one."""
         self._topic(tenant, namespace, topic, domain)

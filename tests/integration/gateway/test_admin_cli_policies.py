@@ -235,7 +235,7 @@ async def test_persistence_verbs_choose_the_quorums_of_new_ledgers(
 ):
     """The cluster's broker writes 2/2/2 ledgers on its 2 bookies; a 1/1/1 namespace's
     topic gets a ledger on one bookie; one asking more bookies than there are fails its
-    ledger's creation at once, naming the shortage."""
+    ledger's creation (at the topic's first use) at once, naming the shortage."""
     import httpx
 
     assert await cli.ok("namespaces", "set-persistence", namespace, "-e", "1", "-w", "1", "-a", "1", "-r", "2") == ""
@@ -258,7 +258,10 @@ async def test_persistence_verbs_choose_the_quorums_of_new_ledgers(
             "namespaces", "set-persistence", namespace, "-e", "1", "-w", "2", "-a", "1")
         assert (await admin.namespace_policies(namespace)).persistence.bookkeeper_ensemble == 1  # unchanged
         await cli.ok("namespaces", "set-persistence", namespace, "-e", "3", "-w", "3", "-a", "2")
-        refused = await http.put(f"/admin/v2/persistent/{namespace}/three-copies")
+        # An admin create writes metadata only (docs/gateway.md, "Creating a topic"): the
+        # topic's first use makes its first ledger, and that fails naming the shortage.
+        assert (await http.put(f"/admin/v2/persistent/{namespace}/three-copies")).status_code == 204
+        refused = await http.get(f"/admin/v2/persistent/{namespace}/three-copies/internalStats")
         assert refused.status_code == 503, refused.text
         assert "needed 3, found 2" in refused.json()["reason"]
         assert await cli.ok("namespaces", "remove-persistence", namespace) == ""

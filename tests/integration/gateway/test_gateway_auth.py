@@ -227,6 +227,15 @@ async def test_the_callers_token_reaches_the_brokers(cluster: SecuredCluster, na
         assert "a broker refused GET /admin/v2/persistent/" in cluster.relay.log_tail(200)
         assert (await relay.get(f"/admin/v2/persistent/{namespace}/partitioned",
                                 headers=cluster.headers("stranger"))).status_code == 403
+        # Creates arriving together are gathered into one broker call per caller
+        # (docs/gateway.md, "Creating a topic"): the tenant admin's are made, the stranger's refused.
+        names = [unique("gathered") for _ in range(6)]
+        answers = await asyncio.gather(*(relay.put(f"/admin/v2/persistent/{namespace}/{n}",
+                                                   headers=cluster.headers(TENANT_ADMIN if i % 2 == 0 else "stranger"))
+                                         for i, n in enumerate(names)))  # fmt: skip
+        assert [a.status_code for a in answers] == [204, 403] * 3, [a.text for a in answers]
+        listed = (await relay.get(f"/admin/v2/persistent/{namespace}", headers=cluster.headers(TENANT_ADMIN))).json()
+        assert [n for n in names if f"persistent://{namespace}/{n}" in listed] == names[::2]
 
         # REST produce as a role with produce only, then read back with consume.
         await _grant(cluster, namespace, "app", ["produce"])

@@ -351,3 +351,23 @@ async def test_topic_properties_through_rest_and_cli_survive_a_hand_over(
     for i in range(2):
         assert (await http.get(f"{P}/{parts}-partition-{i}/properties")).json() == {"p": "q"}
     assert (await http.get(f"{P}/{parts}/properties")).json() == {"p": "q"}
+
+
+async def test_many_creates_at_once_each_get_their_answer_and_the_topics_serve(
+    http: httpx.AsyncClient, namespace: str, gateway_cluster: GatewayCluster,
+) -> None:
+    """Creates arriving together go to the broker in one call (docs/gateway.md, "Creating a
+    topic"); each still gets its own answer, and a created topic loads on first use."""
+    import asyncio
+
+    names = [f"c{i}" for i in range(40)]
+    answers = await asyncio.gather(*(http.put(f"{P}/{namespace}/{n}") for n in [*names, "c0", "c0-partition-1"]))
+    assert [a.status_code for a in answers[:40]] == [204] * 40
+    assert (answers[40].status_code, reason(answers[40])) == (409, "This topic already exists")
+    assert answers[41].status_code == 412  # a partition's name: refused, as one create alone is
+    assert (await http.get(f"{P}/{namespace}")).json() == sorted(f"persistent://{namespace}/{n}" for n in names)
+    async with mg.Client(gateway_cluster.service_url) as client:
+        producer = await client.create_producer(f"persistent://{namespace}/c7")
+        await producer.send(b"first")
+    r = await http.get(f"{P}/{namespace}/c7/stats")
+    assert r.status_code == 200 and r.json()["msgInCounter"] == 1

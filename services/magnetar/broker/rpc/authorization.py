@@ -76,6 +76,7 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "PeekMessages": _subscription,
     # topics
     "CreateTopic": _topic(Action.ADMIN_TOPIC),
+    "CreateTopics": _namespace(Action.ADMIN_NAMESPACE),  # a tenant admin's, as CreateTopic (issue 35)
     "DeleteTopic": _topic(Action.ADMIN_TOPIC),
     "UpdatePartitions": _topic(Action.ADMIN_TOPIC),
     "UnloadTopic": _topic(Action.ADMIN_TOPIC),

@@ -35,6 +35,7 @@ from magnetar.broker.subscription import Subscription, check_read_compacted
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic, PublishResult
 from magnetar.broker.topic_admin import TopicAdmin
+from magnetar.broker.topic_creates import create_topics
 from magnetar.common import masks
 from magnetar.common.errors import AuthorizationError, ConsumerBusy, InvalidArgument, MagnetarError
 from magnetar.common.grpcauth import CALLER_ROLE
@@ -426,6 +427,12 @@ class BrokerServicer(
     async def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:
         await self.service.create_topic(request.topic, request.partitions)
         return pb.AdminResponse()
+
+    @rpc_errors
+    async def CreateTopics(self, request: pb.CreateTopicsRequest, context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+        errors = await create_topics(request.namespace, request.topics, lambda t: self.service.create_topic(t, 0))
+        return pb.CreateTopicsResponse(results=[
+            pb.CreateTopicsResult(error_code=e.code, message=e.message) if e else pb.CreateTopicsResult() for e in errors])
 
     @rpc_errors
     async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.aio.ServicerContext) -> pb.AdminResponse:

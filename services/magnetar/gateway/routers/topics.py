@@ -103,7 +103,10 @@ async def create_non_partitioned_topic(
     if properties and "" in properties:  # refused before the topic is made
         raise HttpError(400, "Topic property keys must not be empty")
     try:
-        await ctx.admin.create_topic(topic)
+        if TopicName.parse(topic).is_partition:
+            await ctx.admin.create_topic(topic)  # refused: a partition's name (412)
+        else:
+            await ctx.topic_creates.create(topic)  # gathered with the creates arriving meanwhile
     except AlreadyExists:
         raise HttpError(409, "This topic already exists") from None
     if properties:
