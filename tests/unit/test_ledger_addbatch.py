@@ -166,3 +166,19 @@ async def test_close_drains_the_writes_beyond_the_ack_quorum():
     assert (1, 0) in pool.bookies["b2"].entries
     await handles[0].ctx.adds.close()
 
+
+
+async def test_a_request_carries_at_most_max_request_bytes_and_the_rest_follows_in_order(monkeypatch):
+    from magnetar.ledger import addbatcher
+
+    monkeypatch.setattr(addbatcher, "MAX_REQUEST_BYTES", 1000)
+    handles, pool, _ = ledgers(10)
+    futs = [h.add_entry(b"x" * 300) for h in handles] + [h.add_entry(b"y" * 300) for h in handles]
+    assert await asyncio.gather(*futs) == [0] * 10 + [1] * 10
+    await asyncio.gather(*(h.close() for h in handles))
+    b0 = pool.bookies["b0"]
+    sizes = [len(r) for r in b0.requests]
+    assert max(sizes) == 3 and sum(sizes) == 20  # 3 framed 300 B payloads fit in 1000 B
+    for h in handles:
+        assert [eid for r in b0.requests for lid, eid in r if lid == h.ledger_id] == [0, 1]
+    await handles[0].ctx.adds.close()

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 MAX_IN_FLIGHT = 2
 """Add requests per bookie awaiting an answer."""
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+"""Payload bytes one request carries at most (more than three max-size entries; well
+under gRPC's message limit, ``common/grpcutil.MAX_MESSAGE_BYTES``): many ledgers' large
+entries queued while requests are in flight would otherwise make one request over that
+limit, and the broken stream would fail every ledger in it. The rest goes next."""
 
 
 class PendingEntry(Protocol):
@@ -76,7 +81,7 @@ class BookieAddBatcher:
 
     def _flush(self) -> None:
         self._scheduled = False
-        batch, self.queued = self.queued, []
+        batch = self._take()
         if batch:
             self.in_flight += 1
             self.requests += 1
@@ -90,6 +95,21 @@ class BookieAddBatcher:
                 adds.append(p)
             request = pb.AddRequest(entries=[p.message for _, p in batch])
             self._tasks.spawn(self._send(request, by_writer, answered), name=f"adds to {self.bookie}")
+
+    def _take(self) -> list[tuple[AddWriter, PendingEntry]]:
+        """The queued adds up to ``MAX_REQUEST_BYTES`` of payload (at least one), in order."""
+        queued = self.queued
+        size, n = 0, 0
+        for _, p in queued:
+            size += len(p.message.payload)
+            if size > MAX_REQUEST_BYTES and n:
+                break
+            n += 1
+        if n == len(queued):
+            self.queued = []
+            return queued
+        self.queued = queued[n:]
+        return queued[:n]
 
     async def _send(
         self, request: pb.AddRequest, by_writer: dict[AddWriter, list[PendingEntry]], answered: asyncio.Future[None]
