@@ -50,14 +50,11 @@ class AddWriter(Protocol):
 
     ledger_id: int
 
-    def on_add_answer(self, bookie: str, adds: list[Any], failed: dict[int, MagnetarError]) -> None:
-        """The bookie answered ``adds``; ``failed``: its rejections by entry id."""
-
-    def on_add_error(self, bookie: str, exc: MagnetarError) -> None:
-        """The request that carried adds of this writer failed as a whole."""
-
-    def on_add_sent(self, answered: asyncio.Future[None]) -> None:
-        """A request carries adds of this writer; ``answered`` completes once routed."""
+    def on_add_answer(
+        self, bookie: str, adds: list[Any], failed: dict[int, MagnetarError], error: MagnetarError | None
+    ) -> None:
+        """The request that carried ``adds`` of this writer ended: ``failed`` are the
+        bookie's rejections by entry id; ``error`` (or None) ended the whole request."""
 
 
 class BookieAddBatcher:
@@ -85,16 +82,14 @@ class BookieAddBatcher:
         if batch:
             self.in_flight += 1
             self.requests += 1
-            answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             by_writer: dict[AddWriter, list[PendingEntry]] = {}
             for writer, p in batch:
                 adds = by_writer.get(writer)
                 if adds is None:
                     adds = by_writer[writer] = []
-                    writer.on_add_sent(answered)
                 adds.append(p)
             request = pb.AddRequest(entries=[p.message for _, p in batch])
-            self._tasks.spawn(self._send(request, by_writer, answered), name=f"adds to {self.bookie}")
+            self._tasks.spawn(self._send(request, by_writer), name=f"adds to {self.bookie}")
 
     def _take(self) -> list[tuple[AddWriter, PendingEntry]]:
         """The queued adds up to ``MAX_REQUEST_BYTES`` of payload (at least one), in order."""
@@ -111,21 +106,13 @@ class BookieAddBatcher:
         self.queued = queued[n:]
         return queued[:n]
 
-    async def _send(
-        self, request: pb.AddRequest, by_writer: dict[AddWriter, list[PendingEntry]], answered: asyncio.Future[None]
-    ) -> None:
-        try:
-            error, failed = await self._request(request)
-            rejected: dict[int, dict[int, MagnetarError]] = {}
-            for lid, eid, err in failed:
-                rejected.setdefault(lid, {})[eid] = err
-            for writer, adds in by_writer.items():
-                if error is not None:
-                    writer.on_add_error(self.bookie, error)
-                else:
-                    writer.on_add_answer(self.bookie, adds, rejected.get(writer.ledger_id, {}))
-        finally:  # also when cancelled (the client closes): nobody waits for it forever
-            answered.set_result(None)
+    async def _send(self, request: pb.AddRequest, by_writer: dict[AddWriter, list[PendingEntry]]) -> None:
+        error, failed = await self._request(request)
+        rejected: dict[int, dict[int, MagnetarError]] = {}
+        for lid, eid, err in failed:
+            rejected.setdefault(lid, {})[eid] = err
+        for writer, adds in by_writer.items():
+            writer.on_add_answer(self.bookie, adds, rejected.get(writer.ledger_id, {}), error)
 
     async def _request(self, request: pb.AddRequest) -> tuple[MagnetarError | None, list[AddFailure]]:
         """Send, await the answer; (the error that ended the request, the rejected entries)."""

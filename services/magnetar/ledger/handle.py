@@ -71,8 +71,9 @@ class LedgerHandle:
         self.length = 0  # of confirmed entries
         self._pushed_length = 0
         self._pending: deque[PendingAdd] = deque()
-        self._answers: set[asyncio.Future[None]] = set()
-        """Add requests carrying entries of this ledger, not yet answered."""
+        self._unanswered = 0
+        """Entries sent to a bookie (counted once per bookie) whose request is not answered yet."""
+        self._drained: asyncio.Future[None] | None = None
         self._failed_bookies: set[str] = set()
         self._changing = False
         self._held: list[PendingAdd] = []
@@ -135,19 +136,21 @@ class LedgerHandle:
     def _send(self, p: PendingAdd, write_set: list[str], only: list[str] | None = None) -> None:
         p.write_set = write_set
         adds = self.ctx.adds
-        for bookie in only if only is not None else write_set:
+        bookies = only if only is not None else write_set
+        self._unanswered += len(bookies)
+        for bookie in bookies:
             adds.add(bookie, self, p)
 
-    def on_add_sent(self, answered: asyncio.Future[None]) -> None:
-        self._answers.add(answered)
-        answered.add_done_callback(self._answers.discard)
-
-    def on_add_error(self, bookie: str, exc: MagnetarError) -> None:
-        if not self._closed:
-            self._on_bookie_error(bookie, exc)
-
-    def on_add_answer(self, bookie: str, adds: list[PendingAdd], failed: dict[int, MagnetarError]) -> None:
+    def on_add_answer(
+        self, bookie: str, adds: list[PendingAdd], failed: dict[int, MagnetarError], error: MagnetarError | None
+    ) -> None:
+        self._unanswered -= len(adds)
+        if self._unanswered == 0 and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         if self._closed:  # answers of the writes beyond Qa still landing after close
+            return
+        if error is not None:
+            self._on_bookie_error(bookie, error)
             return
         if failed:
             for p in adds:
@@ -267,8 +270,9 @@ class LedgerHandle:
         # so a closed ledger is fully replicated unless a bookie is slow or down.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _CLOSE_DRAIN_S
-        if self._answers:
-            await asyncio.wait(set(self._answers), timeout=_CLOSE_DRAIN_S)
+        if self._unanswered:
+            self._drained = loop.create_future()
+            await asyncio.wait([self._drained], timeout=_CLOSE_DRAIN_S)
         await self._tasks.wait(timeout_s=max(0.0, deadline - loop.time()))
         self._closed = True
         try:
