@@ -7,7 +7,7 @@ A. active topics (``--topics``, 10,000): client processes (``--workers``, 4; one
    them (admin create of a non-partitioned topic: the broker loads it), ``subscribe`` one
    consumer each (Exclusive, earliest), ``produce`` (one SDK producer each), then
    ``traffic``: every producer sends ``--rate`` msgs/s (1; spread over the second) for
-   ``--traffic-seconds`` and every consumer receives and acknowledges. The broker's RSS
+   ``--duration`` (900 s; ``--traffic-seconds`` is the same) and every consumer receives and acknowledges. The broker's RSS
    (/proc/<pid>/status VmRSS) is read after a warm-up topic (the baseline) and after each
    stage has settled; per idle topic = (RSS with producers and consumers attached -
    baseline) / N, split into the bare topic, the consumer and the producer; the broker's
@@ -1204,7 +1204,7 @@ def main() -> int:
         args.settle_seconds = min(args.settle_seconds, 4.0)
     if args.topics < 0 or args.metadata_topics < 0 or args.workers < 1 or args.concurrency < 1 or args.traffic_seconds < 5 \
             or args.rate <= 0:
-        parser.error("--topics and --metadata-topics must be >= 0, --workers and --concurrency >= 1, --traffic-seconds >= 5, "
+        parser.error("--topics and --metadata-topics must be >= 0, --workers and --concurrency >= 1, --duration >= 5, "
                      "--rate > 0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     nofile = raise_nofile()
