@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare bench-scaleout bench-idle bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-topics bench-compare bench-scaleout bench-idle bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -141,7 +141,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/rereplication.py --mb $(REREPLICATION_MB)
 	$(PY) bench/dlq_replay.py
 	$(PY) bench/rate_limits.py
-	$(PY) bench/topics.py --consumers raw
+	$(PY) bench/topics.py --consumers raw --duration 60
 	$(PY) bench/idle_clients.py
 	$(PY) bench/codecs.py
 	$(PY) bench/chunks.py
@@ -151,6 +151,9 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 # --topics 200000; docs/performance.md ("Topics", Metadata).
 bench-metadata: setup ## Create 1,000,000 topics through the admin REST API: rate (>= 1,000/s), broker RSS, ZooKeeper znodes (ARGS="--quick")
 	$(PY) bench/metadata.py $(ARGS)
+
+bench-topics: setup ## 10,000 topics at 1 msg/s on one broker for 15 min (ARGS="--topics 2000 --duration 120"); prints held / lost / p99; docs/performance.md "Topics"
+	$(PY) bench/topics.py --metadata-topics 0 --consumers raw $(ARGS)
 
 # Magnetar (its SDK, and pulsar-client through the Pulsar door) next to Redis Streams,
 # NATS JetStream and RabbitMQ quorum queues: the servers

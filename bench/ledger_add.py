@@ -12,7 +12,13 @@ can at best halve the rate. The printed disk bandwidth shows when that is the li
 
 Target (issue 3): >= 20,000 adds/s replicated, and replicated >= 60% of single-copy.
 
-    python bench/ledger_add.py [--seconds 5]
+``--ledgers N`` measures instead what a broker with many topics does: N ledgers (E=3
+Qw=2 Qa=2) of one client, one 100 B entry added to each in the same event-loop turn, the
+next round once all are confirmed. It prints adds/s, the add requests each bookie got per
+round and the journal records per fsync, the bookies' own counters. Adds to one bookie
+are batched across ledgers (``ledger/addbatcher.py``): a round is one request per bookie.
+
+    python bench/ledger_add.py [--seconds 5] [--ledgers N]
 """
 
 from __future__ import annotations
@@ -87,10 +93,45 @@ async def run_all(zk: str, seconds: float, data_dir: Path) -> list[dict]:
     return results
 
 
+async def many_ledgers(zk: str, ledgers: int, seconds: float, root: str = "/bench") -> dict[str, float]:
+    """Rounds of one entry in each of ``ledgers`` ledgers (see the module docstring)."""
+    session = ZkSession(zk, root)
+    await session.start()
+    client = LedgerClient(session)
+    try:
+        handles = []
+        for i in range(0, ledgers, 100):
+            handles += await asyncio.gather(*(client.create_ledger(3, 2, 2) for _ in range(min(100, ledgers - i))))
+        bookies = sorted({b for h in handles for b in h.metadata.current_ensemble})
+        payload = os.urandom(100)
+        await asyncio.gather(*(h.add_entry(payload) for h in handles))  # warm-up: streams open
+        before = [await client.pool.get(b).info() for b in bookies]
+        requests = [client.context.adds.requests(b) if hasattr(client.context, "adds") else 0 for b in bookies]
+        rounds = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            await asyncio.gather(*(h.add_entry(payload) for h in handles))
+            rounds += 1
+        elapsed = time.perf_counter() - start
+        after = [await client.pool.get(b).info() for b in bookies]
+        records = sum(a.journal_records - b.journal_records for a, b in zip(after, before, strict=True))
+        fsyncs = max(1, sum(a.journal_fsyncs - b.journal_fsyncs for a, b in zip(after, before, strict=True)))
+        sent = [client.context.adds.requests(b) - r if hasattr(client.context, "adds") else float("nan")
+                for b, r in zip(bookies, requests, strict=True)]
+        await asyncio.gather(*(h.close() for h in handles))
+        return {"ledgers": ledgers, "rounds": rounds, "adds_per_s": rounds * ledgers / elapsed,
+                "requests_per_bookie_per_round": sum(sent) / len(sent) / max(1, rounds),
+                "records_per_fsync": records / fsyncs}
+    finally:
+        await client.close()
+        await session.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--bookies", type=int, default=3)
+    parser.add_argument("--ledgers", type=int, default=0, help="many-ledgers mode: this many ledgers, one entry each per turn")
     parser.add_argument("--out", default="bench/results/ledger_add.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="magnetar-bench-"))
@@ -102,6 +143,16 @@ def main() -> int:
             b = BookieProcess(zk.connect_string, "/bench", work / f"bookie-{i}",
                               config={"min_free_disk_bytes": 0, "log_level": "WARNING"})  # fmt: skip
             bookies.append(b.start(60))
+        if args.ledgers:
+            print(f"{args.bookies} bookies up; {args.ledgers} ledgers (E=3 Qw=2 Qa=2), one 100 B entry each per turn, "
+                  f"{args.seconds:g} s; load average {os.getloadavg()[0]:.2f}")
+            r = asyncio.run(many_ledgers(zk.connect_string, args.ledgers, args.seconds))
+            print(f"{r['adds_per_s']:,.0f} adds/s over {r['rounds']} rounds; add requests per bookie per round "
+                  f"{r['requests_per_bookie_per_round']:.2f}; journal records per fsync {r['records_per_fsync']:.1f}; "
+                  f"load average {os.getloadavg()[0]:.2f}")
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).with_name("ledger_add_many.json").write_text(json.dumps(r, indent=2))
+            return 0
         print(f"{args.bookies} bookies up; {SIZE} B entries, {IN_FLIGHT} adds in flight, {args.seconds:g} s per run")
         results = asyncio.run(run_all(zk.connect_string, args.seconds, work))
         single = statistics.median(r["adds_per_s"] for r in results if r["ensemble"] == 1)

@@ -8,7 +8,7 @@ A. active topics (``--topics``, 10,000): client processes (``--workers``, 4; one
    stage loads it), ``subscribe`` one
    consumer each (Exclusive, earliest), ``produce`` (one SDK producer each), then
    ``traffic``: every producer sends ``--rate`` msgs/s (1; spread over the second) for
-   ``--traffic-seconds`` and every consumer receives and acknowledges. The broker's RSS
+   ``--duration`` (900 s; ``--traffic-seconds`` is the same) and every consumer receives and acknowledges. The broker's RSS
    (/proc/<pid>/status VmRSS) is read after a warm-up topic (the baseline) and after each
    stage has settled; per idle topic = (RSS with producers and consumers attached -
    baseline) / N, split into the bare topic, the consumer and the producer; the broker's
@@ -28,7 +28,11 @@ B. metadata (``--metadata-topics``, 100,000): the same client processes create t
    (``mntr``), the broker's RSS before and after, and listing the namespace. Stops
    creating after ``--metadata-max-seconds`` (900) and reports the rate of what it did.
 
-Target (issue 19): <= 20 KiB of broker RSS per idle topic.
+Targets: <= 20 KiB of broker RSS per idle topic (issue 19); 10,000 topics at 1 msg/s
+each held for 15 minutes (issue 35): no lease lapse (the broker's log says when it stopped
+serving), nothing lost (every message sent arrives), end-to-end p99 <= 100 ms. The
+verdict of each is printed last, with the load average at the start and at the end.
+``make bench-topics`` runs part A alone (``--metadata-topics 0 --consumers raw``).
 
 The broker runs at log level INFO; its log is read at the end for its full garbage
 collections (and their length) and for the times it stopped serving (lease run out,
@@ -43,7 +47,7 @@ traffic stage and during the creates (speedscope files next to the results, the 
 functions printed). Writes bench/results/topics.json.
 
     python bench/topics.py [--topics 10000] [--metadata-topics 100000] [--quick]
-                           [--consumers sdk|raw] [--rate 1] [--traffic-seconds 60]
+                           [--consumers sdk|raw] [--rate 1] [--duration 900]
                            [--workers 4] [--profile] [--gc-stats] [--heap-profile 3]
 """
 
@@ -1104,6 +1108,32 @@ def print_summary(result: dict[str, Any]) -> None:
                 print(f"     {share:6.1%}  {name}")
 
 
+TARGET_P99_MS = 100.0
+
+
+def verdict(result: dict[str, Any]) -> bool:
+    """Print the active topics' verdict: held, nothing lost, p99; True if all met."""
+    a = result.get("active")
+    if not a:
+        return True
+    t = a["traffic"]
+    lapses = result.get("broker_log", {}).get("stopped_serving", [])
+    p99 = t["latency_ms"]["p99"]
+    checks = [
+        (f"held: no lease lapse in {t['seconds']:g} s", not lapses, f"{len(lapses)} times stopped serving"),
+        ("nothing lost (every message sent arrived)", t["lossless"],
+         f"sent {t['sent']:,}, confirmed {t['confirmed']:,}, missing {t['missing']:,}, send errors {t['send_errors'] or 'none'}"),
+        (f"end-to-end p99 <= {TARGET_P99_MS:g} ms", p99 is not None and p99 <= TARGET_P99_MS,
+         f"p50 {t['latency_ms']['p50'] or 0:.1f} ms, p99 {p99 or 0:.1f} ms"),
+    ]
+    print(f"\nverdict, {a['topics']:,} topics at {t['offered_msgs_per_s'] / a['topics']:g} msg/s each for {t['seconds']:g} s "
+          f"(broker CPU {t['broker_cpu_share']:.0%}; load average {result['load_average_start']:.2f} at start, "
+          f"{result.get('load_average_end', 0):.2f} at end):")
+    for name, ok, figure in checks:
+        print(f"   {'pass' if ok else 'FAIL'}  {name}: {figure}")
+    return all(ok for _, ok, _ in checks)
+
+
 def print_log(log: dict[str, Any]) -> None:
     if not log:
         return
@@ -1149,7 +1179,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a small run: 200 topics, 2,000 in the metadata, 20 s")
     parser.add_argument("--workers", type=int, default=4, help="client processes")
     parser.add_argument("--concurrency", type=int, default=32, help="opens/creates in flight per client process")
-    parser.add_argument("--traffic-seconds", type=float, default=60.0)
+    parser.add_argument("--duration", "--traffic-seconds", dest="traffic_seconds", type=float, default=900.0,
+                        help="seconds of traffic (the 1 msg/s per topic stage)")
     parser.add_argument("--rate", type=float, default=1.0, help="msgs/s per topic in the traffic stage")
     parser.add_argument("--drain-seconds", type=float, default=30.0, help="wait for the last receipts and messages")
     parser.add_argument("--settle-seconds", type=float, default=8.0, help="quiet time before each RSS reading")
@@ -1174,7 +1205,7 @@ def main() -> int:
         args.settle_seconds = min(args.settle_seconds, 4.0)
     if args.topics < 0 or args.metadata_topics < 0 or args.workers < 1 or args.concurrency < 1 or args.traffic_seconds < 5 \
             or args.rate <= 0:
-        parser.error("--topics and --metadata-topics must be >= 0, --workers and --concurrency >= 1, --traffic-seconds >= 5, "
+        parser.error("--topics and --metadata-topics must be >= 0, --workers and --concurrency >= 1, --duration >= 5, "
                      "--rate > 0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     nofile = raise_nofile()
@@ -1187,8 +1218,10 @@ def main() -> int:
         result = asyncio.run(run(args, cluster))
         result["heap_profile_frames"] = args.heap_profile
         result["broker_log"] = cluster.broker_log()
+        result["load_average_end"] = os.getloadavg()[0]
         print_summary(result)
         print_log(result["broker_log"])
+        result["verdict_met"] = verdict(result)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1, default=str))
         print(f"wrote {args.out}")

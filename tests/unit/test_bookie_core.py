@@ -252,3 +252,17 @@ async def test_the_inlined_add_path_writes_exactly_the_record_format(tmp_path):
     assert b.storage.cache.active[(40, 3)] == encode_add(40, 3, 2, b"payload")
     assert b.storage.cache.active[(40, 4)] == encode_add(40, 4, 3, b"")
     await b.close()
+
+
+async def test_an_add_request_of_many_ledgers_is_one_journal_write_and_one_fsync(tmp_path):
+    """What the ledger client's cross-ledger batching relies on (BookKeeper's journal
+    groups adds the same way): one request, whatever its ledgers, one group commit."""
+    b = make(tmp_path)
+    await b.start()
+    try:
+        before = (b.journal.records, b.journal.fsyncs)
+        assert await add(b, [E(lid, 0, -1, payload(lid, 0)) for lid in range(1, 201)]) == []
+        assert (b.journal.records - before[0], b.journal.fsyncs - before[1]) == (200, 1)
+        assert [await stored(b, lid) for lid in (1, 200)] == [[(0, payload(1, 0))], [(0, payload(200, 0))]]
+    finally:
+        await b.close()

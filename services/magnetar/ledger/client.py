@@ -41,6 +41,7 @@ class LedgerClient:
         self._writer_lock = asyncio.Lock()
 
     async def close(self) -> None:
+        await self.context.adds.close()
         await self.pool.close()
 
     async def create_ledger(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from magnetar.ledger.addbatcher import AddBatchers
 from magnetar.ledger.metadata import LedgerMetadata
 
 if TYPE_CHECKING:  # types only: the context imports no transport
@@ -80,3 +81,8 @@ class ClientContext:
     pool: BookieConnections
     registry: BookieRegistry
     store: LedgerMetadataStore
+    adds: AddBatchers = field(init=False, compare=False, repr=False)
+    """Adds to each bookie, gathered across every ledger of this client (``addbatcher.py``)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "adds", AddBatchers(self))

@@ -3,8 +3,9 @@
 ``add_entry`` gives the entry the next id (LAP), sends it to its write set and returns a
 future. An entry is confirmed once Qa bookies of its write set acknowledged it, and
 confirmations are delivered strictly in entry order, advancing the LAC (which rides on
-every later add). Adds to one bookie that are made in the same event-loop turn travel
-as one batch on that bookie's add stream.
+every later add). Adds to one bookie that are made in the same event-loop turn, of this
+ledger and of every other ledger of the client, travel as one request on that bookie's
+add stream (``addbatcher.py``); its answer comes back here per ledger.
 
 When a bookie fails or times out, it stops counting at once; confirmations pause; a new
 fragment starting at the first unconfirmed entry (LAC + 1) with a replacement bookie is
@@ -29,7 +30,6 @@ from magnetar.common.errors import (
     MetadataVersionConflict,
     NoSuchLedger,
     ServiceClosed,
-    Timeout,
 )
 from magnetar.common.retry import RetryPolicy
 from magnetar.common.tasks import BackgroundTasks
@@ -41,9 +41,6 @@ from magnetar.ledger.reader import LedgerEntry, LedgerReader
 from magnetar.proto.v1 import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-_MAX_IN_FLIGHT = 2  # add requests per bookie per ledger awaiting an answer
-
 
 class PendingAdd:
     __slots__ = ("entry_id", "message", "length", "future", "acked", "write_set")
@@ -61,45 +58,6 @@ _CLOSE_DRAIN_S = 2.0
 """How long :meth:`LedgerHandle.close` waits for writes beyond the ack quorum."""
 
 
-class _BookieBatcher:
-    """Gathers adds for one bookie into requests, at most ``_MAX_IN_FLIGHT`` unanswered.
-
-    Adds made while the limit is reached wait and go out together in the next request
-    (as Nagle's algorithm does): no added delay when the bookie keeps up, and one request
-    for many entries when it does not. Unbatched publishes, one entry per loop turn,
-    would otherwise cost one request per entry on every bookie.
-    """
-
-    def __init__(self, handle: LedgerHandle, bookie: str) -> None:
-        self.handle = handle
-        self.bookie = bookie
-        self.queued: list[PendingAdd] = []
-        self.in_flight = 0
-        self._scheduled = False
-
-    def add(self, p: PendingAdd) -> None:
-        self.queued.append(p)
-        if not self._scheduled and self.in_flight < _MAX_IN_FLIGHT:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._scheduled = False
-        batch, self.queued = self.queued, []
-        if batch:
-            self.in_flight += 1
-            self.handle._tasks.spawn(self._send(batch))
-
-    async def _send(self, batch: list[PendingAdd]) -> None:
-        try:
-            await self.handle._send_batch(self.bookie, batch)
-        finally:
-            self.in_flight -= 1
-            if self.queued and not self._scheduled:
-                self._scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush)
-
-
 class LedgerHandle:
     """The one writer of an open ledger (see the module docstring)."""
 
@@ -113,7 +71,9 @@ class LedgerHandle:
         self.length = 0  # of confirmed entries
         self._pushed_length = 0
         self._pending: deque[PendingAdd] = deque()
-        self._batchers: dict[str, _BookieBatcher] = {}
+        self._unanswered = 0
+        """Entries sent to a bookie (counted once per bookie) whose request is not answered yet."""
+        self._drained: asyncio.Future[None] | None = None
         self._failed_bookies: set[str] = set()
         self._changing = False
         self._held: list[PendingAdd] = []
@@ -175,30 +135,26 @@ class LedgerHandle:
 
     def _send(self, p: PendingAdd, write_set: list[str], only: list[str] | None = None) -> None:
         p.write_set = write_set
-        for bookie in only if only is not None else write_set:
-            batcher = self._batchers.get(bookie)
-            if batcher is None:
-                batcher = self._batchers[bookie] = _BookieBatcher(self, bookie)
-            batcher.add(p)
+        adds = self.ctx.adds
+        bookies = only if only is not None else write_set
+        self._unanswered += len(bookies)
+        for bookie in bookies:
+            adds.add(bookie, self, p)
 
-    async def _send_batch(self, bookie: str, batch: list[PendingAdd]) -> None:
-        request = pb.AddRequest(entries=[p.message for p in batch])
-        try:
-            # The bound covers opening the add stream too: to an address that vanished
-            # (packets dropped) gRPC would try to connect for 20 s.
-            async with asyncio.timeout(self.ctx.config.add_timeout_s):
-                answer = await self.ctx.pool.get(bookie).send_add_request(request)
-                failed = await answer
-        except TimeoutError:
-            self._on_bookie_error(bookie, Timeout(f"bookie {bookie} did not answer adds within {self.ctx.config.add_timeout_s:g} s"))
+    def on_add_answer(
+        self, bookie: str, adds: list[PendingAdd], failed: dict[int, MagnetarError], error: MagnetarError | None
+    ) -> None:
+        self._unanswered -= len(adds)
+        if self._unanswered == 0 and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._closed:  # answers of the writes beyond Qa still landing after close
             return
-        except MagnetarError as exc:
-            self._on_bookie_error(bookie, exc)
+        if error is not None:
+            self._on_bookie_error(bookie, error)
             return
         if failed:
-            rejected = {eid: err for _, eid, err in failed}
-            for p in batch:
-                err = rejected.get(p.entry_id)
+            for p in adds:
+                err = failed.get(p.entry_id)
                 if isinstance(err, LedgerFenced | NoSuchLedger):
                     self._fail(err)
                     return
@@ -207,7 +163,7 @@ class LedgerHandle:
                     return
         if bookie in self._failed_bookies:
             return
-        for p in batch:
+        for p in adds:
             if bookie in p.write_set:  # not an answer from a bookie replaced meanwhile
                 p.acked.add(bookie)
         self._complete_in_order()
@@ -312,7 +268,12 @@ class LedgerHandle:
             await asyncio.gather(*(p.future for p in list(self._pending)), return_exceptions=True)
         # Adds confirm at Qa; let the writes to the other Qw - Qa bookies land too (briefly),
         # so a closed ledger is fully replicated unless a bookie is slow or down.
-        await self._tasks.wait(timeout_s=_CLOSE_DRAIN_S)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _CLOSE_DRAIN_S
+        if self._unanswered:
+            self._drained = loop.create_future()
+            await asyncio.wait([self._drained], timeout=_CLOSE_DRAIN_S)
+        await self._tasks.wait(timeout_s=max(0.0, deadline - loop.time()))
         self._closed = True
         try:
             if isinstance(self._error, LedgerFenced | ServiceClosed):

@@ -11,7 +11,9 @@ Cursor: ``{"mark_delete": [L, E], "individually_acked": [[[L1, E1], [L2, E2]], .
 "batch_acks": [[L, E, size, "<hex mask>"], ...], "redelivery_counts": [[L, E, n], ...],
 "properties": {...}}`` (the two middle keys only when not empty; the broker keeps the
 document under ZooKeeper's 1 MB znode limit, see ``managedledger/cursor_state.py``).
-Non-durable (reader) cursors are never stored. Documents are opaque here: the broker's
+Non-durable (reader) cursors are never stored. Cursor replacements made in one event-loop
+turn, of any topics, go to ZooKeeper as one multi-operation (``grouped_sets.py``), each
+still compare-and-set on its own version. Documents are opaque here: the broker's
 managed ledger gives them meaning. Every write names the version it read; a mismatch raises
 :class:`MetadataVersionConflict` and changes nothing.
 """
@@ -22,6 +24,7 @@ from typing import Any
 
 from magnetar.common.errors import NotFound
 from magnetar.metadata.codec import decode, encode
+from magnetar.metadata.grouped_sets import GroupedSets
 from magnetar.metadata.session import ZkSession
 
 Document = dict[str, Any]
@@ -33,6 +36,8 @@ class ZkManagedLedgerStore:
     def __init__(self, session: ZkSession) -> None:
         self._session = session
         self._paths = session.paths
+        self.cursor_writes = GroupedSets(session)
+        """Cursor replacements made in one loop turn go as one multi-operation."""
 
     # -- the ledger list ----------------------------------------------------------
     async def get(self, tenant: str, namespace: str, topic: str) -> tuple[Document | None, int]:
@@ -110,8 +115,7 @@ class ZkManagedLedgerStore:
         if version is None:
             await self._session.create(path, encode(doc), makepath=False)
             return 0
-        stat = await self._session.set(path, encode(doc), version)
-        return stat.version
+        return await self.cursor_writes.set(path, encode(doc), version)
 
     async def delete_cursor(self, tenant: str, namespace: str, topic: str, cursor: str) -> None:
         """Delete a cursor; a cursor that does not exist is fine."""
