@@ -27,6 +27,7 @@ from magnetar.broker.rpc.partition_admin import PartitionAdminRpcs
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
 from magnetar.broker.rpc.schemas import SchemaRpcs
+from magnetar.broker.rpc.session import SessionRpcs
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
@@ -58,7 +59,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
-    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs, SessionRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -111,6 +112,17 @@ class BrokerServicer(
         return pb.PartitionedTopicMetadata(partitions=await self.service.partitions(request.topic))
 
     async def Produce(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProduceResponse]:
+        """One producer on its own stream (:meth:`produce_stream`); a refused open ends it with that status."""
+        async for resp in ended_by_status(self.produce_stream(request_iterator), context):
+            yield resp
+
+    async def produce_stream(self, request_iterator: AsyncIterator[pb.ProduceRequest]) -> AsyncIterator[pb.ProduceResponse]:
+        """Serve one producer: its requests in, its responses out. A ``Produce`` stream
+        and a session's producer handle (:mod:`.session`) both run this.
+
+        Raises:
+            MagnetarError: the open refused (nothing is left behind).
+        """
         it = request_iterator.__aiter__()
         try:
             first = await it.__anext__()
@@ -138,9 +150,6 @@ class BrokerServicer(
             )  # fmt: skip
             last = admitted.last_sequence_id
         except StopAsyncIteration:
-            return
-        except MagnetarError as exc:
-            await abort(context, exc)
             return
         service = self.service
 
@@ -245,6 +254,17 @@ class BrokerServicer(
         return policy
 
     async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
+        """One consumer on its own stream (:meth:`consume_stream`); a refused subscribe ends it with that status."""
+        async for resp in ended_by_status(self.consume_stream(request_iterator), context):
+            yield resp
+
+    async def consume_stream(self, request_iterator: AsyncIterator[pb.ConsumeRequest]) -> AsyncIterator[pb.ConsumeResponse]:
+        """Serve one consumer: its requests in, its responses out. A ``Consume`` stream
+        and a session's consumer handle (:mod:`.session`) both run this.
+
+        Raises:
+            MagnetarError: the subscribe refused (nothing is left behind).
+        """
         it = request_iterator.__aiter__()
         out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None] = asyncio.Queue()
         service = self.service
@@ -294,9 +314,6 @@ class BrokerServicer(
             consumer.dead_letter = policy
             subscription.add_consumer(consumer, sub_type)
         except StopAsyncIteration:
-            return
-        except MagnetarError as exc:
-            await abort(context, exc)
             return
 
         moves = BackgroundTasks(f"consumer {consumer.name} on {topic.name}")
@@ -457,6 +474,16 @@ class BrokerServicer(
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
         # A partition of a partitioned topic exists by declaration: opened even if unused.
         return wire.topic_stats((await TopicAdmin(self.service).topic(request.topic)).stats())
+
+
+async def ended_by_status(responses: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    """``responses`` as a stream RPC's: a MagnetarError they raise ends the call with its status."""
+    try:
+        async with contextlib.aclosing(responses):  # its cleanup runs now, not when collected
+            async for resp in responses:
+                yield resp
+    except MagnetarError as exc:
+        await abort(context, exc)
 
 
 async def _consume_request(
