@@ -305,15 +305,19 @@ class ConnectionPool:
     def open_produce(self, address: str, target: str) -> BrokerStream | SessionStream:
         """A new producer's stream to the broker at ``address``: a handle on the session
         with it, or (without sessions) a ``Produce`` stream of its own."""
-        if self.sessions and address not in self._streams_only:
+        if self.uses_session(address):
             return self.session(address).open_handle("produce", target)
         return BrokerStream(self.stub(address).Produce(), target)
 
     def open_consume(self, address: str, target: str) -> BrokerStream | SessionStream:
         """A new consumer's stream to the broker at ``address`` (see :meth:`open_produce`)."""
-        if self.sessions and address not in self._streams_only:
+        if self.uses_session(address):
             return self.session(address).open_handle("consume", target)
         return BrokerStream(self.stub(address).Consume(), target)
+
+    def uses_session(self, address: str) -> bool:
+        """Whether producers and consumers on the broker at ``address`` get a session's handle."""
+        return self.sessions and address not in self._streams_only
 
     def session(self, address: str) -> ClientSession:
         """The session with the broker at ``address``, opened on first use and again

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from magnetar.common.errors import AlreadyClosed, MagnetarError
+from magnetar.common.errors import AlreadyClosed, MagnetarError, NotConnected
 
 from .connection import RECONNECT_RETRY, BrokerStream, ConnectionPool, is_retriable
 from .session import SessionStream
@@ -76,7 +76,14 @@ class ConnectionHandler:
     async def _open_once(self) -> BrokerStream | SessionStream:
         address = await self.pool.lookup(self.topic)
         self.broker_address = address
-        return await self._open(address, f"broker {address} ({self.kind} on {self.topic})")
+        target = f"broker {address} ({self.kind} on {self.topic})"
+        in_session = self.pool.uses_session(address)
+        try:
+            return await self._open(address, target)
+        except NotConnected:
+            if in_session and not self.pool.uses_session(address):  # an older broker: a stream of its own, now
+                return await self._open(address, target)
+            raise
 
     async def start(self) -> None:
         """Open the first stream, retrying retriable errors for the operation timeout."""

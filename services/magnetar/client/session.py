@@ -13,6 +13,7 @@ and each reconnects as after a broken stream; the pool opens a new session on fi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections import deque
@@ -24,7 +25,7 @@ import grpc
 from magnetar.common.errors import MagnetarError, NotConnected, Timeout, from_code
 from magnetar.proto.v1 import broker_pb2 as pb
 
-from .connection import stream_error, stream_rpc_error
+from .connection import stream_rpc_error
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,15 @@ class ClientSession:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._break(await stream_error(self._call, exc, self.target))
+                # The reader reads the status the call ended with (and sees an older
+                # broker's UNIMPLEMENTED); a write on a live call that failed breaks it here.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
+                self._break(NotConnected(f"the session with {self.target} broke: {exc!r}"))
+                assert self.broken is not None
+                if written is not None and not written.done():
+                    written.set_exception(self.broken)
+                    written.add_done_callback(_taken)
                 return
             if written is not None and not written.done():
                 written.set_result(None)
