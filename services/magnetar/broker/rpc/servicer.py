@@ -28,6 +28,7 @@ from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
 from magnetar.broker.rpc.schemas import SchemaRpcs
 from magnetar.broker.rpc.session import SessionRpcs
+from magnetar.broker.rpc.streamqueue import StreamQueue
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
@@ -134,7 +135,7 @@ class BrokerServicer(
             schema_version = await schemas.declare(self.service, topic.name, first.open, consumer=False)
             name = first.open.producer_name or self.service.new_producer_name()
             ended: asyncio.Future[MagnetarError] = asyncio.get_running_loop().create_future()
-            pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
+            pending: StreamQueue[tuple[int, asyncio.Future[PublishResult]] | None] = StreamQueue(1000)
 
             def on_close(error: MagnetarError) -> None:
                 # The topic stopped being served here: take no more sends, then end the
@@ -266,7 +267,7 @@ class BrokerServicer(
             MagnetarError: the subscribe refused (nothing is left behind).
         """
         it = request_iterator.__aiter__()
-        out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None] = asyncio.Queue()
+        out: StreamQueue[pb.ConsumeResponse | MagnetarError | None] = StreamQueue()
         service = self.service
         try:
             first = await it.__anext__()
@@ -488,7 +489,7 @@ async def ended_by_status(responses: AsyncIterator[Any], context: grpc.aio.Servi
 
 async def _consume_request(
     req: pb.ConsumeRequest, topic: PersistentTopic, subscription: Subscription, consumer: BrokerConsumer,
-    out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None],
+    out: StreamQueue[pb.ConsumeResponse | MagnetarError | None],
 ) -> bool:
     """Apply one request of a consume stream; True when the stream is done (unsubscribed)."""
     kind = req.WhichOneof("kind")
@@ -555,7 +556,7 @@ async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: i
 
 
 async def _drain_until_done(
-    reader: asyncio.Task[None], queue: asyncio.Queue[Any], timeout_s: float = 10.0,
+    reader: asyncio.Task[None], queue: StreamQueue[Any], timeout_s: float = 10.0,
     on_item: Callable[[Any], None] | None = None,
 ) -> None:
     """Wait (bounded) for a stream's request reader to end, taking what it still queues

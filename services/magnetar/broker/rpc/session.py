@@ -47,12 +47,14 @@ class HandleInbox:
     __slots__ = ("_items", "_waiter", "closed")
 
     def __init__(self) -> None:
-        self._items: deque[Any] = deque()
+        self._items: deque[Any] | None = None  # made while it holds something (idle handles are many)
         self._waiter: asyncio.Future[None] | None = None
         self.closed = False
 
     def put(self, item: Any) -> None:
         if not self.closed:
+            if self._items is None:
+                self._items = deque()
             self._items.append(item)
             self._wake()
 
@@ -77,7 +79,10 @@ class HandleInbox:
                 await self._waiter
             finally:
                 self._waiter = None
-        return self._items.popleft()
+        item = self._items.popleft()
+        if not self._items:
+            self._items = None
+        return item
 
 
 class SessionHandle:
