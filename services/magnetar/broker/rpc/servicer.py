@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -117,7 +117,7 @@ class BrokerServicer(
         async for resp in ended_by_status(self.produce_stream(request_iterator), context):
             yield resp
 
-    async def produce_stream(self, request_iterator: AsyncIterator[pb.ProduceRequest]) -> AsyncIterator[pb.ProduceResponse]:
+    async def produce_stream(self, request_iterator: AsyncIterator[pb.ProduceRequest]) -> AsyncGenerator[pb.ProduceResponse, None]:
         """Serve one producer: its requests in, its responses out. A ``Produce`` stream
         and a session's producer handle (:mod:`.session`) both run this.
 
@@ -259,7 +259,7 @@ class BrokerServicer(
         async for resp in ended_by_status(self.consume_stream(request_iterator), context):
             yield resp
 
-    async def consume_stream(self, request_iterator: AsyncIterator[pb.ConsumeRequest]) -> AsyncIterator[pb.ConsumeResponse]:
+    async def consume_stream(self, request_iterator: AsyncIterator[pb.ConsumeRequest]) -> AsyncGenerator[pb.ConsumeResponse, None]:
         """Serve one consumer: its requests in, its responses out. A ``Consume`` stream
         and a session's consumer handle (:mod:`.session`) both run this.
 
@@ -477,7 +477,7 @@ class BrokerServicer(
         return wire.topic_stats((await TopicAdmin(self.service).topic(request.topic)).stats())
 
 
-async def ended_by_status(responses: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+async def ended_by_status(responses: AsyncGenerator[Any, None], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
     """``responses`` as a stream RPC's: a MagnetarError they raise ends the call with its status."""
     try:
         async with contextlib.aclosing(responses):  # its cleanup runs now, not when collected

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -33,7 +33,7 @@ from magnetar.proto.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 
-StreamServer = Callable[[AsyncIterator[Any]], AsyncIterator[Any]]
+StreamServer = Callable[[AsyncIterator[Any]], AsyncGenerator[Any, None]]
 """Serves one producer or consumer: its requests in, its responses out."""
 
 _OPENINGS = {"produce": "open", "consume": "subscribe"}
