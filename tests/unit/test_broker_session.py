@@ -244,3 +244,14 @@ async def test_a_broken_session_ends_every_handle_with_its_error_and_is_given_up
 
 def _error(exc: TopicNotFound) -> common_pb2.Error:
     return common_pb2.Error(code=exc.code, message=exc.message, retriable=exc.retriable)
+
+
+async def test_a_broker_without_sessions_gets_a_stream_per_producer_and_consumer(twin, client) -> None:
+    """An older broker answers Session with UNIMPLEMENTED (the twin has no Session): the
+    SDK opens a stream per handle there, without failing the producer or consumer."""
+    consumer = await client.subscribe("old-broker", "s")
+    producer = await client.create_producer("old-broker", batching_enabled=False)
+    sent = await producer.send(b"hello")
+    msg = await consumer.receive(timeout_millis=5000)
+    assert (msg.data(), msg.message_id()) == (b"hello", sent)
+    assert not client._pool.uses_session(twin.address)
