@@ -48,8 +48,8 @@ class ClientSession:
         self._on_broken = on_broken
         self._handles: dict[int, SessionStream] = {}
         self._ids = itertools.count(1)
-        self._frames: list[pb.SessionFrame] = []
-        self._written: asyncio.Future[None] | None = None  # done when _frames are written
+        self._request: pb.SessionRequest | None = None  # the frames gathered since the last write
+        self._written: asyncio.Future[None] | None = None  # done when _request is written
         self._wake: asyncio.Future[None] | None = None
         self.broken: MagnetarError | None = None
         self.unsupported = False  # the broker answered the session with UNIMPLEMENTED
@@ -74,14 +74,25 @@ class ClientSession:
         return handle
 
     # -- writing ------------------------------------------------------------------------
-    async def send(self, frame: pb.SessionFrame) -> None:
-        """Queue ``frame`` and wait until the stream message carrying it was written.
+    def frame(self, handle_id: int) -> pb.SessionFrame:
+        """A new frame of ``handle_id`` in the next request, for the caller to fill
+        (built in place: an entry is copied once), then :meth:`send`.
 
         Raises: the error the session broke with.
         """
         if self.broken is not None:
             raise self.broken
-        self._frames.append(frame)
+        if self._request is None:
+            self._request = pb.SessionRequest()
+        return self._request.frames.add(handle=handle_id)
+
+    async def send(self) -> None:
+        """Wait until the stream message carrying the frames made so far was written.
+
+        Raises: the error the session broke with.
+        """
+        if self.broken is not None:
+            raise self.broken
         written = self._written
         if written is None:
             written = self._written = asyncio.get_running_loop().create_future()
@@ -90,23 +101,23 @@ class ClientSession:
                 wake.set_result(None)
         await asyncio.shield(written)  # shared by the frame's stream message: never cancelled by one waiter
 
-    def post(self, frame: pb.SessionFrame) -> None:
-        """Queue ``frame`` without waiting (a cancel); dropped when the session is broken."""
+    def post(self) -> None:
+        """Send the frames made so far without waiting (a cancel)."""
         if self.broken is None:
-            written = asyncio.ensure_future(self.send(frame))
+            written = asyncio.ensure_future(self.send())
             written.add_done_callback(_taken)
 
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while self.broken is None:
-            if not self._frames:
+            if self._request is None:
                 self._wake = loop.create_future()
                 await self._wake
                 continue
-            frames, self._frames = self._frames, []
+            request, self._request = self._request, None
             written, self._written = self._written, None
             try:
-                await self._call.write(pb.SessionRequest(frames=frames))
+                await self._call.write(request)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -246,9 +257,8 @@ class SessionStream:
         """Raises: NotConnected once the handle ended; the error the session broke with."""
         if self._done:
             raise self.session.broken or NotConnected(f"the stream to {self.target} has ended")
-        frame = pb.SessionFrame(handle=self.id)
-        getattr(frame, self.kind).CopyFrom(request)
-        await self.session.send(frame)
+        getattr(self.session.frame(self.id), self.kind).CopyFrom(request)
+        await self.session.send()
 
     async def read(self) -> Any | None:
         """The next message; None at the end of the handle.
@@ -276,7 +286,8 @@ class SessionStream:
         """
         if self._done:
             raise NotConnected(f"the stream to {self.target} is gone")
-        await self.session.send(pb.SessionFrame(handle=self.id, half_close=pb.SessionHalfClose()))
+        self.session.frame(self.id).half_close.SetInParent()
+        await self.session.send()
 
     def cancel(self) -> None:
         """Drop the handle: the broker detaches its producer or consumer."""
@@ -284,7 +295,9 @@ class SessionStream:
             return
         self.session.forget(self)
         self.ended(NotConnected(f"the stream to {self.target} was cancelled"))
-        self.session.post(pb.SessionFrame(handle=self.id, cancel=pb.SessionCancel()))
+        if self.session.broken is None:
+            self.session.frame(self.id).cancel.SetInParent()
+            self.session.post()
 
 
 def _taken(future: asyncio.Future[Any]) -> None:

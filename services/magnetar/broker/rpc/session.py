@@ -29,7 +29,6 @@ import grpc
 
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.proto.v1 import broker_pb2 as pb
-from magnetar.proto.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +100,7 @@ class BrokerSession:
     def __init__(self, produce: StreamServer, consume: StreamServer) -> None:
         self._servers = {"produce": produce, "consume": consume}
         self._handles: dict[int, SessionHandle] = {}
-        self._out: list[pb.SessionReply] = []
+        self._out: pb.SessionResponse | None = None  # the replies gathered since the last one left
         self._wake: asyncio.Future[None] | None = None
         self._reading = True
 
@@ -111,9 +110,9 @@ class BrokerSession:
         reader = asyncio.create_task(self._read(requests), name="session-reader")
         try:
             while True:
-                if self._out:
-                    replies, self._out = self._out, []
-                    yield pb.SessionResponse(replies=replies)
+                if self._out is not None:
+                    out, self._out = self._out, None
+                    yield out
                     continue
                 if not self._reading and not self._handles:
                     break
@@ -186,9 +185,8 @@ class BrokerSession:
         try:
             async with contextlib.aclosing(responses):
                 async for resp in responses:
-                    reply = pb.SessionReply(handle=handle.id)
-                    getattr(reply, kind).CopyFrom(resp)
-                    self._reply(reply)
+                    # Built in place in the outgoing message: each entry is copied once.
+                    getattr(self._reply(handle.id), kind).CopyFrom(resp)
         except MagnetarError as exc:
             error = exc
         except Exception as exc:
@@ -199,14 +197,17 @@ class BrokerSession:
         self._end(handle.id, error)
 
     def _end(self, handle_id: int, error: MagnetarError | None) -> None:
-        end = pb.SessionReply(handle=handle_id, end=pb.SessionHandleEnd())
+        end = self._reply(handle_id).end
+        end.SetInParent()
         if error is not None:
-            end.end.error.CopyFrom(common_pb2.Error(code=error.code, message=error.message, retriable=error.retriable))
-        self._reply(end)
+            end.error.code, end.error.message, end.error.retriable = error.code, error.message, error.retriable
 
-    def _reply(self, reply: pb.SessionReply) -> None:
-        self._out.append(reply)
-        self._wakeup()
+    def _reply(self, handle_id: int) -> pb.SessionReply:
+        """A new reply of ``handle_id`` in the next response, for the caller to fill."""
+        if self._out is None:
+            self._out = pb.SessionResponse()
+            self._wakeup()
+        return self._out.replies.add(handle=handle_id)
 
     def _wakeup(self) -> None:
         wake = self._wake
