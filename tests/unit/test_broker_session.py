@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from magnetar.broker.rpc.session import BrokerSession
-from magnetar.client.session import ClientSession
+from magnetar.broker.rpc.session import RESPONSE_BYTES, BrokerSession
+from magnetar.client.session import REQUEST_BYTES, ClientSession
 from magnetar.common.errors import InvalidArgument, NotConnected, TopicNotFound
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import common_pb2
@@ -47,7 +47,11 @@ class Servers:
         try:
             yield pb.ConsumeResponse(subscribed=pb.Subscribed(consumer_name=first.subscribe.topic))
             async for req in it:
-                yield pb.ConsumeResponse(done=pb.RequestDone(request_id=req.seek.request_id))
+                if req.WhichOneof("kind") == "flow":  # a delivery of an entry of that many bytes
+                    entry = pb.Delivery(entry=b"x" * req.flow.permits)
+                    yield pb.ConsumeResponse(deliveries=pb.Deliveries(deliveries=[entry]))
+                else:
+                    yield pb.ConsumeResponse(done=pb.RequestDone(request_id=req.seek.request_id))
         finally:
             self.detached.append(first.subscribe.topic)
 
@@ -159,6 +163,24 @@ async def test_the_session_ending_detaches_every_handle() -> None:
     assert done.servers.detached == ["c"]
 
 
+async def test_a_turn_of_large_replies_leaves_in_several_responses_in_order() -> None:
+    """Many consumers' deliveries of one loop turn do not add up to one message over
+    gRPC's limit: a response that reached RESPONSE_BYTES leaves as it is."""
+    talk = Conversation()
+    size = RESPONSE_BYTES // 2 + 1
+    talk.write(*(pb.SessionFrame(handle=h, consume=pb.ConsumeRequest(subscribe=pb.Subscribe(topic=f"t{h}"))) for h in (1, 2, 3)))
+    await talk.read_replies(3)
+    talk.write(*(pb.SessionFrame(handle=h, consume=pb.ConsumeRequest(flow=pb.Flow(permits=size))) for h in (1, 2, 3)))
+    responses = []
+    while sum(len(r) for r in responses) < 3:
+        responses.append(await talk.read())
+    assert len(responses) >= 2
+    assert [r.handle for rs in responses for r in rs] == [1, 2, 3]  # one loop turn, in order
+    assert all(len(r.consume.deliveries.deliveries[0].entry) == size for rs in responses for r in rs)
+    assert all(sum(r.ByteSize() for r in rs) < RESPONSE_BYTES + size + 1024 for rs in responses)
+    await talk.responses.aclose()
+
+
 async def _until(predicate, timeout_s: float = 5.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -225,6 +247,20 @@ async def test_the_writes_of_one_loop_turn_leave_in_one_request_and_replies_reac
     await _until(lambda: len(call.written) == 2)
     assert [(f.handle, f.WhichOneof("kind")) for f in call.written[1].frames] == [(handles[1].id, "cancel")]
     assert session.handles == 0 and not broke
+    await session.close()
+
+
+async def test_a_turn_of_large_writes_leaves_in_several_requests_in_order() -> None:
+    call, broke = FakeCall(), []
+    session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]
+    size = REQUEST_BYTES // 2 + 1
+    handles = [session.open_handle("produce", f"p{i}") for i in range(3)]
+    await asyncio.gather(*(
+        h.write(pb.ProduceRequest(send=pb.SendBatch(request_id=i, entry=b"x" * size))) for i, h in enumerate(handles)
+    ))
+    assert len(call.written) == 2
+    assert [(f.handle, f.produce.send.request_id) for r in call.written for f in r.frames] == [(h.id, i) for i, h in enumerate(handles)]
+    assert all(r.ByteSize() < REQUEST_BYTES + size + 1024 for r in call.written)
     await session.close()
 
 

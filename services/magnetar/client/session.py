@@ -29,6 +29,10 @@ from .connection import stream_rpc_error
 
 log = logging.getLogger(__name__)
 
+REQUEST_BYTES = 4 * 1024 * 1024
+"""A request holding this much starts another: what many producers' sends of one loop
+turn add up to stays far below gRPC's message limit (one larger send goes alone)."""
+
 _ENDED = object()
 """A handle's read queue item: the handle ended normally (a stream's end, OK)."""
 
@@ -49,6 +53,8 @@ class ClientSession:
         self._handles: dict[int, SessionStream] = {}
         self._ids = itertools.count(1)
         self._request: pb.SessionRequest | None = None  # the frames gathered since the last write
+        self._request_bytes = 0
+        self._full: list[pb.SessionRequest] = []  # requests that reached REQUEST_BYTES, in order
         self._written: asyncio.Future[None] | None = None  # done when _request is written
         self._wake: asyncio.Future[None] | None = None
         self.broken: MagnetarError | None = None
@@ -82,9 +88,17 @@ class ClientSession:
         """
         if self.broken is not None:
             raise self.broken
+        if self._request is not None and self._request_bytes >= REQUEST_BYTES:
+            self._full.append(self._request)
+            self._request = None
         if self._request is None:
             self._request = pb.SessionRequest()
+            self._request_bytes = 0
         return self._request.frames.add(handle=handle_id)
+
+    def added(self, size: int) -> None:
+        """The last frame made carries ``size`` bytes."""
+        self._request_bytes += size
 
     async def send(self) -> None:
         """Wait until the stream message carrying the frames made so far was written.
@@ -110,29 +124,39 @@ class ClientSession:
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while self.broken is None:
+            if self._full:  # a turn that filled several requests: the full ones first
+                if not await self._write(self._full.pop(0), None):
+                    return
+                continue
             if self._request is None:
                 self._wake = loop.create_future()
                 await self._wake
                 continue
             request, self._request = self._request, None
             written, self._written = self._written, None
-            try:
-                await self._call.write(request)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # The reader reads the status the call ended with (and sees an older
-                # broker's UNIMPLEMENTED); a write on a live call that failed breaks it here.
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
-                self._break(NotConnected(f"the session with {self.target} broke: {exc!r}"))
-                assert self.broken is not None
-                if written is not None and not written.done():
-                    written.set_exception(self.broken)
-                    written.add_done_callback(_taken)
+            if not await self._write(request, written):
                 return
+
+    async def _write(self, request: pb.SessionRequest, written: asyncio.Future[None] | None) -> bool:
+        """Write ``request``, then settle ``written``; False: the session broke."""
+        try:
+            await self._call.write(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The reader reads the status the call ended with (and sees an older
+            # broker's UNIMPLEMENTED); a write on a live call that failed breaks it here.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
+            self._break(NotConnected(f"the session with {self.target} broke: {exc!r}"))
+            assert self.broken is not None
             if written is not None and not written.done():
-                written.set_result(None)
+                written.set_exception(self.broken)
+                written.add_done_callback(_taken)
+            return False
+        if written is not None and not written.done():
+            written.set_result(None)
+        return True
 
     # -- reading ------------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -257,8 +281,10 @@ class SessionStream:
         """Raises: NotConnected once the handle ended; the error the session broke with."""
         if self._done:
             raise self.session.broken or NotConnected(f"the stream to {self.target} has ended")
-        getattr(self.session.frame(self.id), self.kind).CopyFrom(request)
-        await self.session.send()
+        session = self.session
+        getattr(session.frame(self.id), self.kind).CopyFrom(request)
+        session.added(request.ByteSize())
+        await session.send()
 
     async def read(self) -> Any | None:
         """The next message; None at the end of the handle.

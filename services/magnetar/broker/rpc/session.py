@@ -38,6 +38,10 @@ StreamServer = Callable[[AsyncIterator[Any]], AsyncGenerator[Any, None]]
 _OPENINGS = {"produce": "open", "consume": "subscribe"}
 """The request that opens a handle of each kind."""
 
+RESPONSE_BYTES = 4 * 1024 * 1024
+"""A response holding this much starts another: what many consumers' deliveries of one
+loop turn add up to stays far below gRPC's message limit (one larger reply goes alone)."""
+
 
 class HandleInbox:
     """A handle's requests, read by its stream server as a stream's request iterator;
@@ -101,6 +105,8 @@ class BrokerSession:
         self._servers = {"produce": produce, "consume": consume}
         self._handles: dict[int, SessionHandle] = {}
         self._out: pb.SessionResponse | None = None  # the replies gathered since the last one left
+        self._out_bytes = 0
+        self._full: list[pb.SessionResponse] = []  # responses that reached RESPONSE_BYTES, in order
         self._wake: asyncio.Future[None] | None = None
         self._reading = True
 
@@ -110,6 +116,9 @@ class BrokerSession:
         reader = asyncio.create_task(self._read(requests), name="session-reader")
         try:
             while True:
+                if self._full:
+                    yield self._full.pop(0)
+                    continue
                 if self._out is not None:
                     out, self._out = self._out, None
                     yield out
@@ -187,6 +196,7 @@ class BrokerSession:
                 async for resp in responses:
                     # Built in place in the outgoing message: each entry is copied once.
                     getattr(self._reply(handle.id), kind).CopyFrom(resp)
+                    self._out_bytes += resp.ByteSize()
         except MagnetarError as exc:
             error = exc
         except Exception as exc:
@@ -204,8 +214,12 @@ class BrokerSession:
 
     def _reply(self, handle_id: int) -> pb.SessionReply:
         """A new reply of ``handle_id`` in the next response, for the caller to fill."""
+        if self._out is not None and self._out_bytes >= RESPONSE_BYTES:
+            self._full.append(self._out)
+            self._out = None
         if self._out is None:
             self._out = pb.SessionResponse()
+            self._out_bytes = 0
             self._wakeup()
         return self._out.replies.add(handle=handle_id)
 
