@@ -264,6 +264,25 @@ async def test_a_turn_of_large_writes_leaves_in_several_requests_in_order() -> N
     await session.close()
 
 
+async def test_writes_after_a_cancel_in_the_same_turn_still_leave() -> None:
+    """A cancel (sent without waiting) in the turn of another handle's write left the
+    session waiting for a stream message that was never to be written: every later
+    write hung (a consumer's close then never returned)."""
+    call, broke = FakeCall(), []
+    session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]
+    a, b, c = (session.open_handle("produce", name) for name in "abc")
+    first = asyncio.create_task(a.write(pb.ProduceRequest(send=pb.SendBatch(request_id=1))))
+    await asyncio.sleep(0)  # a's frame is gathered and the writer woken; then, in that turn, b's cancel
+    b.cancel()
+    await asyncio.wait_for(first, 1)
+    for _ in range(5):  # whatever the cancel scheduled runs
+        await asyncio.sleep(0)
+    await asyncio.wait_for(c.write(pb.ProduceRequest(send=pb.SendBatch(request_id=2))), 1)
+    frames = [(f.handle, f.WhichOneof("kind")) for r in call.written for f in r.frames]
+    assert frames == [(a.id, "produce"), (b.id, "cancel"), (c.id, "produce")]
+    await session.close()
+
+
 async def test_a_broken_session_ends_every_handle_with_its_error_and_is_given_up() -> None:
     call, broke = FakeCall(), []
     session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]

@@ -107,19 +107,28 @@ class ClientSession:
         """
         if self.broken is not None:
             raise self.broken
-        written = self._written
-        if written is None:
-            written = self._written = asyncio.get_running_loop().create_future()
-            wake = self._wake
-            if wake is not None and not wake.done():
-                wake.set_result(None)
-        await asyncio.shield(written)  # shared by the frame's stream message: never cancelled by one waiter
+        await asyncio.shield(self._to_write())  # shared by the frames of one stream message: never cancelled by one waiter
 
     def post(self) -> None:
         """Send the frames made so far without waiting (a cancel)."""
         if self.broken is None:
-            written = asyncio.ensure_future(self.send())
-            written.add_done_callback(_taken)
+            self._to_write()
+
+    def _to_write(self) -> asyncio.Future[None]:
+        """The future of the request being gathered (made now, and the writer woken, for
+        its first frame)."""
+        written = self._written
+        if written is None:
+            if self._request is None:  # nothing gathered: nothing to wait for
+                written = asyncio.get_running_loop().create_future()
+                written.set_result(None)
+                return written
+            written = self._written = asyncio.get_running_loop().create_future()
+            written.add_done_callback(_taken)  # a cancel's: nobody waits for it
+            wake = self._wake
+            if wake is not None and not wake.done():
+                wake.set_result(None)
+        return written
 
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
