@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-compare bench-scaleout bench-idle fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -142,6 +142,7 @@ bench: setup ## Run the benchmarks (bench/*.py); results under bench/results
 	$(PY) bench/dlq_replay.py
 	$(PY) bench/rate_limits.py
 	$(PY) bench/topics.py --consumers raw
+	$(PY) bench/idle_clients.py
 	$(PY) bench/codecs.py
 	$(PY) bench/chunks.py
 
@@ -156,6 +157,20 @@ $(STAMPS)/bench-compare: $(STAMPS)/venv bench/requirements-compare.lock
 
 bench-compare: setup $(STAMPS)/bench-compare ## Magnetar (SDK and pulsar-client through the Pulsar door) vs Redis Streams, NATS JetStream, RabbitMQ quorum, one run (ARGS="--quick"); docs/performance.md
 	$(PY) bench/compare.py $(ARGS)
+
+bench-scaleout: setup ## 1, 2 and 3 brokers, unbatched produce to 6 topics: msgs/s, CPU µs per message per component, and the capacity model's prediction (bench/model.py); docs/performance.md
+	$(PY) bench/scaleout.py $(ARGS)
+
+# The load manager: 3 brokers (network namespaces when root), every bundle on one broker
+# first, then producers and consumers on many topics; prints the load per broker over time,
+# the convergence and the loss/order checks, and its verdict. ARGS: e.g. --topics 24.
+.PHONY: bench-balance
+bench-balance: setup ## Load balancing across 3 brokers: skew, convergence, nothing lost or reordered (ARGS=...); docs/load-balancing.md
+	$(PY) bench/balance.py $(ARGS)
+
+IDLE_CONSUMERS ?= 10000
+bench-idle: setup ## 10,000 idle SDK consumers in one process (IDLE_CONSUMERS=N): attach time of the first and last 100, CPU while idle; docs/performance.md "Idle clients"
+	$(PY) bench/idle_clients.py --consumers $(IDLE_CONSUMERS)
 
 # The Spark jobs against `make run`'s cluster, the driver and local[*] executors on this
 # machine, Python workers on the virtualenv's interpreter.

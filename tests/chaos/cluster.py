@@ -21,7 +21,7 @@ import logging
 import shutil
 import signal
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class ClusterSettings:
     """An idle live writer's open ledger is fenced this long after the marker, so Qw is
     back within 60 s of a bookie lost for good (5 + 15 s, then the copy)."""
     zk_tick_ms: int = 500
+    broker_config: dict[str, Any] = field(default_factory=dict)
+    """More broker settings (BrokerConfig fields), e.g. the load manager's (bench/balance.py)."""
 
 
 @dataclass
@@ -190,7 +192,7 @@ class ChaosCluster:
         for _ in range(s.brokers):
             self._add("broker", BrokerProcess, {
                 "ensemble_size": s.ensemble_size, "write_quorum": s.write_quorum, "ack_quorum": s.ack_quorum,
-                "zk_session_timeout_s": s.broker_session_timeout_s,
+                "zk_session_timeout_s": s.broker_session_timeout_s, **s.broker_config,
             })  # fmt: skip
         for _ in range(s.auditors):
             self._add("auditor", AuditorProcess, {

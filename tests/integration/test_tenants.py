@@ -173,6 +173,30 @@ async def test_update_policies(store: ZkTenantStore) -> None:
     assert await store.list_namespaces("acme") == ["acme/prod"]  # nothing was created
 
 
+async def test_watch_policies_fires_once_on_the_next_change_and_on_delete(store: ZkTenantStore) -> None:
+    await store.create_tenant("watched")
+    await store.create_namespace("watched", "ns", {"bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1}})
+    fired: list[str] = []
+    changed = asyncio.Event()
+
+    def heard(what: str) -> None:
+        fired.append(what)
+        changed.set()
+
+    doc = await store.watch_policies("watched", "ns", lambda: heard("update"))
+    assert doc["bundles"]["numBundles"] == 1
+    await store.update_policies("watched", "ns", lambda d: d | {"message_ttl_in_seconds": 5})
+    await asyncio.wait_for(changed.wait(), 10)
+    changed.clear()
+    await store.update_policies("watched", "ns", lambda d: d | {"message_ttl_in_seconds": 6})  # not watched any more
+    await store.watch_policies("watched", "ns", lambda: heard("delete"))
+    await store.delete_namespace("watched", "ns")
+    await asyncio.wait_for(changed.wait(), 10)
+    assert fired == ["update", "delete"]
+    with pytest.raises(NamespaceNotFound):
+        await store.watch_policies("watched", "ns", lambda: heard("never"))
+
+
 async def test_concurrent_policy_updates_are_not_lost(
     store: ZkTenantStore, zk_connect: str, zk_root: str
 ) -> None:

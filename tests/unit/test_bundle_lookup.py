@@ -39,10 +39,21 @@ class SlowOwnership:
         return not self.previous_session and self.owners.get((tenant, namespace, bundle)) == broker_id
 
 
+class Namespaces:
+    """Namespaces' policies documents, none storing bundles (bundles_per_namespace applies)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def watch_policies(self, tenant: str, namespace: str, changed: object) -> dict[str, object]:
+        self.reads += 1
+        return {}
+
+
 def service(ownership: SlowOwnership) -> BrokerService:
     svc = BrokerService(
         BrokerConfig(bundles_per_namespace=1), "me:1", None,  # type: ignore[arg-type]
-        ledgers=None, ml_store=None, tenants=None, ownership=ownership,  # type: ignore[arg-type]
+        ledgers=None, ml_store=None, tenants=Namespaces(), ownership=ownership,  # type: ignore[arg-type]
     )
     svc.lease.renewed(svc.lease.clock() + 3600)  # serving: ZooKeeper "answered"
     svc._lapsed = False

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from magnetar.broker.namespace_ops import SUBSCRIPTION_BUSY, NamespaceOps
-from magnetar.common.bundles import bundle_of, bundle_ranges
+from magnetar.common.bundles import NamespaceBundles, bundle_of, bundle_ranges
 from magnetar.common.errors import InvalidArgument, PreconditionFailed, TopicNotFound
 from magnetar.common.names import TopicName
 
@@ -49,6 +49,9 @@ class Broker:
         if bundle not in bundle_ranges(BUNDLES):
             raise InvalidArgument(f"no bundle {bundle}")
         return [(bundle, "me")]
+
+    async def bundles_data(self, namespace: str) -> NamespaceBundles:
+        return NamespaceBundles.equal(BUNDLES)
 
     async def list_topic_partitions(self, namespace: str) -> list[str]:
         return sorted([*self.topics, *self.unused])

@@ -69,6 +69,7 @@ def _nack_delay_s(conf: ConsumerConfig, redelivery_count: int) -> float:
 
     pc = PartitionConsumer.__new__(PartitionConsumer)
     pc.conf, pc.acks, pc._nack_due, pc._wakeup = conf, _Acks(), {}, _Waker()
+    pc._writer, pc._closed = None, False  # never connected: nothing to arm
     before = time.monotonic()
     pc.nack(MessageId(-1, 7, 3), redelivery_count)
     (due,) = pc._nack_due.values()

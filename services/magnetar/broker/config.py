@@ -65,7 +65,12 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     max_message_bytes: int = Field(default=5 * 1024 * 1024, ge=1024)
     """Largest entry (a batch of messages) a producer may publish (Pulsar's 5 MB)."""
     bundles_per_namespace: int = Field(default=4, ge=1)
-    """Hash ranges each namespace is split into; a broker owns whole bundles."""
+    """Hash ranges a new namespace is split into when its create names no count (Pulsar's
+    defaultNumberOfNamespaceBundles), and those of a namespace that stores no boundaries;
+    a broker owns whole bundles."""
+    load_balancer_namespace_maximum_bundles: int = Field(default=128, ge=1, le=65536)
+    """Most bundles a namespace may have: at create, and after a split (Pulsar's
+    loadBalancerNamespaceMaximumBundles)."""
     allow_auto_topic_creation: bool = True
     """Create a topic on first use; off: unknown topics are an error (a namespace's
     autoTopicCreation policy overrides this and the next two)."""
@@ -168,6 +173,67 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """How long a tenant's admin roles and a namespace's permissions are used before
     being read again; open streams ask again every min(1 s, this), so a revoked role
     loses access, open streams included, within this + 1 s (at most 5 s)."""
+    # -- load manager (Pulsar's loadBalancer* settings; docs/load-balancing.md) --------
+    load_balancer_enabled: bool = True
+    """Pulsar's loadBalancerEnabled: brokers report their load and a lookup places an
+    unowned bundle on the least loaded broker; off: on the broker asked."""
+    load_balancer_host_usage_check_interval_s: float = Field(default=60.0, gt=0)
+    """loadBalancerHostUsageCheckIntervalMinutes: how often a broker measures its load,
+    writes its report when due, and re-reads the others' reports."""
+    load_balancer_report_update_threshold_percentage: float = Field(default=10.0, ge=0)
+    """loadBalancerReportUpdateThresholdPercentage: the report is written when it changed
+    by more than this (usage points, or percent of a rate or count) ..."""
+    load_balancer_report_update_max_interval_s: float = Field(default=900.0, gt=0)
+    """... or is this old (loadBalancerReportUpdateMaxIntervalMinutes)."""
+    load_balancer_load_placement_strategy: Literal["LeastLongTermMessageRate", "LeastResourceUsageWithWeight"] = (
+        "LeastLongTermMessageRate")
+    """loadBalancerLoadPlacementStrategy: where an unowned bundle goes: the broker with
+    the lowest message rate (Pulsar's default) or the lowest weighted resource usage."""
+    load_balancer_shedding_enabled: bool = True
+    """loadBalancerSheddingEnabled: the leader asks overloaded brokers to unload bundles."""
+    load_balancer_shedding_interval_s: float = Field(default=60.0, gt=0)
+    """loadBalancerSheddingIntervalMinutes: how often the leader looks."""
+    load_balancer_shedding_grace_period_s: float = Field(default=1800.0, ge=0)
+    """loadBalancerSheddingGracePeriodMinutes: a bundle unloaded is not unloaded again
+    within this."""
+    load_balancer_load_shedding_strategy: Literal["ThresholdShedder", "OverloadShedder"] = "ThresholdShedder"
+    """loadBalancerLoadSheddingStrategy (Pulsar's default: ThresholdShedder)."""
+    load_balancer_broker_threshold_shedder_percentage: float = Field(default=10.0, ge=0, le=100)
+    """loadBalancerBrokerThresholdShedderPercentage: ThresholdShedder sheds from a broker
+    this many points over the brokers' average usage."""
+    load_balancer_broker_overloaded_threshold_percentage: float = Field(default=85.0, gt=0, le=100)
+    """loadBalancerBrokerOverloadedThresholdPercentage: OverloadShedder sheds from a
+    broker over this usage; placement avoids such a broker."""
+    load_balancer_history_resource_percentage: float = Field(default=0.9, ge=0, lt=1)
+    """loadBalancerHistoryResourcePercentage: ThresholdShedder's weight of a broker's
+    earlier usage against the newest report (0: the newest only)."""
+    load_balancer_bundle_unload_min_throughput_threshold: float = Field(default=10.0, ge=0)
+    """loadBalancerBundleUnloadMinThroughputThreshold, MB/s: an offload worth less is
+    not done (0: any)."""
+    load_balancer_cpu_resource_weight: float = Field(default=1.0, ge=0)
+    """loadBalancerCPUResourceWeight: weight of CPU in a broker's usage."""
+    load_balancer_memory_resource_weight: float = Field(default=1.0, ge=0)
+    """loadBalancerMemoryResourceWeight."""
+    load_balancer_bandwith_in_resource_weight: float = Field(default=1.0, ge=0)
+    """loadBalancerBandwithInResourceWeight (Pulsar's spelling)."""
+    load_balancer_bandwith_out_resource_weight: float = Field(default=1.0, ge=0)
+    """loadBalancerBandwithOutResourceWeight."""
+    load_balancer_override_broker_nic_speed_gbps: float = Field(default=1.0, gt=0)
+    """loadBalancerOverrideBrokerNicSpeedGbps: the network's capacity a broker's
+    bandwidth usage is a share of (brokers sharing a host count their own topics' bytes)."""
+    load_balancer_auto_bundle_split_enabled: bool = True
+    """loadBalancerAutoBundleSplitEnabled: the leader splits hot bundles."""
+    load_balancer_namespace_bundle_max_topics: int = Field(default=1000, ge=1)
+    """loadBalancerNamespaceBundleMaxTopics: a bundle with more topics is hot ..."""
+    load_balancer_namespace_bundle_max_sessions: int = Field(default=1000, ge=1)
+    """... or more producers and consumers (loadBalancerNamespaceBundleMaxSessions) ..."""
+    load_balancer_namespace_bundle_max_msg_rate: float = Field(default=30000.0, gt=0)
+    """... or more messages/s in and out (loadBalancerNamespaceBundleMaxMsgRate) ..."""
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: float = Field(default=100.0, gt=0)
+    """... or more MB/s in and out (loadBalancerNamespaceBundleMaxBandwidthMbytes)."""
+    default_namespace_bundle_split_algorithm: Literal[
+        "range_equally_divide", "topic_count_equally_divide"] = "range_equally_divide"
+    """defaultNamespaceBundleSplitAlgorithm: how the leader splits a hot bundle."""
     crash_point: str = ""
     """Fault injection for crash tests: the broker exits at once on reaching this named
     point (``after_move_publish``: a retry/DLQ copy is stored, the original not yet
@@ -181,6 +247,14 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
                 f"port, protocol_port and protocol_tls_port must differ, got {self.port or DEFAULT_PORT}, "
                 f"{self.protocol_port}, {self.protocol_tls_port}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _bundles(self) -> Self:
+        if self.bundles_per_namespace > self.load_balancer_namespace_maximum_bundles:
+            raise ValueError(
+                f"bundles_per_namespace ({self.bundles_per_namespace}) must not exceed "
+                f"load_balancer_namespace_maximum_bundles ({self.load_balancer_namespace_maximum_bundles})")
         return self
 
     @model_validator(mode="after")

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from magnetar.common.bundles import bundle_of
 from magnetar.common.errors import InvalidArgument, PreconditionFailed, TopicNotFound
 from magnetar.common.names import NamespaceName, TopicName, check_subscription_name
 
@@ -49,10 +48,10 @@ class NamespaceOps:
         """
         ns = NamespaceName.parse(namespace)
         await self.service.bundle_owners(str(ns), bundle)  # NamespaceNotFound, a bad bundle
-        bundles = self.service.config.bundles_per_namespace
+        bundles = await self.service.bundles_data(str(ns))
         out = []
         for name in await self.service.list_topic_partitions(str(ns)):
-            if bundle_of(TopicName.parse(name), bundles) != bundle:
+            if bundles.bundle_of(TopicName.parse(name)) != bundle:
                 continue
             try:
                 out.append(await self.service.get_topic(name, create=False))

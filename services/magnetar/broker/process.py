@@ -13,6 +13,7 @@ from grpc_health.v1._async import HealthServicer
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
 from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.rpc.authorization import AuthorizationInterceptor
+from magnetar.broker.rpc.load_peers import RemoteLoadPeers
 from magnetar.broker.rpc.peer_topics import RemoteTopicLister
 from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
 from magnetar.broker.rpc.servicer import BrokerServicer
@@ -62,6 +63,8 @@ class BrokerServer:
             remote_mover=RemoteMovePublisher(self.broker_id, tls=tls, token=token),
             # A namespace's non-persistent topics are asked of the brokers serving them.
             peer_topics=RemoteTopicLister(self.broker_id, tls=tls, token=token),
+            # The load manager asks other brokers to take or unload bundles.
+            load_peers=RemoteLoadPeers(self.broker_id, tls=tls, token=token),
             pulsar_urls=pulsar_service_urls(config),
         )
         # Pulsar's binary protocol: pulsar:// and, with TLS, pulsar+ssl:// on a port of its own.

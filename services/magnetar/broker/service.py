@@ -23,6 +23,11 @@ from magnetar.broker.deadletter.publisher import ServiceMovePublisher
 from magnetar.broker.dispatch.delaybuckets import collect_orphaned_spill_areas
 from magnetar.broker.inactive_topics import InactiveTopicTask
 from magnetar.broker.lease import SessionLease
+from magnetar.broker.loadbalance.manager import LoadManager
+from magnetar.broker.loadbalance.report import BundleStats, LoadReport
+from magnetar.broker.loadbalance.splitter import OwnerSplitter
+from magnetar.broker.loadbalance.usage import ProcessUsage, bundle_stats
+from magnetar.broker.namespace_bundles import BUNDLES_KEY, BundleSplitter, NamespaceBundlesCache
 from magnetar.broker.namespace_policies import (
     AutoTopicCreation,
     InactiveTopicDeleteMode,
@@ -51,7 +56,14 @@ from magnetar.broker.schema.registry import Compatibility, SchemaRegistry, Schem
 from magnetar.broker.tenant_info import TenantInfo
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_policies import TopicPolicyAdmin, policy_owner
-from magnetar.common.bundles import bundle_of, bundle_ranges
+from magnetar.common.bundles import (
+    LAST_BOUNDARY,
+    NamespaceBundles,
+    SplitAlgorithm,
+    bundle_of,
+    is_bundle_name,
+    topic_hash,
+)
 from magnetar.common.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -75,6 +87,7 @@ from magnetar.metadata.topic_policies import ZkTopicPolicyStore
 
 if TYPE_CHECKING:
     from magnetar.broker.deadletter import MovePublisher
+    from magnetar.broker.loadbalance.manager import LoadPeers
     from magnetar.ledger.client import LedgerClient
     from magnetar.metadata.managed_ledgers import ZkManagedLedgerStore
     from magnetar.metadata.ownership import ZkOwnershipStore
@@ -98,7 +111,7 @@ class BrokerService:
         self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
         ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
         remote_mover: MovePublisher | None = None, pulsar_urls: PulsarServiceUrls | None = None,
-        peer_topics: PeerTopicLister | None = None,
+        peer_topics: PeerTopicLister | None = None, load_peers: LoadPeers | None = None,
     ) -> None:
         """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
         stores the service uses (and closes: the ledger client); remote_mover: publishes
@@ -107,7 +120,9 @@ class BrokerService:
         serves Pulsar's binary protocol (``pulsar://``, ``pulsar+ssl://``; advertised in
         its registration; empty: not served); peer_topics: asks other brokers which
         non-persistent topics they serve (closed with the service; None: a namespace's
-        list has this broker's only)."""
+        list has this broker's only); load_peers: the load manager's calls to other
+        brokers (None: unowned bundles are taken by the broker asked, as without a load
+        manager, and the leader splits only the hot bundles this broker owns)."""
         self.config = config
         self.broker_id = broker_id
         self.pulsar_urls = pulsar_urls or PulsarServiceUrls()
@@ -136,6 +151,9 @@ class BrokerService:
         """The ``non-persistent://`` topics served here (memory only: see broker/nonpersistent/)."""
         self._opening: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._owned: set[tuple[str, str, str]] = set()
+        self.bundles = NamespaceBundlesCache(tenants, config.bundles_per_namespace)
+        """Each used namespace's bundle boundaries, watched (broker/namespace_bundles.py)."""
+        self.splitter = BundleSplitter(self)
         self._lookups: KeyedTasks[tuple[str, str, str]] = KeyedTasks("broker", on_error=lambda _key, _exc: None)
         """Bundle lookups under way: callers of one bundle share one (errors reach them)."""
         self._closing: KeyedTasks[str] = KeyedTasks("broker", on_error=self._close_failed)
@@ -173,6 +191,12 @@ class BrokerService:
         self.authorizer = Authorizer(tenants, config.superuser_roles, config.authorization_cache_ttl_s)
         """Namespace permissions (kept with authorization off too) and, with
         ``config.authorization_enabled``, the decisions every door asks."""
+        self._usage = ProcessUsage(config.load_balancer_override_broker_nic_speed_gbps)
+        self.load_manager = LoadManager(
+            config, broker_id, session, measure=self.load_report, unload_local=self.unload_bundle,
+            peers=load_peers, splitter=OwnerSplitter(self, load_peers),
+        ) if config.load_balancer_enabled else None
+        """Load reports, placement of unowned bundles, shedding (docs/load-balancing.md)."""
 
     async def start(self) -> None:
         # Delayed-delivery spill files of crashed brokers: a cache nobody reads again.
@@ -189,6 +213,8 @@ class BrokerService:
         self.session.add_state_listener(self._session_state)
         await self._renew_lease()
         self._lease_task = asyncio.get_running_loop().create_task(self._keep_lease(), name="broker-lease")
+        if self.load_manager is not None:
+            await self.load_manager.start()
         self.retention = RetentionTask(
             self.topics, self.tenants, self.config,
             topic_level=lambda name: getattr(self._topic_level.get(str(policy_owner(name))), "retention", None),
@@ -276,6 +302,7 @@ class BrokerService:
             # Our ownership znodes are gone: another broker may take the bundles now.
             log.warning("ZooKeeper session lost: releasing %d bundles and their topics", len(self._owned))
             self._owned.clear()
+            self.bundles.clear()  # its watches went with the session
             self.lease.revoke()
             self._lapsed = True
             self._lapses += 1
@@ -329,10 +356,37 @@ class BrokerService:
             self.unload(t)
         await self._closing.wait(names)
 
-    def _check_bundle(self, ns: NamespaceName, bundle: str) -> None:
-        bundles = bundle_ranges(self.config.bundles_per_namespace)
-        if bundle not in bundles:
-            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles)}")
+    async def _check_bundle(self, ns: NamespaceName, bundle: str) -> NamespaceBundles:
+        """The namespace's bundles, if ``bundle`` is one of them (read again when not:
+        a split may have made it since). Raises: InvalidArgument."""
+        bundles = await self.bundles.get(ns)
+        if bundle not in bundles.ranges and is_bundle_name(bundle):
+            bundles = await self.bundles.refresh(ns)
+        if bundle not in bundles.ranges:
+            raise InvalidArgument(f"{bundle!r} is not a bundle of {ns}; its bundles are {', '.join(bundles.ranges)}")
+        return bundles
+
+    async def bundles_data(self, namespace: str) -> NamespaceBundles:
+        """The namespace's bundles (its boundaries), from the watched cache.
+
+        Raises: InvalidArgument (a bad name); NamespaceNotFound; CorruptMetadata.
+        """
+        return await self.bundles.get(NamespaceName.parse(namespace))
+
+    async def bundles_of(self, namespace: str) -> list[str]:
+        """The namespace's bundles' names (``0x00000000_0x40000000``, …), in hash order."""
+        return (await self.bundles_data(namespace)).ranges
+
+    async def split_bundle(
+        self, namespace: str, bundle: str, algorithm: str | SplitAlgorithm = SplitAlgorithm.RANGE_EQUALLY_DIVIDE,
+        unload: bool = False, boundaries: Sequence[object] = (),
+    ) -> list[str]:
+        """Split a bundle this broker owns (Pulsar's split-bundle; see
+        broker/namespace_bundles.py BundleSplitter.split); returns the new bundles.
+
+        Raises: NotOwner; PreconditionFailed; InvalidArgument; NamespaceNotFound.
+        """
+        return await self.splitter.split(namespace, bundle, algorithm, unload, boundaries)
 
     async def unload_bundle(self, namespace: str, bundle: str) -> None:
         """An admin's unload of a namespace bundle this broker owns: its topics are closed
@@ -343,13 +397,14 @@ class BrokerService:
         """
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)  # NamespaceNotFound
-        self._check_bundle(ns, bundle)
+        bundles = await self._check_bundle(ns, bundle)
         key = (ns.tenant, ns.namespace, bundle)
         if key not in self._owned:
             owner = await self.ownership.owner(*key)
             raise NotOwner(f"bundle {ns}/{bundle} is owned by {owner or 'no broker'}, not {self.broker_id}")
         self._owned.discard(key)  # lookups here stop answering this broker from now on
-        names = [t for t in [*self.topics, *self._opening, *self.nonpersistent] if self._bundle(self.parse(t)) == key]
+        names = [t for t in [*self.topics, *self._opening, *self.nonpersistent]
+                 if self.parse(t).namespace == ns and bundles.bundle_of(t) == bundle]
         # The bundle goes once its topics are closed (their ledgers too), so a new owner
         # does not have to fence and recover them.
         await self._unload_and_wait(names)
@@ -365,12 +420,14 @@ class BrokerService:
         ns = NamespaceName.parse(namespace)
         await self.tenants.get_policies(ns.tenant, ns.namespace)
         if bundle:
-            self._check_bundle(ns, bundle)
-        chosen = [bundle] if bundle else bundle_ranges(self.config.bundles_per_namespace)
+            await self._check_bundle(ns, bundle)
+        chosen = [bundle] if bundle else (await self.bundles.get(ns)).ranges
         owners = await asyncio.gather(*(self.ownership.owner(ns.tenant, ns.namespace, b) for b in chosen))
         return [(b, o or "") for b, o in zip(chosen, owners, strict=True)]
 
     async def close(self) -> None:
+        if self.load_manager is not None:
+            await self.load_manager.close()
         if hasattr(self, "retention"):  # started
             await self.retention.close()
         await self.policy_task.close()
@@ -380,6 +437,7 @@ class BrokerService:
             await asyncio.gather(self._lease_task, return_exceptions=True)
         await self._closing.wait()
         await self._lookups.close()
+        await self.bundles.close()
         await self.rates.close()
         await self.gc_policy.close()
         await self.mover.close()
@@ -452,26 +510,45 @@ class BrokerService:
     async def create_namespace(
         self, namespace: str, policies: NamespacePolicies, bundles: int = 0, *,
         permissions: NamespaceAuth | None = None, replication_clusters: Sequence[str] = (),
+        boundaries: Sequence[object] = (),
     ) -> None:
         """Create ``tenant/namespace`` with ``policies``, ``permissions`` (Pulsar's
-        auth_policies) and ``replication_clusters``, all checked before anything is
-        written.
+        auth_policies), ``replication_clusters`` and its bundles (``boundaries``, else
+        ``bundles`` equal ranges, else bundles_per_namespace), all checked before anything
+        is written.
 
         Raises:
-            PreconditionFailed: ``bundles`` (0: any) is not bundles_per_namespace; a
-                replication cluster that does not exist or the tenant is not allowed on.
+            PreconditionFailed: ``bundles`` or the boundaries' count is not in
+                1..load_balancer_namespace_maximum_bundles, or the boundaries are not
+                valid or do not make ``bundles`` (when given); a replication cluster
+                that does not exist or the tenant is not allowed on.
             InvalidArgument, PreconditionFailed: a policy refused (see namespace_policies).
             TenantNotFound, AlreadyExists.
         """
-        if bundles and bundles != self.config.bundles_per_namespace:
-            raise PreconditionFailed(
-                f"Invalid number of bundles: every namespace has {self.config.bundles_per_namespace} "
-                f"(the brokers' bundles_per_namespace), not {bundles}"
-            )
-        extra: dict[str, Any] = {} if permissions is None else permissions.bounded().to_doc()
+        extra: dict[str, Any] = {BUNDLES_KEY: self._new_bundles(bundles, boundaries).to_document()}
+        if permissions is not None:
+            extra.update(permissions.bounded().to_doc())
         if replication_clusters:
             extra[REPLICATION_CLUSTERS_KEY] = await self._replication_clusters(namespace, replication_clusters)
         await self.namespace_policies.create_namespace(namespace, policies, extra)
+
+    def _new_bundles(self, count: int, boundaries: Sequence[object]) -> NamespaceBundles:
+        """A new namespace's bundles, as Pulsar's create checks them (its reasons)."""
+        limit = self.config.load_balancer_namespace_maximum_bundles
+        try:
+            if boundaries:
+                bundles = NamespaceBundles.of(boundaries)
+                if count and count != bundles.count:
+                    raise InvalidArgument(f"numBundles {count} does not match the {bundles.count} bundles the boundaries make")
+            else:
+                bundles = NamespaceBundles.equal(count or self.config.bundles_per_namespace)
+        except InvalidArgument as exc:
+            raise PreconditionFailed(f"Invalid number of bundles: {exc.message}") from exc
+        if bundles.count > limit:
+            raise PreconditionFailed(
+                f"Invalid number of bundles. Number of bundles has to be in the range of (1, {limit}]: "
+                f"got {bundles.count} (loadBalancerNamespaceMaximumBundles)")
+        return bundles
 
     async def _replication_clusters(self, namespace: str, clusters: Sequence[str]) -> list[str]:
         """``clusters`` sorted, if each exists and the namespace's tenant is allowed on it
@@ -540,30 +617,64 @@ class BrokerService:
     def parse(topic: str) -> TopicName:
         return TopicName.parse(topic)
 
-    def _bundle(self, name: TopicName) -> tuple[str, str, str]:
+    async def _bundle(self, name: TopicName) -> tuple[str, str, str]:
+        """``(tenant, namespace, bundle)`` of ``name`` by its namespace's cached bundles."""
+        bundles = await self.bundles.get(name.namespace)
+        return (name.tenant, name.namespace_part, bundles.bundle_of(name))
+
+    def _served_bundle(self, name: TopicName) -> tuple[str, str, str]:
+        """:meth:`_bundle` without waiting, for a topic served here: by its namespace's
+        cached boundaries, else the owned bundle whose range holds its hash (the cache
+        entry is dropped on a change until the next use reads it again)."""
+        cached = self.bundles.cached(name.namespace)
+        if cached is not None:
+            return (name.tenant, name.namespace_part, cached.bundle_of(name))
+        h = topic_hash(name)
+        for key in self._owned:
+            if key[:2] == (name.tenant, name.namespace_part):
+                lower, upper = (int(part, 16) for part in key[2].split("_"))
+                if lower <= h < upper or h == upper == LAST_BOUNDARY:
+                    return key
         return (name.tenant, name.namespace_part, bundle_of(name, self.config.bundles_per_namespace))
 
-    async def lookup(self, topic: str) -> str:
-        """The address of the broker that serves ``topic``; takes its bundle when unowned.
+    async def lookup(self, topic: str, authoritative: bool = False) -> str:
+        """The address of the broker that serves ``topic``; an unowned bundle goes to the
+        least loaded broker (the load manager's placement), or to this one when
+        ``authoritative`` (the placement of the broker that asked chose this one).
 
         Concurrent lookups of one bundle share one conversation with ZooKeeper: a burst
         (thousands of dead-letter moves to a new topic) is a handful of requests, not
         thousands (which once held the event loop long enough to lose the lease)."""
         name = self.parse(topic)
         self.check_serving(f"lookup of {name}")
-        key = self._bundle(name)
-        if key in self._owned:
-            return self.broker_id
-        task = self._lookups.get(key)
-        if task is None:
-            task = self._lookups.spawn(key, self._lookup_bundle(key), name=f"lookup:{'/'.join(key)}")
-        return await asyncio.shield(task)
+        for _ in range(3):
+            key = await self._bundle(name)
+            if key in self._owned:
+                return self.broker_id
+            task = self._lookups.get(key)
+            if task is None:
+                task = self._lookups.spawn(
+                    key, self._lookup_bundle(key, str(name), authoritative), name=f"lookup:{'/'.join(key)}"
+                )
+            owner = await asyncio.shield(task)
+            if owner:
+                return owner
+            # The bundle was split meanwhile (this broker's boundaries were behind): again.
+        raise NotOwner(f"the bundles of {name.namespace} kept changing during a lookup of {name}; look it up again")
 
-    async def _lookup_bundle(self, key: tuple[str, str, str]) -> str:
+    async def _lookup_bundle(self, key: tuple[str, str, str], topic: str, authoritative: bool) -> str:
+        """The bundle's owner, placing it when unowned (the load manager's placement, or
+        this broker when ``authoritative``); "" when the bundle is no longer one of its
+        namespace's (split since this broker read the boundaries)."""
         tenant, ns, bundle = key
         owner = await self.ownership.owner(tenant, ns, bundle)
         if owner is None:
-            owner = await self.ownership.try_acquire(tenant, ns, bundle, self.broker_id)
+            owner = await self._place(key, topic, authoritative)
+            # Taken after reading the boundaries: a split (which holds the old bundle
+            # until its new boundaries are written) may have released it. Read them anew.
+            if owner == self.broker_id and bundle not in (await self.bundles.refresh(NamespaceName(tenant, ns))).ranges:
+                await self.ownership.release(tenant, ns, bundle)
+                return ""
         if owner == self.broker_id:
             if not await self.ownership.still_owns(tenant, ns, bundle, self.broker_id):
                 # Our id, but a previous run's session: it expires within the session timeout.
@@ -573,6 +684,30 @@ class BrokerService:
                 )
             self._owned.add(key)
         return owner
+
+    async def _place(self, key: tuple[str, str, str], topic: str, authoritative: bool) -> str:
+        """Give the unowned bundle to the least loaded broker: this one takes it; another
+        is asked to (an authoritative lookup of ``topic``). One that cannot be asked is
+        left out until its next report, and the bundle stays here."""
+        manager = self.load_manager
+        if manager is not None and manager.peers is not None and not authoritative:
+            chosen = manager.select("/".join(key))
+            if chosen != self.broker_id:
+                try:
+                    return await manager.peers.take_bundle(chosen, topic)
+                except MagnetarError as exc:
+                    log.info("placing %s on %s: %s; taking it here", "/".join(key), chosen, exc.message)
+                    manager.forget(chosen)
+        return await self.ownership.try_acquire(*key, self.broker_id)
+
+    def load_report(self) -> LoadReport:
+        """This broker's load now: its process's usage and each owned bundle's traffic."""
+        stats = bundle_stats(
+            [*self.topics.values(), *self.nonpersistent.values()], lambda t: "/".join(self._served_bundle(self.parse(t)))
+        )
+        for key in self._owned:
+            stats.setdefault("/".join(key), BundleStats())
+        return self._usage.report(self.broker_id, stats, self.pulsar_urls.url)
 
     async def pulsar_urls_of(self, broker_id: str) -> PulsarServiceUrls:
         """The ``pulsar://`` and ``pulsar+ssl://`` URLs broker ``broker_id`` serves
@@ -664,7 +799,7 @@ class BrokerService:
         topic.ml_defaults = self.ml_config
         topic.policies = overlay(await self.read_topic_level(str(name)), policies)
         await topic.load()
-        if not self.serving() or self._bundle(name) not in self._owned:
+        if not self.serving() or await self._bundle(name) not in self._owned:
             # Ownership was lost (or the bundle unloaded) while the topic was opening.
             await topic.close()
             raise NotOwner(f"broker {self.broker_id} no longer owns {name}; look it up again")
@@ -700,7 +835,7 @@ class BrokerService:
         existing = self.nonpersistent.get(key)  # made by a concurrent call meanwhile
         if existing is not None:
             return existing
-        if not self.serving() or self._bundle(name) not in self._owned:
+        if not self.serving() or await self._bundle(name) not in self._owned:
             raise NotOwner(f"broker {self.broker_id} no longer owns {name}; look it up again")
         topic = self.nonpersistent[key] = NonPersistentTopic(key, name.partition_index, self.config)
         topic.apply_policies(self._topic_policies(policies_doc, str(name.namespace)))

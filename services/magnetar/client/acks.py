@@ -15,8 +15,8 @@ see docs/subscriptions.md), while the application acks messages one by one. Deci
   ledger"), and messages 0..i of the entry are marked acked, which sends them as a
   ``BatchIndexAck`` so the broker keeps them. Acking its last message acks the entry
   itself cumulatively.
-* Acks are grouped: the consumer sends them every ``ack_group_time_ms`` or once
-  ``ack_group_max_size`` entries are pending.
+* Acks are grouped: the consumer sends them ``ack_group_time_ms`` after the first one
+  not sent yet, or once ``ack_group_max_size`` entries are pending.
 """
 
 from __future__ import annotations
@@ -208,6 +208,14 @@ class AckTracker:
     # -- ack timeout / negative acks -------------------------------------------------------
     def forget_unacked(self, pos: Position) -> None:
         self._unacked_since.pop(pos, None)
+
+    def oldest_unacked(self) -> float | None:
+        """When the oldest entry still unacked was delivered (None: none is tracked).
+        Entries are tracked in delivery order and the times are monotonic, so it is the
+        first one."""
+        for since in self._unacked_since.values():
+            return since
+        return None
 
     def expired(self, now: float, timeout_s: float) -> list[Position]:
         """Entries delivered more than ``timeout_s`` ago and still not acked (forgotten now:

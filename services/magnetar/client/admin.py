@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from magnetar.common.bundles import bundle_of
+from magnetar.common.bundles import bundles_of_names, parse_boundary
 from magnetar.common.errors import (
     InvalidArgument,
     NotOwner,
@@ -373,6 +373,41 @@ class AdminClient:
                 raise moved.error from None
         return replies
 
+    async def split_bundle(
+        self, namespace: str, bundle: str, algorithm: str = "", unload: bool = False, boundaries: Iterable[int] = (),
+    ) -> list[str]:
+        """Split ``bundle`` on its owner (an unowned one: on a service host, which takes
+        it); returns the bundles made. ``algorithm``: range_equally_divide (empty),
+        topic_count_equally_divide or specified_positions_divide (at ``boundaries``).
+
+        Raises:
+            PreconditionFailed: no such bundle, nothing to split, too many bundles.
+            InvalidArgument: an unknown algorithm, bad boundaries. NamespaceNotFound.
+        """
+        request = pb.SplitNamespaceBundleRequest(
+            namespace=namespace, bundle=bundle, algorithm=algorithm, unload=unload,
+            boundaries=[parse_boundary(b) for b in boundaries])  # InvalidArgument: not a 32-bit hash
+        # Every bundle, not the one named: a bundle that is none is the broker's to refuse.
+        address = next((o.broker_address for o in await self.bundles(namespace) if o.bundle == bundle), "")
+
+        async def on_bundle_owner() -> pb.SplitNamespaceBundleResponse:
+            nonlocal address
+            try:
+                return await self.call(lambda s: s.SplitNamespaceBundle(request, timeout=self.timeout), address or None)
+            except NotOwner as exc:
+                address = next((o.broker_address for o in await self.bundles(namespace) if o.bundle == bundle), "")
+                raise _Moved(exc) from exc
+
+        try:
+            return list((await OWNER_RETRY.run(on_bundle_owner, retry_on=_Moved)).bundles)
+        except _Moved as moved:
+            raise moved.error from None
+
+    async def bundles_data(self, namespace: str) -> pb.NamespaceBundlesData:
+        """The namespace's bundle boundaries as stored (Pulsar's BundlesData)."""
+        request = pb.GetBundlesDataRequest(namespace=namespace)
+        return await self.call(lambda s: s.GetBundlesData(request, timeout=self.timeout))
+
     async def _unload_bundle(self, namespace: str, bundle: str, address: str) -> None:
         request = pb.UnloadNamespaceBundleRequest(namespace=namespace, bundle=bundle)
         await self.call(lambda s: s.UnloadNamespaceBundle(request, timeout=self.timeout), address)
@@ -620,7 +655,7 @@ class AdminClient:
         Raises: InvalidArgument (a bad name), NamespaceNotFound.
         """
         name = TopicName.parse(topic)
-        return bundle_of(name, len(await self.bundles(str(name.namespace))))
+        return bundles_of_names(o.bundle for o in await self.bundles(str(name.namespace))).bundle_of(name)
 
     async def lookup(self, topic: str) -> str:
         """The ``host:port`` of the broker serving ``topic``."""

@@ -208,6 +208,14 @@ class ChunkedMessageAssembler:
         out.message = (ctx.first, whole, ChunkMessageId(ctx.first_id, mid, tuple(ctx.ids)))
         return out
 
+    def next_expiry(self) -> float | None:
+        """When (on the clock) the oldest incomplete message expires (None: never, or none)."""
+        if self.expire_ms <= 0:
+            return None
+        for ctx in self._pending.values():
+            return ctx.started + self.expire_ms / 1000
+        return None
+
     def expire(self) -> list[MessageId]:
         """Drop the incomplete messages older than ``expire_ms``; their chunks to ack."""
         if self.expire_ms <= 0 or not self._pending:

@@ -389,7 +389,7 @@ class ConsumerConfig:
     batch_receive_policy: ConsumerBatchReceivePolicy | None = field(default_factory=ConsumerBatchReceivePolicy)
     # reconsume_later's levels (level 1 is the first): "1s 5s 1m" or timedeltas / ms.
     retry_delay_levels: str | Sequence[timedelta | int] = DEFAULT_RETRY_DELAY_LEVELS
-    # Acks are grouped: sent every ack_group_time_ms or when this many are pending.
+    # Acks are grouped: sent ack_group_time_ms after the first one not sent yet, or when this many are pending.
     ack_group_time_ms: int = 100
     ack_group_max_size: int = 1000
     # Readers: where the subscription starts (None: initial_position decides) and a

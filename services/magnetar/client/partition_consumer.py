@@ -4,9 +4,12 @@ Flow control: after (re)subscribing the consumer grants ``receiver_queue_size``
 permits; as the application takes messages it grants them back in halves of the
 queue, as Pulsar does. Messages a delivery's ``ack_set`` masks out are not queued and
 cost no permits. One writer task sends permits, grouped acks (entry acks and batch-index
-masks) and redelivery requests. On reconnect, and on a ``CursorReset`` (a seek), the
-messages still queued from this partition are dropped and the full queue is granted
-again; a reset also forgets every ack, nack and ack-timeout of the old position.
+masks) and redelivery requests; it runs when something must go now, or on its one timer,
+armed only while something waits for a time (grouped acks, negative acks, ack timeouts,
+incomplete chunked messages): an idle consumer does not wake. On reconnect, and on a
+``CursorReset`` (a seek), the messages still queued from this partition are dropped and
+the full queue is granted again; a reset also forgets every ack, nack and ack-timeout of
+the old position.
 
 ``seek`` and ``unsubscribe`` are requests on the same stream, answered by ``RequestDone``
 (:mod:`.requests`). Pending acks are flushed before either, in the same write; while a
@@ -90,6 +93,11 @@ class PartitionConsumer(ConnectionHandler):
         self._wakeup = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._writer: asyncio.Task[None] | None = None
+        # The writer's one timer: armed only while something is due later (grouped acks,
+        # negative acks, ack timeouts, incomplete chunked messages), at the earliest such
+        # time (time.monotonic()); an idle consumer has none and never wakes.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
         self._requests = PendingRequests()
         self._seeks = 0  # seeks written and not answered yet: acks are held back
         self._unsubscribe_id = 0
@@ -222,8 +230,11 @@ class PartitionConsumer(ConnectionHandler):
         # racing with our acks) were charged: their permits go back.
         not_for_us = masks.from_bytes(delivery.ack_set) if delivery.ack_set else 0
         pos = (delivery.message_id.ledger_id, delivery.message_id.entry_id)
-        track = bool(self.conf.unacked_messages_timeout_ms)
-        acked = self.acks.on_delivery(pos, len(messages), batched, time.monotonic(), track, not_for_us)
+        timeout_ms = self.conf.unacked_messages_timeout_ms
+        now = time.monotonic()
+        acked = self.acks.on_delivery(pos, len(messages), batched, now, bool(timeout_ms), not_for_us)
+        if timeout_ms:
+            self._arm(now + timeout_ms / 1000)
         if self._skip_through is not None:
             acked |= self._read_already(pos)
         if self._sought is not None:
@@ -255,6 +266,9 @@ class PartitionConsumer(ConnectionHandler):
         info = chunk._chunk
         assert info is not None
         done = self.chunks.add(chunk, chunk.message_id(), chunk.data(), info)
+        expiry = self.chunks.next_expiry()
+        if expiry is not None:
+            self._arm(expiry)
         for mid in done.ack:
             self.acks.ack(mid)
         if done.ack:
@@ -355,6 +369,8 @@ class PartitionConsumer(ConnectionHandler):
     def _maybe_flush(self) -> None:
         if self.acks.pending >= self.conf.ack_group_max_size or self.conf.ack_group_time_ms <= 0:
             self._wakeup.set()
+        elif self.acks.pending:
+            self._arm(time.monotonic() + self.conf.ack_group_time_ms / 1000)
 
     def nack(self, mid: MessageId, redelivery_count: int = 0) -> None:
         """Redeliver ``mid`` after the negative-ack delay: the backoff's for a message
@@ -362,12 +378,15 @@ class PartitionConsumer(ConnectionHandler):
         counts 0, as the Java client's negativeAcknowledge(MessageId))."""
         backoff = self.conf.negative_ack_redelivery_backoff
         delay_ms = backoff.next(redelivery_count) if backoff is not None else self.conf.negative_ack_redelivery_delay_ms
+        due = time.monotonic() + delay_ms / 1000
         for one in _chunks_of(mid):  # a chunked message: every chunk
             pos = (one.ledger_id(), one.entry_id())
             self.acks.forget_unacked(pos)
-            self._nack_due[pos] = time.monotonic() + delay_ms / 1000
+            self._nack_due[pos] = due
         if delay_ms <= 0:
             self._wakeup.set()
+        else:
+            self._arm(due)
 
     def redeliver_all(self) -> None:
         """Ask for every unacked message again (the queued ones are dropped and re-granted)."""
@@ -389,19 +408,61 @@ class PartitionConsumer(ConnectionHandler):
         return due
 
     # -- the one writer ---------------------------------------------------------------
+    def _arm(self, due: float) -> None:
+        """Have the writer run by ``due`` (``time.monotonic()``): the timer moves only
+        earlier here; the writer re-arms it for what is left after each run. Before the
+        first stream there is no writer: its first run (on connecting) arms what is due."""
+        if self._writer is None or self._closed:
+            return
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return
+            self._timer.cancel()
+        self._timer_due = due
+        self._timer = self._writer.get_loop().call_later(max(0.0, due - time.monotonic()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._wakeup.set()
+
+    def _next_due(self) -> float | None:
+        """The earliest time something held here must go out (None: nothing waits)."""
+        dues: list[float] = []
+        if self.acks.pending and self.conf.ack_group_time_ms > 0:  # held back by a seek, or a failed write
+            dues.append(time.monotonic() + self.conf.ack_group_time_ms / 1000)
+        if self._nack_due:
+            dues.append(min(self._nack_due.values()))
+        if self.conf.unacked_messages_timeout_ms:
+            oldest = self.acks.oldest_unacked()
+            if oldest is not None:
+                dues.append(oldest + self.conf.unacked_messages_timeout_ms / 1000)
+        expiry = self.chunks.next_expiry()
+        if expiry is not None:
+            dues.append(expiry)
+        return min(dues) if dues else None
+
+    def _rearm(self) -> None:
+        """Set the timer for what is still held after a run of the writer, or none. A
+        timer armed for earlier stays (what armed it, e.g. an ack taken during the run,
+        keeps its time; if that went out already, the writer runs once for nothing)."""
+        due = self._next_due()
+        if due is not None:
+            self._arm(due)
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     async def _write_loop(self) -> None:
-        # At least every 100 ms: due negative acks and ack timeouts are found here.
-        period = min(0.1, max(0.001, self.conf.ack_group_time_ms / 1000))
+        # Woken by what must go now (permits, a full ack group, a redelivery, a seek's
+        # end) or by the timer (see _arm); an idle consumer sleeps here without a timer.
         while not self._closed:
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), period)
-            except TimeoutError:
-                pass
+            await self._wakeup.wait()
             self._wakeup.clear()
             try:
                 await self.write_pending()
             except Exception:  # a writer that dies would hang the consumer: log and go on
                 log.exception("consumer on %s: sending acks/permits failed", self.topic)
+            self._rearm()
 
     async def write_pending(self, then: pb.ConsumeRequest | None = None) -> None:
         """Send pending acks, redelivery requests and permits, then ``then`` if given.
@@ -599,6 +660,9 @@ class PartitionConsumer(ConnectionHandler):
             await self._end_stream()
         await self._stop()
         self._requests.fail_all(AlreadyClosed(f"consumer on {self.topic} closed"))
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)

@@ -13,6 +13,7 @@ from magnetar.gateway.deps import Context
 from magnetar.gateway.metrics import GatewayMetrics
 from magnetar.gateway.models import Health
 from magnetar.gateway.routers import (
+    broker_stats,
     clusters,
     compaction,
     dlq,
@@ -36,7 +37,7 @@ from magnetar.gateway.routers import (
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, tenants.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
+    clusters.router, broker_stats.router, tenants.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
     topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router,
     producer.router, terminate.router, topic_messages.router, topic_properties.router, topic_policies.router,
     nonpersistent.router, websocket.router,

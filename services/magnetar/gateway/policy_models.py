@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from magnetar.common.bundles import bundle_boundaries
+from magnetar.common.bundles import bundle_boundaries, parse_boundary
 from magnetar.gateway.models import PulsarModel
 from magnetar.proto.v1 import broker_pb2 as pb
 
@@ -208,7 +208,9 @@ class Policies(PulsarModel):
     backlog_quota_map: dict[QuotaTypeName, BacklogQuota] = Field(default_factory=dict)
     deduplicationEnabled: bool | None = None
     delayed_delivery_policies: DelayedDeliveryPolicies | None = None
-    bundles: BundlesData | None = Field(default=None, description="fixed by the brokers' bundles_per_namespace")
+    bundles: BundlesData | None = Field(
+        default=None, description="create: the boundaries, or numBundles equal ranges (1 to the brokers' "
+        "load_balancer_namespace_maximum_bundles); read: as stored (split-bundle changes them)")
     magnetar_dead_letter_policy: DeadLetterPolicy | None = Field(
         default=None, description="Magnetar's extension: the namespace's retry/dead-letter defaults"
     )
@@ -245,6 +247,7 @@ class Policies(PulsarModel):
             out.dead_letter.CopyFrom(self.magnetar_dead_letter_policy.to_proto())
         if self.bundles is not None:
             out.bundles = self.bundles.numBundles
+            out.bundle_boundaries.extend(parse_boundary(b) for b in self.bundles.boundaries)
         return out
 
     @classmethod
@@ -277,8 +280,10 @@ class Policies(PulsarModel):
             deduplicationEnabled=p.deduplication if p.HasField("deduplication") else None,
             delayed_delivery_policies=DelayedDeliveryPolicies.of(p.delayed_delivery)
             if p.HasField("delayed_delivery") else None,
-            bundles=BundlesData(boundaries=[f"0x{b:08x}" for b in bundle_boundaries(p.bundles)], numBundles=p.bundles)
-            if p.bundles else None,
+            bundles=BundlesData(
+                boundaries=[f"0x{b:08x}" for b in (p.bundle_boundaries or bundle_boundaries(p.bundles))],
+                numBundles=p.bundles or len(p.bundle_boundaries) - 1,
+            ) if p.bundles or p.bundle_boundaries else None,
             magnetar_dead_letter_policy=DeadLetterPolicy.of(p.dead_letter) if p.HasField("dead_letter") else None,
         )
 

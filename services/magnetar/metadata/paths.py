@@ -22,6 +22,8 @@
     <root>/managed-ledgers/<tenant>/<namespace>/persistent/<topic>/<cursor>     cursor (JSON)
     <root>/brokers/<host:port>                                 ephemeral, a live broker
     <root>/ownership/<tenant>/<namespace>/<bundle>             ephemeral, the owning broker
+    <root>/loadbalance/brokers/<host:port>                     ephemeral, JSON: the broker's load report
+    <root>/loadbalance/leader                                  kazoo Election of the load manager's leader
 """
 
 from __future__ import annotations
@@ -196,6 +198,17 @@ class ZkPaths:
 
     def bundle_owner(self, tenant: str, namespace: str, bundle: str) -> str:
         return f"{self.root}/ownership/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}/{_check_name('bundle', bundle)}"
+
+    # -- load manager (docs/load-balancing.md) ------------------------------------
+    def load_reports(self) -> str:
+        """Parent of the brokers' load reports (Pulsar's ``/loadbalance/brokers``)."""
+        return f"{self.root}/loadbalance/brokers"
+
+    def load_report(self, broker_id: str) -> str:
+        return f"{self.load_reports()}/{_check_name('broker id', broker_id)}"
+
+    def load_manager_election(self) -> str:
+        return f"{self.root}/loadbalance/leader"
 
     def __repr__(self) -> str:
         return f"ZkPaths({self.root!r})"

@@ -334,6 +334,20 @@ class ZkSession:
         )
         return list(names)
 
+    async def get_watched(self, path: str, changed: Callable[[], None]) -> tuple[bytes, NodeStat]:
+        """Data and stat of ``path``; ``changed()`` runs once on the event loop when it
+        next changes or is deleted (a ZooKeeper data watch; lost with the session).
+
+        Raises: NotFound (no watch is left then).
+        """
+        loop = asyncio.get_running_loop()
+
+        def watch(_event: Any) -> None:
+            call_soon(loop, changed)
+
+        data, stat = await self._call("read", path, lambda c: c.get_async(path, watch=watch), idempotent=True)
+        return data, NodeStat.from_kazoo(stat)
+
     async def create(
         self,
         path: str,

@@ -12,7 +12,10 @@ Deleting a non-empty tenant or namespace is refused.
 
 A namespace's retention is one key of its policies document:
 ``{"retention": {"retention_time_minutes": int, "retention_size_mb": int}}`` (-1:
-unlimited; a namespace without the key uses the broker's defaults).
+unlimited; a namespace without the key uses the broker's defaults). Its bundles are
+another: ``{"bundles": {"boundaries": ["0x00000000", …, "0xffffffff"], "numBundles": N}}``
+(Pulsar's BundlesData; broker/namespace_bundles.py), which brokers read with
+:meth:`ZkTenantStore.watch_policies`.
 """
 
 from __future__ import annotations
@@ -206,6 +209,20 @@ class ZkTenantStore:
         path = self._paths.namespace(tenant, namespace)
         try:
             data, _ = await self._session.get(path)
+        except NotFound as exc:
+            raise NamespaceNotFound(f"namespace {ns} does not exist") from exc
+        return decode(data, path)
+
+    async def watch_policies(self, tenant: str, namespace: str, changed: Callable[[], None]) -> Document:
+        """The namespace's policies; ``changed()`` runs once (on the event loop) when they
+        next change or the namespace is deleted.
+
+        Raises: NamespaceNotFound (nothing is watched then).
+        """
+        ns = NamespaceName(tenant, namespace)
+        path = self._paths.namespace(tenant, namespace)
+        try:
+            data, _ = await self._session.get_watched(path, changed)
         except NotFound as exc:
             raise NamespaceNotFound(f"namespace {ns} does not exist") from exc
         return decode(data, path)

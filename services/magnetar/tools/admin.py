@@ -17,7 +17,8 @@ http://host:8080`` the same commands go to the gateway's REST API instead
 
 The gateway's own resources have their own commands, always over REST (``--admin-url``,
 default http://127.0.0.1:8080): ``bookies list``, ``ledgers get``, ``dlq list|peek|replay|purge``,
-``clusters get``, ``brokers list|healthcheck``, ``auditor status|audit``.
+``clusters get``, ``brokers list|healthcheck``, ``broker-stats load-report``,
+``auditor status|audit``.
 
 Each verb declares the gateway operations it does (``operations=`` on its parser,
 :mod:`magnetar.tools.admin_parser`); ``tests/unit/test_cli_parity.py`` fails when a
@@ -37,6 +38,7 @@ from typing import Any
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, topic_path
+from magnetar.common.bundles import parse_boundary
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.message_id import MessageId
 from magnetar.common.names import TopicName
@@ -179,6 +181,9 @@ async def _run_namespaces(admin: Admin, args: argparse.Namespace) -> None:
         await admin.unload_namespace(namespace, args.bundle or "")
     elif action == "bundles":
         _print_json({o.bundle: o.broker_address or None for o in await admin.bundles(namespace)})
+    elif action == "split-bundle":
+        _print_names(await admin.split_bundle(namespace, args.bundle, args.split_algorithm_name or "", args.unload,
+                                              [parse_boundary(b) for b in args.split_boundaries or ()]))
     elif action == "create":
         clusters = args.clusters or []
         await admin.create_namespace(namespace, pb.NamespacePolicies(replication_clusters=clusters) if clusters else None)
@@ -323,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     toolauth.add_arguments(parser)
     add_tls_flags(parser)
     groups = parser.add_subparsers(
-        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,brokers,bookies,ledgers,auditor,dlq}"
+        dest="group", required=True, metavar="{tenants,namespaces,topics,schemas,clusters,brokers,broker-stats,bookies,ledgers,auditor,dlq}"
     )
 
     def group(name: str, actions: dict[str, tuple[str, str | None, str | tuple[str, ...]]]) -> argparse._SubParsersAction[Any]:
@@ -365,6 +370,15 @@ def build_parser() -> argparse.ArgumentParser:
                               operations=("Namespaces_unloadNamespace", "Namespaces_unloadNamespaceBundle"))
     p.add_argument("name", metavar="TENANT/NAMESPACE")
     p.add_argument("-b", "--bundle", metavar="RANGE", help="only this bundle, e.g. 0x00000000_0x40000000")
+    p = namespaces.add_parser("split-bundle", help="split a bundle on its owner and print the bundles made",
+                              operations=("Namespaces_splitNamespaceBundle",))
+    p.add_argument("name", metavar="TENANT/NAMESPACE")
+    p.add_argument("-b", "--bundle", metavar="RANGE", required=True, help="the bundle, e.g. 0x00000000_0x40000000")
+    p.add_argument("-u", "--unload", action="store_true", help="unload both halves after the split")
+    p.add_argument("--split-algorithm-name", metavar="NAME",
+                   help="range_equally_divide (default), topic_count_equally_divide, specified_positions_divide")
+    p.add_argument("--split-boundaries", type=comma_names, metavar="0xHASH,0xHASH",
+                   help="where specified_positions_divide splits")
     topics = group("topics", {
         "create": ("create a non-partitioned topic", "TOPIC",
                    ("PersistentTopics_createNonPartitionedTopic", "NonPersistentTopics_createNonPartitionedTopic")),

@@ -1,5 +1,6 @@
-"""``magnetar admin brokers`` and ``auditor``: the cluster as a whole, with pulsar-admin's
-names (``brokers list|healthcheck``) and Magnetar's own ``auditor status|audit``
+"""``magnetar admin brokers``, ``broker-stats`` and ``auditor``: the cluster as a whole, with
+pulsar-admin's names (``brokers list|healthcheck``, ``broker-stats load-report``) and
+Magnetar's own ``auditor status|audit``
 (``clusters`` is :mod:`magnetar.tools.admin_clusters`).
 
 They read what only the gateway knows (the live brokers in ZooKeeper, the auditor's
@@ -15,7 +16,8 @@ from typing import Any
 
 from magnetar.client.rest_admin import RestAdmin, _seg
 
-GATEWAY_ONLY = {("brokers", "list"), ("brokers", "healthcheck"), ("auditor", "status"), ("auditor", "audit")}
+GATEWAY_ONLY = {("brokers", "list"), ("brokers", "healthcheck"), ("broker-stats", "load-report"), ("auditor", "status"),
+                ("auditor", "audit")}
 """The verbs that go to the gateway over either door."""
 
 
@@ -33,6 +35,9 @@ async def run_cluster_via_gateway(rest: RestAdmin, args: argparse.Namespace) -> 
     elif verb == ("brokers", "healthcheck"):
         response = await rest._send("GET", "/admin/v2/brokers/health")
         print(response.text.strip())
+    elif verb == ("broker-stats", "load-report"):
+        _print_json(await rest.request("GET", "/admin/v2/broker-stats/load-report",
+                                       params={"broker": args.broker} if args.broker else None))
     elif verb == ("auditor", "status"):
         _print_json(await rest.request("GET", "/admin/v2/auditor", params={"maxLedgers": args.max_ledgers}))
     else:
@@ -46,6 +51,11 @@ def add_broker_and_auditor_commands(groups: argparse._SubParsersAction[Any]) -> 
         "cluster", nargs="?", metavar="CLUSTER", help="default: the gateway's cluster")
     brokers.add_parser("healthcheck", help="produce and read back a message through the brokers; prints ok",
                        operations=("BrokersBase_healthCheck",))
+    stats = groups.add_parser("broker-stats", help="brokers' load (via the gateway)").add_subparsers(
+        dest="action", required=True)
+    stats.add_parser("load-report", help="a broker's load report (the load manager's) as JSON",
+                     operations=("BrokerStatsBase_getLoadReport",)).add_argument(
+        "--broker", metavar="HOST:PORT", help="default: the first live broker")
     auditor = groups.add_parser("auditor", help="the auditor (via the gateway)").add_subparsers(dest="action", required=True)
     auditor.add_parser("status", help="the auditor's leader, under-replicated ledgers and replication progress as JSON",
                        operations=("Magnetar_getAuditorStatus",)).add_argument(

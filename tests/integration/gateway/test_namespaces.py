@@ -145,7 +145,9 @@ async def test_create_with_policies_and_refusals_that_create_nothing(http: httpx
         ({"message_ttl_in_seconds": -5}, 412, "Invalid value for message TTL"),
         ({"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": 1},
           "backlog_quota_map": {"destination_storage": {"limitSize": 2 * 1024 * 1024}}}, 412, "Backlog Quota exceeds"),
-        ({"bundles": {"numBundles": 16}}, 412, "Invalid number of bundles"),
+        ({"bundles": {"numBundles": 129}}, 412, "Invalid number of bundles"),  # loadBalancerNamespaceMaximumBundles
+        ({"bundles": {"boundaries": ["0x00000000", "0x90000000", "0x80000000", "0xffffffff"], "numBundles": 3}},
+         412, "Invalid number of bundles"),
         ({"backlog_quota_map": {"elsewhere": {"limitSize": 1}}}, 400, "Invalid request"),
         ({"deduplicationEnabled": "maybe"}, 400, "Invalid request"),
     ]

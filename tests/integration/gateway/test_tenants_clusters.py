@@ -11,7 +11,7 @@ from gateway_support import GatewayCluster, unique
 
 from magnetar.client.admin import AdminClient
 from magnetar.testing.pulsarclient import pulsar_client
-from magnetar.testing.shell import WarmMagnetar, cli_fails, cli_ok
+from magnetar.testing.shell import WarmMagnetar, cli_fails, cli_ok, warm_magnetar
 
 INFO = {"adminRoles": ["ops"], "allowedClusters": ["standalone"]}
 
@@ -24,6 +24,23 @@ async def test_clusters_and_brokers(http: httpx.AsyncClient, gateway_cluster: Ga
     for path in ("/admin/v2/clusters/other", "/admin/v2/brokers/other"):
         r = await http.get(path)
         assert r.status_code == 404 and r.json() == {"reason": "Cluster does not exist"}
+
+
+async def test_broker_load_report_through_rest_and_cli(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
+    """GET /admin/v2/broker-stats/load-report and ``magnetar admin broker-stats load-report``:
+    the report the broker's load manager wrote (Pulsar's LocalBrokerData names)."""
+    address = gateway_cluster.broker.address
+    r = await http.get("/admin/v2/broker-stats/load-report")
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["brokerId"] == address and report["loadReportType"] == "LocalBrokerData"
+    assert report["cpu"]["limit"] > 0 and report["memory"]["usage"] > 0 and report["lastUpdate"] > 0
+    assert isinstance(report["bundles"], list) and report["numBundles"] == len(report["bundles"])
+    r = await http.get("/admin/v2/broker-stats/load-report", params={"broker": "127.0.0.1:1"})
+    assert r.status_code == 404 and "not a live broker" in r.json()["reason"]
+    printed = json.loads(cli_ok(await asyncio.to_thread(
+        warm_magnetar, "admin", "--admin-url", gateway_cluster.url, "broker-stats", "load-report", "--broker", address)))
+    assert printed["brokerId"] == address and printed["numTopics"] >= 0
 
 
 async def test_registered_clusters_through_rest_and_cli(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):

@@ -111,6 +111,8 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "RemoveNamespacePolicy": _namespace(Action.ADMIN_NAMESPACE),
     "LookupBundle": _namespace(Action.ADMIN_NAMESPACE),
     "UnloadNamespaceBundle": _namespace(Action.ADMIN_NAMESPACE),
+    "SplitNamespaceBundle": _namespace(Action.ADMIN_NAMESPACE),
+    "GetBundlesData": _namespace(Action.ADMIN_NAMESPACE),
     # Pulsar: NamespaceOperation.CLEAR_BACKLOG / UNSUBSCRIBE (a tenant admin)
     "NamespaceClearBacklog": _namespace(Action.ADMIN_NAMESPACE),
     "NamespaceUnsubscribe": _namespace(Action.ADMIN_NAMESPACE),

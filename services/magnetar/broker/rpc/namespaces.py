@@ -257,7 +257,9 @@ class NamespacePolicyRpcs:
     @rpc_errors
     async def GetNamespacePolicies(self, request: pb.GetNamespacePoliciesRequest, context: grpc.aio.ServicerContext) -> pb.NamespacePolicies:
         policies = await self.service.namespace_policies.get(request.namespace)
-        out = policies_to_proto(policies, self.service.config.bundles_per_namespace)
+        bundles = await self.service.bundles_data(request.namespace)
+        out = policies_to_proto(policies, bundles.count)
+        out.bundle_boundaries.extend(bundles.boundaries)
         out.replication_clusters.extend(await self.service.replication_clusters(request.namespace))
         return out
 

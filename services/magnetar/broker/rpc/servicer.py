@@ -20,6 +20,7 @@ from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
 from magnetar.broker.nonpersistent.listing import TopicsMode
 from magnetar.broker.rpc import schemas, wire
+from magnetar.broker.rpc.bundles import BundleRpcs
 from magnetar.broker.rpc.clusters import ClusterRpcs
 from magnetar.broker.rpc.namespace_ops import NamespaceOpsRpcs
 from magnetar.broker.rpc.namespaces import NamespacePolicyRpcs, policies_from_proto
@@ -60,7 +61,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
-    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs, SessionRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs, BundleRpcs, SessionRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -99,7 +100,7 @@ class BrokerServicer(
 
     @rpc_errors
     async def Lookup(self, request: pb.LookupRequest, context: grpc.aio.ServicerContext) -> pb.LookupResponse:
-        owner = await self.service.lookup(request.topic)
+        owner = await self.service.lookup(request.topic, request.authoritative)
         urls = await self.service.pulsar_urls_of(owner)
         return pb.LookupResponse(
             broker_address=owner, owned_here=owner == self.service.broker_id,
@@ -423,6 +424,7 @@ class BrokerServicer(
         await self.service.create_namespace(
             request.namespace, policies_from_proto(request.policies), request.policies.bundles,
             permissions=permissions, replication_clusters=request.policies.replication_clusters,
+            boundaries=list(request.policies.bundle_boundaries),
         )
         # A lookup refused before the namespace existed is cached: its grants apply now.
         self.service.authorizer.forget(namespace=request.namespace)

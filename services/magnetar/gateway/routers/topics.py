@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query, Response
 
-from magnetar.common.bundles import bundle_of
+from magnetar.common.bundles import bundles_of_names
 from magnetar.common.errors import AlreadyExists, MagnetarError
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.gateway import topic_stats
@@ -77,7 +77,8 @@ async def get_list(
         bundles = [b.bundle for b in await ctx.admin.bundles(namespace)]
         if bundle not in bundles:
             raise HttpError(400, f"{bundle!r} is not a bundle of {namespace}; its bundles are {', '.join(bundles)}")
-        names = [t for t in names if bundle_of(t, len(bundles)) == bundle]
+        ranges = bundles_of_names(bundles)
+        names = [t for t in names if ranges.bundle_of(t) == bundle]
     return sorted(names, key=TopicName.parse)
 
 

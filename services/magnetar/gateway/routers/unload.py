@@ -1,10 +1,13 @@
 """Unloading and bundles: ``PUT .../namespaces/{t}/{ns}/unload``, ``.../{bundle}/unload``,
-``PUT .../persistent/{t}/{ns}/{topic}/unload`` and ``GET .../namespaces/{t}/{ns}/bundles``
-(Pulsar's BundlesData, plus each bundle's owner under ``owners``)."""
+``.../{bundle}/split``, ``PUT .../persistent/{t}/{ns}/{topic}/unload`` and
+``GET .../namespaces/{t}/{ns}/bundles`` (Pulsar's BundlesData, plus each bundle's owner
+under ``owners``)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Response
 
 from magnetar.gateway.deps import Context, Namespace, Topic
 from magnetar.gateway.errors import responses
@@ -43,6 +46,21 @@ async def unload_namespace(namespace: Namespace, ctx: Context) -> Response:
             responses=responses(400, 404, 412))
 async def unload_bundle(namespace: Namespace, bundle: str, ctx: Context) -> Response:
     await ctx.admin.unload_namespace(namespace, bundle)
+    return NO_CONTENT
+
+
+@router.put("/namespaces/{tenant}/{namespace}/{bundle}/split", status_code=204,
+            summary="Split a namespace bundle on its owner (its topics stay served unless unload)",
+            operation_id="Namespaces_splitNamespaceBundle", responses=responses(400, 404, 412))
+async def split_bundle(
+    namespace: Namespace, bundle: str, ctx: Context,
+    unload: Annotated[bool, Query(description="unload both halves after the split (the next lookups place them)")] = False,
+    splitAlgorithmName: Annotated[str | None, Query(  # noqa: N803
+        description="range_equally_divide (default), topic_count_equally_divide, specified_positions_divide")] = None,
+    authoritative: Annotated[bool, Query(description="accepted: the split runs on the bundle's owner either way")] = False,
+    body: Annotated[list[int] | None, Body(description="splitBoundaries: where specified_positions_divide splits")] = None,
+) -> Response:
+    await ctx.admin.split_bundle(namespace, bundle, splitAlgorithmName or "", unload, body or ())
     return NO_CONTENT
 
 

@@ -1,0 +1,2 @@
+"""The load manager (Pulsar's ModularLoadManagerImpl): load reports, placement of
+unowned bundles, shedding of overloaded brokers, hot-bundle splitting. docs/load-balancing.md"""
