@@ -78,6 +78,7 @@ from magnetar.client import aio
 from magnetar.client.admin import AdminClient
 from magnetar.client.connection import BrokerStream, ConnectionPool
 from magnetar.client.options import InitialPosition
+from magnetar.client.session import SessionStream
 from magnetar.common.errors import AlreadyExists, MagnetarError, NotConnected, from_code
 from magnetar.common.zkserver import ZooKeeperServer, four_letter_word
 from magnetar.proto.v1 import broker_pb2 as pb
@@ -200,8 +201,8 @@ def emit(obj: dict[str, Any]) -> None:
 
 
 class RawConsumer:
-    """A consumer on the bare ``Consume`` stream (``--consumers raw``): the SDK's transport
-    (its connection pool, lookup and stream) and wire messages, without the SDK
+    """A consumer on the bare consume stream (``--consumers raw``): the SDK's transport
+    (its connection pool, lookup and stream: a handle on the pool's session) and wire messages, without the SDK
     consumer's writer task, which wakes every 100 ms per consumer even when idle
     (``PartitionConsumer._write_loop``). Exclusive, from the earliest message; each
     delivery is acknowledged and its permits granted again at once; no reconnects."""
@@ -211,7 +212,7 @@ class RawConsumer:
     def __init__(self, pool: ConnectionPool, topic: str) -> None:
         self.pool = pool
         self.topic = topic
-        self.stream: BrokerStream | None = None
+        self.stream: BrokerStream | SessionStream | None = None
 
     async def open(self) -> None:
         address = await self.pool.lookup(self.topic)

@@ -221,3 +221,38 @@ async def test_the_broker_refuses_an_oversized_entry_even_from_a_client_that_doe
         ok = (await call.read()).receipt
         assert ok.request_id == 8 and not ok.HasField("error") and ok.message_id.entry_id == 0  # nothing stored before it
         await call.done_writing()
+
+
+async def test_producers_and_consumers_of_one_client_share_one_session_per_broker(cluster):
+    """Many producers and consumers on one stream to their broker, each served as its own
+    stream would be; closing them detaches each from its topic on the broker."""
+    broker = cluster.brokers[0]
+    ns = await cluster.own_namespace("session")
+    topics = [f"{ns}/t{i}" for i in range(20)]
+    async with mg.Client(broker.address) as client:
+        consumers = await asyncio.gather(*(client.subscribe(t, "s") for t in topics))
+        producers = await asyncio.gather(*(client.create_producer(t, batching_enabled=False) for t in topics))
+        pool = client._pool
+        assert pool.uses_session(broker.address)
+        session = pool.session(broker.address)
+        assert session.handles == 2 * len(topics)  # one session: every producer's and consumer's handle
+        await asyncio.gather(*(p.send(t.encode()) for p, t in zip(producers, topics, strict=True)))
+        received = await asyncio.gather(*(c.receive(timeout_millis=10_000) for c in consumers))
+        assert [m.data() for m in received] == [t.encode() for t in topics]
+        await asyncio.gather(*(c.acknowledge(m) for c, m in zip(consumers, received, strict=True)))
+        async with grpc.aio.insecure_channel(broker.address, options=CHANNEL_OPTIONS) as channel:
+            stub = pb_grpc.BrokerStub(channel)
+            stats = await stub.GetTopicStats(pb.TopicStatsRequest(topic=topics[0]))
+            assert len(stats.publishers) == 1 and [s.consumers for s in stats.subscriptions] == [1]
+            await asyncio.gather(*(p.close() for p in producers), *(c.close() for c in consumers))
+            assert session.handles == 0 and pool.session(broker.address) is session  # the session stays
+
+            async def attached(topic: str) -> tuple[int, list[int]]:
+                stats = await stub.GetTopicStats(pb.TopicStatsRequest(topic=topic))
+                return len(stats.publishers), [s.consumers for s in stats.subscriptions]
+
+            for topic in topics:  # a producer's cancel is not answered: the broker drops it soon after
+                deadline = asyncio.get_running_loop().time() + 10
+                while (now := await attached(topic)) != (0, [0]):
+                    assert asyncio.get_running_loop().time() < deadline, (topic, now)
+                    await asyncio.sleep(0.02)

@@ -9,7 +9,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -35,6 +35,9 @@ from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 from .schemas import WriterSchemas
+
+if TYPE_CHECKING:
+    from .session import ClientSession, SessionStream
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +157,13 @@ class ConnectionPool:
     def __init__(
         self, service_url: str, operation_timeout_s: float = 30.0, *, tls: ClientTls | None = None,
         token: Callable[[], str] | None = None, authorization: Callable[[], str] | None = None,
-        original_principal: Callable[[], str | None] | None = None,
+        original_principal: Callable[[], str | None] | None = None, sessions: bool = True,
     ) -> None:
-        """Raises: InvalidArgument: a bad service URL, or TLS files that cannot be read."""
+        """Args: sessions: producers and consumers share one ``Session`` stream per broker
+        (:mod:`.session`); False: each opens its own ``Produce`` or ``Consume`` stream.
+
+        Raises: InvalidArgument: a bad service URL, or TLS files that cannot be read.
+        """
         self.service_hosts = parse_service_url(service_url)
         self.operation_timeout_s = operation_timeout_s
         self.token = token
@@ -167,6 +174,9 @@ class ConnectionPool:
             channel_credentials(self.tls)  # read the files now: a wrong path fails here, once
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, pb_grpc.BrokerStub] = {}
+        self.sessions = sessions
+        self._sessions: dict[str, ClientSession] = {}
+        self._streams_only: set[str] = set()  # brokers without the Session RPC
         self._next_host = itertools.count(random.randrange(len(self.service_hosts)))
         self.closed = False
         self.writer_schemas = WriterSchemas(self.get_schema)
@@ -292,16 +302,45 @@ class ConnectionPool:
         except NotFound:
             return None
 
-    def open_produce(self, address: str, target: str) -> BrokerStream:
-        """A new ``Produce`` stream to the broker at ``address``."""
+    def open_produce(self, address: str, target: str) -> BrokerStream | SessionStream:
+        """A new producer's stream to the broker at ``address``: a handle on the session
+        with it, or (without sessions) a ``Produce`` stream of its own."""
+        if self.uses_session(address):
+            return self.session(address).open_handle("produce", target)
         return BrokerStream(self.stub(address).Produce(), target)
 
-    def open_consume(self, address: str, target: str) -> BrokerStream:
-        """A new ``Consume`` stream to the broker at ``address``."""
+    def open_consume(self, address: str, target: str) -> BrokerStream | SessionStream:
+        """A new consumer's stream to the broker at ``address`` (see :meth:`open_produce`)."""
+        if self.uses_session(address):
+            return self.session(address).open_handle("consume", target)
         return BrokerStream(self.stub(address).Consume(), target)
+
+    def uses_session(self, address: str) -> bool:
+        """Whether producers and consumers on the broker at ``address`` get a session's handle."""
+        return self.sessions and address not in self._streams_only
+
+    def session(self, address: str) -> ClientSession:
+        """The session with the broker at ``address``, opened on first use and again
+        after it broke."""
+        session = self._sessions.get(address)
+        if session is None:
+            from .session import ClientSession  # it builds on this module's stream errors
+
+            session = ClientSession(self.stub(address).Session(), f"broker {address}", self._session_broke)
+            self._sessions[address] = session
+        return session
+
+    def _session_broke(self, session: ClientSession) -> None:
+        for address, held in list(self._sessions.items()):
+            if held is session:
+                del self._sessions[address]
+                if session.unsupported:
+                    self._streams_only.add(address)
 
     async def close(self) -> None:
         self.closed = True
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
         channels, self._channels, self._stubs = self._channels, {}, {}
         await asyncio.gather(*(ch.close() for ch in channels.values()), return_exceptions=True)
 

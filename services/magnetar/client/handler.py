@@ -11,9 +11,10 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from magnetar.common.errors import AlreadyClosed, MagnetarError
+from magnetar.common.errors import AlreadyClosed, MagnetarError, NotConnected
 
 from .connection import RECONNECT_RETRY, BrokerStream, ConnectionPool, is_retriable
+from .session import SessionStream
 
 log = logging.getLogger(__name__)
 
@@ -28,19 +29,19 @@ class ConnectionHandler:
         self.topic = topic
         self.broker_address = ""
         self.failed: MagnetarError | None = None
-        self._call: BrokerStream | None = None
+        self._call: BrokerStream | SessionStream | None = None
         self._closed = False
         self._released = False  # close() ran: tasks stopped, waiters failed
         self._task: asyncio.Task[None] | None = None
         self.reconnects = 0
 
     # -- what subclasses provide ---------------------------------------------
-    async def _open(self, address: str, target: str) -> BrokerStream:
+    async def _open(self, address: str, target: str) -> BrokerStream | SessionStream:
         """Open the stream to the broker at ``address`` and complete its handshake;
         raise a MagnetarError on failure."""
         raise NotImplementedError
 
-    async def _read(self, call: BrokerStream) -> MagnetarError:
+    async def _read(self, call: BrokerStream | SessionStream) -> MagnetarError:
         """Read the stream until it breaks; return why."""
         raise NotImplementedError
 
@@ -72,10 +73,17 @@ class ConnectionHandler:
         if self._closed:
             raise AlreadyClosed(f"the {self.kind} on {self.topic} is closed")
 
-    async def _open_once(self) -> BrokerStream:
+    async def _open_once(self) -> BrokerStream | SessionStream:
         address = await self.pool.lookup(self.topic)
         self.broker_address = address
-        return await self._open(address, f"broker {address} ({self.kind} on {self.topic})")
+        target = f"broker {address} ({self.kind} on {self.topic})"
+        in_session = self.pool.uses_session(address)
+        try:
+            return await self._open(address, target)
+        except NotConnected:
+            if in_session and not self.pool.uses_session(address):  # an older broker: a stream of its own, now
+                return await self._open(address, target)
+            raise
 
     async def start(self) -> None:
         """Open the first stream, retrying retriable errors for the operation timeout."""

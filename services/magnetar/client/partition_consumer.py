@@ -48,6 +48,7 @@ from .options import ConsumerConfig, ConsumerType
 from .receive_queue import ReceiveQueue
 from .requests import PendingRequests
 from .schemas import MessageDecoder, declared
+from .session import SessionStream
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class PartitionConsumer(ConnectionHandler):
         self._sought: MessageId | None = None
 
     # -- stream ---------------------------------------------------------------------
-    async def _open(self, address: str, target: str) -> BrokerStream:
+    async def _open(self, address: str, target: str) -> BrokerStream | SessionStream:
         call = self.pool.open_consume(address, target)
         subscribe = pb.Subscribe(
             topic=self.topic,
@@ -194,7 +195,7 @@ class PartitionConsumer(ConnectionHandler):
         # After a broker failover the old consumer may still hold the subscription.
         return exc.retriable or isinstance(exc, ConsumerBusy)
 
-    async def _read(self, call: BrokerStream) -> MagnetarError:
+    async def _read(self, call: BrokerStream | SessionStream) -> MagnetarError:
         try:
             while True:
                 resp = await call.read()

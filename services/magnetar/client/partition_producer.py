@@ -34,6 +34,7 @@ from .connection import BrokerStream, ConnectionPool
 from .handler import ConnectionHandler
 from .options import BatchingType, ProducerConfig
 from .schemas import declared
+from .session import SessionStream
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class PartitionProducer(ConnectionHandler):
         self._room.set()
 
     # -- stream ---------------------------------------------------------------
-    async def _open(self, address: str, target: str) -> BrokerStream:
+    async def _open(self, address: str, target: str) -> BrokerStream | SessionStream:
         call = self.pool.open_produce(address, target)
         first = pb.ProduceRequest(open=pb.OpenProducer(
             topic=self.topic, producer_name=self.name, properties=self.conf.properties,
@@ -111,7 +112,7 @@ class PartitionProducer(ConnectionHandler):
         # The broker may not have noticed the old stream died yet.
         return exc.retriable or isinstance(exc, ProducerBusy)
 
-    async def _read(self, call: BrokerStream) -> MagnetarError:
+    async def _read(self, call: BrokerStream | SessionStream) -> MagnetarError:
         try:
             while True:
                 resp = await call.read()

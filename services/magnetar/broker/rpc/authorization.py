@@ -25,8 +25,8 @@ from magnetar.common.grpcauth import CALLER_ROLE, OPEN_PREFIXES
 from magnetar.common.grpcutil import abort
 
 SERVICE = "/magnetar.v1.Broker/"
-STREAMS = frozenset({"Produce", "Consume"})
-"""Decided by the servicer on the stream's first message."""
+STREAMS = frozenset({"Produce", "Consume", "Session"})
+"""Decided by the servicer on the stream's first message (a session's: on each handle's)."""
 
 
 def _topic(action: Action) -> Callable[[Any], Request]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -28,6 +28,8 @@ from magnetar.broker.rpc.partition_admin import PartitionAdminRpcs
 from magnetar.broker.rpc.permissions import PermissionRpcs
 from magnetar.broker.rpc.schema_admin import SchemaAdminRpcs
 from magnetar.broker.rpc.schemas import SchemaRpcs
+from magnetar.broker.rpc.session import SessionRpcs
+from magnetar.broker.rpc.streamqueue import StreamQueue
 from magnetar.broker.rpc.subscriptions import SubscriptionAdminRpcs
 from magnetar.broker.rpc.topics import TopicAdminRpcs
 from magnetar.broker.service import BrokerService
@@ -60,7 +62,7 @@ def _message_id(position: Position, partition: int) -> pb.MessageIdData:
 
 class BrokerServicer(
     SubscriptionAdminRpcs, TopicAdminRpcs, NamespacePolicyRpcs, PermissionRpcs, SchemaAdminRpcs, SchemaRpcs,
-    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs, BundleRpcs,
+    NamespaceOpsRpcs, PartitionAdminRpcs, ClusterRpcs, BundleRpcs, SessionRpcs,
     pb_grpc.BrokerServicer,
 ):
     def __init__(self, service: BrokerService) -> None:
@@ -113,6 +115,17 @@ class BrokerServicer(
         return pb.PartitionedTopicMetadata(partitions=await self.service.partitions(request.topic))
 
     async def Produce(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ProduceResponse]:
+        """One producer on its own stream (:meth:`produce_stream`); a refused open ends it with that status."""
+        async for resp in ended_by_status(self.produce_stream(request_iterator), context):
+            yield resp
+
+    async def produce_stream(self, request_iterator: AsyncIterator[pb.ProduceRequest]) -> AsyncGenerator[pb.ProduceResponse, None]:
+        """Serve one producer: its requests in, its responses out. A ``Produce`` stream
+        and a session's producer handle (:mod:`.session`) both run this.
+
+        Raises:
+            MagnetarError: the open refused (nothing is left behind).
+        """
         it = request_iterator.__aiter__()
         try:
             first = await it.__anext__()
@@ -124,7 +137,7 @@ class BrokerServicer(
             schema_version = await schemas.declare(self.service, topic.name, first.open, consumer=False)
             name = first.open.producer_name or self.service.new_producer_name()
             ended: asyncio.Future[MagnetarError] = asyncio.get_running_loop().create_future()
-            pending: asyncio.Queue[tuple[int, asyncio.Future[PublishResult]] | None] = asyncio.Queue(1000)
+            pending: StreamQueue[tuple[int, asyncio.Future[PublishResult]] | None] = StreamQueue(1000)
 
             def on_close(error: MagnetarError) -> None:
                 # The topic stopped being served here: take no more sends, then end the
@@ -140,9 +153,6 @@ class BrokerServicer(
             )  # fmt: skip
             last = admitted.last_sequence_id
         except StopAsyncIteration:
-            return
-        except MagnetarError as exc:
-            await abort(context, exc)
             return
         service = self.service
 
@@ -247,8 +257,19 @@ class BrokerServicer(
         return policy
 
     async def Consume(self, request_iterator: AsyncIterator[pb.ConsumeRequest], context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ConsumeResponse]:
+        """One consumer on its own stream (:meth:`consume_stream`); a refused subscribe ends it with that status."""
+        async for resp in ended_by_status(self.consume_stream(request_iterator), context):
+            yield resp
+
+    async def consume_stream(self, request_iterator: AsyncIterator[pb.ConsumeRequest]) -> AsyncGenerator[pb.ConsumeResponse, None]:
+        """Serve one consumer: its requests in, its responses out. A ``Consume`` stream
+        and a session's consumer handle (:mod:`.session`) both run this.
+
+        Raises:
+            MagnetarError: the subscribe refused (nothing is left behind).
+        """
         it = request_iterator.__aiter__()
-        out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None] = asyncio.Queue()
+        out: StreamQueue[pb.ConsumeResponse | MagnetarError | None] = StreamQueue()
         service = self.service
         try:
             first = await it.__anext__()
@@ -296,9 +317,6 @@ class BrokerServicer(
             consumer.dead_letter = policy
             subscription.add_consumer(consumer, sub_type)
         except StopAsyncIteration:
-            return
-        except MagnetarError as exc:
-            await abort(context, exc)
             return
 
         moves = BackgroundTasks(f"consumer {consumer.name} on {topic.name}")
@@ -468,9 +486,19 @@ class BrokerServicer(
         return wire.topic_stats((await TopicAdmin(self.service).topic(request.topic)).stats())
 
 
+async def ended_by_status(responses: AsyncGenerator[Any, None], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    """``responses`` as a stream RPC's: a MagnetarError they raise ends the call with its status."""
+    try:
+        async with contextlib.aclosing(responses):  # its cleanup runs now, not when collected
+            async for resp in responses:
+                yield resp
+    except MagnetarError as exc:
+        await abort(context, exc)
+
+
 async def _consume_request(
     req: pb.ConsumeRequest, topic: PersistentTopic, subscription: Subscription, consumer: BrokerConsumer,
-    out: asyncio.Queue[pb.ConsumeResponse | MagnetarError | None],
+    out: StreamQueue[pb.ConsumeResponse | MagnetarError | None],
 ) -> bool:
     """Apply one request of a consume stream; True when the stream is done (unsubscribed)."""
     kind = req.WhichOneof("kind")
@@ -537,7 +565,7 @@ async def _receipt(item: tuple[int, asyncio.Future[PublishResult]], partition: i
 
 
 async def _drain_until_done(
-    reader: asyncio.Task[None], queue: asyncio.Queue[Any], timeout_s: float = 10.0,
+    reader: asyncio.Task[None], queue: StreamQueue[Any], timeout_s: float = 10.0,
     on_item: Callable[[Any], None] | None = None,
 ) -> None:
     """Wait (bounded) for a stream's request reader to end, taking what it still queues
