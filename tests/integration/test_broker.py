@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import magnetar.asyncio as mg
+from magnetar.client.framed import FramedSessionTransport
 from magnetar.common.errors import (
     ConsumerBusy,
     InvalidTopicName,
@@ -235,6 +236,9 @@ async def test_producers_and_consumers_of_one_client_share_one_session_per_broke
         pool = client._pool
         assert pool.uses_session(broker.address)
         session = pool.session(broker.address)
+        # on the broker's framed session listener, which its lookups advertised
+        assert isinstance(session.transport, FramedSessionTransport)
+        assert session.transport.address == f"{broker.host}:{broker.session_port}"
         assert session.handles == 2 * len(topics)  # one session: every producer's and consumer's handle
         await asyncio.gather(*(p.send(t.encode()) for p, t in zip(producers, topics, strict=True)))
         received = await asyncio.gather(*(c.receive(timeout_millis=10_000) for c in consumers))

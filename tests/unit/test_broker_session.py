@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from magnetar.broker.rpc.session import RESPONSE_BYTES, BrokerSession
-from magnetar.client.session import REQUEST_BYTES, ClientSession
+from magnetar.client.session import REQUEST_BYTES, ClientSession, GrpcSessionTransport
 from magnetar.common.errors import InvalidArgument, NotConnected, TopicNotFound
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import common_pb2
@@ -227,7 +227,7 @@ class Unavailable(grpc.RpcError):
 
 async def test_the_writes_of_one_loop_turn_leave_in_one_request_and_replies_reach_their_handle() -> None:
     call, broke = FakeCall(), []
-    session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]
+    session = ClientSession(GrpcSessionTransport(call, "broker b"), "broker b", broke.append)  # type: ignore[arg-type]
     handles = [session.open_handle("produce", f"p{i}") for i in range(3)]
     await asyncio.gather(*(h.write(pb.ProduceRequest(send=pb.SendBatch(request_id=i))) for i, h in enumerate(handles)))
     assert len(call.written) == 1
@@ -252,7 +252,7 @@ async def test_the_writes_of_one_loop_turn_leave_in_one_request_and_replies_reac
 
 async def test_a_turn_of_large_writes_leaves_in_several_requests_in_order() -> None:
     call, broke = FakeCall(), []
-    session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]
+    session = ClientSession(GrpcSessionTransport(call, "broker b"), "broker b", broke.append)  # type: ignore[arg-type]
     size = REQUEST_BYTES // 2 + 1
     handles = [session.open_handle("produce", f"p{i}") for i in range(3)]
     await asyncio.gather(*(
@@ -269,7 +269,7 @@ async def test_writes_after_a_cancel_in_the_same_turn_still_leave() -> None:
     session waiting for a stream message that was never to be written: every later
     write hung (a consumer's close then never returned)."""
     call, broke = FakeCall(), []
-    session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]
+    session = ClientSession(GrpcSessionTransport(call, "broker b"), "broker b", broke.append)  # type: ignore[arg-type]
     a, b, c = (session.open_handle("produce", name) for name in "abc")
     first = asyncio.create_task(a.write(pb.ProduceRequest(send=pb.SendBatch(request_id=1))))
     await asyncio.sleep(0)  # a's frame is gathered and the writer woken; then, in that turn, b's cancel
@@ -285,7 +285,7 @@ async def test_writes_after_a_cancel_in_the_same_turn_still_leave() -> None:
 
 async def test_a_broken_session_ends_every_handle_with_its_error_and_is_given_up() -> None:
     call, broke = FakeCall(), []
-    session = ClientSession(call, "broker b", broke.append)  # type: ignore[arg-type]
+    session = ClientSession(GrpcSessionTransport(call, "broker b"), "broker b", broke.append)  # type: ignore[arg-type]
     a, b = session.open_handle("produce", "a"), session.open_handle("consume", "b")
     call.incoming.put_nowait(Unavailable())
     for handle in (a, b):

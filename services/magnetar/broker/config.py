@@ -33,6 +33,13 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     """Port of Pulsar's binary protocol over TLS (``pulsar+ssl://``), served when
     ``tls_enabled`` with the same certificate, key, CA and client-certificate requirement
     as the gRPC port; 0: not served. Advertised beside ``protocol_port``'s URL."""
+    session_port: int = Field(default=6661, ge=0, le=65535)
+    """Port of the SDK's framed session (broker/framed/: the ``Session`` RPC's messages
+    over plain TCP, each a 4-byte length then the message, without gRPC's cost per
+    message) on ``host``, with TLS when ``tls_enabled`` (the gRPC port's certificate,
+    key, CA and client-certificate requirement); 0: not served. Advertised in the
+    broker's registration and lookups; an SDK that cannot reach it uses the ``Session``
+    RPC."""
     protocol_keepalive_s: float = Field(default=30.0, gt=0)
     """Pulsar protocol keepalive (Pulsar's keepAliveIntervalSeconds): a connection that
     sent nothing for this long gets a PING, and is closed when nothing came back by the
@@ -241,11 +248,12 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
 
     @model_validator(mode="after")
     def _ports(self) -> Self:
-        served = [p for p in (self.port or DEFAULT_PORT, self.protocol_port, self.protocol_tls_port if self.tls_enabled else 0) if p]
+        served = [p for p in (self.port or DEFAULT_PORT, self.protocol_port, self.protocol_tls_port if self.tls_enabled else 0,
+                              self.session_port) if p]
         if len(served) != len(set(served)):
             raise ValueError(
-                f"port, protocol_port and protocol_tls_port must differ, got {self.port or DEFAULT_PORT}, "
-                f"{self.protocol_port}, {self.protocol_tls_port}"
+                f"port, protocol_port, protocol_tls_port and session_port must differ, got {self.port or DEFAULT_PORT}, "
+                f"{self.protocol_port}, {self.protocol_tls_port}, {self.session_port}"
             )
         return self
 

@@ -11,6 +11,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
+from magnetar.broker.framed.listener import FramedSessionListener, session_address
 from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.rpc.authorization import AuthorizationInterceptor
 from magnetar.broker.rpc.load_peers import RemoteLoadPeers
@@ -18,7 +19,7 @@ from magnetar.broker.rpc.peer_topics import RemoteTopicLister
 from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
 from magnetar.broker.rpc.servicer import BrokerServicer
 from magnetar.broker.service import BrokerService
-from magnetar.common.grpcauth import server_interceptors
+from magnetar.common.grpcauth import AuthenticationInterceptor, server_interceptors
 from magnetar.common.grpcserver import start_grpc_server
 from magnetar.common.metrics import serve_metrics
 from magnetar.common.tls import client_tls, server_ssl_context, server_tls
@@ -65,7 +66,7 @@ class BrokerServer:
             peer_topics=RemoteTopicLister(self.broker_id, tls=tls, token=token),
             # The load manager asks other brokers to take or unload bundles.
             load_peers=RemoteLoadPeers(self.broker_id, tls=tls, token=token),
-            pulsar_urls=pulsar_service_urls(config),
+            pulsar_urls=pulsar_service_urls(config)._replace(session_address=session_address(config)),
         )
         # Pulsar's binary protocol: pulsar:// and, with TLS, pulsar+ssl:// on a port of its own.
         self.protocol: list[ProtocolListener] = []
@@ -75,6 +76,17 @@ class BrokerServer:
             # The TLS files are read now: a bad one stops the start.
             context = server_ssl_context(served_tls)
             self.protocol.append(ProtocolListener(self.service, config, self.authenticator, tls=context))
+        self.servicer = BrokerServicer(self.service)
+        self.interceptors = server_interceptors(self.authenticator, "broker", proxy_roles=config.proxy_roles)
+        # The SDK's session over framed TCP, checked as the gRPC door checks its calls.
+        self.framed: FramedSessionListener | None = None
+        if config.session_port:
+            authentication = next((i for i in self.interceptors if isinstance(i, AuthenticationInterceptor)), None)
+            served = server_tls(config)
+            self.framed = FramedSessionListener(
+                self.servicer.produce_stream, self.servicer.consume_stream, config, authentication,
+                tls=server_ssl_context(served) if served is not None else None,
+            )
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
 
@@ -84,17 +96,21 @@ class BrokerServer:
         try:
             for listener in self.protocol:  # listening before the registration advertises them
                 await listener.start()
+            if self.framed is not None:
+                await self.framed.start()
             await self.service.start()
-            interceptors = server_interceptors(self.authenticator, "broker", proxy_roles=self.config.proxy_roles)
+            interceptors = list(self.interceptors)
             if self.config.authorization_enabled:
                 interceptors.append(AuthorizationInterceptor(self.service.authorizer))
             self.server = await start_grpc_server(
-                f"{self.config.host}:{self.port}", [(pb_grpc.add_BrokerServicer_to_server, BrokerServicer(self.service))],
+                f"{self.config.host}:{self.port}", [(pb_grpc.add_BrokerServicer_to_server, self.servicer)],
                 health=self.health, tls=server_tls(self.config), interceptors=interceptors,
             )
         except BaseException:
             for listener in self.protocol:
                 await listener.stop()
+            if self.framed is not None:
+                await self.framed.stop()
             await self.session.close()
             raise
         serve_metrics(self.config.host, self.config.metrics_port)
@@ -108,6 +124,8 @@ class BrokerServer:
             await self.server.stop(grace_s)
         for listener in self.protocol:
             await listener.stop(grace_s)
+        if self.framed is not None:
+            await self.framed.stop(grace_s)
         await self.service.close()
         await self.session.close()
         log.info("broker %s stopped", self.broker_id)

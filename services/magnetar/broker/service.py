@@ -99,12 +99,15 @@ log = logging.getLogger(__name__)
 
 
 class PulsarServiceUrls(NamedTuple):
-    """Where a broker serves Pulsar's binary protocol ("": not that way)."""
+    """Where a broker serves Pulsar's binary protocol, and the SDK's framed session
+    ("": not that way)."""
 
     url: str = ""
     """``pulsar://host:port``."""
     url_tls: str = ""
     """``pulsar+ssl://host:port``."""
+    session_address: str = ""
+    """``host:port`` of the framed session listener (broker/framed/)."""
 
 
 class BrokerService:
@@ -208,6 +211,8 @@ class BrokerService:
             record["pulsar_service_url"] = self.pulsar_urls.url
         if self.pulsar_urls.url_tls:
             record["pulsar_service_url_tls"] = self.pulsar_urls.url_tls
+        if self.pulsar_urls.session_address:
+            record["session_address"] = self.pulsar_urls.session_address
         await self.ownership.register_broker(
             self.broker_id, record, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
         )
@@ -723,7 +728,7 @@ class BrokerService:
             value = record.get(key)
             return value if isinstance(value, str) else ""
 
-        return PulsarServiceUrls(text("pulsar_service_url"), text("pulsar_service_url_tls"))
+        return PulsarServiceUrls(text("pulsar_service_url"), text("pulsar_service_url_tls"), text("session_address"))
 
     async def partitions(self, topic: str) -> int:
         name = self.parse(topic)

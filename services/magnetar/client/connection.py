@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from magnetar.common.errors import (
     NotFound,
     Timeout,
 )
-from magnetar.common.grpcauth import with_authorization, with_token
+from magnetar.common.grpcauth import BEARER, with_authorization, with_token
 from magnetar.common.grpcutil import (
     CLIENT_CHANNEL_OPTIONS,
     ERROR_CODE_KEY,
@@ -30,10 +31,11 @@ from magnetar.common.grpcutil import (
 )
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
-from magnetar.common.tls import ClientTls, aio_channel, channel_credentials
+from magnetar.common.tls import ClientTls, aio_channel, channel_credentials, https_context
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
+from .framed import FramedSessionTransport
 from .schemas import WriterSchemas
 
 if TYPE_CHECKING:
@@ -45,6 +47,9 @@ DEFAULT_PORT = 6660
 _SCHEMES = ("magnetar://", "pulsar://", "magnetar+ssl://", "pulsar+ssl://")
 _TLS_SCHEMES = ("magnetar+ssl://", "pulsar+ssl://")
 LOOKUP_ATTEMPT_TIMEOUT_S = 5.0
+FRAMED_RETRY_S = 60.0
+"""After a broker's framed session listener could not be reached, its sessions use the
+``Session`` RPC for this long before the listener is tried again."""
 T = TypeVar("T")
 
 
@@ -159,8 +164,10 @@ class ConnectionPool:
         token: Callable[[], str] | None = None, authorization: Callable[[], str] | None = None,
         original_principal: Callable[[], str | None] | None = None, sessions: bool = True,
     ) -> None:
-        """Args: sessions: producers and consumers share one ``Session`` stream per broker
+        """Args: sessions: producers and consumers share one session per broker
         (:mod:`.session`); False: each opens its own ``Produce`` or ``Consume`` stream.
+        The session goes to the broker's framed session listener when its lookups
+        advertise one (:attr:`framed`), else to its ``Session`` RPC.
 
         Raises: InvalidArgument: a bad service URL, or TLS files that cannot be read.
         """
@@ -177,6 +184,11 @@ class ConnectionPool:
         self.sessions = sessions
         self._sessions: dict[str, ClientSession] = {}
         self._streams_only: set[str] = set()  # brokers without the Session RPC
+        self.framed = True
+        """Sessions use brokers' framed session listeners (False: the ``Session`` RPC only)."""
+        self._session_addresses: dict[str, str] = {}  # broker address -> its framed session host:port
+        self._framed_failed: dict[str, float] = {}  # broker address -> when its listener could not be reached
+        self._ssl_context: Any = None
         self._next_host = itertools.count(random.randrange(len(self.service_hosts)))
         self.closed = False
         self.writer_schemas = WriterSchemas(self.get_schema)
@@ -242,7 +254,7 @@ class ConnectionPool:
 
         async def call(stub: pb_grpc.BrokerStub, host: str) -> str:
             resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
-            return resp.broker_address or host
+            return self._owner_found(resp, host)
 
         return await self.on_service_hosts(f"lookup {topic}", call)
 
@@ -251,9 +263,18 @@ class ConnectionPool:
 
         async def call(stub: pb_grpc.BrokerStub, host: str) -> TopicOwner:
             resp = await stub.Lookup(pb.LookupRequest(topic=topic), timeout=self.attempt_timeout_s)
-            return TopicOwner(resp.broker_address or host, resp.pulsar_service_url, resp.pulsar_service_url_tls)
+            return TopicOwner(self._owner_found(resp, host), resp.pulsar_service_url, resp.pulsar_service_url_tls)
 
         return await self.on_service_hosts(f"lookup {topic}", call)
+
+    def _owner_found(self, resp: pb.LookupResponse, host: str) -> str:
+        """The owner a lookup answered, remembering where it serves framed sessions."""
+        address = resp.broker_address or host
+        if resp.session_address:
+            self._session_addresses[address] = resp.session_address
+        else:
+            self._session_addresses.pop(address, None)
+        return address
 
     async def partitions(self, topic: str, auto_create: bool = False) -> int:
         """How many partitions ``topic`` has (0: not partitioned). ``auto_create``: a
@@ -324,18 +345,52 @@ class ConnectionPool:
         after it broke."""
         session = self._sessions.get(address)
         if session is None:
-            from .session import ClientSession  # it builds on this module's stream errors
+            # It builds on this module's stream errors.
+            from .session import ClientSession, GrpcSessionTransport
 
-            session = ClientSession(self.stub(address).Session(), f"broker {address}", self._session_broke)
+            target = f"broker {address}"
+            framed = self._framed_transport(address, target)
+            transport = framed if framed is not None else GrpcSessionTransport(self.stub(address).Session(), target)
+            session = ClientSession(transport, target, self._session_broke)
             self._sessions[address] = session
         return session
+
+    def _framed_transport(self, address: str, target: str) -> FramedSessionTransport | None:
+        """A framed session connection to the broker at ``address``; None when it
+        advertises no listener, or it could not be reached lately."""
+        session_address = self._session_addresses.get(address) if self.framed else None
+        if not session_address:
+            return None
+        failed = self._framed_failed.get(address)
+        if failed is not None:
+            if time.monotonic() - failed < FRAMED_RETRY_S:
+                return None
+            del self._framed_failed[address]
+        if self.closed:
+            raise NotConnected("the client is closed")
+        if self.authorization is not None:
+            header = self.authorization()
+        else:
+            header = BEARER + self.token() if self.token is not None else ""
+        principal = (self.original_principal() if self.original_principal is not None else None) or ""
+        tls = self.tls
+        if tls is not None and self._ssl_context is None:
+            self._ssl_context = https_context(tls)
+        return FramedSessionTransport(
+            session_address, target, tls=self._ssl_context if tls is not None else None,
+            server_hostname=(tls.target_name_override or None) if tls is not None else None,
+            authorization=header, original_principal=principal, timeout_s=self.attempt_timeout_s,
+        )  # fmt: skip
 
     def _session_broke(self, session: ClientSession) -> None:
         for address, held in list(self._sessions.items()):
             if held is session:
                 del self._sessions[address]
                 if session.unsupported:
-                    self._streams_only.add(address)
+                    if isinstance(session.transport, FramedSessionTransport):
+                        self._framed_failed[address] = time.monotonic()
+                    else:
+                        self._streams_only.add(address)
 
     async def close(self) -> None:
         self.closed = True

@@ -1,6 +1,8 @@
-"""A client's session with one broker (``Broker.Session``): every producer, consumer and
-reader the client has on that broker shares one stream, as Pulsar's clients share one
-connection per broker.
+"""A client's session with one broker: every producer, consumer and reader the client
+has on that broker shares one stream, as Pulsar's clients share one connection per
+broker. The stream is the broker's framed session listener when it advertises one
+(:mod:`.framed`: the session's messages over plain TCP or TLS), else the ``Session`` RPC
+(:class:`GrpcSessionTransport`).
 
 Each of them holds a :class:`SessionStream`, a handle with the interface of a
 :class:`~magnetar.client.connection.BrokerStream` (``open`` / ``write`` / ``read`` /
@@ -18,7 +20,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -37,17 +39,64 @@ _ENDED = object()
 """A handle's read queue item: the handle ended normally (a stream's end, OK)."""
 
 
+class SessionTransport(Protocol):
+    """What carries a session's messages: the ``Session`` call, or a framed connection."""
+
+    unsupported: bool
+    """Set before ``read`` raises when the broker cannot be reached this way (the pool
+    then uses the next way: the ``Session`` RPC, then a stream per handle)."""
+
+    async def write(self, request: pb.SessionRequest) -> None: ...
+
+    async def read(self) -> pb.SessionResponse | None:
+        """The next response; None at the end. Raises: the typed error it broke with."""
+        ...
+
+    def cancel(self) -> None: ...
+
+
+class GrpcSessionTransport:
+    """The ``Session`` RPC as a :class:`SessionTransport`."""
+
+    __slots__ = ("_call", "target", "unsupported", "_answered")
+
+    def __init__(self, call: grpc.aio.StreamStreamCall, target: str) -> None:
+        self._call = call
+        self.target = target
+        self.unsupported = False  # the broker answered the session with UNIMPLEMENTED
+        self._answered = False
+
+    async def write(self, request: pb.SessionRequest) -> None:
+        await self._call.write(request)
+
+    async def read(self) -> pb.SessionResponse | None:
+        try:
+            resp = await self._call.read()
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED and not self._answered:
+                # A broker older than sessions: the pool opens a stream per handle there
+                # from now on, and the handles reconnect to one (NotConnected retries).
+                self.unsupported = True
+                raise NotConnected(f"{self.target} has no Session RPC; its producers and consumers use a stream each") from exc
+            raise stream_rpc_error(exc, self.target) from exc
+        self._answered = True
+        return None if resp is grpc.aio.EOF else resp
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
 class ClientSession:
-    """One ``Session`` stream to a broker and the handles open on it.
+    """One session stream to a broker and the handles open on it.
 
     Args:
-        call: the opened ``Session`` call.
+        transport: the opened ``Session`` call (a :class:`GrpcSessionTransport`) or framed connection.
         target: names the broker in errors.
         on_broken: called once when the stream breaks (the pool then forgets it).
     """
 
-    def __init__(self, call: grpc.aio.StreamStreamCall, target: str, on_broken: Callable[[ClientSession], None]) -> None:
-        self._call = call
+    def __init__(self, transport: SessionTransport, target: str, on_broken: Callable[[ClientSession], None]) -> None:
+        self._transport = transport
         self.target = target
         self._on_broken = on_broken
         self._handles: dict[int, SessionStream] = {}
@@ -58,10 +107,17 @@ class ClientSession:
         self._written: asyncio.Future[None] | None = None  # done when _request is written
         self._wake: asyncio.Future[None] | None = None
         self.broken: MagnetarError | None = None
-        self.unsupported = False  # the broker answered the session with UNIMPLEMENTED
-        self._answered = False
         self._reader = asyncio.create_task(self._read_loop(), name=f"session-reader:{target}")
         self._writer = asyncio.create_task(self._write_loop(), name=f"session-writer:{target}")
+
+    @property
+    def unsupported(self) -> bool:
+        """The broker cannot be reached this way (see :attr:`SessionTransport.unsupported`)."""
+        return self._transport.unsupported
+
+    @property
+    def transport(self) -> SessionTransport:
+        return self._transport
 
     @property
     def handles(self) -> int:
@@ -149,7 +205,7 @@ class ClientSession:
     async def _write(self, request: pb.SessionRequest, written: asyncio.Future[None] | None) -> bool:
         """Write ``request``, then settle ``written``; False: the session broke."""
         try:
-            await self._call.write(request)
+            await self._transport.write(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -172,9 +228,8 @@ class ClientSession:
         handles = self._handles
         try:
             while True:
-                resp = await self._call.read()
-                self._answered = True
-                if resp is grpc.aio.EOF:
+                resp = await self._transport.read()
+                if resp is None:
                     self._break(NotConnected(f"{self.target} ended the session"))
                     return
                 for reply in resp.replies:
@@ -188,14 +243,8 @@ class ClientSession:
                         handle.ended(from_code(error.code, error.message) if error is not None else None)
                     elif kind is not None:
                         handle.deliver(getattr(reply, kind))
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED and not self._answered:
-                # A broker older than sessions: the pool opens a stream per handle there
-                # from now on, and the handles reconnect to one (NotConnected retries).
-                self.unsupported = True
-                self._break(NotConnected(f"{self.target} has no Session RPC; its producers and consumers use a stream each"))
-                return
-            self._break(stream_rpc_error(exc, self.target))
+        except MagnetarError as exc:
+            self._break(exc)
         except asyncio.CancelledError:
             self._break(NotConnected(f"the session with {self.target} was closed"))
             raise
@@ -205,7 +254,7 @@ class ClientSession:
             return
         self.broken = error
         log.debug("session with %s broke: %s", self.target, error)
-        self._call.cancel()
+        self._transport.cancel()
         written, self._written = self._written, None
         if written is not None and not written.done():
             written.set_exception(error)

@@ -175,6 +175,19 @@ class AuthenticationInterceptor(grpc.aio.ServerInterceptor):
             raise
         return role
 
+    async def caller_role(self, what: str, credentials: Credentials, original: str | None = None) -> str:
+        """The role of a caller that presented ``credentials`` (acting for ``original``),
+        as a call's is decided here: for a door that is not gRPC (the broker's framed
+        session, whose first frame carries the ``authorization`` value). A costly
+        check (a password hash) runs in a thread.
+
+        Raises:
+            AuthenticationError, AuthorizationError: refused (logged, with ``what``).
+        """
+        if self.authenticator.is_costly(credentials):
+            return await asyncio.to_thread(self._role, what, credentials, original)
+        return self._role(what, credentials, original)
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],

@@ -228,7 +228,7 @@ class BrokerProcess(ServiceProcess):
 
     Pulsar's protocol is on, on free ports of its own (not 6650 and 6651, which tests
     running at once would share) unless the settings give ``protocol_port`` or
-    ``protocol_tls_port``: :attr:`pulsar_url`, and with TLS :attr:`pulsar_tls_url`."""
+    ``protocol_tls_port``; so is the SDK's framed session (``session_port``): :attr:`pulsar_url`, and with TLS :attr:`pulsar_tls_url`."""
 
     module = "broker"
     config_cls = BrokerConfig
@@ -240,6 +240,8 @@ class BrokerProcess(ServiceProcess):
         config = dict(config or {})
         config.setdefault("protocol_port", _new_port())
         config.setdefault("protocol_tls_port", _new_port())
+        config.setdefault("session_port", _new_port())
+        self.session_port: int = config["session_port"]
         self.protocol_port: int = config["protocol_port"]
         self.protocol_tls_port: int = config["protocol_tls_port"] if config.get("tls_enabled") else 0
         super().__init__(zk_connect, zk_root, data_dir, config=config, **kwargs)

@@ -105,7 +105,7 @@ class BrokerServicer(
         urls = await self.service.pulsar_urls_of(owner)
         return pb.LookupResponse(
             broker_address=owner, owned_here=owner == self.service.broker_id,
-            pulsar_service_url=urls.url, pulsar_service_url_tls=urls.url_tls,
+            pulsar_service_url=urls.url, pulsar_service_url_tls=urls.url_tls, session_address=urls.session_address,
         )  # fmt: skip
 
     @rpc_errors
