@@ -14,6 +14,7 @@ on, the broker presenting its service token to the bookies.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -24,8 +25,10 @@ import pytest
 
 import magnetar.asyncio as ma
 from magnetar.auditor.rpc.client import fetch_status, forward_trigger
+from magnetar.client.framed import FramedSessionTransport
 from magnetar.common import tokens
 from magnetar.common.errors import AuthenticationError, AuthorizationError
+from magnetar.common.grpcauth import BEARER
 from magnetar.common.healthcheck import grpc_health_serving
 from magnetar.ledger.bookie_client import BookieClient, Entry
 from magnetar.testing.auth import SERVICE_ROLE, Keys
@@ -107,10 +110,21 @@ async def test_the_broker_refuses_anonymous_and_foreign_tokens_and_serves_valid_
             got.append(msg.data())
             await consumer.acknowledge(msg)
         assert got == [f"m{i}".encode() for i in range(5)]
+        # over the broker's framed session, whose first frame carried the token
+        assert isinstance(client._pool.session(broker.address).transport, FramedSessionTransport)
     finally:
         await client.close()
+    # The framed session's first frame is checked as a gRPC call's metadata is.
+    for header, reason in (("", "no token was presented"), (BEARER + foreign, "does not verify")):
+        framed = FramedSessionTransport(f"{broker.host}:{broker.session_port}", "the broker", authorization=header)
+        try:
+            with pytest.raises(AuthenticationError, match=reason):
+                await asyncio.wait_for(framed.read(), 10)
+        finally:
+            framed.cancel()
     log = broker.log_tail(400)
     assert "broker refused /magnetar.v1.Broker/" in log and foreign not in log
+    assert "broker refused framed session from" in log
 
 
 def _magnetar(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -26,6 +26,7 @@ from websockets.exceptions import InvalidStatus
 import magnetar
 import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
+from magnetar.client.framed import FramedSessionTransport
 from magnetar.common.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -117,6 +118,11 @@ async def test_produce_and_consume_over_tls(tls_cluster: TlsCluster):
             msg = await consumer.receive(timeout_millis=10_000)
             got.append((msg.message_id(), msg.data()))
             await consumer.acknowledge(msg)
+        # over the broker's framed session, with TLS as its gRPC port
+        transport = client._pool.session(tls_cluster.broker.address).transport
+        assert isinstance(transport, FramedSessionTransport)
+        assert transport.address == f"{tls_cluster.broker.host}:{tls_cluster.broker.session_port}"
+        assert transport.ssl_object is not None
     assert got == [(mid, f"m{i}".encode()) for i, mid in enumerate(sent)]
 
 

@@ -75,6 +75,11 @@ class FramedSessionTransport(asyncio.Protocol):
         keep_alive(self._transport.get_extra_info("socket"))
         self._transport.write(encode(connect.SerializeToString()))
 
+    @property
+    def ssl_object(self) -> ssl.SSLObject | None:
+        """The connection's TLS state (None: plain TCP, or not connected yet)."""
+        return self._transport.get_extra_info("ssl_object") if self._transport is not None else None
+
     # -- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
