@@ -1,13 +1,16 @@
-"""The SDK's session against a stream per producer and consumer, on one cluster.
+"""The SDK's ways to a broker against each other, on one cluster: the framed session
+(the broker's ``session_port``), the ``Session`` RPC, a stream per producer and consumer.
 
 Starts ZooKeeper, 3 bookies and a broker (E=3 Qw=2 Qa=2), then runs interleaved rounds
-(session, streams; streams, session; ...), each a new ``aio.Client`` that produces
-``--messages`` unbatched 100-byte messages (1,000 in flight) to a new topic while one
-consumer receives and acknowledges them. Prints per round the messages per second and
-the CPU per message of this process (the client) and of the broker, and the load
-average at start and end. ``ConnectionPool(sessions=False)`` gives the streams.
+(each round the modes in turn, the order rotated from round to round), each a new
+``aio.Client`` that produces ``--messages`` 100-byte messages (1,000 in flight;
+``--batched``: the producer batches them) to a new topic while one consumer receives
+and acknowledges them. Prints per round the messages per second and the CPU per
+message of this process (the client) and of the broker, and the load average at start
+and end. ``ConnectionPool.framed = False`` gives the ``Session`` RPC,
+``ConnectionPool.sessions = False`` the streams.
 
-    python bench/session_ab.py [--messages 20000] [--rounds 4]
+    python bench/session_ab.py [--messages 20000] [--rounds 4] [--modes framed,session,streams] [--batched]
 """
 
 from __future__ import annotations
@@ -36,13 +39,17 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def one_round(url: str, sessions: bool, topic: str, n: int, broker_pid: int) -> tuple[float, float, float]:
+MODES = {"framed": (True, True), "session": (True, False), "streams": (False, False)}
+"""Mode: (ConnectionPool.sessions, ConnectionPool.framed)."""
+
+
+async def one_round(url: str, mode: str, topic: str, n: int, broker_pid: int, batched: bool) -> tuple[float, float, float]:
     """msgs/s, client CPU µs/msg, broker CPU µs/msg."""
     client = mg.Client(url)
-    client._pool.sessions = sessions
+    client._pool.sessions, client._pool.framed = MODES[mode]
     try:
         consumer = await client.subscribe(topic, "s", initial_position=mg.InitialPosition.Earliest, receiver_queue_size=1000)
-        producer = await client.create_producer(topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=1000)
+        producer = await client.create_producer(topic, batching_enabled=batched, block_if_queue_full=True, max_pending_messages=1000)
         own, broker, started = _own_cpu_s(), _cpu_s(broker_pid), time.perf_counter()
 
         async def consume() -> None:
@@ -58,13 +65,13 @@ async def one_round(url: str, sessions: bool, topic: str, n: int, broker_pid: in
         await client.close()
 
 
-async def run(url: str, broker_pid: int, n: int, rounds: int) -> None:
-    results: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+async def run(url: str, broker_pid: int, n: int, rounds: int, modes: list[str], batched: bool) -> None:
+    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for r in range(rounds):
-        for sessions in (True, False) if r % 2 == 0 else (False, True):
-            results[sessions].append(await one_round(url, sessions, f"ab-{r}-{int(sessions)}", n, broker_pid))
-    for sessions, rs in results.items():
-        print(f"{'session' if sessions else 'streams':8} msgs/s {[round(x[0]) for x in rs]}; client CPU µs/msg "
+        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
+            results[mode].append(await one_round(url, mode, f"ab-{r}-{mode}", n, broker_pid, batched))
+    for mode, rs in results.items():
+        print(f"{mode:8} msgs/s {[round(x[0]) for x in rs]}; client CPU µs/msg "
               f"{[round(x[1], 1) for x in rs]}; broker CPU µs/msg {[round(x[2], 1) for x in rs]}")
 
 
@@ -72,7 +79,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--modes", default="framed,session,streams", help="of " + ", ".join(MODES))
+    parser.add_argument("--batched", action="store_true", help="the producer batches (default: one message per request)")
     args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        parser.error(f"--modes: a comma-separated list of {', '.join(MODES)}")
     work = Path(tempfile.mkdtemp(prefix="session-ab-"))
     zk = ZooKeeperServer(work / "zk", force_sync=False)
     zk.start()
@@ -85,7 +97,7 @@ def main() -> None:
                                config={"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 2, **quiet}).start(60)  # fmt: skip
         processes.append(broker)
         print(f"load average at start {os.getloadavg()[0]:.2f}")
-        asyncio.run(run(broker.address, broker.process.pid, args.messages, args.rounds))
+        asyncio.run(run(broker.address, broker.process.pid, args.messages, args.rounds, modes, args.batched))
         print(f"load average at end {os.getloadavg()[0]:.2f}")
     finally:
         for p in processes:

@@ -51,7 +51,7 @@ SERVICE_CONFIGS = {"bookie": BookieConfig, "broker": BrokerConfig, "auditor": Au
 # Settings the chart itself sets (from auth.*, tls.*, global.*, the pod's ports and volumes):
 # values.schema.json keeps them out of <component>.config.
 CHART_MANAGED = {
-    "zookeeper", "zk_root", "host", "port", "protocol_port", "protocol_tls_port", "advertised_address", "metrics_port", "cluster_name",
+    "zookeeper", "zk_root", "host", "port", "protocol_port", "protocol_tls_port", "session_port", "advertised_address", "metrics_port", "cluster_name",
     "data_dir", "journal_dir", "authentication_enabled", "authorization_enabled", "token_algorithm",
     "token_secret_key_file", "token_public_key_file", "superuser_roles", "broker_client_auth_token",
     "broker_client_auth_token_file", "tls_enabled", "tls_cert_file", "tls_key_file", "tls_trust_certs_file",
@@ -246,13 +246,14 @@ def test_probes_follow_tls() -> None:
 @pytest.mark.parametrize("tls", [False, True])
 def test_brokers_serve_pulsars_protocol_on_pulsars_ports(tls: bool) -> None:
     """pulsar:// on 6650 (and pulsar+ssl:// on 6651 with TLS) on the pods, the broker
-    Service and through the NetworkPolicy; the gRPC door on 6660."""
+    Service and through the NetworkPolicy; the gRPC door on 6660, the SDK's framed session on 6661."""
     objs = objects(*(["-f", str(OVERLAYS / "production.yaml")] if tls else ["--set", "networkPolicy.enabled=true"]))
     container = pod_specs(objs)["magnetar-broker"]["containers"][0]
-    wanted = {"grpc": 6660, "pulsar": 6650} | ({"pulsar-tls": 6651} if tls else {})
+    wanted = {"grpc": 6660, "pulsar": 6650, "session": 6661} | ({"pulsar-tls": 6651} if tls else {})
     assert {p["name"]: p["containerPort"] for p in container["ports"] if p["name"] != "metrics"} == wanted
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert (env["MAGNETAR_BROKER_PORT"], env["MAGNETAR_BROKER_PROTOCOL_PORT"], env["MAGNETAR_BROKER_PROTOCOL_TLS_PORT"]) == ("6660", "6650", "6651")
+    assert (env["MAGNETAR_BROKER_PORT"], env["MAGNETAR_BROKER_PROTOCOL_PORT"], env["MAGNETAR_BROKER_PROTOCOL_TLS_PORT"],
+            env["MAGNETAR_BROKER_SESSION_PORT"]) == ("6660", "6650", "6651", "6661")
     service = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == "magnetar-broker")
     ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"] if p["name"] != "metrics"}
     assert ports == {name: (port, name) for name, port in wanted.items()}

@@ -57,6 +57,8 @@ spec:
             {{- if eq $c "broker" }}
             - name: pulsar
               containerPort: {{ include "magnetar.pulsarPort" $ctx }}
+            - name: session
+              containerPort: {{ include "magnetar.sessionPort" $ctx }}
             {{- if $root.Values.tls.enabled }}
             - name: pulsar-tls
               containerPort: {{ include "magnetar.pulsarTlsPort" $ctx }}

@@ -72,6 +72,10 @@ The brokers' ports for Pulsar's binary protocol: pulsar:// and, with TLS, pulsar
 */}}
 {{- define "magnetar.pulsarPort" -}}6650{{- end }}
 {{- define "magnetar.pulsarTlsPort" -}}6651{{- end }}
+{{/*
+The brokers' port for the SDK's framed session (session_port; TLS with tls.enabled).
+*/}}
+{{- define "magnetar.sessionPort" -}}6661{{- end }}
 
 {{/* MAGNETAR_BROKER_ ... */}}
 {{- define "magnetar.envPrefix" -}}
@@ -288,6 +292,8 @@ annotations:
   value: {{ include "magnetar.pulsarPort" . | quote }}
 - name: {{ $p }}PROTOCOL_TLS_PORT
   value: {{ include "magnetar.pulsarTlsPort" . | quote }}
+- name: {{ $p }}SESSION_PORT
+  value: {{ include "magnetar.sessionPort" . | quote }}
 {{- end }}
 {{- if and .ctx.Values.metrics.enabled (ne $c "gateway") }}
 - name: {{ $p }}METRICS_PORT
