@@ -66,7 +66,7 @@ class BrokerServer:
             peer_topics=RemoteTopicLister(self.broker_id, tls=tls, token=token),
             # The load manager asks other brokers to take or unload bundles.
             load_peers=RemoteLoadPeers(self.broker_id, tls=tls, token=token),
-            pulsar_urls=pulsar_service_urls(config)._replace(session_address=session_address(config)),
+            pulsar_urls=pulsar_service_urls(config), session_address=session_address(config),
         )
         # Pulsar's binary protocol: pulsar:// and, with TLS, pulsar+ssl:// on a port of its own.
         self.protocol: list[ProtocolListener] = []

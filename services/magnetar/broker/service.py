@@ -99,15 +99,23 @@ log = logging.getLogger(__name__)
 
 
 class PulsarServiceUrls(NamedTuple):
-    """Where a broker serves Pulsar's binary protocol, and the SDK's framed session
-    ("": not that way)."""
+    """Where a broker serves Pulsar's binary protocol ("": not that way)."""
 
     url: str = ""
     """``pulsar://host:port``."""
     url_tls: str = ""
     """``pulsar+ssl://host:port``."""
-    session_address: str = ""
-    """``host:port`` of the framed session listener (broker/framed/)."""
+
+
+def _advertised(record: dict[str, object]) -> tuple[PulsarServiceUrls, str]:
+    """A broker registration's Pulsar protocol URLs and framed session address ("": a
+    key its broker did not write)."""
+
+    def text(key: str) -> str:
+        value = record.get(key)
+        return value if isinstance(value, str) else ""
+
+    return PulsarServiceUrls(text("pulsar_service_url"), text("pulsar_service_url_tls")), text("session_address")
 
 
 class BrokerService:
@@ -115,7 +123,7 @@ class BrokerService:
         self, config: BrokerConfig, broker_id: str, session: ZkSession, *, ledgers: LedgerClient,
         ml_store: ZkManagedLedgerStore, tenants: ZkTenantStore, ownership: ZkOwnershipStore,
         remote_mover: MovePublisher | None = None, pulsar_urls: PulsarServiceUrls | None = None,
-        peer_topics: PeerTopicLister | None = None, load_peers: LoadPeers | None = None,
+        peer_topics: PeerTopicLister | None = None, load_peers: LoadPeers | None = None, session_address: str = "",
     ) -> None:
         """Args: ledgers, ml_store, tenants, ownership: the ledger client and metadata
         stores the service uses (and closes: the ledger client); remote_mover: publishes
@@ -130,6 +138,8 @@ class BrokerService:
         self.config = config
         self.broker_id = broker_id
         self.pulsar_urls = pulsar_urls or PulsarServiceUrls()
+        self.session_address = session_address
+        """``host:port`` of this broker's framed session listener (broker/framed/; "": none)."""
         self.session = session
         self.ledgers = ledgers
         self.ml_store = ml_store
@@ -211,8 +221,8 @@ class BrokerService:
             record["pulsar_service_url"] = self.pulsar_urls.url
         if self.pulsar_urls.url_tls:
             record["pulsar_service_url_tls"] = self.pulsar_urls.url_tls
-        if self.pulsar_urls.session_address:
-            record["session_address"] = self.pulsar_urls.session_address
+        if self.session_address:
+            record["session_address"] = self.session_address
         await self.ownership.register_broker(
             self.broker_id, record, stale_wait_s=2 * self.config.zk_session_timeout_s + 5
         )
@@ -722,13 +732,15 @@ class BrokerService:
         registered)."""
         if broker_id == self.broker_id:
             return self.pulsar_urls
-        record = await self.ownership.broker_record(broker_id) or {}
+        return _advertised(await self.ownership.broker_record(broker_id) or {})[0]
 
-        def text(key: str) -> str:
-            value = record.get(key)
-            return value if isinstance(value, str) else ""
-
-        return PulsarServiceUrls(text("pulsar_service_url"), text("pulsar_service_url_tls"), text("session_address"))
+    async def advertised_by(self, broker_id: str) -> tuple[PulsarServiceUrls, str]:
+        """What broker ``broker_id`` advertises for clients, from its registration (one
+        read): its Pulsar protocol URLs (:meth:`pulsar_urls_of`) and its framed session's
+        ``host:port`` ("": none)."""
+        if broker_id == self.broker_id:
+            return self.pulsar_urls, self.session_address
+        return _advertised(await self.ownership.broker_record(broker_id) or {})
 
     async def partitions(self, topic: str) -> int:
         name = self.parse(topic)

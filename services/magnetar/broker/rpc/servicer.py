@@ -102,10 +102,10 @@ class BrokerServicer(
     @rpc_errors
     async def Lookup(self, request: pb.LookupRequest, context: grpc.aio.ServicerContext) -> pb.LookupResponse:
         owner = await self.service.lookup(request.topic, request.authoritative)
-        urls = await self.service.pulsar_urls_of(owner)
+        urls, session_address = await self.service.advertised_by(owner)
         return pb.LookupResponse(
             broker_address=owner, owned_here=owner == self.service.broker_id,
-            pulsar_service_url=urls.url, pulsar_service_url_tls=urls.url_tls, session_address=urls.session_address,
+            pulsar_service_url=urls.url, pulsar_service_url_tls=urls.url_tls, session_address=session_address,
         )  # fmt: skip
 
     @rpc_errors
