@@ -111,7 +111,7 @@ class BrokerSession:
         self._wake: asyncio.Future[None] | None = None
         self._reading = True
 
-    async def run(self, requests: AsyncIterator[pb.SessionRequest]) -> AsyncIterator[pb.SessionResponse]:
+    async def run(self, requests: AsyncIterator[pb.SessionRequest]) -> AsyncGenerator[pb.SessionResponse, None]:
         """The session's responses, until the client half-closed it and every handle
         ended. Going away (the call cancelled), it cancels every handle."""
         reader = asyncio.create_task(self._read(requests), name="session-reader")

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import ssl
 from collections import deque
+from typing import Any
 
 from magnetar.common.errors import MagnetarError, NotConnected, from_code
 from magnetar.common.frames import HEADER, FrameDecoder, encode, keep_alive
@@ -185,7 +186,7 @@ class FramedSessionTransport(asyncio.Protocol):
             waiter.set_result(None)
 
 
-def _taken(future: asyncio.Future[object]) -> None:
+def _taken(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 
