@@ -1,4 +1,4 @@
-"""The broker's session (broker/client_session.py) and the SDK's (client/session.py): many
+"""The broker's session (broker/session/handles.py) and the SDK's (client/session.py): many
 producers and consumers on one stream, each handle served as its own stream would be.
 
 The broker's side runs with stand-in stream servers (what ``produce_stream`` /

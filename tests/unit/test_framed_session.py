@@ -1,5 +1,5 @@
 """The framed session: its frame codec (common/frames.py), the broker's listener
-(broker/framed/) serving stand-in stream servers, and the SDK's transport
+(broker/session/) serving stand-in stream servers, and the SDK's transport
 (client/framed.py) with its fallback to the ``Session`` RPC."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from test_broker_session import Servers
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.framed.listener import FramedSessionListener
+from magnetar.broker.session.listener import FramedSessionListener
 from magnetar.client.connection import ConnectionPool
 from magnetar.client.framed import FramedSessionTransport
 from magnetar.client.session import ClientSession, GrpcSessionTransport

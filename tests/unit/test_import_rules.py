@@ -4,7 +4,7 @@ imports under ``if TYPE_CHECKING:`` are not run and do not count):
 - kazoo only in ``metadata/``;
 - gRPC only in the services' gRPC doors (``broker/rpc/``, ``bookie/rpc/``,
   ``auditor/rpc/``), their process wiring (``*/process.py``: the health servicer), the
-  CLI tools, the SDK's transport (``client/connection.py``), the bookie transport
+  CLI tools, the SDK's transports (``client/connection.py``, ``client/session.py``), the bookie transport
   (``ledger/bookie_client.py``), ``common/grpcutil.py``, ``common/grpcauth.py``,
   ``common/grpcserver.py``, ``common/healthcheck.py``, ``common/tls.py`` and the test
   support;
@@ -42,7 +42,7 @@ SERVICES = ("bookie", "broker", "auditor", "ledger", "client", "gateway")
 GRPC_ALLOWED = {
     "tools/admin.py", "tools/shell.py", "tools/clienttool.py",
     "broker/process.py", "bookie/process.py", "auditor/process.py",
-    "client/connection.py", "ledger/bookie_client.py",
+    "client/connection.py", "client/session.py", "ledger/bookie_client.py",
     "common/grpcutil.py", "common/grpcauth.py", "common/grpcserver.py", "common/healthcheck.py", "common/tls.py",
 }
 GRPC_SERVER_MAKER = "common/grpcserver.py"
@@ -125,7 +125,7 @@ def test_servicers_are_defined_in_the_doors_and_one_module_makes_grpc_servers() 
     assert server_makers == {GRPC_SERVER_MAKER}, "gRPC servers are made by common/grpcserver.py only"
 
 
-BROKER_DOORS = ("broker/rpc/",)
+BROKER_DOORS = ("broker/rpc/", "broker/session/")
 BROKER_PROCESS = {"broker/process.py", "broker/__main__.py"}
 
 
@@ -366,11 +366,11 @@ def test_no_import_cycle_among_magnetar_modules() -> None:
 
 WIRE_ALLOWED = {"broker/entry.py", "broker/process.py", "broker/__main__.py"}
 """Broker modules that may import ``magnetar.proto``: the doors (``broker/rpc/``,
-``broker/protocol/``), process wiring and the entry codec (the stored format)."""
+``broker/protocol/``, ``broker/session/``), process wiring and the entry codec (the stored format)."""
 
 
 def _is_broker_door(rel: str) -> bool:
-    return rel.startswith(("broker/rpc/", "broker/protocol/")) or rel in WIRE_ALLOWED
+    return rel.startswith(("broker/rpc/", "broker/protocol/", "broker/session/")) or rel in WIRE_ALLOWED
 
 
 def test_the_broker_core_imports_no_wire_types() -> None:

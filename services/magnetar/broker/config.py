@@ -34,7 +34,7 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     ``tls_enabled`` with the same certificate, key, CA and client-certificate requirement
     as the gRPC port; 0: not served. Advertised beside ``protocol_port``'s URL."""
     session_port: int = Field(default=6661, ge=0, le=65535)
-    """Port of the SDK's framed session (broker/framed/: the ``Session`` RPC's messages
+    """Port of the SDK's framed session (broker/session/: the ``Session`` RPC's messages
     over plain TCP, each a 4-byte length then the message, without gRPC's cost per
     message) on ``host``, with TLS when ``tls_enabled`` (the gRPC port's certificate,
     key, CA and client-certificate requirement); 0: not served. Advertised in the

@@ -11,7 +11,6 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
-from magnetar.broker.framed.listener import FramedSessionListener, session_address
 from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.rpc.authorization import AuthorizationInterceptor
 from magnetar.broker.rpc.load_peers import RemoteLoadPeers
@@ -19,6 +18,7 @@ from magnetar.broker.rpc.peer_topics import RemoteTopicLister
 from magnetar.broker.rpc.remote_moves import RemoteMovePublisher
 from magnetar.broker.rpc.servicer import BrokerServicer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.session.listener import FramedSessionListener, session_address
 from magnetar.common.grpcauth import AuthenticationInterceptor, server_interceptors
 from magnetar.common.grpcserver import start_grpc_server
 from magnetar.common.metrics import serve_metrics

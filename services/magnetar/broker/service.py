@@ -139,7 +139,7 @@ class BrokerService:
         self.broker_id = broker_id
         self.pulsar_urls = pulsar_urls or PulsarServiceUrls()
         self.session_address = session_address
-        """``host:port`` of this broker's framed session listener (broker/framed/; "": none)."""
+        """``host:port`` of this broker's framed session listener (broker/session/; "": none)."""
         self.session = session
         self.ledgers = ledgers
         self.ml_store = ml_store

@@ -25,9 +25,9 @@ from magnetar.common.errors import (
 from magnetar.common.grpcauth import BEARER, with_authorization, with_token
 from magnetar.common.grpcutil import (
     CLIENT_CHANNEL_OPTIONS,
-    ERROR_CODE_KEY,
     cancels_this_task,
     from_rpc_error,
+    stream_rpc_error,
 )
 from magnetar.common.retry import Backoff as _PolicyBackoff
 from magnetar.common.retry import RetryPolicy
@@ -474,21 +474,6 @@ class BrokerStream:
             if cancels_this_task():
                 raise
             raise NotConnected(f"the stream to {self.target} was cancelled with {what} in flight") from None
-
-
-def stream_rpc_error(exc: grpc.RpcError, target: str) -> MagnetarError:
-    """The typed error of a stream that ended with ``exc``.
-
-    A bare INTERNAL (no Magnetar error code) was made on this side: grpc's client reports
-    a write on a dead connection ("Internal error from Core", a failed send batch) that
-    way. Brokers always name their errors, and an unexpected one in a stream handler
-    arrives as UNKNOWN, so it is a lost connection: NotConnected, and the handle
-    reconnects instead of failing for good.
-    """
-    named = any(key == ERROR_CODE_KEY for key, _ in (exc.trailing_metadata() or ()))
-    if exc.code() == grpc.StatusCode.INTERNAL and not named:
-        return NotConnected(f"the stream to {target} broke ({exc.details()})")
-    return from_rpc_error(exc, target)
 
 
 async def stream_error(call: grpc.aio.StreamStreamCall, exc: BaseException, target: str) -> MagnetarError:

@@ -1,4 +1,4 @@
-"""The SDK's session over framed TCP: a broker's ``session_port`` (broker/framed/), where
+"""The SDK's session over framed TCP: a broker's ``session_port`` (broker/session/), where
 the ``Session`` RPC's messages travel as frames of a 4-byte length and the message,
 without gRPC's cost per message.
 

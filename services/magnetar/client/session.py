@@ -25,9 +25,8 @@ from typing import Any, Protocol
 import grpc
 
 from magnetar.common.errors import MagnetarError, NotConnected, Timeout, from_code
+from magnetar.common.grpcutil import stream_rpc_error
 from magnetar.proto.v1 import broker_pb2 as pb
-
-from .connection import stream_rpc_error
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Length-prefixed frames, the framed session's wire (broker/framed/, client/framed.py):
+"""Length-prefixed frames, the framed session's wire (broker/session/, client/framed.py):
 a 4-byte big-endian length, then that many bytes (one protobuf message).
 
 :class:`FrameDecoder` cuts frames out of what a socket gave without copying them: the

@@ -267,3 +267,18 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> MagnetarError:
     if code == grpc.StatusCode.CANCELLED:
         return ServiceClosed(f"call to{where or ' the server'} cancelled: {details}")
     return MagnetarError(f"{code.name if code else 'error'} from{where or ' the server'}: {details}")
+
+
+def stream_rpc_error(exc: grpc.RpcError, target: str) -> MagnetarError:
+    """The typed error of a stream that ended with ``exc``.
+
+    A bare INTERNAL (no Magnetar error code) was made on this side: grpc's client reports
+    a write on a dead connection ("Internal error from Core", a failed send batch) that
+    way. Brokers always name their errors, and an unexpected one in a stream handler
+    arrives as UNKNOWN, so it is a lost connection: NotConnected, and the handle
+    reconnects instead of failing for good.
+    """
+    named = any(key == ERROR_CODE_KEY for key, _ in (exc.trailing_metadata() or ()))
+    if exc.code() == grpc.StatusCode.INTERNAL and not named:
+        return NotConnected(f"the stream to {target} broke ({exc.details()})")
+    return from_rpc_error(exc, target)

@@ -28,7 +28,6 @@ from magnetar.proto.v1 import bookie_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.ledger.bookie_client import AddFailure
-    from magnetar.ledger.context import ClientContext
 
 MAX_IN_FLIGHT = 2
 """Add requests per bookie awaiting an answer."""
@@ -37,6 +36,30 @@ MAX_REQUEST_BYTES = 16 * 1024 * 1024
 under gRPC's message limit, ``common/grpcutil.MAX_MESSAGE_BYTES``): many ledgers' large
 entries queued while requests are in flight would otherwise make one request over that
 limit, and the broken stream would fail every ledger in it. The rest goes next."""
+
+
+class _AddTimeout(Protocol):
+    @property
+    def add_timeout_s(self) -> float: ...
+
+
+class _AddSender(Protocol):
+    async def send_add_request(self, request: pb.AddRequest) -> asyncio.Future[list[AddFailure]]: ...
+
+
+class _AddSenders(Protocol):
+    def get(self, address: str) -> _AddSender: ...
+
+
+class AddContext(Protocol):
+    """What the batchers need of the ledger client's context (``context.ClientContext``,
+    which holds them: declared here, so this module does not import it)."""
+
+    @property
+    def config(self) -> _AddTimeout: ...
+
+    @property
+    def pool(self) -> _AddSenders: ...
 
 
 class PendingEntry(Protocol):
@@ -60,7 +83,7 @@ class AddWriter(Protocol):
 class BookieAddBatcher:
     """The adds of every ledger for one bookie (see the module docstring)."""
 
-    def __init__(self, ctx: ClientContext, bookie: str, tasks: BackgroundTasks) -> None:
+    def __init__(self, ctx: AddContext, bookie: str, tasks: BackgroundTasks) -> None:
         self.ctx = ctx
         self.bookie = bookie
         self._tasks = tasks
@@ -137,7 +160,7 @@ class BookieAddBatcher:
 class AddBatchers:
     """One :class:`BookieAddBatcher` per bookie address, shared by a client's ledgers."""
 
-    def __init__(self, ctx: ClientContext) -> None:
+    def __init__(self, ctx: AddContext) -> None:
         self.ctx = ctx
         self._batchers: dict[str, BookieAddBatcher] = {}
         self._tasks = BackgroundTasks("ledger add batchers")

@@ -1,6 +1,6 @@
 """The ``Session`` RPC (``Broker.Session``): the SDK's session with this broker over
-gRPC, served by :class:`~magnetar.broker.client_session.BrokerSession` (which the framed
-session listener, :mod:`magnetar.broker.framed`, drives too)."""
+gRPC, served by :class:`~magnetar.broker.session.handles.BrokerSession` (which the framed
+session listener, :mod:`magnetar.broker.session`, drives too)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from magnetar.broker.client_session import RESPONSE_BYTES, BrokerSession, HandleInbox, StreamServer
+from magnetar.broker.session.handles import RESPONSE_BYTES, BrokerSession, HandleInbox, StreamServer
 from magnetar.proto.v1 import broker_pb2 as pb
 
 __all__ = ["RESPONSE_BYTES", "BrokerSession", "HandleInbox", "SessionRpcs", "StreamServer"]

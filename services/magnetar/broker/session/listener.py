@@ -1,6 +1,6 @@
 """The framed session listener: accepts the SDK's sessions on ``session_port`` (TLS when
 the broker's gRPC port has it) and serves each with a
-:class:`~magnetar.broker.client_session.BrokerSession`, as the ``Session`` RPC does.
+:class:`~magnetar.broker.session.handles.BrokerSession`, as the ``Session`` RPC does.
 
 The wire (proto/magnetar/v1/broker.proto, "The framed session"): frames of a 4-byte
 big-endian length and a message (:mod:`magnetar.common.frames`). The client's first
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
-from magnetar.broker.client_session import BrokerSession, StreamServer
+from magnetar.broker.session.handles import BrokerSession, StreamServer
 from magnetar.common.authentication import Credentials
 from magnetar.common.errors import InvalidArgument, MagnetarError
 from magnetar.common.frames import FrameDecoder, encode, keep_alive

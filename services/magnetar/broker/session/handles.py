@@ -1,7 +1,7 @@
 """The broker's side of an SDK session: many producers and consumers on one stream, as
 Pulsar's clients share one connection per broker, whatever carries it — the ``Session``
 RPC (:mod:`magnetar.broker.rpc.session`) or the framed session listener
-(:mod:`magnetar.broker.framed`): both drive a :class:`BrokerSession` with the
+(:mod:`magnetar.broker.session`): both drive a :class:`BrokerSession` with the
 session's ``SessionRequest`` messages and send out what it yields.
 
 Each frame names a client-chosen handle. The first frame of a handle opens it (a
