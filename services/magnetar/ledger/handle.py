@@ -70,7 +70,7 @@ class LedgerHandle:
         self.last_add_confirmed = -1
         self.length = 0  # of confirmed entries
         self._pushed_length = 0
-        self._pending: deque[PendingAdd] = deque()
+        self._pending: deque[PendingAdd] | tuple[()] = ()  # () while none: an idle ledger holds no deque
         self._unanswered = 0
         """Entries sent to a bookie (counted once per bookie) whose request is not answered yet."""
         self._drained: asyncio.Future[None] | None = None
@@ -113,7 +113,9 @@ class LedgerHandle:
             payload=frame(self._pushed_length, payload),
         )
         p = PendingAdd(entry_id, message, self._pushed_length, fut)
-        self._pending.append(p)
+        pending = self._pending or deque()
+        pending.append(p)
+        self._pending = pending
         if self._changing:
             self._held.append(p)
         else:
@@ -174,11 +176,13 @@ class LedgerHandle:
         qa = self.metadata.ack_quorum
         pending = self._pending
         while pending and len(pending[0].acked) >= qa:
-            p = pending.popleft()
+            p = pending.popleft()  # type: ignore[union-attr]  # not empty: a deque
             self.last_add_confirmed = p.entry_id
             self.length = p.length
             if not p.future.done():
                 p.future.set_result(p.entry_id)
+        if not pending:
+            self._pending = ()
 
     # -- failures and ensemble changes --------------------------------------
     def _on_bookie_error(self, bookie: str, exc: MagnetarError) -> None:
@@ -244,7 +248,7 @@ class LedgerHandle:
         if self._error is None:
             self._error = exc
             log.warning("ledger %d: writer stopped: %s", self.ledger_id, exc.message)
-        pending, self._pending = self._pending, deque()
+        pending, self._pending = self._pending, ()
         self._held = []
         for p in pending:
             if not p.future.done():

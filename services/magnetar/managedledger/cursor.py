@@ -27,6 +27,7 @@ from magnetar.common.errors import (
     MagnetarError,
     MetadataVersionConflict,
 )
+from magnetar.common.lightevent import LightEvent
 from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.cursor_state import (
     CursorDocument,
@@ -131,7 +132,7 @@ class ManagedCursor:
         self._error: MagnetarError | None = None
         self._closed = False
         self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._wake = LightEvent()
         self._task: asyncio.Task[None] | None = None
         self._last_attempt = float("-inf")
 
