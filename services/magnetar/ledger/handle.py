@@ -61,6 +61,15 @@ _CLOSE_DRAIN_S = 2.0
 class LedgerHandle:
     """The one writer of an open ledger (see the module docstring)."""
 
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "ctx", "ledger_id", "metadata", "_version", "last_add_pushed", "last_add_confirmed", "length",
+        "_pushed_length", "_pending", "_unanswered", "_drained", "_failed_bookies", "_changing", "_held",
+        "_error", "_closed", "_tasks", "_write_sets", "_first_of_current",
+        "__dict__",
+    )
+
     def __init__(self, ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, version: int) -> None:
         self.ctx = ctx
         self.ledger_id = ledger_id

@@ -76,6 +76,15 @@ class CursorLedger(Protocol):
 class ManagedCursor:
     """One subscription's position in a managed ledger."""
 
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "name", "ledger", "durable", "_store", "mark_delete_position", "_acked", "_batch", "_counts",
+        "properties", "_version", "read_position", "_delivered_before", "_read_high", "_stored_read",
+        "_dirty", "_counts_dirty", "_error", "_closed", "_lock", "_wake", "_task", "_last_attempt",
+        "__dict__",
+    )
+
     def __init__(
         self,
         ledger: CursorLedger,

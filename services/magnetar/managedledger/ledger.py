@@ -87,7 +87,17 @@ class _AddOp:
 
 
 class ManagedLedger:
-    """A topic partition's log (see the module docstring). Build with :meth:`open`."""
+    """A topic partition"s log (see the module docstring). Build with :meth:`open`."""
+
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "name", "config", "_client", "_store", "_ledgers", "_version", "_properties", "_clock", "_reads",
+        "_current", "_unclosed", "_pushed_entries", "_pushed_bytes", "_entries_added", "_inflight", "_queued",
+        "_roll_task", "_age_timer", "_error", "_closing", "_closed", "_meta_lock", "_new_entries", "_cursors",
+        "recovered_before", "_tasks",
+        "__dict__",
+    )
 
     def __init__(
         self,
