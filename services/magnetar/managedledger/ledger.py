@@ -4,7 +4,9 @@ One ledger is open for writes; adds are pipelined into it and complete in order 
 their :class:`Position`. When it holds ``max_entries_per_ledger`` entries or
 ``max_size_per_ledger`` bytes, or is older than ``max_ledger_age_s``, it is closed and
 a new ledger is created and appended to the stored list (compare-and-set); adds made
-meanwhile wait and then go to the new ledger, in order.
+meanwhile wait and then go to the new ledger, in order. The age is checked by a loop
+timer (``call_later``, every ``max_ledger_age_s / 4``, at most 60 s) armed by the first
+add to a ledger: an empty ledger never rolls, so an idle topic has no timer.
 
 Opening a managed ledger whose last ledger was left open (its owner died, or lost the
 topic) recovers that ledger, which fences the old writer, so its next add fails with
