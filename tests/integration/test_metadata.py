@@ -8,12 +8,14 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from magnetar.broker.topic_policies import TopicPolicyAdmin
 from magnetar.common.errors import (
     MetadataError,
     MetadataVersionConflict,
     NotConnected,
     NotFound,
 )
+from magnetar.common.names import TopicName
 from magnetar.common.netutil import free_port
 from magnetar.metadata.bookies import ZkBookieRegistry
 from magnetar.metadata.chaos import expire_session
@@ -21,6 +23,7 @@ from magnetar.metadata.codec import decode, encode
 from magnetar.metadata.errors import CorruptMetadata, MetadataTooLarge, NodeExists
 from magnetar.metadata.nodes import Op, SessionState
 from magnetar.metadata.session import MAX_REQUEST_BYTES, ZkSession
+from magnetar.metadata.topic_policies import ZkTopicPolicyStore
 from magnetar.metadata.versioned import read_modify_write
 
 pytestmark = pytest.mark.integration
@@ -313,3 +316,15 @@ async def test_the_session_waits_on_its_socket_without_a_new_selector_per_reques
     answers = await asyncio.gather(*(zk_session.get(f"{root}/waits") for _ in range(200)))
     assert [data for data, _ in answers] == [b"x"] * 200
     assert made == 0
+
+
+async def test_topic_policy_documents_are_listed_per_namespace(zk_session: ZkSession) -> None:
+
+    store = ZkTopicPolicyStore(zk_session)
+    assert await store.topics_with_documents("lean", "ns") == set()  # no document yet: no node
+    for local in ("a", "b"):
+        await store.update(TopicName.parse(f"persistent://lean/ns/{local}"), lambda doc: {**doc, "message_ttl_s": 5})
+    await store.update(TopicName.parse("persistent://lean/other/c"), lambda doc: {**doc, "message_ttl_s": 5})
+    assert await store.topics_with_documents("lean", "ns") == {"a", "b"}
+    admin = TopicPolicyAdmin(store, namespaces=None)  # type: ignore[arg-type]
+    assert await admin.setters("lean/ns") == {"persistent://lean/ns/a", "persistent://lean/ns/b"}

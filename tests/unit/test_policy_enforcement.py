@@ -287,3 +287,67 @@ async def test_a_dispatch_rate_slows_dispatch_and_loses_nothing(persistent_topic
     await asyncio.sleep(1.1)
     assert len(consumer.payloads()) == 25
     assert topic.stats().subscriptions[0].dispatch_throttled_time_ms >= 400
+
+
+class CountingTopic:
+    """A served topic that counts the policies applied to it (enough for policies with
+    nothing timed: no TTL, quota or compaction threshold)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.policies = NamespacePolicies()
+        self.applied: list[NamespacePolicies] = []
+
+    def apply_policies(self, policies: NamespacePolicies) -> None:
+        self.policies = policies
+        self.applied.append(policies)
+
+    def block_producers(self, reason: str | None) -> None:
+        assert reason is None
+
+
+class ReadPolicies:
+    """Each read returns a new object, as a read from ZooKeeper does."""
+
+    def __init__(self, **fields: object) -> None:
+        self.fields = fields
+        self.reads = 0
+
+    async def get(self, namespace: str) -> NamespacePolicies:
+        self.reads += 1
+        return NamespacePolicies(**self.fields)  # type: ignore[arg-type]
+
+
+async def test_a_round_with_nothing_changed_reads_once_per_namespace_and_touches_no_topic():
+    topics = {f"persistent://public/default/t{i}": CountingTopic(f"persistent://public/default/t{i}") for i in range(200)}
+    setter = "persistent://public/default/t7"
+    own = {setter: NamespacePolicies(max_producers=2)}
+    level_reads: list[str] = []
+
+    async def topic_level(owner: str) -> NamespacePolicies:
+        level_reads.append(owner)
+        return own.get(owner, NamespacePolicies())
+
+    async def setters(namespace: str) -> set[str]:
+        assert namespace == "public/default"
+        return set(own)
+
+    source = ReadPolicies(max_consumers=5)
+    round_ = NamespacePolicyTask(topics, source, 60.0, topic_level=topic_level, setters=setters)  # type: ignore[arg-type]
+    await round_.run_once()
+    assert all(len(t.applied) == 1 and t.policies.max_consumers == 5 for t in topics.values())
+    assert topics[setter].policies.max_producers == 2 and level_reads == [setter]
+
+    await round_.run_once()  # nothing changed: the namespace read again, no topic touched
+    assert source.reads == 2 and level_reads == [setter, setter]
+    assert [len(t.applied) for t in topics.values()] == [1] * len(topics)
+
+    source.fields = {"max_consumers": 6}  # changed through another broker
+    await round_.run_once()
+    assert all(len(t.applied) == 2 and t.policies.max_consumers == 6 for t in topics.values())
+    assert topics[setter].policies.max_producers == 2
+
+    own[setter] = NamespacePolicies(max_producers=3)  # the topic's own, changed elsewhere
+    await round_.run_once()
+    assert topics[setter].policies.max_producers == 3 and topics[setter].policies.max_consumers == 6
+    assert sum(len(t.applied) for t in topics.values()) == 2 * len(topics) + 1

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +77,7 @@ class ProducerAccess:
         self.exclusive: str | None = None
         """The name of the producer holding the topic exclusively (None: none)."""
         self._store_epoch = store_epoch
-        self._waiting: deque[_Waiter] = deque()
+        self._waiting: list[_Waiter] = []  # rarely anyone: a list is 56 bytes, a deque 760
 
     @property
     def waiting(self) -> int:
@@ -110,7 +109,7 @@ class ProducerAccess:
                 raise ProducerFenced("Topic has existing shared producers")
         elif mode is ProducerAccessMode.ExclusiveWithFencing:
             if self.exclusive is not None or others or self._waiting:
-                waiting, self._waiting = self._waiting, deque()
+                waiting, self._waiting = self._waiting, []
                 for w in waiting:
                     if not w.granted.done():
                         w.granted.set_exception(ProducerFenced("Fenced out"))
@@ -168,7 +167,7 @@ class ProducerAccess:
             return
         self.exclusive = None
         while self._waiting:
-            waiter = self._waiting.popleft()
+            waiter = self._waiting.pop(0)
             if waiter.granted.done():
                 continue
             self.exclusive = waiter.name
@@ -192,7 +191,7 @@ class ProducerAccess:
 
     def refuse_waiting(self, error: MagnetarError) -> None:
         """The topic closes: every producer in line is refused with ``error``."""
-        waiting, self._waiting = self._waiting, deque()
+        waiting, self._waiting = self._waiting, []
         for w in waiting:
             if not w.granted.done():
                 w.granted.set_exception(error)

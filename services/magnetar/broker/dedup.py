@@ -69,8 +69,8 @@ class Snapshot:
 class DedupState:
     pushed: dict[str, int] = field(default_factory=dict)
     persisted: dict[str, int] = field(default_factory=dict)
-    moves: deque[str] = field(default_factory=deque)
-    """Remembered move names, oldest first."""
+    moves: deque[str] | tuple[()] = ()
+    """Remembered move names, oldest first (a deque from the first: most topics have none)."""
     move_positions: dict[str, Position] = field(default_factory=dict)
     """Where each remembered move name was first stored (when known)."""
 
@@ -83,11 +83,13 @@ class DedupState:
         if highest_seq <= self.persisted.get(producer_name, -1) or highest_seq > INT64_MAX:
             return
         if producer_name.startswith(MOVE_PRODUCER_PREFIX) and producer_name not in self.persisted:
-            self.moves.append(producer_name)
+            moves = self.moves or deque()
+            moves.append(producer_name)
+            self.moves = moves
             if position is not None:
                 self.move_positions[producer_name] = position
             if len(self.moves) > MAX_MOVE_NAMES:
-                old = self.moves.popleft()
+                old = moves.popleft()
                 self.move_positions.pop(old, None)
                 if self.pushed.get(old, -1) <= self.persisted.get(old, -1):  # none in flight
                     self.pushed.pop(old, None)

@@ -192,6 +192,7 @@ class BrokerService:
         self.policy_task = NamespacePolicyTask(
             self.topics, self.namespace_policies, config.policy_check_interval_s,
             compact=self._compact_over_threshold, topic_level=self.read_topic_level,
+            setters=self.topic_policies.setters,
         )
         self.inactive_topics = InactiveTopicTask(
             self.topics,

@@ -126,6 +126,14 @@ class SubscriptionTopic(Protocol):
 
 
 class Subscription:
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "topic", "name", "sub_type", "cursor", "durable", "consumers", "dispatcher", "_on_empty",
+        "dead_letter", "moves", "_flushing", "meter_out", "_retired", "closed", "reads_compacted",
+        "__dict__",
+    )
+
     def __init__(
         self, topic: SubscriptionTopic, name: str, sub_type: SubscriptionType, cursor: Any, durable: bool = True,
         on_empty: Callable[[Subscription], None] | None = None,

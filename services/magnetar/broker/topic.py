@@ -126,6 +126,17 @@ class PublishResult:
 
 
 class PersistentTopic:
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "name", "_on_fenced", "partition", "ml", "config", "mover", "compacted", "access", "_producers",
+        "producers", "subscriptions", "meter_in", "meter_out", "_dedup", "_since_snapshot", "_covered",
+        "_snapshotting", "_dedup_tracked", "_dedup_complete", "policies", "ml_defaults", "_quota_blocked",
+        "publish_limiter", "dispatch_limiter", "_settled_waiters", "terminated_position", "_terminating",
+        "_closed", "_sub_lock", "_tasks",
+        "__dict__",
+    )
+
     def __init__(
         self, name: str, partition: int, managed_ledger: Any, config: BrokerConfig,
         on_fenced: Callable[[str], None] | None = None,

@@ -28,7 +28,7 @@ from magnetar.broker.namespace_policies import (
     without_policy,
 )
 from magnetar.common.errors import InvalidArgument, TopicNotFound
-from magnetar.common.names import TopicName
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.common.policies import CATALOGUE
 
 TOPIC_KINDS = frozenset(PolicyKind[spec.kind] for spec in CATALOGUE if spec.topic is not None)
@@ -43,6 +43,8 @@ class TopicDocuments(Protocol):
     async def update(self, topic: TopicName, fn: Callable[[dict[str, Any]], Mapping[str, Any]]) -> dict[str, Any]: ...
 
     async def delete(self, topic: TopicName) -> None: ...
+
+    async def topics_with_documents(self, tenant: str, namespace: str) -> set[str]: ...
 
 
 class NamespaceSource(Protocol):
@@ -81,6 +83,12 @@ class TopicPolicyAdmin:
         topics it serves). Raises: InvalidArgument (a bad name), CorruptMetadata."""
         owner = policy_owner(topic)
         return from_document(await self._store.get(owner), str(owner))
+
+    async def setters(self, namespace: str) -> set[str]:
+        """Names (``persistent://…``) of the namespace's topics that may set policies: those
+        with a document; every other topic sets nothing. Raises: InvalidArgument."""
+        ns = NamespaceName.parse(namespace)
+        return {str(ns.topic(local)) for local in await self._store.topics_with_documents(ns.tenant, ns.namespace)}
 
     async def get(self, topic: str) -> NamespacePolicies:
         """What the topic sets.

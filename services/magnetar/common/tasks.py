@@ -53,10 +53,13 @@ class BackgroundTasks:
             task ends with an exception (not when it is cancelled).
     """
 
+    __slots__ = ("owner", "_on_error", "_tasks")
+
     def __init__(self, owner: str = "", *, on_error: TaskErrorHandler | None = None) -> None:
         self.owner = owner
         self._on_error = on_error
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # None while no task runs: a broker has several owners per topic, mostly idle (a set is 216 bytes)
+        self._tasks: set[asyncio.Task[Any]] | None = None
 
     def spawn(self, coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
         """Run ``coro`` as a task of the running loop, kept until it ends.
@@ -69,25 +72,30 @@ class BackgroundTasks:
             The task; the caller may await or cancel it too.
         """
         task = asyncio.get_running_loop().create_task(coro, name=name)
+        if self._tasks is None:
+            self._tasks = set()
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
 
     def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
+        if self._tasks is not None:
+            self._tasks.discard(task)
+            if not self._tasks:
+                self._tasks = None
         exc = _failure(task)
         if exc is not None:
             _report(self.owner, f"background task {task.get_name()}", exc, self._on_error, task)
 
     def __len__(self) -> int:
-        return len(self._tasks)
+        return len(self._tasks) if self._tasks is not None else 0
 
     def __contains__(self, task: object) -> bool:
-        return task in self._tasks
+        return self._tasks is not None and task in self._tasks
 
     def tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks not ended yet (their done callbacks not run yet), the caller's excluded."""
-        return _others(self._tasks)
+        return _others(self._tasks or ())
 
     async def wait(self, timeout_s: float | None = None) -> None:
         """Wait until the current tasks end; their exceptions are not raised.

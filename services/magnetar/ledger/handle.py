@@ -61,6 +61,15 @@ _CLOSE_DRAIN_S = 2.0
 class LedgerHandle:
     """The one writer of an open ledger (see the module docstring)."""
 
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "ctx", "ledger_id", "metadata", "_version", "last_add_pushed", "last_add_confirmed", "length",
+        "_pushed_length", "_pending", "_unanswered", "_drained", "_failed_bookies", "_changing", "_held",
+        "_error", "_closed", "_tasks", "_write_sets", "_first_of_current",
+        "__dict__",
+    )
+
     def __init__(self, ctx: ClientContext, ledger_id: int, metadata: LedgerMetadata, version: int) -> None:
         self.ctx = ctx
         self.ledger_id = ledger_id
@@ -70,7 +79,7 @@ class LedgerHandle:
         self.last_add_confirmed = -1
         self.length = 0  # of confirmed entries
         self._pushed_length = 0
-        self._pending: deque[PendingAdd] = deque()
+        self._pending: deque[PendingAdd] | tuple[()] = ()  # () while none: an idle ledger holds no deque
         self._unanswered = 0
         """Entries sent to a bookie (counted once per bookie) whose request is not answered yet."""
         self._drained: asyncio.Future[None] | None = None
@@ -113,7 +122,9 @@ class LedgerHandle:
             payload=frame(self._pushed_length, payload),
         )
         p = PendingAdd(entry_id, message, self._pushed_length, fut)
-        self._pending.append(p)
+        pending = self._pending or deque()
+        pending.append(p)
+        self._pending = pending
         if self._changing:
             self._held.append(p)
         else:
@@ -174,11 +185,13 @@ class LedgerHandle:
         qa = self.metadata.ack_quorum
         pending = self._pending
         while pending and len(pending[0].acked) >= qa:
-            p = pending.popleft()
+            p = pending.popleft()  # type: ignore[union-attr]  # not empty: a deque
             self.last_add_confirmed = p.entry_id
             self.length = p.length
             if not p.future.done():
                 p.future.set_result(p.entry_id)
+        if not pending:
+            self._pending = ()
 
     # -- failures and ensemble changes --------------------------------------
     def _on_bookie_error(self, bookie: str, exc: MagnetarError) -> None:
@@ -244,7 +257,7 @@ class LedgerHandle:
         if self._error is None:
             self._error = exc
             log.warning("ledger %d: writer stopped: %s", self.ledger_id, exc.message)
-        pending, self._pending = self._pending, deque()
+        pending, self._pending = self._pending, ()
         self._held = []
         for p in pending:
             if not p.future.done():

@@ -27,6 +27,7 @@ from magnetar.common.errors import (
     MagnetarError,
     MetadataVersionConflict,
 )
+from magnetar.common.lightevent import LightEvent
 from magnetar.managedledger.config import ManagedLedgerConfig
 from magnetar.managedledger.cursor_state import (
     CursorDocument,
@@ -74,6 +75,15 @@ class CursorLedger(Protocol):
 
 class ManagedCursor:
     """One subscription's position in a managed ledger."""
+
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "name", "ledger", "durable", "_store", "mark_delete_position", "_acked", "_batch", "_counts",
+        "properties", "_version", "read_position", "_delivered_before", "_read_high", "_stored_read",
+        "_dirty", "_counts_dirty", "_error", "_closed", "_lock", "_wake", "_task", "_last_attempt",
+        "__dict__",
+    )
 
     def __init__(
         self,
@@ -131,7 +141,7 @@ class ManagedCursor:
         self._error: MagnetarError | None = None
         self._closed = False
         self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._wake = LightEvent()
         self._task: asyncio.Task[None] | None = None
         self._last_attempt = float("-inf")
 

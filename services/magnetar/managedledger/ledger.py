@@ -4,7 +4,9 @@ One ledger is open for writes; adds are pipelined into it and complete in order 
 their :class:`Position`. When it holds ``max_entries_per_ledger`` entries or
 ``max_size_per_ledger`` bytes, or is older than ``max_ledger_age_s``, it is closed and
 a new ledger is created and appended to the stored list (compare-and-set); adds made
-meanwhile wait and then go to the new ledger, in order.
+meanwhile wait and then go to the new ledger, in order. The age is checked by a loop
+timer (``call_later``, every ``max_ledger_age_s / 4``, at most 60 s) armed by the first
+add to a ledger: an empty ledger never rolls, so an idle topic has no timer.
 
 Opening a managed ledger whose last ledger was left open (its owner died, or lost the
 topic) recovers that ledger, which fences the old writer, so its next add fails with
@@ -43,6 +45,7 @@ from magnetar.common.errors import (
     NoSuchLedger,
     ServiceClosed,
 )
+from magnetar.common.lightevent import LightEvent
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger import retention, timesearch
 from magnetar.managedledger.config import ManagedLedgerConfig
@@ -86,7 +89,17 @@ class _AddOp:
 
 
 class ManagedLedger:
-    """A topic partition's log (see the module docstring). Build with :meth:`open`."""
+    """A topic partition"s log (see the module docstring). Build with :meth:`open`."""
+
+    # One per loaded topic (thousands per broker): attributes in slots; the __dict__ is made
+    # only when something else is set on an instance (tests replace methods).
+    __slots__ = (
+        "name", "config", "_client", "_store", "_ledgers", "_version", "_properties", "_clock", "_reads",
+        "_current", "_unclosed", "_pushed_entries", "_pushed_bytes", "_entries_added", "_inflight", "_queued",
+        "_roll_task", "_age_timer", "_error", "_closing", "_closed", "_meta_lock", "_new_entries", "_cursors",
+        "recovered_before", "_tasks",
+        "__dict__",
+    )
 
     def __init__(
         self,
@@ -113,14 +126,17 @@ class ManagedLedger:
         self._pushed_entries = 0
         self._pushed_bytes = 0
         self._entries_added = 0
-        self._inflight: deque[_AddOp] = deque()
-        self._queued: deque[_AddOp] = deque()
+        # () until the first add: an idle topic holds no deque (760 bytes each)
+        self._inflight: deque[_AddOp] | tuple[()] = ()
+        self._queued: deque[_AddOp] | tuple[()] = ()
         self._roll_task: asyncio.Task[None] | None = None
+        self._age_timer: asyncio.TimerHandle | None = None
+        """Armed while the open ledger has entries: rolls it over by age (no task, none while empty)."""
         self._error: MagnetarError | None = None
         self._closing = False
         self._closed = False
         self._meta_lock = asyncio.Lock()
-        self._new_entries = asyncio.Event()
+        self._new_entries = LightEvent()
         self._cursors = CursorRegistry(self, store)
         self.recovered_before: Position | None = None
         """Set when the previous owner crashed (a ledger was left open): every entry before
@@ -169,7 +185,6 @@ class ManagedLedger:
         except BaseException:
             await ml.close()
             raise
-        ml._tasks.spawn(ml._age_timer(), name=f"ledger-age-timer:{name}")
         log.info("managed ledger %s opened: %d ledgers, %d entries", name, len(ledgers.ledgers), ml.number_of_entries)
         return ml
 
@@ -311,7 +326,9 @@ class ManagedLedger:
             return fut
         op = _AddOp(bytes(data), fut, deliver_at_ms)
         if self._roll_task is not None or self._current is None:
-            self._queued.append(op)
+            queued = self._queued or deque()
+            queued.append(op)
+            self._queued = queued
             if self._roll_task is None:  # ClosedLedger: this add opens a new ledger
                 self._roll_task = asyncio.get_running_loop().create_task(self._rollover())
         else:
@@ -338,7 +355,11 @@ class ManagedLedger:
         op.entry_future = handle.add_entry(op.data)
         self._pushed_entries += 1
         self._pushed_bytes += len(op.data)
-        self._inflight.append(op)
+        if self._age_timer is None:
+            self._arm_age_timer()
+        inflight = self._inflight or deque()
+        inflight.append(op)
+        self._inflight = inflight
         op.entry_future.add_done_callback(self._on_entry_done)
 
     def _on_entry_done(self, fut: asyncio.Future[int]) -> None:
@@ -346,7 +367,7 @@ class ManagedLedger:
             fut.exception()  # retrieved here even when the op was failed already
         added = False
         while self._inflight and self._inflight[0].entry_future.done():  # type: ignore[union-attr]
-            op = self._inflight.popleft()
+            op = self._inflight.popleft()  # type: ignore[union-attr]  # not empty: a deque
             ef = op.entry_future
             assert ef is not None
             exc = ServiceClosed("add cancelled") if ef.cancelled() else ef.exception()
@@ -366,6 +387,8 @@ class ManagedLedger:
             if not op.future.done():
                 op.future.set_result(position)
             added = True
+        if not self._inflight:
+            self._inflight = ()  # an idle topic gives its deque back
         if added:
             self._notify()
 
@@ -403,15 +426,14 @@ class ManagedLedger:
     def _fail_pending(self, exc: MagnetarError, first: list[_AddOp] | None = None) -> None:
         """Fail ``first`` and every add in flight or waiting with ``exc``'s class."""
         ops = list(first or []) + list(self._inflight) + list(self._queued)
-        self._inflight.clear()
-        self._queued.clear()
+        self._inflight = self._queued = ()
         for op in ops:
             if not op.future.done():
                 op.future.set_exception(same_error(exc))
         self._notify()
 
     def _notify(self) -> None:
-        event, self._new_entries = self._new_entries, asyncio.Event()
+        event, self._new_entries = self._new_entries, LightEvent()
         event.set()
 
     async def wait_for_new_entries(self, after: Position, timeout_s: float | None = None) -> bool:
@@ -518,14 +540,20 @@ class ManagedLedger:
                 self._maybe_roll()
             if self._roll_task is not None:
                 return
-            self._submit(self._queued.popleft())
+            self._submit(self._queued.popleft())  # type: ignore[union-attr]  # not empty: a deque
         self._maybe_roll()
 
-    async def _age_timer(self) -> None:
+    def _arm_age_timer(self) -> None:
         interval = max(0.05, min(self.config.max_ledger_age_s / 4, 60.0))
-        while True:
-            await asyncio.sleep(interval)
-            self._maybe_roll()
+        self._age_timer = asyncio.get_running_loop().call_later(interval, self._on_age_timer)
+
+    def _on_age_timer(self) -> None:
+        self._age_timer = None
+        if self._closing:
+            return
+        self._maybe_roll()
+        if self._pushed_entries:  # still the full ledger (or rolling): look again; a new one re-arms on its first add
+            self._arm_age_timer()
 
     async def _save_list(self) -> None:
         async with self._meta_lock:
@@ -690,6 +718,9 @@ class ManagedLedger:
         if self._closing:
             return
         self._closing = True
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+            self._age_timer = None
         if self._roll_task is not None:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         self._submit_queued_anyway()
@@ -728,12 +759,11 @@ class ManagedLedger:
     def _submit_queued_anyway(self) -> None:
         """On close, adds still waiting for a rollover go to the open ledger (if any)."""
         while self._queued and self._current is not None and self._error is None:
-            self._submit(self._queued.popleft())
+            self._submit(self._queued.popleft())  # type: ignore[union-attr]  # not empty: a deque
 
     def _fail_remaining(self, exc: MagnetarError) -> None:
         ops = list(self._inflight) + list(self._queued)
-        self._inflight.clear()
-        self._queued.clear()
+        self._inflight = self._queued = ()
         for op in ops:
             if not op.future.done():
                 op.future.set_exception(same_error(exc))

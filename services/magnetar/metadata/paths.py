@@ -169,6 +169,9 @@ class ZkPaths:
         return f"{self.partitioned_topics(tenant, namespace, domain)}/{_check_name('topic', topic)}"
 
     # -- topic policies -----------------------------------------------------------
+    def namespace_topic_policies(self, tenant: str, namespace: str) -> str:
+        return f"{self.root}/topic-policies/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}"
+
     def topic_policies(self, tenant: str, namespace: str, topic: str) -> str:
         return f"{self.root}/topic-policies/{_check_name('tenant', tenant)}/{_check_name('namespace', namespace)}/{_check_name('topic', topic)}"
 

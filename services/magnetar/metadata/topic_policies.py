@@ -36,6 +36,14 @@ class ZkTopicPolicyStore:
             return {}
         return decode(data, path)
 
+    async def topics_with_documents(self, tenant: str, namespace: str) -> set[str]:
+        """Local names of the namespace's topics that have a document, in one read (the
+        broker's policy round reads only their documents)."""
+        try:
+            return set(await self._session.children(self._session.paths.namespace_topic_policies(tenant, namespace)))
+        except NotFound:
+            return set()
+
     async def update(self, topic: TopicName, fn: Callable[[Document], Mapping[str, Any]]) -> Document:
         """Replace the document by ``fn(document)`` ({} when there is none) with
         compare-and-set, retried on conflict; an exception from ``fn`` writes nothing.

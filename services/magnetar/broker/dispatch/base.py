@@ -28,6 +28,7 @@ from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.dispatch.delayed import DelayedIndex, effective_deliver_at
 from magnetar.broker.entry import Entry, view_entry
 from magnetar.common import masks
+from magnetar.common.lightevent import LightEvent
 from magnetar.managedledger.position import Position
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class Dispatcher:
         self.epoch = 0
         """Bumped by :meth:`reset`; a read that started before it is dropped."""
         self._out: dict[BrokerConsumer, list[Delivery]] = {}
-        self._wakeup = asyncio.Event()
+        self._wakeup = LightEvent()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         config = subscription.settings
