@@ -20,7 +20,6 @@ from magnetar.common.errors import (
     MagnetarError,
     NotConnected,
     NotFound,
-    Timeout,
 )
 from magnetar.common.grpcauth import BEARER, with_authorization, with_token
 from magnetar.common.grpcutil import (
@@ -37,6 +36,7 @@ from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 
 from .framed import FramedSessionTransport
 from .schemas import WriterSchemas
+from .streamopen import open_stream
 
 if TYPE_CHECKING:
     from .session import ClientSession, SessionStream
@@ -410,25 +410,9 @@ class BrokerStream:
         self.target = target
 
     async def open(self, first: Any, timeout_s: float | None) -> Any:
-        """Write the opening request and return the broker's first answer.
-
-        Raises:
-            Timeout: no answer within ``timeout_s`` (None: no limit); NotConnected: the stream ended
-                first; the broker's error (typed) otherwise. The stream is cancelled.
-        """
-        try:
-            await asyncio.wait_for(self.write(first), timeout_s)
-            resp = await asyncio.wait_for(self.read(), timeout_s)
-        except TimeoutError:
-            self.cancel()
-            raise Timeout(f"{self.target} did not answer within {timeout_s:g} s") from None
-        except MagnetarError:
-            self.cancel()
-            raise
-        if resp is None:
-            self.cancel()
-            raise NotConnected(f"{self.target} closed the stream without answering")
-        return resp
+        """Write the opening request and return the broker's first answer (see
+        :func:`~magnetar.client.streamopen.open_stream`)."""
+        return await open_stream(self, first, timeout_s)
 
     async def write(self, request: Any) -> None:
         """Raises: the typed error of the broken stream."""

@@ -24,9 +24,11 @@ from typing import Any, Protocol
 
 import grpc
 
-from magnetar.common.errors import MagnetarError, NotConnected, Timeout, from_code
+from magnetar.common.errors import MagnetarError, NotConnected, from_code
 from magnetar.common.grpcutil import stream_rpc_error
 from magnetar.proto.v1 import broker_pb2 as pb
+
+from .streamopen import open_stream
 
 log = logging.getLogger(__name__)
 
@@ -314,25 +316,9 @@ class SessionStream:
 
     # -- as a BrokerStream --------------------------------------------------------------
     async def open(self, first: Any, timeout_s: float | None) -> Any:
-        """Write the opening request and return the broker's first answer.
-
-        Raises:
-            Timeout: no answer within ``timeout_s`` (None: no limit); NotConnected: the handle ended
-                first; the broker's error (typed) otherwise. The handle is cancelled.
-        """
-        try:
-            await asyncio.wait_for(self.write(first), timeout_s)
-            resp = await asyncio.wait_for(self.read(), timeout_s)
-        except TimeoutError:
-            self.cancel()
-            raise Timeout(f"{self.target} did not answer within {timeout_s:g} s") from None
-        except MagnetarError:
-            self.cancel()
-            raise
-        if resp is None:
-            self.cancel()
-            raise NotConnected(f"{self.target} closed the stream without answering")
-        return resp
+        """Write the opening request and return the broker's first answer (see
+        :func:`~magnetar.client.streamopen.open_stream`)."""
+        return await open_stream(self, first, timeout_s)
 
     async def write(self, request: Any) -> None:
         """Raises: NotConnected once the handle ended; the error the session broke with."""
