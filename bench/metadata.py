@@ -36,42 +36,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from magnetar.common.zkserver import ZooKeeperServer, four_letter_word
+from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.testing.processes import BrokerProcess, GatewayProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procstats import cpu_seconds  # noqa: E402
+from procstats import cpu_seconds, rss_kib, zk_mntr  # noqa: E402
 
 TARGET_RATE = 1000.0
 TARGET_TOPICS = 1_000_000
 TENANT, NAMESPACE = "bench", "metadata"
 REPORT_EVERY_S = 0.5
 """How often a client process reports its counts."""
-
-
-def rss_kib(pid: int | None) -> int:
-    """VmRSS of a process in KiB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def zk_mntr(zk: ZooKeeperServer) -> dict[str, int]:
-    """ZooKeeper's ``mntr`` figures (znode count, data size, packets received ...)."""
-    try:
-        text = four_letter_word(zk.host, zk.port, "mntr", 10.0)
-    except OSError:
-        return {}
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition("\t")
-        with contextlib.suppress(ValueError):
-            out[key.removeprefix("zk_")] = int(float(value))
-    return out
 
 
 # -- HTTP/1.1 over asyncio streams -----------------------------------------------------

@@ -1,9 +1,13 @@
-"""What the benchmarks read from /proc (Linux) to tell CPU, disk and round-trip limits apart."""
+"""What the benchmarks read from /proc (Linux) to tell CPU, memory, disk and round-trip
+limits apart, and ZooKeeper's own figures (``mntr``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+
+from magnetar.common.zkserver import ZooKeeperServer, four_letter_word
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -13,6 +17,32 @@ def cpu_seconds(pid: int | None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return float("nan")
+
+
+def rss_kib(pid: int | None) -> int:
+    """VmRSS of a process in KiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def zk_mntr(zk: ZooKeeperServer, timeout_s: float = 10.0) -> dict[str, int]:
+    """ZooKeeper's numeric ``mntr`` figures without their ``zk_`` prefix (znode count, data
+    size, watches, packets ...); {} when it does not answer."""
+    try:
+        text = four_letter_word(zk.host, zk.port, "mntr", timeout_s)
+    except OSError:
+        return {}
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("\t")
+        with contextlib.suppress(ValueError):
+            out[key.removeprefix("zk_")] = int(float(value))
+    return out
 
 
 def disk_stats(path: Path) -> tuple[int, int] | None:

@@ -80,12 +80,12 @@ from magnetar.client.connection import BrokerStream, ConnectionPool
 from magnetar.client.options import InitialPosition
 from magnetar.client.session import SessionStream
 from magnetar.common.errors import AlreadyExists, MagnetarError, NotConnected, from_code
-from magnetar.common.zkserver import ZooKeeperServer, four_letter_word
+from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.proto.v1 import broker_pb2 as pb
 from magnetar.testing.processes import BookieProcess, BrokerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procstats import cpu_seconds  # noqa: E402
+from procstats import cpu_seconds, rss_kib, zk_mntr  # noqa: E402
 
 TARGET_IDLE_KIB = 20.0
 TENANT = "bench"
@@ -141,17 +141,6 @@ if os.environ.get("MAGNETAR_BENCH_HOOK"):
 
 
 # -- /proc and ZooKeeper figures ----------------------------------------------------------
-def rss_kib(pid: int | None) -> int:
-    """VmRSS of a process in KiB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def open_fds(pid: int | None) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))
@@ -171,19 +160,10 @@ def threads(pid: int | None) -> int:
 
 def zk_stats(zk: ZooKeeperServer) -> dict[str, int]:
     """ZooKeeper's znode count, approximate data size and more (``mntr``)."""
-    keys = ("zk_znode_count", "zk_approximate_data_size", "zk_watch_count", "zk_ephemerals_count", "zk_avg_latency",
-            "zk_max_latency", "zk_outstanding_requests", "zk_packets_received", "zk_packets_sent")  # fmt: skip
-    try:
-        text = four_letter_word(zk.host, zk.port, "mntr", 5.0)
-    except OSError:
-        return {}
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 2 and parts[0] in keys:
-            with contextlib.suppress(ValueError):
-                out[parts[0].removeprefix("zk_")] = int(float(parts[1]))
-    return out
+    keys = ("znode_count", "approximate_data_size", "watch_count", "ephemerals_count", "avg_latency",
+            "max_latency", "outstanding_requests", "packets_received", "packets_sent")  # fmt: skip
+    figures = zk_mntr(zk, 5.0)
+    return {k: figures[k] for k in keys if k in figures}
 
 
 def raise_nofile() -> tuple[int, int]:
