@@ -37,8 +37,10 @@ $(STAMPS)/apt:
 # for the chaos run's partitions (tests/chaos/netns.py), loop mounts and ext4 for its full
 # disks (tests/chaos/diskfull.py), setpriv and ps for child processes. A missing one is
 # installed here; a test never quietly does less without it (tests/chaos/test_chaos.py fails).
-TOOL_PACKAGES := iproute2 iptables util-linux mount e2fsprogs procps
-$(STAMPS)/tools:
+# Debian's headless Chromium and its chromedriver drive the console's browser tests
+# (tests/console/, docs/console.md).
+TOOL_PACKAGES := iproute2 iptables util-linux mount e2fsprogs procps chromium chromium-driver
+$(STAMPS)/tools: Makefile
 	@mkdir -p $(STAMPS)
 	@if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then \
 	  echo ">> not a Debian system: install $(TOOL_PACKAGES) (or their equivalents) yourself"; \
@@ -51,7 +53,7 @@ $(STAMPS)/tools:
 	    $$SUDO apt-get update -qq >/dev/null 2>&1; \
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
 	      --no-install-recommends $$missing >/dev/null \
-	      || { echo "apt-get could not install $$missing: the chaos tests need them"; exit 1; }; \
+	      || { echo "apt-get could not install $$missing: the chaos and console tests need them"; exit 1; }; \
 	  fi; \
 	fi
 	@touch $@

@@ -6,7 +6,7 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 
 import magnetar
-from magnetar.gateway import errors
+from magnetar.gateway import console, errors
 from magnetar.gateway.auth import AuthenticationMiddleware
 from magnetar.gateway.context import GatewayContext
 from magnetar.gateway.deps import Context
@@ -77,5 +77,7 @@ def create_app(context: GatewayContext) -> FastAPI:
     @app.get("/metrics", tags=["health"], summary="Prometheus metrics", include_in_schema=False)
     async def prometheus() -> Response:
         return metrics.exposition()
+
+    console.install(app)
 
     return app

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 """Served without credentials: probes must see the gateway's state, and the API documents
 describe nothing secret."""
+OPEN_PREFIXES = ("/console/",)
+"""Served without credentials too: the web console's static files (docs/console.md) hold
+no data; the API calls they make carry the operator's token."""
 BEARER = "Bearer "
 _TOKEN_PARAM = re.compile(r"([?&]token=)[^&\s\"]*")
 POLICY_VIOLATION = 1008
@@ -64,6 +67,12 @@ certificate cannot be forwarded: the gateway calls the brokers with its own toke
 this role as the ``original-principal`` its proxy role acts for)."""
 caller_role: ContextVar[str | None] = ContextVar("magnetar_gateway_caller_role", default=None)
 """The role of the request being served (None: authentication is off, or an open path)."""
+
+
+def is_open_path(path: str) -> bool:
+    """Whether ``path`` is served without credentials (:data:`OPEN_PATHS`,
+    :data:`OPEN_PREFIXES` and the console's root)."""
+    return path in OPEN_PATHS or path == "/console" or path.startswith(OPEN_PREFIXES)
 
 
 def presented_authorization(scope: Scope) -> str | None:
@@ -119,7 +128,7 @@ class AuthenticationMiddleware:
         self.challenge = ", ".join(schemes) or "Bearer"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket") or is_open_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = presented_authorization(scope)
