@@ -130,3 +130,22 @@ async def test_a_listener_that_cannot_be_reached_sends_the_session_to_the_sessio
         assert fallback is not session and isinstance(fallback.transport, GrpcSessionTransport)
     finally:
         await pool.close()
+
+
+async def test_a_connection_made_after_the_session_was_closed_is_closed_at_once() -> None:
+    """cancel() while connecting, then the connection completes (wait_for cancelled as the
+    inner create_connection finishes): the transport must not be left open."""
+    accepted: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda _r, w: accepted.append(w), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        session = FramedSessionTransport(f"127.0.0.1:{port}", "broker")
+        session.cancel()  # before the connection is made
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_connection(lambda: session, "127.0.0.1", port)
+        assert transport.is_closing()
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()

@@ -84,6 +84,10 @@ class FramedSessionTransport(asyncio.Protocol):
     # -- asyncio.Protocol -----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
+        if self._error is not None:
+            # Closed (or failed) while connecting: Python 3.11's wait_for drops a connection
+            # that completes as it is cancelled, so nothing else would close this one.
+            transport.close()
 
     def data_received(self, data: bytes) -> None:
         try:
