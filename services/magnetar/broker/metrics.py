@@ -1,0 +1,77 @@
+"""The broker's ``/metrics``: Pulsar's metrics (:mod:`magnetar.broker.prometheus`) made
+from the served topics' stats when Prometheus scrapes.
+
+``prometheus_client`` serves the scrape on a thread of its own, while the topics live on
+the broker's event loop; their stats are read on the loop (a few hundred topics per
+loop turn, so a scrape of 10,000 topics never holds the loop for long) and formatted
+on the scrape's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from magnetar.broker.prometheus import LeaseSample, TopicSample, pulsar_metrics
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+TOPICS_PER_TURN = 500
+"""Topics whose stats are read in one turn of the event loop."""
+
+SCRAPE_TIMEOUT_S = 10.0
+
+
+def sample_topic(topic: Any) -> TopicSample:
+    """One served topic's sample (call on the event loop)."""
+    delayed = {}
+    for name, sub in topic.subscriptions.items():
+        index = getattr(sub.dispatcher, "delayed", None)
+        if index:
+            delayed[name] = len(index)
+    ml = getattr(topic, "ml", None)
+    quorum = ml.config.write_quorum if ml is not None else 1  # non-persistent: nothing stored
+    return TopicSample(topic.stats(), quorum, delayed)
+
+
+async def sample_service(service: BrokerService) -> tuple[list[TopicSample], LeaseSample]:
+    """Every served topic's sample and the lease, read on the loop a few topics at a time."""
+    topics = [*service.topics.values(), *service.nonpersistent.values()]
+    samples = []
+    for i, topic in enumerate(topics):
+        if i and i % TOPICS_PER_TURN == 0:
+            await asyncio.sleep(0)
+        samples.append(sample_topic(topic))
+    lease = LeaseSample(valid=service.lease_held, remaining_s=service.lease.remaining_s(), lost=service.lease_lapses)
+    return samples, lease
+
+
+class BrokerCollector(Collector):
+    """Registered in the process's default registry while the broker runs."""
+
+    def __init__(self, service: BrokerService, loop: asyncio.AbstractEventLoop, topic_level: bool) -> None:
+        self.service = service
+        self.loop = loop
+        self.topic_level = topic_level
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            future = asyncio.run_coroutine_threadsafe(sample_service(self.service), self.loop)
+            try:
+                topics, lease = future.result(SCRAPE_TIMEOUT_S)
+            finally:
+                future.cancel()  # no-op when done; stops one that timed out
+        except (RuntimeError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError) as exc:
+            # Stopping, or a loop too busy to answer: this scrape has no topic figures.
+            log.warning("no topic metrics for this scrape: %r", exc)
+            return
+        yield from pulsar_metrics(self.service.config.cluster_name, topics, self.topic_level, lease)
