@@ -64,8 +64,13 @@ class BrokerCollector(Collector):
         self.topic_level = topic_level
 
     def collect(self) -> Iterator[Metric]:
+        coro = sample_service(self.service)
         try:
-            future = asyncio.run_coroutine_threadsafe(sample_service(self.service), self.loop)
+            try:
+                future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            except RuntimeError:  # the loop is closed
+                coro.close()
+                raise
             try:
                 topics, lease = future.result(SCRAPE_TIMEOUT_S)
             finally:
