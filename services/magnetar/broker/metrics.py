@@ -50,7 +50,10 @@ async def sample_service(service: BrokerService) -> tuple[list[TopicSample], Lea
     for i, topic in enumerate(topics):
         if i and i % TOPICS_PER_TURN == 0:
             await asyncio.sleep(0)
-        samples.append(sample_topic(topic))
+        try:
+            samples.append(sample_topic(topic))
+        except Exception:  # a bug in one topic's stats must not fail every scrape
+            log.exception("the stats of %s for /metrics failed", getattr(topic, "name", topic))
     lease = LeaseSample(valid=service.lease_held, remaining_s=service.lease.remaining_s(), lost=service.lease_lapses)
     return samples, lease
 
