@@ -64,9 +64,11 @@ def auditor(shared_cluster: SharedCluster, zk_server: ZooKeeperServer, tmp_path_
         AuditorProcess, zk_server.connect_string, shared_cluster.zk_root, tmp_path_factory.mktemp("metrics-auditor"),
         on_create=lambda a: track_process(request.node, a),
     )
+    auditor = factory(metrics_port=_new_port(), zk_session_timeout_s=4.0)
     try:
-        yield factory(metrics_port=_new_port())
+        yield auditor
     finally:
+        auditor.stop()  # its leadership goes with it, not a session timeout later
         factory.kill_all()
 
 
