@@ -6,8 +6,8 @@ the scrape takes from request to text, and how big the text is.
 The topics are real (PersistentTopic, its managed ledger, a Shared subscription with a
 consumer, a producer) over the in-memory twins of the ledger client and the metadata
 store, idle as in "Lean topics"; the scrape is the broker's own path
-(:class:`~magnetar.broker.metrics.BrokerCollector` on the prometheus_client exposition,
-called from a thread as its HTTP server does).
+(:meth:`~magnetar.broker.metrics.BrokerMetrics.exposition`, called from a thread as the
+metrics HTTP server does).
 
     python bench/metrics_scrape.py --topics 10000 [--namespace-level]
 """
@@ -21,9 +21,6 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-
-from prometheus_client import generate_latest
-from prometheus_client.registry import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
@@ -80,14 +77,13 @@ async def main() -> None:
             await asyncio.sleep(0)
             late.append(time.perf_counter() - before)
 
-    registry = CollectorRegistry()
-    registry.register(metrics.BrokerCollector(service, asyncio.get_running_loop(), not args.namespace_level))  # type: ignore[arg-type]
+    pulsar = metrics.BrokerMetrics(service, asyncio.get_running_loop(), not args.namespace_level)  # type: ignore[arg-type]
     tick = asyncio.create_task(ticker())
     timings = []
     for _ in range(3):
         late.clear()
         started = time.perf_counter()
-        text = await asyncio.to_thread(generate_latest, registry)
+        text = await asyncio.to_thread(pulsar.exposition)
         timings.append((time.perf_counter() - started, max(late, default=0.0), len(text)))
     tick.cancel()
     load_end = os.getloadavg()

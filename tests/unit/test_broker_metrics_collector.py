@@ -1,5 +1,5 @@
 """The broker's /metrics collector (broker/metrics.py): a scrape on another thread, as
-prometheus_client's HTTP server makes it, reads the topics' stats on the event loop and
+the metrics HTTP server makes it, reads the topics' stats on the event loop and
 names them as Pulsar does. Over real topics on the in-memory twins."""
 
 from __future__ import annotations
@@ -7,15 +7,13 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import CollectorRegistry
 from test_managed_ledger_core import FakeLedgerClient, MemoryStore
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import BrokerConsumer
 from magnetar.broker.lease import SessionLease
-from magnetar.broker.metrics import BrokerCollector
+from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.subscription_type import InitialPosition, SubscriptionType
 from magnetar.broker.topic import PersistentTopic
 from magnetar.managedledger.config import ManagedLedgerConfig
@@ -38,8 +36,8 @@ async def _topic(client: FakeLedgerClient, store: MemoryStore, name: str, publis
     return topic
 
 
-def _scrape(registry: CollectorRegistry) -> dict[tuple[str, frozenset], float]:
-    text = generate_latest(registry).decode()
+def _scrape(metrics: BrokerMetrics) -> dict[tuple[str, frozenset], float]:
+    text = metrics.exposition()
     return {(s.name, frozenset(s.labels.items())): s.value
             for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
 
@@ -51,10 +49,9 @@ async def test_a_scrape_from_another_thread_reads_the_topics_on_the_loop():
     lease.renewed(lease.clock())
     service = SimpleNamespace(topics=topics, nonpersistent={}, lease=lease, lease_held=True, lease_lapses=3,
                               config=BrokerConfig(cluster_name="east"))  # fmt: skip
-    registry = CollectorRegistry()
-    registry.register(BrokerCollector(service, asyncio.get_running_loop(), topic_level=True))  # type: ignore[arg-type]
+    metrics = BrokerMetrics(service, asyncio.get_running_loop(), topic_level=True)  # type: ignore[arg-type]
     try:
-        samples = await asyncio.to_thread(_scrape, registry)
+        samples = await asyncio.to_thread(_scrape, metrics)
         one = frozenset({"cluster": "east", "namespace": "public/a", "topic": "persistent://public/a/one"}.items())
         assert samples[("pulsar_in_messages_total", one)] == 5
         assert samples[("pulsar_msg_backlog", one)] == 5
@@ -79,6 +76,5 @@ async def test_a_scrape_while_the_loop_is_gone_has_no_topic_figures():
     loop = asyncio.new_event_loop()
     loop.close()
     service = SimpleNamespace(config=BrokerConfig())
-    registry = CollectorRegistry()
-    registry.register(BrokerCollector(service, loop, topic_level=True))  # type: ignore[arg-type]
-    assert await asyncio.to_thread(_scrape, registry) == {}
+    metrics = BrokerMetrics(service, loop, topic_level=True)  # type: ignore[arg-type]
+    assert await asyncio.to_thread(_scrape, metrics) == {}

@@ -3,11 +3,9 @@ the aggregation per topic or per namespace, as Pulsar's NamespaceStatsAggregator
 
 from __future__ import annotations
 
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import CollectorRegistry
 
-from magnetar.broker.prometheus import LeaseSample, TopicSample, pulsar_metrics
+from magnetar.broker.prometheus import LeaseSample, TopicSample, pulsar_exposition
 from magnetar.broker.stats import PublisherStats, SubscriptionStats, TopicStats
 from magnetar.broker.subscription_type import SubscriptionType
 
@@ -41,16 +39,8 @@ SAMPLES = [
 ]
 
 
-def _scrape(families) -> dict[tuple[str, frozenset], float]:
+def _scrape(text: str) -> dict[tuple[str, frozenset], float]:
     """The exposition text as Prometheus parses it: {(name, labels): value}."""
-
-    class _C:
-        def collect(self):
-            return families
-
-    registry = CollectorRegistry()
-    registry.register(_C())
-    text = generate_latest(registry).decode()
     out = {}
     for family in text_string_to_metric_families(text):
         assert family.type == "gauge", family.name  # every Pulsar topic figure is a gauge, as in Pulsar
@@ -64,7 +54,7 @@ def _series(scraped, name):
 
 
 def test_topic_level_series_carry_topic_and_subscription_labels():
-    scraped = _scrape(pulsar_metrics("c1", SAMPLES, topic_level=True))
+    scraped = _scrape(pulsar_exposition("c1", SAMPLES, topic_level=True))
     one = frozenset({"cluster": "c1", "namespace": "t/a", "topic": "persistent://t/a/one"}.items())
     assert scraped[("pulsar_in_messages_total", one)] == 100
     assert scraped[("pulsar_msg_backlog", one)] == 140
@@ -91,7 +81,7 @@ def test_topic_level_series_carry_topic_and_subscription_labels():
 
 
 def test_namespace_level_sums_topics_and_has_no_topic_or_subscription_series():
-    scraped = _scrape(pulsar_metrics("c1", SAMPLES, topic_level=False))
+    scraped = _scrape(pulsar_exposition("c1", SAMPLES, topic_level=False))
     assert not any("topic" in dict(labels) or "subscription" in dict(labels) for _, labels in scraped)
     ns_a = frozenset({"cluster": "c1", "namespace": "t/a"}.items())
     assert scraped[("pulsar_topics_count", ns_a)] == 2
@@ -109,7 +99,7 @@ def test_namespace_level_sums_topics_and_has_no_topic_or_subscription_series():
 
 def test_broker_sums_and_lease_whatever_the_level():
     for level in (True, False):
-        scraped = _scrape(pulsar_metrics("c1", SAMPLES, level, LeaseSample(valid=False, remaining_s=-1.5, lost=2)))
+        scraped = _scrape(pulsar_exposition("c1", SAMPLES, level, LeaseSample(valid=False, remaining_s=-1.5, lost=2)))
         c = frozenset({("cluster", "c1")})
         assert scraped[("pulsar_broker_topics_count", c)] == 3
         assert scraped[("pulsar_broker_msg_backlog", c)] == 150
@@ -121,8 +111,17 @@ def test_broker_sums_and_lease_whatever_the_level():
 
 
 def test_a_broker_without_topics_still_reports_zeros():
-    scraped = _scrape(pulsar_metrics("c1", [], True, LeaseSample(True, 3.0, 0)))
+    scraped = _scrape(pulsar_exposition("c1", [], True, LeaseSample(True, 3.0, 0)))
     c = frozenset({("cluster", "c1")})
     assert scraped[("pulsar_broker_topics_count", c)] == 0
     assert scraped[("pulsar_broker_lease_valid", c)] == 1
     assert not _series(scraped, "pulsar_topics_count")
+
+
+def test_label_values_are_escaped_and_special_values_written_as_the_text_format_wants():
+    sample = TopicSample(_topic('persistent://t/a/we"ird\\name', 1, [_sub("s\nx", 1)]))
+    scraped = _scrape(pulsar_exposition('c"1', [sample], True, LeaseSample(False, float("-inf"), 0)))
+    t = frozenset({"cluster": 'c"1', "namespace": "t/a", "topic": 'persistent://t/a/we"ird\\name'}.items())
+    assert scraped[("pulsar_in_messages_total", t)] == 1
+    assert scraped[("pulsar_subscription_back_log", t | {("subscription", "s\nx")})] == 1
+    assert scraped[("pulsar_broker_lease_remaining_seconds", frozenset({("cluster", 'c"1')}))] == float("-inf")

@@ -1,10 +1,10 @@
 """The broker's ``/metrics``: Pulsar's metrics (:mod:`magnetar.broker.prometheus`) made
 from the served topics' stats when Prometheus scrapes.
 
-``prometheus_client`` serves the scrape on a thread of its own, while the topics live on
-the broker's event loop; their stats are read on the loop (a few hundred topics per
-loop turn, so a scrape of 10,000 topics never holds the loop for long) and formatted
-on the scrape's thread.
+The scrape is served on a thread of its own (``common/metrics.py``), while the topics
+live on the broker's event loop; their stats are read on the loop (a few hundred topics
+per loop turn, so a scrape of 10,000 topics never holds the loop for long) and written
+as text on the scrape's thread.
 """
 
 from __future__ import annotations
@@ -12,13 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
-
-from magnetar.broker.prometheus import LeaseSample, TopicSample, pulsar_metrics
+from magnetar.broker.prometheus import LeaseSample, TopicSample, pulsar_exposition
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -58,15 +54,17 @@ async def sample_service(service: BrokerService) -> tuple[list[TopicSample], Lea
     return samples, lease
 
 
-class BrokerCollector(Collector):
-    """Registered in the process's default registry while the broker runs."""
+class BrokerMetrics:
+    """The text the broker's ``/metrics`` adds to the process's registry."""
 
     def __init__(self, service: BrokerService, loop: asyncio.AbstractEventLoop, topic_level: bool) -> None:
         self.service = service
         self.loop = loop
         self.topic_level = topic_level
 
-    def collect(self) -> Iterator[Metric]:
+    def exposition(self) -> str:
+        """Pulsar's metrics now (call from any thread but the loop's); "" when the loop
+        does not answer."""
         coro = sample_service(self.service)
         try:
             try:
@@ -81,5 +79,5 @@ class BrokerCollector(Collector):
         except (RuntimeError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError) as exc:
             # Stopping, or a loop too busy to answer: this scrape has no topic figures.
             log.warning("no topic metrics for this scrape: %r", exc)
-            return
-        yield from pulsar_metrics(self.service.config.cluster_name, topics, self.topic_level, lease)
+            return ""
+        return pulsar_exposition(self.service.config.cluster_name, topics, self.topic_level, lease)

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
-from prometheus_client import REGISTRY
 
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
-from magnetar.broker.metrics import BrokerCollector
+from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.rpc.authorization import AuthorizationInterceptor
 from magnetar.broker.rpc.load_peers import RemoteLoadPeers
@@ -92,7 +91,6 @@ class BrokerServer:
             )
         self.health = HealthServicer()
         self.server: grpc.aio.Server | None = None
-        self.collector: BrokerCollector | None = None
 
     async def start(self) -> None:
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -117,12 +115,8 @@ class BrokerServer:
                 await self.framed.stop()
             await self.session.close()
             raise
-        if self.config.metrics_port:
-            self.collector = BrokerCollector(
-                self.service, asyncio.get_running_loop(), self.config.expose_topic_level_metrics_in_prometheus
-            )
-            REGISTRY.register(self.collector)
-        serve_metrics(self.config.host, self.config.metrics_port)
+        pulsar = BrokerMetrics(self.service, asyncio.get_running_loop(), self.config.expose_topic_level_metrics_in_prometheus)
+        serve_metrics(self.config.host, self.config.metrics_port, extra=pulsar.exposition)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info("broker %s serving", self.broker_id)
 
@@ -135,9 +129,6 @@ class BrokerServer:
             await listener.stop(grace_s)
         if self.framed is not None:
             await self.framed.stop(grace_s)
-        if self.collector is not None:
-            REGISTRY.unregister(self.collector)
-            self.collector = None
         await self.service.close()
         await self.session.close()
         log.info("broker %s stopped", self.broker_id)
