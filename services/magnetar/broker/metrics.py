@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOPICS_PER_TURN = 500
+TOPICS_PER_TURN = 200
 """Topics whose stats are read in one turn of the event loop."""
 
 SCRAPE_TIMEOUT_S = 10.0
