@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-topics bench-compare bench-scaleout bench-idle bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration lint proto bench bench-topics bench-compare bench-scaleout bench-idle bench-metrics bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -178,6 +178,9 @@ bench-scaleout: setup ## 1, 2 and 3 brokers, unbatched produce to 6 topics: msgs
 .PHONY: bench-balance
 bench-balance: setup ## Load balancing across 3 brokers: skew, convergence, nothing lost or reordered (ARGS=...); docs/load-balancing.md
 	$(PY) bench/balance.py $(ARGS)
+
+bench-metrics: setup ## One /metrics scrape of a broker with 10,000 idle topics (ARGS="--topics N --namespace-level"): scrape time, longest event-loop hold; docs/performance.md "Pulsar metrics"
+	$(PY) bench/metrics_scrape.py $(ARGS)
 
 IDLE_CONSUMERS ?= 10000
 bench-idle: setup ## 10,000 idle SDK consumers in one process (IDLE_CONSUMERS=N): attach time of the first and last 100, CPU while idle; docs/performance.md "Idle clients"

@@ -39,7 +39,7 @@ KUBE_VERSIONS = ["1.30", "1.37"]
 ALL_ON = ["dlqReplay.enabled=true", "dlqReplay.job.namespace=public/default", "networkPolicy.enabled=true",
           "metrics.serviceMonitor.enabled=true", "gateway.ingress.enabled=true", "broker.autoscaling.enabled=true",
           "broker.pdb.enabled=true", "auditor.pdb.enabled=true", "gateway.pdb.enabled=true",
-          "dlqReplay.pdb.enabled=true"]
+          "dlqReplay.pdb.enabled=true", "metrics.grafanaDashboards.enabled=true", "metrics.prometheusRules.enabled=true"]
 VARIANTS: dict[str, list[str]] = {
     "defaults": [],
     "minimal": ["-f", str(OVERLAYS / "minimal.yaml")],
@@ -104,9 +104,9 @@ def test_manifests_pass_kubernetes_validate_strict(variant: str) -> None:
         out = subprocess.run([str(KUBERNETES_VALIDATE), "--strict", "--quiet", "-k", version, "-"],
                              input=manifests, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, f"Kubernetes {version}:\n{out.stdout}{out.stderr}"
-        # Only the Prometheus operator's ServiceMonitor (a CRD) has no schema there.
+        # Only the Prometheus operator's ServiceMonitor and PrometheusRule (CRDs) have no schema there.
         unknown = [line for line in (out.stdout + out.stderr).splitlines()
-                   if "Couldn't find schema" in line and "ServiceMonitor" not in line]
+                   if "Couldn't find schema" in line and "ServiceMonitor" not in line and "PrometheusRule" not in line]
         assert not unknown, unknown
 
 
@@ -341,3 +341,39 @@ def test_the_anonymous_role_and_client_certificate_roles_reach_the_brokers_and_t
         assert "anonymous_user_role" not in service_toml(objs, component)
     defaults = service_toml(objects(), "broker")
     assert defaults["anonymous_user_role"] == "" and "authentication_providers" not in defaults
+
+
+def test_the_charts_dashboards_and_alerts_are_the_repos() -> None:
+    """The chart reads its copies (.Files.Get reaches only files inside the chart)."""
+    repo = {p.name: p.read_bytes() for p in (REPO / "deploy" / "grafana" / "dashboards").glob("*.json")}
+    chart = {p.name: p.read_bytes() for p in (CHART / "dashboards").glob("*.json")}
+    assert sorted(repo) == ["auditor.json", "bookies.json", "cluster.json", "topics.json"]
+    assert chart == repo, "copy deploy/grafana/dashboards/*.json to deploy/helm/magnetar/dashboards/"
+    rules = REPO / "deploy" / "prometheus" / "magnetar-alerts.yaml"
+    assert (CHART / "rules" / "magnetar-alerts.yaml").read_bytes() == rules.read_bytes(), (
+        "copy deploy/prometheus/magnetar-alerts.yaml to deploy/helm/magnetar/rules/"
+    )
+
+
+def test_grafana_dashboards_and_prometheus_rule() -> None:
+    assert not [o for o in objects() if o["kind"] == "PrometheusRule" or "-dashboard-" in o["metadata"]["name"]]
+    objs = objects("--set", "metrics.grafanaDashboards.enabled=true", "--set", "metrics.prometheusRules.enabled=true",
+                   "--set", "metrics.grafanaDashboards.annotations.grafana_folder=Magnetar")
+    maps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap" and "-dashboard-" in o["metadata"]["name"]}
+    assert sorted(maps) == [f"magnetar-dashboard-{n}" for n in ("auditor", "bookies", "cluster", "topics")]
+    for name, cm in maps.items():
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"  # the Grafana sidecar's default label
+        assert cm["metadata"]["annotations"] == {"grafana_folder": "Magnetar"}
+        (key, text), = cm["data"].items()
+        source = REPO / "deploy" / "grafana" / "dashboards" / f"{name.rsplit('-', 1)[1]}.json"
+        assert json.loads(text) == json.loads(source.read_text())
+        variables = [v["name"] for v in json.loads(text)["templating"]["list"]]
+        assert "datasource" in variables
+    (rule,) = [o for o in objs if o["kind"] == "PrometheusRule"]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert sorted(alerts) == ["BookKeeperUnderReplicatedLedgers", "BookieReadOnly", "PulsarBacklogGrowing",
+                              "PulsarBrokerLeaseLost"]
+    for alert in alerts.values():
+        assert alert["for"] and alert["labels"]["severity"] in ("warning", "critical") and alert["annotations"]["summary"]
+    assert rule["spec"] == yaml.safe_load((REPO / "deploy" / "prometheus" / "magnetar-alerts.yaml").read_text())

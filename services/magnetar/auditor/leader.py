@@ -10,7 +10,7 @@ import time
 from magnetar.auditor.bookiewatch import LostBookies
 from magnetar.auditor.checker import check_all
 from magnetar.auditor.config import AuditorConfig
-from magnetar.auditor.metrics import AUDIT_DURATION
+from magnetar.auditor.metrics import AUDIT_DURATION, BOOKKEEPER
 from magnetar.common.errors import MagnetarError, NoSuchLedger
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.ledger.client import LedgerClient
@@ -103,6 +103,9 @@ class AuditLeader:
             self.client, self.markers, registered, self.config.full_entry_check
         )
         AUDIT_DURATION.observe(report.duration_s)
+        BOOKKEEPER.check_all_ledgers_time.record(True, report.duration_s)
+        BOOKKEEPER.num_ledgers_checked += report.ledgers_checked
+        BOOKKEEPER.num_under_replicated_ledgers.record(True, report.ledgers_marked)
         summary = {**report.to_dict(), "auditor_id": self.auditor_id}
         await self.markers.record_audit(summary)
         log.info(
@@ -128,6 +131,7 @@ class AuditLeader:
         return found
 
     async def _mark_ledgers_of(self, bookie: str) -> None:
+        started = time.monotonic()
         marked = 0
         for ledger_id in await self.client.list_ledgers():
             try:
@@ -137,6 +141,8 @@ class AuditLeader:
             if bookie in metadata.bookies():
                 await self.markers.mark(ledger_id, {bookie})
                 marked += 1
+        BOOKKEEPER.url_publish_time_for_lost_bookie.record(True, time.monotonic() - started)
+        BOOKKEEPER.num_under_replicated_ledgers.record(True, marked)
         log.warning(
             "bookie %s is gone for more than %g s: %d ledgers marked under-replicated",
             bookie, self.config.grace_period_s, marked,

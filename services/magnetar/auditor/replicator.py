@@ -29,7 +29,7 @@ from magnetar.auditor.fragments import (
     open_last_fragment_affected,
     repairs,
 )
-from magnetar.auditor.metrics import ENTRIES_COPIED, LEDGERS_REPLICATED
+from magnetar.auditor.metrics import BOOKKEEPER, ENTRIES_COPIED, LEDGERS_REPLICATED
 from magnetar.auditor.throttle import Throttle
 from magnetar.common.errors import MagnetarError, NoSuchLedger
 from magnetar.ledger.client import LedgerClient
@@ -120,6 +120,7 @@ class LedgerReplicator:
             return Outcome.DONE
         self.ledgers_replicated += 1
         LEDGERS_REPLICATED.inc()
+        BOOKKEEPER.num_full_or_partial_ledgers_replicated += 1
         log.info(
             "ledger %d: fully replicated again (lost %s)", ledger_id, ", ".join(marker.missing)
         )
@@ -181,6 +182,7 @@ class LedgerReplicator:
             progress.entries_copied += n
             self.entries_copied += n
             ENTRIES_COPIED.inc(n)
+            BOOKKEEPER.num_entries_written += n
 
         count = await copy_fragment(
             self.client.pool, ledger_id, repair, metadata.write_quorum, target, unusable, self.throttle,

@@ -16,6 +16,7 @@ from magnetar.bookie.bookie import Bookie
 from magnetar.bookie.config import DEFAULT_PORT, BookieConfig
 from magnetar.bookie.garbagecollector import LedgerPlacement
 from magnetar.bookie.metrics import BookieCollector
+from magnetar.bookie.opstats import ServerStats
 from magnetar.bookie.rpc.servicer import BookieServicer
 from magnetar.common.errors import MagnetarError, NoSuchLedger
 from magnetar.common.grpcauth import server_interceptors
@@ -89,6 +90,7 @@ class BookieServer:
             ledger_metadata=ZkLedgerMetadataView(self.zk, self.bookie_id),
         )
         self.registry = ZkBookieRegistry(self.zk)
+        self.server_stats = ServerStats()
         self._registration_tasks = BackgroundTasks("bookie registration")
 
     async def start(self) -> None:
@@ -104,7 +106,7 @@ class BookieServer:
         try:
             # The health servicer says NOT_SERVING until the bookie is registered.
             server = await start_grpc_server(
-                f"{self.config.host}:{self.port}", [(pb_grpc.add_BookieServicer_to_server, BookieServicer(self.bookie))],
+                f"{self.config.host}:{self.port}", [(pb_grpc.add_BookieServicer_to_server, BookieServicer(self.bookie, self.server_stats))],
                 health=self.health, tls=server_tls(self.config), interceptors=interceptors,
                 reflected=[pb.DESCRIPTOR.services_by_name["Bookie"].full_name],
             )
@@ -122,7 +124,7 @@ class BookieServer:
             raise
         self.bookie.on_read_only_change = self._read_only_changed
         if self.config.metrics_port:
-            REGISTRY.register(BookieCollector(self.bookie))
+            REGISTRY.register(BookieCollector(self.bookie, self.server_stats))
             serve_metrics(self.config.host, self.config.metrics_port)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("magnetar.v1.Bookie", health_pb2.HealthCheckResponse.SERVING)

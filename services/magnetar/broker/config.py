@@ -112,6 +112,10 @@ class BrokerConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Servi
     0: no limit). Exclusive and Failover consumers and readers have no such limit."""
     stats_interval_s: float = Field(default=10.0, gt=0)
     """Topic stats' message and byte rates are those of the last interval this long."""
+    expose_topic_level_metrics_in_prometheus: bool = True
+    """``/metrics`` has Pulsar's series per topic and subscription (labels ``topic``,
+    ``subscription``); false: summed per namespace (Pulsar's
+    ``exposeTopicLevelMetricsInPrometheus``; docs/metrics.md)."""
     retention_check_interval_s: float = Field(default=60.0, gt=0)
     """How often each served topic deletes ledgers its retention no longer keeps."""
     default_retention_time_minutes: int = Field(default=0, ge=-1)

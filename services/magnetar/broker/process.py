@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
 from magnetar.broker.config import DEFAULT_PORT, BrokerConfig
+from magnetar.broker.metrics import BrokerMetrics
 from magnetar.broker.protocol.listener import ProtocolListener, pulsar_service_urls
 from magnetar.broker.rpc.authorization import AuthorizationInterceptor
 from magnetar.broker.rpc.load_peers import RemoteLoadPeers
@@ -113,7 +115,8 @@ class BrokerServer:
                 await self.framed.stop()
             await self.session.close()
             raise
-        serve_metrics(self.config.host, self.config.metrics_port)
+        pulsar = BrokerMetrics(self.service, asyncio.get_running_loop(), self.config.expose_topic_level_metrics_in_prometheus)
+        serve_metrics(self.config.host, self.config.metrics_port, extra=pulsar.exposition)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info("broker %s serving", self.broker_id)
 

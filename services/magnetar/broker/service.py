@@ -257,6 +257,16 @@ class BrokerService:
         )
         return False
 
+    @property
+    def lease_held(self) -> bool:
+        """The lease is held and topics are served (read without acting on a lapse)."""
+        return not self._lapsed and self.lease.valid()
+
+    @property
+    def lease_lapses(self) -> int:
+        """Times serving stopped: the lease ran out or the ZooKeeper session was lost."""
+        return self._lapses
+
     def check_serving(self, what: str) -> None:
         """Raises: NotOwner when not :meth:`serving` (the client tries another broker)."""
         if not self.serving():

@@ -119,6 +119,8 @@ class ServiceProcess:
         """
         self.host = host
         self.port = port or _new_port()
+        self.metrics_port = int((config or {}).get("metrics_port") or 0)
+        """Its Prometheus ``/metrics`` port (0: not served)."""
         self.data_dir = Path(data_dir)
         self.name = name or f"{self.module}-{self.port}"
         argv = [

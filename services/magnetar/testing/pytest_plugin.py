@@ -44,6 +44,7 @@ from magnetar.testing.processes import (
     BrokerProcess,
     GatewayProcess,
     ServiceFactory,
+    _new_port,
     start_all,
 )
 
@@ -292,7 +293,11 @@ def _shared_cluster_session(zk_server: ZooKeeperServer, tmp_path_factory: pytest
     bookies = ServiceFactory(BookieProcess, zk_server.connect_string, zk_root, base / "bookies")
     brokers = ServiceFactory(BrokerProcess, zk_server.connect_string, zk_root, base / "brokers")
     try:
-        cluster = SharedCluster(zk_root, [bookies.create(), bookies.create()], brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2))
+        # With their /metrics served (tests/integration/test_prometheus_metrics.py scrapes them).
+        cluster = SharedCluster(
+            zk_root, [bookies.create(metrics_port=_new_port()), bookies.create(metrics_port=_new_port())],
+            brokers.create(ensemble_size=2, write_quorum=2, ack_quorum=2, metrics_port=_new_port()),
+        )
         start_all([*cluster.bookies, cluster.broker])  # their start-ups overlap
         yield cluster
     finally:

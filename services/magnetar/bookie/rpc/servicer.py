@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import grpc
 
 from magnetar.bookie.bookie import Bookie, StoredEntry
+from magnetar.bookie.opstats import ServerStats
 from magnetar.common.errors import MagnetarError
 from magnetar.common.grpcutil import abort, rpc_errors
 from magnetar.proto.v1 import bookie_pb2 as pb
@@ -23,20 +25,23 @@ def _error(exc: MagnetarError) -> common_pb2.Error:
 
 
 class BookieServicer(pb_grpc.BookieServicer):
-    def __init__(self, bookie: Bookie) -> None:
+    def __init__(self, bookie: Bookie, stats: ServerStats | None = None) -> None:
         self.bookie = bookie
+        self.stats = stats if stats is not None else ServerStats()
 
     async def AddEntries(
         self, request_iterator: AsyncIterator[pb.AddRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.AddResponse]:
         bookie = self.bookie
-        pending: asyncio.Queue[tuple[int, asyncio.Future[None] | None, list[pb.AddResult]] | None] = asyncio.Queue(
-            _MAX_PENDING_REQUESTS
+        adds = self.stats.add_entry_request
+        pending: asyncio.Queue[tuple[int, asyncio.Future[None] | None, list[pb.AddResult], float] | None] = (
+            asyncio.Queue(_MAX_PENDING_REQUESTS)
         )
 
         async def receive() -> None:
             try:
                 async for req in request_iterator:
+                    arrived = time.perf_counter()
                     await bookie.wait_for_cache_room()
                     try:
                         fut, rejected = bookie.add_entries(req.entries, recovery=req.recovery)
@@ -45,19 +50,21 @@ class BookieServicer(pb_grpc.BookieServicer):
                         fut = None
                         err = _error(exc)
                         failed = [pb.AddResult(ledger_id=e.ledger_id, entry_id=e.entry_id, error=err) for e in req.entries]
-                    await pending.put((req.request_id, fut, failed))
+                    await pending.put((req.request_id, fut, failed, arrived))
             finally:
                 await pending.put(None)
 
         receiver = asyncio.create_task(receive())
         try:
             while (item := await pending.get()) is not None:
-                request_id, fut, failed = item
+                request_id, fut, failed, arrived = item
                 if fut is not None:
                     try:
                         await fut
                     except MagnetarError as exc:
+                        adds.record(False, time.perf_counter() - arrived)
                         await abort(context, exc)
+                adds.record(not failed, time.perf_counter() - arrived)
                 yield pb.AddResponse(request_id=request_id, failed=failed)
             await receiver  # surfaces a receive error
         finally:
@@ -65,7 +72,13 @@ class BookieServicer(pb_grpc.BookieServicer):
 
     @rpc_errors
     async def ReadEntry(self, request: pb.ReadEntryRequest, context: grpc.aio.ServicerContext) -> pb.ReadEntryResponse:
-        e = await self.bookie.read_entry(request.ledger_id, request.entry_id, fence=request.fence)
+        arrived = time.perf_counter()
+        try:
+            e = await self.bookie.read_entry(request.ledger_id, request.entry_id, fence=request.fence)
+        except MagnetarError:
+            self.stats.read_entry_request.record(False, time.perf_counter() - arrived)
+            raise
+        self.stats.read_entry_request.record(True, time.perf_counter() - arrived)
         return pb.ReadEntryResponse(
             entry=pb.Entry(ledger_id=request.ledger_id, entry_id=e.entry_id, last_add_confirmed=e.lac, payload=e.payload)
         )
@@ -76,6 +89,7 @@ class BookieServicer(pb_grpc.BookieServicer):
         lid = request.ledger_id
         chunk = request.max_bytes_per_response or _DEFAULT_READ_CHUNK
         first, last = request.first_entry_id, request.last_entry_id
+        arrived, ok = time.perf_counter(), False
         try:
             if request.fence:
                 await self.bookie.fence(lid)
@@ -94,8 +108,11 @@ class BookieServicer(pb_grpc.BookieServicer):
                     break
                 yield self._entries_response(lid, found)
                 first = found[-1].entry_id + 1
+            ok = True
         except MagnetarError as exc:
             await abort(context, exc)
+        finally:
+            self.stats.read_entry_request.record(ok, time.perf_counter() - arrived)
 
     @staticmethod
     def _entries_response(lid: int, found: list[StoredEntry]) -> pb.ReadEntriesResponse:
