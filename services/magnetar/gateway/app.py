@@ -20,6 +20,7 @@ from magnetar.gateway.routers import (
     lookup,
     namespaces,
     nonpersistent,
+    peek,
     permissions,
     producer,
     schemas,
@@ -33,6 +34,7 @@ from magnetar.gateway.routers import (
     topic_properties,
     topics,
     unload,
+    whoami,
 )
 from magnetar.gateway.websocket import router as websocket
 
@@ -41,6 +43,7 @@ ROUTERS = (
     topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router,
     producer.router, terminate.router, topic_messages.router, topic_properties.router, topic_policies.router,
     nonpersistent.router, websocket.router,
+    peek.router, whoami.router,  # the web console's (issue 36)
 )
 
 
