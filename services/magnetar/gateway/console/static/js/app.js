@@ -37,9 +37,9 @@ function renderNav(current) {
     return h("a", { href, "aria-current": current === p ? "page" : null }, p.nav);
   }));
   const who = document.getElementById("who");
-  who.replaceChildren(session.token
-    ? h("button", { type: "button", onclick: () => { session.signOut(); navigate("/signin"); } }, "Sign out")
-    : h("a", { href: "#/signin" }, "Sign in"));
+  who.replaceChildren(...(session.token
+    ? [session.role ? `${session.role} ` : "", h("button", { type: "button", onclick: () => { session.signOut(); navigate("/signin"); } }, "Sign out")]
+    : [h("a", { href: "#/signin" }, "Sign in")]));
 }
 
 let cleanups = [];
