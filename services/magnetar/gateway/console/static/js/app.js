@@ -10,8 +10,11 @@
 import { api, ApiError, paths, session } from "./api.js";
 import { confirmDialog, fmt, h, notify, table } from "./ui.js";
 import * as signin from "./pages/signin.js";
+import * as subscription from "./pages/subscription.js";
+import * as deadletters from "./pages/deadletters.js";
+import * as produce from "./pages/produce.js";
 
-const PAGES = [signin];
+const PAGES = [signin, subscription, deadletters, produce];
 
 const compiled = [];
 for (const page of PAGES) {
