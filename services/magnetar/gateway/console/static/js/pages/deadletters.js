@@ -12,6 +12,10 @@ export const title = (p) => (p.topic ? `Dead letters: ${p.topic}` : "Dead letter
 
 const enc = encodeURIComponent;
 const SHOWN = 100;
+// Where spark-jobs/dlq_replay.py --report-topic (the Helm chart's dlqReplay.job.reportTopic)
+// publishes each run's report, one JSON message a run.
+export const RUNS_TOPIC = { tenant: "public", namespace: "default", topic: "dlq-replay-runs" };
+const RUNS_SHOWN = 10;
 
 function localName(topic) { return topic.slice(topic.lastIndexOf("/") + 1); }
 
@@ -61,6 +65,7 @@ async function renderList(view, params, ctx) {
     }
   }));
   rows.sort((a, b) => (b.backlog - a.backlog) || a.topic.localeCompare(b.topic));
+  const runs = await replayRuns(ctx);
   view.append(ctx.table([
     { label: "DLQ topic", value: (d) => h("a", { href: dlqHref(d.tenant, d.namespace, d.topic), class: "dlq-link" }, d.topic) },
     { label: "Subscription", value: (d) => d.subscription || "(none: nothing kept)" },
@@ -68,6 +73,36 @@ async function renderList(view, params, ctx) {
     { label: "Oldest", value: (d) => (d.oldestAgeSeconds == null ? "–" : `${fmt.age(d.oldestAgeSeconds * 1000)} ago`) },
     { label: "By REAL_TOPIC", value: (d) => Object.entries(d.countsByRealTopic).map(([t, c]) => `${t || "(none)"}: ${c}`).join(", ") || "–" },
   ], rows, { caption: `${rows.length} DLQ subscription(s) in ${namespaces.length} namespace(s)`, empty: "No dead-letter topic." }));
+  view.append(h("h2", {}, "Spark replay runs"), runs === null
+    ? h("p", { class: "muted", id: "runs" }, `No replay job reports to persistent://${RUNS_TOPIC.tenant}/${RUNS_TOPIC.namespace}/${RUNS_TOPIC.topic} `,
+      "(the dlq-replay CronJob does when deployed: dlqReplay.job.reportTopic), or your role may not read it.")
+    : h("div", { id: "runs" }, ctx.table([
+      { label: "Finished", value: (r) => fmt.time(r.finished) },
+      { label: "Took", value: (r) => fmt.age(r.finished - r.started) },
+      { label: "Outcome", value: (r) => (r.exit_code === 0 ? "done" : `exit ${r.exit_code}${r.error ? `: ${r.error}` : ""}`) },
+      { label: "DLQs", value: (r) => (r.dlqs || Object.values(r.asked || {})).join(", ") },
+      { label: "Moved", value: (r) => (r.dry_run ? `${fmt.count(r.moved)} (dry run)` : fmt.count(r.moved)), num: true },
+      { label: "Failed", value: (r) => fmt.count((r.failed || 0) + Object.values(r.missing_target || {}).reduce((a, b) => a + b, 0)), num: true },
+      { label: "By target", value: (r) => Object.entries(r.by_target || {}).map(([t, n]) => `${t}: ${n}`).join(", ") || "–" },
+    ], runs, { empty: "No run reported yet." })));
+}
+
+// The last runs the replay job reported, newest first (null: no report topic, or not readable).
+// REST: GET .../examinemessage?initialPosition=latest&messagePosition=n, n = 1, 2, ...
+async function replayRuns(ctx) {
+  const path = `${ctx.paths.topic("persistent", RUNS_TOPIC.tenant, RUNS_TOPIC.namespace, RUNS_TOPIC.topic)}/examinemessage`;
+  const runs = [];
+  for (let n = 1; n <= RUNS_SHOWN; n += 1) {
+    let text;
+    try {
+      text = await ctx.api(path, { query: { initialPosition: "latest", messagePosition: n }, text: true });
+    } catch (err) {
+      if (n === 1 && [403, 404].includes(err.status)) return null;
+      break; // 412: fewer runs than asked
+    }
+    try { runs.push(JSON.parse(text)); } catch (_) { break; }
+  }
+  return runs;
 }
 
 async function renderDlq(view, params, ctx) {
