@@ -194,25 +194,34 @@ def test_a_role_without_the_right_sees_no_replay_button_and_the_api_refuses_it(
     browser: ConsoleBrowser, admin: httpx.Client, console: Standalone,
 ):
     """``viewer`` may consume in the namespace (read the DLQ) but not produce: a replay,
-    which publishes to the real topic, is not offered, and the API refuses it."""
+    which publishes to the real topic, is not offered, and the API refuses it. Purging
+    (consume on the DLQ's subscription) is offered: one selected message is dropped."""
     real, local = unique("ship"), f"{unique('ship')}-s-DLQ"
     for name in (real, local):
         assert admin.put(f"/admin/v2/persistent/{NS}/{name}").status_code == 204
     assert admin.put(f"/admin/v2/persistent/{NS}/{local}/subscription/s-DLQ-sub", json="earliest").status_code == 204
-    produce(admin, local, [b"lost"], properties={"REAL_TOPIC": f"persistent://{NS}/{real}", "ORIGIN_MESSAGE_ID": "1:2:-1:-1",
-                                                 "RECONSUMETIMES": "3"})
+    ids = produce(admin, local, [b"lost", b"kept"], properties={"REAL_TOPIC": f"persistent://{NS}/{real}",
+                                                                "ORIGIN_MESSAGE_ID": "1:2:-1:-1", "RECONSUMETIMES": "3"})
     role = unique("viewer")
     assert admin.post(f"/admin/v2/namespaces/{NS}/permissions/{role}", json=["consume"]).status_code == 204
     token = console.token_for(role)
     browser.sign_in(token)
     browser.open(f"/deadletters/{NS}/{local}")
-    browser.wait(lambda: len(browser.css("#letters tbody tr")) == 1, what="the dead letter listed")
+    browser.wait(lambda: len(browser.css("#letters tbody tr")) == 2, what="the dead letters listed")
     assert "lost" in browser.wait_css("#letters").text
     assert browser.css("#replay-selected") == [] and browser.css("#replay-all") == []
     with httpx.Client(base_url=console.gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as as_viewer:
         refused = as_viewer.post(f"/admin/v2/dlq/{NS}/{local}/replay", json={})
     assert refused.status_code == 403, refused.text
-    assert _dlq_letters(admin, local)["backlog"] == 1  # nothing moved, nothing acknowledged
+    assert _dlq_letters(admin, local)["backlog"] == 2  # nothing moved, nothing acknowledged
+    lost_row = browser.wait_css("#letters tbody tr:first-child")
+    assert "lost" in lost_row.text and lost_row.get_attribute("data-id").startswith(ids[0])
+    lost_row.find_element("css selector", "input.pick").click()
+    browser.wait_css("#purge-selected").click()
+    confirm(browser)
+    browser.wait(lambda: len(browser.css("#letters tbody tr")) == 1 and "kept" in browser.wait_css("#letters").text,
+                 what="the purged message gone, the other kept")
+    assert _dlq_letters(admin, local)["backlog"] == 1
 
 
 def test_a_message_produced_from_the_page_is_consumed(

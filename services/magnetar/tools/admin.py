@@ -262,7 +262,7 @@ async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
             body = {"count": args.count, "messageIds": args.message_ids, "target": args.target}
             _print_json(await rest.request("POST", f"{path}/replay", {k: v for k, v in body.items() if v}))
         else:
-            _print_json(await rest.request("POST", f"{path}/purge"))
+            _print_json(await rest.request("POST", f"{path}/purge", {"messageIds": args.message_ids} if args.message_ids else None))
 
 
 async def _compact(admin: Admin, topic: str) -> None:
@@ -468,7 +468,11 @@ def _gateway_commands(groups: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--message-ids", type=lambda t: [i for i in t.split(",") if i], metavar="ID,ID",
                    help="only these message ids")
     p.add_argument("--target", metavar="TOPIC", help="publish to this topic instead of each REAL_TOPIC")
-    dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog", operations=("Magnetar_purgeDeadLetters",)).add_argument("name", metavar="DLQ_TOPIC")
+    p = dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog, or --message-ids only",
+                       operations=("Magnetar_purgeDeadLetters",))
+    p.add_argument("name", metavar="DLQ_TOPIC")
+    p.add_argument("--message-ids", type=lambda t: [i for i in t.split(",") if i], metavar="ID,ID",
+                   help="only these message ids")
     p = groups.add_parser("whoami", help="your role, and what it may do on a topic, subscription or namespace (JSON)",
                           operations=("Magnetar_whoami",))
     p.add_argument("--topic")

@@ -124,6 +124,7 @@ async function renderDlq(view, params, ctx) {
   ]);
   const canReplay = may.can("Magnetar_replayDeadLetters") && onReal.every((p) => p.can("Topics_produceOnPersistentTopic"));
   const canPurge = may.can("Magnetar_purgeDeadLetters");
+  const canSelect = canReplay || canPurge;
 
   let letters = [];
   let viewAs = "text";
@@ -141,10 +142,10 @@ async function renderDlq(view, params, ctx) {
       checked: letters.length > 0 && selected.size === letters.length,
       onchange: (e) => { selected.clear(); if (e.target.checked) letters.forEach((m) => selected.add(m.messageId)); draw(); } });
     box.replaceChildren(letters.length ? h("div", { class: "scroll" }, h("table", {},
-      h("thead", {}, h("tr", {}, canReplay ? h("th", { scope: "col" }, all) : null,
+      h("thead", {}, h("tr", {}, canSelect ? h("th", { scope: "col" }, all) : null,
         ["Message id", "REAL_TOPIC", "ORIGIN_MESSAGE_ID", "RECONSUMETIMES", "Reason", "Published", "Payload"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, letters.map((m) => h("tr", { "data-id": m.messageId },
-        canReplay ? h("td", {}, h("input", { type: "checkbox", class: "pick", value: m.messageId, "aria-label": `Select ${m.messageId}`,
+        canSelect ? h("td", {}, h("input", { type: "checkbox", class: "pick", value: m.messageId, "aria-label": `Select ${m.messageId}`,
           checked: selected.has(m.messageId),
           onchange: (e) => { if (e.target.checked) selected.add(m.messageId); else selected.delete(m.messageId); draw(); } })) : null,
         h("td", {}, m.messageId), h("td", {}, m.realTopic || "–"), h("td", {}, m.originMessageId || "–"),
@@ -173,6 +174,17 @@ async function renderDlq(view, params, ctx) {
       } }, "Replay all"));
   }
   if (canPurge) {
+    buttons.push(h("button", { id: "purge-selected", type: "button", class: "danger", onclick: async () => {
+      if (!selected.size) { ctx.notify("Select the messages to purge first.", { error: true }); return; }
+      const ids = [...selected];
+      if (!(await ctx.confirmDialog(`Purge ${ids.length} selected message(s) of ${dlq}: acknowledge (drop) them? This cannot be undone.`, { confirm: "Purge" }))) return;
+      try {
+        const r = await ctx.api(`${base}/purge`, { method: "POST", body: { messageIds: ids }, query: { subscription: sub } });
+        ctx.notify(`Purged ${r.purgedMessageIds.length} of ${ids.length} selected message(s).`);
+        selected.clear();
+        await load();
+      } catch (err) { ctx.notify(`Purge refused: ${err.reason || err.message} (HTTP ${err.status || "?"})`, { error: true }); }
+    } }, "Purge selected"));
     buttons.push(h("button", { id: "purge", type: "button", class: "danger", onclick: async () => {
       if (!(await ctx.confirmDialog(`Purge ${dlq}: acknowledge (drop) its whole backlog (${fmt.count(info.backlog)}${info.complete ? "" : "+"} messages)? This cannot be undone.`, { confirm: "Purge" }))) return;
       try {
