@@ -88,10 +88,12 @@ async function renderList(view, params, ctx) {
 }
 
 // The last runs the replay job reported, newest first (null: no report topic, or not readable).
-// REST: GET .../examinemessage?initialPosition=latest&messagePosition=n, n = 1, 2, ...
+// REST: GET .../examinemessage?initialPosition=latest&messagePosition=n, n = 1, 2, ...; past
+// the first message examine answers the first again (as Pulsar's), which ends the list.
 async function replayRuns(ctx) {
   const path = `${ctx.paths.topic("persistent", RUNS_TOPIC.tenant, RUNS_TOPIC.namespace, RUNS_TOPIC.topic)}/examinemessage`;
   const runs = [];
+  let previous = null;
   for (let n = 1; n <= RUNS_SHOWN; n += 1) {
     let text;
     try {
@@ -100,6 +102,8 @@ async function replayRuns(ctx) {
       if (n === 1 && [403, 404].includes(err.status)) return null;
       break; // 412: fewer runs than asked
     }
+    if (text === previous) break;
+    previous = text;
     try { runs.push(JSON.parse(text)); } catch (_) { break; }
   }
   return runs;
