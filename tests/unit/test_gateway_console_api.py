@@ -188,3 +188,63 @@ async def test_peek_answers_messages_decoded_with_their_schema_version():
     assert got[4]["schemaType"] is None and got[4]["decodeError"] is None and base64.b64decode(got[4]["payload"]) == b"\x01\x02"
     assert got[5]["schemaVersion"] == 9 and "not a live version" in got[5]["decodeError"]
     assert got[1]["properties"] == {"n": "1"} and got[1]["size"] == len(record) and got[1]["producerName"] == "p-1"
+
+
+def test_decode_value_reads_primitives_and_refuses_what_it_cannot():
+    from magnetar.common.errors import InvalidArgument
+    from magnetar.gateway.schema_values import decode_value
+
+    assert decode_value(pb.SchemaInfo(type=5), b"\x01") is True
+    assert decode_value(pb.SchemaInfo(type=11), b"\x7f\xf8\x00\x00\x00\x00\x00\x00") == "nan"  # JSON has no NaN
+    assert decode_value(pb.SchemaInfo(type=9), (-2).to_bytes(8, "big", signed=True)) == -2
+    assert decode_value(pb.SchemaInfo(type=1), "zürich".encode()) == "zürich"
+    for info, data, reason in (
+        (pb.SchemaInfo(type=5), b"\x02", "not a BOOLEAN value"),
+        (pb.SchemaInfo(type=8), b"\x00\x01", "not a INT32 value"),
+        (pb.SchemaInfo(type=20), b"\x08\x01", "PROTOBUF_NATIVE payloads are not decoded"),
+        (pb.SchemaInfo(type=4, data=AVRO.encode()), b"\x54\x00\x02\xff\x00", "bytes are left after the record"),
+    ):
+        with pytest.raises(InvalidArgument, match=reason):
+            decode_value(info, data)
+
+
+class FakeDlqAdmin:
+    def __init__(self) -> None:
+        self.cleared: list[tuple[str, str]] = []
+
+    async def subscriptions(self, topic: str) -> list[str]:
+        return ["s-DLQ-sub"]
+
+    async def clear_backlog(self, topic: str, subscription: str) -> None:
+        self.cleared.append((topic, subscription))
+
+
+class NoClient:
+    """A caller client no call should reach: bad input is refused before subscribing."""
+
+    async def subscribe(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("subscribed for a purge that should have been refused")
+
+
+async def test_a_purge_of_chosen_messages_refuses_bad_ids_and_changes_nothing():
+    from contextlib import asynccontextmanager
+
+    admin = FakeDlqAdmin()
+    context = _context(authentication=False, admin=admin)
+
+    @asynccontextmanager
+    async def caller_client():  # type: ignore[no-untyped-def]
+        yield NoClient()
+
+    context.caller_client = caller_client
+    app = create_app(context)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        url = "/admin/v2/dlq/acme/orders/created-s-DLQ/purge"
+        empty = await http.post(url, json={"messageIds": []})
+        assert empty.status_code == 400 and "name the messages to purge" in empty.json()["reason"]
+        garbage = await http.post(url, json={"messageIds": ["not-an-id"]})
+        assert garbage.status_code == 400, garbage.text
+        assert admin.cleared == []
+        whole = await http.post(url)  # no body: the whole backlog, as before
+        assert whole.status_code == 200 and whole.json()["subscription"] == "s-DLQ-sub"
+    assert admin.cleared == [("persistent://acme/orders/created-s-DLQ", "s-DLQ-sub")]
