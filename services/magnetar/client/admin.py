@@ -538,6 +538,12 @@ class AdminClient:
         request = pb.TopicStatsRequest(topic=topic)
         return await self.on_owner(topic, lambda s: s.GetTopicStats(request, timeout=self.timeout), lookup_first=False)
 
+    async def namespace_topic_stats(self, namespace: str, broker: str) -> list[pb.TopicStats]:
+        """The stats of the topics of ``namespace`` the broker at ``broker`` has loaded."""
+        request = pb.NamespaceTopicStatsRequest(namespace=namespace)
+        response = await self.call(lambda s: s.GetNamespaceTopicStats(request, timeout=self.timeout), broker)
+        return list(response.topics)
+
     async def partition_stats(self, topic: str) -> list[pb.TopicStats]:
         """The stats of every partition, in order (of ``topic`` itself when not partitioned)."""
         return await self.on_partitions(
