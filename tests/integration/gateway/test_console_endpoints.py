@@ -46,3 +46,18 @@ async def test_namespace_topic_stats_of_a_namespace_that_does_not_exist(http: ht
     assert r.status_code == 404 and "does not exist" in r.json()["reason"]
     r = await http.get("/admin/v2/namespaces/public/bad%20name/topicStats")
     assert r.status_code == 412
+
+
+async def test_rates_history_has_a_sample_of_each_live_broker_from_the_start(http: httpx.AsyncClient,
+                                                                             gateway_cluster: GatewayCluster):
+    async def sampled() -> dict | None:
+        body = (await http.get("/admin/v2/broker-stats/rates-history")).json()
+        return body if body["samples"] else None
+
+    body = await eventually(sampled)
+    assert body, "no sample"
+    assert body["windowSeconds"] == 900 and body["intervalSeconds"] > 0
+    latest = body["samples"][-1]
+    assert latest["brokers"] == 1 and latest["msgRateIn"] >= 0 and latest["timestamp"] > 0
+    report = body["brokers"][gateway_cluster.broker.address]
+    assert report["brokerId"] == gateway_cluster.broker.address and report["numBundles"] >= 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
@@ -492,6 +493,12 @@ class BrokerServicer(
     ) -> pb.NamespaceTopicStatsResponse:
         stats = loaded_topic_stats(self.service.topics, request.namespace)
         return pb.NamespaceTopicStatsResponse(topics=[wire.topic_stats(s) for s in stats])
+
+    @rpc_errors
+    async def GetLiveLoadReport(
+        self, request: pb.LiveLoadReportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LiveLoadReport:
+        return pb.LiveLoadReport(json=json.dumps(self.service.load_report().doc()))
 
 
 async def ended_by_status(responses: AsyncGenerator[Any, None], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
