@@ -4,14 +4,22 @@
 //   title: "Namespace"                                 (or title(params))
 //   render(view, params, ctx)                          (fills `view`; may return a cleanup)
 // ctx = {api, paths, session, h, table, fmt, notify, confirmDialog, navigate(hash),
+//        report(err) (an error shown as the shell shows them),
 //        every(ms, fn) (repeated while the page is shown; stopped on navigation)}.
+// Once a page's first view is in the document the shell marks it with
+// performance.mark("console:rendered:<hash path>").
 // Pages are listed in PAGES below; the first route of a page marked `nav` is in the menu.
 
 import { api, ApiError, paths, session } from "./api.js";
 import { confirmDialog, fmt, h, notify, table } from "./ui.js";
 import * as signin from "./pages/signin.js";
+import * as overview from "./pages/overview.js";
+import * as tenants from "./pages/tenants.js";
+import * as tenant from "./pages/tenant.js";
+import * as namespace from "./pages/namespace.js";
+import * as topic from "./pages/topic.js";
 
-const PAGES = [signin];
+const PAGES = [overview, tenants, tenant, namespace, topic, signin];
 
 const compiled = [];
 for (const page of PAGES) {
@@ -66,7 +74,7 @@ async function route() {
   const { page, params } = found;
   document.title = `${typeof page.title === "function" ? page.title(params) : page.title} · Magnetar console`;
   const ctx = {
-    api, paths, session, h, table, fmt, notify, confirmDialog, navigate,
+    api, paths, session, h, table, fmt, notify, confirmDialog, navigate, report,
     every(ms, fn) {
       let timer = null;
       const tick = async () => {
@@ -86,6 +94,8 @@ async function route() {
     if (typeof cleanup === "function") cleanups.push(cleanup);
     view.replaceChildren(container);
     view.focus({ preventScroll: true });
+    // When the page's first view is in the document (browser tests time pages by it).
+    performance.mark(`console:rendered:${path}`);
   } catch (err) {
     if (mine === generation) { view.replaceChildren(h("h1", {}, "Could not load this page")); report(err); }
   }
