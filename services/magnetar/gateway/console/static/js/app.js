@@ -51,6 +51,7 @@ function renderNav(current) {
 }
 
 let cleanups = [];
+let carried = null; // a notice for the next page (set before a redirect to sign in)
 let generation = 0;
 
 function stopPage() {
@@ -68,7 +69,8 @@ async function route() {
   const path = location.hash.replace(/^#/, "") || "/";
   const found = match(path) || { page: null, params: {} };
   const view = document.getElementById("view");
-  notify("");
+  notify(carried ? carried.text : "", carried ? carried.options : undefined);
+  carried = null;
   renderNav(found.page);
   if (!found.page) { view.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${path}.`)); return; }
   const { page, params } = found;
@@ -104,8 +106,13 @@ async function route() {
 // Errors the API gave: 401 asks for a token; anything else is shown with the API's reason.
 export function report(err) {
   if (err instanceof ApiError && err.status === 401) {
-    notify(session.token ? "Your token was refused: sign in again." : "Sign in with a token to use the console.", { error: true });
-    if (!location.hash.startsWith("#/signin")) location.hash = "#/signin";
+    const text = session.token ? `Your token was refused (${err.reason}): sign in again.` : "Sign in with a token to use the console.";
+    if (!location.hash.startsWith("#/signin")) {
+      carried = { text, options: { error: true } };
+      location.hash = "#/signin";
+    } else {
+      notify(text, { error: true });
+    }
     return;
   }
   notify(err instanceof ApiError ? `${err.reason} (HTTP ${err.status}, ${err.path})` : String(err.message || err), { error: true });
