@@ -28,8 +28,10 @@ import pytest
 from magnetar.common.zkserver import ZooKeeperServer
 from magnetar.testing.console import ConsoleBrowser, Standalone
 
-# Rates every second, new brokers seen within half a second: the pages show traffic soon.
-STANDALONE_ENV = {"MAGNETAR_BROKER_STATS_INTERVAL_S": "1", "MAGNETAR_GATEWAY_BROKER_REFRESH_INTERVAL_S": "0.5"}
+# Rates every second, sampled for the charts every second, new brokers seen within half a
+# second: the pages show traffic soon.
+STANDALONE_ENV = {"MAGNETAR_BROKER_STATS_INTERVAL_S": "1", "MAGNETAR_GATEWAY_BROKER_REFRESH_INTERVAL_S": "0.5",
+                  "MAGNETAR_GATEWAY_CONSOLE_RATES_INTERVAL_S": "1"}
 _BROWSER = pytest.StashKey[ConsoleBrowser]()
 _STANDALONE = pytest.StashKey[Standalone]()
 

@@ -32,3 +32,13 @@ def test_a_bad_token_gets_a_readable_error_and_is_not_kept(browser: ConsoleBrows
         assert "refused" in message and reason in message, message
         assert browser.js("return sessionStorage.getItem('magnetar.console.token')") is None
         assert browser.js("return location.hash") == "#/signin"
+
+
+def test_a_role_that_is_no_superuser_is_told_what_it_may_not_see(browser: ConsoleBrowser, console: Standalone):
+    browser.sign_in(console.token_for("reader"))
+    browser.wait_text("reader", "#who")
+    browser.wait_text("Your role may not see the bookies (superusers only).", "#view")
+    browser.wait_text("Your role may not see the cluster's rates (superusers only).", "#view")
+    browser.go("/tenants")
+    browser.wait_text("Your role may not list the tenants (superusers only).", "#view")
+    assert browser.css("#open-namespace")

@@ -18,6 +18,7 @@ from magnetar.gateway.routers import (
     compaction,
     dlq,
     lookup,
+    namespace_stats,
     namespaces,
     nonpersistent,
     peek,
@@ -39,7 +40,7 @@ from magnetar.gateway.routers import (
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, broker_stats.router, tenants.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
+    clusters.router, broker_stats.router, tenants.router, namespace_stats.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
     topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router,
     producer.router, terminate.router, topic_messages.router, topic_properties.router, topic_policies.router,
     nonpersistent.router, websocket.router,

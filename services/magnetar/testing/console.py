@@ -147,7 +147,9 @@ class ConsoleBrowser:
 
     # --- pages ---------------------------------------------------------------------
     def open(self, hash_path: str = "/") -> None:
-        """Load the console afresh at ``#<hash_path>`` (the token of this tab stays)."""
+        """Load the console afresh at ``#<hash_path>`` (the token of this tab stays): a new
+        document, so ``performance`` times start at this load."""
+        self.driver.get("about:blank")  # else a change of the hash alone would not reload
         self.driver.get(f"{self.standalone.base_url}#{hash_path}")
         self.wait(lambda: self.js("return document.readyState") == "complete", what="the page to load")
 
@@ -158,7 +160,7 @@ class ConsoleBrowser:
     def reset(self, size: tuple[int, int] = DESKTOP) -> None:
         """A fresh start for a test: signed out, at ``size``."""
         self.set_size(*size)
-        self.driver.get(self.standalone.base_url)
+        self.open("/signin")
         self.js("sessionStorage.clear()")
 
     def set_size(self, width: int, height: int) -> None:
@@ -217,6 +219,17 @@ class ConsoleBrowser:
             return next((el for el in self.driver.find_elements(By.CSS_SELECTOR, selector) if el.is_displayed()), None)
 
         return self.wait(found, timeout_s, what=f"an element {selector}")
+
+    def press(self, *keys: str) -> None:
+        """Type ``keys`` where the focus is (Tab, text ...), as a user at the keyboard."""
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        ActionChains(self.driver).send_keys(*keys).perform()
+
+    def focused(self) -> dict[str, str]:
+        """The focused element's id, tag and href."""
+        return dict(self.js("const a = document.activeElement; return {id: a.id || '', tag: a.tagName, "
+                            "href: a.getAttribute('href') || ''}"))
 
     def css(self, selector: str) -> list[Any]:
         from selenium.webdriver.common.by import By
