@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 import magnetar.asyncio as mg
-from magnetar.testing.console import ConsoleBrowser, Standalone
+from magnetar.testing.console import DESKTOP, PHONE, ConsoleBrowser, Standalone
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark-jobs"))
 import dlq_replay  # noqa: E402  (spark-jobs/ is no package; its report needs no Spark)
@@ -127,6 +127,8 @@ def test_peek_shows_text_pretty_json_and_hex(browser: ConsoleBrowser, admin: htt
     hexed = browser.wait(lambda: (t := browser.wait_css("article.message pre.payload").text).startswith("00000000") and t)
     assert "7b 22 6f 72 64 65 72 22" in hexed  # {"order"
     browser.screenshot("peek")
+    browser.set_size(*PHONE)
+    browser.wait(lambda: not browser.overflows_horizontally(), what="the peek page within a phone's width")
 
 
 def _dlq_letters(admin: httpx.Client, local: str) -> dict[str, Any]:
@@ -174,6 +176,10 @@ def test_fifty_dead_letters_of_a_real_consumer_are_replayed_from_the_page(
         browser.wait_css("#select-all").click()
         browser.wait_text("50 selected", "#dlq-status")
         browser.screenshot("deadletter-messages")
+        browser.set_size(*PHONE)
+        browser.wait(lambda: not browser.overflows_horizontally(), what="the DLQ page within a phone's width")
+        browser.screenshot("deadletter-messages-phone")
+        browser.set_size(*DESKTOP)
         browser.wait_css("#replay-selected").click()
         assert "50 moved" in browser.wait(lambda: "Replayed" in browser.notice() and browser.notice())
 
