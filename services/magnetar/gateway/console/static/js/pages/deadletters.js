@@ -4,6 +4,7 @@
 // topics (the gateway's exactly-once replay) or purge the DLQ, after a confirmation.
 // REST: /admin/v2/dlq/... (docs/gateway.md, "Dead letters"; docs/console-operations.md).
 import { permissions } from "../access.js";
+import { href } from "../links.js";
 import { render as showPayload, viewToggle } from "../payload.js";
 
 export const routes = ["/deadletters", "/deadletters/:tenant/:namespace", "/deadletters/:tenant/:namespace/:topic"];
@@ -152,7 +153,7 @@ async function renderDlq(view, params, ctx) {
         canSelect ? h("td", {}, h("input", { type: "checkbox", class: "pick", value: m.messageId, "aria-label": `Select ${m.messageId}`,
           checked: selected.has(m.messageId),
           onchange: (e) => { if (e.target.checked) selected.add(m.messageId); else selected.delete(m.messageId); draw(); } })) : null,
-        h("td", {}, m.messageId), h("td", {}, m.realTopic || "–"), h("td", {}, m.originMessageId || "–"),
+        h("td", {}, m.messageId), h("td", {}, m.realTopic ? h("a", { href: href.topicOf(m.realTopic) }, m.realTopic) : "–"), h("td", {}, m.originMessageId || "–"),
         h("td", { class: "num" }, m.reconsumeTimes ?? "–"), h("td", {}, m.reason || "–"), h("td", {}, m.publishTime),
         h("td", {}, h("pre", { class: "payload" }, showPayload(viewAs, m.payload)))))))) : h("p", { class: "muted" }, "No message waits in this DLQ."));
   }

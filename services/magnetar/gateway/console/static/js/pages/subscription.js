@@ -4,6 +4,7 @@
 // action is one REST call (docs/console-operations.md); those the role may not do are not
 // offered (js/access.js), and the API refuses them anyway.
 import { permissions, topicName } from "../access.js";
+import { href } from "../links.js";
 import { render as showPayload, viewToggle } from "../payload.js";
 
 export const routes = [
@@ -16,7 +17,7 @@ const enc = encodeURIComponent;
 const PEEK_COUNT = 10;
 
 function topicHref(p) {
-  return `#/topics/${enc(p.domain)}/${enc(p.tenant)}/${enc(p.namespace)}/${enc(p.topic)}`;
+  return href.topic(p.domain, p.tenant, p.namespace, p.topic);
 }
 
 function crumbs(h, p) {
@@ -51,8 +52,7 @@ async function renderNew(view, params, ctx) {
     try {
       await ctx.api(`${ctx.paths.topic(params.domain, params.tenant, params.namespace, params.topic)}/subscription/${enc(sub)}`,
         { method: "PUT", body: JSON.stringify(start.value), headers: { "Content-Type": "application/json" } });
-      ctx.navigate(`/subscriptions/${enc(params.domain)}/${enc(params.tenant)}/${enc(params.namespace)}/${enc(params.topic)}/${enc(sub)}`);
-      ctx.notify(`Subscription ${sub} created at ${start.value}.`);
+      location.hash = href.subscription(params.domain, params.tenant, params.namespace, params.topic, sub);
     } catch (err) {
       ctx.notify(`Not created: ${err.reason || err.message}`, { error: true });
     }
