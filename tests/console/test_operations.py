@@ -78,21 +78,27 @@ def confirm(browser: ConsoleBrowser) -> None:
     browser.wait_css("dialog[open] button[value=confirm]").click()
 
 
-def test_a_reset_to_a_time_from_the_page_moves_the_cursor(browser: ConsoleBrowser, admin: httpx.Client):
+def test_a_subscription_created_and_reset_to_a_time_from_the_page_moves_its_cursor(
+    browser: ConsoleBrowser, admin: httpx.Client,
+):
     topic = unique("reset")
     assert admin.put(f"/admin/v2/persistent/{NS}/{topic}").status_code == 204
     for i in range(5):  # one call each: their publish times apart
         produce(admin, topic, [f"order {i}".encode()])
-    for sub, start in (("audit", "latest"), ("probe", "earliest")):
-        assert admin.put(f"/admin/v2/persistent/{NS}/{topic}/subscription/{sub}", json=start).status_code == 204
+    assert admin.put(f"/admin/v2/persistent/{NS}/{topic}/subscription/probe", json="earliest").status_code == 204
     peeked = admin.get(f"/admin/v2/peek/{NS}/{topic}/subscription/probe", params={"count": 5}).json()
     third = peeked[2]
     assert base64.b64decode(third["payload"]) == b"order 2"
     # The first message published at or after the third's time: the third, or an earlier one of the same ms.
     expected = sum(1 for m in peeked if m["publishTime"] >= third["publishTime"])
     browser.sign_in()
-    browser.open(f"/subscriptions/persistent/{NS}/{topic}/audit")
+    browser.open(f"/new-subscription/persistent/{NS}/{topic}")  # the topic page's "new subscription"
+    browser.wait_css("#sub-name").send_keys("audit")  # starting at latest, the default
+    browser.wait_css("#create-subscription").click()
+    browser.wait(lambda: browser.js("return location.hash") == f"#/subscriptions/persistent/{NS}/{topic}/audit",
+                 what="the new subscription's page")
     browser.wait_css('#backlog[data-value="0"]')
+    assert backlog(admin, topic, "audit") == 0
     # The page's input takes local time; the browser converts it, as for an operator.
     browser.js("""const ms = Date.parse(arguments[0]);
                   const local = new Date(ms - new Date(ms).getTimezoneOffset() * 60000).toISOString().slice(0, 23);
