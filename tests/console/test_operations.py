@@ -122,12 +122,12 @@ def test_peek_shows_text_pretty_json_and_hex(browser: ConsoleBrowser, admin: htt
     browser.sign_in()
     browser.open(f"/subscriptions/persistent/{NS}/{topic}/s")
     browser.wait_css("#peek").click()
-    payload = browser.wait_css("article.message pre.payload")
-    assert payload.text == '{"order":7,"items":["a"]}'
+    as_text = browser.wait_css("article.message pre.payload").text
+    assert as_text == '{"order":7,"items":["a"]}'
     assert '"source": "console-test"' in browser.wait_css("article.message pre.properties").text
     assert "k-7" in browser.wait_css("article.message").text
     browser.wait_css("input[name=payload-view][value=json]").click()
-    pretty = browser.wait(lambda: (t := browser.wait_css("article.message pre.payload").text) != payload.text and t)
+    pretty = browser.wait(lambda: (t := browser.wait_css("article.message pre.payload").text) != as_text and t)
     assert json.loads(pretty) == {"order": 7, "items": ["a"]} and '\n  "order": 7' in pretty
     browser.wait_css("input[name=payload-view][value=hex]").click()
     hexed = browser.wait(lambda: (t := browser.wait_css("article.message pre.payload").text).startswith("00000000") and t)

@@ -185,11 +185,12 @@ async function renderSubscription(view, params, ctx) {
     summary,
     h("h2", {}, "Consumers"), consumers,
     h("h2", {}, "Actions"),
-    actions.length ? actions : h("p", { class: "muted", id: "no-actions" }, `Your role (${may.role}) may not change this subscription.`),
+    actions.length ? h("div", { id: "actions" }, actions)
+      : h("p", { class: "muted", id: "no-actions" }, `Your role (${may.role}) may not change this subscription.`),
     h("h2", {}, "Peek"),
     params.domain === "persistent" && may.can("Magnetar_peekMessages")
-      ? [h("p", { class: "muted" }, "The first unacknowledged messages, read without acknowledging them."),
-        peekForm, viewToggle(h, viewAs, (v) => { viewAs = v; drawPeek(); }), peekBox]
+      ? h("div", { id: "peek-section" }, h("p", { class: "muted" }, "The first unacknowledged messages, read without acknowledging them."),
+        peekForm, viewToggle(h, viewAs, (v) => { viewAs = v; drawPeek(); }), peekBox)
       : h("p", { class: "muted" }, "Peeking is not offered here."),
   );
 }
