@@ -11,6 +11,7 @@ import base64
 import json
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -132,6 +133,7 @@ def test_peek_shows_text_pretty_json_and_hex(browser: ConsoleBrowser, admin: htt
     browser.wait_css("input[name=payload-view][value=hex]").click()
     hexed = browser.wait(lambda: (t := browser.wait_css("article.message pre.payload").text).startswith("00000000") and t)
     assert "7b 22 6f 72 64 65 72 22" in hexed  # {"order"
+    browser.js("document.getElementById('peek-section').scrollIntoView()")
     browser.screenshot("peek")
     browser.set_size(*PHONE)
     browser.wait(lambda: not browser.overflows_horizontally(), what="the peek page within a phone's width")
@@ -164,8 +166,9 @@ def test_fifty_dead_letters_of_a_real_consumer_are_replayed_from_the_page(
         consumer = loop.run(subscribe_and_fail())
         local = f"{topic}-workers-DLQ"
         browser.wait(lambda: _dlq_letters(admin, local).get("backlog") == 50, timeout_s=30, what="50 dead letters")
+        now_ms = int(time.time() * 1000)
         report = dlq_replay.run_report(dlq_replay.parse_args(["--dlq-topic", f"persistent://{NS}/{local}"]), None, 2,
-                                       1_700_000_000_000, 1_700_000_004_000, "an earlier run that was refused")
+                                       now_ms - 4000, now_ms, "an earlier run that was refused")
         report_args = dlq_replay.parse_args(["--dlq-topic", f"persistent://{NS}/{local}", "--service-url", console.service_url,
                                              "--auth-token", console.admin_token,
                                              "--report-topic", f"persistent://{NS}/dlq-replay-runs"])
