@@ -199,7 +199,8 @@ async def replay(topic: Topic, ctx: Context, body: ReplayRequest | None = None,
 
 @router.post("/{tenant}/{namespace}/{topic}/purge",
              summary="Acknowledge (drop) a DLQ's whole backlog, or only the messages named",
-             operation_id="Magnetar_purgeDeadLetters", responses=responses(400, 404))
+             operation_id="Magnetar_purgeDeadLetters", responses=responses(400, 404),
+             response_model_exclude_none=True)  # a whole purge answers {"subscription"} as it always did
 async def purge(topic: Topic, ctx: Context, body: PurgeRequest | None = None,
                 subscription: Subscription = None) -> PurgeResult:
     sub = await dlq_subscription(ctx, topic, subscription)
