@@ -14,7 +14,7 @@ DELAYED_MESSAGES ?= 1000000
 DELAYED_RATE ?= 2000
 REREPLICATION_MB ?= 100
 
-.PHONY: help setup run test test-unit test-integration lint proto bench bench-topics bench-compare bench-scaleout bench-idle bench-metrics bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
+.PHONY: help setup run test test-unit test-integration test-console console-screenshots lint proto bench bench-topics bench-compare bench-scaleout bench-idle bench-metrics bench-metadata fuzz fuzz-api clean dlq-replay dlq-report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -101,6 +101,12 @@ test-unit: setup ## Run the unit tests only
 
 test-integration: setup ## Run the integration tests only
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+test-console: setup ## Run the web console's browser tests only (a standalone with authentication, headless Chromium)
+	$(PY) -m pytest tests/console $(PYTEST_ARGS)
+
+console-screenshots: setup ## Run the console's browser tests with their screenshots written to docs/console/ (the docs' images)
+	MAGNETAR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest tests/console $(PYTEST_ARGS)
 
 FUZZ_EXAMPLES ?= 100000
 fuzz: setup ## The long fuzzing run: FUZZ_EXAMPLES inputs per decoder, gRPC method and WebSocket endpoint, and conversations at the Pulsar door (default 100,000), fresh seeds; then fuzz-api

@@ -20,6 +20,7 @@ DLQ that does not exist, a transform that cannot be loaded or returns the wrong 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
 import os
@@ -69,6 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print what would move, per target topic; change nothing")
     p.add_argument("--master", help="Spark master when not run by spark-submit (e.g. local[2])")
     p.add_argument("--json", action="store_true", help="also print the summary as one JSON line")
+    p.add_argument("--report-topic", default=env("MAGNETAR_DLQ_REPLAY_REPORT_TOPIC") or None,
+                   help="also publish the run's report (one JSON message) to this topic, where the web console "
+                        "shows the last runs (env MAGNETAR_DLQ_REPLAY_REPORT_TOPIC)")
     args = p.parse_args(argv)
     if args.topic and not args.subscription:
         p.error("--topic needs --subscription (the DLQ is <topic>-<subscription>-DLQ)")
@@ -399,8 +403,55 @@ def session(args: argparse.Namespace) -> Any:
     return spark
 
 
+def run_report(args: argparse.Namespace, summary: Summary | None, exit_code: int, started_ms: int, finished_ms: int,
+               error: str | None = None) -> dict[str, Any]:
+    """One run as the report topic keeps it (docs/spark.md, "Run reports"): what was asked,
+    when, how it ended and, when it ran, its summary."""
+    doc: dict[str, Any] = {
+        "job": "dlq-replay", "started": started_ms, "finished": finished_ms, "exit_code": exit_code,
+        "dry_run": bool(args.dry_run), "error": error,
+        "asked": {k: getattr(args, k) for k in ("dlq_topic", "topic", "subscription", "namespace", "older_than",
+                                                "newer_than", "where", "max_messages", "target") if getattr(args, k)},
+    }
+    if summary is not None:
+        doc |= {"dlqs": summary.dlqs, "moved": summary.moved, "already_there": summary.already_there,
+                "skipped_by_filter": summary.skipped_by_filter, "no_real_topic": summary.no_real_topic,
+                "missing_target": dict(summary.missing_target), "failed": summary.failed,
+                "by_target": dict(summary.by_target)}
+    return doc
+
+
+def publish_report(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """Publish ``doc`` to ``--report-topic`` (none: nothing). A report that cannot be
+    published is said on stderr; the run's exit code stays the replay's."""
+    if not args.report_topic:
+        return
+    import magnetar.asyncio as mg
+
+    async def send() -> None:
+        auth = mg.AuthenticationToken(args.auth_token) if args.auth_token else None
+        async with mg.Client(args.service_url, authentication=auth) as client:
+            producer = await client.create_producer(args.report_topic)
+            try:
+                await producer.send(json.dumps(doc).encode(), properties={"job": "dlq-replay", "exit_code": str(doc["exit_code"])})
+            finally:
+                await producer.close()
+
+    try:
+        asyncio.run(send())
+    except Exception as exc:  # noqa: BLE001 - the report is extra: the replay's outcome stands
+        print(f"dlq_replay.py: the run report was not published to {args.report_topic}: {exc}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    started_ms = int(time.time() * 1000)
+    code, summary, error = _main(args)
+    publish_report(args, run_report(args, summary, code, started_ms, int(time.time() * 1000), error))
+    return code
+
+
+def _main(args: argparse.Namespace) -> tuple[int, Summary | None, str | None]:
     started = time.monotonic()
     try:
         spark = session(args)
@@ -408,12 +459,12 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(args, spark)
     except BadArguments as exc:
         print(f"dlq_replay.py: error: {exc}", file=sys.stderr)
-        return 2
+        return 2, None, str(exc)
     except Exception as exc:  # a Spark job that failed (a task that kept failing)
-        print(f"dlq_replay.py: the replay did not finish: {type(exc).__name__}: {str(exc).splitlines()[0][:500]}",
-              file=sys.stderr)
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}"
+        print(f"dlq_replay.py: the replay did not finish: {reason}", file=sys.stderr)
         print("dlq_replay.py: what was acknowledged is moved; run it again with the same arguments", file=sys.stderr)
-        return 1
+        return 1, None, reason
     summary.timings["spark_start_s"] = spark_s
     title = "dry run (nothing changed): would move" if args.dry_run else "replay summary"
     print(f"== {title} ==")
@@ -427,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             "missing_target": dict(summary.missing_target), "failed": summary.failed,
             "by_target": dict(summary.by_target), "timings": summary.timings,
         }), flush=True)
-    return summary.exit_code
+    return summary.exit_code, summary, None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Answers are the broker's protobuf messages.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -537,6 +538,18 @@ class AdminClient:
     async def topic_stats(self, topic: str) -> pb.TopicStats:
         request = pb.TopicStatsRequest(topic=topic)
         return await self.on_owner(topic, lambda s: s.GetTopicStats(request, timeout=self.timeout), lookup_first=False)
+
+    async def namespace_topic_stats(self, namespace: str, broker: str) -> list[pb.TopicStats]:
+        """The stats of the topics of ``namespace`` the broker at ``broker`` has loaded."""
+        request = pb.NamespaceTopicStatsRequest(namespace=namespace)
+        response = await self.call(lambda s: s.GetNamespaceTopicStats(request, timeout=self.timeout), broker)
+        return list(response.topics)
+
+    async def live_load_report(self, broker: str) -> dict[str, Any]:
+        """The load of the broker at ``broker`` measured now (Pulsar's LocalBrokerData)."""
+        response = await self.call(lambda s: s.GetLiveLoadReport(pb.LiveLoadReportRequest(), timeout=self.timeout), broker)
+        doc: dict[str, Any] = json.loads(response.json)
+        return doc
 
     async def partition_stats(self, topic: str) -> list[pb.TopicStats]:
         """The stats of every partition, in order (of ``topic`` itself when not partitioned)."""

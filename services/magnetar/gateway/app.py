@@ -18,8 +18,10 @@ from magnetar.gateway.routers import (
     compaction,
     dlq,
     lookup,
+    namespace_stats,
     namespaces,
     nonpersistent,
+    peek,
     permissions,
     producer,
     schemas,
@@ -33,14 +35,16 @@ from magnetar.gateway.routers import (
     topic_properties,
     topics,
     unload,
+    whoami,
 )
 from magnetar.gateway.websocket import router as websocket
 
 ROUTERS = (
-    clusters.router, broker_stats.router, tenants.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
+    clusters.router, broker_stats.router, tenants.router, namespace_stats.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
     topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router,
     producer.router, terminate.router, topic_messages.router, topic_properties.router, topic_policies.router,
     nonpersistent.router, websocket.router,
+    peek.router, whoami.router,  # the web console's (issue 36)
 )
 
 

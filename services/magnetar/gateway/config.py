@@ -30,5 +30,8 @@ class GatewayConfig(ServiceConfig, ClientTlsConfig, AuthenticationSettings, Serv
     """How often the registered brokers are read again from ZooKeeper."""
     operation_timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for one broker call."""
+    console_rates_interval_s: float = Field(default=10.0, gt=0)
+    """How often the brokers' live load is sampled for the cluster's rates over the last
+    15 minutes (``/admin/v2/broker-stats/rates-history``, the console's overview)."""
     websocket_max_receiver_queue: int = Field(default=1000, ge=1)
     """Most messages a WebSocket consumer buffers (Pulsar caps ``receiverQueueSize`` at 1000)."""

@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.aio import Client
@@ -18,6 +19,7 @@ from magnetar.common.errors import MagnetarError
 from magnetar.common.tls import ClientTls, client_tls
 from magnetar.gateway.auth import caller_authorization, caller_principal
 from magnetar.gateway.config import GatewayConfig
+from magnetar.gateway.rate_history import ClusterRateHistory
 from magnetar.gateway.topic_creates import TopicCreateBatcher
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.context import LedgerClientConfig
@@ -76,8 +78,33 @@ class GatewayContext:
     topic_creates: TopicCreateBatcher = field(init=False, repr=False)
     """Gathers concurrent creates of non-partitioned topics into one broker call each."""
 
+    rates: ClusterRateHistory = field(init=False, repr=False)
+    """The cluster's rates over the last 15 minutes (the console's overview)."""
+
     def __post_init__(self) -> None:
         self.topic_creates = TopicCreateBatcher(self.admin.create_topics)
+        self.rates = ClusterRateHistory(self.live_load_reports, self.config.console_rates_interval_s)
+
+    async def live_load_reports(self) -> dict[str, dict[str, Any] | None]:
+        """Each live broker's load measured now, asked with the gateway's own token (a
+        background call, no caller's); None for a broker that did not answer."""
+        reset = caller_authorization.set(BEARER + self.service_token) if self.service_token else None
+        try:
+            brokers = list(self.brokers)
+            answers = await asyncio.gather(*(self.admin.live_load_report(b) for b in brokers), return_exceptions=True)
+        finally:
+            if reset is not None:
+                caller_authorization.reset(reset)
+        out: dict[str, dict[str, Any] | None] = {}
+        for broker, answer in zip(brokers, answers, strict=True):
+            if isinstance(answer, MagnetarError):
+                log.warning("broker %s gave no load report: %s", broker, answer.message)
+                out[broker] = None
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                out[broker] = answer
+        return out
 
     @classmethod
     def build(cls, config: GatewayConfig, session: ZkSession) -> GatewayContext:
@@ -149,6 +176,7 @@ class GatewayContext:
                 log.warning("could not read the registered brokers: %s", exc.message)
 
     async def close(self) -> None:
+        await self.rates.close()
         await self.topic_creates.close()
         await asyncio.gather(*(pool.close() for pool in self._session_pools), return_exceptions=True)
         await self.client.close()  # every WebSocket's producer, consumer and reader

@@ -303,3 +303,35 @@ async def replay(
     if target is not None:
         target = str(TopicName.parse(target))
     return await Replay(client, dlq, subscription, count, wanted, target).run()
+
+
+async def purge_messages(client: mg.Client, dlq: str, subscription: str, ids: Sequence[str]) -> list[str]:
+    """Acknowledge (drop) only the messages ``ids`` of ``dlq`` through ``subscription``,
+    read with an exclusive consumer as a replay reads them (the others are left for the
+    next consumer); the ids found and dropped, in the order read. A chunked dead letter is
+    dropped whole. The read ends once every id is found, or after :data:`IDLE_S` with
+    nothing more to read.
+
+    Raises:
+        InvalidArgument: no id, or an id that is not a message id.
+    """
+    if not ids:
+        raise InvalidArgument("name the messages to purge (messageIds), or purge the whole backlog without a body")
+    wanted = {str(MessageId.parse(i)) for i in ids}
+    consumer = await client.subscribe(dlq, subscription, consumer_type=mg.ConsumerType.Exclusive,
+                                      initial_position=mg.InitialPosition.Earliest, receiver_queue_size=WINDOW)
+    dropped: list[str] = []
+    try:
+        while wanted:
+            try:
+                message = await consumer.receive(int(IDLE_S * 1000))
+            except mg.Timeout:
+                break
+            mid = str(message.message_id())
+            if mid in wanted:
+                await consumer.acknowledge(message)
+                wanted.discard(mid)
+                dropped.append(mid)
+    finally:
+        await consumer.close()
+    return dropped

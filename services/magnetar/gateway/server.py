@@ -70,6 +70,7 @@ class GatewayServer:
             await self._close()
             raise
         self._refresh = asyncio.get_running_loop().create_task(self.context.keep_brokers_fresh(), name="gateway-brokers")
+        self.context.rates.start()
         scheme = "https" if self.config.tls_enabled else "http"
         log.info("gateway on %s://%s:%d (cluster %s)", scheme, self.config.host, self.port, self.config.cluster_name)
 

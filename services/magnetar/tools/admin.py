@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from magnetar.client.admin import AdminClient
 from magnetar.client.rest_admin import RestAdmin, topic_path
@@ -245,6 +246,12 @@ async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
         _print_json(await rest.request("GET", "/admin/v2/bookies"))
     elif group == "ledgers":
         _print_json(await rest.request("GET", f"/admin/v2/ledgers/{args.ledger_id}"))
+    elif group == "whoami":
+        query = {"topic": args.topic, "subscription": args.subscription, "namespace": args.namespace}
+        _print_json(await rest.request("GET", "/admin/v2/whoami", params={k: v for k, v in query.items() if v}))
+    elif group == "messages":
+        path = f"/admin/v2/peek/{topic_path(TopicName.parse(args.name))}/subscription/{quote(args.subscription, safe='')}"
+        _print_json(await rest.request("GET", path, params={"count": args.count}))
     elif action == "list":
         _print_json(await rest.request("GET", f"/admin/v2/dlq/{args.name}"))
     else:
@@ -255,7 +262,7 @@ async def _run_gateway(rest: RestAdmin, args: argparse.Namespace) -> None:
             body = {"count": args.count, "messageIds": args.message_ids, "target": args.target}
             _print_json(await rest.request("POST", f"{path}/replay", {k: v for k, v in body.items() if v}))
         else:
-            _print_json(await rest.request("POST", f"{path}/purge"))
+            _print_json(await rest.request("POST", f"{path}/purge", {"messageIds": args.message_ids} if args.message_ids else None))
 
 
 async def _compact(admin: Admin, topic: str) -> None:
@@ -435,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-GATEWAY_GROUPS = ("bookies", "ledgers", "dlq")
+GATEWAY_GROUPS = ("bookies", "ledgers", "dlq", "whoami", "messages")
 """Groups whose every verb goes to the gateway (see also :data:`admin_cluster.GATEWAY_ONLY`)."""
 
 
@@ -461,7 +468,22 @@ def _gateway_commands(groups: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--message-ids", type=lambda t: [i for i in t.split(",") if i], metavar="ID,ID",
                    help="only these message ids")
     p.add_argument("--target", metavar="TOPIC", help="publish to this topic instead of each REAL_TOPIC")
-    dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog", operations=("Magnetar_purgeDeadLetters",)).add_argument("name", metavar="DLQ_TOPIC")
+    p = dlq.add_parser("purge", help="acknowledge (drop) a DLQ's whole backlog, or --message-ids only",
+                       operations=("Magnetar_purgeDeadLetters",))
+    p.add_argument("name", metavar="DLQ_TOPIC")
+    p.add_argument("--message-ids", type=lambda t: [i for i in t.split(",") if i], metavar="ID,ID",
+                   help="only these message ids")
+    p = groups.add_parser("whoami", help="your role, and what it may do on a topic, subscription or namespace (JSON)",
+                          operations=("Magnetar_whoami",))
+    p.add_argument("--topic")
+    p.add_argument("--subscription", help="a subscription of --topic")
+    p.add_argument("--namespace", metavar="TENANT/NAMESPACE")
+    messages = groups.add_parser("messages", help="messages (via the gateway)").add_subparsers(dest="action", required=True)
+    p = messages.add_parser("peek", help="a subscription's first unacknowledged messages, decoded with the topic's schema (JSON)",
+                            operations=("Magnetar_peekMessages",))
+    p.add_argument("name", metavar="TOPIC")
+    p.add_argument("-s", "--subscription", required=True)
+    p.add_argument("-n", "--count", type=int, default=10, help="how many (default 10, at most 100)")
 
 
 def main(argv: list[str] | None = None) -> int:

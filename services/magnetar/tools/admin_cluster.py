@@ -1,5 +1,6 @@
 """``magnetar admin brokers``, ``broker-stats`` and ``auditor``: the cluster as a whole, with
-pulsar-admin's names (``brokers list|healthcheck``, ``broker-stats load-report``) and
+pulsar-admin's names (``brokers list|healthcheck``, ``broker-stats load-report|topics``),
+``broker-stats rates-history`` and
 Magnetar's own ``auditor status|audit``
 (``clusters`` is :mod:`magnetar.tools.admin_clusters`).
 
@@ -17,7 +18,7 @@ from typing import Any
 from magnetar.client.rest_admin import RestAdmin, _seg
 
 GATEWAY_ONLY = {("brokers", "list"), ("brokers", "healthcheck"), ("broker-stats", "load-report"), ("auditor", "status"),
-                ("auditor", "audit")}
+                ("auditor", "audit"), ("broker-stats", "topics"), ("broker-stats", "rates-history")}
 """The verbs that go to the gateway over either door."""
 
 
@@ -38,6 +39,11 @@ async def run_cluster_via_gateway(rest: RestAdmin, args: argparse.Namespace) -> 
     elif verb == ("broker-stats", "load-report"):
         _print_json(await rest.request("GET", "/admin/v2/broker-stats/load-report",
                                        params={"broker": args.broker} if args.broker else None))
+    elif verb == ("broker-stats", "topics"):
+        tenant, _, namespace = args.namespace.partition("/")
+        _print_json(await rest.request("GET", f"/admin/v2/namespaces/{_seg(tenant)}/{_seg(namespace)}/topicStats"))
+    elif verb == ("broker-stats", "rates-history"):
+        _print_json(await rest.request("GET", "/admin/v2/broker-stats/rates-history"))
     elif verb == ("auditor", "status"):
         _print_json(await rest.request("GET", "/admin/v2/auditor", params={"maxLedgers": args.max_ledgers}))
     else:
@@ -56,6 +62,11 @@ def add_broker_and_auditor_commands(groups: argparse._SubParsersAction[Any]) -> 
     stats.add_parser("load-report", help="a broker's load report (the load manager's) as JSON",
                      operations=("BrokerStatsBase_getLoadReport",)).add_argument(
         "--broker", metavar="HOST:PORT", help="default: the first live broker")
+    stats.add_parser("topics", help="the stats of every loaded topic of a namespace, from every live broker, as JSON",
+                     operations=("Magnetar_getNamespaceTopicStats",)).add_argument(
+        "namespace", metavar="TENANT/NAMESPACE")
+    stats.add_parser("rates-history", help="the cluster's message rates over the last 15 minutes and each broker's "
+                     "load, as JSON", operations=("Magnetar_getRatesHistory",))
     auditor = groups.add_parser("auditor", help="the auditor (via the gateway)").add_subparsers(dest="action", required=True)
     auditor.add_parser("status", help="the auditor's leader, under-replicated ledgers and replication progress as JSON",
                        operations=("Magnetar_getAuditorStatus",)).add_argument(

@@ -10,6 +10,7 @@ which then stops the children in order. Children's output goes to <data-dir>/log
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from magnetar.common import tokens
 from magnetar.common.childproc import ChildNotReady, ChildProcess
 from magnetar.common.errors import MagnetarError
 from magnetar.common.healthcheck import grpc_health_serving, http_ready
@@ -141,6 +143,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="TLS on every port: the PEM certificate every component serves (and shows as client)")
     parser.add_argument("--tls-key-file", default="", help="the PEM key of --tls-cert-file")
     parser.add_argument("--tls-trust-certs-file", default="", help="the PEM CA bundle components trust (with TLS)")
+    parser.add_argument(
+        "--token-secret-key", default="", metavar="FILE",
+        help="token authentication on every component, and authorization on the broker, with this HS256 "
+             "secret key (make one with `magnetar tokens create-secret-key --output FILE`; tokens with "
+             "`magnetar tokens create --subject ROLE --secret-key FILE`)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--superuser-roles", default="admin", metavar="ROLE[,ROLE...]",
+        help="with --token-secret-key: the roles that may do everything (default admin); the components "
+             "call each other with a token of the first, written to <data-dir>/service.token",
+    )  # fmt: skip
     return parser
 
 
@@ -158,6 +171,37 @@ def _tls_env(args: argparse.Namespace) -> dict[str, str]:
         }  # fmt: skip
         if service != "BOOKIE":  # the bookie calls no one
             env[f"{prefix}TLS_CLIENT_ENABLED"] = "true"
+    return env
+
+
+def superuser_roles(args: argparse.Namespace) -> list[str]:
+    """``--superuser-roles`` as a list (empty names dropped)."""
+    return [role.strip() for role in args.superuser_roles.split(",") if role.strip()]
+
+
+def _auth_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
+    """The children's authentication settings, when ``--token-secret-key`` is given: every
+    door takes tokens signed with that key, the broker authorizes, and the broker, the
+    auditor and the gateway call bookies and brokers with a token of the first superuser
+    role, minted here and kept in ``<data-dir>/service.token`` (mode 600)."""
+    if not args.token_secret_key:
+        return {}
+    key_file = str(Path(args.token_secret_key).absolute())
+    roles = superuser_roles(args)
+    token_file = data_dir / "service.token"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token_file.touch(mode=0o600)
+    token_file.write_text(tokens.create_token(roles[0], tokens.load_secret_key(key_file)) + "\n")
+    env: dict[str, str] = {}
+    for service in ("BOOKIE", "BROKER", "AUDITOR", "GATEWAY"):
+        prefix = f"MAGNETAR_{service}_"
+        env |= {
+            f"{prefix}AUTHENTICATION_ENABLED": "true", f"{prefix}AUTHENTICATION_PROVIDERS": json.dumps(["token"]),
+            f"{prefix}TOKEN_SECRET_KEY_FILE": key_file, f"{prefix}SUPERUSER_ROLES": json.dumps(roles),
+        }  # fmt: skip
+        if service != "BOOKIE":  # the bookie calls no one
+            env[f"{prefix}BROKER_CLIENT_AUTH_TOKEN_FILE"] = str(token_file)
+    env["MAGNETAR_BROKER_AUTHORIZATION_ENABLED"] = "true"
     return env
 
 
@@ -185,7 +229,7 @@ def _components(args: argparse.Namespace, data_dir: Path) -> list[list[Component
         )  # fmt: skip
         tiers.append([_ZooKeeper(server)])
         zk_connect = server.connect_string
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **_tls_env(args)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **_tls_env(args), **_auth_env(args, data_dir)}
     probe_tls = ClientTls(args.tls_trust_certs_file) if args.tls_cert_file else None
     grpc_ready = partial(grpc_health_serving, tls=probe_tls)
     bookies: list[Component] = []
@@ -268,10 +312,17 @@ def _client_urls(args: argparse.Namespace) -> list[str]:
     if tls and args.protocol_tls_port:
         urls.append(f"pulsar+ssl://{HOST}:{args.protocol_tls_port}")
     urls.append(f"{'https' if tls else 'http'}://{HOST}:{args.gateway_port}")
-    return [
+    lines = [
         f"{'pulsar':<10} {' '.join(urls)} (Pulsar clients)",
         f"{'magnetar':<10} magnetar{'+ssl' if tls else ''}://{HOST}:{args.port} (Magnetar's SDK and tools)",
+        f"{'console':<10} {'https' if tls else 'http'}://{HOST}:{args.gateway_port}/console/",
     ]
+    if args.token_secret_key:
+        lines.append(
+            f"{'auth':<10} tokens signed with {args.token_secret_key}; superusers {', '.join(superuser_roles(args))} "
+            f"(a token: magnetar tokens create --subject ROLE --secret-key {args.token_secret_key})"
+        )
+    return lines
 
 
 def _not_ready_message(exc: ChildNotReady) -> str:
@@ -297,6 +348,10 @@ def _run(args: argparse.Namespace) -> None:
         raise _Failure(f"--replicas must be between 1 and the number of bookies ({args.bookies})")
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
         raise _Failure("--tls-cert-file and --tls-key-file go together")
+    if args.token_secret_key:
+        if not superuser_roles(args):
+            raise _Failure("--superuser-roles names no role: the components need one to call each other")
+        tokens.load_secret_key(args.token_secret_key)  # InvalidArgument: missing, unreadable or empty
     _check_ports(args)
     data_dir = Path(args.data_dir).absolute()
     tiers = _components(args, data_dir)

@@ -61,6 +61,8 @@ RPC_REQUESTS: dict[str, Callable[[Any], Request]] = {
     "GetPartitionedTopicMetadata": _topic(Action.LOOKUP),
     "GetTopicStats": _topic(Action.LOOKUP),
     "ListTopics": _namespace(Action.LOOKUP),
+    "GetNamespaceTopicStats": _namespace(Action.LOOKUP),  # as ListTopics (issue 36, the console)
+    "GetLiveLoadReport": _superuser,  # as Pulsar's broker-stats (issue 36, the console)
     "GetLastMessageId": _topic(Action.CONSUME),
     "GetSchema": _topic(Action.LOOKUP),  # Pulsar: a topic's schema is read with lookup
     "ListSubscriptions": _topic(Action.CONSUME),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
@@ -18,6 +19,7 @@ from magnetar.broker.authorizer import Authorizer
 from magnetar.broker.consumer import BrokerConsumer, Delivery
 from magnetar.broker.deadletter import DeadLetterPolicy
 from magnetar.broker.deadletter import resolve as resolve_dead_letter
+from magnetar.broker.namespace_stats import loaded_topic_stats
 from magnetar.broker.nonpersistent.listing import TopicsMode
 from magnetar.broker.rpc import schemas, wire
 from magnetar.broker.rpc.bundles import BundleRpcs
@@ -484,6 +486,19 @@ class BrokerServicer(
     async def GetTopicStats(self, request: pb.TopicStatsRequest, context: grpc.aio.ServicerContext) -> pb.TopicStats:
         # A partition of a partitioned topic exists by declaration: opened even if unused.
         return wire.topic_stats((await TopicAdmin(self.service).topic(request.topic)).stats())
+
+    @rpc_errors
+    async def GetNamespaceTopicStats(
+        self, request: pb.NamespaceTopicStatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NamespaceTopicStatsResponse:
+        stats = loaded_topic_stats(self.service.topics, request.namespace)
+        return pb.NamespaceTopicStatsResponse(topics=[wire.topic_stats(s) for s in stats])
+
+    @rpc_errors
+    async def GetLiveLoadReport(
+        self, request: pb.LiveLoadReportRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LiveLoadReport:
+        return pb.LiveLoadReport(json=json.dumps(self.service.load_report().doc()))
 
 
 async def ended_by_status(responses: AsyncGenerator[Any, None], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:

@@ -3,7 +3,11 @@ the broker wrote it to ZooKeeper for the load manager (docs/load-balancing.md).
 
 Pulsar answers with the report of the broker serving the call; the gateway is no broker,
 so it answers with the first live broker's (sorted by id), or ``?broker=host:port``'s.
-Superusers only, as in Pulsar."""
+Superusers only, as in Pulsar.
+
+``/admin/v2/broker-stats/rates-history`` (Magnetar's, for the console's overview): the
+cluster's rates over the last 15 minutes as the gateway sampled them
+(:mod:`magnetar.gateway.rate_history`)."""
 
 from __future__ import annotations
 
@@ -32,3 +36,13 @@ async def get_load_report(
     if doc is None:
         raise HttpError(404, f"Broker {chosen} has not written a load report (is its load manager on?)")
     return doc
+
+
+@router.get("/rates-history", summary="The cluster's message rates over the last 15 minutes, and each broker's load now",
+            operation_id="Magnetar_getRatesHistory", responses=responses(), dependencies=[SuperUser])
+async def get_rates_history(ctx: Context) -> dict[str, Any]:
+    """Magnetar's (the console's overview): samples every ``console_rates_interval_s``
+    of the sums over the live brokers of ``msgRateIn``, ``msgRateOut``,
+    ``msgThroughputIn`` and ``msgThroughputOut``, oldest first, kept by the gateway
+    (a restarted gateway starts afresh); ``brokers``: each broker's last load report."""
+    return ctx.rates.doc()

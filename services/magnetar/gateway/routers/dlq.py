@@ -55,8 +55,15 @@ class ReplayResult(PulsarModel):
     movedByTarget: dict[str, int]
 
 
+class PurgeRequest(PulsarModel):
+    messageIds: list[str] | None = None
+    """Only these messages (ledgerId:entryId[:partition[:batch]]; default: the whole backlog)."""
+
+
 class PurgeResult(PulsarModel):
     subscription: str
+    purgedMessageIds: list[str] | None = None
+    """With ``messageIds``: those found and dropped (one not found was acknowledged before, or never was)."""
 
 
 class DlqInfo(PulsarModel):
@@ -190,9 +197,16 @@ async def replay(topic: Topic, ctx: Context, body: ReplayRequest | None = None,
     )
 
 
-@router.post("/{tenant}/{namespace}/{topic}/purge", summary="Acknowledge (drop) a DLQ's whole backlog",
-             operation_id="Magnetar_purgeDeadLetters", responses=responses(400, 404))
-async def purge(topic: Topic, ctx: Context, subscription: Subscription = None) -> PurgeResult:
+@router.post("/{tenant}/{namespace}/{topic}/purge",
+             summary="Acknowledge (drop) a DLQ's whole backlog, or only the messages named",
+             operation_id="Magnetar_purgeDeadLetters", responses=responses(400, 404),
+             response_model_exclude_none=True)  # a whole purge answers {"subscription"} as it always did
+async def purge(topic: Topic, ctx: Context, body: PurgeRequest | None = None,
+                subscription: Subscription = None) -> PurgeResult:
     sub = await dlq_subscription(ctx, topic, subscription)
-    await ctx.admin.clear_backlog(topic, sub)
-    return PurgeResult(subscription=sub)
+    if body is None or body.messageIds is None:
+        await ctx.admin.clear_backlog(topic, sub)
+        return PurgeResult(subscription=sub)
+    async with ctx.caller_client() as client:  # the caller's token: it needs consume here
+        dropped = await deadletters.purge_messages(client, topic, sub, body.messageIds)
+    return PurgeResult(subscription=sub, purgedMessageIds=dropped)

@@ -17,6 +17,16 @@ export const session = {
   get token() { return sessionStorage.getItem(TOKEN_KEY); },
   signIn(token) { sessionStorage.setItem(TOKEN_KEY, token.trim()); },
   signOut() { sessionStorage.removeItem(TOKEN_KEY); },
+  // The role the token names (its "sub" claim), read without verifying it: for showing
+  // who is signed in only; the gateway verifies the token on every call.
+  get role() {
+    const token = this.token;
+    if (!token) return null;
+    try {
+      const part = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      return JSON.parse(atob(part + "=".repeat((4 - (part.length % 4)) % 4))).sub || null;
+    } catch (_) { return null; }
+  },
 };
 
 // api(path, {method, query, body, text}) -> parsed JSON (or text, or null for 204).

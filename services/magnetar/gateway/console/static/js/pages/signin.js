@@ -14,7 +14,7 @@ export async function render(view, _params, ctx) {
       ctx.navigate("/");
     } catch (err) {
       ctx.session.signOut();
-      ctx.notify(err.status === 401 ? "That token was refused." : `Cannot check the token: ${err.message}`, { error: true });
+      ctx.notify(err.status === 401 ? `That token was refused: ${err.reason}` : `Cannot check the token: ${err.message}`, { error: true });
     }
   } },
   h("label", { for: "token" }, "Token", input),
