@@ -92,9 +92,10 @@ class Standalone:
             "--protocol-tls-port", "0", "--token-secret-key", str(key_file), "--superuser-roles", "admin",
             *(arg for name, port in ports.items() for arg in (f"--{name}", str(port))),
         ]  # fmt: skip
-        out = (data_dir / "standalone.out").open("wb")
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                                   start_new_session=True)
+        # The broker's framed-session port has no standalone option: a free one, not 6661.
+        env = {**os.environ, "MAGNETAR_BROKER_SESSION_PORT": str(free_port()), **(env or {})}
+        with (data_dir / "standalone.out").open("wb") as out:
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         host = "127.0.0.1"
         standalone = cls(process, data_dir, key, f"http://{host}:{ports['gateway-port']}",
                          f"magnetar://{host}:{ports['port']}", f"pulsar://{host}:{ports['protocol-port']}")
