@@ -32,9 +32,9 @@ def test_token_secret_key_turns_authentication_on_in_every_component(tmp_path: P
     data_dir = tmp_path / "data"
     child_env(monkeypatch, ["--token-secret-key", str(key_file), "--superuser-roles", "admin, ops"], data_dir)
 
-    common = {"zookeeper": "127.0.0.1:1"}
-    bookie = BookieConfig(**common, data_dir=str(tmp_path / "b"))
-    broker, auditor, gateway = BrokerConfig(**common), AuditorConfig(**common), GatewayConfig(**common)
+    zk = "127.0.0.1:1"
+    bookie = BookieConfig(zookeeper=zk, data_dir=str(tmp_path / "b"))
+    broker, auditor, gateway = BrokerConfig(zookeeper=zk), AuditorConfig(zookeeper=zk), GatewayConfig(zookeeper=zk)
     operator = tokens.create_token("ops", tokens.load_secret_key(key_file))
     for config in (bookie, broker, auditor, gateway):
         assert config.authentication_enabled and config.superuser_roles == ["admin", "ops"]

@@ -69,9 +69,11 @@ class ClusterRateHistory:
         answers = await self._reports()
         docs = {broker: doc for broker, doc in answers.items() if doc is not None}
         now_ms = int(self._clock() * 1000)
-        sample = RateSample(now_ms, *(sum(_num(d, n) for d in docs.values())
-                                      for n in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut")),
-                            brokers=len(docs))
+        def total(name: str) -> float:
+            return sum((_num(d, name) for d in docs.values()), 0.0)
+
+        sample = RateSample(now_ms, total("msgRateIn"), total("msgRateOut"), total("msgThroughputIn"),
+                            total("msgThroughputOut"), len(docs))
         self.samples.append(sample)
         while self.samples and self.samples[0].timestamp < now_ms - self.window_s * 1000:
             self.samples.popleft()

@@ -65,9 +65,9 @@ def summary(t: pb.TopicStats) -> TopicStatsSummary:
 async def get_namespace_topic_stats(namespace: Namespace, ctx: Context) -> NamespaceTopicStats:
     brokers = await ctx.refresh_brokers()
     # Listing its topics: 404 for a namespace that does not exist (brokers answer for any name).
-    _, *answers = await asyncio.gather(
+    _, answers = await asyncio.gather(
         ctx.admin.topics(namespace),
-        *(_answer(ctx.admin.namespace_topic_stats(namespace, b)) for b in brokers),
+        asyncio.gather(*(_answer(ctx.admin.namespace_topic_stats(namespace, b)) for b in brokers)),
     )
     topics: dict[str, TopicStatsSummary] = {}
     unreachable = []
