@@ -51,7 +51,8 @@ def backlogged_topic(console: Standalone, tenant: str) -> str:
 def test_overview_shows_every_component_with_words(browser: ConsoleBrowser, console: Standalone):
     browser.sign_in()
     browser.wait_text("✓ writable", "#view")  # the one bookie
-    browser.wait_text("✓ connected", "#view")  # ZooKeeper
+    browser.wait_text("✓ connected", "#view")  # the gateway's ZooKeeper session
+    browser.wait_text("✓ standalone", "#view")  # the server's own mode, from srvr
     browser.wait_text("Leader", "#view")
     legend = browser.wait_text("in (solid)", "ul.legend")  # the chart's series read without colour
     assert "out (dashed)" in legend.text

@@ -36,6 +36,7 @@ from magnetar.gateway.routers import (
     topics,
     unload,
     whoami,
+    zookeeper,
 )
 from magnetar.gateway.websocket import router as websocket
 
@@ -43,7 +44,7 @@ ROUTERS = (
     clusters.router, broker_stats.router, tenants.router, namespace_stats.router, namespaces.router, permissions.router, lookup.router, topic_permissions.router,
     topics.router, schemas.router, subscriptions.router, unload.router, compaction.router, storage.router, dlq.router,
     producer.router, terminate.router, topic_messages.router, topic_properties.router, topic_policies.router,
-    nonpersistent.router, websocket.router,
+    nonpersistent.router, zookeeper.router, websocket.router,
     peek.router, whoami.router,  # the web console's (issue 36)
 )
 

@@ -1,7 +1,7 @@
 """``magnetar admin brokers``, ``broker-stats`` and ``auditor``: the cluster as a whole, with
 pulsar-admin's names (``brokers list|healthcheck``, ``broker-stats load-report|topics``),
 ``broker-stats rates-history`` and
-Magnetar's own ``auditor status|audit``
+Magnetar's own ``auditor status|audit`` and ``zookeeper status``
 (``clusters`` is :mod:`magnetar.tools.admin_clusters`).
 
 They read what only the gateway knows (the live brokers in ZooKeeper, the auditor's
@@ -18,7 +18,8 @@ from typing import Any
 from magnetar.client.rest_admin import RestAdmin, _seg
 
 GATEWAY_ONLY = {("brokers", "list"), ("brokers", "healthcheck"), ("broker-stats", "load-report"), ("auditor", "status"),
-                ("auditor", "audit"), ("broker-stats", "topics"), ("broker-stats", "rates-history")}
+                ("auditor", "audit"), ("broker-stats", "topics"), ("broker-stats", "rates-history"),
+                ("zookeeper", "status")}
 """The verbs that go to the gateway over either door."""
 
 
@@ -44,6 +45,8 @@ async def run_cluster_via_gateway(rest: RestAdmin, args: argparse.Namespace) -> 
         _print_json(await rest.request("GET", f"/admin/v2/namespaces/{_seg(tenant)}/{_seg(namespace)}/topicStats"))
     elif verb == ("broker-stats", "rates-history"):
         _print_json(await rest.request("GET", "/admin/v2/broker-stats/rates-history"))
+    elif verb == ("zookeeper", "status"):
+        _print_json(await rest.request("GET", "/admin/v2/zookeeper"))
     elif verb == ("auditor", "status"):
         _print_json(await rest.request("GET", "/admin/v2/auditor", params={"maxLedgers": args.max_ledgers}))
     else:
@@ -67,6 +70,10 @@ def add_broker_and_auditor_commands(groups: argparse._SubParsersAction[Any]) -> 
         "namespace", metavar="TENANT/NAMESPACE")
     stats.add_parser("rates-history", help="the cluster's message rates over the last 15 minutes and each broker's "
                      "load, as JSON", operations=("Magnetar_getRatesHistory",))
+    zookeeper = groups.add_parser("zookeeper", help="ZooKeeper (via the gateway)").add_subparsers(
+        dest="action", required=True)
+    zookeeper.add_parser("status", help="the gateway's session and each server's mode, version, latency and node "
+                         "count (srvr), as JSON", operations=("Magnetar_getZooKeeperStatus",))
     auditor = groups.add_parser("auditor", help="the auditor (via the gateway)").add_subparsers(dest="action", required=True)
     auditor.add_parser("status", help="the auditor's leader, under-replicated ledgers and replication progress as JSON",
                        operations=("Magnetar_getAuditorStatus",)).add_argument(

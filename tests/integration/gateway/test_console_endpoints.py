@@ -61,3 +61,12 @@ async def test_rates_history_has_a_sample_of_each_live_broker_from_the_start(htt
     assert latest["brokers"] == 1 and latest["msgRateIn"] >= 0 and latest["timestamp"] > 0
     report = body["brokers"][gateway_cluster.broker.address]
     assert report["brokerId"] == gateway_cluster.broker.address and report["numBundles"] >= 0
+
+
+async def test_zookeeper_status_names_each_server_with_its_mode(http: httpx.AsyncClient, gateway_cluster: GatewayCluster):
+    body = (await http.get("/admin/v2/zookeeper")).json()
+    assert body["connected"] is True and body["root"] == gateway_cluster.zk_root
+    (server,) = body["servers"]
+    assert server["address"] == gateway_cluster.zk_connect and server["reachable"] is True, server
+    assert server["mode"] == "standalone" and server["version"].startswith("3."), server
+    assert server["nodeCount"] > 10 and server["connections"] >= 3, server  # the broker's, the gateway's, the bookies'

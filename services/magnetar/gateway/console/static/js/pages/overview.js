@@ -13,12 +13,12 @@ const REFRESH_MS = 5000;
 // Each source on its own: a role that may not read one (403) still sees the others.
 async function load(ctx) {
   const get = (path, query) => ctx.api(path, { query }).then((value) => ({ value }), (error) => ({ error }));
-  const [rates, bookies, auditor, ready] = await Promise.all([
+  const [rates, bookies, auditor, ready, zookeeper] = await Promise.all([
     get("/admin/v2/broker-stats/rates-history"), get("/admin/v2/bookies"),
-    get("/admin/v2/auditor", { maxLedgers: 20 }), get("/readyz"),
+    get("/admin/v2/auditor", { maxLedgers: 20 }), get("/readyz"), get("/admin/v2/zookeeper"),
   ]);
-  for (const r of [rates, bookies, auditor]) if (r.error && r.error.status === 401) throw r.error;
-  return { rates, bookies, auditor, ready };
+  for (const r of [rates, bookies, auditor, zookeeper]) if (r.error && r.error.status === 401) throw r.error;
+  return { rates, bookies, auditor, ready, zookeeper };
 }
 
 function refused(h, error, what) {
@@ -95,12 +95,25 @@ function auditorSection(ctx, auditor) {
     ], a.underReplicated, { caption: "Under-replicated ledgers (first 20)" }) : null);
 }
 
-function zookeeperSection(ctx, ready) {
-  const { h } = ctx;
+function zookeeperSection(ctx, ready, zookeeper) {
+  const { h, table, fmt } = ctx;
   const body = ready.value || {};
   const up = ready.value ? body.zookeeper : false;
-  return h("p", {}, up ? h("span", { class: "state-good" }, "✓ connected") : h("span", { class: "state-bad" }, "✗ no session"),
+  const session = h("p", {}, up ? h("span", { class: "state-good" }, "✓ connected") : h("span", { class: "state-bad" }, "✗ no session"),
     " — the gateway's ZooKeeper session", ready.value ? `; ${body.brokers} broker(s) registered` : "");
+  if (zookeeper.error) return h("div", {}, session, refused(h, zookeeper.error, "the ZooKeeper servers"));
+  const state = (s) => (!s.reachable ? h("span", { class: "state-bad" }, "✗ unreachable")
+    : s.error ? h("span", { class: "state-warn" }, "? state hidden") : h("span", { class: "state-good" }, `✓ ${s.mode || "serving"}`));
+  const latency = (s) => (s.latencyMs ? `${s.latencyMs.avg} / ${s.latencyMs.max} ms` : "–");
+  return h("div", {}, session, table([
+    { label: "Server", value: (s) => s.address },
+    { label: "State", value: state },
+    { label: "Version", value: (s) => s.version || s.error || "–" },
+    { label: "Latency avg / max", num: true, value: latency },
+    { label: "Connections", num: true, value: (s) => fmt.count(s.connections) },
+    { label: "Outstanding", num: true, value: (s) => fmt.count(s.outstanding) },
+    { label: "Znodes", num: true, value: (s) => fmt.count(s.nodeCount) },
+  ], zookeeper.value.servers, { caption: `Servers of the connect string (metadata root ${zookeeper.value.root})` }));
 }
 
 function ratesSection(ctx, rates) {
@@ -132,7 +145,7 @@ export async function render(view, _params, ctx) {
     sections.brokers.replaceChildren(h("h2", { id: "h-brokers" }, "Brokers"), brokersSection(ctx, data.rates));
     sections.bookies.replaceChildren(h("h2", { id: "h-bookies" }, "Bookies"), bookiesSection(ctx, data.bookies, data.auditor));
     sections.auditor.replaceChildren(h("h2", { id: "h-auditor" }, "Auditor"), auditorSection(ctx, data.auditor));
-    sections.zookeeper.replaceChildren(h("h2", { id: "h-zookeeper" }, "ZooKeeper"), zookeeperSection(ctx, data.ready));
+    sections.zookeeper.replaceChildren(h("h2", { id: "h-zookeeper" }, "ZooKeeper"), zookeeperSection(ctx, data.ready, data.zookeeper));
   };
   fill(await load(ctx));
   ctx.every(REFRESH_MS, async () => fill(await load(ctx)));
