@@ -93,7 +93,8 @@ def test_a_subscription_created_and_reset_to_a_time_from_the_page_moves_its_curs
     # The first message published at or after the third's time: the third, or an earlier one of the same ms.
     expected = sum(1 for m in peeked if m["publishTime"] >= third["publishTime"])
     browser.sign_in()
-    browser.open(f"/new-subscription/persistent/{NS}/{topic}")  # the topic page's "new subscription"
+    browser.open(f"/topics/persistent/{NS}/{topic}")
+    browser.wait_text("Create a subscription", 'a[href^="#/new-subscription/"]').click()  # the topic page's link
     browser.wait_css("#sub-name").send_keys("audit")  # starting at latest, the default
     browser.wait_css("#create-subscription").click()
     browser.wait(lambda: browser.js("return location.hash") == f"#/subscriptions/persistent/{NS}/{topic}/audit",

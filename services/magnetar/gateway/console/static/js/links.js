@@ -15,5 +15,6 @@ export const href = {
     const p = parseTopic(full);
     return p ? href.topic(p.domain, p.tenant, p.namespace, p.topic) : "#/";
   },
+  newSubscription: (domain, t, ns, topic) => `#/new-subscription/${enc(domain)}/${enc(t)}/${enc(ns)}/${enc(topic)}`,
   subscription: (domain, t, ns, topic, sub) => `#/subscriptions/${enc(domain)}/${enc(t)}/${enc(ns)}/${enc(topic)}/${enc(sub)}`,
 };

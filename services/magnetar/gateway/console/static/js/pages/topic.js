@@ -26,7 +26,8 @@ function figures(ctx, s) {
 function subscriptions(ctx, s, p) {
   const { h, table, fmt } = ctx;
   const rows = Object.entries(s.subscriptions || {});
-  return table([
+  const create = h("p", {}, h("a", { href: href.newSubscription(p.domain, p.tenant, p.namespace, p.topic) }, "Create a subscription…"));
+  return h("div", {}, create, table([
     { label: "Subscription", value: ([name]) => h("a", { href: href.subscription(p.domain, p.tenant, p.namespace, p.topic, name) }, name) },
     { label: "Type", value: ([, sub]) => sub.type },
     { label: "Backlog", num: true, value: ([, sub]) => fmt.count(sub.msgBacklog) },
@@ -34,7 +35,7 @@ function subscriptions(ctx, s, p) {
     { label: "Unacked", num: true, value: ([, sub]) => fmt.count(sub.unackedMessages) },
     { label: "Consumers", num: true, value: ([, sub]) => fmt.count((sub.consumers || []).length) },
     { label: "Blocked", value: ([, sub]) => yesNo(h, sub.blockedSubscriptionOnUnackedMsgs) },
-  ], rows, { empty: "No subscription." });
+  ], rows, { empty: "No subscription." }));
 }
 
 function producers(ctx, s) {
