@@ -3,9 +3,9 @@ authentication and authorization on, and a gateway with authentication on.
 
 2 tenants (``alpha``, whose roles the identities are, and ``beta``) × 11 identities ×
 9 actions × 4 doors (gRPC through the SDK and the admin client, REST, WebSocket, and
-Pulsar's binary protocol in raw frames). Every cell is tried for real and its outcome
-compared with Pulsar's model: ``ok``, ``401`` (who you are is not proven) or ``403`` (not
-allowed). WebSocket has no admin API and no lookups, the Pulsar door no admin API: those
+Pulsar's binary protocol in raw frames). Every cell is tried for real (several at a time,
+each on names of its own) and its outcome compared with Pulsar's model: ``ok``, ``401``
+(who you are is not proven) or ``403`` (not allowed). WebSocket has no admin API and no lookups, the Pulsar door no admin API: those
 cells are ``–``, as is the Pulsar door's dead-letter cell (a pulsar-client's dead-letter
 policy is the client's own, the broker never sees it). "lookup" and "partitions" need
 produce or consume on the namespace (Pulsar's ``canLookup``). REST consume is a peek of a subscription's message (it needs
@@ -88,6 +88,8 @@ ACTIONS = (
     "produce", "consume", "lookup", "partitions", LETTERS, "create/delete topic", "grant", "delete tenant", "replay DLQ",
 )
 DOORS = ("gRPC", "REST", "WebSocket", "Pulsar")
+CELLS_AT_ONCE = 8
+"""Cells tried at the same time: most of a cell is waiting on a round trip."""
 LOOKUPS = ("lookup", "partitions")
 UNPROVEN = {"expired token", "token signed with another key", "alg: none", "wrong password"}
 OWN_TENANT_ALLOWS = {
@@ -374,54 +376,64 @@ class Matrix:
         return f"{tenant}-doomed-{n}"
 
     async def run(self, admin: AdminClient, client: ma.Client) -> None:
+        """Every cell, :data:`CELLS_AT_ONCE` at a time: each works on names of its own (its
+        subscription, topic, DLQ, grantee, tenant), so no cell sees another's."""
+        at_once = asyncio.Semaphore(CELLS_AT_ONCE)
+
+        async def cell(identity: str, tenant: str, action: str, door: str) -> None:
+            async with at_once:
+                await self.cell(admin, client, identity, tenant, action, door)
+
+        await asyncio.gather(*(cell(*c) for c in itertools.product(IDENTITIES, TENANTS, ACTIONS, DOORS)))
+
+    async def cell(self, admin: AdminClient, client: ma.Client, identity: str, tenant: str, action: str, door: str) -> None:
         doors: dict[str, Callable[[str | None, str, str, int], Awaitable[str]]] = {
             "gRPC": self.grpc, "REST": self.rest, "WebSocket": self.websocket, "Pulsar": self.pulsar,
         }
-        for identity, tenant, action, door in itertools.product(IDENTITIES, TENANTS, ACTIONS, DOORS):
-            want = expected(identity, action, tenant, door)
-            if want == "–":
-                self.cells[identity, tenant, action, door] = "–"
-                continue
-            n = next(self.counter)
-            if action == "consume" and door == "WebSocket":
-                # Pulsar's WebSocket consumers start at the latest message: the
-                # subscription is made first, at the earliest, by the superuser.
-                await admin.create_subscription(
-                    f"persistent://{tenant}/ns/data", self.subscription(tenant, n), MessageId.earliest)
-            if action == "replay DLQ":
-                # A DLQ as the broker's moves leave it: its initial subscription keeps one
-                # message whose REAL_TOPIC is the tenant's data topic.
-                dlq = self.dlq(tenant, n)
-                await admin.create_topic(dlq)
-                await admin.create_subscription(dlq, f"cell-{n}-DLQ-sub", MessageId.earliest)
-                producer = await client.create_producer(dlq)
-                await producer.send(self.replayed(tenant, n), properties={REAL_TOPIC: f"persistent://{tenant}/ns/data"})
-                await producer.close()
-            if action == "delete tenant":
-                await admin.create_tenant(
-                    self.doomed_tenant(tenant, n),
-                    pb.TenantInfo(admin_roles=[f"{tenant}-admin"], allowed_clusters=["standalone"]),
-                )
-            try:
-                got = await asyncio.wait_for(doors[door](authorization_of(identity, self.keys), action, tenant, n), 30)
-            except TimeoutError:
-                got = "no answer in 30 s"
-            print(f"cell {n}: {identity} / {tenant} / {action} / {door}: {got}", flush=True)
-            self.cells[identity, tenant, action, door] = got
-            allowed = got == "ok"
-            if action == "produce":
-                self.produced[self.payload(tenant, n).decode()] = allowed
-            elif (action == "consume" and door in ("gRPC", "Pulsar")) or action == LETTERS:
-                self.subscriptions[f"persistent://{tenant}/ns/data", self.subscription(tenant, n)] = allowed
-            elif action == "replay DLQ":
-                self.produced[self.replayed(tenant, n).decode()] = allowed
-                self.replays[self.dlq(tenant, n), f"cell-{n}-DLQ-sub"] = allowed
-            elif action == "create/delete topic":
-                self.topics.append(self.topic(tenant, n))
-            elif action == "grant":
-                self.grants[f"{tenant}/ns", self.grantee(tenant, n)] = allowed
-            elif action == "delete tenant":
-                self.doomed[self.doomed_tenant(tenant, n)] = allowed
+        want = expected(identity, action, tenant, door)
+        if want == "–":
+            self.cells[identity, tenant, action, door] = "–"
+            return
+        n = next(self.counter)
+        if action == "consume" and door == "WebSocket":
+            # Pulsar's WebSocket consumers start at the latest message: the
+            # subscription is made first, at the earliest, by the superuser.
+            await admin.create_subscription(
+                f"persistent://{tenant}/ns/data", self.subscription(tenant, n), MessageId.earliest)
+        if action == "replay DLQ":
+            # A DLQ as the broker's moves leave it: its initial subscription keeps one
+            # message whose REAL_TOPIC is the tenant's data topic.
+            dlq = self.dlq(tenant, n)
+            await admin.create_topic(dlq)
+            await admin.create_subscription(dlq, f"cell-{n}-DLQ-sub", MessageId.earliest)
+            producer = await client.create_producer(dlq)
+            await producer.send(self.replayed(tenant, n), properties={REAL_TOPIC: f"persistent://{tenant}/ns/data"})
+            await producer.close()
+        if action == "delete tenant":
+            await admin.create_tenant(
+                self.doomed_tenant(tenant, n),
+                pb.TenantInfo(admin_roles=[f"{tenant}-admin"], allowed_clusters=["standalone"]),
+            )
+        try:
+            got = await asyncio.wait_for(doors[door](authorization_of(identity, self.keys), action, tenant, n), 30)
+        except TimeoutError:
+            got = "no answer in 30 s"
+        print(f"cell {n}: {identity} / {tenant} / {action} / {door}: {got}", flush=True)
+        self.cells[identity, tenant, action, door] = got
+        allowed = got == "ok"
+        if action == "produce":
+            self.produced[self.payload(tenant, n).decode()] = allowed
+        elif (action == "consume" and door in ("gRPC", "Pulsar")) or action == LETTERS:
+            self.subscriptions[f"persistent://{tenant}/ns/data", self.subscription(tenant, n)] = allowed
+        elif action == "replay DLQ":
+            self.produced[self.replayed(tenant, n).decode()] = allowed
+            self.replays[self.dlq(tenant, n), f"cell-{n}-DLQ-sub"] = allowed
+        elif action == "create/delete topic":
+            self.topics.append(self.topic(tenant, n))
+        elif action == "grant":
+            self.grants[f"{tenant}/ns", self.grantee(tenant, n)] = allowed
+        elif action == "delete tenant":
+            self.doomed[self.doomed_tenant(tenant, n)] = allowed
 
     def table(self) -> str:
         """One row per identity and tenant, one column per action; a cell gives the

@@ -1,6 +1,9 @@
 """Consuming through Pulsar's binary protocol door: pulsar-client (its C++ core) and raw
 sockets against one broker with bookies, the messages produced by Magnetar's SDK
-(``EntryBatch`` entries, which the door sends as Pulsar's single and batch messages)."""
+(``EntryBatch`` entries, which the door sends as Pulsar's single and batch messages).
+
+The tests before the broker's restart (each in a namespace of its own on the run's shared
+cluster) run at the same time (``magnetar.testing.together``)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import BookieProcess, BrokerProcess, ServiceFactory
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection
+from magnetar.testing.together import together
 
 pytestmark = pytest.mark.integration
 
@@ -118,6 +122,7 @@ def _nothing_more(consumer, wait_ms: int = 300) -> bool:
 
 
 # -- delivery ---------------------------------------------------------------------------
+@together
 async def test_single_and_batched_messages_arrive_with_their_ids_and_metadata(cluster: Cluster) -> None:
     topic = await _topic(cluster, "meta")
     single = await produce(
@@ -148,6 +153,7 @@ async def test_single_and_batched_messages_arrive_with_their_ids_and_metadata(cl
     assert all(m.redelivery_count() == 0 for m in got)
 
 
+@together
 async def test_the_partitions_of_a_partitioned_topic_give_ids_with_their_index(cluster: Cluster) -> None:
     topic = await _topic(cluster, "parts")
     async with AdminClient(cluster.address, 10) as admin:
@@ -171,6 +177,7 @@ async def test_the_partitions_of_a_partitioned_topic_give_ids_with_their_index(c
     assert all(m.topic_name() == f"{topic}-partition-{_id(m)[2]}" for m in got)
 
 
+@together
 async def test_ordering_keys_the_sdk_sends_reach_pulsar_client_and_route_key_shared(cluster: Cluster) -> None:
     """Our SDK sends 24 messages with one partition key and 8 ordering keys (batched and
     not): pulsar-client's consumers read each message's ordering key, and Key_Shared keeps
@@ -200,6 +207,7 @@ async def test_ordering_keys_the_sdk_sends_reach_pulsar_client_and_route_key_sha
 
 
 @pytest.mark.parametrize("kind", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Failover])
+@together
 async def test_two_consumers_of_a_shared_or_failover_subscription_get_everything_once(cluster: Cluster, kind) -> None:
     topic = await _topic(cluster, "two")
     ids = await produce(cluster, topic, 200, batching=True, batch=20)
@@ -226,6 +234,7 @@ async def test_two_consumers_of_a_shared_or_failover_subscription_get_everything
         assert order == sorted(order)
 
 
+@together
 async def test_key_shared_keeps_each_keys_order_on_one_consumer(cluster: Cluster) -> None:
     topic = await _topic(cluster, "keys")
     client = _client(cluster.url)
@@ -251,6 +260,7 @@ async def test_key_shared_keeps_each_keys_order_on_one_consumer(cluster: Cluster
 
 
 # -- acknowledgements -------------------------------------------------------------------
+@together
 async def test_after_a_resubscribe_only_the_unacked_come_back_counted(cluster: Cluster) -> None:
     """Individual acks of single messages and batch-index acks of batched ones: after the
     consumer closes, a new one gets exactly what was not acknowledged, redelivery 1."""
@@ -288,6 +298,7 @@ async def test_after_a_resubscribe_only_the_unacked_come_back_counted(cluster: C
     assert {m.redelivery_count() for m in got} == {1}
 
 
+@together
 async def test_a_cumulative_ack_acknowledges_everything_before(cluster: Cluster) -> None:
     topic = await _topic(cluster, "cumulative")
     await produce(cluster, topic, 20, batching=False)
@@ -310,6 +321,7 @@ async def test_a_cumulative_ack_acknowledges_everything_before(cluster: Cluster)
     assert await asyncio.to_thread(round_, None) == list(range(11, 20))
 
 
+@together
 async def test_a_cumulative_ack_inside_a_batch_acknowledges_up_to_that_message(cluster: Cluster) -> None:
     topic = await _topic(cluster, "cumulative-batch")
     await produce(cluster, topic, 5, batching=False)
@@ -334,6 +346,7 @@ async def test_a_cumulative_ack_inside_a_batch_acknowledges_up_to_that_message(c
     assert await asyncio.to_thread(round_, None) == [(n, 1) for n in range(9, 15)]
 
 
+@together
 async def test_negative_acks_and_ack_timeouts_redeliver_with_the_count(cluster: Cluster) -> None:
     topic = await _topic(cluster, "nack")
     await produce(cluster, topic, 3, batching=False)
@@ -372,6 +385,7 @@ async def test_negative_acks_and_ack_timeouts_redeliver_with_the_count(cluster: 
 
 
 # -- readers, seeks, last ids -----------------------------------------------------------
+@together
 async def test_readers_start_where_asked(cluster: Cluster) -> None:
     topic = await _topic(cluster, "readers")
     ids = await produce(cluster, topic, 10, batching=False)
@@ -401,6 +415,7 @@ async def test_readers_start_where_asked(cluster: Cluster) -> None:
     assert out == {"earliest": list(range(10)), "latest": [], "after 4": list(range(5, 10)), "from 4": list(range(4, 10))}
 
 
+@together
 async def test_a_reader_reads_a_batch_to_its_last_message(cluster: Cluster) -> None:
     """The last message id names the last message of the last batch, so that
     ``has_message_available`` holds until the reader has read that one."""
@@ -425,6 +440,7 @@ async def test_a_reader_reads_a_batch_to_its_last_message(cluster: Cluster) -> N
     assert got == list(range(10))
 
 
+@together
 async def test_seek_to_an_id_and_to_a_time_and_the_last_message_id(cluster: Cluster) -> None:
     topic = await _topic(cluster, "seek")
     first = await produce(cluster, topic, 5, batching=False)
@@ -471,6 +487,7 @@ async def _subscribed(conn: RawPulsarConnection, topic: str, subscription: str, 
     assert answer.command.type == Type.SUCCESS, answer.command
 
 
+@together
 async def test_failover_consumers_hear_which_one_is_active(cluster: Cluster) -> None:
     topic = await _topic(cluster, "active")
 
@@ -507,6 +524,7 @@ async def _until_pong(conn: RawPulsarConnection) -> list[pb.BaseCommand]:
     return before
 
 
+@together
 async def test_the_broker_sends_no_more_messages_than_the_permits(cluster: Cluster) -> None:
     topic = await _topic(cluster, "permits")
     await produce(cluster, topic, 20, batching=False)
@@ -528,6 +546,7 @@ async def test_the_broker_sends_no_more_messages_than_the_permits(cluster: Clust
         assert await _until_pong(conn) == []
 
 
+@together
 async def test_a_consumer_with_a_small_or_no_receiver_queue_gets_everything(cluster: Cluster) -> None:
     topic = await _topic(cluster, "queues")
     await produce(cluster, topic, 30, batching=False)
@@ -552,6 +571,7 @@ async def test_a_consumer_with_a_small_or_no_receiver_queue_gets_everything(clus
 
 
 # -- closing ----------------------------------------------------------------------------
+@together
 async def test_unsubscribe_deletes_the_subscription(cluster: Cluster) -> None:
     topic = await _topic(cluster, "unsub")
     await produce(cluster, topic, 3, batching=False)
@@ -571,6 +591,7 @@ async def test_unsubscribe_deletes_the_subscription(cluster: Cluster) -> None:
     assert [s.name for s in stats.subscriptions] == []
 
 
+@together
 async def test_an_unload_closes_the_consumer_and_it_goes_on_without_loss(cluster: Cluster) -> None:
     topic = await _topic(cluster, "unload")
     closes_before = cluster.broker.log_path.read_text().count("closing consumer")  # the broker is shared
@@ -611,6 +632,7 @@ async def test_an_unload_closes_the_consumer_and_it_goes_on_without_loss(cluster
 
 
 # -- bad input --------------------------------------------------------------------------
+@together
 async def test_bad_consumer_commands_get_an_error_and_the_connection_goes_on(cluster: Cluster) -> None:
     topic = await _topic(cluster, "bad")
     await produce(cluster, topic, 1, batching=False)
@@ -641,6 +663,7 @@ async def test_bad_consumer_commands_get_an_error_and_the_connection_goes_on(clu
     assert "Traceback" not in cluster.broker.log_tail(400)
 
 
+@together
 async def test_closing_the_socket_gives_back_what_its_consumer_held(cluster: Cluster) -> None:
     topic = await _topic(cluster, "socket")
     await produce(cluster, topic, 3, batching=False)

@@ -13,7 +13,8 @@ pulsar-client's primitives: one Shared consumer of the topic and its retry lette
 delay as its deliver-after, then the ack; past the maximum, the copy goes to
 ``<topic>-<subscription>-DLQ`` instead.
 
-The run's shared cluster (``shared_cluster``): 2 bookies and a broker."""
+The run's shared cluster (``shared_cluster``): 2 bookies and a broker; each test in a
+namespace of its own, all at the same time (``magnetar.testing.together``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from magnetar.proto.pulsar import pulsar_api_pb2 as ppb
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.pulsarclient import pulsar_client
 from magnetar.testing.pulsarwire import RawPulsarConnection
+from magnetar.testing.together import together
 
 pytestmark = pytest.mark.integration
 
@@ -83,6 +85,7 @@ def _wait_stored(client: pulsar.Client, topic: str, count: int, timeout_s: float
 
 
 @pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
+@together
 async def test_negative_acks_end_each_message_in_the_dead_letter_topic_once(broker, batching: bool) -> None:
     namespace = await new_namespace(broker.address, "dlq")
     topic, dlq = f"persistent://{namespace}/orders", f"persistent://{namespace}/orders-dlq"
@@ -142,6 +145,7 @@ async def test_negative_acks_end_each_message_in_the_dead_letter_topic_once(brok
         assert props["ORIGIN_MESSAGE_ID"] == f"({ledger},{entry},{partition},{batch})"
 
 
+@together
 async def test_unacknowledged_messages_come_back_after_the_ack_timeout(broker) -> None:
     namespace = await new_namespace(broker.address, "acktimeout")
     topic = f"persistent://{namespace}/slow"
@@ -181,6 +185,7 @@ async def test_unacknowledged_messages_come_back_after_the_ack_timeout(broker) -
     assert min(t for _, _, t in again) >= 9.0  # not before the timeout
 
 
+@together
 async def test_a_producers_initial_subscription_is_made_once_and_a_bad_name_changes_nothing(broker) -> None:
     namespace = await new_namespace(broker.address, "initialsub")
     topic = f"persistent://{namespace}/letters"
@@ -214,6 +219,7 @@ def _java_id(ledger: int, entry: int, partition: int, batch: int) -> str:
     return f"{ledger}:{entry}:{partition}" + (f":{batch}" if batch >= 0 else "")
 
 
+@together
 async def test_the_retry_letter_topic_as_the_java_client_uses_it(broker) -> None:
     """The Java client's ``reconsumeLater(msg, delay)``, step by step on the wire."""
     namespace = await new_namespace(broker.address, "retry")

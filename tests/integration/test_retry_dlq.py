@@ -7,9 +7,12 @@ redelivering at once; a move to a retry topic another broker serves (through the
 move publisher); and a broker crash between publishing a copy and acknowledging the
 original (injected) leaving exactly one copy.
 
-The tests share one cluster (2 bookies and a broker; topics of their own). The two tests
-that need a second broker start it on the shared root and use a namespace of their own,
-so that the broker they start takes the bundles it is asked about.
+The tests share one cluster (2 bookies and a broker; topics of their own); those that use
+only it run at the same time (``magnetar.testing.together``), most of each is a retry
+delay. The tests that need a second broker start it on the shared root and use a
+namespace of their own, so that the broker they start takes the bundles it is asked
+about; they run one after the other (a lookup places an unowned bundle on the least
+loaded broker: with several new brokers at once, not necessarily on the one asked).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from magnetar.proto.v1 import broker_pb2_grpc as pb_grpc
 from magnetar.testing.namespaces import new_namespace
 from magnetar.testing.processes import start_all
 from magnetar.testing.shell import warm_magnetar as magnetar
+from magnetar.testing.together import together
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -75,6 +79,7 @@ def cluster(module_bookie_factory, module_broker_factory):
     return broker
 
 
+@together
 async def test_reconsume_later_in_three_modes_with_every_property(cluster):
     topic = f"{NS}/orders"
     async with mg.Client(cluster.address) as client:
@@ -128,6 +133,7 @@ async def test_reconsume_later_in_three_modes_with_every_property(cluster):
     assert await drained(cluster, retry_topic, "billing") == 0
 
 
+@together
 async def test_sixteen_retries_then_the_dlq_with_custom_names(cluster):
     topic = f"{NS}/jobs"
     policy = mg.ConsumerDeadLetterPolicy(
@@ -166,6 +172,7 @@ async def test_sixteen_retries_then_the_dlq_with_custom_names(cluster):
     assert await drained(cluster, topic, "work") == 0
 
 
+@together
 async def test_negative_acks_past_max_redeliver_count_go_to_the_dlq(cluster):
     topic = f"{NS}/nacked"
     policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=3)
@@ -200,6 +207,7 @@ async def test_negative_acks_past_max_redeliver_count_go_to_the_dlq(cluster):
     assert await drained(cluster, topic, "s") == 0
 
 
+@together
 async def test_exclusive_reconsume_later_redelivers_at_once(cluster):
     topic = f"{NS}/excl"
     async with mg.Client(cluster.address) as client:
@@ -216,6 +224,7 @@ async def test_exclusive_reconsume_later_redelivers_at_once(cluster):
         await consumer.acknowledge(again)
 
 
+@together
 async def test_reconsume_later_without_enable_retry_is_refused(cluster):
     async with mg.Client(cluster.address) as client:
         consumer = await client.subscribe(f"{NS}/noretry", "s", consumer_type=mg.ConsumerType.Shared)
@@ -375,6 +384,7 @@ async def test_a_dead_chunked_message_goes_whole_to_a_dlq_another_broker_serves(
     assert stats.entries == 3  # one per chunk
 
 
+@together
 async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
     url = ("--url", cluster.address)
     # A namespace of its own: its defaults would rename the other tests' retry topics.
@@ -409,6 +419,7 @@ async def test_namespace_defaults_name_the_topics_and_set_the_count(cluster):
         assert dead.data() == b"m" and dead.properties()["RECONSUMETIMES"] == "1"
 
 
+@together
 async def test_retry_on_a_partitioned_topic_goes_through_one_retry_topic(cluster):
     topic = f"{NS}/parted"
     async with grpc.aio.insecure_channel(cluster.address, options=CHANNEL_OPTIONS) as channel:

@@ -2,7 +2,8 @@
 client library as a Pulsar WebSocket client would: produce with acks whose ids are the
 SDK's ids, consume with acks, negative acks and redelivery, Shared over two sockets,
 dead letters, readers, pull mode, end of topic, refused upgrades, bad frames, the
-receiver queue bounding what a socket gets, and handles released with the socket."""
+receiver queue bounding what a socket gets, and handles released with the socket. Each
+test on topics of its own; they run at the same time (``magnetar.testing.together``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import magnetar.asyncio as mg
 from magnetar.client.admin import AdminClient
 from magnetar.common.message_id import ChunkMessageId, MessageId
 from magnetar.gateway.websocket import ids
+from magnetar.testing.together import together
 
 pytestmark = [pytest.mark.integration]
 
@@ -82,6 +84,7 @@ async def until(check, timeout: float = 15.0) -> None:
 
 
 # -- producing -----------------------------------------------------------------------
+@together
 async def test_produce_acks_carry_the_ids_an_sdk_consumer_sees(gateway_cluster: GatewayCluster):
     topic = new_topic()
     async with mg.Client(gateway_cluster.service_url) as client:
@@ -102,6 +105,7 @@ async def test_produce_acks_carry_the_ids_an_sdk_consumer_sees(gateway_cluster: 
         assert acks[0]["messageId"] != acks[1]["messageId"]
 
 
+@together
 async def test_batched_pipelined_frames_get_ordered_acks_with_batch_indexes(gateway_cluster: GatewayCluster):
     topic = new_topic()
     count = 300
@@ -125,6 +129,7 @@ async def test_batched_pipelined_frames_get_ordered_acks_with_batch_indexes(gate
         assert got == sent
 
 
+@together
 async def test_bad_publish_frames_get_pulsar_error_results(gateway_cluster: GatewayCluster):
     topic = new_topic()
     async with socket(ws_url(gateway_cluster, "producer", topic)) as ws:
@@ -143,6 +148,7 @@ async def test_bad_publish_frames_get_pulsar_error_results(gateway_cluster: Gate
 
 
 # -- consuming -----------------------------------------------------------------------
+@together
 async def test_consume_ack_nack_and_redelivery(gateway_cluster: GatewayCluster):
     topic = new_topic()
     url = ws_url(gateway_cluster, "consumer", topic, "work", subscriptionType="Shared", negativeAckRedeliveryDelay=100)
@@ -174,6 +180,7 @@ async def test_consume_ack_nack_and_redelivery(gateway_cluster: GatewayCluster):
             await until(drained)
 
 
+@together
 async def test_a_chunked_message_is_delivered_whole_and_acked_by_its_id(gateway_cluster: GatewayCluster):
     """An SDK producer's chunked message (chunks of 64 KiB) reaches the socket as one
     message whose id names its first and last chunk (Pulsar's first_chunk_message_id);
@@ -206,6 +213,7 @@ async def test_a_chunked_message_is_delivered_whole_and_acked_by_its_id(gateway_
             await until(drained)
 
 
+@together
 async def test_shared_subscription_over_two_sockets(gateway_cluster: GatewayCluster):
     topic = new_topic()
     url = ws_url(gateway_cluster, "consumer", topic, "shared", subscriptionType="Shared", receiverQueueSize=5)
@@ -228,6 +236,7 @@ async def test_shared_subscription_over_two_sockets(gateway_cluster: GatewayClus
         assert sorted(got[1] + got[2]) == sorted(sent)
 
 
+@together
 async def test_negative_acks_past_max_redeliver_count_go_to_the_dead_letter_topic(gateway_cluster: GatewayCluster):
     topic = new_topic("ws-dlq")
     dlq = f"{topic}-custom-DLQ"
@@ -250,6 +259,7 @@ async def test_negative_acks_past_max_redeliver_count_go_to_the_dead_letter_topi
             assert frame["properties"]["ORIGIN_MESSAGE_ID"] == str(sent)
 
 
+@together
 async def test_a_socket_that_never_acks_gets_exactly_receiver_queue_size_messages(gateway_cluster: GatewayCluster):
     topic = new_topic()
     url = ws_url(gateway_cluster, "consumer", topic, "slow", receiverQueueSize=10)
@@ -268,6 +278,7 @@ async def test_a_socket_that_never_acks_gets_exactly_receiver_queue_size_message
         assert payloads == [str(i).encode() for i in range(13)]
 
 
+@together
 async def test_pull_mode_delivers_against_permits(gateway_cluster: GatewayCluster):
     topic = new_topic()
     url = ws_url(gateway_cluster, "consumer", topic, "pull", pullMode="true")
@@ -283,6 +294,7 @@ async def test_pull_mode_delivers_against_permits(gateway_cluster: GatewayCluste
         assert [base64.b64decode((await recv(ws))["payload"]) for _ in range(3)] == [b"2", b"3", b"4"]
 
 
+@together
 async def test_is_end_of_topic_and_unsubscribe(gateway_cluster: GatewayCluster):
     topic = new_topic()
     async with socket(ws_url(gateway_cluster, "consumer", topic, "gone")) as ws:
@@ -299,6 +311,7 @@ async def test_is_end_of_topic_and_unsubscribe(gateway_cluster: GatewayCluster):
         assert await recv(reader) == {"endOfTopic": False}
 
 
+@together
 async def test_a_bad_ack_closes_the_socket_with_code_4003(gateway_cluster: GatewayCluster):
     topic = new_topic()
     async with socket(ws_url(gateway_cluster, "consumer", topic, "bad")) as ws:
@@ -315,6 +328,7 @@ async def test_a_bad_ack_closes_the_socket_with_code_4003(gateway_cluster: Gatew
 
 
 # -- readers -------------------------------------------------------------------------
+@together
 async def test_reader_from_earliest_and_from_a_given_id(gateway_cluster: GatewayCluster):
     topic = new_topic()
     async with mg.Client(gateway_cluster.service_url) as client:
@@ -336,6 +350,7 @@ async def test_reader_from_earliest_and_from_a_given_id(gateway_cluster: Gateway
 
 
 # -- upgrades and lifetimes ------------------------------------------------------------
+@together
 async def test_bad_query_values_and_missing_resources_refuse_the_upgrade(gateway_cluster: GatewayCluster):
     topic = new_topic()
     cases = [
@@ -365,6 +380,7 @@ async def test_bad_query_values_and_missing_resources_refuse_the_upgrade(gateway
         assert status == 409 and reason.startswith("Failed to subscribe: ")
 
 
+@together
 async def test_closing_a_socket_releases_its_producer_and_consumer(gateway_cluster: GatewayCluster):
     topic = new_topic()
     async with AdminClient(gateway_cluster.service_url) as admin:
@@ -390,6 +406,7 @@ async def test_closing_a_socket_releases_its_producer_and_consumer(gateway_clust
         await until(all_gone)
 
 
+@together
 async def test_the_docs_example_session_runs(gateway_cluster: GatewayCluster):
     doc = (Path(__file__).parents[3] / "docs" / "gateway.md").read_text()
     code = doc.split("<!-- websocket-example -->", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
