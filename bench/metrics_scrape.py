@@ -25,31 +25,14 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from test_managed_ledger_core import FakeLedgerClient, MemoryStore  # noqa: E402
+from test_topic_memory import idle_topic  # noqa: E402
 
 from magnetar.broker import metrics  # noqa: E402
 from magnetar.broker.config import BrokerConfig  # noqa: E402
-from magnetar.broker.consumer import BrokerConsumer  # noqa: E402
 from magnetar.broker.lease import SessionLease  # noqa: E402
-from magnetar.broker.subscription_type import InitialPosition, SubscriptionType  # noqa: E402
-from magnetar.broker.topic import PersistentTopic  # noqa: E402
-from magnetar.managedledger.config import ManagedLedgerConfig  # noqa: E402
-from magnetar.managedledger.ledger import ManagedLedger  # noqa: E402
 
 TARGET_SCRAPE_S = 1.0
 TARGET_LOOP_HOLD_S = 0.05
-
-
-async def _topic(client: FakeLedgerClient, store: MemoryStore, config: BrokerConfig, i: int) -> PersistentTopic:
-    ns = f"ns{i % 10}"
-    ml = await ManagedLedger.open("public", ns, f"t{i}", client, store, ManagedLedgerConfig())
-    topic = PersistentTopic(f"persistent://public/{ns}/t{i}", -1, ml, config)
-    await topic.load()
-    sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Latest)
-    consumer = BrokerConsumer("c", 0, lambda deliveries: None)
-    sub.add_consumer(consumer, SubscriptionType.Shared)
-    sub.flow(consumer, 1000)
-    topic.add_producer("p")
-    return topic
 
 
 async def main() -> None:
@@ -62,7 +45,7 @@ async def main() -> None:
     client, store = FakeLedgerClient(), MemoryStore()
     topics = {}
     for i in range(args.topics):
-        t = await _topic(client, store, config, i)
+        t = await idle_topic(client, store, i, namespace=f"ns{i % 10}", config=config)
         topics[t.name] = t
     lease = SessionLease(30.0)
     lease.renewed(lease.clock())

@@ -28,10 +28,13 @@ the topic classes got slots and the ledger's age timer stopped being a task; 15.
 after. The broker's RSS per idle topic adds its door's share (docs/performance.md)."""
 
 
-async def _idle_topic(client: FakeLedgerClient, store: MemoryStore, i: int) -> PersistentTopic:
-    name = f"persistent://public/default/t{i}"
-    ml = await ManagedLedger.open("public", "default", f"t{i}", client, store, ML_CONFIG)
-    topic = PersistentTopic(name, -1, ml, CONFIG)
+async def idle_topic(client: FakeLedgerClient, store: MemoryStore, i: int, namespace: str = "default",
+                     config: BrokerConfig = CONFIG) -> PersistentTopic:
+    """A loaded topic ``t<i>`` over the in-memory twins with a Shared subscription, its
+    consumer (1,000 permits) and a producer: the idle topic of docs/performance.md (also
+    bench/metrics_scrape.py's)."""
+    ml = await ManagedLedger.open("public", namespace, f"t{i}", client, store, ML_CONFIG)
+    topic = PersistentTopic(f"persistent://public/{namespace}/t{i}", -1, ml, config)
     await topic.load()
     sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Latest)
     consumer = BrokerConsumer("c", 0, lambda deliveries: None)
@@ -43,12 +46,12 @@ async def _idle_topic(client: FakeLedgerClient, store: MemoryStore, i: int) -> P
 
 async def test_an_idle_topic_with_a_consumer_and_a_producer_stays_within_its_heap_budget():
     client, store = FakeLedgerClient(), MemoryStore()
-    warm = [await _idle_topic(client, store, -1)]  # first-use caches (interned names, code objects)
+    warm = [await idle_topic(client, store, -1)]  # first-use caches (interned names, code objects)
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        topics = [await _idle_topic(client, store, i) for i in range(TOPICS)]
+        topics = [await idle_topic(client, store, i) for i in range(TOPICS)]
         gc.collect()
         per_topic = (tracemalloc.get_traced_memory()[0] - before) / TOPICS
     finally:
