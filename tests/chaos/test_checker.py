@@ -430,3 +430,25 @@ def test_faults_in_the_report(tmp_path):
     assert [(f["kind"], f["end"]) for f in doc["faults"]] == [("kill", 5.0), ("partition", None)]
     assert doc["qw_restored"][0]["bookie"] == "bookie-2" and png_path.exists()
     assert "make chaos SEED=7" in summary(result, 7)
+
+
+def test_the_workloads_accounting_does_not_reopen_a_message_acknowledged_before_a_stale_copy_fails(tmp_path):
+    """One consumer acknowledges a redelivery (count 1) of a message planned to fail once;
+    the other then fails its stale copy (count 0) and the broker refuses that (the message
+    is acknowledged). The drain must not wait for an outcome that already happened (a
+    1-hour run waited its whole drain for one such message)."""
+    from history import History
+    from workload import Workload, fail_plan
+
+    seed = 35129
+    key, seq = next((f"k{i:02d}", s) for i in range(16) for s in range(10_000) if fail_plan(seed, f"k{i:02d}", s)[0] == "flaky")
+    history = History(tmp_path / "h.jsonl")
+    try:
+        w = Workload("magnetar://127.0.0.1:1", history, pulsar_url="pulsar://127.0.0.1:1", seed=seed, topic_prefix="t")
+        w._settle(key, seq)  # the acknowledged redelivery, seen first
+        assert (key, seq) in w._settled
+        other = next((f"k{i:02d}", s) for i in range(16) for s in range(10_000) if fail_plan(seed, f"k{i:02d}", s)[0] is None)
+        w._settle(*other)  # a message never planned to fail is not remembered
+        assert other not in w._settled
+    finally:
+        history.close()

@@ -472,7 +472,13 @@ class Workload:
         await consumer.acknowledge(msg)
 
     def _settle(self, key: str, seq: int) -> None:
-        if self._unresolved.pop((key, seq), None) is not None:
+        """The outcome of ``(key, seq)`` is seen (acknowledged, or in the DLQ). A message
+        planned to fail is remembered as settled even when no failure was seen first: one
+        consumer may acknowledge a redelivery (count 1) while the other still holds a
+        stale copy (count 0) that it then fails, and that failure must not reopen it (the
+        broker refuses to redeliver a message already acknowledged)."""
+        self._unresolved.pop((key, seq), None)
+        if fail_plan(self.seed, key, seq)[0] is not None:
             self._settled.add((key, seq))
 
     async def _fail(self, consumer: Any, sub: str, msg: Any, topic: str, key: str, seq: int, fail: str, via: str,
