@@ -19,7 +19,7 @@ REREPLICATION_MB ?= 100
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: $(STAMPS)/apt $(STAMPS)/tools $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark $(STAMPS)/helm $(STAMPS)/podman ## Install everything (apt ZooKeeper and Java, the chaos tools, virtualenv, gRPC stubs, PySpark for spark-jobs/, helm, podman); idempotent
+setup: $(STAMPS)/apt $(STAMPS)/tools $(STAMPS)/venv $(STAMPS)/proto $(STAMPS)/spark $(STAMPS)/helm $(STAMPS)/podman ## Install everything (apt ZooKeeper and Java, the chaos tools and Chromium, virtualenv, gRPC stubs, PySpark for spark-jobs/, helm, podman); idempotent
 
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
