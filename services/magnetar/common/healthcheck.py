@@ -4,13 +4,21 @@ HTTP readiness endpoint (the gateway's ``/readyz``); both over TLS when given a
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from magnetar.common.netutil import split_host_port
 from magnetar.common.tls import ClientTls, https_context, sync_channel
+
+# A probe keeps its connection to itself: with gRPC's process-wide subchannel pool, a new
+# channel to an address reuses the subchannel of any other channel to it with the same
+# arguments, state (connecting, backing off) included, so one stuck connection left by
+# an earlier channel could fail every later probe of that address.
+PROBE_OPTIONS = (("grpc.use_local_subchannel_pool", 1),)
 
 
 def grpc_health_serving(address: str, timeout_s: float = 1.0, service: str = "", tls: ClientTls | None = None) -> bool:
@@ -27,17 +35,30 @@ def grpc_health_problem(
 ) -> str | None:
     """Why the gRPC server at ``host:port`` does not report SERVING for ``service`` (the
     call's status and details, or the status it reported); None when it does."""
-    with sync_channel(address, tls) as channel:
+    with sync_channel(address, tls, PROBE_OPTIONS) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-            return f"health check failed: {code.name if code else 'error'} {details}"
+            problem = f"health check failed: {code.name if code else 'error'} {details}"
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:  # which side was slow?
+                problem += f" ({_tcp_connect_problem(address, timeout_s) or 'a TCP connection opens'})"
+            return problem
     if reply.status == health_pb2.HealthCheckResponse.SERVING:
         return None
     return f"health check answered {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}"
+
+
+def _tcp_connect_problem(address: str, timeout_s: float) -> str | None:
+    """Why a plain TCP connection to ``address`` does not open; None when it does."""
+    try:
+        host, port = split_host_port(address)
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as exc:
+        return f"a TCP connection does not open: {exc}"
 
 
 def http_ready(url: str, timeout_s: float = 1.0, tls: ClientTls | None = None) -> bool:
