@@ -71,9 +71,8 @@ async def dead_letter(
     the messages had on ``topic`` (their ORIGIN_MESSAGE_ID).
 
     The consumer handles whatever comes until then: a message comes again when its nack
-    or reconsume_later did not reach the broker or failed (the SDK nacks it then), and
-    one may reach the DLQ without coming back (its consumer reconnected: the departure
-    counts as a redelivery).
+    or reconsume_later did not reach the broker or failed (the SDK nacks it then), or
+    comes back flagged after its consumer reconnected (a departure, not counted).
 
     Raises:
         TimeoutError: neither the DLQ nor the consumer moved for ``stall_s`` seconds;

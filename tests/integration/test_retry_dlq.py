@@ -208,6 +208,46 @@ async def test_negative_acks_past_max_redeliver_count_go_to_the_dlq(cluster):
 
 
 @together
+async def test_consumer_departures_do_not_count_toward_the_dlq(cluster):
+    """Chaos finding 11: a consumer that leaves (closed here; a broken connection or an
+    unloaded topic is the same departure) gives back what it held flagged, not failed.
+    With max_redeliver_count 1, the message survives two departures (each next consumer
+    gets it flagged, count 1) and goes to the DLQ only at its first negative ack."""
+    topic = f"{NS}/departures"
+    policy = mg.ConsumerDeadLetterPolicy(max_redeliver_count=1)
+    async with mg.Client(cluster.address) as client:
+        producer = await client.create_producer(topic)
+
+        async def subscribe():
+            return await client.subscribe(
+                topic, "s", consumer_type=mg.ConsumerType.Shared, dead_letter_policy=policy,
+                negative_ack_redelivery_delay_ms=100,
+            )
+
+        first = await subscribe()
+        sent = await producer.send(b"held twice")
+        counts = []
+        for _ in range(3):
+            msg = await first.receive(timeout_millis=10_000)
+            assert str(msg.message_id()) == str(sent)
+            counts.append(msg.redelivery_count())
+            if len(counts) < 3:
+                await first.close()  # a departure: what it held goes back
+                first = await subscribe()
+        assert counts == [0, 1, 1]  # flagged, not counted up
+        await first.negative_acknowledge(msg)  # the first failure reaches the maximum
+        dlq = await client.subscribe(f"{topic}-s-DLQ", "s-DLQ-sub", consumer_type=mg.ConsumerType.Shared)
+        dead = await dlq.receive(timeout_millis=10_000)
+        assert dead.properties()["ORIGIN_MESSAGE_ID"] == str(sent)
+        assert "redelivery count 1 reached max_redeliver_count 1" in dead.properties()["DEAD_LETTER_REASON"]
+        with pytest.raises(mg.Timeout):
+            await first.receive(timeout_millis=1_000)
+        await first.close()
+        await dlq.close()
+    assert await drained(cluster, topic, "s") == 0
+
+
+@together
 async def test_exclusive_reconsume_later_redelivers_at_once(cluster):
     topic = f"{NS}/excl"
     async with mg.Client(cluster.address) as client:

@@ -344,7 +344,10 @@ async def test_key_shared_departure_moves_held_messages_and_their_acks_still_cou
     assert sum(len(s.payloads()) for s in sinks) == 180 + 10
 
 
-async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(topic):
+async def test_a_departed_consumers_messages_come_back_flagged_with_their_count_unchanged(topic):
+    """A departure is not a failure (Pulsar leaves the count alone too): what the consumer
+    held comes back flagged (count 1), the stored count stays 0, and a negative ack after
+    that counts from there, so ``max_redeliver_count`` counts only failures."""
     sub = await topic.subscribe("s", SubscriptionType.Shared, InitialPosition.Earliest)
     first = Sink(sub, "first")
     await publish(topic, 2)
@@ -360,4 +363,12 @@ async def test_a_departed_last_consumers_messages_come_back_with_a_stored_count(
     sub.flow(consumer, 10)
     await settle()
     counts, delivered = stored[0]
-    assert delivered == [1, 1] and sorted(counts.values()) == [1, 1]
+    assert delivered == [1, 1] and counts == {}
+    positions = sorted(consumer.pending)
+    assert [sub.cursor.redelivery_count(p) for p in positions] == [0, 0]
+    sub.send_back(consumer, positions[:1])  # a negative ack: the first failure
+    await settle()
+    counts, delivered = stored[-1]
+    assert delivered == [1] and counts == {tuple(positions[0]): 1}
+    sub.ack(consumer, positions, cumulative=False)
+    assert sub.cursor.delivery_count(positions[1]) == 0  # acknowledged: forgotten

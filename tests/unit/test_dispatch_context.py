@@ -83,7 +83,7 @@ class Context:
     def divert(self, position: Position, batch: Entry, n: int, mask: int) -> bool:
         return position in self.diverted
 
-    def send_back(self, consumer: BrokerConsumer, positions: object) -> None:
+    def send_back(self, consumer: BrokerConsumer, positions: object, *, failed: bool = True) -> None:
         pass
 
 

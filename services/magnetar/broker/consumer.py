@@ -30,8 +30,9 @@ class Delivery:
         position: the entry (its message ids are this position on the subscription's
             topic partition, with the batch index of each message of a batch).
         entry: the entry as stored (:mod:`magnetar.broker.entry`).
-        redelivery_count: how often this entry was delivered again (nack, ack timeout,
-            consumer departure); stored with the cursor.
+        redelivery_count: how often this entry was failed and delivered again (nack, ack
+            timeout, redeliver-all), stored with the cursor; at least 1 when it may have
+            been delivered before (a consumer that held it left, a previous owner).
         skipped: mask of the messages of the entry that are not for this consumer
             (already acknowledged, or in Key_Shared another consumer's key); 0: none.
         messages: the number of messages in the entry (the width of ``skipped``).

@@ -1,8 +1,9 @@
 """A subscription: its cursor, its consumers and its dispatcher (see docs/subscriptions.md).
 
 Acks, negative acks and redeliveries arrive here from the consumers; what a consumer
-held and gives back (nack, ack timeout, departure) is counted as a redelivery in the
-cursor and sent again by the dispatcher once the count is stored.
+failed (nack, ack timeout, redeliver-all) is counted as a redelivery in the cursor and
+sent again by the dispatcher once the count is stored; what a departing consumer held
+is sent again flagged, its count unchanged.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ class Subscription:
         if consumer not in self.consumers:
             return
         self.consumers.remove(consumer)
-        self.send_back(consumer, None)
+        self.send_back(consumer, None, failed=False)
         self.dispatcher.consumers_changed()
         if not self.consumers:
             if not self.durable and self._on_empty is not None:
@@ -342,10 +343,15 @@ class Subscription:
         return before - self.cursor.backlog()
 
     # -- redelivery -----------------------------------------------------------------------
-    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None:
-        """What ``consumer`` holds of ``positions`` (None: everything) is delivered again,
-        counted as a redelivery: a nack or an ack timeout (positions), redeliver-all, a
-        departure, a lost Failover activation (None)."""
+    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None, *, failed: bool = True) -> None:
+        """What ``consumer`` holds of ``positions`` (None: everything) is delivered again.
+
+        ``failed``: the consumer failed them (a nack or an ack timeout: positions; a
+        redeliver-all request: None), so each counts as a redelivery, toward the dead letter
+        policy's ``max_redeliver_count``. Not failed (a departure, a lost Failover
+        activation): sent again flagged as possibly seen, the count unchanged, as Pulsar
+        does; so a broker or network fault never dead-letters a message.
+        """
         if positions is None:
             held = consumer.release_all()
         else:
@@ -356,7 +362,10 @@ class Subscription:
                     held[p] = mask
         if not held:
             return
-        self.cursor.add_redeliveries(held)
+        if failed:
+            self.cursor.add_redeliveries(held)
+        else:
+            self.cursor.add_given_back(held)
         self.dispatcher.add_replay(held)  # first: Key_Shared keeps the entries' keys while live
         for p, mask in held.items():
             self.dispatcher.released(consumer, p, mask)

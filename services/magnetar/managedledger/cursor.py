@@ -80,7 +80,7 @@ class ManagedCursor:
     # only when something else is set on an instance (tests replace methods).
     __slots__ = (
         "name", "ledger", "durable", "_store", "mark_delete_position", "_acked", "_batch", "_counts",
-        "properties", "_version", "read_position", "_delivered_before", "_read_high", "_stored_read",
+        "_given_back", "properties", "_version", "read_position", "_delivered_before", "_read_high", "_stored_read",
         "_dirty", "_counts_dirty", "_error", "_closed", "_lock", "_wake", "_task", "_last_attempt",
         "__dict__",
     )
@@ -118,6 +118,9 @@ class ManagedCursor:
             self._acked.add_range(first, last)
         self._batch: PositionMap[tuple[int, int]] = PositionMap()  # entry -> (size, acked mask)
         self._counts: PositionMap[int] = PositionMap()  # entry -> redeliveries
+        self._given_back: PositionMap[bool] = PositionMap()
+        """Entries a consumer held and gave back without failing them (it left): sent again
+        flagged, their count unchanged. In memory: a next owner flags them anyway."""
         self.properties: dict[str, Any] = dict(properties or {})
         self._version = version
         self.read_position: Position = ledger.next_position(mark_delete)
@@ -224,6 +227,7 @@ class ManagedCursor:
                 changed |= self._acked.add(position)
                 self._batch.discard(position)
                 self._counts.discard(position)
+                self._given_back.discard(position)
         if changed:
             self._advance_mark_delete()
             self._changed()
@@ -251,6 +255,7 @@ class ManagedCursor:
             self._acked.pop_first()
         self._batch.discard_through(self.mark_delete_position)
         self._counts.discard_through(self.mark_delete_position)
+        self._given_back.discard_through(self.mark_delete_position)
         following = self.ledger.next_position(self.mark_delete_position)
         if self.read_position < following:
             self.read_position = following
@@ -301,7 +306,8 @@ class ManagedCursor:
 
     def delivery_count(self, p: Position) -> int:
         """The redelivery count a delivery of the entry at ``p`` carries: its count, or 1
-        when a previous owner of the topic may have sent it already.
+        when it was sent before (a consumer that held it left: :meth:`add_given_back`) or
+        a previous owner of the topic may have sent it already.
 
         That owner crashed (everything it had stored is suspect) or handed the topic over
         with the entry before its read position: its consumers may have received the entry,
@@ -310,9 +316,20 @@ class ManagedCursor:
         dead letter policy uses (:meth:`redelivery_count`) is not raised, as nothing failed.
         """
         n = self._counts.get(p, 0)
-        if n == 0 and self._delivered_before is not None and p < self._delivered_before:
+        if n == 0 and (p in self._given_back or (self._delivered_before is not None and p < self._delivered_before)):
             return 1
         return n
+
+    def add_given_back(self, positions: Iterable[Sequence[int]]) -> None:
+        """Remember that each entry was sent and given back without being failed (its
+        consumer left, or stopped being the active one): sent again it is flagged (count
+        at least 1) while its redelivery count, what the dead letter policy compares, stays
+        as it is. Pulsar likewise leaves the count alone when a consumer is removed; only
+        a negative ack, an ack timeout or a redelivery request raise it. Acknowledged
+        entries and positions that are not stored entries are left out."""
+        for position in [Position.of(p) for p in positions]:
+            if not self.is_acked(position) and self.ledger.contains(position):
+                self._given_back.set(position, True)
 
     def add_redeliveries(self, positions: Iterable[Sequence[int]]) -> None:
         """Count one more redelivery of each entry; acknowledged entries and positions
@@ -358,6 +375,7 @@ class ManagedCursor:
         self._acked.clear()
         self._batch.clear()
         self._counts.clear()
+        self._given_back.clear()
         self.read_position = self._read_high = self.ledger.next_position(mark_delete)
         self._delivered_before = None  # a replay asked for: first deliveries again, as Pulsar's
         self._changed()
@@ -396,6 +414,7 @@ class ManagedCursor:
             self._acked.add_range(first, last_skipped)
             self._batch.discard_range(first, last_skipped)
             self._counts.discard_range(first, last_skipped)
+            self._given_back.discard_range(first, last_skipped)
         if spans:
             self._advance_mark_delete()
             self._changed()

@@ -106,8 +106,9 @@ class DispatchContext(Protocol):
         """True when the messages go to the dead letter topic instead (past
         max_redeliver_count); the subscription moves them."""
 
-    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None) -> None:
-        """What ``consumer`` holds of ``positions`` (None: all) is delivered again."""
+    def send_back(self, consumer: BrokerConsumer, positions: Iterable[Position] | None, *, failed: bool = True) -> None:
+        """What ``consumer`` holds of ``positions`` (None: all) is delivered again; counted
+        as a redelivery only when ``failed``."""
 
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if new is not old:
             self.active = new
             if old is not None and not old.closed and old in self.sub.consumers:
-                self.sub.send_back(old, None)  # the new active consumer gets them, in order
+                self.sub.send_back(old, None, failed=False)  # the new active consumer gets them, in order
         self._tell_active(new)
         self.wake()
 
