@@ -563,3 +563,41 @@ async def test_a_send_after_close_producer_is_refused_not_stored_unanswered(door
     assert (refused.sequence_id, refused.error) == (1, pb.NotAllowedError)
     assert [p.lowest for p in topic.published] == [0]  # the send after the close was not stored
     assert topic.producers == {}
+
+
+def test_a_connection_whose_socket_is_already_gone_still_lets_its_producers_go() -> None:
+    """Chaos run 35130: under uvloop (the broker's loop) a write to a socket the peer has
+    reset raises; closing such a connection with something still queued for it raised
+    before its producers left their topics, so the client's reconnect was refused as
+    ProducerBusy for good. Run on uvloop, as the broker is."""
+    import uvloop
+
+    async def scenario() -> None:
+        config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=5)
+        service = FakeService(pulsar_service_urls(config))
+        listener = ProtocolListener(service, config)  # type: ignore[arg-type]
+        listener.settings = dataclasses.replace(listener.settings, max_pending_sends=1)
+        await listener.start()
+        try:
+            service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
+            conn = await _connected(listener)
+            await conn.send(producer_command(name="p"))
+            assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
+            await conn.send_bytes(send_frame(0))
+            assert await _wait_for(lambda: len(topic.published) == 1)  # reading is paused now
+            (server,) = [c for c in listener._connections if c.connected]
+            server._transport.abort()  # the socket is gone (as after a reset by the peer)
+            await asyncio.sleep(0.05)  # uvloop closes its handle
+            server.write(commands.ping())  # and something is queued for it
+            server.close()  # does not raise
+            assert topic.producers == {}
+            assert await _wait_for(lambda: listener.connections == 0, timeout_s=3.0)
+            conn.writer.close()
+            async with await _connected(listener) as again:  # the name is free again
+                await again.send(producer_command(name="p"))
+                assert (await again.receive()).command.type == T.PRODUCER_SUCCESS
+        finally:
+            await listener.stop()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(scenario())

@@ -180,20 +180,27 @@ class Connection:
             if draining is not None:
                 draining.cancel()
             await self._requests.close()
-            self.close()
-            self.consumers.close_all()
-            await asyncio.gather(keepalive, *([draining] if draining else []), return_exceptions=True)
+            try:
+                self.close()
+            finally:  # whatever closing the socket raised, the handles leave their topics
+                self.consumers.close_all()
+                await asyncio.gather(keepalive, *([draining] if draining else []), return_exceptions=True)
 
     def close(self, abort: bool = False) -> None:
-        """Close the socket (:meth:`run` ends); ``abort``: without sending what is unsent."""
-        if not abort:
-            self._flush()
-        self._closed = True
-        if abort:
-            self._transport.abort()
-        else:
-            self._writer.close()
-        self.producers.close()
+        """Close the socket (:meth:`run` ends); ``abort``: without sending what is unsent.
+        The producers leave their topics whatever the socket does (a producer left behind
+        would refuse its client's reconnect as ProducerBusy)."""
+        try:
+            if not abort:
+                self._flush()
+            self._closed = True
+            if abort:
+                self._transport.abort()
+            else:
+                self._writer.close()
+        finally:
+            self._closed = True
+            self.producers.close()
 
     @property
     def writable(self) -> bool:
@@ -243,7 +250,9 @@ class Connection:
         if self._out:
             out, self._out = self._out, []
             self._out_bytes = 0
-            if not self._closed:
+            # A socket the peer closed is gone already (uvloop raises on a write to it; the
+            # read loop sees the end and closes the connection).
+            if not self._closed and not self._transport.is_closing():
                 self._writer.write(out[0] if len(out) == 1 else b"".join(out))
                 self._watch_unsent()
 
