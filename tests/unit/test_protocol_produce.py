@@ -515,15 +515,23 @@ async def test_a_producer_that_never_reads_its_receipts_is_closed_after_the_writ
     assert len(topic.published) < 5000  # it was not read to the end
 
 
-async def test_a_client_gone_while_its_connection_is_paused_is_found_by_the_keepalive(door) -> None:
-    listener, service = door
-    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=1, keepalive_s=0.1)
+async def _paused_producer(listener: ProtocolListener, service: FakeService) -> tuple[RawPulsarConnection, FakeTopic]:
+    """A client with producer "p" and one send the topic never settles: with one pending
+    send allowed, the broker has stopped reading its connection."""
+    listener.settings = dataclasses.replace(listener.settings, max_pending_sends=1)
     service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
     conn = await _connected(listener)
     await conn.send(producer_command(name="p"))
     assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
     await conn.send_bytes(send_frame(0))
     assert await _wait_for(lambda: len(topic.published) == 1)  # reading is paused now
+    return conn, topic
+
+
+async def test_a_client_gone_while_its_connection_is_paused_is_found_by_the_keepalive(door) -> None:
+    listener, service = door
+    listener.settings = dataclasses.replace(listener.settings, keepalive_s=0.1)
+    conn, topic = await _paused_producer(listener, service)
     conn.writer.transport.abort()  # the client is gone; the broker is not reading
     assert await _wait_for(lambda: listener.connections == 0, timeout_s=3.0)
     assert topic.producers == {}  # its producer left the topic: the name is free again
@@ -576,15 +584,9 @@ def test_a_connection_whose_socket_is_already_gone_still_lets_its_producers_go()
         config = BrokerConfig(protocol_port=free_port(), protocol_keepalive_s=5)
         service = FakeService(pulsar_service_urls(config))
         listener = ProtocolListener(service, config)  # type: ignore[arg-type]
-        listener.settings = dataclasses.replace(listener.settings, max_pending_sends=1)
         await listener.start()
         try:
-            service.topics[TOPIC] = topic = FakeTopic(TOPIC, settle_at_once=False)
-            conn = await _connected(listener)
-            await conn.send(producer_command(name="p"))
-            assert (await conn.receive()).command.type == T.PRODUCER_SUCCESS
-            await conn.send_bytes(send_frame(0))
-            assert await _wait_for(lambda: len(topic.published) == 1)  # reading is paused now
+            conn, topic = await _paused_producer(listener, service)
             (server,) = [c for c in listener._connections if c.connected]
             server._transport.abort()  # the socket is gone (as after a reset by the peer)
             await asyncio.sleep(0.05)  # uvloop closes its handle
