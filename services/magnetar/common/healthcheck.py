@@ -4,14 +4,13 @@ HTTP readiness endpoint (the gateway's ``/readyz``); both over TLS when given a
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from magnetar.common.netutil import split_host_port
+from magnetar.common.netutil import can_connect
 from magnetar.common.tls import ClientTls, https_context, sync_channel
 
 # A probe keeps its connection to itself: with gRPC's process-wide subchannel pool, a new
@@ -44,21 +43,11 @@ def grpc_health_problem(
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
             problem = f"health check failed: {code.name if code else 'error'} {details}"
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:  # which side was slow?
-                problem += f" ({_tcp_connect_problem(address, timeout_s) or 'a TCP connection opens'})"
+                problem += " (a TCP connection opens)" if can_connect(address, timeout_s) else " (no TCP connection opens)"
             return problem
     if reply.status == health_pb2.HealthCheckResponse.SERVING:
         return None
     return f"health check answered {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}"
-
-
-def _tcp_connect_problem(address: str, timeout_s: float) -> str | None:
-    """Why a plain TCP connection to ``address`` does not open; None when it does."""
-    try:
-        host, port = split_host_port(address)
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except (OSError, ValueError) as exc:
-        return f"a TCP connection does not open: {exc}"
 
 
 def http_ready(url: str, timeout_s: float = 1.0, tls: ClientTls | None = None) -> bool:

@@ -327,9 +327,16 @@ class ManagedCursor:
         as it is. Pulsar likewise leaves the count alone when a consumer is removed; only
         a negative ack, an ack timeout or a redelivery request raise it. Acknowledged
         entries and positions that are not stored entries are left out."""
-        for position in [Position.of(p) for p in positions]:
-            if not self.is_acked(position) and self.ledger.contains(position):
-                self._given_back.set(position, True)
+        for position in self._unacked_entries(positions):
+            self._given_back.set(position, True)
+
+    def _unacked_entries(self, positions: Iterable[Sequence[int]]) -> list[Position]:
+        """The stored, unacknowledged entries among ``positions``.
+
+        Raises:
+            InvalidArgument: a malformed position (checked before any is returned).
+        """
+        return [p for p in [Position.of(p) for p in positions] if not self.is_acked(p) and self.ledger.contains(p)]
 
     def add_redeliveries(self, positions: Iterable[Sequence[int]]) -> None:
         """Count one more redelivery of each entry; acknowledged entries and positions
@@ -339,12 +346,10 @@ class ManagedCursor:
         Raises:
             InvalidArgument: a malformed position (nothing is changed).
         """
-        changed = False
-        for position in [Position.of(p) for p in positions]:
-            if not self.is_acked(position) and self.ledger.contains(position):
-                self._counts.set(position, self._counts.get(position, 0) + 1)
-                changed = True
-        if changed:
+        entries = self._unacked_entries(positions)
+        for position in entries:
+            self._counts.set(position, self._counts.get(position, 0) + 1)
+        if entries:
             self._counts_dirty = self.durable
             self._changed()
 

@@ -191,12 +191,10 @@ class Connection:
         The producers leave their topics whatever the socket does (a producer left behind
         would refuse its client's reconnect as ProducerBusy)."""
         try:
-            if not abort:
-                self._flush()
-            self._closed = True
             if abort:
                 self._transport.abort()
             else:
+                self._flush()
                 self._writer.close()
         finally:
             self._closed = True
