@@ -372,3 +372,34 @@ async def test_a_departed_consumers_messages_come_back_flagged_with_their_count_
     assert delivered == [1] and counts == {tuple(positions[0]): 1}
     sub.ack(consumer, positions, cumulative=False)
     assert sub.cursor.delivery_count(positions[1]) == 0  # acknowledged: forgotten
+
+
+async def test_stats_rate_what_each_consumer_acknowledged_and_failed_not_departures_or_expiry(topic):
+    """Pulsar's ``messageAckRate`` and ``msgRateRedeliver``: messages a consumer
+    acknowledged (batch indexes, whole entries, everything a cumulative ack covers) and
+    messages it failed; a subscription's are its consumers' summed."""
+    sub = await topic.subscribe("s", SubscriptionType.Failover, InitialPosition.Earliest)
+    sink = Sink(sub, "c", sub_type=SubscriptionType.Failover)
+    await publish(topic, 3, per_entry=4)  # 12 messages in 3 entries
+    first, second, third = sorted(sink.consumer.pending)
+    for meter in sub.meters():
+        meter.sample(100.0)
+    sub.ack_batch(sink.consumer, [(first, 4, 0b0011)])  # 2 acknowledged
+    sub.send_back(sink.consumer, [first])  # the other 2 failed
+    await settle()
+    assert sink.consumer.pending[first] == 0b1100  # delivered again
+    sub.ack(sink.consumer, [second], cumulative=True)  # 2 + 4 acknowledged
+    for meter in sub.meters():
+        meter.sample(102.0)
+    stats = sub.stats()
+    assert (stats.message_ack_rate, stats.msg_rate_redeliver) == (4.0, 1.0)  # 8 and 2 in 2 s
+    (c,) = stats.consumer_stats
+    assert (c.message_ack_rate, c.msg_rate_redeliver) == (4.0, 1.0)
+
+    other = Sink(sub, "d", sub_type=SubscriptionType.Failover)
+    sink.leave()  # the departure gives `third` to d: not a failure of c's
+    await settle()
+    assert list(other.consumer.pending) == [third] and sink.consumer.meter_redeliver.messages == 2
+    sub.acknowledge_through(third)  # an expiry: nobody acknowledged
+    assert not other.consumer.pending and other.consumer.meter_ack.messages == 0
+    assert sink.consumer.meter_ack.messages == 8

@@ -17,6 +17,7 @@ def _sub(name: str, backlog: int, consumers: int = 1, unacked: int = 0, blocked:
         msg_out_counter=out, bytes_out_counter=out * 10, msg_rate_out=out / 10, msg_throughput_out=out,
         backlog_size=backlog * 10, active_consumer="", dispatch_throttled_time_ms=0,
         dispatch_throttled_msg_events=0, dispatch_throttled_bytes_events=0,
+        msg_rate_redeliver=out / 20, message_ack_rate=out / 40,
     )
 
 
@@ -69,6 +70,8 @@ def test_topic_level_series_carry_topic_and_subscription_labels():
     assert scraped[("pulsar_subscription_unacked_messages", s1)] == 5
     assert scraped[("pulsar_subscription_blocked_on_unacked_messages", s1)] == 1
     assert scraped[("pulsar_out_messages_total", s1)] == 60
+    assert scraped[("pulsar_subscription_msg_rate_redeliver", s1)] == 3.0
+    assert scraped[("pulsar_subscription_msg_ack_rate", s1)] == 1.5
     # Delivered counts are per subscription only (as Pulsar's), so sum() over a topic is right.
     assert sum(_series(scraped, "pulsar_out_messages_total").values()) == 60
     assert not any(n == "pulsar_out_messages_total" and "subscription" not in dict(lbl) for n, lbl in scraped)

@@ -65,6 +65,10 @@ class BrokerConsumer:
         key_shared: on a Key_Shared subscription, its mode and sticky hash ranges (None:
             AUTO_SPLIT).
         meter_out: the messages and bytes delivered to it (stats).
+        meter_ack: the messages it acknowledged of those it held (Pulsar's
+            ``messageAckRate``); bytes not counted.
+        meter_redeliver: the messages it failed (a nack, an ack timeout, a redeliver-all
+            request: Pulsar's ``msgRateRedeliver``); bytes not counted.
         read_compacted: reads the topic's compacted view up to its horizon, then the
             topic (Exclusive and Failover subscriptions only, as Pulsar's).
         on_end_of_topic: told once when its topic was terminated and its subscription
@@ -90,6 +94,8 @@ class BrokerConsumer:
     told_end_of_topic: bool = field(default=False, init=False)
     dead_letter: DeadLetterPolicy | None = field(default=None, init=False)
     meter_out: Meter = field(default_factory=Meter, init=False)
+    meter_ack: Meter = field(default_factory=Meter, init=False)
+    meter_redeliver: Meter = field(default_factory=Meter, init=False)
     connected_since_ms: int = field(default_factory=lambda: int(time.time() * 1000), init=False)
 
     @property
@@ -122,6 +128,13 @@ class BrokerConsumer:
         self.unacked -= masks.count(released)
         if self.blocked and self.unacked <= self.max_unacked // 2:
             self.blocked = False
+        return released
+
+    def acknowledged(self, position: Position, mask: int = -1) -> int:
+        """:meth:`release` what it acknowledged, counted in ``meter_ack``."""
+        released = self.release(position, mask)
+        if released:
+            self.meter_ack.add(masks.count(released), 0)
         return released
 
     def release_all(self) -> dict[Position, int]:

@@ -24,6 +24,10 @@ class ConsumerStats:
     msg_rate_out: float
     msg_throughput_out: float
     connected_since_ms: int
+    msg_rate_redeliver: float = 0.0
+    """Messages it failed per second: nacks, ack timeouts, redeliver-all requests."""
+    message_ack_rate: float = 0.0
+    """Messages it acknowledged per second."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,10 @@ class SubscriptionStats:
     msg_drop_counter: int = 0
     """Non-persistent topics: messages dropped (no consumer with permits at publish time)."""
     msg_drop_rate: float = 0.0
+    msg_rate_redeliver: float = 0.0
+    """Summed over its consumers (those attached now), as Pulsar's."""
+    message_ack_rate: float = 0.0
+    """Summed over its consumers (those attached now), as Pulsar's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from magnetar.broker.entry import check_batch_size
 from magnetar.broker.rates import Meter
 from magnetar.broker.stats import ConsumerStats, SubscriptionStats
 from magnetar.broker.subscription_type import SubscriptionType
+from magnetar.common import masks
 from magnetar.common.errors import ConsumerBusy, InvalidArgument, MagnetarError, ServiceClosed
 from magnetar.common.tasks import BackgroundTasks
 from magnetar.managedledger.position import Position
@@ -287,18 +288,18 @@ class Subscription:
                 raise InvalidArgument(f"cumulative acknowledgement is not allowed on {TYPE_NAMES[self.sub_type]} subscriptions")
             last = max(positions)
             self.cursor.ack_cumulative(last)
-            self._release_through(last)
+            self._release_through(last, acknowledged=True)
         elif self.sub_type == SubscriptionType.Key_Shared:
             for p in positions:
                 held = consumer.pending.get(p)
                 size = self.dispatcher.entry_size(p) if held else 0
                 if held and size:
                     self.cursor.ack_batch(p, size, held)
-                    self.dispatcher.released(consumer, p, consumer.release(p))
+                    self.dispatcher.released(consumer, p, consumer.acknowledged(p))
         else:
             self.cursor.ack(positions)
             for p in positions:
-                released = consumer.release(p)
+                released = consumer.acknowledged(p)
                 if released:
                     self.dispatcher.released(consumer, p, released)
         self.dispatcher.wake()
@@ -319,15 +320,17 @@ class Subscription:
             check_batch_size(position, size, self.topic.config.max_message_bytes)
         for position, size, mask in acks:
             self.cursor.ack_batch(position, size, mask)
-            released = consumer.release(position, mask)
+            released = consumer.acknowledged(position, mask)
             if released:
                 self.dispatcher.released(consumer, position, released)
         self.dispatcher.wake()
 
-    def _release_through(self, last: Position) -> None:
+    def _release_through(self, last: Position, *, acknowledged: bool) -> None:
+        """Every consumer forgets what it holds up to ``last``; ``acknowledged``: a
+        consumer's cumulative ack (counted in each one's ack rate), not an expiry."""
         for c in self.consumers:
             for p in [p for p in c.pending if p <= last]:
-                self.dispatcher.released(c, p, c.release(p))
+                self.dispatcher.released(c, p, c.acknowledged(p) if acknowledged else c.release(p))
 
     def acknowledge_through(self, last: Position) -> int:
         """Acknowledge every entry up to ``last`` (a stored entry), whoever holds it: message
@@ -338,7 +341,7 @@ class Subscription:
         """
         before = self.cursor.backlog()
         self.cursor.ack_cumulative(last)
-        self._release_through(last)
+        self._release_through(last, acknowledged=False)
         self.dispatcher.wake()
         return before - self.cursor.backlog()
 
@@ -364,6 +367,7 @@ class Subscription:
             return
         if failed:
             self.cursor.add_redeliveries(held)
+            consumer.meter_redeliver.add(sum(masks.count(m) for m in held.values()), 0)
         else:
             self.cursor.add_given_back(held)
         self.dispatcher.add_replay(held)  # first: Key_Shared keeps the entries' keys while live
@@ -416,7 +420,10 @@ class Subscription:
         return sum(c.unacked for c in self.consumers)
 
     def meters(self) -> list[Meter]:
-        return [self.meter_out, *(c.meter_out for c in self.consumers)]
+        out = [self.meter_out]
+        for c in self.consumers:
+            out += (c.meter_out, c.meter_ack, c.meter_redeliver)
+        return out
 
     def backlog_size(self) -> int:
         """Estimated bytes of the entries after the mark-delete position."""
@@ -433,6 +440,8 @@ class Subscription:
             consumer_stats=[_consumer_stats(c) for c in self.consumers],
             msg_out_counter=self.meter_out.messages, bytes_out_counter=self.meter_out.bytes,
             msg_rate_out=self.meter_out.msg_rate, msg_throughput_out=self.meter_out.byte_rate,
+            msg_rate_redeliver=sum(c.meter_redeliver.msg_rate for c in self.consumers),
+            message_ack_rate=sum(c.meter_ack.msg_rate for c in self.consumers),
             backlog_size=self.backlog_size(), active_consumer=active.name if active is not None else "",
             dispatch_throttled_time_ms=int(self.dispatcher.throttled_s * 1000),
             dispatch_throttled_msg_events=self.dispatcher.throttled_msg_events,
@@ -478,6 +487,7 @@ def _consumer_stats(c: BrokerConsumer) -> ConsumerStats:
         msg_out_counter=c.meter_out.messages, bytes_out_counter=c.meter_out.bytes,
         msg_rate_out=c.meter_out.msg_rate, msg_throughput_out=c.meter_out.byte_rate,
         connected_since_ms=c.connected_since_ms,
+        msg_rate_redeliver=c.meter_redeliver.msg_rate, message_ack_rate=c.meter_ack.msg_rate,
     )
 
 

@@ -67,6 +67,7 @@ class _Outflow(PulsarModel):
     bytesOutCounter: int = 0
     msgOutCounter: int = 0
     msgRateRedeliver: float = 0.0
+    messageAckRate: float = 0.0
     chunkedMessageRate: float = 0.0
 
 

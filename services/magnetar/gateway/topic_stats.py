@@ -34,13 +34,15 @@ def subscription_stats(s: pb.SubscriptionStats) -> m.SubscriptionStats:
             msgRateOut=c.msg_rate_out, msgThroughputOut=c.msg_throughput_out, bytesOutCounter=c.bytes_out_counter,
             msgOutCounter=c.msg_out_counter, consumerName=c.consumer_name, availablePermits=c.available_permits,
             unackedMessages=c.unacked_messages, blockedConsumerOnUnackedMsgs=c.blocked,
-            connectedSince=iso_time(c.connected_since_ms),
+            connectedSince=iso_time(c.connected_since_ms), msgRateRedeliver=c.msg_rate_redeliver,
+            messageAckRate=c.message_ack_rate,
         )
         for c in s.consumer_stats
     ]
     return m.SubscriptionStats(
         msgRateOut=s.msg_rate_out, msgThroughputOut=s.msg_throughput_out, bytesOutCounter=s.bytes_out_counter,
-        msgOutCounter=s.msg_out_counter, msgBacklog=s.backlog, backlogSize=s.backlog_size, msgBacklogNoDelayed=s.backlog,
+        msgOutCounter=s.msg_out_counter, msgRateRedeliver=s.msg_rate_redeliver, messageAckRate=s.message_ack_rate,
+        msgBacklog=s.backlog, backlogSize=s.backlog_size, msgBacklogNoDelayed=s.backlog,
         blockedSubscriptionOnUnackedMsgs=s.consumers > 0 and s.blocked_consumers == s.consumers,
         unackedMessages=s.unacked, type=TYPE_NAMES.get(s.type, "Exclusive"),
         activeConsumerName=s.active_consumer or None, consumers=consumers,
@@ -70,9 +72,9 @@ def topic_stats(t: pb.TopicStats) -> m.TopicStats:
     )
 
 
-_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgBacklog", "backlogSize",
-           "msgBacklogNoDelayed", "unackedMessages", "dispatchThrottledMsgEventsByTopicLimit",
-           "dispatchThrottledBytesEventsByTopicLimit", "dispatchThrottledTimeMs")
+_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgRateRedeliver", "messageAckRate",
+           "msgBacklog", "backlogSize", "msgBacklogNoDelayed", "unackedMessages",
+           "dispatchThrottledMsgEventsByTopicLimit", "dispatchThrottledBytesEventsByTopicLimit", "dispatchThrottledTimeMs")
 
 
 def _merge(into: m.SubscriptionStats, other: m.SubscriptionStats) -> None:

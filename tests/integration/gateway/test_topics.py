@@ -185,6 +185,22 @@ async def test_stats_with_traffic_and_rates(http: httpx.AsyncClient, gateway_clu
         assert sub["msgOutCounter"] == 10 and sub["backlogSize"] > 0
         (con,) = sub["consumers"]
         assert con["consumerName"] == "c1" and con["unackedMessages"] == 6 and con["msgOutCounter"] == 10
+
+        # Pulsar's messageAckRate and msgRateRedeliver: acknowledge one message at a time and
+        # send the others back until one interval's rates show both.
+        for _ in range(30):
+            await producer.send(b"more")
+
+        async def acking_and_failing() -> dict[str, Any] | None:
+            await consumer.acknowledge(await consumer.receive(5000))
+            await consumer.redeliver_unacknowledged_messages()
+            s = (await http.get(f"{P}/{topic}/stats")).json()["subscriptions"]["reader"]
+            return s if s["messageAckRate"] > 0 and s["msgRateRedeliver"] > 0 else None
+
+        sub = await eventually(acking_and_failing)
+        assert sub, "an interval with acknowledgements and redeliveries"
+        (con,) = sub["consumers"]
+        assert con["messageAckRate"] == sub["messageAckRate"] and con["msgRateRedeliver"] == sub["msgRateRedeliver"]
         await producer.close()
         await consumer.close()
     # A topic of nothing: 404 with Pulsar's reason; a partitioned topic's own name: no topic either.

@@ -124,6 +124,7 @@ def _consumer_stats(c: ConsumerStats) -> pb.ConsumerStats:
         consumer_name=c.consumer_name, available_permits=c.available_permits, unacked_messages=c.unacked_messages,
         blocked=c.blocked, msg_out_counter=c.msg_out_counter, bytes_out_counter=c.bytes_out_counter,
         msg_rate_out=c.msg_rate_out, msg_throughput_out=c.msg_throughput_out, connected_since_ms=c.connected_since_ms,
+        msg_rate_redeliver=c.msg_rate_redeliver, message_ack_rate=c.message_ack_rate,
     )
 
 
@@ -140,6 +141,7 @@ def _subscription_stats(s: SubscriptionStats) -> pb.SubscriptionStats:
         dispatch_throttled_bytes_events=s.dispatch_throttled_bytes_events,
         subscription_properties=s.subscription_properties,
         msg_drop_counter=s.msg_drop_counter, msg_drop_rate=s.msg_drop_rate,
+        msg_rate_redeliver=s.msg_rate_redeliver, message_ack_rate=s.message_ack_rate,
     )
 
 
