@@ -101,6 +101,9 @@ def test_a_subscription_created_and_reset_to_a_time_from_the_page_moves_its_curs
                  what="the new subscription's page")
     browser.wait_css('#backlog[data-value="0"]')
     assert backlog(admin, topic, "audit") == 0
+    # No consumer: the rates are the stats' zeros (a missing field would show "–").
+    browser.wait_css('#ack-rate[data-value="0"]')
+    browser.wait_css('#redeliver-rate[data-value="0"]')
     # The page's input takes local time; the browser converts it, as for an operator.
     browser.js("""const ms = Date.parse(arguments[0]);
                   const local = new Date(ms - new Date(ms).getTimezoneOffset() * 60000).toISOString().slice(0, 23);

@@ -90,12 +90,16 @@ async function renderSubscription(view, params, ctx) {
       card("Type", s.type, "type"),
       card("Unacked", fmt.count(s.unackedMessages), "unacked", s.unackedMessages),
       card("Rate out", fmt.rate(s.msgRateOut), "rate-out", s.msgRateOut),
+      card("Acknowledged", fmt.rate(s.messageAckRate), "ack-rate", s.messageAckRate),
+      card("Redelivered", fmt.rate(s.msgRateRedeliver), "redeliver-rate", s.msgRateRedeliver),
       card("Consumers", fmt.count(s.consumers.length), "consumer-count", s.consumers.length),
       card("Blocked on unacked", s.blockedSubscriptionOnUnackedMsgs ? "yes" : "no", "blocked"));
     consumers.replaceChildren(ctx.table([
       { label: "Name", value: (c) => c.consumerName },
       { label: "Address", value: (c) => c.address || "–" },
       { label: "Rate out", value: (c) => fmt.rate(c.msgRateOut), num: true },
+      { label: "Acknowledged", value: (c) => fmt.rate(c.messageAckRate), num: true },
+      { label: "Redelivered", value: (c) => fmt.rate(c.msgRateRedeliver), num: true },
       { label: "Unacked", value: (c) => fmt.count(c.unackedMessages), num: true },
       { label: "Blocked", value: (c) => (c.blockedConsumerOnUnackedMsgs ? "blocked" : "no") },
       { label: "Connected since", value: (c) => c.connectedSince || "–" },
